@@ -1,0 +1,72 @@
+// Counter-based randomness (Random123 Philox-4x32-10): a draw is a pure function of (seed, counter), so
+// the same seed gives the same numbers whatever the batch composition, order or number of workers.
+// The header is host/device clean, so CUDA kernels draw the same numbers.
+#pragma once
+
+#include <Random123/philox.h>
+
+#include <cstdint>
+
+namespace rlcpp {
+
+#if defined(__CUDACC__)
+#define RLCPP_HOST_DEVICE __host__ __device__
+#else
+#define RLCPP_HOST_DEVICE
+#endif
+
+struct PhiloxDraw {
+  uint32_t v[4];
+};
+
+// Four 32-bit words for the counter (a, b, c, d) under a 64-bit seed.
+RLCPP_HOST_DEVICE inline PhiloxDraw philox_draw(uint64_t seed, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  r123::Philox4x32 rng;
+  r123::Philox4x32::key_type key = {{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}};
+  r123::Philox4x32::ctr_type ctr = {{a, b, c, d}};
+  r123::Philox4x32::ctr_type out = rng(ctr, key);
+  return PhiloxDraw{{out[0], out[1], out[2], out[3]}};
+}
+
+// Uniform in [0, 1) with 24 random bits (exactly representable as float).
+RLCPP_HOST_DEVICE inline float philox_uniform(uint32_t bits) { return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f); }
+
+// Uniform in [0, 1) with 53 random bits from two words.
+RLCPP_HOST_DEVICE inline double philox_uniform_double(uint32_t hi, uint32_t lo) {
+  uint64_t x = (static_cast<uint64_t>(hi) << 21) ^ (lo >> 11);
+  return static_cast<double>(x & ((uint64_t(1) << 53) - 1)) * (1.0 / 9007199254740992.0);
+}
+
+// A sequential stream for host-side uses (initialisation, shuffles): counter = (stream, index).
+class PhiloxStream {
+ public:
+  PhiloxStream(uint64_t seed, uint64_t stream) : seed_(seed), stream_(stream) {}
+  uint32_t next_u32() {
+    if (have_ == 0) {
+      buf_ = philox_draw(seed_, static_cast<uint32_t>(stream_), static_cast<uint32_t>(stream_ >> 32),
+                         static_cast<uint32_t>(index_), static_cast<uint32_t>(index_ >> 32));
+      ++index_;
+      have_ = 4;
+    }
+    return buf_.v[4 - have_--];
+  }
+  uint64_t next_u64() { return (static_cast<uint64_t>(next_u32()) << 32) | next_u32(); }
+  float uniform() { return philox_uniform(next_u32()); }
+  // Uniform integer in [0, n) without modulo bias.
+  uint64_t below(uint64_t n);
+  // Standard normal (Box-Muller).
+  float normal();
+  // Position in the stream, for checkpoints: (blocks drawn, words left in the current block).
+  uint64_t index() const { return index_; }
+  int buffered() const { return have_; }
+  void restore(uint64_t index, int buffered);
+
+ private:
+  uint64_t seed_;
+  uint64_t stream_;
+  uint64_t index_ = 0;
+  PhiloxDraw buf_{};
+  int have_ = 0;
+};
+
+}  // namespace rlcpp

@@ -1,0 +1,62 @@
+// Tensor: shape, dtype, device and a shared buffer; either owns its storage or views another's.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace rlcpp {
+
+enum class DType { kF32, kF16, kBF16, kI32, kI64, kU8 };
+enum class Device { kCPU, kCUDA };
+
+size_t dtype_size(DType dtype);
+const char* dtype_name(DType dtype);
+const char* device_name(Device device);
+
+using Shape = std::vector<int64_t>;
+std::string shape_str(const Shape& shape);
+int64_t shape_numel(const Shape& shape);
+
+class Tensor {
+ public:
+  Tensor() = default;
+
+  static Tensor empty(Shape shape, DType dtype = DType::kF32, Device device = Device::kCPU);
+  static Tensor zeros(Shape shape, DType dtype = DType::kF32, Device device = Device::kCPU);
+  // A view of caller-owned memory; the caller keeps it alive.
+  static Tensor borrow(void* data, Shape shape, DType dtype = DType::kF32, Device device = Device::kCPU);
+
+  const Shape& shape() const { return shape_; }
+  int64_t dim() const { return static_cast<int64_t>(shape_.size()); }
+  int64_t size(int64_t axis) const;
+  int64_t numel() const { return shape_numel(shape_); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+  bool defined() const { return data_ != nullptr; }
+
+  void* raw() { return data_; }
+  const void* raw() const { return data_; }
+  template <class T> T* data() { return static_cast<T*>(data_); }
+  template <class T> const T* data() const { return static_cast<const T*>(data_); }
+
+  // Same storage, new shape with the same number of elements.
+  Tensor reshape(Shape shape) const;
+  // Rows [begin, end) of the leading axis, sharing storage.
+  Tensor slice_rows(int64_t begin, int64_t end) const;
+  void fill_zero();
+  Tensor clone() const;
+
+ private:
+  std::shared_ptr<void> storage_;
+  void* data_ = nullptr;
+  Shape shape_;
+  DType dtype_ = DType::kF32;
+  Device device_ = Device::kCPU;
+};
+
+}  // namespace rlcpp

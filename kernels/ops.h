@@ -1,0 +1,107 @@
+// Every op, forward and backward. This header declares and documents; ops.cpp checks shapes and dispatches
+// (device x dtype) to kernels/cpu/*.cpp or kernels/cuda/*.cu. Shapes are in the comments, row-major.
+//
+// Conventions:
+// - Parameter gradients (dweight, dbias, dtable) ACCUMULATE (+=), so micro-batches add up.
+// - Input gradients OVERWRITE, except rmsnorm_backward's dx which accumulates because it feeds a residual stream.
+// - Batch invariance: every reduction runs in an order that depends only on the row being reduced, never on
+//   how many rows share the call, where the row sits, or whether the call is a prefill or a decode. In
+//   particular attention_forward and paged_attention run the same per-query code, so a cached decode returns
+//   the training forward's values bit for bit.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace rlcpp::ops {
+
+// c (M,N) = alpha * op(a) @ op(b) + beta * c, op(x) = x or x^T. a is (M,K) or (K,M) when trans_a.
+void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha = 1.0f,
+            float beta = 0.0f);
+
+// y (M,N) += bias (N) on every row.
+void add_bias(Tensor& y, const Tensor& bias);
+// dbias (N) += sum over rows of dy (M,N).
+void bias_backward(const Tensor& dy, Tensor& dbias);
+
+// x += y, same shape.
+void add_inplace(Tensor& x, const Tensor& y);
+// x *= s.
+void scale_inplace(Tensor& x, float s);
+
+// out (N,C) = table (V,C)[ids (N) int32]. An id outside [0, V) is an error naming the id and its index.
+void embedding_forward(const Tensor& table, const Tensor& ids, Tensor& out);
+// dtable (V,C) += scatter of dout (N,C) by ids.
+void embedding_backward(const Tensor& dout, const Tensor& ids, Tensor& dtable);
+
+// out (N,C) = x * rsqrt(mean(x^2) + eps) * weight (C); rstd (N) saved for backward.
+void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& out, Tensor& rstd);
+// dx (N,C) += d/dx; dweight (C) += d/dweight.
+void rmsnorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
+                      Tensor& dweight);
+
+// RoPE table (max_positions, head_dim): columns [0, D/2) hold cos(pos * inv_freq[i]), [D/2, D) sin, with
+// inv_freq[i] = 1 / theta^(2i/D) computed in float as Hugging Face Llama does.
+Tensor rope_table(int64_t max_positions, int64_t head_dim, float theta);
+// In place on x (N, H, D) with positions (N) int32, rotate-half convention (Hugging Face Llama):
+// out[i] = x[i] cos - x[i + D/2] sin, out[i + D/2] = x[i + D/2] cos + x[i] sin, i < D/2.
+void rope_forward(Tensor& x, const Tensor& positions, const Tensor& table);
+// In place on dx (N, H, D): the transpose rotation (by -angle).
+void rope_backward(Tensor& dx, const Tensor& positions, const Tensor& table);
+
+// Causal attention over packed sequences. q (N,Hq,D), k and v (N,Hkv,D), Hq a multiple of Hkv (GQA: query
+// head h reads kv head h / (Hq/Hkv)). cu_seqlens (B+1) int32: sequence b is rows [cu[b], cu[b+1]); a row
+// attends to rows of its own sequence up to and including itself. out (N,Hq,D); lse (N,Hq) = logsumexp of the
+// scaled scores, saved for backward.
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, float scale,
+                       Tensor& out, Tensor& lse);
+// dq (N,Hq,D), dk and dv (N,Hkv,D), all overwritten.
+void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& lse, const Tensor& cu_seqlens, float scale, Tensor& dq, Tensor& dk,
+                        Tensor& dv);
+
+// Paged KV cache: one layer's cache is k_cache and v_cache (num_slots, Hkv, D), num_slots = num_blocks *
+// block_size; token t of a sequence lives in slot block_table[t / block_size] * block_size + t % block_size.
+// Writes k, v (N,Hkv,D) to slots slot_mapping (N) int32; a slot of -1 is skipped.
+void paged_kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, Tensor& k_cache, Tensor& v_cache);
+// Attention of N query rows against the cache (prefill and decode alike). Query row i belongs to sequence
+// query_seq[i] and sits at position query_pos[i]; it attends to that sequence's positions 0..query_pos[i]
+// (which must already be written). Block tables in CSR form (flashinfer): sequence b owns blocks
+// block_indices[block_indptr[b] .. block_indptr[b+1]). q (N,Hq,D) -> out (N,Hq,D).
+void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& query_seq,
+                     const Tensor& query_pos, const Tensor& block_indptr, const Tensor& block_indices,
+                     int64_t block_size, float scale, Tensor& out);
+
+// gate_up (N, 2F): gate in columns [0, F), up in [F, 2F). out (N,F) = silu(gate) * up.
+void swiglu_forward(const Tensor& gate_up, Tensor& out);
+// dgate_up (N, 2F) overwritten.
+void swiglu_backward(const Tensor& dout, const Tensor& gate_up, Tensor& dgate_up);
+
+// Per-row log-probability of targets under softmax(logits / temperature). logits (N,V), targets (N) int32;
+// a target of -1 marks a row with no target: logp 0 there. logp (N); lse (N) = logsumexp(logits / T) saved
+// for backward; entropy (N) of the tempered distribution when `entropy` is non-null.
+void logprob_forward(const Tensor& logits, const Tensor& targets, float temperature, Tensor& logp, Tensor& lse,
+                     Tensor* entropy);
+// dlogits (N,V) overwritten from dlogp (N) and, when non-null, dentropy (N). Rows with target -1 get only
+// the entropy term.
+void logprob_backward(const Tensor& dlogp, const Tensor* dentropy, const Tensor& logits, const Tensor& targets,
+                      float temperature, const Tensor& lse, Tensor& dlogits);
+
+struct AdamWParams {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+};
+// One step of AdamW exactly as torch.optim.AdamW (decoupled decay, bias correction); step counts from 1.
+// param, grad, m, v have the same shape.
+void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p, int64_t step);
+
+// L2 norm of all elements (accumulated in double).
+double l2_norm(const Tensor& x);
+// true when every element is finite.
+bool all_finite(const Tensor& x);
+
+}  // namespace rlcpp::ops

@@ -1,0 +1,149 @@
+#include "model/model_config.h"
+
+#include "core/error.h"
+
+namespace rlcpp {
+
+void ModelConfig::validate(const std::string& where) const {
+  auto positive = [&](const char* key, int64_t v) {
+    RLCPP_CHECK(v > 0, where << ": " << key << " must be positive, got " << v);
+  };
+  RLCPP_CHECK(model_type == "llama" || model_type == "qwen2",
+              where << ": model_type '" << model_type << "' is not supported (expected \"llama\" or \"qwen2\")");
+  positive("vocab_size", vocab_size);
+  positive("hidden_size", hidden_size);
+  positive("num_hidden_layers", num_hidden_layers);
+  positive("num_attention_heads", num_attention_heads);
+  positive("num_key_value_heads", num_key_value_heads);
+  positive("intermediate_size", intermediate_size);
+  positive("max_position_embeddings", max_position_embeddings);
+  RLCPP_CHECK(hidden_size % num_attention_heads == 0, where << ": hidden_size " << hidden_size
+                                                             << " is not a multiple of num_attention_heads "
+                                                             << num_attention_heads);
+  RLCPP_CHECK(num_attention_heads % num_key_value_heads == 0,
+              where << ": num_attention_heads " << num_attention_heads << " is not a multiple of num_key_value_heads "
+                    << num_key_value_heads);
+  RLCPP_CHECK(head_dim() % 2 == 0, where << ": head_dim " << head_dim() << " must be even for RoPE");
+  RLCPP_CHECK(rms_norm_eps > 0, where << ": rms_norm_eps must be positive, got " << rms_norm_eps);
+  RLCPP_CHECK(rope_theta > 0, where << ": rope_theta must be positive, got " << rope_theta);
+  for (auto [key, id] : {std::pair{"bos_token_id", bos_token_id}, {"eos_token_id", eos_token_id},
+                         {"pad_token_id", pad_token_id}})
+    RLCPP_CHECK(id >= 0 && id < vocab_size, where << ": " << key << " " << id << " outside the vocabulary of "
+                                                  << vocab_size);
+}
+
+int64_t ModelConfig::num_parameters() const {
+  const int64_t C = hidden_size, F = intermediate_size;
+  int64_t per_layer = 2 * C + C * (q_dim() + 2 * kv_dim()) + q_dim() * C + 3 * C * F;
+  if (has_qkv_bias()) per_layer += q_dim() + 2 * kv_dim();
+  if (has_o_bias()) per_layer += C;
+  return vocab_size * C * (tie_word_embeddings ? 1 : 2) + num_hidden_layers * per_layer + C;
+}
+
+int64_t ModelConfig::kv_bytes_per_token(int64_t dtype_bytes) const {
+  return 2 * num_hidden_layers * num_key_value_heads * head_dim() * dtype_bytes;
+}
+
+ModelConfig model_preset(const std::string& name) {
+  ModelConfig c;
+  if (name == "tiny") return c;  // W1: the defaults above
+  if (name == "qwen05b") {
+    c.model_type = "qwen2";
+    c.vocab_size = 151936;
+    c.hidden_size = 896;
+    c.num_hidden_layers = 24;
+    c.num_attention_heads = 14;
+    c.num_key_value_heads = 2;
+    c.intermediate_size = 4864;
+    c.max_position_embeddings = 32768;
+    c.rms_norm_eps = 1e-6;
+    c.rope_theta = 1e6;
+    c.tie_word_embeddings = true;
+    c.bos_token_id = 151643;
+    c.eos_token_id = 151645;
+    c.pad_token_id = 151643;
+    return c;
+  }
+  RLCPP_FAIL("unknown model preset '" << name << "' (expected \"tiny\" or \"qwen05b\")");
+}
+
+namespace {
+
+template <class T> void read_key(const Json& j, const char* key, T& out, const std::string& where, bool required) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    RLCPP_CHECK(!required, where << ": missing key '" << key << "'");
+    return;
+  }
+  out = config_detail::read_leaf<T>(*it, where + ": " + key);
+}
+
+}  // namespace
+
+ModelConfig model_config_from_hf_json(const Json& j, const std::string& where) {
+  RLCPP_CHECK(j.is_object(), where << ": expected a JSON object");
+  ModelConfig c;
+  read_key(j, "model_type", c.model_type, where, true);
+  read_key(j, "vocab_size", c.vocab_size, where, true);
+  read_key(j, "hidden_size", c.hidden_size, where, true);
+  read_key(j, "num_hidden_layers", c.num_hidden_layers, where, true);
+  read_key(j, "num_attention_heads", c.num_attention_heads, where, true);
+  c.num_key_value_heads = c.num_attention_heads;
+  read_key(j, "num_key_value_heads", c.num_key_value_heads, where, false);
+  read_key(j, "intermediate_size", c.intermediate_size, where, true);
+  read_key(j, "max_position_embeddings", c.max_position_embeddings, where, false);
+  read_key(j, "rms_norm_eps", c.rms_norm_eps, where, false);
+  read_key(j, "rope_theta", c.rope_theta, where, false);
+  read_key(j, "tie_word_embeddings", c.tie_word_embeddings, where, false);
+  read_key(j, "attention_bias", c.attention_bias, where, false);
+  read_key(j, "bos_token_id", c.bos_token_id, where, false);
+  read_key(j, "eos_token_id", c.eos_token_id, where, false);
+  read_key(j, "pad_token_id", c.pad_token_id, where, false);
+  if (j.contains("head_dim") && !j["head_dim"].is_null()) {
+    int64_t hd = 0;
+    read_key(j, "head_dim", hd, where, false);
+    RLCPP_CHECK(hd == c.head_dim(), where << ": head_dim " << hd << " differs from hidden_size/num_attention_heads "
+                                          << c.head_dim() << " (not supported)");
+  }
+  if (j.contains("hidden_act")) {
+    std::string act;
+    read_key(j, "hidden_act", act, where, false);
+    RLCPP_CHECK(act == "silu", where << ": hidden_act '" << act << "' is not supported (expected \"silu\")");
+  }
+  if (j.contains("rope_scaling"))
+    RLCPP_CHECK(j["rope_scaling"].is_null(), where << ": rope_scaling " << j["rope_scaling"].dump()
+                                                   << " is not supported (expected null)");
+  if (j.contains("mlp_bias"))
+    RLCPP_CHECK(j["mlp_bias"] == false, where << ": mlp_bias true is not supported");
+  c.validate(where);
+  return c;
+}
+
+Json model_config_to_hf_json(const ModelConfig& c) {
+  Json j;
+  bool qwen = c.model_type == "qwen2";
+  j["architectures"] = Json::array({qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM"});
+  j["model_type"] = c.model_type;
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_size;
+  j["num_hidden_layers"] = c.num_hidden_layers;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["num_key_value_heads"] = c.num_key_value_heads;
+  j["intermediate_size"] = c.intermediate_size;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["rope_theta"] = c.rope_theta;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  if (!qwen) j["attention_bias"] = c.attention_bias;
+  j["hidden_act"] = "silu";
+  j["head_dim"] = c.head_dim();
+  j["bos_token_id"] = c.bos_token_id;
+  j["eos_token_id"] = c.eos_token_id;
+  j["pad_token_id"] = c.pad_token_id;
+  j["torch_dtype"] = "float32";
+  j["rope_scaling"] = nullptr;
+  j["use_cache"] = true;
+  return j;
+}
+
+}  // namespace rlcpp

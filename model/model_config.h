@@ -1,0 +1,69 @@
+// The shapes of a Llama-family model, named as Hugging Face config.json names them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/config.h"
+
+namespace rlcpp {
+
+struct ModelConfig {
+  std::string model_type = "llama";  // "llama" or "qwen2"
+  int64_t vocab_size = 32;
+  int64_t hidden_size = 128;
+  int64_t num_hidden_layers = 4;
+  int64_t num_attention_heads = 4;
+  int64_t num_key_value_heads = 2;
+  int64_t intermediate_size = 352;
+  int64_t max_position_embeddings = 64;
+  double rms_norm_eps = 1e-5;
+  double rope_theta = 1e4;
+  bool tie_word_embeddings = true;
+  // Llama: bias on q, k, v and o projections. Qwen2 always has q, k, v bias and never o bias.
+  bool attention_bias = false;
+  int64_t bos_token_id = 1;
+  int64_t eos_token_id = 2;
+  int64_t pad_token_id = 0;
+
+  int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  bool has_qkv_bias() const { return model_type == "qwen2" || attention_bias; }
+  bool has_o_bias() const { return model_type == "llama" && attention_bias; }
+  int64_t q_dim() const { return num_attention_heads * head_dim(); }
+  int64_t kv_dim() const { return num_key_value_heads * head_dim(); }
+
+  // Throws naming the field when the shapes are inconsistent (heads not dividing, GQA not dividing, ...).
+  void validate(const std::string& where) const;
+  int64_t num_parameters() const;
+  // 2 * layers * kv_heads * head_dim * bytes
+  int64_t kv_bytes_per_token(int64_t dtype_bytes) const;
+
+  template <class V> void visit(V& v) {
+    v("model_type", model_type, "\"llama\" or \"qwen2\"");
+    v("vocab_size", vocab_size, "vocabulary size");
+    v("hidden_size", hidden_size, "model width");
+    v("num_hidden_layers", num_hidden_layers, "transformer blocks");
+    v("num_attention_heads", num_attention_heads, "query heads");
+    v("num_key_value_heads", num_key_value_heads, "key/value heads (GQA)");
+    v("intermediate_size", intermediate_size, "SwiGLU hidden width");
+    v("max_position_embeddings", max_position_embeddings, "longest sequence");
+    v("rms_norm_eps", rms_norm_eps, "RMSNorm epsilon");
+    v("rope_theta", rope_theta, "RoPE base");
+    v("tie_word_embeddings", tie_word_embeddings, "lm_head shares embed_tokens");
+    v("attention_bias", attention_bias, "llama: bias on q/k/v/o projections (qwen2 always has q/k/v bias)");
+    v("bos_token_id", bos_token_id, "beginning of sequence id");
+    v("eos_token_id", eos_token_id, "end of sequence id");
+    v("pad_token_id", pad_token_id, "padding id");
+  }
+};
+
+// Presets of ../shared/BENCHMARKS.md: "tiny" (W1) and "qwen05b" (W2).
+ModelConfig model_preset(const std::string& name);
+
+// Hugging Face config.json: reads llama and qwen2 configs (ignoring keys that do not change the
+// computation, e.g. torch_dtype, use_cache); rejects unsupported ones (hidden_act other than silu,
+// rope_scaling) with the file and key named.
+ModelConfig model_config_from_hf_json(const Json& j, const std::string& where);
+Json model_config_to_hf_json(const ModelConfig& cfg);
+
+}  // namespace rlcpp

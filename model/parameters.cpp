@@ -1,0 +1,71 @@
+#include "model/parameters.h"
+
+#include "core/error.h"
+
+namespace rlcpp {
+
+std::vector<ParameterInfo> parameter_layout(const ModelConfig& cfg) {
+  const int64_t C = cfg.hidden_size, V = cfg.vocab_size, F = cfg.intermediate_size;
+  const int64_t qd = cfg.q_dim(), kvd = cfg.kv_dim();
+  std::vector<ParameterInfo> out;
+  int64_t offset = 0;
+  auto add = [&](std::string name, Shape shape) {
+    ParameterInfo info{std::move(name), std::move(shape), offset};
+    offset += info.numel();
+    out.push_back(std::move(info));
+  };
+  add("model.embed_tokens.weight", {V, C});
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    std::string p = "model.layers." + std::to_string(l) + ".";
+    add(p + "input_layernorm.weight", {C});
+    add(p + "self_attn.q_proj.weight", {qd, C});
+    add(p + "self_attn.k_proj.weight", {kvd, C});
+    add(p + "self_attn.v_proj.weight", {kvd, C});
+    if (cfg.has_qkv_bias()) {
+      add(p + "self_attn.q_proj.bias", {qd});
+      add(p + "self_attn.k_proj.bias", {kvd});
+      add(p + "self_attn.v_proj.bias", {kvd});
+    }
+    add(p + "self_attn.o_proj.weight", {C, qd});
+    if (cfg.has_o_bias()) add(p + "self_attn.o_proj.bias", {C});
+    add(p + "post_attention_layernorm.weight", {C});
+    add(p + "mlp.gate_proj.weight", {F, C});
+    add(p + "mlp.up_proj.weight", {F, C});
+    add(p + "mlp.down_proj.weight", {C, F});
+  }
+  add("model.norm.weight", {C});
+  if (!cfg.tie_word_embeddings) add("lm_head.weight", {V, C});
+  return out;
+}
+
+ParameterStore::ParameterStore(const ModelConfig& cfg) : config_(cfg), infos_(parameter_layout(cfg)) {
+  int64_t total = infos_.empty() ? 0 : infos_.back().offset + infos_.back().numel();
+  flat_ = Tensor::zeros({total});
+}
+
+bool ParameterStore::has(const std::string& name) const {
+  for (const auto& info : infos_)
+    if (info.name == name) return true;
+  return false;
+}
+
+int64_t ParameterStore::offset_of(const std::string& name) const {
+  for (const auto& info : infos_)
+    if (info.name == name) return info.offset;
+  RLCPP_FAIL("model has no parameter '" << name << "'");
+}
+
+Tensor ParameterStore::get(const std::string& name) const {
+  for (const auto& info : infos_)
+    if (info.name == name) return view(info.offset, info.shape);
+  RLCPP_FAIL("model has no parameter '" << name << "'");
+}
+
+Tensor ParameterStore::view(int64_t offset, Shape shape) const {
+  int64_t n = shape_numel(shape);
+  RLCPP_CHECK(offset >= 0 && offset + n <= flat_.numel(),
+              "parameter view [" << offset << ", " << offset + n << ") outside the buffer of " << flat_.numel());
+  return Tensor::borrow(const_cast<float*>(flat_.data<float>()) + offset, std::move(shape));
+}
+
+}  // namespace rlcpp

@@ -1,0 +1,62 @@
+// All parameters of a model in one flat fp32 buffer, each a named view into it. One buffer makes AdamW one
+// loop, the gradient norm one reduction and a weight-sync publish one contiguous copy. The gradient buffer
+// has the same layout.
+//
+// Layout (Hugging Face names), in this order, so the fused matrices are contiguous:
+//   model.embed_tokens.weight (V, C)
+//   per layer l, prefix model.layers.l.:
+//     input_layernorm.weight (C)
+//     self_attn.q_proj.weight (Hq*D, C), self_attn.k_proj.weight (Hkv*D, C), self_attn.v_proj.weight (Hkv*D, C)
+//         -> together the fused qkv matrix ((Hq + 2 Hkv) * D, C)
+//     self_attn.q_proj.bias, k_proj.bias, v_proj.bias (when has_qkv_bias) -> fused qkv bias
+//     self_attn.o_proj.weight (C, Hq*D), self_attn.o_proj.bias (C) when has_o_bias
+//     post_attention_layernorm.weight (C)
+//     mlp.gate_proj.weight (F, C), mlp.up_proj.weight (F, C) -> fused gate_up matrix (2F, C)
+//     mlp.down_proj.weight (C, F)
+//   model.norm.weight (C)
+//   lm_head.weight (V, C) when not tied
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/model_config.h"
+
+namespace rlcpp {
+
+struct ParameterInfo {
+  std::string name;
+  Shape shape;
+  int64_t offset = 0;  // in floats, into the flat buffer
+  int64_t numel() const { return shape_numel(shape); }
+};
+
+// Names, shapes and offsets of every parameter of `cfg`, in layout order.
+std::vector<ParameterInfo> parameter_layout(const ModelConfig& cfg);
+
+class ParameterStore {
+ public:
+  ParameterStore() = default;
+  explicit ParameterStore(const ModelConfig& cfg);
+
+  const ModelConfig& config() const { return config_; }
+  const std::vector<ParameterInfo>& infos() const { return infos_; }
+  Tensor& flat() { return flat_; }
+  const Tensor& flat() const { return flat_; }
+  int64_t numel() const { return flat_.numel(); }
+
+  // View of one parameter; throws naming it when absent.
+  Tensor get(const std::string& name) const;
+  bool has(const std::string& name) const;
+  // View of floats [offset, offset + numel) with the given shape (for fused matrices).
+  Tensor view(int64_t offset, Shape shape) const;
+  int64_t offset_of(const std::string& name) const;
+
+ private:
+  ModelConfig config_;
+  std::vector<ParameterInfo> infos_;
+  Tensor flat_;
+};
+
+}  // namespace rlcpp
