@@ -1,0 +1,18 @@
+#include <cstdio>
+
+#include "apps/commands.h"
+#include "loop/sft_run.h"
+
+namespace rlcpp::cli {
+
+Command add_config_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("config", "print every config key with its type, default and meaning");
+  auto recipe = std::make_shared<std::string>("sft");
+  cmd->add_option("recipe", *recipe, "which run config: sft")->check(CLI::IsMember({"sft"}));
+  return {cmd, [=]() {
+    for (const auto& line : config_doc(SftConfig{})) std::printf("%s\n", line.c_str());
+    return 0;
+  }};
+}
+
+}  // namespace rlcpp::cli

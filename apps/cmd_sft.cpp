@@ -1,0 +1,21 @@
+#include "apps/commands.h"
+#include "apps/config_loading.h"
+#include "loop/sft_run.h"
+
+namespace rlcpp::cli {
+
+Command add_sft_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("sft", "supervised fine-tuning on a task (e.g. configs/sft_add3.json)");
+  auto config_path = std::make_shared<std::string>();
+  auto overrides = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("config", *config_path, "run config (JSON)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--set", *overrides, "override a key: --set optim.lr=3e-4 (repeatable)");
+  return {cmd, [=]() {
+    SftConfig cfg;
+    Json resolved = load_run_config(*config_path, *overrides, cfg);
+    run_sft(cfg, resolved);
+    return 0;
+  }};
+}
+
+}  // namespace rlcpp::cli

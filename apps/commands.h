@@ -1,0 +1,23 @@
+// The `rlcpp` subcommands: each registers its options on a CLI11 subcommand and returns the action to run.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace rlcpp::cli {
+
+using Action = std::function<int()>;
+
+struct Command {
+  CLI::App* sub;
+  Action run;  // called when `sub` was the subcommand given
+};
+
+Command add_sft_command(CLI::App& app);
+Command add_eval_command(CLI::App& app);
+Command add_generate_command(CLI::App& app);
+Command add_score_command(CLI::App& app);
+Command add_bench_command(CLI::App& app);
+Command add_config_command(CLI::App& app);
+
+}  // namespace rlcpp::cli

@@ -1,0 +1,27 @@
+// rlcpp: RL post-training for Llama-family models. `rlcpp --help` lists the subcommands.
+#include <cstdio>
+#include <exception>
+#include <vector>
+
+#include "apps/commands.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"rlcpp: RL post-training (GRPO, PPO, DPO, SFT) of Llama-family models, CPU and CUDA"};
+  app.require_subcommand(1);
+  using namespace rlcpp::cli;
+  const std::vector<Command> commands = {add_sft_command(app),   add_eval_command(app),  add_generate_command(app),
+                                         add_score_command(app), add_bench_command(app), add_config_command(app)};
+  CLI11_PARSE(app, argc, argv);
+  try {
+    for (const auto& command : commands)
+      if (command.sub->parsed()) return command.run();
+  } catch (const rlcpp::Error& e) {
+    std::fprintf(stderr, "rlcpp: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rlcpp: unexpected error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,70 @@
+#include "bench/bench_common.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include "core/metrics.h"
+#include "core/philox.h"
+#include "core/tensor.h"
+
+namespace rlcpp::bench {
+
+double median_seconds(const std::function<void()>& fn, int warmup, int iters) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<double> times;
+  for (int i = 0; i < iters; ++i) {
+    Stopwatch w;
+    fn();
+    times.push_back(w.seconds());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+double sgemm_gflops(int64_t m, int64_t n, int64_t k) {
+  Tensor a = Tensor::empty({m, k}), b = Tensor::empty({k, n}), c = Tensor::empty({m, n});
+  PhiloxStream rng(1, 1);
+  for (int64_t i = 0; i < a.numel(); ++i) a.data<float>()[i] = rng.uniform() - 0.5f;
+  for (int64_t i = 0; i < b.numel(); ++i) b.data<float>()[i] = rng.uniform() - 0.5f;
+  const double flops = 2.0 * m * n * k;
+  const int iters = std::max(3, static_cast<int>(std::min<double>(20, 2e10 / flops)));
+  double s = median_seconds(
+      [&] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data<float>(), k, b.data<float>(), n,
+                    0.0f, c.data<float>(), n);
+      },
+      1, iters);
+  return flops / s / 1e9;
+}
+
+std::string source_dir() {
+  const char* env = std::getenv("RLCPP_SOURCE_DIR");
+  return env ? env : RLCPP_SOURCE_DIR;
+}
+
+Json run_torch_peer(const std::string& src, const std::string& args) {
+  const std::string cmd = "/usr/bin/python3 " + src + "/bench/peers/torch_peer.py " + args + " 2>/dev/null";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
+  if (!pipe) return nullptr;
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = std::fread(buf.data(), 1, buf.size(), pipe.get())) out.append(buf.data(), n);
+  // The peer prints one JSON object as its last line.
+  size_t start = out.rfind('{');
+  while (start != std::string::npos) {
+    try {
+      return Json::parse(out.substr(start));
+    } catch (const Json::parse_error&) {
+      start = start == 0 ? std::string::npos : out.rfind('{', start - 1);
+    }
+  }
+  std::fprintf(stderr, "bench: the PyTorch peer did not run (%s)\n", cmd.c_str());
+  return nullptr;
+}
+
+}  // namespace rlcpp::bench

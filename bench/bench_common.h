@@ -1,0 +1,26 @@
+// Shared pieces of the `rlcpp bench` programs: timing statistics, the sgemm peak of this machine, and running
+// the PyTorch peer (bench/peers/torch_peer.py) in the same run.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+
+namespace rlcpp::bench {
+
+// Median seconds of `iters` calls after `warmup` untimed ones.
+double median_seconds(const std::function<void()>& fn, int warmup, int iters);
+
+// GFLOP/s of an M x N x K sgemm (OpenBLAS, all threads), median of a few runs.
+double sgemm_gflops(int64_t m, int64_t n, int64_t k);
+
+// Runs `bench/peers/torch_peer.py ARGS` with Debian's python3 and returns its JSON line; a null Json with the
+// reason printed when the peer cannot run (no torch).
+Json run_torch_peer(const std::string& source_dir, const std::string& args);
+
+// The source tree (for bench/peers/ and bench/RESULTS.md): $RLCPP_SOURCE_DIR, else the build's source dir.
+std::string source_dir();
+
+}  // namespace rlcpp::bench

@@ -1,0 +1,39 @@
+#include "core/metrics.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "core/error.h"
+
+namespace rlcpp {
+
+JsonlWriter::JsonlWriter(const std::string& path) : path_(path), out_(path, std::ios::app) {
+  RLCPP_CHECK(out_.good(), "cannot open '" << path << "' for appending");
+}
+
+void JsonlWriter::write(const Json& record) {
+  RLCPP_CHECK(out_.is_open(), "JsonlWriter: no file open");
+  out_ << record.dump() << "\n";
+  out_.flush();
+  RLCPP_CHECK(out_.good(), "write to '" << path_ << "' failed");
+}
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  long s = std::lround(seconds);
+  char buf[32];
+  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s / 60) % 60);
+  else if (s >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  else std::snprintf(buf, sizeof buf, "%lds", s);
+  return buf;
+}
+
+std::string format_rate(double x) {
+  char buf[32];
+  if (x >= 1e6) std::snprintf(buf, sizeof buf, "%.2fM", x / 1e6);
+  else if (x >= 1e3) std::snprintf(buf, sizeof buf, "%.1fk", x / 1e3);
+  else std::snprintf(buf, sizeof buf, "%.1f", x);
+  return buf;
+}
+
+}  // namespace rlcpp

@@ -1,0 +1,140 @@
+#include "loop/sft_run.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/metrics.h"
+#include "core/philox.h"
+#include "loop/evaluation.h"
+#include "loop/run_dir.h"
+#include "model/checkpoint.h"
+#include "model/init.h"
+#include "model/tokenizer.h"
+#include "reward/task_registry.h"
+#include "trainer/sft_loss.h"
+#include "trainer/update_step.h"
+
+namespace rlcpp {
+
+void SftConfig::validate() const {
+  RLCPP_CHECK(steps >= 1, "config key 'steps': must be >= 1, got " << steps);
+  RLCPP_CHECK(batch_size >= 1, "config key 'batch_size': must be >= 1, got " << batch_size);
+  RLCPP_CHECK(micro_batch_size >= 1 && batch_size % micro_batch_size == 0,
+              "config key 'micro_batch_size': must divide batch_size " << batch_size << ", got " << micro_batch_size);
+  RLCPP_CHECK(eval_every >= 0 && checkpoint_every >= 0 && log_every >= 1 && eval_size >= 1,
+              "config keys 'eval_every', 'checkpoint_every' must be >= 0, 'log_every' and 'eval_size' >= 1");
+  optim.validate();
+}
+
+namespace {
+
+// One global batch of SFT sequences: BOS + prompt + answer + EOS, scored from the last prompt token on.
+std::vector<PackedBatch> sample_sft_batch(const Task& task, const CharTokenizer& tok, PhiloxStream& rng,
+                                          int64_t batch_size, int64_t micro_batch_size) {
+  std::vector<PackedBatch> micro;
+  for (int64_t begin = 0; begin < batch_size; begin += micro_batch_size) {
+    std::vector<std::vector<int32_t>> seqs;
+    std::vector<int32_t> score_from;
+    for (int64_t i = begin; i < begin + micro_batch_size; ++i) {
+      Problem p = task.sample_train(rng);
+      std::vector<int32_t> ids = encode_prompt(tok, p.prompt);
+      score_from.push_back(static_cast<int32_t>(ids.size()) - 1);
+      for (int32_t id : tok.encode(p.answer)) ids.push_back(id);
+      ids.push_back(tok.eos_id());
+      seqs.push_back(std::move(ids));
+    }
+    micro.push_back(PackedBatch::from_sequences(seqs, score_from));
+  }
+  return micro;
+}
+
+}  // namespace
+
+SftSummary run_sft(const SftConfig& config, const Json& resolved_config) {
+  config.validate();
+  RunDir run(config.run_dir, /*allow_existing=*/false);
+  run.write_config(resolved_config);
+  JsonlWriter metrics(run.file("metrics.jsonl"));
+
+  ParameterStore params = config.init_checkpoint.empty()
+                              ? init_random(model_preset(config.model_preset), config.seed)
+                              : load_model_checkpoint(config.init_checkpoint);
+  const ModelConfig& mc = params.config();
+  CharTokenizer tok;
+  RLCPP_CHECK(mc.vocab_size >= tok.vocab_size(), "sft: the model's vocabulary (" << mc.vocab_size
+                                                   << ") is smaller than the character tokenizer's ("
+                                                   << tok.vocab_size() << ")");
+  Transformer model(mc);
+  std::unique_ptr<Task> task = make_task(config.task);
+  PolicyUpdater updater(model, params, config.optim);
+  PhiloxStream data_rng(config.seed, /*stream=*/1);
+
+  std::printf("sft: %s, %lld parameters, task %s, %lld steps of %lld sequences (%lld per micro-batch), run %s\n",
+              config.init_checkpoint.empty() ? config.model_preset.c_str() : config.init_checkpoint.c_str(),
+              static_cast<long long>(mc.num_parameters()), task->name().c_str(), static_cast<long long>(config.steps),
+              static_cast<long long>(config.batch_size), static_cast<long long>(config.micro_batch_size),
+              config.run_dir.c_str());
+  std::fflush(stdout);
+
+  EvalOptions eval_opts;
+  eval_opts.problems = config.eval_size;
+  eval_opts.max_new_tokens = config.task.max_new_tokens;
+  SftSummary summary;
+  Stopwatch wall;
+  double train_seconds = 0, window_tokens = 0, window_seconds = 0;
+  ForwardOptions fwd;
+  for (int64_t step = 1; step <= config.steps; ++step) {
+    Stopwatch step_watch;
+    std::vector<PackedBatch> micro = sample_sft_batch(*task, tok, data_rng, config.batch_size, config.micro_batch_size);
+    const SftNormalizer norm = sft_normalizer(micro);
+    UpdateResult r = updater.step(
+        micro, fwd,
+        [&](size_t m, const Activations& acts, std::vector<float>& dlogp, std::vector<float>*) {
+          return sft_loss(micro[m].targets, acts.logp.data<float>(), norm, dlogp.data());
+        },
+        config.steps);
+    const double dt = step_watch.seconds();
+    train_seconds += dt;
+    window_seconds += dt;
+    window_tokens += static_cast<double>(r.tokens);
+    summary.final_loss = r.loss;
+
+    Json record = {{"step", step},           {"loss", r.loss},         {"grad_norm", r.grad_norm},
+                   {"lr", r.lr},             {"skipped", r.skipped},   {"tokens", r.tokens},
+                   {"step_s", dt},           {"elapsed_s", wall.seconds()}};
+    const bool last = step == config.steps;
+    if (last || (config.eval_every > 0 && step % config.eval_every == 0)) {
+      Stopwatch eval_watch;
+      EvalStats ev = evaluate(model, params, *task, tok, eval_opts);
+      summary.final_accuracy = ev.accuracy;
+      record["eval/accuracy"] = ev.accuracy;
+      record["eval/mean_reward"] = ev.mean_reward;
+      record["eval/seconds"] = eval_watch.seconds();
+      std::printf("eval  step %5lld | held-out accuracy %5.1f%% | mean reward %.3f | %d problems in %.1fs\n",
+                  static_cast<long long>(step), 100.0 * ev.accuracy, ev.mean_reward,
+                  static_cast<int>(config.eval_size), eval_watch.seconds());
+    }
+    if (last || (config.checkpoint_every > 0 && step % config.checkpoint_every == 0)) {
+      summary.checkpoint = run.checkpoint_dir(step);
+      save_model_checkpoint(summary.checkpoint, params);
+      record["checkpoint"] = summary.checkpoint;
+    }
+    metrics.write(record);
+    if (step % config.log_every == 0 || step == 1 || last) {
+      const double eta = train_seconds / step * (config.steps - step);
+      std::printf("step %5lld/%lld | loss %.4f | grad %.3f | lr %.2e | %s tok/s | %.0f ms/step | ETA %s\n",
+                  static_cast<long long>(step), static_cast<long long>(config.steps), r.loss, r.grad_norm, r.lr,
+                  format_rate(window_tokens / window_seconds).c_str(), 1000.0 * train_seconds / step,
+                  format_duration(eta).c_str());
+      window_tokens = window_seconds = 0;
+    }
+    std::fflush(stdout);
+  }
+  summary.seconds = wall.seconds();
+  std::printf("sft done in %s: held-out accuracy %.1f%%, checkpoint %s\n", format_duration(summary.seconds).c_str(),
+              100.0 * summary.final_accuracy, summary.checkpoint.c_str());
+  return summary;
+}
+
+}  // namespace rlcpp

@@ -1,0 +1,55 @@
+// Supervised fine-tuning on a task's (prompt, answer) pairs: `rlcpp sft CONFIG`. The loss is the masked
+// cross-entropy of the answer and EOS tokens, averaged over all answer tokens of the global batch.
+#pragma once
+
+#include <string>
+
+#include "core/config.h"
+#include "reward/task_config.h"
+#include "trainer/optim_config.h"
+
+namespace rlcpp {
+
+struct SftConfig {
+  std::string run_dir = "runs/sft_add3";
+  std::string model_preset = "tiny";  // used when init_checkpoint is empty
+  std::string init_checkpoint;        // a checkpoint directory to start from
+  uint64_t seed = 1;
+  TaskConfig task;
+  int64_t steps = 1500;
+  int64_t batch_size = 256;        // sequences per optimizer step
+  int64_t micro_batch_size = 128;  // sequences per forward/backward (gradients accumulate)
+  OptimConfig optim;
+  int64_t eval_every = 250;  // steps; 0 = only at the end
+  int64_t eval_size = 1000;  // held-out problems (greedy)
+  int64_t checkpoint_every = 0;  // steps; 0 = only at the end
+  int64_t log_every = 25;
+
+  void validate() const;
+  template <class V> void visit(V& v) {
+    v("run_dir", run_dir, "output directory (must not hold a run already)");
+    v("model_preset", model_preset, "\"tiny\" (W1) or \"qwen05b\" (W2), random init, when init_checkpoint is empty");
+    v("init_checkpoint", init_checkpoint, "checkpoint directory to start from");
+    v("seed", seed, "seeds the initial weights and the data order");
+    v("task", task, "the task to learn");
+    v("steps", steps, "optimizer steps");
+    v("batch_size", batch_size, "sequences per optimizer step");
+    v("micro_batch_size", micro_batch_size, "sequences per forward/backward; gradients accumulate");
+    v("optim", optim, "AdamW and the LR schedule");
+    v("eval_every", eval_every, "held-out evaluation period in steps (0 = at the end only)");
+    v("eval_size", eval_size, "held-out problems per evaluation");
+    v("checkpoint_every", checkpoint_every, "checkpoint period in steps (0 = at the end only)");
+    v("log_every", log_every, "step line period");
+  }
+};
+
+struct SftSummary {
+  double final_accuracy = 0;
+  double final_loss = 0;
+  double seconds = 0;
+  std::string checkpoint;  // the last checkpoint written
+};
+
+SftSummary run_sft(const SftConfig& config, const Json& resolved_config);
+
+}  // namespace rlcpp

@@ -1,0 +1,37 @@
+// AdamW over a model's flat parameter buffer, with global-norm gradient clipping. State is two fp32 buffers
+// of the parameter layout (16 bytes/parameter with weights and gradients).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/ops.h"
+#include "model/parameters.h"
+
+namespace rlcpp {
+
+class AdamW {
+ public:
+  AdamW() = default;
+  AdamW(const ParameterStore& params, const ops::AdamWParams& hyper);
+
+  // One update with learning rate `lr` (the schedule's value for this step).
+  void step(ParameterStore& params, const ParameterStore& grads, float lr);
+
+  int64_t steps_taken() const { return step_; }
+  const ops::AdamWParams& hyper() const { return hyper_; }
+  Tensor& exp_avg() { return m_; }
+  Tensor& exp_avg_sq() { return v_; }
+  // For checkpoint restore.
+  void set_steps_taken(int64_t step) { step_ = step; }
+
+ private:
+  ops::AdamWParams hyper_;
+  Tensor m_, v_;
+  int64_t step_ = 0;
+};
+
+// Scales grads so their global L2 norm is at most max_norm (torch.nn.utils.clip_grad_norm_: coefficient
+// max_norm / (norm + 1e-6) when below 1). Returns the norm before clipping. max_norm <= 0 disables clipping.
+double clip_grad_norm(ParameterStore& grads, double max_norm);
+
+}  // namespace rlcpp

@@ -1,0 +1,296 @@
+#include "model/transformer.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "kernels/ops.h"
+
+namespace rlcpp {
+
+namespace {
+
+Tensor i32_tensor(const std::vector<int32_t>& values) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(values.size())}, DType::kI32);
+  if (!values.empty()) std::memcpy(t.data<int32_t>(), values.data(), values.size() * sizeof(int32_t));
+  return t;
+}
+
+// Keeps `t` when it already has `shape`, so repeated forwards of one shape do not reallocate.
+void ensure(Tensor& t, const Shape& shape) {
+  if (!t.defined() || t.shape() != shape) t = Tensor::empty(shape);
+}
+
+// qkv (N, Q+2K) row-major -> q (N,Q), k (N,K), v (N,K) contiguous, and back.
+void split_qkv(const Tensor& qkv, Tensor& q, Tensor& k, Tensor& v) {
+  const int64_t n = qkv.size(0), qd = q.numel() / n, kd = k.numel() / n, row = qd + 2 * kd;
+  const float* src = qkv.data<float>();
+  float *pq = q.data<float>(), *pk = k.data<float>(), *pv = v.data<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(pq + i * qd, src + i * row, qd * sizeof(float));
+    std::memcpy(pk + i * kd, src + i * row + qd, kd * sizeof(float));
+    std::memcpy(pv + i * kd, src + i * row + qd + kd, kd * sizeof(float));
+  }
+}
+
+void merge_qkv(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& qkv) {
+  const int64_t n = qkv.size(0), qd = q.numel() / n, kd = k.numel() / n, row = qd + 2 * kd;
+  float* dst = qkv.data<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(dst + i * row, q.data<float>() + i * qd, qd * sizeof(float));
+    std::memcpy(dst + i * row + qd, k.data<float>() + i * kd, kd * sizeof(float));
+    std::memcpy(dst + i * row + qd + kd, v.data<float>() + i * kd, kd * sizeof(float));
+  }
+}
+
+}  // namespace
+
+struct Transformer::Weights {
+  struct Layer {
+    Tensor ln1, qkv_w, qkv_b, o_w, o_b, ln2, gate_up, down;
+  };
+  Tensor embed, final_norm, lm_head;
+  std::vector<Layer> layers;
+};
+
+Transformer::Transformer(const ModelConfig& config) : config_(config) {
+  config_.validate("model config");
+  auto layout = parameter_layout(config_);
+  auto offset = [&](const std::string& name) -> int64_t {
+    for (const auto& info : layout)
+      if (info.name == name) return info.offset;
+    return -1;
+  };
+  embed_offset_ = offset("model.embed_tokens.weight");
+  final_norm_offset_ = offset("model.norm.weight");
+  lm_head_offset_ = config_.tie_word_embeddings ? embed_offset_ : offset("lm_head.weight");
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    std::string p = "model.layers." + std::to_string(l) + ".";
+    layer_offsets_.push_back({offset(p + "input_layernorm.weight"), offset(p + "self_attn.q_proj.weight"),
+                              offset(p + "self_attn.q_proj.bias"), offset(p + "self_attn.o_proj.weight"),
+                              offset(p + "self_attn.o_proj.bias"), offset(p + "post_attention_layernorm.weight"),
+                              offset(p + "mlp.gate_proj.weight"), offset(p + "mlp.down_proj.weight")});
+  }
+  rope_ = ops::rope_table(config_.max_position_embeddings, config_.head_dim(), static_cast<float>(config_.rope_theta));
+}
+
+Transformer::Weights Transformer::views(const ParameterStore& params) const {
+  RLCPP_CHECK(params.numel() == parameter_layout(config_).back().offset + parameter_layout(config_).back().numel(),
+              "Transformer: parameter buffer of " << params.numel() << " floats does not match the model config");
+  const int64_t C = config_.hidden_size, V = config_.vocab_size, F = config_.intermediate_size;
+  const int64_t qkv = config_.q_dim() + 2 * config_.kv_dim();
+  Weights w;
+  w.embed = params.view(embed_offset_, {V, C});
+  w.final_norm = params.view(final_norm_offset_, {C});
+  w.lm_head = params.view(lm_head_offset_, {V, C});
+  for (const auto& o : layer_offsets_) {
+    Weights::Layer L;
+    L.ln1 = params.view(o.ln1, {C});
+    L.qkv_w = params.view(o.qkv_w, {qkv, C});
+    if (o.qkv_b >= 0) L.qkv_b = params.view(o.qkv_b, {qkv});
+    L.o_w = params.view(o.o_w, {C, config_.q_dim()});
+    if (o.o_b >= 0) L.o_b = params.view(o.o_b, {C});
+    L.ln2 = params.view(o.ln2, {C});
+    L.gate_up = params.view(o.gate_up, {2 * F, C});
+    L.down = params.view(o.down, {C, F});
+    w.layers.push_back(L);
+  }
+  return w;
+}
+
+void Transformer::forward(const ParameterStore& params, const PackedBatch& batch, const ForwardOptions& options,
+                          Activations& acts) const {
+  batch.validate(config_.vocab_size, config_.max_position_embeddings);
+  RLCPP_CHECK(options.temperature > 0, "forward: temperature must be positive, got " << options.temperature);
+  const Weights w = views(params);
+  const int64_t N = batch.num_tokens(), C = config_.hidden_size, V = config_.vocab_size;
+  const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
+  const int64_t F = config_.intermediate_size, qkv_dim = config_.q_dim() + 2 * config_.kv_dim();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+
+  acts.num_tokens = N;
+  acts.temperature = options.temperature;
+  acts.has_entropy = options.entropy;
+  acts.tokens = i32_tensor(batch.tokens);
+  acts.targets = i32_tensor(batch.targets);
+  acts.positions = i32_tensor(batch.positions);
+  acts.cu_seqlens = i32_tensor(batch.cu_seqlens);
+  acts.layers.resize(config_.num_hidden_layers);
+
+  Tensor qkv = Tensor::empty({N, qkv_dim});
+  Tensor x = Tensor::empty({N, C});
+  ops::embedding_forward(w.embed, acts.tokens, x);
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    const auto& W = w.layers[l];
+    auto& A = acts.layers[l];
+    A.x = x;
+    ensure(A.rstd1, {N});
+    ensure(A.xn1, {N, C});
+    ensure(A.q, {N, Hq, D});
+    ensure(A.k, {N, Hkv, D});
+    ensure(A.v, {N, Hkv, D});
+    ensure(A.att, {N, Hq * D});
+    ensure(A.lse, {N, Hq});
+    ensure(A.rstd2, {N});
+    ensure(A.xn2, {N, C});
+    ensure(A.gate_up, {N, 2 * F});
+    ensure(A.act, {N, F});
+
+    ops::rmsnorm_forward(A.x, W.ln1, static_cast<float>(config_.rms_norm_eps), A.xn1, A.rstd1);
+    ops::matmul(A.xn1, false, W.qkv_w, true, qkv);
+    if (W.qkv_b.defined()) ops::add_bias(qkv, W.qkv_b);
+    split_qkv(qkv, A.q, A.k, A.v);
+    ops::rope_forward(A.q, acts.positions, rope_);
+    ops::rope_forward(A.k, acts.positions, rope_);
+    Tensor att3 = A.att.reshape({N, Hq, D});
+    ops::attention_forward(A.q, A.k, A.v, acts.cu_seqlens, scale, att3, A.lse);
+
+    // h = x + o_proj(att): start from a copy of x, accumulate the product into it.
+    A.h = A.x.clone();
+    ops::matmul(A.att, false, W.o_w, true, A.h, 1.0f, 1.0f);
+    if (W.o_b.defined()) ops::add_bias(A.h, W.o_b);
+
+    ops::rmsnorm_forward(A.h, W.ln2, static_cast<float>(config_.rms_norm_eps), A.xn2, A.rstd2);
+    ops::matmul(A.xn2, false, W.gate_up, true, A.gate_up);
+    ops::swiglu_forward(A.gate_up, A.act);
+    x = A.h.clone();
+    ops::matmul(A.act, false, W.down, true, x, 1.0f, 1.0f);
+  }
+  acts.x_final = x;
+  ensure(acts.rstd_final, {N});
+  ensure(acts.xn_final, {N, C});
+  ensure(acts.logits, {N, V});
+  ensure(acts.lse, {N});
+  ensure(acts.logp, {N});
+  ops::rmsnorm_forward(acts.x_final, w.final_norm, static_cast<float>(config_.rms_norm_eps), acts.xn_final,
+                       acts.rstd_final);
+  ops::matmul(acts.xn_final, false, w.lm_head, true, acts.logits);
+  Tensor* entropy = nullptr;
+  if (options.entropy) {
+    ensure(acts.entropy, {N});
+    entropy = &acts.entropy;
+  }
+  ops::logprob_forward(acts.logits, acts.targets, options.temperature, acts.logp, acts.lse, entropy);
+}
+
+void Transformer::backward(const ParameterStore& params, const Activations& acts, const float* dlogp,
+                           const float* dentropy, ParameterStore& grads) const {
+  RLCPP_CHECK(grads.numel() == params.numel(), "backward: gradient buffer has " << grads.numel()
+                                                                                << " floats, parameters "
+                                                                                << params.numel());
+  RLCPP_CHECK(dentropy == nullptr || acts.has_entropy, "backward: dentropy given but forward computed no entropy");
+  const Weights w = views(params);
+  Weights g = views(grads);
+  const int64_t N = acts.num_tokens, C = config_.hidden_size, V = config_.vocab_size;
+  const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
+  const int64_t F = config_.intermediate_size, qkv_dim = config_.q_dim() + 2 * config_.kv_dim();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+
+  Tensor dlogp_t = Tensor::borrow(const_cast<float*>(dlogp), {N});
+  Tensor dentropy_t;
+  if (dentropy) dentropy_t = Tensor::borrow(const_cast<float*>(dentropy), {N});
+  Tensor dlogits = Tensor::empty({N, V});
+  ops::logprob_backward(dlogp_t, dentropy ? &dentropy_t : nullptr, acts.logits, acts.targets, acts.temperature,
+                        acts.lse, dlogits);
+
+  Tensor dxn = Tensor::empty({N, C});
+  ops::matmul(dlogits, true, acts.xn_final, false, g.lm_head, 1.0f, 1.0f);
+  ops::matmul(dlogits, false, w.lm_head, false, dxn);
+  Tensor dx = Tensor::zeros({N, C});  // gradient of the residual stream, accumulated in place
+  ops::rmsnorm_backward(dxn, acts.x_final, w.final_norm, acts.rstd_final, dx, g.final_norm);
+
+  Tensor dact = Tensor::empty({N, F});
+  Tensor dgate_up = Tensor::empty({N, 2 * F});
+  Tensor datt = Tensor::empty({N, Hq * D});
+  Tensor dq = Tensor::empty({N, Hq, D}), dk = Tensor::empty({N, Hkv, D}), dv = Tensor::empty({N, Hkv, D});
+  Tensor dqkv = Tensor::empty({N, qkv_dim});
+  for (int64_t l = config_.num_hidden_layers - 1; l >= 0; --l) {
+    const auto& W = w.layers[l];
+    auto& G = g.layers[l];
+    const auto& A = acts.layers[l];
+    // MLP: x_next = h + down(swiglu(gate_up(norm2(h)))); dx holds d/dx_next.
+    ops::matmul(dx, false, W.down, false, dact);
+    ops::matmul(dx, true, A.act, false, G.down, 1.0f, 1.0f);
+    ops::swiglu_backward(dact, A.gate_up, dgate_up);
+    ops::matmul(dgate_up, true, A.xn2, false, G.gate_up, 1.0f, 1.0f);
+    ops::matmul(dgate_up, false, W.gate_up, false, dxn);
+    ops::rmsnorm_backward(dxn, A.h, W.ln2, A.rstd2, dx, G.ln2);  // dx is now d/dh
+    // Attention: h = x + o(attn(rope(qkv(norm1(x))))).
+    ops::matmul(dx, false, W.o_w, false, datt);
+    ops::matmul(dx, true, A.att, false, G.o_w, 1.0f, 1.0f);
+    if (G.o_b.defined()) ops::bias_backward(dx, G.o_b);
+    Tensor att3 = A.att.reshape({N, Hq, D});
+    ops::attention_backward(datt.reshape({N, Hq, D}), A.q, A.k, A.v, att3, A.lse, acts.cu_seqlens, scale, dq, dk,
+                            dv);
+    ops::rope_backward(dq, acts.positions, rope_);
+    ops::rope_backward(dk, acts.positions, rope_);
+    merge_qkv(dq, dk, dv, dqkv);
+    if (G.qkv_b.defined()) ops::bias_backward(dqkv, G.qkv_b);
+    ops::matmul(dqkv, true, A.xn1, false, G.qkv_w, 1.0f, 1.0f);
+    ops::matmul(dqkv, false, W.qkv_w, false, dxn);
+    ops::rmsnorm_backward(dxn, A.x, W.ln1, A.rstd1, dx, G.ln1);  // dx is now d/dx of this block
+  }
+  ops::embedding_backward(dx, acts.tokens, g.embed);
+}
+
+Tensor Transformer::forward_cached(const ParameterStore& params, const CachedStep& step, KVCache& cache) const {
+  const Weights w = views(params);
+  const int64_t N = static_cast<int64_t>(step.tokens.size()), C = config_.hidden_size, V = config_.vocab_size;
+  const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
+  const int64_t F = config_.intermediate_size, qkv_dim = config_.q_dim() + 2 * config_.kv_dim();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  RLCPP_CHECK(step.positions.size() == step.tokens.size() && step.query_seq.size() == step.tokens.size() &&
+                  step.slot_mapping.size() == step.tokens.size(),
+              "forward_cached: tokens, positions, query_seq and slot_mapping must have one entry per row");
+  RLCPP_CHECK(static_cast<int64_t>(cache.k.size()) == config_.num_hidden_layers,
+              "forward_cached: the cache has " << cache.k.size() << " layers, the model "
+                                               << config_.num_hidden_layers);
+  for (int64_t i = 0; i < N; ++i)
+    RLCPP_CHECK(step.positions[i] >= 0 && step.positions[i] < config_.max_position_embeddings,
+                "forward_cached: row " << i << " has position " << step.positions[i] << " outside the context of "
+                                       << config_.max_position_embeddings);
+
+  Tensor tokens = i32_tensor(step.tokens), positions = i32_tensor(step.positions);
+  Tensor query_seq = i32_tensor(step.query_seq), slots = i32_tensor(step.slot_mapping);
+  Tensor indptr = i32_tensor(step.block_indptr), indices = i32_tensor(step.block_indices);
+
+  Tensor x = Tensor::empty({N, C}), xn = Tensor::empty({N, C}), rstd = Tensor::empty({N});
+  Tensor qkv = Tensor::empty({N, qkv_dim});
+  Tensor q = Tensor::empty({N, Hq, D}), k = Tensor::empty({N, Hkv, D}), v = Tensor::empty({N, Hkv, D});
+  Tensor att = Tensor::empty({N, Hq, D});
+  Tensor gate_up = Tensor::empty({N, 2 * F}), act = Tensor::empty({N, F});
+  ops::embedding_forward(w.embed, tokens, x);
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    const auto& W = w.layers[l];
+    ops::rmsnorm_forward(x, W.ln1, eps, xn, rstd);
+    ops::matmul(xn, false, W.qkv_w, true, qkv);
+    if (W.qkv_b.defined()) ops::add_bias(qkv, W.qkv_b);
+    split_qkv(qkv, q, k, v);
+    ops::rope_forward(q, positions, rope_);
+    ops::rope_forward(k, positions, rope_);
+    ops::paged_kv_write(k, v, slots, cache.k[l], cache.v[l]);
+    ops::paged_attention(q, cache.k[l], cache.v[l], query_seq, positions, indptr, indices, cache.block_size, scale,
+                         att);
+    ops::matmul(att.reshape({N, Hq * D}), false, W.o_w, true, x, 1.0f, 1.0f);
+    if (W.o_b.defined()) ops::add_bias(x, W.o_b);
+    ops::rmsnorm_forward(x, W.ln2, eps, xn, rstd);
+    ops::matmul(xn, false, W.gate_up, true, gate_up);
+    ops::swiglu_forward(gate_up, act);
+    ops::matmul(act, false, W.down, true, x, 1.0f, 1.0f);
+  }
+  const int64_t R = static_cast<int64_t>(step.logits_rows.size());
+  Tensor last = Tensor::empty({R, C});
+  for (int64_t r = 0; r < R; ++r) {
+    int32_t row = step.logits_rows[r];
+    RLCPP_CHECK(row >= 0 && row < N, "forward_cached: logits row " << row << " outside the step's " << N << " rows");
+    std::memcpy(last.data<float>() + r * C, x.data<float>() + row * C, C * sizeof(float));
+  }
+  Tensor last_n = Tensor::empty({R, C}), last_rstd = Tensor::empty({R});
+  ops::rmsnorm_forward(last, w.final_norm, eps, last_n, last_rstd);
+  Tensor logits = Tensor::empty({R, V});
+  ops::matmul(last_n, false, w.lm_head, true, logits);
+  return logits;
+}
+
+}  // namespace rlcpp

@@ -1,0 +1,95 @@
+// The Llama-family transformer and the one model API every algorithm uses (DESIGN.md):
+//   forward(batch)   -> per-token log p(target | prefix) at a temperature (and entropy), activations kept;
+//   backward(dlogp)  -> parameter gradients, accumulated into a ParameterStore of the same layout.
+// forward_cached runs prefill and decode over a paged KV cache for the rollout side. Both paths use the same
+// kernels (kernels/ops.h) on the same fp32 weights.
+#pragma once
+
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/kv_cache.h"
+#include "model/packed_batch.h"
+#include "model/parameters.h"
+
+namespace rlcpp {
+
+struct ForwardOptions {
+  float temperature = 1.0f;
+  bool entropy = false;  // also compute the entropy of each position's tempered distribution
+};
+
+// What forward keeps for backward, sized for the batch's N tokens. Reused across calls when shapes allow.
+struct LayerActivations {
+  Tensor x;        // (N,C) block input (residual stream)
+  Tensor rstd1;    // (N)
+  Tensor xn1;      // (N,C) input_layernorm output
+  Tensor q, k, v;  // (N,Hq,D), (N,Hkv,D), (N,Hkv,D), after RoPE
+  Tensor att;      // (N,Hq*D) attention output before o_proj
+  Tensor lse;      // (N,Hq)
+  Tensor h;        // (N,C) after the attention residual
+  Tensor rstd2;    // (N)
+  Tensor xn2;      // (N,C)
+  Tensor gate_up;  // (N,2F)
+  Tensor act;      // (N,F) silu(gate) * up
+};
+
+struct Activations {
+  int64_t num_tokens = 0;
+  std::vector<LayerActivations> layers;
+  Tensor x_final;   // (N,C) last block output
+  Tensor rstd_final;
+  Tensor xn_final;  // (N,C)
+  Tensor logits;    // (N,V)
+  Tensor lse;       // (N)
+  Tensor logp;      // (N), 0 where target is -1
+  Tensor entropy;   // (N) when requested
+  Tensor tokens, targets, positions, cu_seqlens;  // int32 copies of the batch
+  float temperature = 1.0f;
+  bool has_entropy = false;
+};
+
+// One engine step flattened (nano-vllm's model_runner): N query rows of B sequences, prefill and decode mixed.
+struct CachedStep {
+  std::vector<int32_t> tokens;         // (N)
+  std::vector<int32_t> positions;      // (N) position of each row within its sequence
+  std::vector<int32_t> query_seq;      // (N) which of the B sequences each row belongs to
+  std::vector<int32_t> slot_mapping;   // (N) cache slot each row's K/V goes to
+  std::vector<int32_t> block_indptr;   // (B+1) CSR block tables
+  std::vector<int32_t> block_indices;  // blocks of sequence b: [block_indptr[b], block_indptr[b+1])
+  std::vector<int32_t> logits_rows;    // rows whose next-token logits are wanted (usually each sequence's last)
+};
+
+class Transformer {
+ public:
+  explicit Transformer(const ModelConfig& config);
+
+  const ModelConfig& config() const { return config_; }
+
+  // Fills acts.logp (N) (and acts.entropy) for the batch; keeps what backward needs.
+  void forward(const ParameterStore& params, const PackedBatch& batch, const ForwardOptions& options,
+               Activations& acts) const;
+
+  // Accumulates dL/dparams into grads (same layout as params) from dL/dlogp (N) and optional dL/dentropy (N).
+  void backward(const ParameterStore& params, const Activations& acts, const float* dlogp, const float* dentropy,
+                ParameterStore& grads) const;
+
+  // Runs the step's rows through the model, writing their K/V into the cache, and returns the logits
+  // (logits_rows.size(), V) of the requested rows (untempered).
+  Tensor forward_cached(const ParameterStore& params, const CachedStep& step, KVCache& cache) const;
+
+ private:
+  // Offsets (in floats) of each layer's weights in the flat parameter buffer; -1 when absent.
+  struct LayerOffsets {
+    int64_t ln1, qkv_w, qkv_b, o_w, o_b, ln2, gate_up, down;
+  };
+  struct Weights;  // per-layer views, built per call from a ParameterStore
+  Weights views(const ParameterStore& params) const;
+
+  ModelConfig config_;
+  std::vector<LayerOffsets> layer_offsets_;
+  int64_t embed_offset_ = 0, final_norm_offset_ = 0, lm_head_offset_ = 0;
+  Tensor rope_;  // (max_positions, head_dim)
+};
+
+}  // namespace rlcpp

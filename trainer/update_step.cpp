@@ -1,0 +1,54 @@
+#include "trainer/update_step.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace rlcpp {
+
+PolicyUpdater::PolicyUpdater(const Transformer& model, ParameterStore& params, const OptimConfig& config)
+    : model_(model), params_(params), config_(config), grads_(params.config()) {
+  config_.validate();
+  ops::AdamWParams hyper;
+  hyper.lr = static_cast<float>(config_.lr);
+  hyper.beta1 = static_cast<float>(config_.beta1);
+  hyper.beta2 = static_cast<float>(config_.beta2);
+  hyper.eps = static_cast<float>(config_.eps);
+  hyper.weight_decay = static_cast<float>(config_.weight_decay);
+  adamw_ = AdamW(params_, hyper);
+}
+
+UpdateResult PolicyUpdater::step(const std::vector<PackedBatch>& micro_batches, const ForwardOptions& options,
+                                 const MicroLossFn& loss_fn, int64_t total_steps) {
+  RLCPP_CHECK(!micro_batches.empty(), "PolicyUpdater::step: no micro-batches");
+  UpdateResult result;
+  result.lr = config_.lr_at(adamw_.steps_taken(), total_steps);
+  grads_.flat().fill_zero();
+  std::vector<float> dlogp, dentropy;
+  for (size_t m = 0; m < micro_batches.size(); ++m) {
+    model_.forward(params_, micro_batches[m], options, acts_);
+    const size_t n = static_cast<size_t>(acts_.num_tokens);
+    dlogp.assign(n, 0.0f);
+    if (options.entropy) dentropy.assign(n, 0.0f);
+    result.loss += loss_fn(m, acts_, dlogp, options.entropy ? &dentropy : nullptr);
+    model_.backward(params_, acts_, dlogp.data(), options.entropy ? dentropy.data() : nullptr, grads_);
+    result.tokens += micro_batches[m].num_tokens();
+  }
+  result.grad_norm = clip_grad_norm(grads_, config_.grad_clip);
+  if (!std::isfinite(result.loss) || !std::isfinite(result.grad_norm)) {
+    result.skipped = true;
+    ++bad_total_;
+    ++bad_in_a_row_;
+    RLCPP_CHECK(bad_in_a_row_ < config_.max_bad_steps,
+                "training stopped: " << bad_in_a_row_ << " optimizer steps in a row had a non-finite loss ("
+                                     << result.loss << ") or gradient norm (" << result.grad_norm
+                                     << "); lower optim.lr or check the data (optim.max_bad_steps = "
+                                     << config_.max_bad_steps << ")");
+    return result;
+  }
+  bad_in_a_row_ = 0;
+  adamw_.step(params_, grads_, static_cast<float>(result.lr));
+  return result;
+}
+
+}  // namespace rlcpp
