@@ -1,0 +1,205 @@
+#include "model/checkpoint.h"
+
+#include <stdlib.h>
+
+#include <bit>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "model/safetensors.h"
+
+namespace rlcpp {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kConfigFile = "config.json";
+constexpr const char* kWeightsFile = "model.safetensors";
+constexpr const char* kIndexFile = "model.safetensors.index.json";
+
+// "a/b/" -> "a/b", so DIR.tmp-XXXXXX lands next to DIR rather than inside it.
+fs::path normalized_dir(const std::string& dir) {
+  RLCPP_CHECK(!dir.empty(), "checkpoint directory name is empty");
+  fs::path p(dir);
+  if (!p.has_filename()) p = p.parent_path();
+  return p;
+}
+
+float bf16_to_float(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+
+// IEEE binary16 -> binary32, exact for every value (normals, subnormals, infinities, NaN payloads).
+float f16_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  const uint32_t mant = h & 0x3ffu;
+  if (exp == 0) {
+    float mag = std::ldexp(static_cast<float>(mant), -24);  // subnormal (or zero): mant * 2^-24
+    return std::bit_cast<float>(std::bit_cast<uint32_t>(mag) | sign);
+  }
+  if (exp == 31) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));
+  return std::bit_cast<float>(sign | ((exp + 112) << 23) | (mant << 13));  // rebias 15 -> 127
+}
+
+// Copies checkpoint tensors into a ParameterStore, remembering which parameters it has filled.
+class Filler {
+ public:
+  explicit Filler(ParameterStore& store) : store_(store), filled_(store.infos().size(), false) {
+    for (size_t i = 0; i < store.infos().size(); ++i) index_[store.infos()[i].name] = i;
+  }
+
+  void take(const std::string& file, const std::string& name, const Tensor& t) {
+    const ModelConfig& cfg = store_.config();
+    auto it = index_.find(name);
+    if (it == index_.end()) {
+      RLCPP_CHECK(!(name == "lm_head.weight" && cfg.tie_word_embeddings),
+                  file << ": tensor 'lm_head.weight' is present but config.json has tie_word_embeddings true "
+                       << "(set it to false to use a separate output matrix, or drop the tensor)");
+      // Older Llama checkpoints store the RoPE frequencies; we derive them from rope_theta.
+      if (name.ends_with(".rotary_emb.inv_freq")) return;
+      RLCPP_FAIL(file << ": unexpected tensor '" << name << "': not a parameter of the " << cfg.model_type
+                      << " model config.json describes");
+    }
+    const ParameterInfo& info = store_.infos()[it->second];
+    RLCPP_CHECK(!filled_[it->second], file << ": tensor '" << name << "' appears in more than one shard");
+    RLCPP_CHECK(t.shape() == info.shape, file << ": tensor '" << name << "' has shape " << shape_str(t.shape())
+                                              << " but config.json implies " << shape_str(info.shape));
+    float* dst = store_.flat().data<float>() + info.offset;
+    const int64_t n = info.numel();
+    switch (t.dtype()) {
+      case DType::kF32:
+        if (n) std::memcpy(dst, t.raw(), static_cast<size_t>(n) * sizeof(float));
+        break;
+      case DType::kBF16:
+        for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_float(t.data<uint16_t>()[i]);
+        break;
+      case DType::kF16:
+        for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_float(t.data<uint16_t>()[i]);
+        break;
+      default:
+        RLCPP_FAIL(file << ": tensor '" << name << "' has dtype " << dtype_name(t.dtype())
+                        << "; model parameters must be F32, BF16 or F16");
+    }
+    filled_[it->second] = true;
+  }
+
+  void check_complete(const std::string& file) const {
+    std::vector<std::string> missing;
+    for (size_t i = 0; i < filled_.size(); ++i)
+      if (!filled_[i]) missing.push_back(store_.infos()[i].name);
+    if (missing.empty()) return;
+    RLCPP_FAIL(file << ": missing tensor '" << missing[0] << "' (" << missing.size()
+                    << " missing in all) that config.json implies");
+  }
+
+ private:
+  ParameterStore& store_;
+  std::vector<bool> filled_;
+  std::map<std::string, size_t> index_;
+};
+
+// DIR/model.safetensors.index.json: reads each shard once, in name order, and checks that every tensor the
+// weight_map promises is in the shard it names.
+void load_shards(const fs::path& dir, Filler& filler) {
+  const std::string index_path = (dir / kIndexFile).string();
+  Json index = load_json_file(index_path);
+  RLCPP_CHECK(index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(),
+              index_path << ": expected an object with a \"weight_map\" object");
+  std::map<std::string, std::vector<std::string>> by_shard;
+  for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {
+    RLCPP_CHECK(it->is_string(), index_path << ": weight_map entry for tensor '" << it.key() << "' is "
+                                            << it->dump() << ", expected a shard file name");
+    const std::string shard = it->get<std::string>();
+    // Shards live next to the index; a path would let a checkpoint read files outside its directory.
+    RLCPP_CHECK(!shard.empty() && shard.find('/') == std::string::npos && shard != "." && shard != "..",
+                index_path << ": tensor '" << it.key() << "' maps to '" << shard
+                           << "', expected a file name in the checkpoint directory");
+    by_shard[shard].push_back(it.key());
+  }
+  RLCPP_CHECK(!by_shard.empty(), index_path << ": weight_map is empty");
+  for (const auto& [shard, names] : by_shard) {
+    const std::string shard_path = (dir / shard).string();
+    SafetensorsFile file = read_safetensors(shard_path);
+    for (const auto& name : names)
+      RLCPP_CHECK(file.tensors.count(name), index_path << ": tensor '" << name << "' is mapped to " << shard
+                                                       << " but " << shard_path << " does not contain it");
+    for (const auto& [name, t] : file.tensors) filler.take(shard_path, name, t);
+  }
+  filler.check_complete(index_path);
+}
+
+}  // namespace
+
+void save_model_checkpoint(const std::string& dir, const ParameterStore& params, bool overwrite) {
+  const fs::path target = normalized_dir(dir);
+  const ModelConfig& cfg = params.config();
+  cfg.validate("model config saved to " + target.string());
+  std::error_code ec;
+  const bool exists = fs::exists(fs::symlink_status(target, ec));
+  RLCPP_CHECK(!exists || overwrite, target.string() << ": checkpoint directory already exists; pass overwrite to "
+                                                    << "replace it");
+  RLCPP_CHECK(!exists || fs::is_directory(target), target.string() << ": exists and is not a directory");
+  if (target.has_parent_path()) {
+    fs::create_directories(target.parent_path(), ec);
+    RLCPP_CHECK(!ec, target.parent_path().string() << ": cannot create directory: " << ec.message());
+  }
+
+  std::string tmpl = target.string() + ".tmp-XXXXXX";
+  RLCPP_CHECK(::mkdtemp(tmpl.data()) != nullptr, tmpl << ": cannot create temporary checkpoint directory: "
+                                                      << std::strerror(errno));
+  const fs::path tmp(tmpl);
+  const fs::path old = target.string() + ".old-" + tmpl.substr(tmpl.size() - 6);
+  try {
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    for (const ParameterInfo& info : parameter_layout(cfg)) tensors.emplace_back(info.name, params.get(info.name));
+    write_safetensors((tmp / kWeightsFile).string(), tensors, {{"format", "pt"}});
+    write_json_file_atomic((tmp / kConfigFile).string(), model_config_to_hf_json(cfg));
+    if (exists) {
+      fs::rename(target, old);
+      try {
+        fs::rename(tmp, target);
+      } catch (...) {
+        fs::rename(old, target, ec);  // put the old checkpoint back; the error below is the one to report
+        throw;
+      }
+    } else {
+      fs::rename(tmp, target);
+    }
+  } catch (const fs::filesystem_error& e) {
+    fs::remove_all(tmp, ec);
+    RLCPP_FAIL(target.string() << ": saving the checkpoint failed: " << e.what());
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  // The new checkpoint is in place; a leftover old copy wastes space but loses nothing.
+  if (exists) fs::remove_all(old, ec);
+}
+
+ParameterStore load_model_checkpoint(const std::string& dir) {
+  const fs::path d = normalized_dir(dir);
+  const std::string config_path = (d / kConfigFile).string();
+  RLCPP_CHECK(fs::is_regular_file(config_path),
+              config_path << ": not found (is '" << dir << "' a Hugging Face model directory?)");
+  ParameterStore store(model_config_from_hf_json(load_json_file(config_path), config_path));
+  Filler filler(store);
+  const std::string weights_path = (d / kWeightsFile).string();
+  if (fs::exists(weights_path)) {
+    SafetensorsFile file = read_safetensors(weights_path);
+    for (const auto& [name, t] : file.tensors) filler.take(weights_path, name, t);
+    filler.check_complete(weights_path);
+  } else if (fs::exists(d / kIndexFile)) {
+    load_shards(d, filler);
+  } else {
+    RLCPP_FAIL(d.string() << ": neither " << kWeightsFile << " nor " << kIndexFile << " found");
+  }
+  return store;
+}
+
+}  // namespace rlcpp

@@ -1,0 +1,24 @@
+// Model checkpoints in the Hugging Face layout, so `AutoModelForCausalLM.from_pretrained(DIR)` opens what we
+// write and we open what it writes:
+//   DIR/config.json          model_config_to_hf_json
+//   DIR/model.safetensors    every parameter of parameter_layout, F32, metadata {"format": "pt"}
+// Loading also accepts DIR/model.safetensors.index.json ({"weight_map": {tensor: shard file}}) for sharded
+// checkpoints, and BF16/F16 tensors (converted to fp32).
+#pragma once
+
+#include <string>
+
+#include "model/parameters.h"
+
+namespace rlcpp {
+
+// Writes into DIR.tmp-XXXXXX and renames it to DIR, so DIR is either absent, the old checkpoint or the
+// complete new one. An existing DIR is an error unless `overwrite`; then the old one is renamed away, the
+// new one renamed in, and the old one deleted. A failed save leaves DIR as it was and no temporary behind.
+void save_model_checkpoint(const std::string& dir, const ParameterStore& params, bool overwrite = false);
+
+// Errors name the file and the tensor: missing or unexpected tensors, shapes that disagree with config.json,
+// dtypes other than F32/BF16/F16, and everything read_safetensors rejects.
+ParameterStore load_model_checkpoint(const std::string& dir);
+
+}  // namespace rlcpp

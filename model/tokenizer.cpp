@@ -1,0 +1,57 @@
+#include "model/tokenizer.h"
+
+#include <cctype>
+
+#include "core/error.h"
+
+namespace rlcpp {
+
+namespace {
+
+constexpr char kCharset[] = "0123456789+-*= ()/";
+constexpr int32_t kCharsetSize = sizeof(kCharset) - 1;
+static_assert(CharTokenizer::kFirstCharId + kCharsetSize <= CharTokenizer::kVocabSize);
+
+// 'x' for printable characters, \xNN otherwise, so the error shows what was actually there.
+std::string describe(char c) {
+  if (std::isprint(static_cast<unsigned char>(c))) return std::string("'") + c + "'";
+  static const char* hex = "0123456789abcdef";
+  unsigned char u = static_cast<unsigned char>(c);
+  return std::string("'\\x") + hex[u >> 4] + hex[u & 15] + "'";
+}
+
+}  // namespace
+
+std::string char_tokenizer_charset() { return kCharset; }
+
+CharTokenizer::CharTokenizer() {
+  for (int32_t& id : id_of_) id = -1;
+  for (int32_t i = 0; i < kCharsetSize; ++i) id_of_[static_cast<unsigned char>(kCharset[i])] = kFirstCharId + i;
+}
+
+std::vector<int32_t> CharTokenizer::encode(const std::string& text) const {
+  std::vector<int32_t> ids;
+  ids.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    int32_t id = id_of_[static_cast<unsigned char>(text[i])];
+    RLCPP_CHECK(id >= 0, "tokenizer: character " << describe(text[i]) << " at index " << i << " of \"" << text
+                                                 << "\" is not in the charset \"" << kCharset << "\"");
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+std::string CharTokenizer::decode(const std::vector<int32_t>& ids) const {
+  std::string out;
+  out.reserve(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int32_t id = ids[i];
+    RLCPP_CHECK(id >= 0 && id < kVocabSize, "tokenizer: id " << id << " at index " << i
+                                                             << " is outside the vocabulary [0, " << kVocabSize << ")");
+    if (id < kFirstCharId) continue;  // PAD, BOS, EOS
+    out += id < kFirstCharId + kCharsetSize ? kCharset[id - kFirstCharId] : '?';
+  }
+  return out;
+}
+
+}  // namespace rlcpp
