@@ -1,0 +1,257 @@
+#include "rollout/engine.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/metrics.h"
+
+namespace rlcpp {
+
+namespace {
+
+// Rows x vocabulary below which sampling stays on one thread (a parallel region costs more than it saves).
+constexpr int64_t kParallelSampleWork = int64_t{1} << 16;
+
+int64_t resolve_num_blocks(const EngineConfig& c, const ModelConfig& m) {
+  const int64_t per_seq = (m.max_position_embeddings + c.block_size - 1) / c.block_size;
+  if (c.num_blocks > 0) {
+    RLCPP_CHECK(c.num_blocks >= per_seq, "engine config: num_blocks " << c.num_blocks << " cannot hold one sequence of "
+                                                                       << m.max_position_embeddings << " tokens ("
+                                                                       << per_seq << " blocks of " << c.block_size
+                                                                       << ")");
+    return c.num_blocks;
+  }
+  const int64_t block_bytes = c.block_size * m.kv_bytes_per_token(4);
+  const int64_t cap = std::max<int64_t>(per_seq, (c.max_kv_cache_mib << 20) / block_bytes);
+  return std::min(c.max_num_seqs * per_seq, cap);
+}
+
+const EngineConfig& validated(const EngineConfig& c, const ModelConfig& m) {
+  RLCPP_CHECK(c.block_size >= 1, "engine config: block_size must be >= 1, got " << c.block_size);
+  RLCPP_CHECK(c.num_blocks >= 0, "engine config: num_blocks must be >= 0 (0 = automatic), got " << c.num_blocks);
+  RLCPP_CHECK(c.max_kv_cache_mib >= 1, "engine config: max_kv_cache_mib must be >= 1, got " << c.max_kv_cache_mib);
+  RLCPP_CHECK(c.max_num_seqs >= 1, "engine config: max_num_seqs must be >= 1, got " << c.max_num_seqs);
+  RLCPP_CHECK(c.max_num_batched_tokens >= m.max_position_embeddings,
+              "engine config: max_num_batched_tokens " << c.max_num_batched_tokens
+                                                       << " must be >= the model's context "
+                                                       << m.max_position_embeddings << " so any prefill fits");
+  return c;
+}
+
+}  // namespace
+
+Engine::Engine(const Transformer& model, const ParameterStore& params, const EngineConfig& config,
+               int64_t policy_version)
+    : model_(model),
+      params_(&params),
+      config_(validated(config, model.config())),
+      policy_version_(policy_version),
+      cache_(model.config(), resolve_num_blocks(config_, model.config()), config_.block_size) {
+  RLCPP_CHECK(params.numel() == model.config().num_parameters(),
+              "engine: parameter buffer of " << params.numel() << " floats, the model has "
+                                             << model.config().num_parameters());
+  samplers_.assign(static_cast<size_t>(std::max(1, omp_get_max_threads())), Sampler(model.config().vocab_size));
+}
+
+void Engine::set_weights(const ParameterStore& params, int64_t version) {
+  RLCPP_CHECK(params.numel() == model_.config().num_parameters(),
+              "engine: new weights have " << params.numel() << " floats, the model has "
+                                          << model_.config().num_parameters());
+  params_ = &params;
+  policy_version_ = version;
+}
+
+int64_t Engine::kv_bytes_per_token() const { return model_.config().kv_bytes_per_token(4); }
+
+void Engine::build_step(const ScheduledBatch& batch, const BlockManager& blocks) {
+  CachedStep& s = step_;
+  s.tokens.clear();
+  s.positions.clear();
+  s.query_seq.clear();
+  s.slot_mapping.clear();
+  s.block_indptr.assign(1, 0);
+  s.block_indices.clear();
+  s.logits_rows.clear();
+  job_sequence_.clear();
+  sampled_.clear();
+  int32_t b = 0;
+  auto add_table = [&](const Sequence& seq) {
+    s.block_indices.insert(s.block_indices.end(), seq.block_table.begin(), seq.block_table.end());
+    s.block_indptr.push_back(static_cast<int32_t>(s.block_indices.size()));
+  };
+  auto add_row = [&](const Sequence& seq, int64_t position) {
+    s.tokens.push_back(seq.token_at(position));
+    s.positions.push_back(static_cast<int32_t>(position));
+    s.query_seq.push_back(b);
+    s.slot_mapping.push_back(blocks.slot_of(seq, position));
+  };
+  auto add_jobs = [&](Sequence* seq) {
+    SampledRow r;
+    r.sequence_id = seq->id();
+    r.logits_row = static_cast<int32_t>(s.logits_rows.size() - 1);
+    r.position = static_cast<int32_t>(seq->num_tokens());
+    sampled_.push_back(r);
+    job_sequence_.push_back(seq);
+  };
+  for (const PrefillUnit& unit : batch.prefills) {
+    // The unit's sequences share the context and its blocks: the first one stands for all.
+    const Sequence& lead = *unit.sequences.front();
+    for (int64_t pos = lead.num_cached_tokens; pos < unit.context_tokens; ++pos) add_row(lead, pos);
+    add_table(lead);
+    s.logits_rows.push_back(static_cast<int32_t>(s.tokens.size() - 1));
+    for (Sequence* seq : unit.sequences) add_jobs(seq);
+    ++b;
+  }
+  for (Sequence* seq : batch.decodes) {
+    add_row(*seq, seq->num_tokens() - 1);
+    add_table(*seq);
+    s.logits_rows.push_back(static_cast<int32_t>(s.tokens.size() - 1));
+    add_jobs(seq);
+    ++b;
+  }
+}
+
+void Engine::copy_blocks(const std::vector<BlockCopy>& copies) {
+  if (copies.empty()) return;
+  const int64_t bs = cache_.block_size;
+  for (size_t l = 0; l < cache_.k.size(); ++l) {
+    const int64_t row = cache_.k[l].numel() / cache_.num_slots();  // floats per slot (Hkv * D)
+    for (const BlockCopy& c : copies) {
+      const size_t bytes = static_cast<size_t>(c.num_tokens * row) * sizeof(float);
+      std::memcpy(cache_.k[l].data<float>() + c.dst * bs * row, cache_.k[l].data<float>() + c.src * bs * row, bytes);
+      std::memcpy(cache_.v[l].data<float>() + c.dst * bs * row, cache_.v[l].data<float>() + c.src * bs * row, bytes);
+    }
+  }
+}
+
+void Engine::sample_rows(const Tensor& logits, const SamplingParams& params) {
+  const int64_t V = model_.config().vocab_size;
+  const int64_t jobs = static_cast<int64_t>(sampled_.size());
+  const bool parallel = jobs * V >= kParallelSampleWork && samplers_.size() > 1;
+#pragma omp parallel num_threads(static_cast<int>(samplers_.size())) if (parallel)
+  {
+    Sampler& sampler = samplers_[static_cast<size_t>(omp_get_thread_num())];
+#pragma omp for schedule(static)
+    for (int64_t j = 0; j < jobs; ++j) {
+      SampledRow& r = sampled_[j];
+      const Sequence& seq = *job_sequence_[j];
+      const SampleKey key{params.seed, seq.prompt_id(), static_cast<uint32_t>(seq.sample_index()),
+                          static_cast<uint32_t>(r.position)};
+      const SampledToken t = sampler.sample(logits.data<float>() + r.logits_row * V, params, key);
+      r.token = t.token;
+      r.logprob = t.logprob;
+    }
+  }
+}
+
+RolloutResult Engine::generate(const Request& request, const StepObserver& observer) {
+  const ModelConfig& mc = model_.config();
+  request.validate(mc);
+  const SamplingParams& sp = request.sampling;
+  const int64_t P = static_cast<int64_t>(request.prompts.size()), n = request.n;
+  Stopwatch clock;
+
+  std::vector<Sequence> sequences;
+  sequences.reserve(static_cast<size_t>(P * n));
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t i = 0; i < n; ++i)
+      sequences.emplace_back(p * n + i, p, request.prompt_id(static_cast<size_t>(p)), i, request.prompts[p]);
+
+  BlockManager blocks(cache_.num_blocks, cache_.block_size);
+  Scheduler scheduler(blocks, {config_.max_num_seqs, config_.max_num_batched_tokens});
+  for (int64_t p = 0; p < P; ++p) {
+    std::vector<Sequence*> group;
+    for (int64_t i = 0; i < n; ++i) group.push_back(&sequences[p * n + i]);
+    scheduler.add_group(std::move(group));
+  }
+
+  RolloutStats stats;
+  stats.sequences = P * n;
+  stats.kv_bytes_per_token = kv_bytes_per_token();
+  stats.block_size = cache_.block_size;
+  stats.num_blocks = cache_.num_blocks;
+  auto is_stop = [&](int32_t token) {
+    return std::find(sp.stop_tokens.begin(), sp.stop_tokens.end(), static_cast<int64_t>(token)) != sp.stop_tokens.end();
+  };
+
+  while (scheduler.has_work()) {
+    Stopwatch phase;
+    scheduler.schedule(batch_);
+    int64_t unshared = 0;  // blocks the live tables reference, counting shared ones once per table
+    for (const Sequence* seq : scheduler.running()) unshared += static_cast<int64_t>(seq->block_table.size());
+    stats.peak_blocks_unshared = std::max(stats.peak_blocks_unshared, unshared);
+    const double now = clock.seconds();
+    for (const PrefillUnit& unit : batch_.prefills) {
+      stats.prefill_tokens += unit.context_tokens;
+      stats.prefill_tokens_saved += unit.context_tokens * static_cast<int64_t>(unit.sequences.size() - 1);
+      for (Sequence* seq : unit.sequences)
+        if (seq->scheduled_s < 0) seq->scheduled_s = now;
+    }
+    stats.max_batch_sequences = std::max(stats.max_batch_sequences, batch_.num_sequences());
+    build_step(batch_, blocks);
+    stats.schedule_s += phase.seconds();
+
+    phase.reset();
+    copy_blocks(batch_.copies);
+    const Tensor logits = model_.forward_cached(*params_, step_, cache_);
+    stats.forward_s += phase.seconds();
+    for (const PrefillUnit& unit : batch_.prefills)
+      for (Sequence* seq : unit.sequences) seq->num_cached_tokens = unit.context_tokens;
+    for (Sequence* seq : batch_.decodes) seq->num_cached_tokens = seq->num_tokens();
+
+    phase.reset();
+    sample_rows(logits, sp);
+    const double t_sampled = clock.seconds();
+    for (size_t j = 0; j < sampled_.size(); ++j) {
+      Sequence& seq = *job_sequence_[j];
+      const SampledRow& r = sampled_[j];
+      seq.append(r.token, r.logprob);
+      if (seq.first_token_s < 0) {
+        seq.first_token_s = t_sampled;
+        seq.first_policy_version = policy_version_;
+      }
+      seq.last_policy_version = policy_version_;
+      const bool eos = r.token == mc.eos_token_id && !sp.ignore_eos;
+      if (eos || is_stop(r.token) || seq.num_output() >= sp.max_new_tokens ||
+          seq.num_tokens() >= mc.max_position_embeddings) {
+        seq.finish(eos ? FinishReason::kEos : is_stop(r.token) ? FinishReason::kStop : FinishReason::kLength);
+        seq.finished_s = t_sampled;
+      }
+    }
+    stats.generated_tokens += static_cast<int64_t>(sampled_.size());
+    scheduler.release_finished();
+    stats.sample_s += phase.seconds();
+    ++stats.steps;
+    if (observer) observer(StepView{stats.steps, batch_, step_, logits, sampled_, scheduler, blocks});
+  }
+  stats.preemptions = scheduler.num_preemptions();
+  stats.peak_blocks_in_use = blocks.peak_used();
+  stats.wall_s = clock.seconds();
+
+  RolloutResult result;
+  result.samples.resize(sequences.size());
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    const Sequence& seq = sequences[i];
+    RLCPP_CHECK(seq.status() == SequenceStatus::kFinished, "engine: sequence " << i << " ended the request "
+                                                                              << sequence_status_name(seq.status()));
+    Sample& s = result.samples[i];
+    s.prompt_index = seq.prompt_index();
+    s.sample_index = seq.sample_index();
+    s.tokens = seq.output();
+    s.logprobs = seq.logprobs();
+    s.finish_reason = seq.finish_reason();
+    s.policy_version = seq.first_policy_version;
+    s.last_policy_version = seq.last_policy_version;
+    s.num_preemptions = seq.num_preemptions();
+    s.scheduled_s = seq.scheduled_s;
+    s.first_token_s = seq.first_token_s;
+    s.finished_s = seq.finished_s;
+  }
+  result.stats = stats;
+  return result;
+}
+
+}  // namespace rlcpp

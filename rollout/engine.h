@@ -1,0 +1,100 @@
+// The rollout engine: requests in, samples out. Each step the Scheduler picks the batch (continuous
+// batching over a paged KV cache with shared group prefixes), the engine flattens it into one CachedStep
+// (nano-vllm's model_runner: tokens, positions, slot mapping, CSR block tables), runs the copy-on-write block
+// copies and ONE Transformer::forward_cached over prefill and decode rows together, samples every sequence's
+// next token and retires finished sequences at once. The step's context is a local of generate(), never
+// global state.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/kv_cache.h"
+#include "model/transformer.h"
+#include "rollout/block_manager.h"
+#include "rollout/request.h"
+#include "rollout/sampler.h"
+#include "rollout/scheduler.h"
+
+namespace rlcpp {
+
+struct EngineConfig {
+  int64_t block_size = 16;
+  int64_t num_blocks = 0;  // 0 = room for max_num_seqs full-context sequences, capped by max_kv_cache_mib
+  int64_t max_kv_cache_mib = 4096;
+  int64_t max_num_seqs = 512;
+  int64_t max_num_batched_tokens = 8192;  // must be >= the model's context, so any one prefill fits
+
+  template <class V> void visit(V& v) {
+    v("block_size", block_size, "tokens per KV-cache block");
+    v("num_blocks", num_blocks, "KV-cache blocks (0 = enough for max_num_seqs full-context sequences, capped)");
+    v("max_kv_cache_mib", max_kv_cache_mib, "cap on the automatic KV-cache size (MiB)");
+    v("max_num_seqs", max_num_seqs, "sequences decoded together (the batch limit)");
+    v("max_num_batched_tokens", max_num_batched_tokens, "rows per forward: decode rows + prefill tokens");
+  }
+};
+
+// One sampled token of a step.
+struct SampledRow {
+  int64_t sequence_id = 0;  // index of its Sample in the result
+  int32_t logits_row = 0;   // row of the step's logits it was drawn from
+  int32_t position = 0;     // position of the sampled token in its sequence
+  int32_t token = 0;
+  float logprob = 0;
+};
+
+// What one step did, shown to an observer after the step (finished sequences already released).
+struct StepView {
+  int64_t step = 0;
+  const ScheduledBatch& batch;
+  const CachedStep& cached;
+  const Tensor& logits;  // (cached.logits_rows.size(), V), untempered
+  const std::vector<SampledRow>& sampled;
+  const Scheduler& scheduler;
+  const BlockManager& blocks;
+};
+// Runs between steps on generate's thread: tests check invariants and logits, the worker sends heartbeats
+// and checks for shutdown (an exception thrown here aborts the request), weight sync may call set_weights.
+using StepObserver = std::function<void(const StepView&)>;
+
+class Engine {
+ public:
+  // `params` must outlive the engine (or the next set_weights).
+  Engine(const Transformer& model, const ParameterStore& params, const EngineConfig& config,
+         int64_t policy_version = 0);
+
+  // Samples request.n completions of every prompt; samples come back prompt-major.
+  RolloutResult generate(const Request& request, const StepObserver& observer = {});
+
+  // New weights for the following steps; their tokens carry `version`.
+  void set_weights(const ParameterStore& params, int64_t version);
+  int64_t policy_version() const { return policy_version_; }
+
+  const EngineConfig& config() const { return config_; }
+  const ModelConfig& model_config() const { return model_.config(); }
+  int64_t num_blocks() const { return cache_.num_blocks; }
+  int64_t kv_bytes_per_token() const;  // 2 * layers * kv_heads * head_dim * 4 (fp32 cache)
+  int64_t kv_cache_bytes() const { return cache_.bytes(); }
+
+ private:
+  // The model_runner part: flattens the batch into step_, recording which sequences sample from each row.
+  void build_step(const ScheduledBatch& batch, const BlockManager& blocks);
+  void copy_blocks(const std::vector<BlockCopy>& copies);
+  void sample_rows(const Tensor& logits, const SamplingParams& params);
+
+  const Transformer& model_;
+  const ParameterStore* params_;
+  EngineConfig config_;
+  int64_t policy_version_;
+  KVCache cache_;
+  // Reused across steps so a step allocates little.
+  ScheduledBatch batch_;
+  CachedStep step_;
+  std::vector<Sequence*> job_sequence_;  // per sampled token: its sequence
+  std::vector<SampledRow> sampled_;
+  std::vector<Sampler> samplers_;  // one per OpenMP thread
+};
+
+}  // namespace rlcpp

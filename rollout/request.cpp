@@ -1,0 +1,127 @@
+#include "rollout/request.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace rlcpp {
+
+void SamplingParams::validate(const std::string& where, int64_t vocab_size) const {
+  RLCPP_CHECK(std::isfinite(temperature) && temperature >= 0,
+              where << ": temperature must be finite and >= 0 (0 = greedy), got " << temperature);
+  RLCPP_CHECK(top_k >= 0, where << ": top_k must be >= 0 (0 = off), got " << top_k);
+  RLCPP_CHECK(std::isfinite(top_p) && top_p > 0 && top_p <= 1, where << ": top_p must be in (0, 1], got " << top_p);
+  RLCPP_CHECK(max_new_tokens >= 1, where << ": max_new_tokens must be >= 1, got " << max_new_tokens);
+  for (size_t i = 0; i < stop_tokens.size(); ++i)
+    RLCPP_CHECK(stop_tokens[i] >= 0 && stop_tokens[i] < vocab_size,
+                where << ": stop_tokens[" << i << "] = " << stop_tokens[i] << " outside the vocabulary [0, "
+                      << vocab_size << ")");
+}
+
+void Request::validate(const ModelConfig& model) const {
+  RLCPP_CHECK(n >= 1, "request: n (samples per prompt) must be >= 1, got " << n);
+  RLCPP_CHECK(prompt_ids.empty() || prompt_ids.size() == prompts.size(),
+              "request: " << prompt_ids.size() << " prompt ids for " << prompts.size() << " prompts");
+  sampling.validate("request sampling", model.vocab_size);
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const auto& prompt = prompts[p];
+    RLCPP_CHECK(!prompt.empty(), "request: prompt " << p << " is empty");
+    RLCPP_CHECK(static_cast<int64_t>(prompt.size()) < model.max_position_embeddings,
+                "request: prompt " << p << " has " << prompt.size() << " tokens; the context of "
+                                   << model.max_position_embeddings << " leaves no room for a new token");
+    for (size_t t = 0; t < prompt.size(); ++t)
+      RLCPP_CHECK(prompt[t] >= 0 && prompt[t] < model.vocab_size,
+                  "request: prompt " << p << " token " << t << " is " << prompt[t] << ", outside the vocabulary [0, "
+                                     << model.vocab_size << ")");
+  }
+}
+
+const char* finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kEos: return "eos";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kStop: return "stop";
+  }
+  return "?";
+}
+
+FinishReason finish_reason_from_name(const std::string& name) {
+  for (FinishReason r : {FinishReason::kEos, FinishReason::kLength, FinishReason::kStop})
+    if (name == finish_reason_name(r)) return r;
+  RLCPP_FAIL("unknown finish reason '" << name << "' (expected eos, length or stop)");
+}
+
+Json RolloutStats::to_json() const {
+  return Json{{"sequences", sequences},
+              {"generated_tokens", generated_tokens},
+              {"prefill_tokens", prefill_tokens},
+              {"prefill_tokens_saved", prefill_tokens_saved},
+              {"steps", steps},
+              {"preemptions", preemptions},
+              {"max_batch_sequences", max_batch_sequences},
+              {"kv_bytes_per_token", kv_bytes_per_token},
+              {"block_size", block_size},
+              {"num_blocks", num_blocks},
+              {"peak_blocks_in_use", peak_blocks_in_use},
+              {"peak_blocks_unshared", peak_blocks_unshared},
+              {"bytes_saved_by_sharing", bytes_saved_by_sharing()},
+              {"wall_s", wall_s},
+              {"forward_s", forward_s},
+              {"sample_s", sample_s},
+              {"schedule_s", schedule_s}};
+}
+
+RolloutStats RolloutStats::from_json(const Json& j) {
+  RLCPP_CHECK(j.is_object(), "rollout stats: expected an object, got " << j.dump().substr(0, 80));
+  RolloutStats s;
+  auto integer = [&](const char* key, int64_t& field) {
+    auto it = j.find(key);
+    RLCPP_CHECK(it != j.end() && it->is_number_integer(), "rollout stats: '" << key << "' must be an integer");
+    field = it->get<int64_t>();
+  };
+  auto number = [&](const char* key, double& field) {
+    auto it = j.find(key);
+    RLCPP_CHECK(it != j.end() && it->is_number(), "rollout stats: '" << key << "' must be a number");
+    field = it->get<double>();
+  };
+  integer("sequences", s.sequences);
+  integer("generated_tokens", s.generated_tokens);
+  integer("prefill_tokens", s.prefill_tokens);
+  integer("prefill_tokens_saved", s.prefill_tokens_saved);
+  integer("steps", s.steps);
+  integer("preemptions", s.preemptions);
+  integer("max_batch_sequences", s.max_batch_sequences);
+  integer("kv_bytes_per_token", s.kv_bytes_per_token);
+  integer("block_size", s.block_size);
+  integer("num_blocks", s.num_blocks);
+  integer("peak_blocks_in_use", s.peak_blocks_in_use);
+  integer("peak_blocks_unshared", s.peak_blocks_unshared);
+  number("wall_s", s.wall_s);
+  number("forward_s", s.forward_s);
+  number("sample_s", s.sample_s);
+  number("schedule_s", s.schedule_s);
+  return s;
+}
+
+void RolloutStats::merge(const RolloutStats& o) {
+  // Each worker has its own cache, so blocks add up; steps and times run side by side, so they take the max.
+  sequences += o.sequences;
+  generated_tokens += o.generated_tokens;
+  prefill_tokens += o.prefill_tokens;
+  prefill_tokens_saved += o.prefill_tokens_saved;
+  preemptions += o.preemptions;
+  num_blocks += o.num_blocks;
+  peak_blocks_in_use += o.peak_blocks_in_use;
+  peak_blocks_unshared += o.peak_blocks_unshared;
+  steps = std::max(steps, o.steps);
+  max_batch_sequences = std::max(max_batch_sequences, o.max_batch_sequences);
+  kv_bytes_per_token = std::max(kv_bytes_per_token, o.kv_bytes_per_token);
+  block_size = std::max(block_size, o.block_size);
+  wall_s = std::max(wall_s, o.wall_s);
+  forward_s = std::max(forward_s, o.forward_s);
+  sample_s = std::max(sample_s, o.sample_s);
+  schedule_s = std::max(schedule_s, o.schedule_s);
+}
+
+}  // namespace rlcpp

@@ -1,0 +1,102 @@
+// What a rollout is asked for and what it returns. A Request holds P prompts and a group size n; the engine
+// returns P * n Samples, prompt-major (sample s of prompt p at index p * n + s), whoever computed them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "model/model_config.h"
+
+namespace rlcpp {
+
+struct SamplingParams {
+  // 0 = greedy (argmax, lowest id on ties). The returned log-probs are always under softmax(logits / T)
+  // over the whole vocabulary, before top-k / top-p truncation (T = 1 for greedy): the distribution the
+  // trainer scores, so the importance ratio is exactly 1 on-policy.
+  float temperature = 1.0f;
+  int64_t top_k = 0;     // keep the k most likely tokens; 0 = off
+  float top_p = 1.0f;    // keep the smallest most-likely set with mass >= top_p; 1 = off
+  int64_t max_new_tokens = 16;
+  std::vector<int64_t> stop_tokens;  // finish (reason "stop") after sampling any of these, besides EOS
+  bool ignore_eos = false;           // keep going past EOS (fixed-length timing runs)
+  uint64_t seed = 0;                 // Philox key of every draw
+
+  template <class V> void visit(V& v) {
+    v("temperature", temperature, "sampling temperature; 0 = greedy");
+    v("top_k", top_k, "keep the k most likely tokens (0 = off)");
+    v("top_p", top_p, "nucleus sampling mass (1 = off)");
+    v("max_new_tokens", max_new_tokens, "response length limit (tokens)");
+    v("stop_tokens", stop_tokens, "token ids that end a response, besides EOS");
+    v("ignore_eos", ignore_eos, "do not stop at EOS (fixed-length benchmarks)");
+    v("seed", seed, "sampling seed (Philox key)");
+  }
+
+  // Throws naming the field when a value is out of range (`where` prefixes the message).
+  void validate(const std::string& where, int64_t vocab_size) const;
+};
+
+struct Request {
+  std::vector<std::vector<int32_t>> prompts;  // token ids, BOS included by the caller
+  // One id per prompt: the Philox counter uses it, so a prompt's samples do not depend on where it sits in
+  // the request or on which worker serves it. Empty = 0, 1, ..., P-1.
+  std::vector<uint64_t> prompt_ids;
+  int64_t n = 1;  // samples per prompt (the group)
+  SamplingParams sampling;
+
+  uint64_t prompt_id(size_t p) const { return prompt_ids.empty() ? p : prompt_ids[p]; }
+  // Checks everything a model needs before any work: ids in the vocabulary, room for one new token.
+  void validate(const ModelConfig& model) const;
+};
+
+enum class FinishReason { kEos, kLength, kStop };
+const char* finish_reason_name(FinishReason reason);
+FinishReason finish_reason_from_name(const std::string& name);  // throws on an unknown name
+
+struct Sample {
+  int64_t prompt_index = 0;  // into Request::prompts
+  int64_t sample_index = 0;  // 0 .. n-1 within the group
+  std::vector<int32_t> tokens;  // the response; includes the EOS or stop token that ended it
+  std::vector<float> logprobs;  // log p(token) under softmax(logits / T), before top-k/top-p (T = 1 greedy)
+  FinishReason finish_reason = FinishReason::kLength;  // kLength also when the context is full
+  int64_t policy_version = 0;       // weights that produced the first token
+  int64_t last_policy_version = 0;  // weights that produced the last token (differs only across a swap)
+  int64_t num_preemptions = 0;
+  // Seconds since the request started: first scheduled, first token, finished.
+  double scheduled_s = 0, first_token_s = 0, finished_s = 0;
+};
+
+// Counters of one generate call (summed over workers by the client).
+struct RolloutStats {
+  int64_t sequences = 0;
+  int64_t generated_tokens = 0;
+  int64_t prefill_tokens = 0;         // prompt (and recomputed) tokens run through the model
+  int64_t prefill_tokens_saved = 0;   // prompt tokens not run again because a group shares its prefill
+  int64_t steps = 0;
+  int64_t preemptions = 0;
+  int64_t max_batch_sequences = 0;    // most sequences in one step
+  // Memory: a token's K and V in every layer take kv_bytes_per_token bytes.
+  int64_t kv_bytes_per_token = 0;
+  int64_t block_size = 0;
+  int64_t num_blocks = 0;
+  int64_t peak_blocks_in_use = 0;
+  // Most blocks the live sequences' block tables referenced in one step: what the same batch would hold
+  // without sharing a group's prompt blocks. peak_blocks_unshared - peak_blocks_in_use is the saving.
+  int64_t peak_blocks_unshared = 0;
+  double wall_s = 0, forward_s = 0, sample_s = 0, schedule_s = 0;
+
+  int64_t block_bytes() const { return block_size * kv_bytes_per_token; }
+  int64_t bytes_saved_by_sharing() const { return (peak_blocks_unshared - peak_blocks_in_use) * block_bytes(); }
+  Json to_json() const;
+  static RolloutStats from_json(const Json& j);  // throws naming a missing or mistyped key
+  // Sums counters and takes the max of peaks and times (workers run in parallel).
+  void merge(const RolloutStats& other);
+};
+
+struct RolloutResult {
+  std::vector<Sample> samples;  // prompt-major, P * n
+  RolloutStats stats;
+};
+
+}  // namespace rlcpp

@@ -1,0 +1,153 @@
+#include "rollout/scheduler.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace rlcpp {
+
+void ScheduledBatch::clear() {
+  prefills.clear();
+  decodes.clear();
+  copies.clear();
+  preempted.clear();
+}
+
+int64_t ScheduledBatch::num_rows() const {
+  int64_t rows = static_cast<int64_t>(decodes.size());
+  for (const PrefillUnit& u : prefills) rows += u.context_tokens;
+  return rows;
+}
+
+int64_t ScheduledBatch::num_sequences() const {
+  int64_t n = static_cast<int64_t>(decodes.size());
+  for (const PrefillUnit& u : prefills) n += static_cast<int64_t>(u.sequences.size());
+  return n;
+}
+
+Scheduler::Scheduler(BlockManager& blocks, const SchedulerConfig& config) : blocks_(blocks), config_(config) {
+  RLCPP_CHECK(config_.max_num_seqs >= 1, "scheduler: max_num_seqs must be >= 1, got " << config_.max_num_seqs);
+  RLCPP_CHECK(config_.max_num_batched_tokens >= 1,
+              "scheduler: max_num_batched_tokens must be >= 1, got " << config_.max_num_batched_tokens);
+  running_.reserve(static_cast<size_t>(std::min<int64_t>(config_.max_num_seqs, 1 << 16)));
+}
+
+void Scheduler::add_group(std::vector<Sequence*> sequences) {
+  RLCPP_CHECK(!sequences.empty(), "scheduler: empty group");
+  for (const Sequence* s : sequences)
+    RLCPP_CHECK(s->status() == SequenceStatus::kWaiting && s->num_output() == 0 &&
+                    s->prompt_index() == sequences[0]->prompt_index(),
+                "scheduler: group members must be fresh waiting samples of one prompt (sequence " << s->id() << ")");
+  waiting_.push_back(std::move(sequences));
+}
+
+int64_t Scheduler::num_waiting() const {
+  int64_t n = 0;
+  for (const auto& entry : waiting_) n += static_cast<int64_t>(entry.size());
+  return n;
+}
+
+void Scheduler::preempt(Sequence* seq, ScheduledBatch& batch) {
+  blocks_.release(*seq);
+  seq->preempt();
+  waiting_.push_front({seq});
+  batch.preempted.push_back(seq);
+  ++num_preemptions_;
+}
+
+void Scheduler::schedule(ScheduledBatch& batch) {
+  batch.clear();
+  kept_.clear();
+  // Decode every running sequence, oldest first; preempt from the newest end when blocks run out.
+  size_t end = running_.size();
+  for (size_t i = 0; i < end; ++i) {
+    Sequence* seq = running_[i];
+    bool preempted_self = false;
+    while (!blocks_.can_append(*seq)) {
+      if (end - 1 > i) {
+        preempt(running_[--end], batch);
+      } else {
+        preempt(seq, batch);
+        preempted_self = true;
+        break;
+      }
+    }
+    if (preempted_self) break;
+    blocks_.append_slot(*seq, batch.copies);
+    kept_.push_back(seq);
+    batch.decodes.push_back(seq);
+  }
+  running_.swap(kept_);
+  // Admitting while preempting would only take back the blocks just freed for older sequences.
+  if (batch.preempted.empty()) admit(batch, static_cast<int64_t>(batch.decodes.size()));
+  RLCPP_CHECK(!batch.empty() || !has_work(),
+              "scheduler: nothing can run: " << num_waiting() << " sequences wait, the first needs "
+                                             << waiting_.front().front()->num_tokens() << " tokens of context, "
+                                             << blocks_.num_free() << " of " << blocks_.num_blocks()
+                                             << " blocks are free, token budget " << config_.max_num_batched_tokens);
+}
+
+void Scheduler::admit(ScheduledBatch& batch, int64_t decode_rows) {
+  int64_t rows = decode_rows;
+  int64_t reserved = 0;  // blocks the units admitted this step need for their first new token
+  while (!waiting_.empty()) {
+    std::vector<Sequence*>& entry = waiting_.front();
+    const int64_t room = config_.max_num_seqs - static_cast<int64_t>(running_.size());
+    if (room <= 0) break;
+    const int64_t context = entry.front()->num_tokens();
+    if (rows + context > config_.max_num_batched_tokens) break;
+    int64_t count = std::min<int64_t>(static_cast<int64_t>(entry.size()), room);
+    const int64_t free = blocks_.num_free() - reserved;
+    while (count > 0 && blocks_.blocks_to_admit(context, count) > free) --count;
+    if (count == 0) break;
+
+    PrefillUnit unit;
+    unit.context_tokens = context;
+    unit.sequences.assign(entry.begin(), entry.begin() + count);
+    entry.erase(entry.begin(), entry.begin() + count);
+    if (entry.empty()) waiting_.pop_front();
+    blocks_.allocate_shared(unit.sequences, context);
+    reserved += blocks_.blocks_to_admit(context, count) - blocks_.blocks_for(context);
+    for (Sequence* s : unit.sequences) {
+      s->admit();
+      running_.push_back(s);
+    }
+    rows += context;
+    batch.prefills.push_back(std::move(unit));
+  }
+}
+
+void Scheduler::release_finished() {
+  std::erase_if(running_, [&](Sequence* s) {
+    if (s->status() != SequenceStatus::kFinished) return false;
+    blocks_.release(*s);
+    return true;
+  });
+}
+
+void Scheduler::check_invariants() const {
+  RLCPP_CHECK(static_cast<int64_t>(running_.size()) <= config_.max_num_seqs,
+              "scheduler invariant: " << running_.size() << " running, the limit is " << config_.max_num_seqs);
+  std::vector<const Sequence*> live;
+  for (const Sequence* s : running_) {
+    RLCPP_CHECK(s->status() == SequenceStatus::kRunning, "scheduler invariant: sequence "
+                                                             << s->id() << " is in the running list but "
+                                                             << sequence_status_name(s->status()));
+    RLCPP_CHECK(s->num_cached_tokens == s->num_tokens() - 1,
+                "scheduler invariant: running sequence " << s->id() << " has " << s->num_cached_tokens
+                                                         << " cached of " << s->num_tokens() << " tokens");
+    live.push_back(s);
+  }
+  for (const auto& entry : waiting_) {
+    RLCPP_CHECK(!entry.empty(), "scheduler invariant: empty waiting entry");
+    for (const Sequence* s : entry) {
+      RLCPP_CHECK(s->status() == SequenceStatus::kWaiting || s->status() == SequenceStatus::kPreempted,
+                  "scheduler invariant: sequence " << s->id() << " waits but is " << sequence_status_name(s->status()));
+      RLCPP_CHECK(s->block_table.empty(), "scheduler invariant: waiting sequence " << s->id() << " holds "
+                                                                                  << s->block_table.size() << " blocks");
+    }
+  }
+  blocks_.check_invariants(live);
+}
+
+}  // namespace rlcpp

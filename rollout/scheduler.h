@@ -1,0 +1,82 @@
+// Continuous batching (nano-vllm's scheduler, with prefill and decode mixed in one step). Every step:
+//   1. decode: each running sequence, oldest first, gets the slot of its next token; when blocks run out
+//      the newest running sequence is preempted (blocks released, put back at the front of the queue,
+//      recomputed when re-admitted) until the older one fits;
+//   2. admit: when nothing was preempted, waiting entries are admitted first come first served while the
+//      sequence limit, the step's token budget and the free blocks allow. A fresh group's samples are
+//      admitted together and share one prefill of the prompt (as many of them as fit; the rest stay first
+//      in line); a preempted sequence is admitted alone and prefills prompt + response so far.
+// Finished sequences give their blocks back as soon as the engine marks them (release_finished).
+// Bookkeeping is O(running) per step.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "rollout/block_manager.h"
+#include "rollout/sequence.h"
+
+namespace rlcpp {
+
+struct SchedulerConfig {
+  int64_t max_num_seqs = 512;             // sequences running at once (the batch limit)
+  int64_t max_num_batched_tokens = 8192;  // rows per forward: decode rows + prefill tokens
+};
+
+// Sequences that share one prefill: the same context (a fresh group's prompt, or one preempted sequence's
+// prompt + response), the same blocks, and the logits of the context's last row.
+struct PrefillUnit {
+  std::vector<Sequence*> sequences;
+  int64_t context_tokens = 0;
+};
+
+// One engine step: what to run through the model, and the block copies to make first.
+struct ScheduledBatch {
+  std::vector<PrefillUnit> prefills;
+  std::vector<Sequence*> decodes;  // each feeds its last token
+  std::vector<BlockCopy> copies;   // copy-on-write, in order, before the forward
+  std::vector<Sequence*> preempted;  // this step, for the record
+
+  void clear();
+  bool empty() const { return prefills.empty() && decodes.empty(); }
+  int64_t num_rows() const;        // tokens run through the model
+  int64_t num_sequences() const;   // sequences that get a token from this step
+};
+
+class Scheduler {
+ public:
+  Scheduler(BlockManager& blocks, const SchedulerConfig& config);
+
+  // Queues a group's fresh sequences (same prompt, all waiting), admitted together when they fit.
+  void add_group(std::vector<Sequence*> sequences);
+  bool has_work() const { return !waiting_.empty() || !running_.empty(); }
+  int64_t num_waiting() const;  // sequences
+  int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
+  const std::vector<Sequence*>& running() const { return running_; }
+  int64_t num_preemptions() const { return num_preemptions_; }
+
+  // Fills `batch` with the next step. Throws when there is work but nothing can ever be scheduled (the
+  // cache cannot hold one sequence).
+  void schedule(ScheduledBatch& batch);
+  // Releases the blocks of running sequences the engine has finished and drops them from the running list.
+  void release_finished();
+
+  // Between steps: running sequences are running and hold blocks for exactly their cached tokens, waiting
+  // ones hold none, the batch limit holds, and the block manager's counts match the block tables.
+  void check_invariants() const;
+
+ private:
+  void preempt(Sequence* seq, ScheduledBatch& batch);
+  void admit(ScheduledBatch& batch, int64_t decode_rows);
+
+  BlockManager& blocks_;
+  SchedulerConfig config_;
+  // Entries admitted as a unit: a fresh group (its not yet admitted samples) or one preempted sequence.
+  std::deque<std::vector<Sequence*>> waiting_;
+  std::vector<Sequence*> running_;  // admission order: the back is the newest
+  std::vector<Sequence*> kept_;     // scratch for schedule
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace rlcpp

@@ -1,0 +1,166 @@
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/wire.h"
+
+namespace rlcpp {
+namespace {
+
+WireMessage sample_message() {
+  WireMessage m("generate");
+  m.header["n"] = 8;
+  m.add<int32_t>("tokens", {1, 5, 7, 9, 2, 4});
+  m.add<int64_t>("offsets", {0, 2, 6});
+  m.add<float>("grid", {1.5f, -2.0f, 0.25f, 4.0f, 5.0f, 6.0f}, {2, 3});
+  return m;
+}
+
+std::string decode_error(std::vector<zmq::message_t>& frames, const WireLimits& limits = {}) {
+  try {
+    decode_wire_message(frames, limits);
+  } catch (const WireError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Replaces the header frame with `header` text.
+void set_header(std::vector<zmq::message_t>& frames, const std::string& header) {
+  frames[0] = zmq::message_t(header.data(), header.size());
+}
+
+TEST(Wire, RoundTripsHeaderAndArrays) {
+  auto frames = encode_wire_message(sample_message());
+  ASSERT_EQ(frames.size(), 4u);
+  WireMessage m = decode_wire_message(frames, {});
+  EXPECT_EQ(m.type(), "generate");
+  EXPECT_EQ(m.header["n"], 8);
+  EXPECT_FALSE(m.header.contains("arrays"));  // the codec's own key is consumed
+  EXPECT_EQ(m.get<int32_t>("tokens", 6), (std::vector<int32_t>{1, 5, 7, 9, 2, 4}));
+  EXPECT_EQ(m.get<int64_t>("offsets"), (std::vector<int64_t>{0, 2, 6}));
+  EXPECT_EQ(m.array("grid").shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(m.get<float>("grid")[2], 0.25f);
+}
+
+TEST(Wire, GetChecksDtypeCountAndPresence) {
+  auto frames = encode_wire_message(sample_message());
+  WireMessage m = decode_wire_message(frames, {});
+  EXPECT_THROW(m.get<float>("tokens"), WireError);
+  EXPECT_THROW(m.get<int32_t>("tokens", 5), WireError);
+  try {
+    m.get<int32_t>("missing");
+    FAIL() << "expected a WireError";
+  } catch (const WireError& e) {
+    EXPECT_NE(std::string(e.what()).find("no array 'missing'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Wire, RejectsTruncatedMessage) {
+  auto frames = encode_wire_message(sample_message());
+  frames.pop_back();
+  EXPECT_NE(decode_error(frames).find("lists 3 arrays but the message carries 2"), std::string::npos);
+}
+
+TEST(Wire, RejectsFrameWhoseSizeDisagreesWithShape) {
+  auto frames = encode_wire_message(sample_message());
+  frames[1] = zmq::message_t(std::string(23, 'x'));  // 6 int32 need 24 bytes
+  EXPECT_NE(decode_error(frames).find("frame has 23 bytes"), std::string::npos) << decode_error(frames);
+}
+
+TEST(Wire, RejectsMalformedHeaders) {
+  auto frames = encode_wire_message(sample_message());
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{not json", "not valid JSON"},
+      {"[1, 2]", "must be a JSON object"},
+      {R"({"n": 1})", "no string \"type\""},
+      {R"({"type": "x", "arrays": 5})", "must be a list"},
+      {R"({"type": "x", "arrays": [{"name": "a", "dtype": "f16", "shape": [1]}, {}, {}]})", "\"dtype\" must be"},
+      {R"({"type": "x", "arrays": [{"name": "a", "dtype": "i32", "shape": [-1]}, {}, {}]})", "shape entries"},
+      {R"({"type": "x", "arrays": [{"name": "a", "dtype": "i32", "shape": [1e3]}, {}, {}]})", "shape entries"},
+      {R"({"type": "x", "arrays": [{"name": "a", "dtype": "i32", "shape": [1073741824, 1073741824]}, {}, {}]})",
+       "exceeds the message size limit"},
+      {R"({"type": "x", "arrays": [{"dtype": "i32", "shape": [6]}, {}, {}]})", "non-empty string \"name\""},
+      {R"({"type": "x", "arrays": [{"name": "a", "dtype": "i32", "shape": [6]}, {"name": "a", "dtype": "i64", "shape": [3]}, {}]})",
+       "appears twice"},
+  };
+  for (const auto& [header, expected] : cases) {
+    auto copy = encode_wire_message(sample_message());
+    set_header(copy, header);
+    const std::string err = decode_error(copy);
+    EXPECT_NE(err.find(expected), std::string::npos) << "header " << header << " gave: '" << err << "'";
+  }
+}
+
+TEST(Wire, EnforcesSizeLimits) {
+  WireLimits small;
+  small.max_message_bytes = 64;
+  auto frames = encode_wire_message(sample_message());
+  EXPECT_NE(decode_error(frames, small).find("exceeds the maximum of 64"), std::string::npos);
+  WireLimits few;
+  few.max_arrays = 2;
+  EXPECT_NE(decode_error(frames, few).find("the maximum is 2"), std::string::npos);
+  WireLimits short_header;
+  short_header.max_header_bytes = 10;
+  EXPECT_NE(decode_error(frames, short_header).find("header of"), std::string::npos);
+  std::vector<zmq::message_t> none;
+  EXPECT_NE(decode_error(none).find("empty message"), std::string::npos);
+}
+
+TEST(Wire, ReceiveDrainsOversizedMessageAndStaysInStep) {
+  zmq::context_t ctx;
+  zmq::socket_t router(ctx, zmq::socket_type::router), dealer(ctx, zmq::socket_type::dealer);
+  router.bind("inproc://wire-test");
+  dealer.connect("inproc://wire-test");
+  WireLimits limits;
+  limits.max_message_bytes = 1000;
+  WireMessage big("big");
+  big.add<float>("x", std::vector<float>(1000, 1.0f));
+  send_wire_message(dealer, {}, big);
+  send_wire_message(dealer, {}, sample_message());
+  ReceivedFrames got;
+  ASSERT_TRUE(receive_frames(router, 1, limits, 2000, got));
+  EXPECT_EQ(got.envelope.size(), 1u);  // the dealer's identity, so an error reply can be routed
+  EXPECT_TRUE(got.frames.empty());
+  EXPECT_NE(got.error.find("exceeds the maximum of 1000"), std::string::npos) << got.error;
+  ASSERT_TRUE(receive_frames(router, 1, limits, 2000, got));
+  EXPECT_TRUE(got.error.empty()) << got.error;
+  WireMessage m = decode_wire_message(got.frames, limits);
+  EXPECT_EQ(m.type(), "generate");
+  // Nothing further: a timeout returns false.
+  EXPECT_FALSE(receive_frames(router, 1, limits, 10, got));
+}
+
+TEST(Wire, TooManyFramesIsAnErrorNotACrash) {
+  zmq::context_t ctx;
+  zmq::socket_t router(ctx, zmq::socket_type::router), dealer(ctx, zmq::socket_type::dealer);
+  router.bind("inproc://wire-frames");
+  dealer.connect("inproc://wire-frames");
+  WireLimits limits;
+  limits.max_arrays = 3;
+  for (int i = 0; i < 20; ++i) {
+    zmq::message_t f(std::string("f"));
+    (void)dealer.send(f, i + 1 < 20 ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  }
+  ReceivedFrames got;
+  ASSERT_TRUE(receive_frames(router, 1, limits, 2000, got));
+  EXPECT_NE(got.error.find("more than"), std::string::npos) << got.error;
+  EXPECT_TRUE(got.frames.empty());
+}
+
+TEST(Wire, EndpointsStayLocalUnlessAllowed) {
+  EXPECT_NO_THROW(check_local_endpoint("ipc:///tmp/x.ipc", false));
+  EXPECT_NO_THROW(check_local_endpoint("inproc://x", false));
+  EXPECT_NO_THROW(check_local_endpoint("tcp://127.0.0.1:5555", false));
+  EXPECT_NO_THROW(check_local_endpoint("tcp://localhost:*", false));
+  EXPECT_NO_THROW(check_local_endpoint("tcp://[::1]:5555", false));
+  EXPECT_THROW(check_local_endpoint("tcp://*:5555", false), Error);
+  EXPECT_THROW(check_local_endpoint("tcp://0.0.0.0:5555", false), Error);
+  EXPECT_THROW(check_local_endpoint("tcp://10.1.2.3:5555", false), Error);
+  EXPECT_THROW(check_local_endpoint("pgm://eth0;239.192.1.1:5555", false), Error);
+  EXPECT_THROW(check_local_endpoint("nonsense", false), Error);
+  EXPECT_NO_THROW(check_local_endpoint("tcp://*:5555", true));
+}
+
+}  // namespace
+}  // namespace rlcpp
