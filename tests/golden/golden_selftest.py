@@ -14,7 +14,6 @@ import traceback
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch.nn.utils.stateless import functional_call
 
 import llama_model

@@ -121,6 +121,7 @@ class LlamaConfig:
         j = asdict(self)
         j["architectures"] = ["Qwen2ForCausalLM" if self.model_type == "qwen2" else "LlamaForCausalLM"]
         j["hidden_act"] = "silu"
+        j["head_dim"] = self.head_dim
         j["torch_dtype"] = "float32"
         if self.model_type == "qwen2":
             del j["attention_bias"]  # Qwen2Config has no such key: its q/k/v bias is fixed

@@ -73,11 +73,11 @@ def read(path):
                 raise SafetensorsError(f"{where}: header entry {info!r} lacks dtype/shape/data_offsets") from e
             if any((not isinstance(d, int)) or d < 0 for d in shape):
                 raise SafetensorsError(f"{where}: shape {shape} must be non-negative integers")
-            numel = int(np.prod(shape, dtype=np.int64)) if shape else 1
-            item = _BF16_BYTES if dtype == "BF16" else _NUMPY_OF.get(dtype, np.dtype("V1")).itemsize
             if dtype != "BF16" and dtype not in _NUMPY_OF:
                 raise SafetensorsError(f"{where}: dtype {dtype} unsupported (expected one of "
                                        f"{sorted(list(_NUMPY_OF) + ['BF16'])})")
+            numel = int(np.prod(shape, dtype=np.int64)) if shape else 1
+            item = _BF16_BYTES if dtype == "BF16" else _NUMPY_OF[dtype].itemsize
             if not (0 <= begin <= end <= data_bytes):
                 raise SafetensorsError(f"{where}: data_offsets [{begin}, {end}] outside the {data_bytes}-byte buffer")
             if end - begin != numel * item:
