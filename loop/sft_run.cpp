@@ -53,8 +53,10 @@ std::vector<PackedBatch> sample_sft_batch(const Task& task, const CharTokenizer&
 
 SftSummary run_sft(const SftConfig& config, const Json& resolved_config) {
   config.validate();
-  RunDir run(config.run_dir, /*allow_existing=*/false);
-  run.write_config(resolved_config);
+  RunDir run = RunDir::create_fresh(config.run_dir);
+  Json resolved = resolved_config;
+  resolved["run_dir"] = run.path();
+  run.write_config(resolved);
   JsonlWriter metrics(run.file("metrics.jsonl"));
 
   ParameterStore params = config.init_checkpoint.empty()
@@ -74,7 +76,7 @@ SftSummary run_sft(const SftConfig& config, const Json& resolved_config) {
               config.init_checkpoint.empty() ? config.model_preset.c_str() : config.init_checkpoint.c_str(),
               static_cast<long long>(mc.num_parameters()), task->name().c_str(), static_cast<long long>(config.steps),
               static_cast<long long>(config.batch_size), static_cast<long long>(config.micro_batch_size),
-              config.run_dir.c_str());
+              run.path().c_str());
   std::fflush(stdout);
 
   EvalOptions eval_opts;

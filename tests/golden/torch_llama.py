@@ -76,7 +76,24 @@ def batch_loss(model, sequences, masks, temperature):
     return -(mask * logp).sum() / mask.sum(), logits, logp
 
 
+def use_interleaved_rope():
+    """Negative control: swap in the GPT-J/Meta pairing (2i, 2i+1) for Hugging Face's rotate-half."""
+    def rope_cos_sin(head_dim, theta, positions, dtype):
+        inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+        freqs = positions.float()[:, None] * inv_freq[None, :]
+        emb = torch.repeat_interleave(freqs, 2, dim=-1)  # (T, D): elements 2i and 2i + 1 share a frequency
+        return emb.cos().to(dtype), emb.sin().to(dtype)
+
+    def rotate_pairs(x):  # (..., D): (x0, x1, x2, x3, ...) -> (-x1, x0, -x3, x2, ...)
+        return torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)
+
+    llama_model.rope_cos_sin = rope_cos_sin
+    llama_model.rotate_half = rotate_pairs
+
+
 def run_golden(args):
+    if args.rope_convention == "interleaved":
+        use_interleaved_rope()
     model = llama_model.load_checkpoint(args.model)
     sequences, masks = load_batch(args.batch, model.config.vocab_size)
     if not args.temperature > 0:
@@ -129,6 +146,8 @@ def parse_args(argv):
     p.add_argument("--eps", type=float, default=1e-8)
     p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--rope-convention", choices=["rotate_half", "interleaved"], default="rotate_half",
+                   help="interleaved (GPT-J pairs 2i, 2i+1) is a negative control: rlcpp must NOT match it")
     p.add_argument("--config", default="{}", help="JSON of LlamaConfig fields (with --write-random-checkpoint)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
