@@ -3,10 +3,12 @@
 #include <exception>
 #include <vector>
 
+#include "apps/blas_startup.h"
 #include "apps/commands.h"
 #include "core/error.h"
 
 int main(int argc, char** argv) {
+  rlcpp::cli::ensure_blas_core_type(argv);
   CLI::App app{"rlcpp: RL post-training (GRPO, PPO, DPO, SFT) of Llama-family models, CPU and CUDA"};
   app.require_subcommand(1);
   using namespace rlcpp::cli;

@@ -8,14 +8,20 @@ namespace rlcpp {
 
 namespace fs = std::filesystem;
 
-RunDir::RunDir(const std::string& path, bool allow_existing) : path_(path) {
+RunDir RunDir::create_fresh(const std::string& path) {
   RLCPP_CHECK(!path.empty(), "run directory: empty path");
-  if (fs::exists(fs::path(path) / "config.json"))
-    RLCPP_CHECK(allow_existing, "run directory '" << path << "' already holds a run; choose another with "
-                                                  << "--set run_dir=... or delete it (nothing was overwritten)");
+  std::string chosen = path;
+  for (int i = 2; fs::exists(fs::path(chosen) / "config.json"); ++i) chosen = path + "-" + std::to_string(i);
   std::error_code ec;
-  fs::create_directories(fs::path(path) / "checkpoints", ec);
-  RLCPP_CHECK(!ec, "cannot create run directory '" << path << "': " << ec.message());
+  fs::create_directories(fs::path(chosen) / "checkpoints", ec);
+  RLCPP_CHECK(!ec, "cannot create run directory '" << chosen << "': " << ec.message());
+  return RunDir(chosen);
+}
+
+RunDir RunDir::open_existing(const std::string& path) {
+  RLCPP_CHECK(fs::exists(fs::path(path) / "config.json"),
+              "'" << path << "' is not a run directory (it has no config.json)");
+  return RunDir(path);
 }
 
 std::string RunDir::checkpoint_dir(int64_t step) const {

@@ -9,9 +9,11 @@ namespace rlcpp {
 
 class RunDir {
  public:
-  // Creates `path`. Refuses an existing directory that already holds a run (config.json), so nothing saved
-  // is overwritten, unless `allow_existing` (resume).
-  RunDir(const std::string& path, bool allow_existing);
+  // A new run at `path`; when `path` already holds a run (config.json) the first free `path-2`, `path-3`, ...
+  // is used instead, so nothing saved is ever overwritten.
+  static RunDir create_fresh(const std::string& path);
+  // An existing run, for resuming.
+  static RunDir open_existing(const std::string& path);
 
   const std::string& path() const { return path_; }
   std::string file(const std::string& name) const { return path_ + "/" + name; }
@@ -21,6 +23,7 @@ class RunDir {
   void write_config(const Json& resolved) const;
 
  private:
+  explicit RunDir(std::string path) : path_(std::move(path)) {}
   std::string path_;
 };
 

@@ -12,6 +12,7 @@
 #include "model/init.h"
 #include "model/tokenizer.h"
 #include "reward/task_registry.h"
+#include "trainer/packed_views.h"
 #include "trainer/sft_loss.h"
 #include "trainer/update_step.h"
 
@@ -53,8 +54,10 @@ std::vector<PackedBatch> sample_sft_batch(const Task& task, const CharTokenizer&
 
 SftSummary run_sft(const SftConfig& config, const Json& resolved_config) {
   config.validate();
-  RunDir run(config.run_dir, /*allow_existing=*/false);
-  run.write_config(resolved_config);
+  RunDir run = RunDir::create_fresh(config.run_dir);
+  Json resolved = resolved_config;
+  resolved["run_dir"] = run.path();
+  run.write_config(resolved);
   JsonlWriter metrics(run.file("metrics.jsonl"));
 
   ParameterStore params = config.init_checkpoint.empty()
@@ -74,7 +77,7 @@ SftSummary run_sft(const SftConfig& config, const Json& resolved_config) {
               config.init_checkpoint.empty() ? config.model_preset.c_str() : config.init_checkpoint.c_str(),
               static_cast<long long>(mc.num_parameters()), task->name().c_str(), static_cast<long long>(config.steps),
               static_cast<long long>(config.batch_size), static_cast<long long>(config.micro_batch_size),
-              config.run_dir.c_str());
+              run.path().c_str());
   std::fflush(stdout);
 
   EvalOptions eval_opts;
@@ -87,11 +90,20 @@ SftSummary run_sft(const SftConfig& config, const Json& resolved_config) {
   for (int64_t step = 1; step <= config.steps; ++step) {
     Stopwatch step_watch;
     std::vector<PackedBatch> micro = sample_sft_batch(*task, tok, data_rng, config.batch_size, config.micro_batch_size);
-    const SftNormalizer norm = sft_normalizer(micro);
+    std::vector<std::vector<int64_t>> offsets;
+    std::vector<std::vector<float>> masks;
+    LossNormalizer norm;  // token-mean over the whole global batch
+    for (const PackedBatch& b : micro) {
+      offsets.push_back(loss_offsets(b));
+      masks.push_back(target_mask(b));
+      norm.merge(LossNormalizer::over_batch(LossAgg::kTokenMean, offsets.back(), masks.back()));
+    }
     UpdateResult r = updater.step(
         micro, fwd,
         [&](size_t m, const Activations& acts, std::vector<float>& dlogp, std::vector<float>*) {
-          return sft_loss(micro[m].targets, acts.logp.data<float>(), norm, dlogp.data());
+          LossOutput out = sft_loss(offsets[m], {acts.logp.data<float>(), dlogp.size()}, masks[m], norm);
+          dlogp = std::move(out.dlogp);
+          return out.loss;
         },
         config.steps);
     const double dt = step_watch.seconds();

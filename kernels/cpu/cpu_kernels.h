@@ -1,0 +1,83 @@
+// Raw-pointer CPU fp32 kernels behind kernels/ops.h, one file per op family (kernels/cpu/<family>_cpu.cpp).
+// Shapes are in the comments, row-major; sizes are element counts. ops.cpp has already checked shapes, dtypes
+// and index ranges, so these do no checking. Gradient conventions are those of ops.h.
+//
+// Determinism: every reduction runs in an order fixed by the row (or column) being reduced, and parallel loops
+// only split independent outputs between threads, so results never depend on the thread count.
+#pragma once
+
+#include <cstdint>
+
+namespace rlcpp::cpu {
+
+// Elements (or multiply-adds) below which a loop stays on one thread: opening a parallel region costs a few
+// microseconds, as much as ~30k simple float operations.
+inline constexpr int64_t kParallelMinWork = int64_t{1} << 15;
+
+// c (m,n) = alpha * op(a) @ op(b) + beta * c; a is (m,k), or (k,m) when trans_a; b is (k,n), or (n,k).
+void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t n, int64_t k,
+            float alpha, float beta);
+
+// y (rows,cols) += bias (cols) on every row.
+void add_bias(float* y, const float* bias, int64_t rows, int64_t cols);
+// dbias (cols) += column sums of dy (rows,cols).
+void bias_backward(const float* dy, float* dbias, int64_t rows, int64_t cols);
+// x (n) += y (n).
+void add_inplace(float* x, const float* y, int64_t n);
+// x (n) *= s.
+void scale_inplace(float* x, float s, int64_t n);
+// sqrt(sum x^2), accumulated in double in fixed chunks.
+double l2_norm(const float* x, int64_t n);
+bool all_finite(const float* x, int64_t n);
+
+// out (n,c) = table[ids (n)]; dtable (v,c) += dout rows scattered by ids.
+void embedding_forward(const float* table, const int32_t* ids, float* out, int64_t n, int64_t c);
+void embedding_backward(const float* dout, const int32_t* ids, float* dtable, int64_t n, int64_t c);
+
+// out (n,c) = x * rstd * weight, rstd (n) = 1/sqrt(mean(x^2) + eps).
+void rmsnorm_forward(const float* x, const float* weight, float eps, float* out, float* rstd, int64_t n, int64_t c);
+// dx (n,c) += dL/dx; dweight (c) += dL/dweight.
+void rmsnorm_backward(const float* dout, const float* x, const float* weight, const float* rstd, float* dx,
+                      float* dweight, int64_t n, int64_t c);
+
+// table (max_positions, head_dim): [cos | sin] of pos * inv_freq, Hugging Face Llama's float arithmetic.
+void rope_table(float* table, int64_t max_positions, int64_t head_dim, float theta);
+// In place on x (n, heads, head_dim); positions (n) index rows of table.
+void rope_forward(float* x, const int32_t* positions, const float* table, int64_t n, int64_t heads,
+                  int64_t head_dim);
+void rope_backward(float* dx, const int32_t* positions, const float* table, int64_t n, int64_t heads,
+                   int64_t head_dim);
+
+// Packed causal GQA attention. q (n,hq,d), k and v (n,hkv,d), cu_seqlens (num_seqs+1) with cu[num_seqs] = n.
+// out (n,hq,d), lse (n,hq).
+void attention_forward(const float* q, const float* k, const float* v, const int32_t* cu_seqlens,
+                       int64_t num_seqs, int64_t hq, int64_t hkv, int64_t d, float scale, float* out, float* lse);
+// dq (n,hq,d), dk and dv (n,hkv,d), overwritten.
+void attention_backward(const float* dout, const float* q, const float* k, const float* v, const float* out,
+                        const float* lse, const int32_t* cu_seqlens, int64_t num_seqs, int64_t hq, int64_t hkv,
+                        int64_t d, float scale, float* dq, float* dk, float* dv);
+
+// k, v (n, row) with row = hkv*d copied to slots slot_mapping (n) of k_cache, v_cache (num_slots, row); -1 skips.
+void paged_kv_write(const float* k, const float* v, const int32_t* slot_mapping, int64_t n, int64_t row,
+                    float* k_cache, float* v_cache);
+// q (n,hq,d) against the cache; see ops.h for query_seq, query_pos and the CSR block tables.
+void paged_attention(const float* q, const float* k_cache, const float* v_cache, const int32_t* query_seq,
+                     const int32_t* query_pos, const int32_t* block_indptr, const int32_t* block_indices,
+                     int64_t block_size, int64_t n, int64_t hq, int64_t hkv, int64_t d, float scale, float* out);
+
+// gate_up (n,2f) -> out (n,f) = silu(gate) * up; dgate_up (n,2f) overwritten.
+void swiglu_forward(const float* gate_up, float* out, int64_t n, int64_t f);
+void swiglu_backward(const float* dout, const float* gate_up, float* dgate_up, int64_t n, int64_t f);
+
+// logits (n,v), targets (n) in [0,v) or -1. logp, lse (n); entropy (n) when non-null.
+void logprob_forward(const float* logits, const int32_t* targets, float temperature, float* logp, float* lse,
+                     float* entropy, int64_t n, int64_t v);
+// dlogits (n,v) overwritten; dentropy may be null.
+void logprob_backward(const float* dlogp, const float* dentropy, const float* logits, const int32_t* targets,
+                      float temperature, const float* lse, float* dlogits, int64_t n, int64_t v);
+
+// torch.optim.AdamW single-tensor step on n elements; step counts from 1.
+void adamw_step(float* param, const float* grad, float* m, float* v, int64_t n, float lr, float beta1, float beta2,
+                float eps, float weight_decay, int64_t step);
+
+}  // namespace rlcpp::cpu

@@ -1,0 +1,64 @@
+// Per-token log-probability and entropy of softmax(logits / T) on the CPU, and their backward.
+#include <cmath>
+
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace rlcpp::cpu {
+namespace {
+
+// logsumexp of z = row / temperature, summed left to right (fixed order per row).
+float row_lse(const float* row, float temperature, int64_t v) {
+  float m = -INFINITY;
+  for (int64_t j = 0; j < v; ++j) m = std::fmax(m, row[j] / temperature);
+  float sum = 0.0f;
+  for (int64_t j = 0; j < v; ++j) sum += std::exp(row[j] / temperature - m);
+  return m + std::log(sum);
+}
+
+// H = -sum p log p with log p = z - lse.
+float row_entropy(const float* row, float temperature, float lse, int64_t v) {
+  float h = 0.0f;
+  for (int64_t j = 0; j < v; ++j) {
+    const float logp = row[j] / temperature - lse;
+    h -= std::exp(logp) * logp;
+  }
+  return h;
+}
+
+}  // namespace
+
+void logprob_forward(const float* logits, const int32_t* targets, float temperature, float* logp, float* lse,
+                     float* entropy, int64_t n, int64_t v) {
+#pragma omp parallel for if (n * v > kParallelMinWork)
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = logits + i * v;
+    const float l = row_lse(row, temperature, v);
+    lse[i] = l;
+    const int32_t t = targets[i];
+    logp[i] = t < 0 ? 0.0f : row[t] / temperature - l;
+    if (entropy) entropy[i] = row_entropy(row, temperature, l, v);
+  }
+}
+
+void logprob_backward(const float* dlogp, const float* dentropy, const float* logits, const int32_t* targets,
+                      float temperature, const float* lse, float* dlogits, int64_t n, int64_t v) {
+  // d logp / dz = onehot - p; dH/dz = -p (log p + H); dz/dlogits = 1/T.
+#pragma omp parallel for if (n * v > kParallelMinWork)
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = logits + i * v;
+    float* drow = dlogits + i * v;
+    const float l = lse[i];
+    const int32_t t = targets[i];
+    const float g_logp = t < 0 ? 0.0f : dlogp[i];
+    const float g_ent = dentropy ? dentropy[i] : 0.0f;
+    const float h = g_ent != 0.0f ? row_entropy(row, temperature, l, v) : 0.0f;
+    for (int64_t j = 0; j < v; ++j) {
+      const float logp_j = row[j] / temperature - l;
+      const float p = std::exp(logp_j);
+      drow[j] = (-g_logp * p - g_ent * p * (logp_j + h)) / temperature;
+    }
+    if (t >= 0) drow[t] += g_logp / temperature;
+  }
+}
+
+}  // namespace rlcpp::cpu

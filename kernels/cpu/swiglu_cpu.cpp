@@ -1,0 +1,36 @@
+// SwiGLU on a fused gate_up projection on the CPU: out = silu(gate) * up, silu(g) = g / (1 + exp(-g)).
+#include <cmath>
+
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace rlcpp::cpu {
+
+void swiglu_forward(const float* gate_up, float* out, int64_t n, int64_t f) {
+#pragma omp parallel for if (n * f > kParallelMinWork)
+  for (int64_t i = 0; i < n; ++i) {
+    const float* gate = gate_up + i * 2 * f;
+    const float* up = gate + f;
+    float* o = out + i * f;
+    for (int64_t j = 0; j < f; ++j) o[j] = gate[j] / (1.0f + std::exp(-gate[j])) * up[j];
+  }
+}
+
+void swiglu_backward(const float* dout, const float* gate_up, float* dgate_up, int64_t n, int64_t f) {
+  // silu'(g) = s (1 + g (1 - s)) with s = sigmoid(g).
+#pragma omp parallel for if (n * f > kParallelMinWork)
+  for (int64_t i = 0; i < n; ++i) {
+    const float* gate = gate_up + i * 2 * f;
+    const float* up = gate + f;
+    const float* g_out = dout + i * f;
+    float* dgate = dgate_up + i * 2 * f;
+    float* dup = dgate + f;
+    for (int64_t j = 0; j < f; ++j) {
+      const float g = gate[j];
+      const float s = 1.0f / (1.0f + std::exp(-g));
+      dup[j] = g_out[j] * (g * s);
+      dgate[j] = g_out[j] * up[j] * (s * (1.0f + g * (1.0f - s)));
+    }
+  }
+}
+
+}  // namespace rlcpp::cpu

@@ -1,0 +1,442 @@
+// Shape, dtype and device checks for every op of ops.h, and its one dispatch point: CPU fp32 runs
+// kernels/cpu/, a CUDA tensor runs kernels/cuda/ (or throws in a CPU-only build), any other dtype throws.
+// Index tensors (ids, positions, cu_seqlens, block tables) are range-checked (op_checks.h) on the CPU path;
+// on CUDA they live on the device and are not read back.
+#include "kernels/ops.h"
+
+#include <string>
+
+#include "core/error.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/op_checks.h"
+#ifdef RLCPP_WITH_CUDA
+#include "kernels/cuda/cuda_kernels.h"
+#endif
+
+namespace rlcpp::ops {
+namespace {
+
+// The dispatch point. Checks that every tensor is defined and that all sit on one device, the float ones F32
+// and the index ones I32; returns true when the op runs on CUDA.
+bool runs_on_cuda(const char* op, std::initializer_list<Arg> floats, std::initializer_list<Arg> indices = {}) {
+  const Arg& first = *floats.begin();
+  for (const auto* list : {&floats, &indices}) {
+    for (const Arg& a : *list) {
+      RLCPP_CHECK(a.t->defined(), op << ": " << a.name << " is an undefined tensor");
+      RLCPP_CHECK(a.t->device() == first.t->device(), op << ": " << a.name << " is on " << device_name(a.t->device())
+                                                          << " but " << first.name << " is on "
+                                                          << device_name(first.t->device()));
+    }
+  }
+  const Device device = first.t->device();
+#ifndef RLCPP_WITH_CUDA
+  RLCPP_CHECK(device != Device::kCUDA, "rlcpp was built without CUDA (op: " << op << ")");
+#endif
+  for (const Arg& a : floats)
+    RLCPP_CHECK(a.t->dtype() == DType::kF32,
+                "op " << op << ": dtype " << dtype_name(a.t->dtype()) << " not supported on " << device_name(device)
+                      << " (" << a.name << ")");
+  for (const Arg& a : indices)
+    RLCPP_CHECK(a.t->dtype() == DType::kI32,
+                op << ": " << a.name << " must be I32, got " << dtype_name(a.t->dtype()));
+  return device == Device::kCUDA;
+}
+
+#ifdef RLCPP_WITH_CUDA
+// The CUDA arm's status checks; the kernels return the status, this layer throws with file:line.
+void check_cuda_status(cudaError_t status, const char* op, const char* file, int line) {
+  if (status != cudaSuccess)
+    detail::throw_error(file, line, std::string("op ") + op + ": CUDA error " + cudaGetErrorName(status) + ": " +
+                                        cudaGetErrorString(status));
+}
+void check_cuda_status(cublasStatus_t status, const char* op, const char* file, int line) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    detail::throw_error(file, line, std::string("op ") + op + ": cuBLAS error " + cublasGetStatusString(status));
+}
+// Ops take no stream yet: they run on the legacy default stream.
+constexpr cudaStream_t kStream = nullptr;
+#define RLCPP_CUDA_ARM(op, call) check_cuda_status((call), (op), __FILE__, __LINE__)
+#else
+// runs_on_cuda has already thrown "built without CUDA", so the call is never needed.
+#define RLCPP_CUDA_ARM(op, call) ((void)0)
+#endif
+
+[[noreturn]] void no_cuda_kernel(const char* op) { RLCPP_FAIL("op " << op << " has no CUDA kernel yet"); }
+
+}  // namespace
+
+void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta) {
+  const char* op = "matmul";
+  const bool cuda = runs_on_cuda(op, {{"a", &a}, {"b", &b}, {"c", &c}});
+  expect_rank(op, {"a", &a}, 2, "(M,K)");
+  expect_rank(op, {"b", &b}, 2, "(K,N)");
+  expect_rank(op, {"c", &c}, 2, "(M,N)");
+  const int64_t m = trans_a ? a.size(1) : a.size(0);
+  const int64_t k = trans_a ? a.size(0) : a.size(1);
+  const int64_t kb = trans_b ? b.size(1) : b.size(0);
+  const int64_t n = trans_b ? b.size(0) : b.size(1);
+  RLCPP_CHECK(k == kb, op << ": a " << shape_str(a.shape()) << " and b " << shape_str(b.shape())
+                          << " do not agree on K (" << k << " vs " << kb << ", trans_a=" << trans_a
+                          << ", trans_b=" << trans_b << ")");
+  expect_shape(op, {"c", &c}, {m, n});
+  if (cuda) {
+    RLCPP_CUDA_ARM(op, cuda::matmul(a.data<float>(), trans_a, b.data<float>(), trans_b, c.data<float>(), m, n, k,
+                                    alpha, beta, kStream));
+    return;
+  }
+  cpu::matmul(a.data<float>(), trans_a, b.data<float>(), trans_b, c.data<float>(), m, n, k, alpha, beta);
+}
+
+void add_bias(Tensor& y, const Tensor& bias) {
+  const char* op = "add_bias";
+  const bool cuda = runs_on_cuda(op, {{"y", &y}, {"bias", &bias}});
+  expect_rank(op, {"y", &y}, 2, "(M,N)");
+  expect_shape(op, {"bias", &bias}, {y.size(1)});
+  if (cuda) {
+    RLCPP_CUDA_ARM(op, cuda::add_bias(y.data<float>(), bias.data<float>(), y.size(0), y.size(1), kStream));
+    return;
+  }
+  cpu::add_bias(y.data<float>(), bias.data<float>(), y.size(0), y.size(1));
+}
+
+void bias_backward(const Tensor& dy, Tensor& dbias) {
+  const char* op = "bias_backward";
+  const bool cuda = runs_on_cuda(op, {{"dy", &dy}, {"dbias", &dbias}});
+  expect_rank(op, {"dy", &dy}, 2, "(M,N)");
+  expect_shape(op, {"dbias", &dbias}, {dy.size(1)});
+  if (cuda) {
+    RLCPP_CUDA_ARM(op, cuda::bias_backward(dy.data<float>(), dbias.data<float>(), dy.size(0), dy.size(1), kStream));
+    return;
+  }
+  cpu::bias_backward(dy.data<float>(), dbias.data<float>(), dy.size(0), dy.size(1));
+}
+
+void add_inplace(Tensor& x, const Tensor& y) {
+  const char* op = "add_inplace";
+  const bool cuda = runs_on_cuda(op, {{"x", &x}, {"y", &y}});
+  expect_shape(op, {"y", &y}, x.shape());
+  if (cuda) {
+    RLCPP_CUDA_ARM(op, cuda::add_inplace(x.data<float>(), y.data<float>(), x.numel(), kStream));
+    return;
+  }
+  cpu::add_inplace(x.data<float>(), y.data<float>(), x.numel());
+}
+
+void scale_inplace(Tensor& x, float s) {
+  const char* op = "scale_inplace";
+  if (runs_on_cuda(op, {{"x", &x}})) {
+    RLCPP_CUDA_ARM(op, cuda::scale_inplace(x.data<float>(), s, x.numel(), kStream));
+    return;
+  }
+  cpu::scale_inplace(x.data<float>(), s, x.numel());
+}
+
+void embedding_forward(const Tensor& table, const Tensor& ids, Tensor& out) {
+  const char* op = "embedding_forward";
+  const bool cuda = runs_on_cuda(op, {{"table", &table}, {"out", &out}}, {{"ids", &ids}});
+  expect_rank(op, {"table", &table}, 2, "(V,C)");
+  expect_rank(op, {"ids", &ids}, 1, "(N)");
+  expect_shape(op, {"out", &out}, {ids.size(0), table.size(1)});
+  if (cuda) {
+    RLCPP_CUDA_ARM(op, cuda::embedding_forward(table.data<float>(), ids.data<int32_t>(), out.data<float>(),
+                                               ids.size(0), table.size(0), table.size(1), kStream));
+    return;
+  }
+  expect_indices_in(op, {"ids", &ids}, 0, table.size(0));
+  cpu::embedding_forward(table.data<float>(), ids.data<int32_t>(), out.data<float>(), ids.size(0), table.size(1));
+}
+
+void embedding_backward(const Tensor& dout, const Tensor& ids, Tensor& dtable) {
+  const char* op = "embedding_backward";
+  const bool cuda = runs_on_cuda(op, {{"dout", &dout}, {"dtable", &dtable}}, {{"ids", &ids}});
+  expect_rank(op, {"dtable", &dtable}, 2, "(V,C)");
+  expect_rank(op, {"ids", &ids}, 1, "(N)");
+  expect_shape(op, {"dout", &dout}, {ids.size(0), dtable.size(1)});
+  if (cuda) {
+    RLCPP_CUDA_ARM(op, cuda::embedding_backward(dout.data<float>(), ids.data<int32_t>(), dtable.data<float>(),
+                                                ids.size(0), dtable.size(0), dtable.size(1), kStream));
+    return;
+  }
+  expect_indices_in(op, {"ids", &ids}, 0, dtable.size(0));
+  cpu::embedding_backward(dout.data<float>(), ids.data<int32_t>(), dtable.data<float>(), ids.size(0),
+                          dtable.size(1));
+}
+
+void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& out, Tensor& rstd) {
+  const char* op = "rmsnorm_forward";
+  const bool cuda = runs_on_cuda(op, {{"x", &x}, {"weight", &weight}, {"out", &out}, {"rstd", &rstd}});
+  expect_rank(op, {"x", &x}, 2, "(N,C)");
+  expect_shape(op, {"weight", &weight}, {x.size(1)});
+  expect_shape(op, {"out", &out}, x.shape());
+  expect_shape(op, {"rstd", &rstd}, {x.size(0)});
+  RLCPP_CHECK(eps >= 0.0f, op << ": eps = " << eps << ", expected >= 0");
+  if (cuda) {
+    RLCPP_CUDA_ARM(op, cuda::rmsnorm_forward(x.data<float>(), weight.data<float>(), eps, out.data<float>(),
+                                             rstd.data<float>(), x.size(0), x.size(1), kStream));
+    return;
+  }
+  cpu::rmsnorm_forward(x.data<float>(), weight.data<float>(), eps, out.data<float>(), rstd.data<float>(), x.size(0),
+                       x.size(1));
+}
+
+void rmsnorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
+                      Tensor& dweight) {
+  const char* op = "rmsnorm_backward";
+  const bool cuda = runs_on_cuda(op, {{"dout", &dout}, {"x", &x}, {"weight", &weight}, {"rstd", &rstd},
+                                      {"dx", &dx}, {"dweight", &dweight}});
+  expect_rank(op, {"x", &x}, 2, "(N,C)");
+  expect_shape(op, {"dout", &dout}, x.shape());
+  expect_shape(op, {"weight", &weight}, {x.size(1)});
+  expect_shape(op, {"rstd", &rstd}, {x.size(0)});
+  expect_shape(op, {"dx", &dx}, x.shape());
+  expect_shape(op, {"dweight", &dweight}, {x.size(1)});
+  if (cuda) {
+    RLCPP_CUDA_ARM(op, cuda::rmsnorm_backward(dout.data<float>(), x.data<float>(), weight.data<float>(),
+                                              rstd.data<float>(), dx.data<float>(), dweight.data<float>(), x.size(0),
+                                              x.size(1), kStream));
+    return;
+  }
+  cpu::rmsnorm_backward(dout.data<float>(), x.data<float>(), weight.data<float>(), rstd.data<float>(),
+                        dx.data<float>(), dweight.data<float>(), x.size(0), x.size(1));
+}
+
+Tensor rope_table(int64_t max_positions, int64_t head_dim, float theta) {
+  RLCPP_CHECK(max_positions > 0, "rope_table: max_positions = " << max_positions << ", expected > 0");
+  RLCPP_CHECK(head_dim > 0 && head_dim % 2 == 0, "rope_table: head_dim = " << head_dim << ", expected even and > 0");
+  RLCPP_CHECK(theta > 0.0f, "rope_table: theta = " << theta << ", expected > 0");
+  Tensor table = Tensor::empty({max_positions, head_dim});
+  cpu::rope_table(table.data<float>(), max_positions, head_dim, theta);
+  return table;
+}
+
+namespace {
+// rope_forward and rope_backward share their checks and differ only in the kernel they run.
+template <class CpuKernel, class CudaKernel>
+void rope_apply(const char* op, Tensor& x, const Tensor& positions, const Tensor& table, CpuKernel cpu_kernel,
+                CudaKernel cuda_kernel) {
+  const bool cuda = runs_on_cuda(op, {{"x", &x}, {"table", &table}}, {{"positions", &positions}});
+  expect_rank(op, {"x", &x}, 3, "(N,H,D)");
+  expect_shape(op, {"positions", &positions}, {x.size(0)});
+  expect_rank(op, {"table", &table}, 2, "(max_positions,D)");
+  RLCPP_CHECK(table.size(1) == x.size(2), op << ": table " << shape_str(table.shape()) << " is for head_dim "
+                                             << table.size(1) << " but x " << shape_str(x.shape()) << " has "
+                                             << x.size(2));
+  RLCPP_CHECK(x.size(2) % 2 == 0, op << ": head_dim " << x.size(2) << " is odd");
+  if (cuda) {
+    cuda_kernel();
+    return;
+  }
+  expect_indices_in(op, {"positions", &positions}, 0, table.size(0));
+  cpu_kernel(x.data<float>(), positions.data<int32_t>(), table.data<float>(), x.size(0), x.size(1), x.size(2));
+}
+}  // namespace
+
+void rope_forward(Tensor& x, const Tensor& positions, const Tensor& table) {
+  const char* op = "rope_forward";
+  rope_apply(op, x, positions, table, cpu::rope_forward, [&] {
+    RLCPP_CUDA_ARM(op, cuda::rope_forward(x.data<float>(), positions.data<int32_t>(), table.data<float>(), x.size(0),
+                                          x.size(1), x.size(2), kStream));
+  });
+}
+
+void rope_backward(Tensor& dx, const Tensor& positions, const Tensor& table) {
+  const char* op = "rope_backward";
+  rope_apply(op, dx, positions, table, cpu::rope_backward, [&] {
+    RLCPP_CUDA_ARM(op, cuda::rope_backward(dx.data<float>(), positions.data<int32_t>(), table.data<float>(),
+                                           dx.size(0), dx.size(1), dx.size(2), kStream));
+  });
+}
+
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, float scale,
+                       Tensor& out, Tensor& lse) {
+  const char* op = "attention_forward";
+  const bool cuda = runs_on_cuda(op, {{"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"lse", &lse}},
+                                 {{"cu_seqlens", &cu_seqlens}});
+  const AttentionDims dims = attention_dims(op, q, k, v);
+  expect_shape(op, {"out", &out}, q.shape());
+  expect_shape(op, {"lse", &lse}, {dims.n, dims.hq});
+  if (cuda) no_cuda_kernel(op);
+  expect_cu_seqlens(op, cu_seqlens, dims.n);
+  cpu::attention_forward(q.data<float>(), k.data<float>(), v.data<float>(), cu_seqlens.data<int32_t>(),
+                         cu_seqlens.numel() - 1, dims.hq, dims.hkv, dims.d, scale, out.data<float>(),
+                         lse.data<float>());
+}
+
+void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& lse, const Tensor& cu_seqlens, float scale, Tensor& dq, Tensor& dk,
+                        Tensor& dv) {
+  const char* op = "attention_backward";
+  const bool cuda = runs_on_cuda(op,
+                                 {{"dout", &dout}, {"q", &q}, {"k", &k}, {"v", &v}, {"out", &out}, {"lse", &lse},
+                                  {"dq", &dq}, {"dk", &dk}, {"dv", &dv}},
+                                 {{"cu_seqlens", &cu_seqlens}});
+  const AttentionDims dims = attention_dims(op, q, k, v);
+  expect_shape(op, {"dout", &dout}, q.shape());
+  expect_shape(op, {"out", &out}, q.shape());
+  expect_shape(op, {"lse", &lse}, {dims.n, dims.hq});
+  expect_shape(op, {"dq", &dq}, q.shape());
+  expect_shape(op, {"dk", &dk}, k.shape());
+  expect_shape(op, {"dv", &dv}, k.shape());
+  if (cuda) no_cuda_kernel(op);
+  expect_cu_seqlens(op, cu_seqlens, dims.n);
+  cpu::attention_backward(dout.data<float>(), q.data<float>(), k.data<float>(), v.data<float>(), out.data<float>(),
+                          lse.data<float>(), cu_seqlens.data<int32_t>(), cu_seqlens.numel() - 1, dims.hq, dims.hkv,
+                          dims.d, scale, dq.data<float>(), dk.data<float>(), dv.data<float>());
+}
+
+void paged_kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, Tensor& k_cache, Tensor& v_cache) {
+  const char* op = "paged_kv_write";
+  const bool cuda = runs_on_cuda(op, {{"k", &k}, {"v", &v}, {"k_cache", &k_cache}, {"v_cache", &v_cache}},
+                                 {{"slot_mapping", &slot_mapping}});
+  expect_rank(op, {"k", &k}, 3, "(N,Hkv,D)");
+  expect_shape(op, {"v", &v}, k.shape());
+  expect_shape(op, {"slot_mapping", &slot_mapping}, {k.size(0)});
+  expect_rank(op, {"k_cache", &k_cache}, 3, "(num_slots,Hkv,D)");
+  expect_shape(op, {"k_cache", &k_cache}, {k_cache.size(0), k.size(1), k.size(2)});
+  expect_shape(op, {"v_cache", &v_cache}, k_cache.shape());
+  if (cuda) no_cuda_kernel(op);
+  expect_indices_in(op, {"slot_mapping", &slot_mapping}, -1, k_cache.size(0));
+  cpu::paged_kv_write(k.data<float>(), v.data<float>(), slot_mapping.data<int32_t>(), k.size(0),
+                      k.size(1) * k.size(2), k_cache.data<float>(), v_cache.data<float>());
+}
+
+void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& query_seq,
+                     const Tensor& query_pos, const Tensor& block_indptr, const Tensor& block_indices,
+                     int64_t block_size, float scale, Tensor& out) {
+  const char* op = "paged_attention";
+  const bool cuda = runs_on_cuda(op, {{"q", &q}, {"k_cache", &k_cache}, {"v_cache", &v_cache}, {"out", &out}},
+                                 {{"query_seq", &query_seq},
+                                  {"query_pos", &query_pos},
+                                  {"block_indptr", &block_indptr},
+                                  {"block_indices", &block_indices}});
+  expect_rank(op, {"q", &q}, 3, "(N,Hq,D)");
+  expect_rank(op, {"k_cache", &k_cache}, 3, "(num_slots,Hkv,D)");
+  const int64_t n = q.size(0), hq = q.size(1), d = q.size(2), hkv = k_cache.size(1);
+  expect_shape(op, {"k_cache", &k_cache}, {k_cache.size(0), hkv, d});
+  expect_shape(op, {"v_cache", &v_cache}, k_cache.shape());
+  expect_shape(op, {"out", &out}, q.shape());
+  expect_shape(op, {"query_seq", &query_seq}, {n});
+  expect_shape(op, {"query_pos", &query_pos}, {n});
+  expect_rank(op, {"block_indptr", &block_indptr}, 1, "(B+1)");
+  expect_rank(op, {"block_indices", &block_indices}, 1, "(total blocks)");
+  RLCPP_CHECK(block_indptr.numel() >= 1, op << ": block_indptr is empty; it needs B+1 entries");
+  RLCPP_CHECK(hkv > 0 && hq % hkv == 0, op << ": query heads " << hq << " are not a multiple of kv heads " << hkv);
+  RLCPP_CHECK(block_size > 0 && k_cache.size(0) % block_size == 0,
+              op << ": block_size " << block_size << " does not divide the cache's " << k_cache.size(0) << " slots");
+  if (cuda) no_cuda_kernel(op);
+  expect_paged_rows(op, query_seq, query_pos, block_indptr, block_indices, block_size,
+                    k_cache.size(0) / block_size);
+  cpu::paged_attention(q.data<float>(), k_cache.data<float>(), v_cache.data<float>(), query_seq.data<int32_t>(),
+                       query_pos.data<int32_t>(), block_indptr.data<int32_t>(), block_indices.data<int32_t>(),
+                       block_size, n, hq, hkv, d, scale, out.data<float>());
+}
+
+void swiglu_forward(const Tensor& gate_up, Tensor& out) {
+  const char* op = "swiglu_forward";
+  const bool cuda = runs_on_cuda(op, {{"gate_up", &gate_up}, {"out", &out}});
+  expect_rank(op, {"gate_up", &gate_up}, 2, "(N,2F)");
+  RLCPP_CHECK(gate_up.size(1) % 2 == 0, op << ": gate_up " << shape_str(gate_up.shape()) << " has an odd width");
+  const int64_t n = gate_up.size(0), f = gate_up.size(1) / 2;
+  expect_shape(op, {"out", &out}, {n, f});
+  if (cuda) {
+    RLCPP_CUDA_ARM(op, cuda::swiglu_forward(gate_up.data<float>(), out.data<float>(), n, f, kStream));
+    return;
+  }
+  cpu::swiglu_forward(gate_up.data<float>(), out.data<float>(), n, f);
+}
+
+void swiglu_backward(const Tensor& dout, const Tensor& gate_up, Tensor& dgate_up) {
+  const char* op = "swiglu_backward";
+  const bool cuda = runs_on_cuda(op, {{"dout", &dout}, {"gate_up", &gate_up}, {"dgate_up", &dgate_up}});
+  expect_rank(op, {"gate_up", &gate_up}, 2, "(N,2F)");
+  RLCPP_CHECK(gate_up.size(1) % 2 == 0, op << ": gate_up " << shape_str(gate_up.shape()) << " has an odd width");
+  const int64_t n = gate_up.size(0), f = gate_up.size(1) / 2;
+  expect_shape(op, {"dout", &dout}, {n, f});
+  expect_shape(op, {"dgate_up", &dgate_up}, gate_up.shape());
+  if (cuda) {
+    RLCPP_CUDA_ARM(op, cuda::swiglu_backward(dout.data<float>(), gate_up.data<float>(), dgate_up.data<float>(), n,
+                                             f, kStream));
+    return;
+  }
+  cpu::swiglu_backward(dout.data<float>(), gate_up.data<float>(), dgate_up.data<float>(), n, f);
+}
+
+void logprob_forward(const Tensor& logits, const Tensor& targets, float temperature, Tensor& logp, Tensor& lse,
+                     Tensor* entropy) {
+  const char* op = "logprob_forward";
+  const Tensor& ent = entropy ? *entropy : logp;  // logp stands in so the checks below stay uniform
+  const bool cuda = runs_on_cuda(op, {{"logits", &logits}, {"logp", &logp}, {"lse", &lse}, {"entropy", &ent}},
+                                 {{"targets", &targets}});
+  expect_rank(op, {"logits", &logits}, 2, "(N,V)");
+  const int64_t n = logits.size(0), vocab = logits.size(1);
+  expect_shape(op, {"targets", &targets}, {n});
+  expect_shape(op, {"logp", &logp}, {n});
+  expect_shape(op, {"lse", &lse}, {n});
+  expect_shape(op, {"entropy", &ent}, {n});
+  RLCPP_CHECK(temperature > 0.0f, op << ": temperature = " << temperature << ", expected > 0");
+  if (cuda) no_cuda_kernel(op);
+  expect_targets(op, targets, vocab);
+  cpu::logprob_forward(logits.data<float>(), targets.data<int32_t>(), temperature, logp.data<float>(),
+                       lse.data<float>(), entropy ? entropy->data<float>() : nullptr, n, vocab);
+}
+
+void logprob_backward(const Tensor& dlogp, const Tensor* dentropy, const Tensor& logits, const Tensor& targets,
+                      float temperature, const Tensor& lse, Tensor& dlogits) {
+  const char* op = "logprob_backward";
+  const Tensor& dent = dentropy ? *dentropy : dlogp;  // dlogp stands in so the checks below stay uniform
+  const bool cuda = runs_on_cuda(
+      op, {{"dlogp", &dlogp}, {"dentropy", &dent}, {"logits", &logits}, {"lse", &lse}, {"dlogits", &dlogits}},
+      {{"targets", &targets}});
+  expect_rank(op, {"logits", &logits}, 2, "(N,V)");
+  const int64_t n = logits.size(0), vocab = logits.size(1);
+  expect_shape(op, {"dlogp", &dlogp}, {n});
+  expect_shape(op, {"dentropy", &dent}, {n});
+  expect_shape(op, {"targets", &targets}, {n});
+  expect_shape(op, {"lse", &lse}, {n});
+  expect_shape(op, {"dlogits", &dlogits}, logits.shape());
+  RLCPP_CHECK(temperature > 0.0f, op << ": temperature = " << temperature << ", expected > 0");
+  if (cuda) no_cuda_kernel(op);
+  expect_targets(op, targets, vocab);
+  cpu::logprob_backward(dlogp.data<float>(), dentropy ? dentropy->data<float>() : nullptr, logits.data<float>(),
+                        targets.data<int32_t>(), temperature, lse.data<float>(), dlogits.data<float>(), n, vocab);
+}
+
+void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p, int64_t step) {
+  const char* op = "adamw_step";
+  const bool cuda = runs_on_cuda(op, {{"param", &param}, {"grad", &grad}, {"m", &m}, {"v", &v}});
+  expect_shape(op, {"grad", &grad}, param.shape());
+  expect_shape(op, {"m", &m}, param.shape());
+  expect_shape(op, {"v", &v}, param.shape());
+  RLCPP_CHECK(step >= 1, op << ": step = " << step << ", expected >= 1 (steps count from 1)");
+  RLCPP_CHECK(p.beta1 >= 0.0f && p.beta1 < 1.0f && p.beta2 >= 0.0f && p.beta2 < 1.0f,
+              op << ": betas (" << p.beta1 << ", " << p.beta2 << ") must be in [0, 1)");
+  if (cuda) {
+    RLCPP_CUDA_ARM(op, cuda::adamw_step(param.data<float>(), grad.data<float>(), m.data<float>(), v.data<float>(),
+                                        param.numel(), p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, step, kStream));
+    return;
+  }
+  cpu::adamw_step(param.data<float>(), grad.data<float>(), m.data<float>(), v.data<float>(), param.numel(), p.lr,
+                  p.beta1, p.beta2, p.eps, p.weight_decay, step);
+}
+
+double l2_norm(const Tensor& x) {
+  const char* op = "l2_norm";
+  if (runs_on_cuda(op, {{"x", &x}})) {
+    double norm = 0.0;
+    RLCPP_CUDA_ARM(op, cuda::l2_norm(x.data<float>(), x.numel(), &norm, kStream));
+    return norm;
+  }
+  return cpu::l2_norm(x.data<float>(), x.numel());
+}
+
+bool all_finite(const Tensor& x) {
+  const char* op = "all_finite";
+  if (runs_on_cuda(op, {{"x", &x}})) {
+    bool finite = false;
+    RLCPP_CUDA_ARM(op, cuda::all_finite(x.data<float>(), x.numel(), &finite, kStream));
+    return finite;
+  }
+  return cpu::all_finite(x.data<float>(), x.numel());
+}
+
+}  // namespace rlcpp::ops

@@ -1,0 +1,180 @@
+#include "reward/dataset_task.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "reward/split_hash.h"
+
+namespace rlcpp {
+namespace {
+
+constexpr uint64_t kEvalStream = 0x6576616c;  // "eval"
+
+// Length of the UTF-8 sequence that starts at s[i] and its code point, or length 1 and -1 for a stray byte.
+std::pair<size_t, int64_t> utf8_at(const std::string& s, size_t i) {
+  unsigned char c = static_cast<unsigned char>(s[i]);
+  size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+  if (len == 0 || i + len > s.size()) return {1, -1};
+  int64_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
+  for (size_t k = 1; k < len; ++k) {
+    unsigned char d = static_cast<unsigned char>(s[i + k]);
+    if ((d >> 6) != 0x2) return {1, -1};
+    cp = (cp << 6) | (d & 0x3F);
+  }
+  return {len, cp};
+}
+
+// "'é' (U+00E9)", "'\n' (U+000A)", "byte 0xFF".
+std::string describe_character(const std::string& s, size_t i) {
+  auto [len, cp] = utf8_at(s, i);
+  char buf[64];
+  if (cp < 0) {
+    std::snprintf(buf, sizeof buf, "byte 0x%02X", static_cast<unsigned>(static_cast<unsigned char>(s[i])));
+    return buf;
+  }
+  std::string shown = cp < 0x20 || cp == 0x7F ? (cp == '\n' ? "\\n" : cp == '\t' ? "\\t" : cp == '\r' ? "\\r" : "?")
+                                               : s.substr(i, len);
+  std::snprintf(buf, sizeof buf, " (U+%04X)", static_cast<unsigned>(cp));
+  return "'" + shown + "'" + buf;
+}
+
+// Throws naming the first character of `text` outside `charset` (bytes compared one by one, so a multi-byte
+// character is always outside a charset of ASCII characters).
+void check_charset(const std::string& text, const std::string& charset, const std::string& where,
+                   const char* field) {
+  if (charset.empty()) return;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (charset.find(text[i]) != std::string::npos) continue;
+    RLCPP_FAIL(where << ": " << field << " has character " << describe_character(text, i) << " at offset " << i
+                     << " that the tokenizer cannot encode (task.charset \"" << charset << "\")");
+  }
+}
+
+}  // namespace
+
+std::vector<Problem> load_jsonl_problems(const std::string& path, const std::string& charset,
+                                         const ScorerSpec& scorer) {
+  std::ifstream in(path, std::ios::binary);
+  RLCPP_CHECK(in, "dataset file '" << path << "' cannot be opened");
+  std::vector<Problem> problems;
+  std::unordered_map<std::string, std::pair<std::string, int64_t>> answer_of;  // prompt -> (answer, line)
+  std::string line;
+  int64_t line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    std::string where = "dataset '" + path + "' line " + std::to_string(line_no);
+    Json j;
+    try {
+      j = Json::parse(line);
+    } catch (const Json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
+      RLCPP_FAIL(where << ": not valid JSON (" << e.what() << ")");
+    }
+    RLCPP_CHECK(j.is_object(), where << ": expected an object {\"prompt\": ..., \"answer\": ...}, got " << line);
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      RLCPP_CHECK(it.key() == "prompt" || it.key() == "answer" || it.key() == "meta",
+                  where << ": unknown key '" << it.key() << "' (valid keys: prompt, answer, meta)");
+    }
+    RLCPP_CHECK(j.contains("prompt") && j["prompt"].is_string(), where << ": \"prompt\" must be a string");
+    RLCPP_CHECK(j.contains("answer") && j["answer"].is_string(), where << ": \"answer\" must be a string");
+    RLCPP_CHECK(!j.contains("meta") || j["meta"].is_object(), where << ": \"meta\" must be an object");
+    Problem p;
+    p.prompt = j["prompt"].get<std::string>();
+    p.answer = j["answer"].get<std::string>();
+    RLCPP_CHECK(!p.prompt.empty(), where << ": \"prompt\" is empty");
+    RLCPP_CHECK(!p.answer.empty(), where << ": \"answer\" is empty");
+    check_charset(p.prompt, charset, where, "prompt");
+    check_charset(p.answer, charset, where, "answer");
+    std::string mismatch = answer_mismatch(scorer, p.answer);
+    RLCPP_CHECK(mismatch.empty(), where << ": answer \"" << p.answer << "\": " << mismatch);
+    auto [it, inserted] = answer_of.try_emplace(p.prompt, p.answer, line_no);
+    RLCPP_CHECK(inserted || it->second.first == p.answer,
+                where << ": prompt \"" << p.prompt << "\" has answer \"" << p.answer << "\" but line "
+                      << it->second.second << " gives it \"" << it->second.first << "\"");
+    p.meta = j.contains("meta") ? j["meta"] : Json::object();
+    p.meta["line"] = line_no;
+    p.id = fnv1a64(p.prompt);
+    problems.push_back(std::move(p));
+  }
+  RLCPP_CHECK(!in.bad(), "dataset file '" << path << "': read error after line " << line_no);
+  return problems;
+}
+
+DatasetTask::DatasetTask(const std::string& path, const std::string& test_path, const std::string& charset,
+                         uint64_t eval_seed, ScorerSpec scorer)
+    : path_(path), separate_test_file_(!test_path.empty()), eval_seed_(eval_seed), scorer_(scorer) {
+  RLCPP_CHECK(!path.empty(), "config key 'task.path': the dataset task needs a JSONL file");
+  RLCPP_CHECK(scorer.kind != ScorerKind::kNumeric || scorer.tolerance >= 0.0,
+              "config key 'task.tolerance': " << scorer.tolerance << " is negative");
+  scorer_.allow_negative = true;
+  std::vector<Problem> all = load_jsonl_problems(path, charset, scorer_);
+  if (separate_test_file_) {
+    train_ = std::move(all);
+    test_ = load_jsonl_problems(test_path, charset, scorer_);
+    std::unordered_map<std::string, int64_t> train_line;
+    for (const Problem& p : train_) train_line.emplace(p.prompt, p.meta["line"].get<int64_t>());
+    for (const Problem& p : test_) {
+      auto it = train_line.find(p.prompt);
+      RLCPP_CHECK(it == train_line.end(), "dataset '" << test_path << "' line " << p.meta["line"].get<int64_t>()
+                                                      << ": prompt \"" << p.prompt << "\" is also in '" << path
+                                                      << "' line " << it->second
+                                                      << "; train and test must be disjoint");
+    }
+  } else {
+    for (Problem& p : all) (is_test_key(p.id) ? test_ : train_).push_back(std::move(p));
+  }
+  for (const Problem& p : test_) test_prompts_.insert(p.prompt);
+  RLCPP_CHECK(!train_.empty(), "dataset '" << path << "': no training problems (" << test_.size()
+                                           << " problems, all in the test split)");
+  RLCPP_CHECK(!test_.empty(), "dataset '" << path << "': the held-out split is empty ("
+                                          << train_.size()
+                                          << " problems, none hashed to test); give task.test_path");
+}
+
+Problem DatasetTask::sample_train(PhiloxStream& rng) const { return train_[rng.below(train_.size())]; }
+
+std::vector<Problem> DatasetTask::eval_set(int64_t n) const {
+  RLCPP_CHECK(n >= 0, "eval set size " << n << " is negative");
+  std::vector<size_t> order(test_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  PhiloxStream rng(eval_seed_, kEvalStream);
+  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+  size_t count = std::min(order.size(), static_cast<size_t>(n));
+  std::vector<Problem> out;
+  for (size_t i = 0; i < count; ++i) out.push_back(test_[order[i]]);
+  return out;
+}
+
+bool DatasetTask::is_test(const Problem& problem) const {
+  if (separate_test_file_) return test_prompts_.count(problem.prompt) > 0;
+  return is_test_key(fnv1a64(problem.prompt));
+}
+
+RewardResult DatasetTask::score(const Problem& problem, const std::string& response, bool terminated) const {
+  return score_answer(scorer_, problem.answer, response, terminated);
+}
+
+int64_t DatasetTask::max_new_tokens() const {
+  size_t longest = 0;
+  for (const auto* split : {&train_, &test_})
+    for (const Problem& p : *split) longest = std::max(longest, p.answer.size());
+  return static_cast<int64_t>(longest) + 2;
+}
+
+std::string DatasetTask::alphabet() const {
+  bool present[256] = {};
+  for (const auto* split : {&train_, &test_})
+    for (const Problem& p : *split)
+      for (const std::string* s : {&p.prompt, &p.answer})
+        for (char c : *s) present[static_cast<unsigned char>(c)] = true;
+  std::string out;
+  for (int c = 0; c < 256; ++c)
+    if (present[c]) out += static_cast<char>(c);
+  return out;
+}
+
+}  // namespace rlcpp

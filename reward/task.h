@@ -1,0 +1,49 @@
+// A task generates prompts with reference answers, splits them into train and held-out test problems, and
+// scores a model's response. Every task is deterministic: the same stream or eval seed gives the same problems.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "core/philox.h"
+#include "reward/reward_result.h"
+
+namespace rlcpp {
+
+struct Problem {
+  std::string prompt;  // the text after BOS that the model continues, e.g. "123+45="
+  std::string answer;  // a reference answer (the SFT target), e.g. "168"
+  Json meta;           // task-specific operands, e.g. {"a": 123, "b": 45, "op": "+"}
+  uint64_t id = 0;     // unique within the task for a given prompt; keys sampling randomness
+};
+
+class Task {
+ public:
+  virtual ~Task() = default;
+
+  // E.g. "add3", "sub4", "countdown", "dataset".
+  virtual std::string name() const = 0;
+
+  // A training problem (never a test one). Draws only from `rng`, so a stream position is the data cursor.
+  virtual Problem sample_train(PhiloxStream& rng) const = 0;
+
+  // The fixed held-out set: the first min(n, number of test problems) distinct test problems in the order
+  // of the task's eval seed. eval_set(m) is a prefix of eval_set(n) for m <= n.
+  virtual std::vector<Problem> eval_set(int64_t n) const = 0;
+
+  virtual bool is_test(const Problem& problem) const = 0;
+
+  // Scores `response`: the decoded text before the first EOS (arbitrary bytes; unknown ids decode as '?').
+  // `terminated` is true when the model emitted EOS, false when generation hit the token limit.
+  virtual RewardResult score(const Problem& problem, const std::string& response, bool terminated) const = 0;
+
+  // A generation limit that fits every reference answer plus EOS (add3: 6).
+  virtual int64_t max_new_tokens() const = 0;
+
+  // Every character a prompt or reference answer can contain, so a tokenizer mismatch fails at startup.
+  virtual std::string alphabet() const = 0;
+};
+
+}  // namespace rlcpp

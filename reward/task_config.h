@@ -1,0 +1,44 @@
+// The `task` section of a run config: which task, its size, seeds, scorer and the tokenizer's charset.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace rlcpp {
+
+// The character tokenizer's text alphabet (ids 3..20 after PAD, BOS, EOS).
+inline constexpr const char* kCharTokenizerCharset = "0123456789+-*= ()/";
+
+struct TaskConfig {
+  std::string name = "add3";
+  int64_t digits = 3;
+  int64_t seed = 1;
+  int64_t eval_seed = 20240917;
+  int64_t eval_size = 1000;
+  std::string path;
+  std::string test_path;
+  std::string scorer = "format";
+  double format_score = 0.1;
+  double tolerance = 0.0;
+  std::string charset = kCharTokenizerCharset;
+
+  template <class V> void visit(V& v) {
+    v("name", name, "task: add3 (add with 3 digits), add, sub, mul (with task.digits), countdown, dataset");
+    v("digits", digits, "add/sub/mul: digits per operand, operands uniform in [0, 10^digits - 1] (1..9)");
+    v("seed", seed, "seed of the training problem stream");
+    v("eval_seed", eval_seed, "seed of the fixed held-out eval set (keep it fixed to compare runs)");
+    v("eval_size", eval_size, "number of held-out eval problems (fewer if the test split is smaller)");
+    v("path", path, "dataset: JSONL file, one {\"prompt\": ..., \"answer\": ...} per line");
+    v("test_path", test_path,
+      "dataset: optional JSONL test file; when empty, a hash of the prompt selects about 10% of `path` as test");
+    v("scorer", scorer,
+      "format (1 correct, format_score well-formed integer, 0 else) | exact (1 or 0) | numeric (1 within "
+      "tolerance, 0 else); countdown takes format or exact");
+    v("format_score", format_score, "reward of a well-formed but wrong answer under the format scorer");
+    v("tolerance", tolerance, "numeric scorer: absolute tolerance (0 compares decimal values exactly)");
+    v("charset", charset,
+      "characters the tokenizer can encode; prompts and answers are checked against it (empty: no check)");
+  }
+};
+
+}  // namespace rlcpp

@@ -1,0 +1,95 @@
+#include "trainer/algorithm_config.h"
+
+#include "core/error.h"
+#include "trainer/kl.h"
+#include "trainer/loss_normalizer.h"
+
+namespace rlcpp {
+
+namespace {
+
+std::string key_path(const std::string& where, const char* key) { return where.empty() ? key : where + "." + key; }
+
+}  // namespace
+
+void AdvantageConfig::validate(const std::string& where) const {
+  RLCPP_CHECK(estimator == "grpo" || estimator == "drgrpo" || estimator == "rloo" || estimator == "gae",
+              key_path(where, "estimator") << ": unknown advantage estimator \"" << estimator
+                                           << "\" (expected one of \"grpo\", \"drgrpo\", \"rloo\", \"gae\")");
+  RLCPP_CHECK(eps > 0, key_path(where, "eps") << ": must be positive, got " << eps);
+}
+
+void PolicyLossConfig::validate(const std::string& where) const {
+  RLCPP_CHECK(clip_low >= 0 && clip_low < 1,
+              key_path(where, "clip_low") << ": must be in [0, 1) so that 1 - clip_low > 0, got " << clip_low);
+  RLCPP_CHECK(clip_high >= 0, key_path(where, "clip_high") << ": must be >= 0, got " << clip_high);
+  RLCPP_CHECK(clip_c == 0 || clip_c > 1,
+              key_path(where, "clip_c") << ": must be 0 (dual clip off) or greater than 1, got " << clip_c);
+  parse_loss_agg(agg, key_path(where, "agg"));
+  RLCPP_CHECK(token_sum_norm >= 0, key_path(where, "token_sum_norm") << ": must be >= 0, got " << token_sum_norm);
+  RLCPP_CHECK(kl_coef >= 0, key_path(where, "kl_coef") << ": must be >= 0, got " << kl_coef);
+  parse_kl_estimator(kl_estimator, key_path(where, "kl_estimator"));
+  RLCPP_CHECK(entropy_coef >= 0, key_path(where, "entropy_coef") << ": must be >= 0, got " << entropy_coef);
+  RLCPP_CHECK(tis_cap == 0 || tis_cap >= 1,
+              key_path(where, "tis_cap") << ": must be 0 (off) or >= 1, got " << tis_cap);
+}
+
+void PpoConfig::validate(const std::string& where) const {
+  RLCPP_CHECK(gamma >= 0 && gamma <= 1, key_path(where, "gamma") << ": must be in [0, 1], got " << gamma);
+  RLCPP_CHECK(lambda >= 0 && lambda <= 1, key_path(where, "lambda") << ": must be in [0, 1], got " << lambda);
+  RLCPP_CHECK(value_clip >= 0, key_path(where, "value_clip") << ": must be >= 0 (0 = off), got " << value_clip);
+  parse_loss_agg(value_agg, key_path(where, "value_agg"));
+}
+
+void DpoConfig::validate(const std::string& where) const {
+  RLCPP_CHECK(beta > 0, key_path(where, "beta") << ": must be positive, got " << beta);
+}
+
+void AlgorithmConfig::validate(const std::string& where) const {
+  RLCPP_CHECK(name == "grpo" || name == "ppo" || name == "dpo" || name == "sft",
+              key_path(where, "name") << ": unknown algorithm \"" << name
+                                      << "\" (expected one of \"grpo\", \"ppo\", \"dpo\", \"sft\")");
+  advantage.validate(key_path(where, "advantage"));
+  policy_loss.validate(key_path(where, "policy_loss"));
+  ppo.validate(key_path(where, "ppo"));
+  dpo.validate(key_path(where, "dpo"));
+  if (name == "ppo")
+    RLCPP_CHECK(advantage.estimator == "gae", key_path(where, "advantage.estimator")
+                                                  << ": PPO trains a critic and needs \"gae\", got \""
+                                                  << advantage.estimator << "\"");
+  if (name == "grpo")
+    RLCPP_CHECK(advantage.estimator != "gae", key_path(where, "advantage.estimator")
+                                                  << ": GRPO has no critic; \"gae\" needs algorithm.name \"ppo\"");
+}
+
+AlgorithmConfig algorithm_defaults(const std::string& name) {
+  AlgorithmConfig c;
+  c.name = name;
+  if (name == "ppo") {
+    c.advantage.estimator = "gae";
+    // Classic RLHF: a per-token k1 penalty on the reward (verl's algorithm.kl_ctrl.kl_coef default).
+    c.policy_loss.kl_in_reward = true;
+    c.policy_loss.kl_estimator = "k1";
+    c.policy_loss.kl_coef = 0.001;
+  }
+  c.validate("");
+  return c;
+}
+
+AlgorithmConfig algorithm_config_from_json(const Json& j, const std::string& where) {
+  RLCPP_CHECK(j.is_object(), where << ": expected an object, got " << j.dump());
+  std::string name = "grpo";
+  if (j.contains("name")) name = config_detail::read_leaf<std::string>(j["name"], key_path(where, "name"));
+  RLCPP_CHECK(name == "grpo" || name == "ppo" || name == "dpo" || name == "sft",
+              key_path(where, "name") << ": unknown algorithm \"" << name
+                                      << "\" (expected one of \"grpo\", \"ppo\", \"dpo\", \"sft\")");
+  AlgorithmConfig c = algorithm_defaults(name);
+  // The reader's prefix makes errors name the full key path, e.g. 'algorithm.policy_loss.clip_lo'.
+  config_detail::Reader reader(j, where);
+  c.visit(reader);
+  reader.check_no_unknown();
+  c.validate(where);
+  return c;
+}
+
+}  // namespace rlcpp

@@ -1,0 +1,112 @@
+// Options of the RL algorithms (JSON key "algorithm"): advantage estimator, policy loss, PPO critic, DPO.
+// algorithm_defaults(name) gives each algorithm's defaults (PPO: GAE and a k1 KL penalty in the reward, as in
+// classic RLHF; GRPO: group advantages, no KL); algorithm_config_from_json starts from those and applies the file.
+#pragma once
+
+#include <string>
+
+#include "core/config.h"
+
+namespace rlcpp {
+
+struct AdvantageConfig {
+  std::string estimator = "grpo";  // "grpo" | "drgrpo" | "rloo" | "gae"
+  bool norm_by_std = true;
+  double eps = 1e-6;
+
+  // (r - mean) / (std + eps) for "grpo" with norm_by_std; "drgrpo" (and "grpo" without it) use r - mean.
+  bool divides_by_std() const { return estimator == "grpo" && norm_by_std; }
+  void validate(const std::string& where) const;
+
+  template <class V> void visit(V& v) {
+    v("estimator", estimator,
+      "\"grpo\" (group mean/std), \"drgrpo\" (group mean only), \"rloo\" (leave-one-out mean), \"gae\" (critic)");
+    v("norm_by_std", norm_by_std, "grpo: divide by the group's standard deviation (false = Dr.GRPO)");
+    v("eps", eps, "grpo: added to the group standard deviation");
+  }
+};
+
+struct PolicyLossConfig {
+  double clip_low = 0.2;   // ratio clipped below at 1 - clip_low
+  double clip_high = 0.2;  // and above at 1 + clip_high (DAPO clip-higher: e.g. 0.28)
+  double clip_c = 0.0;     // dual clip for negative advantages: 0 = off, else > 1 (e.g. 3)
+  std::string agg = "token-mean";
+  double token_sum_norm = 0.0;  // seq-mean-token-sum-norm divisor; 0 = the rollout's maximum response length
+  double kl_coef = 0.0;
+  std::string kl_estimator = "k3";
+  bool kl_in_reward = false;
+  double entropy_coef = 0.0;
+  double tis_cap = 0.0;  // truncated importance sampling exp(old - rollout) capped at this; 0 = off
+
+  void validate(const std::string& where) const;
+
+  template <class V> void visit(V& v) {
+    v("clip_low", clip_low, "PPO clip: the ratio is clipped below at 1 - clip_low");
+    v("clip_high", clip_high, "PPO clip: the ratio is clipped above at 1 + clip_high (DAPO clip-higher: 0.28)");
+    v("clip_c", clip_c, "dual clip: for negative advantages the loss is at most -A * clip_c; 0 = off, else > 1");
+    v("agg", agg, "loss aggregation: \"token-mean\", \"seq-mean-token-sum\", \"seq-mean-token-mean\", "
+                  "\"seq-mean-token-sum-norm\" (over the global batch)");
+    v("token_sum_norm", token_sum_norm,
+      "seq-mean-token-sum-norm: constant each sequence's token sum is divided by; 0 = the rollout's "
+      "maximum response length");
+    v("kl_coef", kl_coef, "coefficient of the KL to the frozen reference (0 = no KL)");
+    v("kl_estimator", kl_estimator, "\"k1\", \"k2\" or \"k3\" (verl: \"kl\", \"mse\", \"low_var_kl\")");
+    v("kl_in_reward", kl_in_reward, "true: subtract kl_coef * KL(old, ref) from the token rewards; false: add "
+                                    "kl_coef * KL(current, ref) to the loss");
+    v("entropy_coef", entropy_coef, "entropy bonus: the loss subtracts entropy_coef * aggregated entropy");
+    v("tis_cap", tis_cap, "truncated importance sampling: weight each token by min(exp(old - rollout), "
+                          "tis_cap) to correct rollout/trainer mismatch; 0 = off");
+  }
+};
+
+struct PpoConfig {
+  double gamma = 1.0;
+  double lambda = 1.0;
+  double value_clip = 0.2;  // 0 = no value clipping
+  bool whiten = true;
+  std::string value_agg = "token-mean";
+
+  void validate(const std::string& where) const;
+
+  template <class V> void visit(V& v) {
+    v("gamma", gamma, "GAE discount per token");
+    v("lambda", lambda, "GAE lambda");
+    v("value_clip", value_clip, "critic: new values clipped to old +- value_clip in the loss; 0 = off");
+    v("whiten", whiten, "whiten the GAE advantages over the global batch");
+    v("value_agg", value_agg, "critic loss aggregation (same choices as policy_loss.agg)");
+  }
+};
+
+struct DpoConfig {
+  double beta = 0.1;
+
+  void validate(const std::string& where) const;
+
+  template <class V> void visit(V& v) { v("beta", beta, "DPO temperature on the log-ratio margin"); }
+};
+
+struct AlgorithmConfig {
+  std::string name = "grpo";  // "grpo" | "ppo" | "dpo" | "sft"
+  AdvantageConfig advantage;
+  PolicyLossConfig policy_loss;
+  PpoConfig ppo;
+  DpoConfig dpo;
+
+  void validate(const std::string& where) const;
+
+  template <class V> void visit(V& v) {
+    v("name", name, "\"grpo\", \"ppo\", \"dpo\" or \"sft\"; sets the defaults of the keys below");
+    v("advantage", advantage, "advantage estimator");
+    v("policy_loss", policy_loss, "policy loss");
+    v("ppo", ppo, "PPO: GAE and the critic's loss");
+    v("dpo", dpo, "DPO");
+  }
+};
+
+// The defaults of one algorithm; throws naming `name` and the valid choices.
+AlgorithmConfig algorithm_defaults(const std::string& name);
+// Reads j["name"] (default "grpo"), starts from its defaults, applies the rest of j, validates. `where` names
+// the config key or file in errors (e.g. "algorithm").
+AlgorithmConfig algorithm_config_from_json(const Json& j, const std::string& where);
+
+}  // namespace rlcpp

@@ -1,0 +1,46 @@
+// The PPO-clip policy loss of GRPO / DAPO / Dr.GRPO / PPO (verl compute_policy_loss_vanilla), plus the KL to a
+// frozen reference and the entropy bonus, as in verl's actor update:
+//   d      = clamp(logp - old_logp, -20, 20),  r = exp(d)
+//   l1     = -A r,  l2 = -A clamp(r, 1 - clip_low, 1 + clip_high),  l = max(l1, l2)
+//   dual clip (clip_c > 1, A < 0 only): l = min(l, -A clip_c)
+//   TIS (tis_cap > 0): l *= min(exp(old_logp - rollout_logp), tis_cap)
+//   loss   = agg(l) - entropy_coef agg(entropy) + kl_coef agg(kl(logp, ref_logp))   (KL only if not in reward)
+// with agg the LossNormalizer over the global batch. Gradients are those of torch autograd: where the max/min
+// selects a clipped branch the token's gradient is 0; on an exact tie each branch gets half.
+//
+// Metrics (verl's names): pg_loss, pg_clipfrac (share of tokens where l2 > l1), pg_clipfrac_lower (A < 0 and
+// the dual clip binds), ppo_kl (mean of old_logp - logp), entropy (agg of entropy, if given), kl_loss (agg of
+// the KL, if ref_logp is given), tis_ratio (mean TIS weight, when on).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+
+#include "trainer/algorithm_config.h"
+#include "trainer/loss_normalizer.h"
+#include "trainer/loss_output.h"
+
+namespace rlcpp {
+
+struct PolicyLossInputs {
+  std::span<const int64_t> cu;          // (B+1) sequence offsets
+  std::span<const float> logp;          // (T) current policy: the differentiated input
+  std::span<const float> old_logp;      // (T) policy that the step started from
+  std::span<const float> advantages;    // (T)
+  std::span<const float> mask;          // (T)
+  // Optional inputs: absent (nullopt) is distinct from present with T = 0 (a micro-batch of empty responses).
+  std::optional<std::span<const float>> ref_logp;      // (T) frozen reference; needed for a KL in the loss
+  std::optional<std::span<const float>> entropy;       // (T) per-token entropy; needed for entropy_coef > 0
+  std::optional<std::span<const float>> rollout_logp;  // (T) as sampled by the rollout engine; for tis_cap > 0
+};
+
+// The normaliser of cfg.agg counted over the global batch (cu, mask); cfg.token_sum_norm = 0 resolves to
+// max_response_length (the rollout's maximum new tokens), as Dr.GRPO divides by the generation budget.
+LossNormalizer policy_loss_normalizer(const PolicyLossConfig& cfg, std::span<const int64_t> cu,
+                                      std::span<const float> mask, int64_t max_response_length);
+
+// cfg.agg is not read here: `norm` carries the aggregation (see policy_loss_normalizer).
+LossOutput policy_loss(const PolicyLossInputs& in, const PolicyLossConfig& cfg, const LossNormalizer& norm);
+
+}  // namespace rlcpp
