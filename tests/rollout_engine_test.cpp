@@ -1,0 +1,336 @@
+// The engine against the training forward, across batch limits, block sizes and preemption.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "core/error.h"
+#include "core/philox.h"
+#include "model/init.h"
+#include "rollout/engine.h"
+
+namespace rlcpp {
+namespace {
+
+ModelConfig small_config() {
+  ModelConfig c;
+  c.vocab_size = 23;
+  c.hidden_size = 32;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.intermediate_size = 40;
+  c.max_position_embeddings = 64;
+  c.model_type = "qwen2";  // q/k/v biases exercised too
+  return c;
+}
+
+// Wider weights than the 0.02 init so logits vary a lot between positions and samples differ.
+ParameterStore scaled_params(const ModelConfig& c, uint64_t seed = 3) {
+  ParameterStore p = init_random(c, seed);
+  for (int64_t i = 0; i < p.numel(); ++i) p.flat().data<float>()[i] *= 3.0f;
+  return p;
+}
+
+std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
+  PhiloxStream rng(seed, 0);
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = static_cast<int32_t>(rng.below(vocab));
+  return t;
+}
+
+EngineConfig engine_config(int64_t block_size, int64_t max_num_seqs = 64, int64_t num_blocks = 0) {
+  EngineConfig c;
+  c.block_size = block_size;
+  c.max_num_seqs = max_num_seqs;
+  c.num_blocks = num_blocks;
+  c.max_num_batched_tokens = 1024;
+  return c;
+}
+
+struct Fixture {
+  ModelConfig cfg = small_config();
+  ParameterStore params = scaled_params(cfg);
+  Transformer model{cfg};
+};
+
+// Checks scheduler and block invariants after every step.
+StepObserver invariant_checker() {
+  return [](const StepView& v) { v.scheduler.check_invariants(); };
+}
+
+void expect_same_samples(const RolloutResult& a, const RolloutResult& b, double logprob_tol, const std::string& what) {
+  ASSERT_EQ(a.samples.size(), b.samples.size()) << what;
+  for (size_t i = 0; i < a.samples.size(); ++i) {
+    const Sample &x = a.samples[i], &y = b.samples[i];
+    ASSERT_EQ(x.tokens, y.tokens) << what << ": sample " << i;
+    EXPECT_EQ(x.finish_reason, y.finish_reason) << what << ": sample " << i;
+    EXPECT_EQ(x.prompt_index, y.prompt_index);
+    EXPECT_EQ(x.sample_index, y.sample_index);
+    ASSERT_EQ(x.logprobs.size(), y.logprobs.size());
+    for (size_t t = 0; t < x.logprobs.size(); ++t) {
+      ASSERT_TRUE(std::isfinite(x.logprobs[t]));
+      EXPECT_NEAR(x.logprobs[t], y.logprobs[t], logprob_tol) << what << ": sample " << i << " token " << t;
+    }
+  }
+}
+
+TEST(RolloutEngine, PagedDecodeMatchesFullForward) {
+  Fixture f;
+  const int64_t V = f.cfg.vocab_size;
+  for (int64_t block_size : {1, 3, 16}) {
+    for (int64_t len : {1, 17, 54}) {
+      Engine engine(f.model, f.params, engine_config(block_size));
+      Request req;
+      req.prompts = {random_tokens(len, V, 10 + len)};
+      req.n = 3;  // siblings share the prompt's blocks and copy the partial one
+      req.sampling.max_new_tokens = std::min<int64_t>(9, f.cfg.max_position_embeddings - len);
+      req.sampling.ignore_eos = true;
+      req.sampling.seed = 5;
+      // Logits of each sampled position, by (sample, position).
+      std::map<std::pair<int64_t, int32_t>, std::vector<float>> seen;
+      const RolloutResult out = engine.generate(req, [&](const StepView& v) {
+        for (const SampledRow& r : v.sampled)
+          seen[{r.sequence_id, r.position}].assign(v.logits.data<float>() + r.logits_row * V,
+                                                   v.logits.data<float>() + (r.logits_row + 1) * V);
+      });
+      ASSERT_EQ(out.samples.size(), 3u);
+      for (const Sample& s : out.samples) {
+        std::vector<int32_t> full = req.prompts[0];
+        full.insert(full.end(), s.tokens.begin(), s.tokens.end());
+        Activations acts;
+        f.model.forward(f.params, PackedBatch::from_sequences({full}), ForwardOptions{}, acts);
+        double worst = 0, scale = 0;
+        for (size_t t = 0; t < s.tokens.size(); ++t) {
+          const int32_t pos = static_cast<int32_t>(len + t);
+          const auto& got = seen.at({s.sample_index, pos});
+          const float* want = acts.logits.data<float>() + (pos - 1) * V;
+          for (int64_t j = 0; j < V; ++j) {
+            const double d = std::fabs(static_cast<double>(got[j]) - want[j]);
+            worst = std::isfinite(d) ? std::max(worst, d) : INFINITY;
+            scale = std::max(scale, std::fabs(static_cast<double>(want[j])));
+          }
+          // The returned log-prob is the training forward's log-prob of that token.
+          EXPECT_NEAR(s.logprobs[t], acts.logp.data<float>()[pos - 1], 1e-5);
+        }
+        EXPECT_GT(scale, 0.5);
+        EXPECT_LE(worst, 1e-5) << "block size " << block_size << ", prompt length " << len << ", sample "
+                               << s.sample_index;
+      }
+      EXPECT_NE(out.samples[0].tokens, out.samples[1].tokens);  // the group really samples apart
+    }
+  }
+}
+
+TEST(RolloutEngine, LogprobsDoNotDependOnBatchComposition) {
+  Fixture f;
+  const int64_t V = f.cfg.vocab_size;
+  const std::vector<int32_t> x = random_tokens(9, V, 1), y = random_tokens(23, V, 2), z = random_tokens(4, V, 3);
+  Request alone;
+  alone.prompts = {x};
+  alone.prompt_ids = {42};
+  alone.n = 4;
+  alone.sampling.max_new_tokens = 20;
+  alone.sampling.seed = 9;
+  Request crowd = alone;
+  crowd.prompts = {y, x, z, y};
+  crowd.prompt_ids = {7, 42, 9, 11};
+  Engine a(f.model, f.params, engine_config(16));
+  Engine b(f.model, f.params, engine_config(3));
+  const RolloutResult ra = a.generate(alone);
+  const RolloutResult rb = b.generate(crowd);
+  RolloutResult rb_x;
+  rb_x.samples.assign(rb.samples.begin() + 4, rb.samples.begin() + 8);
+  for (auto& s : rb_x.samples) s.prompt_index = 0;
+  expect_same_samples(ra, rb_x, 1e-6, "alone vs in a crowd");
+}
+
+// Tokens must be identical. Log-probs agree to 1e-5 rather than bit for bit: OpenBLAS picks its sgemm
+// kernel by the number of rows (a 1-row decode, a 7-row batch and a recomputing prefill differ), so the
+// logits move by an ulp or two (these scaled weights give logits of several units).
+TEST(RolloutEngine, SameSeedSameSamplesAcrossBatchLimitsAndPreemption) {
+  Fixture f;
+  Request req;
+  for (int p = 0; p < 6; ++p) req.prompts.push_back(random_tokens(1 + 7 * p, f.cfg.vocab_size, 50 + p));
+  req.n = 4;
+  req.sampling.max_new_tokens = 24;
+  req.sampling.temperature = 1.0f;
+  req.sampling.top_p = 0.9f;
+  req.sampling.seed = 1234;
+  Engine reference(f.model, f.params, engine_config(16, 512));
+  const RolloutResult want = reference.generate(req, invariant_checker());
+  int64_t eos = 0;
+  for (const Sample& s : want.samples) eos += s.finish_reason == FinishReason::kEos;
+  EXPECT_GT(eos, 0);  // some stop early, so admission happens mid-flight
+  for (int64_t limit : {1, 7}) {
+    Engine e(f.model, f.params, engine_config(16, limit));
+    const RolloutResult got = e.generate(req, invariant_checker());
+    EXPECT_LE(got.stats.max_batch_sequences, limit);
+    expect_same_samples(want, got, 1e-5, "max_num_seqs " + std::to_string(limit));
+  }
+  // A cache of 20 blocks of 4 tokens (one full context is 16) forces preemption and recomputation.
+  Engine tight(f.model, f.params, engine_config(4, 512, 20));
+  const RolloutResult got = tight.generate(req, invariant_checker());
+  EXPECT_GT(got.stats.preemptions, 0);
+  int64_t recomputed = 0;
+  for (const Sample& s : got.samples) recomputed += s.num_preemptions > 0;
+  EXPECT_GT(recomputed, 0);
+  EXPECT_LE(got.stats.peak_blocks_in_use, 20);
+  expect_same_samples(want, got, 1e-5, "preemption");
+}
+
+TEST(RolloutEngine, DecodesAllRunningSequencesInOneForwardPerStep) {
+  ModelConfig cfg = small_config();
+  ParameterStore params = scaled_params(cfg);
+  Transformer model(cfg);
+  Request req;
+  for (int p = 0; p < 64; ++p) req.prompts.push_back(random_tokens(10, cfg.vocab_size, 300 + p));
+  req.n = 8;
+  req.sampling.max_new_tokens = 8;
+  req.sampling.ignore_eos = true;
+  Engine engine(model, params, engine_config(16, 512));
+  int64_t steps = 0;
+  const RolloutResult out = engine.generate(req, [&](const StepView& v) {
+    ++steps;
+    EXPECT_EQ(v.cached.logits_rows.size(), steps == 1 ? 64u : 512u);  // one row per group on prefill
+  });
+  EXPECT_EQ(steps, 8);
+  EXPECT_EQ(out.stats.steps, 8);
+  EXPECT_EQ(out.stats.max_batch_sequences, 512);
+  EXPECT_EQ(out.stats.generated_tokens, 512 * 8);
+  EXPECT_EQ(out.stats.prefill_tokens, 64 * 10);          // each prompt prefilled once
+  EXPECT_EQ(out.stats.prefill_tokens_saved, 64 * 7 * 10);  // not 8 times
+  for (const Sample& s : out.samples) {
+    EXPECT_EQ(s.tokens.size(), 8u);
+    EXPECT_EQ(s.finish_reason, FinishReason::kLength);
+  }
+}
+
+TEST(RolloutEngine, ReportsKvMemoryAndWhatSharingSaved) {
+  Fixture f;
+  Request req;
+  req.prompts = {random_tokens(40, f.cfg.vocab_size, 8)};  // 2 full blocks of 16 + 8 tokens
+  req.n = 8;
+  req.sampling.max_new_tokens = 4;
+  req.sampling.ignore_eos = true;
+  Engine engine(f.model, f.params, engine_config(16));
+  int64_t used_at_end = -1;
+  const RolloutResult out = engine.generate(req, [&](const StepView& v) { used_at_end = v.blocks.num_used(); });
+  const RolloutStats& s = out.stats;
+  EXPECT_EQ(s.kv_bytes_per_token, 2 * 2 * 2 * 8 * 4);  // 2 * layers * kv_heads * head_dim * fp32
+  EXPECT_EQ(engine.kv_bytes_per_token(), s.kv_bytes_per_token);
+  EXPECT_EQ(engine.kv_cache_bytes(), s.num_blocks * s.block_size * s.kv_bytes_per_token);
+  // Shared: 2 full prompt blocks once, then 8 private last blocks. Unshared: 8 tables of 3 blocks.
+  EXPECT_EQ(s.peak_blocks_in_use, 2 + 8);
+  EXPECT_EQ(s.peak_blocks_unshared, 8 * 3);
+  EXPECT_EQ(s.bytes_saved_by_sharing(), (8 * 3 - 10) * 16 * s.kv_bytes_per_token);
+  EXPECT_EQ(used_at_end, 0);  // every block back once the last sequence finished
+}
+
+TEST(RolloutEngine, StopsAtEosStopTokensLengthAndContext) {
+  Fixture f;
+  Request req;
+  req.prompts = {random_tokens(5, f.cfg.vocab_size, 21)};
+  req.sampling.temperature = 0;  // greedy: the same continuation every time
+  req.sampling.max_new_tokens = 12;
+  req.sampling.ignore_eos = true;
+  Engine engine(f.model, f.params, engine_config(16));
+  const std::vector<int32_t> free_run = engine.generate(req).samples[0].tokens;
+  ASSERT_EQ(free_run.size(), 12u);
+  // Stop token: the first occurrence of the 4th token ends the sample, reason "stop".
+  const int32_t stop = free_run[3];
+  const size_t first = std::find(free_run.begin(), free_run.end(), stop) - free_run.begin();
+  Request with_stop = req;
+  with_stop.sampling.stop_tokens = {stop};
+  const Sample s = engine.generate(with_stop).samples[0];
+  EXPECT_EQ(s.finish_reason, FinishReason::kStop);
+  EXPECT_EQ(s.tokens, std::vector<int32_t>(free_run.begin(), free_run.begin() + first + 1));
+  // EOS: a model whose eos id is that token stops there with reason "eos" (the weights are the same).
+  ModelConfig eos_cfg = f.cfg;
+  eos_cfg.eos_token_id = stop;
+  Transformer eos_model(eos_cfg);
+  Engine eos_engine(eos_model, f.params, engine_config(16));
+  Request honour_eos = req;
+  honour_eos.sampling.ignore_eos = false;
+  const Sample e = eos_engine.generate(honour_eos).samples[0];
+  EXPECT_EQ(e.finish_reason, FinishReason::kEos);
+  EXPECT_EQ(e.tokens.size(), first + 1);
+  // Length: max_new_tokens.
+  Request shorter = req;
+  shorter.sampling.max_new_tokens = 3;
+  const Sample l = engine.generate(shorter).samples[0];
+  EXPECT_EQ(l.finish_reason, FinishReason::kLength);
+  EXPECT_EQ(l.tokens.size(), 3u);
+  // Context: a 60-token prompt in a 64-token context gets 4 tokens.
+  Request near_full = req;
+  near_full.prompts = {random_tokens(60, f.cfg.vocab_size, 22)};
+  const Sample c = engine.generate(near_full).samples[0];
+  EXPECT_EQ(c.finish_reason, FinishReason::kLength);
+  EXPECT_EQ(c.tokens.size(), 4u);
+}
+
+TEST(RolloutEngine, SamplesCarryThePolicyVersionAcrossAWeightSwap) {
+  Fixture f;
+  ParameterStore next = scaled_params(f.cfg, 4);
+  Engine engine(f.model, f.params, engine_config(16), /*policy_version=*/3);
+  Request req;
+  req.prompts = {random_tokens(6, f.cfg.vocab_size, 1), random_tokens(8, f.cfg.vocab_size, 2)};
+  req.n = 2;
+  req.sampling.max_new_tokens = 6;
+  req.sampling.ignore_eos = true;
+  const RolloutResult out = engine.generate(req, [&](const StepView& v) {
+    if (v.step == 2) engine.set_weights(next, 4);
+  });
+  for (const Sample& s : out.samples) {
+    EXPECT_EQ(s.policy_version, 3);
+    EXPECT_EQ(s.last_policy_version, 4);
+    EXPECT_GE(s.first_token_s, s.scheduled_s);
+    EXPECT_GE(s.finished_s, s.first_token_s);
+  }
+  EXPECT_EQ(engine.policy_version(), 4);
+}
+
+TEST(RolloutEngine, RejectsBadRequestsAndConfigsNamingTheField) {
+  Fixture f;
+  Engine engine(f.model, f.params, engine_config(16));
+  auto error_of = [&](const Request& r) -> std::string {
+    try {
+      engine.generate(r);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  Request ok;
+  ok.prompts = {{1, 2, 3}};
+  Request r = ok;
+  r.prompts = {{1, 2}, {}};
+  EXPECT_NE(error_of(r).find("prompt 1 is empty"), std::string::npos);
+  r = ok;
+  r.prompts = {{1, 99}};
+  EXPECT_NE(error_of(r).find("outside the vocabulary"), std::string::npos);
+  r = ok;
+  r.prompts = {std::vector<int32_t>(64, 1)};
+  EXPECT_NE(error_of(r).find("no room"), std::string::npos);
+  r = ok;
+  r.sampling.top_p = 0;
+  EXPECT_NE(error_of(r).find("top_p"), std::string::npos);
+  r = ok;
+  r.sampling.temperature = -1;
+  EXPECT_NE(error_of(r).find("temperature"), std::string::npos);
+  r = ok;
+  r.n = 0;
+  EXPECT_NE(error_of(r).find("n (samples per prompt)"), std::string::npos);
+  r = ok;
+  r.prompt_ids = {1, 2};
+  EXPECT_NE(error_of(r).find("prompt ids"), std::string::npos);
+  EngineConfig bad = engine_config(16);
+  bad.num_blocks = 3;  // one 64-token sequence needs 4
+  EXPECT_THROW(Engine(f.model, f.params, bad), Error);
+  bad = engine_config(16);
+  bad.max_num_batched_tokens = 32;
+  EXPECT_THROW(Engine(f.model, f.params, bad), Error);
+}
+
+}  // namespace
+}  // namespace rlcpp
