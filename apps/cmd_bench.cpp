@@ -1,4 +1,5 @@
 #include "apps/commands.h"
+#include "bench/rollout_bench.h"
 #include "bench/train_bench.h"
 
 namespace rlcpp::cli {
@@ -7,13 +8,27 @@ Command add_bench_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "benchmarks next to the PyTorch peer (see bench/RESULTS.md)");
   auto which = std::make_shared<std::string>();
   auto train = std::make_shared<bench::TrainBenchOptions>();
-  cmd->add_option("what", *which, "train")->required()->check(CLI::IsMember({"train"}));
+  auto rollout = std::make_shared<bench::RolloutBenchOptions>();
+  cmd->add_option("what", *which, "train | rollout")->required()->check(CLI::IsMember({"train", "rollout"}));
   cmd->add_option("--preset", train->preset, "model preset: tiny (W1) or qwen05b (W2)");
-  cmd->add_option("--batch", train->batch, "sequences per step");
-  cmd->add_option("--seq", train->seq, "tokens per sequence");
   cmd->add_option("--iters", train->iters, "timed iterations");
   cmd->add_flag("!--no-peer", train->peer, "skip the PyTorch peer");
-  return {cmd, [=]() { return bench::run_train_bench(*train); }};
+  cmd->add_option("--batch", train->batch, "train: sequences per step");
+  cmd->add_option("--seq", train->seq, "train: tokens per sequence");
+  cmd->add_option("--prompts", rollout->prompts, "rollout: prompts");
+  cmd->add_option("--group", rollout->group, "rollout: samples per prompt");
+  cmd->add_option("--prompt-len", rollout->prompt_len, "rollout: prompt tokens");
+  cmd->add_option("--new-tokens", rollout->new_tokens, "rollout: tokens sampled per sequence");
+  cmd->add_option("--block-size", rollout->block_size, "rollout: KV-cache block size");
+  return {cmd, [=]() {
+    if (*which == "rollout") {
+      rollout->preset = train->preset;
+      rollout->iters = train->iters;
+      rollout->peer = train->peer;
+      return bench::run_rollout_bench(*rollout);
+    }
+    return bench::run_train_bench(*train);
+  }};
 }
 
 }  // namespace rlcpp::cli

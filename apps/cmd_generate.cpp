@@ -1,44 +1,148 @@
 #include <cstdio>
+#include <fstream>
 
 #include "apps/commands.h"
+#include "core/metrics.h"
 #include "loop/evaluation.h"
 #include "model/checkpoint.h"
-#include "model/generate.h"
+#include "rollout/engine.h"
 
 namespace rlcpp::cli {
 
+namespace {
+
+struct PromptLine {
+  std::string text;  // empty when the line gave token ids
+  std::vector<int32_t> tokens;
+  uint64_t id = 0;
+};
+
+// JSONL: {"prompt": "12+34="} (character tokenizer, BOS prepended) or {"tokens": [1, 5, 7]} (ids as given),
+// with an optional "id" (the prompt id that keys sampling; default: the line's index among prompts).
+std::vector<PromptLine> read_prompts(const std::string& path, const CharTokenizer& tok) {
+  std::ifstream in(path);
+  RLCPP_CHECK(in.good(), "cannot open prompts file '" << path << "'");
+  std::vector<PromptLine> out;
+  std::string line;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = path + ":" + std::to_string(number);
+    Json j;
+    try {
+      j = Json::parse(line);
+    } catch (const Json::parse_error& e) {
+      RLCPP_FAIL(where << ": not JSON: " << e.what());
+    }
+    RLCPP_CHECK(j.is_object(), where << ": expected an object like {\"prompt\": \"12+34=\"}");
+    PromptLine p;
+    p.id = out.size();
+    if (auto it = j.find("prompt"); it != j.end()) {
+      RLCPP_CHECK(it->is_string(), where << ": \"prompt\" must be a string");
+      p.text = it->get<std::string>();
+      p.tokens = encode_prompt(tok, p.text);
+    } else if (auto t = j.find("tokens"); t != j.end()) {
+      RLCPP_CHECK(t->is_array() && !t->empty(), where << ": \"tokens\" must be a non-empty list of ids");
+      for (const Json& id : *t) {
+        RLCPP_CHECK(id.is_number_integer(), where << ": \"tokens\" holds " << id.dump() << ", expected integers");
+        p.tokens.push_back(id.get<int32_t>());
+      }
+    } else {
+      RLCPP_FAIL(where << ": needs \"prompt\" (text) or \"tokens\" (ids)");
+    }
+    if (auto it = j.find("id"); it != j.end()) {
+      RLCPP_CHECK(it->is_number_integer() && it->get<int64_t>() >= 0, where << ": \"id\" must be a non-negative integer");
+      p.id = it->get<uint64_t>();
+    }
+    out.push_back(std::move(p));
+  }
+  RLCPP_CHECK(!out.empty(), "prompts file '" << path << "' has no prompts");
+  return out;
+}
+
+}  // namespace
+
 Command add_generate_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("generate", "complete a prompt with a checkpoint");
+  auto* cmd = app.add_subcommand("generate", "sample completions of prompts with a checkpoint (rollout engine)");
   struct Args {
-    std::string checkpoint, prompt;
-    float temperature = 0;
-    uint64_t seed = 0;
-    int64_t max_new_tokens = 8, n = 1;
+    std::string checkpoint, prompt, prompts_file, out;
+    SamplingParams sampling;
+    EngineConfig engine;
+    int64_t n = 1;
   };
   auto a = std::make_shared<Args>();
+  a->sampling.temperature = 0;
+  a->sampling.max_new_tokens = 8;
   cmd->add_option("checkpoint", a->checkpoint, "checkpoint directory")->required();
-  cmd->add_option("--prompt", a->prompt, "prompt text, e.g. \"123+456=\"")->required();
-  cmd->add_option("--n", a->n, "samples");
-  cmd->add_option("--temperature", a->temperature, "sampling temperature (0 = greedy)");
-  cmd->add_option("--seed", a->seed, "sampling seed");
-  cmd->add_option("--max-new-tokens", a->max_new_tokens, "response length limit");
+  auto* one = cmd->add_option("--prompt", a->prompt, "one prompt text, e.g. \"123+456=\"");
+  auto* many = cmd->add_option("--prompts", a->prompts_file,
+                               "JSONL of {\"prompt\": text} or {\"tokens\": [ids]}, optional \"id\"");
+  one->excludes(many);
+  cmd->add_option("--n", a->n, "samples per prompt (a group shares its prompt's prefill and KV blocks)");
+  cmd->add_option("--temperature", a->sampling.temperature, "sampling temperature (0 = greedy)");
+  cmd->add_option("--top-k", a->sampling.top_k, "keep the k most likely tokens (0 = off)");
+  cmd->add_option("--top-p", a->sampling.top_p, "nucleus mass (1 = off)");
+  cmd->add_option("--seed", a->sampling.seed, "sampling seed");
+  cmd->add_option("--max-new-tokens", a->sampling.max_new_tokens, "response length limit");
+  cmd->add_option("--stop", a->sampling.stop_tokens, "token ids that end a response (besides EOS)");
+  cmd->add_flag("--ignore-eos", a->sampling.ignore_eos, "keep sampling past EOS");
+  cmd->add_option("--out", a->out, "write one JSON line per sample here (default: print)");
+  cmd->add_option("--block-size", a->engine.block_size, "KV-cache block size (tokens)");
+  cmd->add_option("--num-blocks", a->engine.num_blocks, "KV-cache blocks (0 = automatic)");
+  cmd->add_option("--max-num-seqs", a->engine.max_num_seqs, "sequences decoded together");
+  cmd->add_option("--max-batched-tokens", a->engine.max_num_batched_tokens, "rows per forward");
   return {cmd, [=]() {
+    RLCPP_CHECK(!a->prompt.empty() || !a->prompts_file.empty(), "generate: give --prompt TEXT or --prompts FILE.jsonl");
     ParameterStore params = load_model_checkpoint(a->checkpoint);
     Transformer model(params.config());
     CharTokenizer tok;
-    std::vector<std::vector<int32_t>> prompts(a->n, encode_prompt(tok, a->prompt));
-    GenerateOptions opts;
-    opts.temperature = a->temperature;
-    opts.seed = a->seed;
-    opts.max_new_tokens = a->max_new_tokens;
-    for (const Generation& g : generate(model, params, prompts, opts)) {
-      double sum = 0;
-      for (float lp : g.logprobs) sum += lp;
-      std::vector<int32_t> body = g.tokens;
-      if (g.finished_by_eos) body.pop_back();
-      std::printf("%s%s%s\t(logprob %.4f)\n", a->prompt.c_str(), tok.decode(body).c_str(),
-                  g.finished_by_eos ? "<eos>" : "", sum);
+    std::vector<PromptLine> prompts;
+    if (!a->prompts_file.empty()) {
+      prompts = read_prompts(a->prompts_file, tok);
+    } else {
+      prompts.push_back({a->prompt, encode_prompt(tok, a->prompt), 0});
     }
+    Request req;
+    req.n = a->n;
+    req.sampling = a->sampling;
+    for (const PromptLine& p : prompts) {
+      req.prompts.push_back(p.tokens);
+      req.prompt_ids.push_back(p.id);
+    }
+    Engine engine(model, params, a->engine);
+    const RolloutResult result = engine.generate(req);
+    const bool text = params.config().vocab_size == tok.vocab_size();
+    std::unique_ptr<JsonlWriter> writer;
+    if (!a->out.empty()) {
+      std::remove(a->out.c_str());
+      writer = std::make_unique<JsonlWriter>(a->out);
+    }
+    for (const Sample& s : result.samples) {
+      const PromptLine& p = prompts[s.prompt_index];
+      const std::string response = text ? tok.decode(s.tokens) : std::string();
+      if (writer) {
+        Json j{{"prompt_index", s.prompt_index}, {"prompt_id", p.id},          {"sample_index", s.sample_index},
+               {"tokens", s.tokens},             {"logprobs", s.logprobs},     {"finish_reason", finish_reason_name(s.finish_reason)},
+               {"policy_version", s.policy_version}, {"first_token_s", s.first_token_s}, {"finished_s", s.finished_s}};
+        if (!p.text.empty()) j["prompt"] = p.text;
+        if (text) j["response"] = response;
+        writer->write(j);
+      } else {
+        double sum = 0;
+        for (float lp : s.logprobs) sum += lp;
+        std::printf("%s%s%s\t(logprob %.4f, %s)\n", p.text.c_str(), response.c_str(),
+                    s.finish_reason == FinishReason::kEos ? "<eos>" : "", sum, finish_reason_name(s.finish_reason));
+      }
+    }
+    const RolloutStats& st = result.stats;
+    std::fprintf(stderr,
+                 "generate: %lld samples, %lld tokens in %.2fs (%s tok/s), %lld steps, %lld preemptions; KV %lld "
+                 "bytes/token, peak %lld of %lld blocks (%lld without prefix sharing, %.2f MiB saved)\n",
+                 static_cast<long long>(st.sequences), static_cast<long long>(st.generated_tokens), st.wall_s,
+                 format_rate(st.generated_tokens / std::max(st.wall_s, 1e-9)).c_str(),
+                 static_cast<long long>(st.steps), static_cast<long long>(st.preemptions),
+                 static_cast<long long>(st.kv_bytes_per_token), static_cast<long long>(st.peak_blocks_in_use),
+                 static_cast<long long>(st.num_blocks), static_cast<long long>(st.peak_blocks_unshared),
+                 st.bytes_saved_by_sharing() / 1048576.0);
     return 0;
   }};
 }

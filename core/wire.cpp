@@ -216,15 +216,19 @@ bool receive_frames(zmq::socket_t& socket, int envelope_frames, const WireLimits
   return true;
 }
 
-void send_wire_message(zmq::socket_t& socket, const std::vector<zmq::message_t>& envelope,
-                       const WireMessage& message) {
-  std::vector<zmq::message_t> frames = encode_wire_message(message);
-  for (const auto& e : envelope) {
-    zmq::message_t copy(e.data(), e.size());
-    (void)socket.send(copy, zmq::send_flags::sndmore);
+bool send_wire_message(zmq::socket_t& socket, const std::vector<zmq::message_t>& envelope,
+                       const WireMessage& message, bool dont_wait) {
+  std::vector<zmq::message_t> frames;
+  for (const auto& e : envelope) frames.emplace_back(e.data(), e.size());
+  for (auto& f : encode_wire_message(message)) frames.push_back(std::move(f));
+  // Once the first part is queued ZeroMQ takes the rest, so only the first send may fail.
+  const zmq::send_flags first = dont_wait ? zmq::send_flags::dontwait : zmq::send_flags::none;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    zmq::send_flags flags = i == 0 ? first : zmq::send_flags::none;
+    if (i + 1 < frames.size()) flags = flags | zmq::send_flags::sndmore;
+    if (!socket.send(frames[i], flags)) return false;
   }
-  for (size_t i = 0; i < frames.size(); ++i)
-    (void)socket.send(frames[i], i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  return true;
 }
 
 void check_local_endpoint(const std::string& endpoint, bool allow_remote) {

@@ -94,9 +94,10 @@ struct ReceivedFrames {
 // 0 for a DEALER). Returns false when nothing arrived within `timeout_ms` (-1 = wait).
 bool receive_frames(zmq::socket_t& socket, int envelope_frames, const WireLimits& limits, long timeout_ms,
                     ReceivedFrames& out);
-// Sends envelope (may be empty) + the message's frames.
-void send_wire_message(zmq::socket_t& socket, const std::vector<zmq::message_t>& envelope,
-                       const WireMessage& message);
+// Sends envelope (may be empty) + the message's frames. With `dont_wait` a message the socket cannot take
+// now (no peer, queue full) is dropped and false returned; otherwise the call blocks as the socket does.
+bool send_wire_message(zmq::socket_t& socket, const std::vector<zmq::message_t>& envelope,
+                       const WireMessage& message, bool dont_wait = false);
 
 // Endpoint policy: tcp endpoints must be on a loopback address (127.0.0.1, localhost, [::1]) unless
 // `allow_remote`; ipc://, inproc:// are always local. Throws naming the endpoint otherwise.

@@ -1,0 +1,99 @@
+// `rlcpp worker`: a rollout worker process (rollout/worker_service.h) serving generate requests over ZeroMQ.
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "apps/commands.h"
+#include "core/config.h"
+#include "model/checkpoint.h"
+#include "model/init.h"
+#include "rollout/worker_service.h"
+
+namespace rlcpp::cli {
+
+namespace {
+
+// SIGTERM and SIGINT become readable events on a signalfd that the serve loop polls with its socket, so a
+// signal ends the loop between messages (or between engine steps) instead of interrupting it anywhere.
+// Blocked before any thread starts, so every thread inherits the mask.
+int block_stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  RLCPP_CHECK(pthread_sigmask(SIG_BLOCK, &set, nullptr) == 0, "worker: cannot block SIGTERM/SIGINT");
+  const int fd = signalfd(-1, &set, SFD_CLOEXEC);
+  RLCPP_CHECK(fd >= 0, "worker: signalfd failed");
+  return fd;
+}
+
+}  // namespace
+
+Command add_worker_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("worker", "serve rollout requests over ZeroMQ (see rollout/README.md)");
+  struct Args {
+    std::string checkpoint, preset, bind, connect, run_dir = "runs/worker";
+    uint64_t init_seed = 1;
+    int64_t policy_version = 0;
+    double max_message_mib = 1024;
+    WorkerOptions worker;
+  };
+  auto a = std::make_shared<Args>();
+  cmd->add_option("checkpoint", a->checkpoint, "checkpoint directory (model.safetensors + config.json)");
+  cmd->add_option("--preset", a->preset, "instead of a checkpoint: random weights of a model preset (tiny, qwen05b)");
+  cmd->add_option("--init-seed", a->init_seed, "seed of the random weights with --preset");
+  cmd->add_option("--bind", a->bind, "listen at this endpoint (ipc://PATH, tcp://127.0.0.1:PORT)");
+  cmd->add_option("--connect", a->connect, "connect to a client that listens at this endpoint");
+  cmd->add_option("--run-dir", a->run_dir, "where the default endpoint ipc://RUN_DIR/worker.ipc lives");
+  cmd->add_flag("--allow-remote", a->worker.allow_remote, "allow tcp endpoints beyond 127.0.0.1 (other hosts)");
+  cmd->add_option("--name", a->worker.name, "name reported in replies and heartbeats");
+  cmd->add_option("--policy-version", a->policy_version, "version carried by samples of these weights");
+  cmd->add_option("--heartbeat", a->worker.heartbeat_interval_s, "seconds between heartbeats");
+  cmd->add_option("--max-message-mib", a->max_message_mib, "largest message accepted (MiB)");
+  cmd->add_option("--block-size", a->worker.engine.block_size, "KV-cache block size (tokens)");
+  cmd->add_option("--num-blocks", a->worker.engine.num_blocks, "KV-cache blocks (0 = automatic)");
+  cmd->add_option("--max-num-seqs", a->worker.engine.max_num_seqs, "sequences decoded together");
+  cmd->add_option("--max-batched-tokens", a->worker.engine.max_num_batched_tokens, "rows per forward");
+  return {cmd, [=]() {
+    RLCPP_CHECK(a->bind.empty() || a->connect.empty(), "worker: give --bind or --connect, not both");
+    RLCPP_CHECK(a->checkpoint.empty() != a->preset.empty(), "worker: give a checkpoint directory or --preset");
+    RLCPP_CHECK(a->max_message_mib > 0, "worker: --max-message-mib must be positive");
+    a->worker.limits.max_message_bytes = static_cast<int64_t>(a->max_message_mib * (1 << 20));
+    const int stop_fd = block_stop_signals();
+    ParameterStore params = a->checkpoint.empty() ? init_random(model_preset(a->preset), a->init_seed)
+                                                  : load_model_checkpoint(a->checkpoint);
+    Transformer model(params.config());
+    WorkerService service(model, params, a->worker, a->policy_version);
+    zmq::context_t context;
+    std::string endpoint;
+    if (!a->connect.empty()) {
+      service.connect(context, a->connect);
+      endpoint = a->connect;
+    } else {
+      std::string bind = a->bind;
+      if (bind.empty()) {
+        std::filesystem::create_directories(a->run_dir);
+        bind = "ipc://" + a->run_dir + "/worker.ipc";
+      }
+      endpoint = service.bind(context, bind);
+    }
+    // One JSON line a launcher can wait for.
+    std::printf("%s\n", Json{{"event", a->connect.empty() ? "listening" : "connected"},
+                             {"endpoint", endpoint},
+                             {"pid", static_cast<int64_t>(getpid())},
+                             {"kv_bytes_per_token", service.engine().kv_bytes_per_token()},
+                             {"num_blocks", service.engine().num_blocks()}}
+                            .dump()
+                            .c_str());
+    std::fflush(stdout);
+    const int64_t served = service.serve({nullptr, stop_fd});
+    std::printf("%s\n", Json{{"event", "stopped"}, {"served", served}}.dump().c_str());
+    close(stop_fd);
+    return 0;
+  }};
+}
+
+}  // namespace rlcpp::cli

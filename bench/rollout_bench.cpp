@@ -1,0 +1,122 @@
+#include "bench/rollout_bench.h"
+
+#include <omp.h>
+
+#include <cstdio>
+
+#include "bench/bench_common.h"
+#include "core/philox.h"
+#include "model/init.h"
+#include "rollout/engine.h"
+
+namespace rlcpp::bench {
+
+namespace {
+
+Request make_request(const ModelConfig& mc, int64_t prompts, int64_t group, int64_t prompt_len, int64_t new_tokens) {
+  PhiloxStream rng(11, static_cast<uint64_t>(prompt_len));
+  Request r;
+  for (int64_t p = 0; p < prompts; ++p) {
+    std::vector<int32_t> t(static_cast<size_t>(prompt_len));
+    for (auto& x : t) x = static_cast<int32_t>(rng.below(mc.vocab_size));
+    r.prompts.push_back(std::move(t));
+  }
+  r.n = group;
+  r.sampling.temperature = 1.0f;
+  r.sampling.max_new_tokens = new_tokens;
+  r.sampling.ignore_eos = true;  // fixed length, as the peer
+  r.sampling.seed = 1;
+  return r;
+}
+
+struct ShapeResult {
+  double seconds = 0;
+  double tokens_per_s = 0;
+  RolloutStats stats;  // of the last run
+};
+
+ShapeResult time_shape(Engine& engine, const Request& req, int iters) {
+  ShapeResult r;
+  r.seconds = median_seconds([&] { r.stats = engine.generate(req).stats; }, 1, iters);
+  r.tokens_per_s = static_cast<double>(r.stats.generated_tokens) / r.seconds;
+  return r;
+}
+
+// The peer's figures for one shape, or nulls.
+Json peer_shape(bool enabled, int64_t prompts, int64_t group, int64_t prompt_len, int64_t new_tokens) {
+  if (!enabled) return nullptr;
+  return run_torch_peer(source_dir(), "rollout --prompts " + std::to_string(prompts) + " --group " +
+                                          std::to_string(group) + " --prompt-len " + std::to_string(prompt_len) +
+                                          " --new-tokens " + std::to_string(new_tokens) + " --threads best");
+}
+
+void print_shape(const char* name, const ShapeResult& r, const Json& peer) {
+  const RolloutStats& s = r.stats;
+  std::printf("  %-34s rlcpp %8.1f ms %10.0f tok/s  (forward %.1f ms, sample %.1f ms, schedule %.1f ms, %lld steps)\n",
+              name, 1e3 * r.seconds, r.tokens_per_s, 1e3 * s.forward_s, 1e3 * s.sample_s, 1e3 * s.schedule_s,
+              static_cast<long long>(s.steps));
+  if (!peer.is_null() && peer.contains("ms") && peer.contains("tokens_per_s")) {
+    std::printf("  %-34s peer  %8.1f ms %10.0f tok/s  (PyTorch %s, %s threads; prefill %.1f ms, decode %.1f ms)\n", "",
+                peer["ms"].get<double>(), peer["tokens_per_s"].get<double>(),
+                peer.value("torch", Json("?")).get<std::string>().c_str(), peer.value("threads", Json("?")).dump().c_str(),
+                peer.value("prefill_ms", 0.0), peer.value("decode_ms", 0.0));
+    std::printf("  %-34s ratio %.2fx the peer's tokens/s\n", "", r.tokens_per_s / peer["tokens_per_s"].get<double>());
+  }
+}
+
+void print_memory(const char* name, const RolloutStats& s, int64_t sequences, int64_t context) {
+  const double mib = 1.0 / (1 << 20);
+  std::printf("  %-34s peak %lld blocks of %lld tokens = %.2f MiB; without prefix sharing %lld blocks = %.2f MiB; "
+              "saved %.2f MiB (%.0f%%); prefill %lld tokens, %lld not recomputed; a dense cache (peer) holds %.2f MiB\n",
+              name, static_cast<long long>(s.peak_blocks_in_use), static_cast<long long>(s.block_size),
+              s.peak_blocks_in_use * s.block_bytes() * mib, static_cast<long long>(s.peak_blocks_unshared),
+              s.peak_blocks_unshared * s.block_bytes() * mib, s.bytes_saved_by_sharing() * mib,
+              s.peak_blocks_unshared > 0 ? 100.0 * (s.peak_blocks_unshared - s.peak_blocks_in_use) / s.peak_blocks_unshared
+                                         : 0.0,
+              static_cast<long long>(s.prefill_tokens), static_cast<long long>(s.prefill_tokens_saved),
+              static_cast<double>(sequences * context * s.kv_bytes_per_token) * mib);
+}
+
+}  // namespace
+
+int run_rollout_bench(const RolloutBenchOptions& o) {
+  const ModelConfig mc = model_preset(o.preset);
+  const ParameterStore params = init_random(mc, 1);
+  const Transformer model(mc);
+  EngineConfig ec;
+  ec.block_size = o.block_size;
+  ec.max_num_seqs = std::max<int64_t>(o.prompts * o.group, o.long_tail_sequences);
+  ec.max_num_batched_tokens = std::max<int64_t>(8192, o.prompts * o.group * o.prompt_len);
+  Engine engine(model, params, ec);
+
+  std::printf("rollout bench: preset %s (%lld params), fp32 CPU, %d threads, temperature 1, fixed length; KV %lld "
+              "bytes/token, cache %lld blocks of %lld\n",
+              o.preset.c_str(), static_cast<long long>(mc.num_parameters()), omp_get_max_threads(),
+              static_cast<long long>(engine.kv_bytes_per_token()), static_cast<long long>(engine.num_blocks()),
+              static_cast<long long>(o.block_size));
+  const Request main_req = make_request(mc, o.prompts, o.group, o.prompt_len, o.new_tokens);
+  const ShapeResult main_shape = time_shape(engine, main_req, o.iters);
+  const Json main_peer = peer_shape(o.peer, o.prompts, o.group, o.prompt_len, o.new_tokens);
+  char name[128];
+  std::snprintf(name, sizeof name, "%lld x %lld seqs, prompt %lld, %lld new", static_cast<long long>(o.prompts),
+                static_cast<long long>(o.group), static_cast<long long>(o.prompt_len),
+                static_cast<long long>(o.new_tokens));
+  print_shape(name, main_shape, main_peer);
+
+  const Request tail_req = make_request(mc, o.long_tail_sequences, 1, o.prompt_len, o.long_tail_new_tokens);
+  const ShapeResult tail = time_shape(engine, tail_req, o.iters);
+  const Json tail_peer = peer_shape(o.peer, o.long_tail_sequences, 1, o.prompt_len, o.long_tail_new_tokens);
+  std::snprintf(name, sizeof name, "long tail: %lld seqs, %lld new", static_cast<long long>(o.long_tail_sequences),
+                static_cast<long long>(o.long_tail_new_tokens));
+  print_shape(name, tail, tail_peer);
+
+  std::printf("  memory (KV cache, fp32):\n");
+  print_memory("main shape", main_shape.stats, o.prompts * o.group, o.prompt_len + o.new_tokens);
+  const Request shared_req = make_request(mc, o.prompts, o.group, o.shared_prompt_len, o.new_tokens);
+  const RolloutStats shared = engine.generate(shared_req).stats;
+  std::snprintf(name, sizeof name, "prompt %lld (same groups)", static_cast<long long>(o.shared_prompt_len));
+  print_memory(name, shared, o.prompts * o.group, o.shared_prompt_len + o.new_tokens);
+  return 0;
+}
+
+}  // namespace rlcpp::bench

@@ -1,0 +1,26 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace rlcpp::bench {
+
+struct RolloutBenchOptions {
+  std::string preset = "tiny";
+  int64_t prompts = 64;
+  int64_t group = 8;
+  int64_t prompt_len = 10;
+  int64_t new_tokens = 8;
+  int64_t long_tail_sequences = 64;  // the long-tail shape: few sequences, long responses
+  int64_t long_tail_new_tokens = 54;
+  int64_t shared_prompt_len = 40;    // the memory figure with a prompt longer than a block
+  int64_t block_size = 16;
+  int iters = 5;
+  bool peer = true;
+};
+
+// Rollout tokens/s (fixed-length sampling at temperature 1) on the W1 shapes of BENCHMARKS.md next to the
+// PyTorch peer, plus the KV-cache memory report. Returns 0.
+int run_rollout_bench(const RolloutBenchOptions& options);
+
+}  // namespace rlcpp::bench

@@ -1,0 +1,37 @@
+// Requests and results on the wire (core/wire.h framing): the worker protocol's payloads.
+//   generate  header {request_id, n, sampling{...}}; arrays prompt_offsets i64 (P+1), prompt_tokens i32,
+//             prompt_ids i64 (P)
+//   result    header {request_id, stats{...}}; arrays sample_offsets i64 (S+1), tokens i32, logprobs f32,
+//             prompt_index i64 (S), sample_index i64 (S), finish_reason i32 (S), policy_version i64 (S, 2),
+//             num_preemptions i64 (S), times f64 (S, 3): scheduled, first token, finished
+// Decoding checks every count, offset and id before use and throws WireError naming the field.
+#pragma once
+
+#include <cstdint>
+
+#include "core/wire.h"
+#include "model/model_config.h"
+#include "rollout/request.h"
+
+namespace rlcpp {
+
+// Bounds on what one request may ask of a worker, checked before any allocation it implies.
+struct RequestLimits {
+  int64_t max_prompts = int64_t{1} << 16;
+  int64_t max_n = 4096;
+  int64_t max_sequences = int64_t{1} << 20;  // prompts * n
+  int64_t max_prompt_tokens = int64_t{1} << 26;
+};
+
+WireMessage encode_generate_request(const Request& request, uint64_t request_id);
+// Validates against the limits and the model (ids in the vocabulary, room for a new token, sampling ranges).
+Request decode_generate_request(const WireMessage& message, const ModelConfig& model, const RequestLimits& limits,
+                                uint64_t& request_id);
+
+WireMessage encode_generate_result(const RolloutResult& result, uint64_t request_id);
+RolloutResult decode_generate_result(const WireMessage& message, uint64_t& request_id);
+
+// The request_id of a header, or -1 when it has none (for error replies to messages that failed early).
+int64_t header_request_id(const Json& header);
+
+}  // namespace rlcpp

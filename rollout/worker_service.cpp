@@ -1,0 +1,154 @@
+#include "rollout/worker_service.h"
+
+#include <poll.h>
+
+#include <algorithm>
+
+#include "core/metrics.h"
+
+namespace rlcpp {
+
+WorkerService::WorkerService(const Transformer& model, const ParameterStore& params, const WorkerOptions& options,
+                             int64_t policy_version)
+    : options_(options), engine_(model, params, options.engine, policy_version) {
+  RLCPP_CHECK(options_.heartbeat_interval_s > 0,
+              "worker: heartbeat_interval_s must be positive, got " << options_.heartbeat_interval_s);
+}
+
+void WorkerService::open(zmq::context_t& context, zmq::socket_type type, const std::string& endpoint) {
+  RLCPP_CHECK(!socket_, "worker: already bound or connected");
+  check_local_endpoint(endpoint, options_.allow_remote);
+  socket_ = zmq::socket_t(context, type);
+  socket_.set(zmq::sockopt::linger, 1000);  // flush the last reply on exit, but never hang on a dead peer
+  // A hard guard: ZeroMQ drops a single frame past this without telling us; everything up to it is read and
+  // answered with an error when it breaks limits.max_message_bytes.
+  socket_.set(zmq::sockopt::maxmsgsize, 2 * options_.limits.max_message_bytes);
+  router_ = type == zmq::socket_type::router;
+}
+
+std::string WorkerService::bind(zmq::context_t& context, const std::string& endpoint) {
+  open(context, zmq::socket_type::router, endpoint);
+  try {
+    socket_.bind(endpoint);
+  } catch (const zmq::error_t& e) {
+    RLCPP_FAIL("worker: cannot bind '" << endpoint << "': " << e.what());
+  }
+  return socket_.get(zmq::sockopt::last_endpoint);
+}
+
+void WorkerService::connect(zmq::context_t& context, const std::string& endpoint) {
+  open(context, zmq::socket_type::dealer, endpoint);
+  socket_.set(zmq::sockopt::immediate, 1);  // heartbeats are dropped, not queued, until the client is there
+  try {
+    socket_.connect(endpoint);
+  } catch (const zmq::error_t& e) {
+    RLCPP_FAIL("worker: cannot connect to '" << endpoint << "': " << e.what());
+  }
+}
+
+bool WorkerService::stop_requested(const ServeControl& control) const {
+  if (control.stop && control.stop->load()) return true;
+  if (control.stop_fd >= 0) {
+    pollfd p{control.stop_fd, POLLIN, 0};
+    if (::poll(&p, 1, 0) > 0 && (p.revents & POLLIN)) return true;
+  }
+  return false;
+}
+
+void WorkerService::reply(const WireMessage& message) { send_wire_message(socket_, envelope_, message); }
+
+void WorkerService::reply_error(int64_t request_id, const std::string& message) {
+  WireMessage m("error");
+  m.header["request_id"] = request_id;
+  m.header["message"] = message;
+  m.header["worker"] = options_.name;
+  reply(m);
+}
+
+void WorkerService::send_heartbeat(int64_t request_id, int64_t step, int64_t running) {
+  WireMessage m("heartbeat");
+  m.header["request_id"] = request_id;
+  m.header["step"] = step;
+  m.header["running"] = running;
+  m.header["worker"] = options_.name;
+  m.header["policy_version"] = engine_.policy_version();
+  send_wire_message(socket_, envelope_, m, /*dont_wait=*/true);
+}
+
+bool WorkerService::handle(ReceivedFrames& received, const ServeControl& control) {
+  if (!received.error.empty()) {
+    reply_error(-1, received.error);
+    return true;
+  }
+  int64_t request_id = -1;
+  try {
+    const WireMessage m = decode_wire_message(received.frames, options_.limits);
+    request_id = header_request_id(m.header);
+    const std::string type = m.type();
+    if (type == "generate") {
+      uint64_t id = 0;
+      const Request request = decode_generate_request(m, engine_.model_config(), options_.request_limits, id);
+      Stopwatch beat;
+      const RolloutResult result = engine_.generate(request, [&](const StepView& v) {
+        if (stop_requested(control)) throw StopRequested{};
+        if (beat.seconds() >= options_.heartbeat_interval_s) {
+          send_heartbeat(static_cast<int64_t>(id), v.step, v.scheduler.num_running());
+          beat.reset();
+        }
+      });
+      reply(encode_generate_result(result, id));
+      ++served_;
+    } else if (type == "ping") {
+      WireMessage pong("pong");
+      pong.header["request_id"] = request_id;
+      pong.header["policy_version"] = engine_.policy_version();
+      pong.header["served"] = served_;
+      pong.header["worker"] = options_.name;
+      pong.header["kv_bytes_per_token"] = engine_.kv_bytes_per_token();
+      pong.header["num_blocks"] = engine_.num_blocks();
+      reply(pong);
+    } else if (type == "shutdown") {
+      WireMessage bye("bye");
+      bye.header["request_id"] = request_id;
+      bye.header["served"] = served_;
+      reply(bye);
+      return false;
+    } else {
+      reply_error(request_id, "unknown message type '" + type + "' (expected generate, ping or shutdown)");
+    }
+  } catch (const StopRequested&) {
+    reply_error(request_id, "worker '" + options_.name + "' is shutting down; the request was not finished");
+    return false;
+  } catch (const std::exception& e) {
+    reply_error(request_id, e.what());
+  }
+  return true;
+}
+
+int64_t WorkerService::serve(const ServeControl& control) {
+  RLCPP_CHECK(socket_, "worker: serve before bind or connect");
+  const long tick_ms = std::clamp<long>(static_cast<long>(options_.heartbeat_interval_s * 1000), 1, 100);
+  Stopwatch since_beat;
+  if (!router_) send_heartbeat(-1, 0, 0);  // hello: a connected worker announces itself
+  ReceivedFrames received;
+  while (!stop_requested(control)) {
+    zmq::pollitem_t items[2] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, control.stop_fd, ZMQ_POLLIN, 0}};
+    zmq::poll(items, control.stop_fd >= 0 ? 2 : 1, std::chrono::milliseconds(tick_ms));
+    if (control.stop_fd >= 0 && (items[1].revents & ZMQ_POLLIN)) break;
+    if (!(items[0].revents & ZMQ_POLLIN)) {
+      if (!router_ && since_beat.seconds() >= options_.heartbeat_interval_s) {
+        envelope_.clear();
+        send_heartbeat(-1, 0, 0);
+        since_beat.reset();
+      }
+      continue;
+    }
+    if (!receive_frames(socket_, router_ ? 1 : 0, options_.limits, 0, received)) continue;
+    envelope_ = std::move(received.envelope);
+    if (!handle(received, control)) break;
+  }
+  socket_.close();
+  return served_;
+}
+
+}  // namespace rlcpp

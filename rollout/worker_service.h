@@ -1,0 +1,74 @@
+// The rollout worker: an Engine behind a ZeroMQ socket (`rlcpp worker`). Protocol (core/wire.h framing,
+// payloads in rollout/request_wire.h):
+//   client -> worker   generate {request_id, n, sampling} + prompts   -> result {request_id, stats} + samples
+//                      ping                                           -> pong {policy_version, served, name}
+//                      shutdown                                       -> bye, then the worker exits
+//   worker -> client   heartbeat {request_id, step, running} every heartbeat_interval_s while generating;
+//                      when connected (--connect) also hello on start and heartbeats while idle
+//                      error {request_id (-1 when unknown), message} for any message it cannot serve
+// Bound (--bind) the worker is a ROUTER, so any number of clients' DEALERs may connect; connected
+// (--connect) it is a DEALER that a client's ROUTER load-balances over. An invalid message gets an error
+// reply and the worker keeps serving. It stops on shutdown, when `stop` is set or `stop_fd` (a signalfd for
+// SIGTERM) becomes readable; a request in flight then gets an error reply.
+#pragma once
+
+#include <zmq.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "core/wire.h"
+#include "rollout/engine.h"
+#include "rollout/request_wire.h"
+
+namespace rlcpp {
+
+struct WorkerOptions {
+  EngineConfig engine;
+  WireLimits limits;
+  RequestLimits request_limits;
+  double heartbeat_interval_s = 1.0;
+  bool allow_remote = false;  // listen on / connect to non-loopback tcp addresses
+  std::string name = "worker";
+};
+
+struct ServeControl {
+  const std::atomic<bool>* stop = nullptr;
+  int stop_fd = -1;  // readable = stop (e.g. a signalfd)
+};
+
+class WorkerService {
+ public:
+  WorkerService(const Transformer& model, const ParameterStore& params, const WorkerOptions& options,
+                int64_t policy_version = 0);
+
+  // Exactly one of bind / connect, before serve. bind returns the endpoint actually bound (a tcp port of
+  // '*' resolved), which clients connect to.
+  std::string bind(zmq::context_t& context, const std::string& endpoint);
+  void connect(zmq::context_t& context, const std::string& endpoint);
+
+  // Serves until shutdown or stop; returns the number of generate requests answered with a result.
+  int64_t serve(const ServeControl& control = {});
+
+  Engine& engine() { return engine_; }
+
+ private:
+  struct StopRequested {};
+  bool stop_requested(const ServeControl& control) const;
+  void open(zmq::context_t& context, zmq::socket_type type, const std::string& endpoint);
+  void reply(const WireMessage& message);
+  void reply_error(int64_t request_id, const std::string& message);
+  void send_heartbeat(int64_t request_id, int64_t step, int64_t running);
+  // Handles one received message; returns false on shutdown.
+  bool handle(ReceivedFrames& received, const ServeControl& control);
+
+  WorkerOptions options_;
+  Engine engine_;
+  zmq::socket_t socket_;
+  bool router_ = false;  // bound: replies go to the sender's identity
+  std::vector<zmq::message_t> envelope_;  // of the message being handled
+  int64_t served_ = 0;
+};
+
+}  // namespace rlcpp

@@ -1,0 +1,375 @@
+// Workers as threads over inproc:// (and as processes of the built rlcpp binary over ipc://): results equal
+// the in-process engine's for 1 and 2 workers; bad messages get error replies and the worker keeps serving.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <thread>
+
+#include "core/error.h"
+#include "core/philox.h"
+#include "model/init.h"
+#include "rollout/request_wire.h"
+#include "rollout/worker_client.h"
+#include "rollout/worker_service.h"
+
+namespace rlcpp {
+namespace {
+
+ModelConfig small_config() {
+  ModelConfig c;
+  c.vocab_size = 23;
+  c.hidden_size = 32;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.intermediate_size = 40;
+  c.max_position_embeddings = 64;
+  return c;
+}
+
+std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
+  PhiloxStream rng(seed, 0);
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = static_cast<int32_t>(rng.below(vocab));
+  return t;
+}
+
+Request test_request(const ModelConfig& cfg, int prompts = 7) {
+  Request r;
+  for (int p = 0; p < prompts; ++p) r.prompts.push_back(random_tokens(2 + 3 * p, cfg.vocab_size, 70 + p));
+  r.n = 3;
+  r.sampling.max_new_tokens = 12;
+  r.sampling.top_k = 10;
+  r.sampling.seed = 99;
+  return r;
+}
+
+WorkerOptions worker_options() {
+  WorkerOptions o;
+  o.engine.block_size = 4;
+  o.engine.max_num_seqs = 64;
+  o.engine.max_num_batched_tokens = 1024;
+  o.heartbeat_interval_s = 0.05;
+  return o;
+}
+
+// Workers serving on threads until stopped; the zmq context outlives them.
+struct ThreadWorkers {
+  ModelConfig cfg = small_config();
+  ParameterStore params;
+  Transformer model{cfg};
+  zmq::context_t ctx;
+  std::atomic<bool> stop{false};
+  std::vector<std::unique_ptr<WorkerService>> services;
+  std::vector<std::thread> threads;
+  std::vector<std::string> endpoints;
+
+  ThreadWorkers() : params(init_random(cfg, 5)) {
+    for (int64_t i = 0; i < params.numel(); ++i) params.flat().data<float>()[i] *= 3.0f;
+  }
+  ~ThreadWorkers() {
+    stop = true;
+    for (auto& t : threads) t.join();
+  }
+  void bind(int count, const WorkerOptions& options = worker_options()) {
+    for (int i = 0; i < count; ++i) {
+      services.push_back(std::make_unique<WorkerService>(model, params, options));
+      endpoints.push_back(services.back()->bind(ctx, "inproc://worker-" + std::to_string(endpoints.size())));
+    }
+    start();
+  }
+  void connect_to(const std::string& endpoint, int count, const WorkerOptions& options = worker_options()) {
+    for (int i = 0; i < count; ++i) {
+      services.push_back(std::make_unique<WorkerService>(model, params, options));
+      services.back()->connect(ctx, endpoint);
+    }
+    start();
+  }
+  void start() {
+    for (size_t i = threads.size(); i < services.size(); ++i)
+      threads.emplace_back([this, i] { services[i]->serve({&stop, -1}); });
+  }
+};
+
+void expect_same(const RolloutResult& a, const RolloutResult& b) {
+  ASSERT_EQ(a.samples.size(), b.samples.size());
+  for (size_t i = 0; i < a.samples.size(); ++i) {
+    ASSERT_EQ(a.samples[i].tokens, b.samples[i].tokens) << "sample " << i;
+    EXPECT_EQ(a.samples[i].prompt_index, b.samples[i].prompt_index);
+    EXPECT_EQ(a.samples[i].sample_index, b.samples[i].sample_index);
+    EXPECT_EQ(a.samples[i].finish_reason, b.samples[i].finish_reason);
+    for (size_t t = 0; t < a.samples[i].logprobs.size(); ++t)
+      EXPECT_NEAR(a.samples[i].logprobs[t], b.samples[i].logprobs[t], 1e-5) << "sample " << i << " token " << t;
+  }
+}
+
+// A raw DEALER for sending arbitrary frames to a bound worker.
+struct RawClient {
+  zmq::socket_t socket;
+  RawClient(zmq::context_t& ctx, const std::string& endpoint) : socket(ctx, zmq::socket_type::dealer) {
+    socket.connect(endpoint);
+  }
+  void send_frames(const std::vector<std::string>& frames) {
+    for (size_t i = 0; i < frames.size(); ++i) {
+      zmq::message_t m(frames[i].data(), frames[i].size());
+      (void)socket.send(m, i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+  }
+  void send(const WireMessage& m) { send_wire_message(socket, {}, m); }
+  // The next message that is not a heartbeat.
+  WireMessage reply() {
+    ReceivedFrames got;
+    while (true) {
+      if (!receive_frames(socket, 0, WireLimits{}, 10000, got)) throw Error("no reply within 10 s");
+      WireMessage m = decode_wire_message(got.frames, WireLimits{});
+      if (m.type() != "heartbeat") return m;
+    }
+  }
+};
+
+std::vector<std::string> frames_of(const WireMessage& m) {
+  std::vector<std::string> out;
+  for (auto& f : encode_wire_message(m)) out.push_back(f.to_string());
+  return out;
+}
+
+TEST(RolloutWorker, OneAndTwoWorkersGiveTheEngineSamples) {
+  ThreadWorkers w;
+  w.bind(2);
+  const Request req = test_request(w.cfg);
+  Engine local(w.model, w.params, worker_options().engine);
+  const RolloutResult want = local.generate(req);
+  WorkerClient one = WorkerClient::connect(w.ctx, {w.endpoints[0]});
+  WorkerClient two = WorkerClient::connect(w.ctx, w.endpoints);
+  EXPECT_EQ(two.num_workers(), 2);
+  expect_same(want, one.generate(req));
+  const RolloutResult split = two.generate(req);
+  expect_same(want, split);
+  EXPECT_EQ(split.stats.sequences, 7 * 3);
+  EXPECT_EQ(split.stats.generated_tokens, want.stats.generated_tokens);
+  // Prompt ids travel with their prompts: reversing the request reverses the groups, samples unchanged.
+  Request reversed = req;
+  std::reverse(reversed.prompts.begin(), reversed.prompts.end());
+  for (size_t p = 0; p < req.prompts.size(); ++p) reversed.prompt_ids.push_back(req.prompts.size() - 1 - p);
+  const RolloutResult back = two.generate(reversed);
+  for (size_t p = 0; p < req.prompts.size(); ++p)
+    for (int64_t i = 0; i < req.n; ++i)
+      EXPECT_EQ(back.samples[p * req.n + i].tokens, want.samples[(req.prompts.size() - 1 - p) * req.n + i].tokens);
+}
+
+TEST(RolloutWorker, ConnectedWorkersRegisterAndServe) {
+  ThreadWorkers w;
+  WorkerClientOptions opts;
+  opts.reply_timeout_s = 10;
+  std::string bound;
+  // Workers may connect before the client binds (inproc allows it); their heartbeats announce them.
+  w.connect_to("inproc://clients", 2);
+  WorkerClient client = WorkerClient::listen(w.ctx, "inproc://clients", 2, opts, &bound);
+  EXPECT_EQ(client.num_workers(), 2);
+  EXPECT_EQ(bound, "inproc://clients");
+  const Request req = test_request(w.cfg, 5);
+  Engine local(w.model, w.params, worker_options().engine);
+  expect_same(local.generate(req), client.generate(req));
+  const std::vector<Json> pongs = client.ping();
+  ASSERT_EQ(pongs.size(), 2u);
+  for (const Json& p : pongs) EXPECT_EQ(p["type"], "pong");
+}
+
+TEST(RolloutWorker, BadMessagesGetErrorRepliesAndTheWorkerKeepsServing) {
+  ThreadWorkers w;
+  WorkerOptions opts = worker_options();
+  opts.limits.max_message_bytes = 64 * 1024;
+  w.bind(1, opts);
+  RawClient raw(w.ctx, w.endpoints[0]);
+  const Request req = test_request(w.cfg, 2);
+  auto expect_error = [&](const std::string& what, const std::string& needle) {
+    const WireMessage r = raw.reply();
+    ASSERT_EQ(r.type(), "error") << what << ": " << r.header.dump();
+    const std::string msg = r.header["message"].get<std::string>();
+    EXPECT_NE(msg.find(needle), std::string::npos) << what << ": '" << msg << "'";
+  };
+  // Malformed header.
+  raw.send_frames({"{not json"});
+  expect_error("malformed", "not valid JSON");
+  // Truncated: the header lists three arrays, two frames follow.
+  auto frames = frames_of(encode_generate_request(req, 5));
+  frames.pop_back();
+  raw.send_frames(frames);
+  expect_error("truncated", "carries 2 array frames");
+  // A frame cut short.
+  frames = frames_of(encode_generate_request(req, 6));
+  frames[2].resize(frames[2].size() - 3);
+  raw.send_frames(frames);
+  expect_error("short frame", "needs");
+  // Oversized.
+  WireMessage big("generate");
+  big.add<float>("padding", std::vector<float>(40000, 0.0f));
+  raw.send(big);
+  expect_error("oversized", "exceeds the maximum");
+  // Too many frames.
+  raw.send_frames(std::vector<std::string>(200, "x"));
+  expect_error("too many frames", "more than");
+  // Well framed but wrong: decreasing offsets, a token outside the vocabulary, n out of range, bad sampling.
+  WireMessage bad = encode_generate_request(req, 7);
+  for (auto& a : bad.arrays)
+    if (a.name == "prompt_offsets") {
+      std::vector<int64_t> off = {0, 9, 4};
+      a.bytes.assign(reinterpret_cast<const char*>(off.data()), off.size() * sizeof(int64_t));
+    }
+  raw.send(bad);
+  expect_error("offsets", "decreases");
+  Request wrong = req;
+  wrong.prompts[1][0] = 500;
+  raw.send(encode_generate_request(wrong, 8));
+  expect_error("vocabulary", "outside the vocabulary");
+  WireMessage many = encode_generate_request(req, 9);
+  many.header["n"] = 1000000;
+  raw.send(many);
+  expect_error("n", "'n' is 1000000");
+  WireMessage odd = encode_generate_request(req, 10);
+  odd.header["sampling"]["top_p"] = "high";
+  raw.send(odd);
+  expect_error("sampling type", "top_p");
+  WireMessage unknown("dance");
+  raw.send(unknown);
+  expect_error("unknown type", "unknown message type 'dance'");
+  // Still serving: a valid request gets its result, equal to the engine's.
+  raw.send(encode_generate_request(req, 11));
+  const WireMessage ok = raw.reply();
+  ASSERT_EQ(ok.type(), "result") << ok.header.dump();
+  uint64_t id = 0;
+  const RolloutResult got = decode_generate_result(ok, id);
+  EXPECT_EQ(id, 11u);
+  Engine local(w.model, w.params, opts.engine);
+  expect_same(local.generate(req), got);
+}
+
+TEST(RolloutWorker, SendsHeartbeatsWhileGenerating) {
+  ThreadWorkers w;
+  WorkerOptions opts = worker_options();
+  opts.heartbeat_interval_s = 1e-9;  // every step
+  w.bind(1, opts);
+  RawClient raw(w.ctx, w.endpoints[0]);
+  Request req = test_request(w.cfg, 3);
+  req.sampling.ignore_eos = true;
+  raw.send(encode_generate_request(req, 42));
+  int64_t heartbeats = 0, last_step = 0;
+  ReceivedFrames got;
+  while (true) {
+    ASSERT_TRUE(receive_frames(raw.socket, 0, WireLimits{}, 10000, got));
+    const WireMessage m = decode_wire_message(got.frames, WireLimits{});
+    if (m.type() == "result") break;
+    ASSERT_EQ(m.type(), "heartbeat");
+    EXPECT_EQ(m.header["request_id"], 42);
+    EXPECT_GT(m.header["step"].get<int64_t>(), last_step);
+    last_step = m.header["step"].get<int64_t>();
+    ++heartbeats;
+  }
+  EXPECT_EQ(heartbeats, req.sampling.max_new_tokens);  // one per step, the last step's included
+}
+
+TEST(RolloutWorker, ASilentWorkerIsReportedDead) {
+  zmq::context_t ctx;
+  zmq::socket_t mute(ctx, zmq::socket_type::router);  // accepts requests, never answers
+  mute.bind("inproc://mute");
+  WorkerClientOptions opts;
+  opts.heartbeat_timeout_s = 0.2;
+  WorkerClient client = WorkerClient::connect(ctx, {"inproc://mute"}, opts);
+  Request req;
+  req.prompts = {{1, 2, 3}};
+  try {
+    client.generate(req);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sent no result or heartbeat"), std::string::npos) << e.what();
+  }
+}
+
+TEST(RolloutWorker, ErrorRepliesReachTheClientNamingTheWorker) {
+  ThreadWorkers w;
+  w.bind(1);
+  WorkerClient client = WorkerClient::connect(w.ctx, w.endpoints);
+  Request bad = test_request(w.cfg, 2);
+  bad.prompts[0].push_back(77);
+  try {
+    client.generate(bad);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("outside the vocabulary"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("inproc://worker-0"), std::string::npos) << e.what();
+  }
+  expect_same(Engine(w.model, w.params, worker_options().engine).generate(test_request(w.cfg, 2)),
+              client.generate(test_request(w.cfg, 2)));
+}
+
+TEST(RolloutWorker, ShutdownRequestEndsServe) {
+  ThreadWorkers w;
+  w.bind(2);
+  WorkerClient client = WorkerClient::connect(w.ctx, w.endpoints);
+  client.generate(test_request(w.cfg, 2));
+  client.shutdown();
+  for (auto& t : w.threads) t.join();  // returns without the stop flag
+  w.threads.clear();
+}
+
+TEST(RolloutWorker, RefusesNonLocalEndpointsUnlessAllowed) {
+  ThreadWorkers w;
+  WorkerService s(w.model, w.params, worker_options());
+  EXPECT_THROW(s.bind(w.ctx, "tcp://0.0.0.0:0"), Error);
+  WorkerOptions open = worker_options();
+  open.allow_remote = true;
+  WorkerService t(w.model, w.params, open);
+  EXPECT_NO_THROW(t.bind(w.ctx, "tcp://127.0.0.1:*"));
+}
+
+// Worker processes of the built binary over ipc://, stopped by SIGTERM.
+TEST(RolloutWorker, WorkerProcessesServeAndStopOnSigterm) {
+  const std::string binary = std::string(RLCPP_BINARY_DIR) + "/rlcpp";
+  if (!std::filesystem::exists(binary)) GTEST_SKIP() << binary << " is not built";
+  const std::string dir = std::filesystem::temp_directory_path() / ("rlcpp_worker_test_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::vector<pid_t> pids;
+  std::vector<std::string> endpoints;
+  for (int i = 0; i < 2; ++i) {
+    endpoints.push_back("ipc://" + dir + "/w" + std::to_string(i) + ".ipc");
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      execl(binary.c_str(), binary.c_str(), "worker", "--preset", "tiny", "--init-seed", "7", "--bind",
+            endpoints.back().c_str(), "--block-size", "4", "--max-num-seqs", "32", "--heartbeat", "0.05",
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  const ModelConfig cfg = model_preset("tiny");
+  const ParameterStore params = init_random(cfg, 7);
+  const Transformer model(cfg);
+  Request req = test_request(cfg, 6);
+  EngineConfig ec;
+  ec.block_size = 4;
+  ec.max_num_seqs = 32;
+  const RolloutResult want = Engine(model, params, ec).generate(req);
+  zmq::context_t ctx;
+  WorkerClientOptions opts;
+  opts.reply_timeout_s = 20;  // process start-up
+  WorkerClient client = WorkerClient::connect(ctx, endpoints, opts);
+  EXPECT_EQ(client.ping().size(), 2u);
+  expect_same(want, client.generate(req));
+  for (pid_t pid : pids) kill(pid, SIGTERM);
+  for (pid_t pid : pids) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace rlcpp
