@@ -4,6 +4,7 @@
 // on CUDA they live on the device and are not read back.
 #include "kernels/ops.h"
 
+#include <initializer_list>
 #include <string>
 
 #include "core/error.h"

@@ -82,7 +82,7 @@ SftSummary run_sft(const SftConfig& config, const Json& resolved_config) {
 
   EvalOptions eval_opts;
   eval_opts.problems = config.eval_size;
-  eval_opts.max_new_tokens = config.task.max_new_tokens;
+  eval_opts.max_new_tokens = task->max_new_tokens();
   SftSummary summary;
   Stopwatch wall;
   double train_seconds = 0, window_tokens = 0, window_seconds = 0;

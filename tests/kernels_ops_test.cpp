@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/cpu/vec_math.h"
 #include "kernels/ops.h"
 #include "tests/kernels_test_support.h"
 
@@ -489,6 +490,25 @@ TEST(AdamW, FiveStepsMatchTorchFormulaInDouble) {
   expect_near_all(param, p_ref, 1e-6, 1e-6, "param");
   expect_near_all(m, m_ref, 1e-7, 1e-5, "m");
   expect_near_all(v, v_ref, 1e-9, 1e-5, "v");
+}
+
+// ---------------------------------------------------------------- vectorisable exp
+
+TEST(VecMath, ExpFixedWithinTwoUlpWithExactLimits) {
+  // Every kernel that exponentiates (softmax, entropy, SwiGLU) goes through exp_fixed.
+  double worst = 0.0;
+  for (int i = 0; i <= 400000; ++i) {
+    const float x = -87.0f + 175.0f * static_cast<float>(i) / 400000.0f;
+    const double expected = std::exp(static_cast<double>(x));
+    const double rel = std::abs(static_cast<double>(cpu::exp_fixed(x)) - expected) / expected;
+    worst = std::isnan(rel) ? rel : std::max(worst, rel);
+  }
+  EXPECT_LE(worst, 2.0 * 1.1920929e-7) << "2 ulp of 1.0f";
+  EXPECT_EQ(cpu::exp_fixed(0.0f), 1.0f);
+  EXPECT_EQ(cpu::exp_fixed(-INFINITY), 0.0f);
+  EXPECT_EQ(cpu::exp_fixed(-104.0f), 0.0f);
+  EXPECT_EQ(cpu::exp_fixed(INFINITY), INFINITY);
+  EXPECT_TRUE(std::isnan(cpu::exp_fixed(std::nanf(""))));
 }
 
 // ---------------------------------------------------------------- dispatch errors

@@ -1,11 +1,11 @@
 // Training attention on the CPU: causal, packed sequences (cu_seqlens), GQA. The forward runs the shared
 // per-query routine (attention_query.h); the backward recomputes probabilities from the saved lse.
 #include <algorithm>
-#include <cmath>
 #include <vector>
 
 #include "kernels/cpu/attention_query.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/vec_math.h"
 
 namespace rlcpp::cpu {
 namespace {
@@ -97,7 +97,7 @@ void attention_backward(const float* dout, const float* q, const float* k, const
             const float* vj = v + kv_off;
             float* dkj = dk + kv_off;
             float* dvj = dv + kv_off;
-            const float p = std::exp(dot_fixed_order(qi, kj, d) * scale - lse_i);
+            const float p = exp_fixed(dot_fixed_order(qi, kj, d) * scale - lse_i);
             const float ds = p * (dot_fixed_order(doi, vj, d) - d_i);
             const float ds_scaled = scale * ds;
             for (int64_t c = 0; c < d; ++c) {

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "kernels/cpu/vec_math.h"
+
 namespace rlcpp::cpu {
 
 void attend_query(const float* q, const float* const* k_rows, const float* const* v_rows, int64_t head_offset,
@@ -12,12 +14,8 @@ void attend_query(const float* q, const float* const* k_rows, const float* const
     scores[j] = s;
     m = s > m ? s : m;
   }
-  float sum = 0.0f;
-  for (int64_t j = 0; j < n_keys; ++j) {
-    const float p = std::exp(scores[j] - m);
-    scores[j] = p;
-    sum += p;
-  }
+  for (int64_t j = 0; j < n_keys; ++j) scores[j] = exp_fixed(scores[j] - m);
+  const float sum = sum_fixed_order(scores, n_keys);
   for (int64_t c = 0; c < d; ++c) out[c] = 0.0f;
   for (int64_t j = 0; j < n_keys; ++j) {
     const float* v = v_rows[j] + head_offset;

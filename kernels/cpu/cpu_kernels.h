@@ -14,6 +14,13 @@ namespace rlcpp::cpu {
 // microseconds, as much as ~30k simple float operations.
 inline constexpr int64_t kParallelMinWork = int64_t{1} << 15;
 
+// Width of the column blocks a column reduction (dbias, dweight, dtable) is split into between threads: up to 256
+// floats so rows stay long and vectorised, narrow enough that every thread gets a block. Each column is summed
+// over rows in row order whatever the width, so the width never changes a result.
+int64_t column_block_width(int64_t cols);
+// The largest width column_block_width returns: callers size their stack accumulators with it.
+inline constexpr int64_t kMaxColumnBlock = 256;
+
 // c (m,n) = alpha * op(a) @ op(b) + beta * c; a is (m,k), or (k,m) when trans_a; b is (k,n), or (n,k).
 void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t n, int64_t k,
             float alpha, float beta);

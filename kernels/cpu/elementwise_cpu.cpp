@@ -1,4 +1,6 @@
 // Elementwise and whole-tensor ops on the CPU: bias add and its backward, x += y, x *= s, L2 norm, finiteness.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -9,12 +11,16 @@
 namespace rlcpp::cpu {
 namespace {
 
-// Columns per task when a column reduction is split between threads: 16 floats = one 64-byte line per row.
-constexpr int64_t kColumnBlock = 16;
 // Elements per partial sum of l2_norm: fixed, so the summation order does not depend on the thread count.
 constexpr int64_t kNormChunk = 4096;
 
 }  // namespace
+
+int64_t column_block_width(int64_t cols) {
+  const int64_t threads = std::max(1, omp_get_max_threads());
+  const int64_t per_thread = (cols + threads - 1) / threads;
+  return std::clamp<int64_t>((per_thread + 15) / 16 * 16, 16, kMaxColumnBlock);
+}
 
 void add_bias(float* y, const float* bias, int64_t rows, int64_t cols) {
 #pragma omp parallel for if (rows * cols > kParallelMinWork)
@@ -26,12 +32,13 @@ void add_bias(float* y, const float* bias, int64_t rows, int64_t cols) {
 
 void bias_backward(const float* dy, float* dbias, int64_t rows, int64_t cols) {
   // Each task owns a block of columns and sums every row into it in row order.
-  const int64_t blocks = (cols + kColumnBlock - 1) / kColumnBlock;
+  const int64_t block_width = column_block_width(cols);
+  const int64_t blocks = (cols + block_width - 1) / block_width;
 #pragma omp parallel for if (rows * cols > kParallelMinWork)
   for (int64_t blk = 0; blk < blocks; ++blk) {
-    const int64_t c0 = blk * kColumnBlock;
-    const int64_t width = std::min(kColumnBlock, cols - c0);
-    float acc[kColumnBlock] = {};
+    const int64_t c0 = blk * block_width;
+    const int64_t width = std::min(block_width, cols - c0);
+    float acc[kMaxColumnBlock] = {};
     for (int64_t r = 0; r < rows; ++r) {
       const float* row = dy + r * cols + c0;
       for (int64_t j = 0; j < width; ++j) acc[j] += row[j];

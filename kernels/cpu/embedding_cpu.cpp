@@ -5,10 +5,6 @@
 #include "kernels/cpu/cpu_kernels.h"
 
 namespace rlcpp::cpu {
-namespace {
-// Columns per backward task: each task owns its columns of dtable, so repeated ids never race.
-constexpr int64_t kColumnBlock = 16;
-}  // namespace
 
 void embedding_forward(const float* table, const int32_t* ids, float* out, int64_t n, int64_t c) {
 #pragma omp parallel for if (n * c > kParallelMinWork)
@@ -18,11 +14,12 @@ void embedding_forward(const float* table, const int32_t* ids, float* out, int64
 
 void embedding_backward(const float* dout, const int32_t* ids, float* dtable, int64_t n, int64_t c) {
   // Rows are added in index order within each column block, so the sum order is fixed.
-  const int64_t blocks = (c + kColumnBlock - 1) / kColumnBlock;
+  const int64_t block_width = column_block_width(c);
+  const int64_t blocks = (c + block_width - 1) / block_width;
 #pragma omp parallel for if (n * c > kParallelMinWork)
   for (int64_t blk = 0; blk < blocks; ++blk) {
-    const int64_t c0 = blk * kColumnBlock;
-    const int64_t width = std::min(kColumnBlock, c - c0);
+    const int64_t c0 = blk * block_width;
+    const int64_t width = std::min(block_width, c - c0);
     for (int64_t i = 0; i < n; ++i) {
       float* dst = dtable + static_cast<int64_t>(ids[i]) * c + c0;
       const float* src = dout + i * c + c0;

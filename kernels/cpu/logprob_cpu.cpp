@@ -1,28 +1,47 @@
 // Per-token log-probability and entropy of softmax(logits / T) on the CPU, and their backward.
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/vec_math.h"
 
 namespace rlcpp::cpu {
 namespace {
 
-// logsumexp of z = row / temperature, summed left to right (fixed order per row).
+// Vocabulary entries per piece: the exponentials of a piece go to a stack buffer so that loop vectorises,
+// then a LaneSum adds them in an order fixed by the row length.
+constexpr int64_t kPiece = 512;
+
+// logsumexp of z = row / temperature.
 float row_lse(const float* row, float temperature, int64_t v) {
   float m = -INFINITY;
-  for (int64_t j = 0; j < v; ++j) m = std::fmax(m, row[j] / temperature);
-  float sum = 0.0f;
-  for (int64_t j = 0; j < v; ++j) sum += std::exp(row[j] / temperature - m);
-  return m + std::log(sum);
+  for (int64_t j = 0; j < v; ++j) {
+    const float z = row[j] / temperature;
+    m = z > m ? z : m;
+  }
+  float buf[kPiece];
+  LaneSum sum;
+  for (int64_t j0 = 0; j0 < v; j0 += kPiece) {
+    const int64_t len = std::min(kPiece, v - j0);
+    for (int64_t j = 0; j < len; ++j) buf[j] = exp_fixed(row[j0 + j] / temperature - m);
+    sum.add(buf, len);
+  }
+  return m + std::log(sum.total());
 }
 
 // H = -sum p log p with log p = z - lse.
 float row_entropy(const float* row, float temperature, float lse, int64_t v) {
-  float h = 0.0f;
-  for (int64_t j = 0; j < v; ++j) {
-    const float logp = row[j] / temperature - lse;
-    h -= std::exp(logp) * logp;
+  float buf[kPiece];
+  LaneSum sum;
+  for (int64_t j0 = 0; j0 < v; j0 += kPiece) {
+    const int64_t len = std::min(kPiece, v - j0);
+    for (int64_t j = 0; j < len; ++j) {
+      const float logp = row[j0 + j] / temperature - lse;
+      buf[j] = exp_fixed(logp) * logp;
+    }
+    sum.add(buf, len);
   }
-  return h;
+  return -sum.total();
 }
 
 }  // namespace
@@ -54,7 +73,7 @@ void logprob_backward(const float* dlogp, const float* dentropy, const float* lo
     const float h = g_ent != 0.0f ? row_entropy(row, temperature, l, v) : 0.0f;
     for (int64_t j = 0; j < v; ++j) {
       const float logp_j = row[j] / temperature - l;
-      const float p = std::exp(logp_j);
+      const float p = exp_fixed(logp_j);
       drow[j] = (-g_logp * p - g_ent * p * (logp_j + h)) / temperature;
     }
     if (t >= 0) drow[t] += g_logp / temperature;

@@ -7,7 +7,6 @@
 namespace rlcpp::cpu {
 namespace {
 
-constexpr int64_t kColumnBlock = 16;
 
 // Sum of a[i]*b[i] with eight lanes combined in a fixed tree: vectorises, and the order depends only on c.
 inline float dot8(const float* a, const float* b, int64_t c) {
@@ -38,6 +37,8 @@ void rmsnorm_backward(const float* dout, const float* x, const float* weight, co
   // y_j = w_j x_j r with r = (mean(x^2) + eps)^(-1/2), so
   // dx_j = r w_j g_j - (r^3 / c) x_j sum_k(g_k w_k x_k), dw_j = sum_rows g_j x_j r.
   const float inv_c = 1.0f / static_cast<float>(c);
+  const int64_t block_width = column_block_width(c);
+  const int64_t blocks = (c + block_width - 1) / block_width;
 #pragma omp parallel if (n * c > kParallelMinWork)
   {
 #pragma omp for
@@ -57,12 +58,11 @@ void rmsnorm_backward(const float* dout, const float* x, const float* weight, co
       for (int64_t k = 0; k < c; ++k) dxi[k] += r * weight[k] * gi[k] - coef * xi[k];
     }
     // dweight: each task owns a block of columns and adds rows in order.
-    const int64_t blocks = (c + kColumnBlock - 1) / kColumnBlock;
 #pragma omp for
     for (int64_t blk = 0; blk < blocks; ++blk) {
-      const int64_t c0 = blk * kColumnBlock;
-      const int64_t width = std::min(kColumnBlock, c - c0);
-      float acc[kColumnBlock] = {};
+      const int64_t c0 = blk * block_width;
+      const int64_t width = std::min(block_width, c - c0);
+      float acc[kMaxColumnBlock] = {};
       for (int64_t i = 0; i < n; ++i) {
         const float* gi = dout + i * c + c0;
         const float* xi = x + i * c + c0;

@@ -1,7 +1,6 @@
 // SwiGLU on a fused gate_up projection on the CPU: out = silu(gate) * up, silu(g) = g / (1 + exp(-g)).
-#include <cmath>
-
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/vec_math.h"
 
 namespace rlcpp::cpu {
 
@@ -11,7 +10,7 @@ void swiglu_forward(const float* gate_up, float* out, int64_t n, int64_t f) {
     const float* gate = gate_up + i * 2 * f;
     const float* up = gate + f;
     float* o = out + i * f;
-    for (int64_t j = 0; j < f; ++j) o[j] = gate[j] / (1.0f + std::exp(-gate[j])) * up[j];
+    for (int64_t j = 0; j < f; ++j) o[j] = gate[j] / (1.0f + exp_fixed(-gate[j])) * up[j];
   }
 }
 
@@ -26,7 +25,7 @@ void swiglu_backward(const float* dout, const float* gate_up, float* dgate_up, i
     float* dup = dgate + f;
     for (int64_t j = 0; j < f; ++j) {
       const float g = gate[j];
-      const float s = 1.0f / (1.0f + std::exp(-g));
+      const float s = 1.0f / (1.0f + exp_fixed(-g));
       dup[j] = g_out[j] * (g * s);
       dgate[j] = g_out[j] * up[j] * (s * (1.0f + g * (1.0f - s)));
     }

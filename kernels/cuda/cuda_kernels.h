@@ -1,0 +1,54 @@
+// CUDA fp32 kernels behind kernels/ops.h, flashinfer style: device pointers, sizes and a stream in, a status out.
+// ops.cpp has checked shapes and dtypes; it checks the returned status and throws with file:line. Launchers
+// return cudaGetLastError() after their launches so a bad launch surfaces at its op. Shapes as in ops.h.
+//
+// Determinism: no atomics in any sum. Row reductions (rmsnorm) use one block per row with a fixed tree, column
+// reductions (dbias, dweight, dtable) one thread per column walking rows in order, so results do not depend on
+// the batch or on scheduling. Index tensors are not range-checked on the device: an embedding id outside
+// [0, V) yields a NaN row (and no gradient), so the error shows up in all_finite instead of reading stray memory.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace rlcpp::cuda {
+
+// c (m,n) = alpha * op(a) @ op(b) + beta * c, row-major, on the calling thread's cuBLAS handle for the current
+// device (plain fp32: no TF32 tensor-op math).
+cublasStatus_t matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t n,
+                      int64_t k, float alpha, float beta, cudaStream_t stream);
+
+cudaError_t add_bias(float* y, const float* bias, int64_t rows, int64_t cols, cudaStream_t stream);
+cudaError_t bias_backward(const float* dy, float* dbias, int64_t rows, int64_t cols, cudaStream_t stream);
+cudaError_t add_inplace(float* x, const float* y, int64_t n, cudaStream_t stream);
+cudaError_t scale_inplace(float* x, float s, int64_t n, cudaStream_t stream);
+// *result (host) = sqrt(sum x^2) accumulated in double; synchronises the stream.
+cudaError_t l2_norm(const float* x, int64_t n, double* result, cudaStream_t stream);
+// *result (host) = every element finite; synchronises the stream.
+cudaError_t all_finite(const float* x, int64_t n, bool* result, cudaStream_t stream);
+
+cudaError_t embedding_forward(const float* table, const int32_t* ids, float* out, int64_t n, int64_t vocab,
+                              int64_t c, cudaStream_t stream);
+cudaError_t embedding_backward(const float* dout, const int32_t* ids, float* dtable, int64_t n, int64_t vocab,
+                               int64_t c, cudaStream_t stream);
+
+cudaError_t rmsnorm_forward(const float* x, const float* weight, float eps, float* out, float* rstd, int64_t n,
+                            int64_t c, cudaStream_t stream);
+cudaError_t rmsnorm_backward(const float* dout, const float* x, const float* weight, const float* rstd, float* dx,
+                             float* dweight, int64_t n, int64_t c, cudaStream_t stream);
+
+cudaError_t rope_forward(float* x, const int32_t* positions, const float* table, int64_t n, int64_t heads,
+                         int64_t head_dim, cudaStream_t stream);
+cudaError_t rope_backward(float* dx, const int32_t* positions, const float* table, int64_t n, int64_t heads,
+                          int64_t head_dim, cudaStream_t stream);
+
+cudaError_t swiglu_forward(const float* gate_up, float* out, int64_t n, int64_t f, cudaStream_t stream);
+cudaError_t swiglu_backward(const float* dout, const float* gate_up, float* dgate_up, int64_t n, int64_t f,
+                            cudaStream_t stream);
+
+cudaError_t adamw_step(float* param, const float* grad, float* m, float* v, int64_t n, float lr, float beta1,
+                       float beta2, float eps, float weight_decay, int64_t step, cudaStream_t stream);
+
+}  // namespace rlcpp::cuda

@@ -1,0 +1,370 @@
+// The CUDA arm of kernels/ops.h: cuBLAS for matmul, simple fp32 kernels for the elementwise ops, RMSNorm, RoPE,
+// SwiGLU, embedding and AdamW. Attention, the paged cache and logprob have no CUDA kernel yet (ops.cpp throws).
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace rlcpp::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+// Grid-stride loops cap the grid here; more blocks than this only add scheduling work.
+constexpr int64_t kMaxBlocks = 4096;
+
+unsigned grid_for(int64_t work) {
+  return static_cast<unsigned>(std::clamp<int64_t>((work + kThreads - 1) / kThreads, 1, kMaxBlocks));
+}
+
+
+__device__ int64_t thread_index() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ int64_t thread_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+// Sum over the block in a fixed tree (blockDim.x a power of two, smem of blockDim.x entries).
+template <class T>
+__device__ T block_sum(T value, T* smem) {
+  smem[threadIdx.x] = value;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) smem[threadIdx.x] += smem[threadIdx.x + s];
+    __syncthreads();
+  }
+  const T total = smem[0];
+  __syncthreads();
+  return total;
+}
+
+// One cuBLAS handle per (thread, device), made on first use: creating one costs milliseconds and a handle must
+// not be used by two threads at once. They are left to process teardown on purpose: destroying them in a
+// thread_local destructor can run after the CUDA context is gone.
+cublasStatus_t current_handle(cublasHandle_t* handle) {
+  thread_local std::unordered_map<int, cublasHandle_t> handles;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return CUBLAS_STATUS_NOT_INITIALIZED;
+  auto it = handles.find(device);
+  if (it == handles.end()) {
+    cublasHandle_t created = nullptr;
+    const cublasStatus_t status = cublasCreate(&created);
+    if (status != CUBLAS_STATUS_SUCCESS) return status;
+    it = handles.emplace(device, created).first;
+  }
+  *handle = it->second;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// ---------------------------------------------------------------- elementwise
+
+__global__ void add_bias_kernel(float* y, const float* bias, int64_t rows, int64_t cols) {
+  for (int64_t i = thread_index(); i < rows * cols; i += thread_stride()) y[i] += bias[i % cols];
+}
+
+// One thread per column, rows in order: deterministic, no atomics.
+__global__ void column_sum_kernel(const float* dy, float* dbias, int64_t rows, int64_t cols) {
+  for (int64_t c = thread_index(); c < cols; c += thread_stride()) {
+    float acc = 0.0f;
+    for (int64_t r = 0; r < rows; ++r) acc += dy[r * cols + c];
+    dbias[c] += acc;
+  }
+}
+
+__global__ void add_kernel(float* x, const float* y, int64_t n) {
+  for (int64_t i = thread_index(); i < n; i += thread_stride()) x[i] += y[i];
+}
+
+__global__ void scale_kernel(float* x, float s, int64_t n) {
+  for (int64_t i = thread_index(); i < n; i += thread_stride()) x[i] *= s;
+}
+
+// Partial sums of squares in double, one per block; the grid size depends only on n, so the order is fixed.
+__global__ void sum_squares_kernel(const float* x, int64_t n, double* partial) {
+  __shared__ double smem[kThreads];
+  double acc = 0.0;
+  for (int64_t i = thread_index(); i < n; i += thread_stride()) acc += static_cast<double>(x[i]) * x[i];
+  const double total = block_sum(acc, smem);
+  if (threadIdx.x == 0) partial[blockIdx.x] = total;
+}
+
+__global__ void sum_partials_kernel(const double* partial, int64_t count, double* result) {
+  __shared__ double smem[kThreads];
+  double acc = 0.0;
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) acc += partial[i];
+  const double total = block_sum(acc, smem);
+  if (threadIdx.x == 0) *result = total;
+}
+
+__global__ void non_finite_kernel(const float* x, int64_t n, int* any_bad) {
+  for (int64_t i = thread_index(); i < n; i += thread_stride())
+    if (!isfinite(x[i])) *any_bad = 1;  // every writer stores the same value, so the race is benign
+}
+
+// ---------------------------------------------------------------- embedding
+
+__global__ void embedding_forward_kernel(const float* table, const int32_t* ids, float* out, int64_t n,
+                                         int64_t vocab, int64_t c) {
+  for (int64_t i = thread_index(); i < n * c; i += thread_stride()) {
+    const int64_t row = i / c;
+    const int32_t id = ids[row];
+    out[i] = (id >= 0 && id < vocab) ? table[static_cast<int64_t>(id) * c + i % c] : nanf("");
+  }
+}
+
+// One thread per column walks the rows in order, so repeated ids add up deterministically.
+__global__ void embedding_backward_kernel(const float* dout, const int32_t* ids, float* dtable, int64_t n,
+                                          int64_t vocab, int64_t c) {
+  for (int64_t col = thread_index(); col < c; col += thread_stride()) {
+    for (int64_t row = 0; row < n; ++row) {
+      const int32_t id = ids[row];
+      if (id >= 0 && id < vocab) dtable[static_cast<int64_t>(id) * c + col] += dout[row * c + col];
+    }
+  }
+}
+
+// ---------------------------------------------------------------- rmsnorm (one block per row)
+
+__global__ void rmsnorm_forward_kernel(const float* x, const float* weight, float eps, float* out, float* rstd,
+                                       int64_t c) {
+  __shared__ float smem[kThreads];
+  const float* xr = x + blockIdx.x * c;
+  float* orow = out + blockIdx.x * c;
+  float acc = 0.0f;
+  for (int64_t j = threadIdx.x; j < c; j += blockDim.x) acc += xr[j] * xr[j];
+  const float r = 1.0f / sqrtf(block_sum(acc, smem) / static_cast<float>(c) + eps);
+  if (threadIdx.x == 0) rstd[blockIdx.x] = r;
+  for (int64_t j = threadIdx.x; j < c; j += blockDim.x) orow[j] = weight[j] * (xr[j] * r);
+}
+
+__global__ void rmsnorm_dx_kernel(const float* dout, const float* x, const float* weight, const float* rstd,
+                                  float* dx, int64_t c) {
+  __shared__ float smem[kThreads];
+  const int64_t off = static_cast<int64_t>(blockIdx.x) * c;
+  const float r = rstd[blockIdx.x];
+  float acc = 0.0f;
+  for (int64_t j = threadIdx.x; j < c; j += blockDim.x) acc += dout[off + j] * weight[j] * x[off + j];
+  const float coef = r * r * r / static_cast<float>(c) * block_sum(acc, smem);
+  for (int64_t j = threadIdx.x; j < c; j += blockDim.x) dx[off + j] += r * weight[j] * dout[off + j] - coef * x[off + j];
+}
+
+__global__ void rmsnorm_dweight_kernel(const float* dout, const float* x, const float* rstd, float* dweight,
+                                       int64_t n, int64_t c) {
+  for (int64_t col = thread_index(); col < c; col += thread_stride()) {
+    float acc = 0.0f;
+    for (int64_t row = 0; row < n; ++row) acc += dout[row * c + col] * x[row * c + col] * rstd[row];
+    dweight[col] += acc;
+  }
+}
+
+// ---------------------------------------------------------------- rope, swiglu, adamw
+
+// Rotates pair (j, j + D/2) of every (row, head) by +angle (sign 1) or -angle (sign -1).
+__global__ void rope_kernel(float* x, const int32_t* positions, const float* table, int64_t n, int64_t heads,
+                            int64_t head_dim, float sign) {
+  const int64_t half = head_dim / 2;
+  for (int64_t i = thread_index(); i < n * heads * half; i += thread_stride()) {
+    const int64_t j = i % half;
+    const int64_t row_head = i / half;
+    const int64_t row = row_head / heads;
+    const float* cos_row = table + static_cast<int64_t>(positions[row]) * head_dim;
+    const float c = cos_row[j];
+    const float s = sign * cos_row[half + j];
+    float* lo = x + row_head * head_dim;
+    const float a = lo[j];
+    const float b = lo[j + half];
+    lo[j] = a * c - b * s;
+    lo[j + half] = b * c + a * s;
+  }
+}
+
+__global__ void swiglu_forward_kernel(const float* gate_up, float* out, int64_t n, int64_t f) {
+  for (int64_t i = thread_index(); i < n * f; i += thread_stride()) {
+    const int64_t row = i / f, j = i % f;
+    const float g = gate_up[row * 2 * f + j];
+    out[i] = g / (1.0f + expf(-g)) * gate_up[row * 2 * f + f + j];
+  }
+}
+
+__global__ void swiglu_backward_kernel(const float* dout, const float* gate_up, float* dgate_up, int64_t n,
+                                       int64_t f) {
+  for (int64_t i = thread_index(); i < n * f; i += thread_stride()) {
+    const int64_t row = i / f, j = i % f;
+    const float g = gate_up[row * 2 * f + j];
+    const float u = gate_up[row * 2 * f + f + j];
+    const float s = 1.0f / (1.0f + expf(-g));
+    dgate_up[row * 2 * f + f + j] = dout[i] * (g * s);
+    dgate_up[row * 2 * f + j] = dout[i] * u * (s * (1.0f + g * (1.0f - s)));
+  }
+}
+
+// torch.optim.AdamW single-tensor order; the scalars come from the host, computed in double as torch does.
+__global__ void adamw_kernel(float* param, const float* grad, float* m, float* v, int64_t n, float decay,
+                             float beta1, float beta2, float one_minus_b1, float one_minus_b2, float neg_step_size,
+                             float bc2_sqrt, float eps) {
+  for (int64_t i = thread_index(); i < n; i += thread_stride()) {
+    const float g = grad[i];
+    const float p = param[i] * decay;
+    const float mi = m[i] * beta1 + one_minus_b1 * g;
+    const float vi = v[i] * beta2 + one_minus_b2 * g * g;
+    const float denom = sqrtf(vi) / bc2_sqrt + eps;
+    param[i] = p + neg_step_size * (mi / denom);
+    m[i] = mi;
+    v[i] = vi;
+  }
+}
+
+}  // namespace
+
+cublasStatus_t matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t n,
+                      int64_t k, float alpha, float beta, cudaStream_t stream) {
+  if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
+  if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return CUBLAS_STATUS_INVALID_VALUE;
+  cublasHandle_t handle = nullptr;
+  cublasStatus_t status = current_handle(&handle);
+  if (status != CUBLAS_STATUS_SUCCESS) return status;
+  status = cublasSetStream(handle, stream);
+  if (status != CUBLAS_STATUS_SUCCESS) return status;
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands, keep the row-major
+  // leading dimensions (the stored width of each matrix).
+  const int lda = static_cast<int>(std::max<int64_t>(1, trans_a ? m : k));
+  const int ldb = static_cast<int>(std::max<int64_t>(1, trans_b ? k : n));
+  return cublasSgemm(handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                     static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b, ldb, a, lda, &beta, c,
+                     static_cast<int>(n));
+}
+
+cudaError_t add_bias(float* y, const float* bias, int64_t rows, int64_t cols, cudaStream_t stream) {
+  if (rows * cols == 0) return cudaSuccess;
+  add_bias_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(y, bias, rows, cols);
+  return cudaGetLastError();
+}
+
+cudaError_t bias_backward(const float* dy, float* dbias, int64_t rows, int64_t cols, cudaStream_t stream) {
+  if (cols == 0) return cudaSuccess;
+  column_sum_kernel<<<grid_for(cols), kThreads, 0, stream>>>(dy, dbias, rows, cols);
+  return cudaGetLastError();
+}
+
+cudaError_t add_inplace(float* x, const float* y, int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  add_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t scale_inplace(float* x, float s, int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  scale_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, s, n);
+  return cudaGetLastError();
+}
+
+cudaError_t l2_norm(const float* x, int64_t n, double* result, cudaStream_t stream) {
+  *result = 0.0;
+  if (n == 0) return cudaSuccess;
+  const unsigned blocks = grid_for((n + 7) / 8);  // ~8 elements per thread before the tree
+  double* scratch = nullptr;                      // blocks partial sums, then the total
+  cudaError_t err = cudaMallocAsync(&scratch, (blocks + 1) * sizeof(double), stream);
+  if (err != cudaSuccess) return err;
+  sum_squares_kernel<<<blocks, kThreads, 0, stream>>>(x, n, scratch);
+  sum_partials_kernel<<<1, kThreads, 0, stream>>>(scratch, blocks, scratch + blocks);
+  double total = 0.0;
+  err = cudaGetLastError();
+  if (err == cudaSuccess) err = cudaMemcpyAsync(&total, scratch + blocks, sizeof total, cudaMemcpyDeviceToHost, stream);
+  const cudaError_t free_err = cudaFreeAsync(scratch, stream);
+  if (err == cudaSuccess) err = free_err;
+  if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
+  *result = std::sqrt(total);
+  return err;
+}
+
+cudaError_t all_finite(const float* x, int64_t n, bool* result, cudaStream_t stream) {
+  *result = true;
+  if (n == 0) return cudaSuccess;
+  int* flag = nullptr;
+  cudaError_t err = cudaMallocAsync(&flag, sizeof(int), stream);
+  if (err != cudaSuccess) return err;
+  int any_bad = 0;
+  err = cudaMemsetAsync(flag, 0, sizeof(int), stream);
+  if (err == cudaSuccess) {
+    non_finite_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, n, flag);
+    err = cudaGetLastError();
+  }
+  if (err == cudaSuccess) err = cudaMemcpyAsync(&any_bad, flag, sizeof(int), cudaMemcpyDeviceToHost, stream);
+  const cudaError_t free_err = cudaFreeAsync(flag, stream);
+  if (err == cudaSuccess) err = free_err;
+  if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
+  *result = any_bad == 0;
+  return err;
+}
+
+cudaError_t embedding_forward(const float* table, const int32_t* ids, float* out, int64_t n, int64_t vocab,
+                              int64_t c, cudaStream_t stream) {
+  if (n * c == 0) return cudaSuccess;
+  embedding_forward_kernel<<<grid_for(n * c), kThreads, 0, stream>>>(table, ids, out, n, vocab, c);
+  return cudaGetLastError();
+}
+
+cudaError_t embedding_backward(const float* dout, const int32_t* ids, float* dtable, int64_t n, int64_t vocab,
+                               int64_t c, cudaStream_t stream) {
+  if (c == 0) return cudaSuccess;
+  embedding_backward_kernel<<<grid_for(c), kThreads, 0, stream>>>(dout, ids, dtable, n, vocab, c);
+  return cudaGetLastError();
+}
+
+cudaError_t rmsnorm_forward(const float* x, const float* weight, float eps, float* out, float* rstd, int64_t n,
+                            int64_t c, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (n > INT32_MAX) return cudaErrorInvalidValue;
+  rmsnorm_forward_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(x, weight, eps, out, rstd, c);
+  return cudaGetLastError();
+}
+
+cudaError_t rmsnorm_backward(const float* dout, const float* x, const float* weight, const float* rstd, float* dx,
+                             float* dweight, int64_t n, int64_t c, cudaStream_t stream) {
+  if (n == 0 || c == 0) return cudaSuccess;
+  if (n > INT32_MAX) return cudaErrorInvalidValue;
+  rmsnorm_dx_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(dout, x, weight, rstd, dx, c);
+  rmsnorm_dweight_kernel<<<grid_for(c), kThreads, 0, stream>>>(dout, x, rstd, dweight, n, c);
+  return cudaGetLastError();
+}
+
+cudaError_t rope_forward(float* x, const int32_t* positions, const float* table, int64_t n, int64_t heads,
+                         int64_t head_dim, cudaStream_t stream) {
+  const int64_t work = n * heads * (head_dim / 2);
+  if (work == 0) return cudaSuccess;
+  rope_kernel<<<grid_for(work), kThreads, 0, stream>>>(x, positions, table, n, heads, head_dim, 1.0f);
+  return cudaGetLastError();
+}
+
+cudaError_t rope_backward(float* dx, const int32_t* positions, const float* table, int64_t n, int64_t heads,
+                          int64_t head_dim, cudaStream_t stream) {
+  const int64_t work = n * heads * (head_dim / 2);
+  if (work == 0) return cudaSuccess;
+  rope_kernel<<<grid_for(work), kThreads, 0, stream>>>(dx, positions, table, n, heads, head_dim, -1.0f);
+  return cudaGetLastError();
+}
+
+cudaError_t swiglu_forward(const float* gate_up, float* out, int64_t n, int64_t f, cudaStream_t stream) {
+  if (n * f == 0) return cudaSuccess;
+  swiglu_forward_kernel<<<grid_for(n * f), kThreads, 0, stream>>>(gate_up, out, n, f);
+  return cudaGetLastError();
+}
+
+cudaError_t swiglu_backward(const float* dout, const float* gate_up, float* dgate_up, int64_t n, int64_t f,
+                            cudaStream_t stream) {
+  if (n * f == 0) return cudaSuccess;
+  swiglu_backward_kernel<<<grid_for(n * f), kThreads, 0, stream>>>(dout, gate_up, dgate_up, n, f);
+  return cudaGetLastError();
+}
+
+cudaError_t adamw_step(float* param, const float* grad, float* m, float* v, int64_t n, float lr, float beta1,
+                       float beta2, float eps, float weight_decay, int64_t step, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  const double lr_d = lr;
+  const double bias_correction1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step));
+  const double bias_correction2 = 1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(step));
+  adamw_kernel<<<grid_for(n), kThreads, 0, stream>>>(
+      param, grad, m, v, n, static_cast<float>(1.0 - lr_d * weight_decay), beta1, beta2,
+      static_cast<float>(1.0 - static_cast<double>(beta1)), static_cast<float>(1.0 - static_cast<double>(beta2)),
+      static_cast<float>(-(lr_d / bias_correction1)), static_cast<float>(std::sqrt(bias_correction2)), eps);
+  return cudaGetLastError();
+}
+
+}  // namespace rlcpp::cuda

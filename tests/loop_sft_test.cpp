@@ -1,0 +1,65 @@
+// SFT on add3 learns: a CI-sized seeded run lifts held-out accuracy from 0 well above chance, writes its run
+// directory, and a second run never overwrites the first.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "loop/sft_run.h"
+#include "model/checkpoint.h"
+
+namespace rlcpp {
+namespace {
+
+namespace fs = std::filesystem;
+
+SftConfig ci_config(const std::string& dir) {
+  SftConfig c;
+  c.run_dir = dir;
+  c.steps = 300;
+  c.batch_size = 128;
+  c.micro_batch_size = 64;  // two micro-batches: accumulation is on the path
+  c.optim.lr = 2e-3;
+  c.optim.schedule = "cosine";
+  c.optim.warmup_steps = 20;
+  c.eval_every = 0;
+  c.eval_size = 300;
+  c.log_every = 100;
+  return c;
+}
+
+TEST(LoopSft, ShortRunLearnsAdd3AndWritesItsRunDirectory) {
+  const fs::path dir = fs::temp_directory_path() / "rlcpp_sft_test";
+  fs::remove_all(dir);
+  fs::remove_all(dir.string() + "-2");
+  const SftConfig cfg = ci_config(dir.string());
+  const SftSummary s = run_sft(cfg, config_to_json(cfg));
+  // Measured: ~0.6 held-out accuracy after 300 steps at this seed; a broken gradient stays near 0.
+  EXPECT_GE(s.final_accuracy, 0.30);
+  EXPECT_LT(s.final_loss, 0.5);
+  ASSERT_TRUE(fs::exists(dir / "config.json"));
+  ASSERT_TRUE(fs::exists(dir / "metrics.jsonl"));
+  std::ifstream metrics(dir / "metrics.jsonl");
+  int lines = 0;
+  for (std::string line; std::getline(metrics, line);) {
+    Json j = Json::parse(line);
+    EXPECT_EQ(j["step"].get<int>(), ++lines);
+  }
+  EXPECT_EQ(lines, cfg.steps);
+  ParameterStore reloaded = load_model_checkpoint(s.checkpoint);
+  EXPECT_EQ(reloaded.config().hidden_size, 128);
+
+  // The same run dir again goes to NAME-2; the first run's files are untouched.
+  const auto before = fs::last_write_time(dir / "metrics.jsonl");
+  SftConfig tiny = cfg;
+  tiny.steps = 2;
+  tiny.eval_size = 10;
+  run_sft(tiny, config_to_json(tiny));
+  EXPECT_TRUE(fs::exists(dir.string() + "-2/config.json"));
+  EXPECT_EQ(fs::last_write_time(dir / "metrics.jsonl"), before);
+  fs::remove_all(dir);
+  fs::remove_all(dir.string() + "-2");
+}
+
+}  // namespace
+}  // namespace rlcpp
