@@ -2,9 +2,11 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "bench/bench_common.h"
+#include "core/metrics.h"
 #include "core/philox.h"
 #include "model/init.h"
 #include "rollout/engine.h"
@@ -30,16 +32,25 @@ Request make_request(const ModelConfig& mc, int64_t prompts, int64_t group, int6
 }
 
 struct ShapeResult {
-  double seconds = 0;
+  double seconds = 0;  // median over every timed run
   double tokens_per_s = 0;
-  RolloutStats stats;  // of the last run
+  RolloutStats stats;  // of the last run (its phase times are that run's)
+  std::vector<double> times;
 };
 
-ShapeResult time_shape(Engine& engine, const Request& req, int iters) {
-  ShapeResult r;
-  r.seconds = median_seconds([&] { r.stats = engine.generate(req).stats; }, 1, iters);
+// Adds `iters` timed runs (after one warm-up) to r.times. The bench times each shape before and after its
+// peer, so a burst of load on this shared machine does not land on one side only.
+void time_shape(Engine& engine, const Request& req, int iters, ShapeResult& r) {
+  r.stats = engine.generate(req).stats;
+  for (int i = 0; i < iters; ++i) {
+    Stopwatch w;
+    r.stats = engine.generate(req).stats;
+    r.times.push_back(w.seconds());
+  }
+  std::vector<double> sorted = r.times;
+  std::sort(sorted.begin(), sorted.end());
+  r.seconds = sorted[sorted.size() / 2];
   r.tokens_per_s = static_cast<double>(r.stats.generated_tokens) / r.seconds;
-  return r;
 }
 
 // The peer's figures for one shape, or nulls.
@@ -52,9 +63,10 @@ Json peer_shape(bool enabled, int64_t prompts, int64_t group, int64_t prompt_len
 
 void print_shape(const char* name, const ShapeResult& r, const Json& peer) {
   const RolloutStats& s = r.stats;
-  std::printf("  %-34s rlcpp %8.1f ms %10.0f tok/s  (forward %.1f ms, sample %.1f ms, schedule %.1f ms, %lld steps)\n",
-              name, 1e3 * r.seconds, r.tokens_per_s, 1e3 * s.forward_s, 1e3 * s.sample_s, 1e3 * s.schedule_s,
-              static_cast<long long>(s.steps));
+  std::printf("  %-34s rlcpp %8.1f ms %10.0f tok/s  (median of %zu; last run: forward %.1f ms, sample %.1f ms, "
+              "schedule %.1f ms, %lld steps)\n",
+              name, 1e3 * r.seconds, r.tokens_per_s, r.times.size(), 1e3 * s.forward_s, 1e3 * s.sample_s,
+              1e3 * s.schedule_s, static_cast<long long>(s.steps));
   if (!peer.is_null() && peer.contains("ms") && peer.contains("tokens_per_s")) {
     std::printf("  %-34s peer  %8.1f ms %10.0f tok/s  (PyTorch %s, %s threads; prefill %.1f ms, decode %.1f ms)\n", "",
                 peer["ms"].get<double>(), peer["tokens_per_s"].get<double>(),
@@ -95,8 +107,10 @@ int run_rollout_bench(const RolloutBenchOptions& o) {
               static_cast<long long>(engine.kv_bytes_per_token()), static_cast<long long>(engine.num_blocks()),
               static_cast<long long>(o.block_size));
   const Request main_req = make_request(mc, o.prompts, o.group, o.prompt_len, o.new_tokens);
-  const ShapeResult main_shape = time_shape(engine, main_req, o.iters);
+  ShapeResult main_shape;
+  time_shape(engine, main_req, o.iters, main_shape);
   const Json main_peer = peer_shape(o.peer, o.prompts, o.group, o.prompt_len, o.new_tokens);
+  time_shape(engine, main_req, o.iters, main_shape);
   char name[128];
   std::snprintf(name, sizeof name, "%lld x %lld seqs, prompt %lld, %lld new", static_cast<long long>(o.prompts),
                 static_cast<long long>(o.group), static_cast<long long>(o.prompt_len),
@@ -104,8 +118,10 @@ int run_rollout_bench(const RolloutBenchOptions& o) {
   print_shape(name, main_shape, main_peer);
 
   const Request tail_req = make_request(mc, o.long_tail_sequences, 1, o.prompt_len, o.long_tail_new_tokens);
-  const ShapeResult tail = time_shape(engine, tail_req, o.iters);
+  ShapeResult tail;
+  time_shape(engine, tail_req, o.iters, tail);
   const Json tail_peer = peer_shape(o.peer, o.long_tail_sequences, 1, o.prompt_len, o.long_tail_new_tokens);
+  time_shape(engine, tail_req, o.iters, tail);
   std::snprintf(name, sizeof name, "long tail: %lld seqs, %lld new", static_cast<long long>(o.long_tail_sequences),
                 static_cast<long long>(o.long_tail_new_tokens));
   print_shape(name, tail, tail_peer);

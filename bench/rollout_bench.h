@@ -15,7 +15,7 @@ struct RolloutBenchOptions {
   int64_t long_tail_new_tokens = 54;
   int64_t shared_prompt_len = 40;    // the memory figure with a prompt longer than a block
   int64_t block_size = 16;
-  int iters = 5;
+  int iters = 10;  // timed runs per shape on each side of the peer
   bool peer = true;
 };
 
