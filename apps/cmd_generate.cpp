@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -133,16 +134,18 @@ Command add_generate_command(CLI::App& app) {
                     s.finish_reason == FinishReason::kEos ? "<eos>" : "", sum, finish_reason_name(s.finish_reason));
       }
     }
-    const RolloutStats& st = result.stats;
-    std::fprintf(stderr,
-                 "generate: %lld samples, %lld tokens in %.2fs (%s tok/s), %lld steps, %lld preemptions; KV %lld "
-                 "bytes/token, peak %lld of %lld blocks (%lld without prefix sharing, %.2f MiB saved)\n",
-                 static_cast<long long>(st.sequences), static_cast<long long>(st.generated_tokens), st.wall_s,
-                 format_rate(st.generated_tokens / std::max(st.wall_s, 1e-9)).c_str(),
-                 static_cast<long long>(st.steps), static_cast<long long>(st.preemptions),
-                 static_cast<long long>(st.kv_bytes_per_token), static_cast<long long>(st.peak_blocks_in_use),
-                 static_cast<long long>(st.num_blocks), static_cast<long long>(st.peak_blocks_unshared),
-                 st.bytes_saved_by_sharing() / 1048576.0);
+    if (writer) {
+      // With --out, stdout is free for the run's summary and memory report.
+      const RolloutStats& st = result.stats;
+      std::printf("generate: %lld samples, %lld tokens in %.2fs (%s tok/s), %lld steps, %lld preemptions; KV %lld "
+                  "bytes/token, peak %lld of %lld blocks (%lld without prefix sharing, %.2f MiB saved) -> %s\n",
+                  static_cast<long long>(st.sequences), static_cast<long long>(st.generated_tokens), st.wall_s,
+                  format_rate(st.generated_tokens / std::max(st.wall_s, 1e-9)).c_str(),
+                  static_cast<long long>(st.steps), static_cast<long long>(st.preemptions),
+                  static_cast<long long>(st.kv_bytes_per_token), static_cast<long long>(st.peak_blocks_in_use),
+                  static_cast<long long>(st.num_blocks), static_cast<long long>(st.peak_blocks_unshared),
+                  st.bytes_saved_by_sharing() / 1048576.0, a->out.c_str());
+    }
     return 0;
   }};
 }

@@ -34,6 +34,8 @@ double Sampler::prepare(const float* logits, const SamplingParams& params) {
     weights_[j] = std::exp((static_cast<double>(logits[j]) - max_logit_) * inv_temperature_);
     total_weight_ += weights_[j];
   }
+  // A NaN anywhere fails every comparison above but poisons the sum.
+  RLCPP_CHECK(std::isfinite(total_weight_), "Sampler: non-finite logits (NaN in the row)");
   std::iota(order_.begin(), order_.end(), 0);
   kept_ = V;
   const bool top_k = params.top_k > 0 && params.top_k < V;

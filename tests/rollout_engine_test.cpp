@@ -122,9 +122,15 @@ TEST(RolloutEngine, PagedDecodeMatchesFullForward) {
   }
 }
 
+// A sequence alone and in a crowd (other prompts before and after it, another block size) gets the same tokens
+// and log-probs. OpenBLAS's sgemm is not row-count invariant (a row's sum order depends on how many rows
+// share the call), so the log-probs move by float rounding of the logits: within 1e-6 at the init scale of
+// the W1 model (logits below 1), within 1e-5 with weights scaled x3 (logits of several units). Bit-exact
+// equality needs batch-invariant kernels (DESIGN.md, numerics.batch_invariant).
 TEST(RolloutEngine, LogprobsDoNotDependOnBatchComposition) {
-  Fixture f;
-  const int64_t V = f.cfg.vocab_size;
+  const ModelConfig cfg = small_config();
+  const Transformer model(cfg);
+  const int64_t V = cfg.vocab_size;
   const std::vector<int32_t> x = random_tokens(9, V, 1), y = random_tokens(23, V, 2), z = random_tokens(4, V, 3);
   Request alone;
   alone.prompts = {x};
@@ -133,16 +139,20 @@ TEST(RolloutEngine, LogprobsDoNotDependOnBatchComposition) {
   alone.sampling.max_new_tokens = 20;
   alone.sampling.seed = 9;
   Request crowd = alone;
-  crowd.prompts = {y, x, z, y};
-  crowd.prompt_ids = {7, 42, 9, 11};
-  Engine a(f.model, f.params, engine_config(16));
-  Engine b(f.model, f.params, engine_config(3));
-  const RolloutResult ra = a.generate(alone);
-  const RolloutResult rb = b.generate(crowd);
-  RolloutResult rb_x;
-  rb_x.samples.assign(rb.samples.begin() + 4, rb.samples.begin() + 8);
-  for (auto& s : rb_x.samples) s.prompt_index = 0;
-  expect_same_samples(ra, rb_x, 1e-6, "alone vs in a crowd");
+  crowd.prompts = {y, x, z, y, z, z};
+  crowd.prompt_ids = {7, 42, 9, 11, 12, 13};
+  for (const auto& [scale, tol] : {std::pair{1.0f, 1e-6}, std::pair{3.0f, 1e-5}}) {
+    ParameterStore params = init_random(cfg, 3);
+    for (int64_t i = 0; i < params.numel(); ++i) params.flat().data<float>()[i] *= scale;
+    Engine a(model, params, engine_config(16));
+    Engine b(model, params, engine_config(3));
+    const RolloutResult ra = a.generate(alone);
+    const RolloutResult rb = b.generate(crowd);
+    RolloutResult rb_x;
+    rb_x.samples.assign(rb.samples.begin() + 4, rb.samples.begin() + 8);
+    for (auto& s : rb_x.samples) s.prompt_index = 0;
+    expect_same_samples(ra, rb_x, tol, "alone vs in a crowd, weights x" + std::to_string(scale));
+  }
 }
 
 // Tokens must be identical. Log-probs agree to 1e-5 rather than bit for bit: OpenBLAS picks its sgemm

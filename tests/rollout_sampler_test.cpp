@@ -192,11 +192,24 @@ TEST(Sampler, TargetDistributionAgreesWithTheReference) {
 }
 
 TEST(Sampler, RejectsNonFiniteLogits) {
-  std::vector<float> bad = {0.0f, NAN, 1.0f};
   Sampler sampler(3);
-  std::vector<float> inf = {0.0f, INFINITY, 1.0f};
-  EXPECT_THROW(sampler.sample(inf.data(), SamplingParams{}, {}), Error);
-  (void)bad;
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  for (float bad : {NAN, INFINITY, -INFINITY}) {
+    for (int at = 0; at < 3; ++at) {
+      std::vector<float> row = {0.5f, 1.0f, -0.25f};
+      row[at] = bad;
+      if (std::isinf(bad) && bad < 0) {
+        // -inf is a token that can never be drawn: allowed, as long as some token is finite.
+        const SampledToken t = sampler.sample(row.data(), SamplingParams{}, {});
+        EXPECT_NE(t.token, at);
+        EXPECT_TRUE(std::isfinite(t.logprob));
+        continue;
+      }
+      EXPECT_THROW(sampler.sample(row.data(), SamplingParams{}, {}), Error) << bad << " at " << at;
+      EXPECT_THROW(sampler.sample(row.data(), greedy, {}), Error) << bad << " at " << at;
+    }
+  }
 }
 
 }  // namespace

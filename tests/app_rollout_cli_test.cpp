@@ -1,0 +1,100 @@
+// `rlcpp generate --prompts/--out` and `rlcpp worker` as users meet them.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "core/config.h"
+#include "model/checkpoint.h"
+#include "model/init.h"
+
+namespace rlcpp {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliResult {
+  int status = 0;
+  std::string output;  // stdout and stderr
+};
+
+CliResult run_cli(const std::string& args) {
+  const std::string cmd = std::string(RLCPP_BINARY_DIR) + "/rlcpp " + args + " 2>&1";
+  CliResult r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf;
+  while (size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) r.output.append(buf.data(), n);
+  r.status = pclose(pipe);
+  return r;
+}
+
+class RolloutCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("rlcpp_rollout_cli_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    save_model_checkpoint((dir_ / "ckpt").string(), init_random(model_preset("tiny"), 1));
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name) << text;
+    return (dir_ / name).string();
+  }
+  std::vector<Json> read_jsonl(const std::string& name) {
+    std::ifstream in(dir_ / name);
+    std::vector<Json> out;
+    for (std::string line; std::getline(in, line);) out.push_back(Json::parse(line));
+    return out;
+  }
+  fs::path dir_;
+};
+
+TEST_F(RolloutCli, GenerateWritesOneLinePerSamplePromptMajor) {
+  const std::string prompts = write("p.jsonl", "{\"prompt\": \"12+34=\"}\n\n{\"tokens\": [1, 4, 13], \"id\": 9}\n");
+  const std::string args = "generate " + (dir_ / "ckpt").string() + " --prompts " + prompts +
+                           " --n 3 --temperature 1.0 --top-p 0.95 --seed 1 --max-new-tokens 5 --out ";
+  CliResult r = run_cli(args + (dir_ / "a.jsonl").string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("KV 2048 bytes/token"), std::string::npos) << r.output;
+  const std::vector<Json> a = read_jsonl("a.jsonl");
+  ASSERT_EQ(a.size(), 6u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i]["prompt_index"], i / 3);
+    EXPECT_EQ(a[i]["sample_index"], i % 3);
+    EXPECT_EQ(a[i]["tokens"].size(), a[i]["logprobs"].size());
+    EXPECT_GE(a[i]["tokens"].size(), 1u);
+    for (const Json& lp : a[i]["logprobs"]) EXPECT_LE(lp.get<double>(), 0.0);
+    const std::string reason = a[i]["finish_reason"];
+    EXPECT_TRUE(reason == "eos" || reason == "length") << reason;
+  }
+  EXPECT_EQ(a[0]["prompt"], "12+34=");
+  EXPECT_EQ(a[3]["prompt_id"], 9);
+  // Same seed, same samples, also with a batch limit of 1.
+  r = run_cli(args + (dir_ / "b.jsonl").string() + " --max-num-seqs 1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::vector<Json> b = read_jsonl("b.jsonl");
+  ASSERT_EQ(b.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i]["tokens"], b[i]["tokens"]) << i;
+}
+
+TEST_F(RolloutCli, BadPromptsFileNamesFileAndLine) {
+  const std::string prompts = write("bad.jsonl", "{\"prompt\": \"1+2=\"}\n{\"text\": \"1+2=\"}\n");
+  CliResult r = run_cli("generate " + (dir_ / "ckpt").string() + " --prompts " + prompts);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("bad.jsonl:2"), std::string::npos) << r.output;
+}
+
+TEST_F(RolloutCli, WorkerRefusesRemoteEndpointsUnlessAllowed) {
+  CliResult r = run_cli("worker --preset tiny --bind tcp://0.0.0.0:5999");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("tcp://0.0.0.0:5999"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--allow-remote"), std::string::npos) << r.output;
+  r = run_cli("worker --preset tiny --bind ipc://" + (dir_ / "w.ipc").string() + " --connect ipc://x");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("not both"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace rlcpp
