@@ -90,6 +90,10 @@ Command add_worker_command(CLI::App& app) {
                             .c_str());
     std::fflush(stdout);
     const int64_t served = service.serve({nullptr, stop_fd});
+    if (a->connect.empty() && endpoint.rfind("ipc://", 0) == 0) {
+      std::error_code ignored;  // the socket file of a bound ipc endpoint; a later bind would replace it anyway
+      std::filesystem::remove(endpoint.substr(6), ignored);
+    }
     std::printf("%s\n", Json{{"event", "stopped"}, {"served", served}}.dump().c_str());
     close(stop_fd);
     return 0;
