@@ -16,12 +16,13 @@ namespace fs = std::filesystem;
 SftConfig ci_config(const std::string& dir) {
   SftConfig c;
   c.run_dir = dir;
-  c.steps = 300;
-  c.batch_size = 128;
-  c.micro_batch_size = 64;  // two micro-batches: accumulation is on the path
-  c.optim.lr = 2e-3;
-  c.optim.schedule = "cosine";
-  c.optim.warmup_steps = 20;
+  c.steps = 500;
+  c.batch_size = 256;
+  c.micro_batch_size = 128;  // two micro-batches: accumulation is on the path
+  c.optim.lr = 1.5e-3;
+  c.optim.weight_decay = 0.1;
+  c.optim.schedule = "linear_warmup";
+  c.optim.warmup_steps = 50;
   c.eval_every = 0;
   c.eval_size = 300;
   c.log_every = 100;
@@ -34,8 +35,9 @@ TEST(LoopSft, ShortRunLearnsAdd3AndWritesItsRunDirectory) {
   fs::remove_all(dir.string() + "-2");
   const SftConfig cfg = ci_config(dir.string());
   const SftSummary s = run_sft(cfg, config_to_json(cfg));
-  // Measured: ~0.6 held-out accuracy after 300 steps at this seed; a broken gradient stays near 0.
-  EXPECT_GE(s.final_accuracy, 0.30);
+  // Measured at this seed: held-out accuracy 0.0% at step 100, 7.3% at 400, 46.0% at 500 (the model
+  // finds the carry rule around step 400); a broken gradient or optimizer stays near 0.
+  EXPECT_GE(s.final_accuracy, 0.25);
   EXPECT_LT(s.final_loss, 0.5);
   ASSERT_TRUE(fs::exists(dir / "config.json"));
   ASSERT_TRUE(fs::exists(dir / "metrics.jsonl"));
