@@ -38,7 +38,7 @@ TEST(LoopSft, ShortRunLearnsAdd3AndWritesItsRunDirectory) {
   // Measured at this seed: held-out accuracy 0.0% at step 100, 7.3% at 400, 46.0% at 500 (the model
   // finds the carry rule around step 400); a broken gradient or optimizer stays near 0.
   EXPECT_GE(s.final_accuracy, 0.25);
-  EXPECT_LT(s.final_loss, 0.5);
+  EXPECT_LT(s.final_loss, 0.7);  // 0.41 measured; 3.49 at the start
   ASSERT_TRUE(fs::exists(dir / "config.json"));
   ASSERT_TRUE(fs::exists(dir / "metrics.jsonl"));
   std::ifstream metrics(dir / "metrics.jsonl");
