@@ -34,7 +34,12 @@ std::vector<ParameterInfo> parameter_layout(const ModelConfig& cfg) {
     add(p + "mlp.down_proj.weight", {C, F});
   }
   add("model.norm.weight", {C});
-  if (!cfg.tie_word_embeddings) add("lm_head.weight", {V, C});
+  if (cfg.value_head) {
+    add("score.weight", {1, C});
+    add("score.bias", {1});
+  } else if (!cfg.tie_word_embeddings) {
+    add("lm_head.weight", {V, C});
+  }
   return out;
 }
 
