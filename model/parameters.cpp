@@ -48,6 +48,12 @@ ParameterStore::ParameterStore(const ModelConfig& cfg) : config_(cfg), infos_(pa
   flat_ = Tensor::zeros({total});
 }
 
+ParameterStore ParameterStore::clone() const {
+  ParameterStore c = *this;
+  c.flat_ = flat_.clone();
+  return c;
+}
+
 bool ParameterStore::has(const std::string& name) const {
   for (const auto& info : infos_)
     if (info.name == name) return true;

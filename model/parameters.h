@@ -40,6 +40,8 @@ class ParameterStore {
  public:
   ParameterStore() = default;
   explicit ParameterStore(const ModelConfig& cfg);
+  // Copies SHARE the buffer (Tensor semantics); clone() is a deep copy (e.g. a frozen reference model).
+  ParameterStore clone() const;
 
   const ModelConfig& config() const { return config_; }
   const std::vector<ParameterInfo>& infos() const { return infos_; }
