@@ -118,7 +118,8 @@ TEST(ValueHead, ValuesAreTheScoreOfTheFinalNormAndTheBodyIsThePolicys) {
   const float* w = critic.get("score.weight").data<float>();
   for (int64_t i = 0; i < batch.num_tokens(); ++i) {
     double v = 0.25;
-    for (int64_t k = 0; k < mc.hidden_size; ++k) v += static_cast<double>(ca.xn_final.data<float>()[i * mc.hidden_size + k]) * w[k];
+    const float* xn = ca.xn_final.data<float>() + i * mc.hidden_size;
+    for (int64_t k = 0; k < mc.hidden_size; ++k) v += static_cast<double>(xn[k]) * w[k];
     EXPECT_NEAR(ca.values.data<float>()[i], v, 1e-5) << "position " << i;
   }
 }
@@ -191,7 +192,8 @@ TEST(ValueHead, BackwardValuesMatchesFiniteDifferences) {
       dir[info->offset + k] = 1.0f;
       const double analytic = grads.flat().data<float>()[info->offset + k];
       // values are linear in the head's parameters: a large step is exact up to fp32 noise.
-      EXPECT_NEAR(directional(dir, 1e-2), analytic, 2e-3 * std::max(1.0, std::abs(analytic))) << name << "[" << k << "]";
+      EXPECT_NEAR(directional(dir, 1e-2), analytic, 2e-3 * std::max(1.0, std::abs(analytic)))
+          << name << "[" << k << "]";
     }
   }
 }

@@ -299,8 +299,8 @@ TEST(UpdateStep, ReportsGradNormLrAndTheMergedLossMetrics) {
   EXPECT_EQ(logged.at("actor/lr"), s.lr);
   EXPECT_EQ(logged.at("actor/pg_loss"), s.metrics.value("pg_loss"));
   const auto over = r.metrics("actor/");
-  EXPECT_NEAR(over.at("actor/pg_loss"), 0.5 * (r.steps[0].metrics.value("pg_loss") + r.steps[1].metrics.value("pg_loss")),
-              1e-12);
+  const double pg0 = r.steps[0].metrics.value("pg_loss"), pg1 = r.steps[1].metrics.value("pg_loss");
+  EXPECT_NEAR(over.at("actor/pg_loss"), 0.5 * (pg0 + pg1), 1e-12);
   EXPECT_NEAR(over.at("actor/grad_norm"), 0.5 * (r.steps[0].grad_norm + r.steps[1].grad_norm), 1e-12);
   EXPECT_EQ(over.at("actor/lr"), r.steps[1].lr);
   EXPECT_EQ(over.at("actor/skipped_steps"), 0.0);
