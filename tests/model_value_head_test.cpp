@@ -4,8 +4,10 @@
 #include <stdlib.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 
 #include "core/error.h"
@@ -13,6 +15,7 @@
 #include "model/checkpoint.h"
 #include "model/critic.h"
 #include "model/init.h"
+#include "model/safetensors.h"
 #include "model/transformer.h"
 
 namespace rlcpp {
@@ -244,6 +247,73 @@ TEST(CriticFromPolicy, CopiesTheBodyAndStartsASmallHead) {
   EXPECT_TRUE(same_bytes(critic_from_policy(policy, 14).flat(), critic.flat())) << "seeded";
   EXPECT_FALSE(same_bytes(critic_from_policy(policy, 15).get("score.weight"), w));
   EXPECT_NE(error_of([&] { critic_from_policy(critic, 1); }).find("already a critic"), std::string::npos);
+}
+
+// max |a - b| / max |b|.
+double rel_error(const float* a, const float* b, int64_t n) {
+  double diff = 0, scale = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
+    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+// tests/golden/torch_value_head.py runs Hugging Face's *ForTokenClassification head (score Linear with bias on
+// the final-norm output) over llama_model.py's body: values and every gradient of sum_t c_t v_t must match.
+TEST(ValueHeadGolden, ValuesAndGradientsMatchPyTorch) {
+  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "/usr/bin/python3 has no torch (apt-get install python3-torch)";
+  for (const char* type : {"llama", "qwen2"}) {
+    ModelConfig mc = small_config();
+    mc.model_type = type;
+    ParameterStore critic = critic_from_policy(init_random(mc, 21), 22);
+    PhiloxStream rng(23, 0);
+    for (const auto& info : critic.infos()) {  // norms and biases off their trivial values
+      const bool norm = info.name.find("norm") != std::string::npos, bias = info.name.ends_with(".bias");
+      if (!norm && !bias) continue;
+      Tensor t = critic.get(info.name);
+      for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = (norm ? 1.0f : 0.0f) + 0.2f * rng.normal();
+    }
+    const PackedBatch batch = random_batch(24, mc.vocab_size);
+    std::vector<float> c(batch.num_tokens());
+    for (auto& x : c) x = rng.normal();
+
+    const fs::path dir = fs::temp_directory_path() / (std::string("rlcpp_value_golden_") + type);
+    fs::remove_all(dir);
+    save_model_checkpoint((dir / "critic").string(), critic);
+    Json j;
+    j["sequences"] = Json::array();
+    j["dvalue"] = Json::array();
+    for (int64_t s = 0; s < batch.num_sequences(); ++s) {
+      const int32_t b = batch.cu_seqlens[s], e = batch.cu_seqlens[s + 1];
+      j["sequences"].push_back(std::vector<int32_t>(batch.tokens.begin() + b, batch.tokens.begin() + e));
+      j["dvalue"].push_back(std::vector<float>(c.begin() + b, c.begin() + e));
+    }
+    std::ofstream(dir / "batch.json") << j.dump();
+    const std::string cmd = std::string("/usr/bin/python3 ") + RLCPP_SOURCE_DIR +
+                            "/tests/golden/torch_value_head.py --model " + (dir / "critic").string() + " --batch " +
+                            (dir / "batch.json").string() + " --out " + (dir / "golden.safetensors").string();
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    const auto golden = read_safetensors((dir / "golden.safetensors").string()).tensors;
+
+    const Transformer model(critic.config());
+    Activations acts;
+    model.forward(critic, batch, ForwardOptions{}, acts);
+    ASSERT_EQ(golden.at("values").numel(), acts.values.numel());
+    EXPECT_LE(rel_error(acts.values.data<float>(), golden.at("values").data<float>(), acts.values.numel()), 1e-4)
+        << type;
+    ParameterStore grads(critic.config());
+    model.backward_values(critic, acts, c.data(), grads);
+    for (const auto& info : critic.infos()) {
+      const Tensor& expected = golden.at("grad." + info.name);
+      ASSERT_EQ(expected.numel(), info.numel()) << info.name;
+      EXPECT_LE(rel_error(grads.get(info.name).data<float>(), expected.data<float>(), info.numel()), 1e-3)
+          << type << " gradient of " << info.name;
+    }
+    fs::remove_all(dir);
+  }
 }
 
 }  // namespace
