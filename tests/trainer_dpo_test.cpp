@@ -108,5 +108,23 @@ TEST(DpoStep, RaisesTheMarginAndPairAccuracyOnAToyPreferenceSet) {
   EXPECT_LT(on_held_out.value("dpo_loss"), 0.5);
 }
 
+TEST(DpoOnline, PairsFromRolloutGroupsTakeTheBestAndWorstResponse) {
+  std::vector<RolloutSample> samples(7);
+  const std::vector<int64_t> groups = {4, 4, 4, 9, 9, 4, 2};
+  const std::vector<float> rewards = {0.5f, 1.0f, 0.0f, 1.0f, 1.0f, 0.2f, 1.0f};
+  for (size_t i = 0; i < samples.size(); ++i) {
+    samples[i].prompt = {1, 3 + static_cast<int32_t>(groups[i])};
+    samples[i].response = {3 + static_cast<int32_t>(i), kEos};
+  }
+  const auto pairs = pairs_from_rollout(samples, rewards, groups);
+  ASSERT_EQ(pairs.size(), 1u) << "group 9 is a tie and group 2 has one sample";
+  EXPECT_EQ(pairs[0].prompt, samples[0].prompt);
+  EXPECT_EQ(pairs[0].chosen, samples[1].response);
+  EXPECT_EQ(pairs[0].rejected, samples[2].response);
+  samples[2].prompt = {1, 30};  // the rejected one
+  EXPECT_NE(test::error_of([&] { pairs_from_rollout(samples, rewards, groups); }).find("not their prompt"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace rlcpp

@@ -47,6 +47,22 @@ LossOutput micro_loss(const PackedRollout& p, std::span<const float> logp, std::
 
 }  // namespace
 
+std::vector<PreferencePair> pairs_from_rollout(const std::vector<RolloutSample>& samples,
+                                               std::span<const float> rewards, std::span<const int64_t> group_ids) {
+  RLCPP_CHECK(rewards.size() == samples.size(), "pairs_from_rollout: " << rewards.size() << " rewards for "
+                                                                       << samples.size() << " samples");
+  std::vector<PreferencePair> out;
+  for (const DpoPair& p : pair_by_reward(rewards, group_ids)) {
+    const RolloutSample& chosen = samples[p.chosen];
+    const RolloutSample& rejected = samples[p.rejected];
+    RLCPP_CHECK(chosen.prompt == rejected.prompt, "pairs_from_rollout: samples " << p.chosen << " and " << p.rejected
+                                                                                 << " share a group id but not "
+                                                                                 << "their prompt");
+    out.push_back({chosen.prompt, chosen.response, rejected.response});
+  }
+  return out;
+}
+
 UpdateResult dpo_step(PolicyUpdater& policy, const ParameterStore& reference, std::span<const PreferencePair> pairs,
                       const DpoConfig& cfg, int64_t micro_batch_pairs, int64_t total_steps) {
   RLCPP_CHECK(!pairs.empty(), "dpo_step: no preference pairs");

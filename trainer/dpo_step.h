@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "trainer/algorithm_config.h"
+#include "trainer/rollout_batch.h"
 #include "trainer/update_step.h"
 
 namespace rlcpp {
@@ -19,6 +20,12 @@ struct PreferencePair {
   std::vector<int32_t> chosen;    // preferred completion (EOS included)
   std::vector<int32_t> rejected;  // dispreferred completion (EOS included)
 };
+
+// Online DPO: one pair per rollout group of samples sharing a prompt (pair_by_reward of dpo_loss.h: the
+// highest reward chosen, the lowest rejected; groups without a reward gap give none). rewards, group_ids: one
+// per sample.
+std::vector<PreferencePair> pairs_from_rollout(const std::vector<RolloutSample>& samples,
+                                               std::span<const float> rewards, std::span<const int64_t> group_ids);
 
 // One optimizer step on `pairs` (the step's global batch), micro_batch_pairs pairs per forward/backward. The
 // step's metrics are dpo_loss, dpo_reward_chosen, dpo_reward_rejected, dpo_reward_margin, dpo_accuracy, all
