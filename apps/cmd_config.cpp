@@ -1,6 +1,7 @@
 #include <cstdio>
 
 #include "apps/commands.h"
+#include "loop/dpo_run.h"
 #include "loop/sft_run.h"
 
 namespace rlcpp::cli {
@@ -8,9 +9,10 @@ namespace rlcpp::cli {
 Command add_config_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("config", "print every config key with its type, default and meaning");
   auto recipe = std::make_shared<std::string>("sft");
-  cmd->add_option("recipe", *recipe, "which run config: sft")->check(CLI::IsMember({"sft"}));
+  cmd->add_option("recipe", *recipe, "which run config: sft or dpo")->check(CLI::IsMember({"sft", "dpo"}));
   return {cmd, [=]() {
-    for (const auto& line : config_doc(SftConfig{})) std::printf("%s\n", line.c_str());
+    const auto lines = *recipe == "dpo" ? config_doc(DpoRunConfig{}) : config_doc(SftConfig{});
+    for (const auto& line : lines) std::printf("%s\n", line.c_str());
     return 0;
   }};
 }

@@ -14,6 +14,7 @@ struct Command {
 };
 
 Command add_sft_command(CLI::App& app);
+Command add_dpo_command(CLI::App& app);
 Command add_eval_command(CLI::App& app);
 Command add_generate_command(CLI::App& app);
 Command add_score_command(CLI::App& app);

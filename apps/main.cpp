@@ -12,9 +12,9 @@ int main(int argc, char** argv) {
   CLI::App app{"rlcpp: RL post-training (GRPO, PPO, DPO, SFT) of Llama-family models, CPU and CUDA"};
   app.require_subcommand(1);
   using namespace rlcpp::cli;
-  const std::vector<Command> commands = {add_sft_command(app),   add_eval_command(app),  add_generate_command(app),
-                                         add_score_command(app), add_bench_command(app), add_config_command(app),
-                                         add_worker_command(app)};
+  const std::vector<Command> commands = {
+      add_sft_command(app),   add_dpo_command(app),   add_eval_command(app),   add_generate_command(app),
+      add_score_command(app), add_worker_command(app), add_bench_command(app), add_config_command(app)};
   CLI11_PARSE(app, argc, argv);
   try {
     for (const auto& command : commands)

@@ -24,14 +24,15 @@ int run_train_bench(const TrainBenchOptions& o) {
   OptimConfig oc;
   PolicyUpdater updater(model, params, oc);
   ForwardOptions fwd;
-  auto token_mean = [&](size_t, const Activations& acts, std::vector<float>& dlogp, std::vector<float>*) {
-    double loss = 0;
+  auto token_mean = [&](size_t, const Activations& acts) {
+    LossOutput out;
+    out.dlogp.assign(static_cast<size_t>(acts.num_tokens), 0.0f);
     for (int64_t i = 0; i < acts.num_tokens; ++i)
       if (micro[0].targets[i] >= 0) {
-        loss -= acts.logp.data<float>()[i] / scored;
-        dlogp[i] = -1.0f / static_cast<float>(scored);
+        out.loss -= acts.logp.data<float>()[i] / scored;
+        out.dlogp[i] = -1.0f / static_cast<float>(scored);
       }
-    return loss;
+    return out;
   };
   const double tokens = static_cast<double>(o.batch * o.seq);
   const double step_s = median_seconds([&] { updater.step(micro, fwd, token_mean, 1000); }, 2, o.iters);

@@ -100,10 +100,9 @@ SftSummary run_sft(const SftConfig& config, const Json& resolved_config) {
     }
     UpdateResult r = updater.step(
         micro, fwd,
-        [&](size_t m, const Activations& acts, std::vector<float>& dlogp, std::vector<float>*) {
-          LossOutput out = sft_loss(offsets[m], {acts.logp.data<float>(), dlogp.size()}, masks[m], norm);
-          dlogp = std::move(out.dlogp);
-          return out.loss;
+        [&](size_t m, const Activations& acts) {
+          return sft_loss(offsets[m], {acts.logp.data<float>(), static_cast<size_t>(acts.num_tokens)}, masks[m],
+                          norm);
         },
         config.steps);
     const double dt = step_watch.seconds();

@@ -58,7 +58,7 @@ class Filler {
     const ModelConfig& cfg = store_.config();
     auto it = index_.find(name);
     if (it == index_.end()) {
-      RLCPP_CHECK(!(name == "lm_head.weight" && cfg.tie_word_embeddings),
+      RLCPP_CHECK(!(name == "lm_head.weight" && cfg.tie_word_embeddings && !cfg.value_head),
                   file << ": tensor 'lm_head.weight' is present but config.json has tie_word_embeddings true "
                        << "(set it to false to use a separate output matrix, or drop the tensor)");
       // Older Llama checkpoints store the RoPE frequencies; we derive them from rope_theta.

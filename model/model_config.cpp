@@ -37,7 +37,8 @@ int64_t ModelConfig::num_parameters() const {
   int64_t per_layer = 2 * C + C * (q_dim() + 2 * kv_dim()) + q_dim() * C + 3 * C * F;
   if (has_qkv_bias()) per_layer += q_dim() + 2 * kv_dim();
   if (has_o_bias()) per_layer += C;
-  return vocab_size * C * (tie_word_embeddings ? 1 : 2) + num_hidden_layers * per_layer + C;
+  const int64_t head = value_head ? C + 1 : (tie_word_embeddings ? 0 : vocab_size * C);
+  return vocab_size * C + head + num_hidden_layers * per_layer + C;
 }
 
 int64_t ModelConfig::kv_bytes_per_token(int64_t dtype_bytes) const {
@@ -78,6 +79,29 @@ template <class T> void read_key(const Json& j, const char* key, T& out, const s
   out = config_detail::read_leaf<T>(*it, where + ": " + key);
 }
 
+// "architectures": [...ForTokenClassification] marks a critic; anything else (absent, ...ForCausalLM) a policy.
+void read_value_head(const Json& j, const std::string& where, ModelConfig& c) {
+  auto it = j.find("architectures");
+  if (it == j.end() || it->is_null()) return;
+  RLCPP_CHECK(it->is_array(), where << ": architectures " << it->dump() << " is not an array");
+  for (const Json& a : *it) {
+    RLCPP_CHECK(a.is_string(), where << ": architectures entry " << a.dump() << " is not a string");
+    const std::string arch = a.get<std::string>();
+    RLCPP_CHECK(!arch.ends_with("ForSequenceClassification"),
+                where << ": architectures '" << arch << "' is not supported (expected *ForCausalLM, or "
+                      << "*ForTokenClassification with num_labels 1 for a critic)");
+    if (arch.ends_with("ForTokenClassification")) c.value_head = true;
+  }
+  if (!c.value_head) return;
+  // As PretrainedConfig: id2label wins over num_labels, and 2 labels when neither is present.
+  int64_t num_labels = 2;
+  read_key(j, "num_labels", num_labels, where, false);
+  if (j.contains("id2label") && j["id2label"].is_object()) num_labels = static_cast<int64_t>(j["id2label"].size());
+  RLCPP_CHECK(num_labels == 1, where << ": num_labels " << num_labels
+                                     << " is not supported for a token-classification model (a critic has "
+                                     << "num_labels 1)");
+}
+
 }  // namespace
 
 ModelConfig model_config_from_hf_json(const Json& j, const std::string& where) {
@@ -115,6 +139,7 @@ ModelConfig model_config_from_hf_json(const Json& j, const std::string& where) {
                                                    << " is not supported (expected null)");
   if (j.contains("mlp_bias"))
     RLCPP_CHECK(j["mlp_bias"] == false, where << ": mlp_bias true is not supported");
+  read_value_head(j, where, c);
   c.validate(where);
   return c;
 }
@@ -122,7 +147,14 @@ ModelConfig model_config_from_hf_json(const Json& j, const std::string& where) {
 Json model_config_to_hf_json(const ModelConfig& c) {
   Json j;
   bool qwen = c.model_type == "qwen2";
-  j["architectures"] = Json::array({qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM"});
+  const char* arch = c.value_head ? (qwen ? "Qwen2ForTokenClassification" : "LlamaForTokenClassification")
+                                  : (qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM");
+  j["architectures"] = Json::array({arch});
+  if (c.value_head) {
+    j["num_labels"] = 1;
+    j["id2label"] = {{"0", "LABEL_0"}};
+    j["label2id"] = {{"LABEL_0", 0}};
+  }
   j["model_type"] = c.model_type;
   j["vocab_size"] = c.vocab_size;
   j["hidden_size"] = c.hidden_size;

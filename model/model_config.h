@@ -25,6 +25,9 @@ struct ModelConfig {
   int64_t bos_token_id = 1;
   int64_t eos_token_id = 2;
   int64_t pad_token_id = 0;
+  // A critic: Hugging Face *ForTokenClassification with num_labels = 1. The body is the causal LM's; the
+  // output is one value per position from `score` (weight (1, C), bias (1)) instead of lm_head's logits.
+  bool value_head = false;
 
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
   bool has_qkv_bias() const { return model_type == "qwen2" || attention_bias; }
@@ -54,6 +57,7 @@ struct ModelConfig {
     v("bos_token_id", bos_token_id, "beginning of sequence id");
     v("eos_token_id", eos_token_id, "end of sequence id");
     v("pad_token_id", pad_token_id, "padding id");
+    v("value_head", value_head, "critic: a scalar value head (score) instead of lm_head (*ForTokenClassification)");
   }
 };
 
@@ -62,7 +66,9 @@ ModelConfig model_preset(const std::string& name);
 
 // Hugging Face config.json: reads llama and qwen2 configs (ignoring keys that do not change the
 // computation, e.g. torch_dtype, use_cache); rejects unsupported ones (hidden_act other than silu,
-// rope_scaling) with the file and key named.
+// rope_scaling) with the file and key named. "architectures" [LlamaForTokenClassification] (or Qwen2's) sets
+// value_head, which needs num_labels 1 (from "num_labels" or "id2label"; Hugging Face's default is 2);
+// writing a value-head config gives that architecture, "num_labels": 1 and the matching id2label/label2id.
 ModelConfig model_config_from_hf_json(const Json& j, const std::string& where);
 Json model_config_to_hf_json(const ModelConfig& cfg);
 

@@ -34,13 +34,24 @@ std::vector<ParameterInfo> parameter_layout(const ModelConfig& cfg) {
     add(p + "mlp.down_proj.weight", {C, F});
   }
   add("model.norm.weight", {C});
-  if (!cfg.tie_word_embeddings) add("lm_head.weight", {V, C});
+  if (cfg.value_head) {
+    add("score.weight", {1, C});
+    add("score.bias", {1});
+  } else if (!cfg.tie_word_embeddings) {
+    add("lm_head.weight", {V, C});
+  }
   return out;
 }
 
 ParameterStore::ParameterStore(const ModelConfig& cfg) : config_(cfg), infos_(parameter_layout(cfg)) {
   int64_t total = infos_.empty() ? 0 : infos_.back().offset + infos_.back().numel();
   flat_ = Tensor::zeros({total});
+}
+
+ParameterStore ParameterStore::clone() const {
+  ParameterStore c = *this;
+  c.flat_ = flat_.clone();
+  return c;
 }
 
 bool ParameterStore::has(const std::string& name) const {

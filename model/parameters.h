@@ -14,7 +14,8 @@
 //     mlp.gate_proj.weight (F, C), mlp.up_proj.weight (F, C) -> fused gate_up matrix (2F, C)
 //     mlp.down_proj.weight (C, F)
 //   model.norm.weight (C)
-//   lm_head.weight (V, C) when not tied
+//   lm_head.weight (V, C) when not tied and not value_head
+//   score.weight (1, C), score.bias (1) when value_head (a critic: Hugging Face *ForTokenClassification)
 #pragma once
 
 #include <string>
@@ -39,6 +40,8 @@ class ParameterStore {
  public:
   ParameterStore() = default;
   explicit ParameterStore(const ModelConfig& cfg);
+  // Copies SHARE the buffer (Tensor semantics); clone() is a deep copy (e.g. a frozen reference model).
+  ParameterStore clone() const;
 
   const ModelConfig& config() const { return config_; }
   const std::vector<ParameterInfo>& infos() const { return infos_; }

@@ -50,6 +50,7 @@ struct Transformer::Weights {
     Tensor ln1, qkv_w, qkv_b, o_w, o_b, ln2, gate_up, down;
   };
   Tensor embed, final_norm, lm_head;
+  Tensor score_w, score_b;  // value head: (1,C), (1)
   std::vector<Layer> layers;
 };
 
@@ -64,6 +65,11 @@ Transformer::Transformer(const ModelConfig& config) : config_(config) {
   embed_offset_ = offset("model.embed_tokens.weight");
   final_norm_offset_ = offset("model.norm.weight");
   lm_head_offset_ = config_.tie_word_embeddings ? embed_offset_ : offset("lm_head.weight");
+  if (config_.value_head) {
+    lm_head_offset_ = -1;
+    score_w_offset_ = offset("score.weight");
+    score_b_offset_ = offset("score.bias");
+  }
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     std::string p = "model.layers." + std::to_string(l) + ".";
     layer_offsets_.push_back({offset(p + "input_layernorm.weight"), offset(p + "self_attn.q_proj.weight"),
@@ -82,7 +88,12 @@ Transformer::Weights Transformer::views(const ParameterStore& params) const {
   Weights w;
   w.embed = params.view(embed_offset_, {V, C});
   w.final_norm = params.view(final_norm_offset_, {C});
-  w.lm_head = params.view(lm_head_offset_, {V, C});
+  if (config_.value_head) {
+    w.score_w = params.view(score_w_offset_, {1, C});
+    w.score_b = params.view(score_b_offset_, {1});
+  } else {
+    w.lm_head = params.view(lm_head_offset_, {V, C});
+  }
   for (const auto& o : layer_offsets_) {
     Weights::Layer L;
     L.ln1 = params.view(o.ln1, {C});
@@ -102,6 +113,8 @@ void Transformer::forward(const ParameterStore& params, const PackedBatch& batch
                           Activations& acts) const {
   batch.validate(config_.vocab_size, config_.max_position_embeddings);
   RLCPP_CHECK(options.temperature > 0, "forward: temperature must be positive, got " << options.temperature);
+  RLCPP_CHECK(!(config_.value_head && options.entropy), "forward: a value-head model has no token distribution "
+                                                        "(entropy requested)");
   const Weights w = views(params);
   const int64_t N = batch.num_tokens(), C = config_.hidden_size, V = config_.vocab_size;
   const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
@@ -159,11 +172,18 @@ void Transformer::forward(const ParameterStore& params, const PackedBatch& batch
   acts.x_final = x;
   ensure(acts.rstd_final, {N});
   ensure(acts.xn_final, {N, C});
+  ops::rmsnorm_forward(acts.x_final, w.final_norm, static_cast<float>(config_.rms_norm_eps), acts.xn_final,
+                       acts.rstd_final);
+  if (config_.value_head) {
+    ensure(acts.values, {N});
+    Tensor values = acts.values.reshape({N, 1});
+    ops::matmul(acts.xn_final, false, w.score_w, true, values);
+    ops::add_bias(values, w.score_b);
+    return;
+  }
   ensure(acts.logits, {N, V});
   ensure(acts.lse, {N});
   ensure(acts.logp, {N});
-  ops::rmsnorm_forward(acts.x_final, w.final_norm, static_cast<float>(config_.rms_norm_eps), acts.xn_final,
-                       acts.rstd_final);
   ops::matmul(acts.xn_final, false, w.lm_head, true, acts.logits);
   Tensor* entropy = nullptr;
   if (options.entropy) {
@@ -179,12 +199,10 @@ void Transformer::backward(const ParameterStore& params, const Activations& acts
                                                                                 << " floats, parameters "
                                                                                 << params.numel());
   RLCPP_CHECK(dentropy == nullptr || acts.has_entropy, "backward: dentropy given but forward computed no entropy");
+  RLCPP_CHECK(!config_.value_head, "backward: a value-head model takes dL/dvalue (backward_values), not dL/dlogp");
   const Weights w = views(params);
   Weights g = views(grads);
   const int64_t N = acts.num_tokens, C = config_.hidden_size, V = config_.vocab_size;
-  const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
-  const int64_t F = config_.intermediate_size, qkv_dim = config_.q_dim() + 2 * config_.kv_dim();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
 
   Tensor dlogp_t = Tensor::borrow(const_cast<float*>(dlogp), {N});
   Tensor dentropy_t;
@@ -196,8 +214,37 @@ void Transformer::backward(const ParameterStore& params, const Activations& acts
   Tensor dxn = Tensor::empty({N, C});
   ops::matmul(dlogits, true, acts.xn_final, false, g.lm_head, 1.0f, 1.0f);
   ops::matmul(dlogits, false, w.lm_head, false, dxn);
+  backward_body(w, g, acts, dxn);
+}
+
+void Transformer::backward_values(const ParameterStore& params, const Activations& acts, const float* dvalue,
+                                  ParameterStore& grads) const {
+  RLCPP_CHECK(config_.value_head, "backward_values: the model has no value head (use backward with dL/dlogp)");
+  RLCPP_CHECK(grads.numel() == params.numel(), "backward_values: gradient buffer has " << grads.numel()
+                                                                                       << " floats, parameters "
+                                                                                       << params.numel());
+  const Weights w = views(params);
+  Weights g = views(grads);
+  const int64_t N = acts.num_tokens, C = config_.hidden_size;
+  // values (N,1) = xn (N,C) score_w^T + b: dscore_w (1,C) += dv^T xn, db += sum dv, dxn = dv score_w.
+  Tensor dv = Tensor::borrow(const_cast<float*>(dvalue), {N, 1});
+  ops::matmul(dv, true, acts.xn_final, false, g.score_w, 1.0f, 1.0f);
+  ops::bias_backward(dv, g.score_b);
+  Tensor dxn = Tensor::empty({N, C});
+  ops::matmul(dv, false, w.score_w, false, dxn);
+  backward_body(w, g, acts, dxn);
+}
+
+void Transformer::backward_body(const Weights& w, Weights& g, const Activations& acts,
+                                const Tensor& dxn_final) const {
+  const int64_t N = acts.num_tokens, C = config_.hidden_size;
+  const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
+  const int64_t F = config_.intermediate_size, qkv_dim = config_.q_dim() + 2 * config_.kv_dim();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   Tensor dx = Tensor::zeros({N, C});  // gradient of the residual stream, accumulated in place
-  ops::rmsnorm_backward(dxn, acts.x_final, w.final_norm, acts.rstd_final, dx, g.final_norm);
+  ops::rmsnorm_backward(dxn_final, acts.x_final, w.final_norm, acts.rstd_final, dx, g.final_norm);
+
+  Tensor dxn = Tensor::empty({N, C});
 
   Tensor dact = Tensor::empty({N, F});
   Tensor dgate_up = Tensor::empty({N, 2 * F});
@@ -234,6 +281,7 @@ void Transformer::backward(const ParameterStore& params, const Activations& acts
 }
 
 Tensor Transformer::forward_cached(const ParameterStore& params, const CachedStep& step, KVCache& cache) const {
+  RLCPP_CHECK(!config_.value_head, "forward_cached: a value-head model (critic) has no logits to decode from");
   const Weights w = views(params);
   const int64_t N = static_cast<int64_t>(step.tokens.size()), C = config_.hidden_size, V = config_.vocab_size;
   const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();

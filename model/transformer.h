@@ -3,6 +3,13 @@
 //   backward(dlogp)  -> parameter gradients, accumulated into a ParameterStore of the same layout.
 // forward_cached runs prefill and decode over a paged KV cache for the rollout side. Both paths use the same
 // kernels (kernels/ops.h) on the same fp32 weights.
+//
+// A critic (config.value_head, Hugging Face *ForTokenClassification with num_labels 1) has the same body and
+// a scalar head instead of lm_head: forward fills acts.values (N) = norm(x_final) . score.weight + score.bias
+// and backward_values takes dL/dvalue. Convention (verl's, values = logits[:, -R-1:-1]): values[i] is computed
+// from the hidden state at position i, which has seen tokens[0..i] and predicts targets[i]; it estimates the
+// return of the rest of the sequence from the action targets[i] on. So values[i] lines up with logp[i]: one
+// array layout (and mask, targets >= 0) serves the actor and the critic.
 #pragma once
 
 #include <vector>
@@ -44,6 +51,7 @@ struct Activations {
   Tensor lse;       // (N)
   Tensor logp;      // (N), 0 where target is -1
   Tensor entropy;   // (N) when requested
+  Tensor values;    // (N) value-head models only (they have no logits, lse, logp)
   Tensor tokens, targets, positions, cu_seqlens;  // int32 copies of the batch
   float temperature = 1.0f;
   bool has_entropy = false;
@@ -66,13 +74,17 @@ class Transformer {
 
   const ModelConfig& config() const { return config_; }
 
-  // Fills acts.logp (N) (and acts.entropy) for the batch; keeps what backward needs.
+  // Fills acts.logp (N) (and acts.entropy) for the batch, or acts.values (N) for a value-head model; keeps what
+  // backward needs.
   void forward(const ParameterStore& params, const PackedBatch& batch, const ForwardOptions& options,
                Activations& acts) const;
 
   // Accumulates dL/dparams into grads (same layout as params) from dL/dlogp (N) and optional dL/dentropy (N).
   void backward(const ParameterStore& params, const Activations& acts, const float* dlogp, const float* dentropy,
                 ParameterStore& grads) const;
+  // The value-head model's backward: accumulates dL/dparams into grads from dL/dvalue (N).
+  void backward_values(const ParameterStore& params, const Activations& acts, const float* dvalue,
+                       ParameterStore& grads) const;
 
   // Runs the step's rows through the model, writing their K/V into the cache, and returns the logits
   // (logits_rows.size(), V) of the requested rows (untempered).
@@ -85,10 +97,13 @@ class Transformer {
   };
   struct Weights;  // per-layer views, built per call from a ParameterStore
   Weights views(const ParameterStore& params) const;
+  // From dL/d(final norm output) (N,C) down to the embedding; shared by both heads.
+  void backward_body(const Weights& w, Weights& g, const Activations& acts, const Tensor& dxn_final) const;
 
   ModelConfig config_;
   std::vector<LayerOffsets> layer_offsets_;
   int64_t embed_offset_ = 0, final_norm_offset_ = 0, lm_head_offset_ = 0;
+  int64_t score_w_offset_ = -1, score_b_offset_ = -1;  // value head only
   Tensor rope_;  // (max_positions, head_dim)
 };
 

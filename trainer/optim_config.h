@@ -18,7 +18,7 @@ struct OptimConfig {
   std::string schedule = "constant";  // constant | linear_warmup | cosine
   int64_t warmup_steps = 0;
   double min_lr_ratio = 0.0;  // cosine floor as a fraction of lr
-  int64_t max_bad_steps = 5;  // consecutive non-finite steps tolerated before the run stops
+  int64_t max_bad_steps = 5;  // the run stops at the max_bad_steps-th non-finite (skipped) step in a row
 
   void validate() const;
   // Learning rate for optimizer step `step` (0-based) of `total_steps`.
@@ -34,7 +34,7 @@ struct OptimConfig {
     v("schedule", schedule, "constant | linear_warmup | cosine (cosine also warms up for warmup_steps)");
     v("warmup_steps", warmup_steps, "linear warm-up steps from 0 to lr");
     v("min_lr_ratio", min_lr_ratio, "cosine floor as a fraction of lr");
-    v("max_bad_steps", max_bad_steps, "consecutive non-finite (skipped) steps before the run stops");
+    v("max_bad_steps", max_bad_steps, "the run stops at this many non-finite (skipped) steps in a row");
   }
 };
 

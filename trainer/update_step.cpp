@@ -24,14 +24,28 @@ UpdateResult PolicyUpdater::step(const std::vector<PackedBatch>& micro_batches, 
   UpdateResult result;
   result.lr = config_.lr_at(adamw_.steps_taken(), total_steps);
   grads_.flat().fill_zero();
-  std::vector<float> dlogp, dentropy;
+  const bool critic = model_.config().value_head;
   for (size_t m = 0; m < micro_batches.size(); ++m) {
     model_.forward(params_, micro_batches[m], options, acts_);
     const size_t n = static_cast<size_t>(acts_.num_tokens);
-    dlogp.assign(n, 0.0f);
-    if (options.entropy) dentropy.assign(n, 0.0f);
-    result.loss += loss_fn(m, acts_, dlogp, options.entropy ? &dentropy : nullptr);
-    model_.backward(params_, acts_, dlogp.data(), options.entropy ? dentropy.data() : nullptr, grads_);
+    LossOutput out = loss_fn(m, acts_);
+    if (critic) {
+      RLCPP_CHECK(out.dvalue.size() == n, "PolicyUpdater::step: the critic's loss for micro-batch "
+                                              << m << " returned " << out.dvalue.size() << " dvalue entries for "
+                                              << n << " tokens");
+      model_.backward_values(params_, acts_, out.dvalue.data(), grads_);
+    } else {
+      RLCPP_CHECK(out.dlogp.size() == n, "PolicyUpdater::step: the loss for micro-batch "
+                                             << m << " returned " << out.dlogp.size() << " dlogp entries for " << n
+                                             << " tokens");
+      RLCPP_CHECK(out.dentropy.empty() || out.dentropy.size() == n,
+                  "PolicyUpdater::step: the loss for micro-batch " << m << " returned " << out.dentropy.size()
+                                                                   << " dentropy entries for " << n << " tokens");
+      model_.backward(params_, acts_, out.dlogp.data(), out.dentropy.empty() ? nullptr : out.dentropy.data(),
+                      grads_);
+    }
+    result.loss += out.loss;
+    result.metrics.merge(out.metrics);
     result.tokens += micro_batches[m].num_tokens();
   }
   result.grad_norm = clip_grad_norm(grads_, config_.grad_clip);
@@ -49,6 +63,13 @@ UpdateResult PolicyUpdater::step(const std::vector<PackedBatch>& micro_batches, 
   bad_in_a_row_ = 0;
   adamw_.step(params_, grads_, static_cast<float>(result.lr));
   return result;
+}
+
+std::map<std::string, double> step_metrics(const UpdateResult& result, const std::string& prefix) {
+  std::map<std::string, double> out = result.metrics.values(prefix);
+  out[prefix + "grad_norm"] = result.grad_norm;
+  out[prefix + "lr"] = result.lr;
+  return out;
 }
 
 }  // namespace rlcpp

@@ -2,21 +2,31 @@
 // gradient accumulation per micro-batch, then clipping and AdamW. The loss callback normalises by the GLOBAL
 // batch (token count or sequence count of all micro-batches), so the sum over micro-batches is the global loss
 // and the update does not depend on how the batch was split.
+//
+// The same updater trains a policy (the loss returns dL/dlogp, and dL/dentropy with an entropy bonus) and a
+// critic (a value-head model: the loss returns dL/dvalue; see model/transformer.h for the value convention).
+//
+// NaN guard: a step whose loss or gradient norm is not finite is skipped before AdamW, so the weights, the
+// optimizer moments and its step count stay bit-identical; it is counted, and max_bad_steps skipped steps in a
+// row stop the run with an error (a finite step resets the count).
 #pragma once
 
 #include <functional>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "model/adamw.h"
 #include "model/transformer.h"
+#include "trainer/loss_output.h"
 #include "trainer/optim_config.h"
 
 namespace rlcpp {
 
-// Fills dlogp (N) (and dentropy (N) when non-null) for micro-batch `micro` from its forward outputs and returns
-// that micro-batch's contribution to the loss.
-using MicroLossFn =
-    std::function<double(size_t micro, const Activations& acts, std::vector<float>& dlogp, std::vector<float>* dentropy)>;
+// The loss of micro-batch `micro` from its forward outputs: LossOutput.loss is its contribution to the step's
+// loss; dlogp (N) for a policy (dentropy (N) or empty), dvalue (N) for a critic, N = acts.num_tokens; metrics
+// are merged over the micro-batches.
+using MicroLossFn = std::function<LossOutput(size_t micro, const Activations& acts)>;
 
 struct UpdateResult {
   double loss = 0;
@@ -24,7 +34,12 @@ struct UpdateResult {
   double lr = 0;
   bool skipped = false;  // non-finite loss or gradient: weights and optimizer state untouched
   int64_t tokens = 0;
+  LossMetrics metrics;   // the micro-batches' LossMetrics merged
 };
+
+// The step's metrics as logged, verl's names under `prefix` (e.g. "actor/"): the merged loss metrics plus
+// grad_norm and lr.
+std::map<std::string, double> step_metrics(const UpdateResult& result, const std::string& prefix);
 
 class PolicyUpdater {
  public:
@@ -34,6 +49,9 @@ class PolicyUpdater {
   UpdateResult step(const std::vector<PackedBatch>& micro_batches, const ForwardOptions& options,
                     const MicroLossFn& loss_fn, int64_t total_steps);
 
+  const Transformer& model() const { return model_; }
+  const ParameterStore& params() const { return params_; }
+  const OptimConfig& config() const { return config_; }
   AdamW& optimizer() { return adamw_; }
   const ParameterStore& grads() const { return grads_; }
   int64_t bad_steps_in_a_row() const { return bad_in_a_row_; }

@@ -1,0 +1,182 @@
+#include "loop/dpo_run.h"
+
+#include <cstdio>
+#include <memory>
+#include <numeric>
+
+#include "core/error.h"
+#include "core/metrics.h"
+#include "core/philox.h"
+#include "loop/evaluation.h"
+#include "loop/preference_data.h"
+#include "loop/run_dir.h"
+#include "model/checkpoint.h"
+#include "model/init.h"
+#include "model/tokenizer.h"
+#include "reward/task_registry.h"
+#include "trainer/dpo_step.h"
+
+namespace rlcpp {
+
+void DpoRunConfig::validate() const {
+  RLCPP_CHECK(!pairs.empty(), "config key 'pairs': a JSONL file of preference pairs is required");
+  RLCPP_CHECK(epochs >= 1, "config key 'epochs': must be >= 1, got " << epochs);
+  RLCPP_CHECK(steps >= 0, "config key 'steps': must be >= 0 (0 = from epochs), got " << steps);
+  RLCPP_CHECK(batch_size >= 1, "config key 'batch_size': must be >= 1, got " << batch_size);
+  RLCPP_CHECK(micro_batch_size >= 1 && micro_batch_size <= batch_size,
+              "config key 'micro_batch_size': must be in [1, batch_size " << batch_size << "], got "
+                                                                           << micro_batch_size);
+  RLCPP_CHECK(eval_size >= 0 && eval_every >= 0 && checkpoint_every >= 0 && log_every >= 1,
+              "config keys 'eval_size', 'eval_every', 'checkpoint_every' must be >= 0 and 'log_every' >= 1");
+  dpo.validate("dpo");
+  optim.validate();
+}
+
+namespace {
+
+// Pair indices in epochs: each epoch a fresh permutation from the seeded stream; batches straddle epochs.
+class PairSampler {
+ public:
+  PairSampler(size_t num_pairs, uint64_t seed) : order_(num_pairs), rng_(seed, /*stream=*/2) { reshuffle(); }
+
+  std::vector<size_t> next(size_t n) {
+    std::vector<size_t> out;
+    while (out.size() < n) {
+      if (pos_ == order_.size()) reshuffle();
+      out.push_back(order_[pos_++]);
+    }
+    return out;
+  }
+
+ private:
+  void reshuffle() {
+    std::iota(order_.begin(), order_.end(), size_t{0});
+    for (size_t i = order_.size() - 1; i > 0; --i) std::swap(order_[i], order_[rng_.below(i + 1)]);
+    pos_ = 0;
+  }
+  std::vector<size_t> order_;
+  PhiloxStream rng_;
+  size_t pos_ = 0;
+};
+
+std::vector<PreferencePair> load_pairs(const std::string& path, const CharTokenizer& tok, const ModelConfig& mc) {
+  return encode_preferences(read_preference_jsonl(path), tok, mc.max_position_embeddings, path);
+}
+
+}  // namespace
+
+DpoSummary run_dpo(const DpoRunConfig& config, const Json& resolved_config) {
+  config.validate();
+  ParameterStore params = config.init_checkpoint.empty() ? init_random(model_preset(config.model_preset), config.seed)
+                                                         : load_model_checkpoint(config.init_checkpoint);
+  const ModelConfig& mc = params.config();
+  RLCPP_CHECK(!mc.value_head, "dpo: init_checkpoint " << config.init_checkpoint
+                                                      << " is a critic (value head), not a policy");
+  CharTokenizer tok;
+  RLCPP_CHECK(mc.vocab_size >= tok.vocab_size(), "dpo: the model's vocabulary (" << mc.vocab_size
+                                                   << ") is smaller than the character tokenizer's ("
+                                                   << tok.vocab_size() << ")");
+  // Data errors surface before the run directory is created.
+  const std::vector<PreferencePair> pairs = load_pairs(config.pairs, tok, mc);
+  std::vector<PreferencePair> eval_pairs;
+  if (!config.eval_pairs.empty()) eval_pairs = load_pairs(config.eval_pairs, tok, mc);
+  std::unique_ptr<Task> task;
+  if (config.eval_size > 0) task = make_task(config.task);
+
+  const int64_t batches_per_epoch =
+      (static_cast<int64_t>(pairs.size()) + config.batch_size - 1) / config.batch_size;
+  const int64_t total_steps = config.steps > 0 ? config.steps : config.epochs * batches_per_epoch;
+
+  RunDir run = RunDir::create_fresh(config.run_dir);
+  Json resolved = resolved_config;
+  resolved["run_dir"] = run.path();
+  run.write_config(resolved);
+  JsonlWriter metrics(run.file("metrics.jsonl"));
+
+  Transformer model(mc);
+  const ParameterStore reference = params.clone();  // frozen
+  PolicyUpdater updater(model, params, config.optim);
+  PairSampler sampler(pairs.size(), config.seed);
+
+  std::printf("dpo: %s, %lld parameters, %zu pairs from %s, beta %g, %lld steps of %lld pairs (%lld per "
+              "micro-batch), run %s\n",
+              config.init_checkpoint.empty() ? config.model_preset.c_str() : config.init_checkpoint.c_str(),
+              static_cast<long long>(mc.num_parameters()), pairs.size(), config.pairs.c_str(), config.dpo.beta,
+              static_cast<long long>(total_steps), static_cast<long long>(config.batch_size),
+              static_cast<long long>(config.micro_batch_size), run.path().c_str());
+  std::fflush(stdout);
+
+  DpoSummary summary;
+  summary.steps = total_steps;
+  Stopwatch wall;
+  double train_seconds = 0, window_tokens = 0, window_seconds = 0;
+  std::vector<PreferencePair> batch;
+  for (int64_t step = 1; step <= total_steps; ++step) {
+    Stopwatch step_watch;
+    batch.clear();
+    for (size_t i : sampler.next(static_cast<size_t>(config.batch_size))) batch.push_back(pairs[i]);
+    const UpdateResult r = dpo_step(updater, reference, batch, config.dpo, config.micro_batch_size, total_steps);
+    const double dt = step_watch.seconds();
+    train_seconds += dt;
+    window_seconds += dt;
+    window_tokens += static_cast<double>(r.tokens);
+    const double margin = r.metrics.value("dpo_reward_margin"), accuracy = r.metrics.value("dpo_accuracy");
+    if (step == 1) summary.first_loss = r.loss;
+    summary.final_loss = r.loss;
+    summary.final_margin = margin;
+    summary.final_accuracy = accuracy;
+
+    Json record = {{"step", step}, {"skipped", r.skipped}, {"tokens", r.tokens}, {"step_s", dt}};
+    for (const auto& [name, value] : step_metrics(r, "actor/")) record[name] = value;
+    const bool last = step == total_steps;
+    if (last || (config.eval_every > 0 && step % config.eval_every == 0)) {
+      Stopwatch eval_watch;
+      if (!eval_pairs.empty()) {
+        const LossMetrics ev = dpo_evaluate(model, params, reference, eval_pairs, config.dpo, config.micro_batch_size);
+        for (const auto& [name, value] : ev.values("eval/")) record[name] = value;
+        summary.eval_accuracy = ev.value("dpo_accuracy");
+        summary.eval_margin = ev.value("dpo_reward_margin");
+        std::printf("eval  step %5lld | held-out pairs: loss %.4f | margin %.3f | accuracy %5.1f%%\n",
+                    static_cast<long long>(step), ev.value("dpo_loss"), summary.eval_margin,
+                    100.0 * summary.eval_accuracy);
+      }
+      if (task) {
+        EvalOptions opts;
+        opts.problems = config.eval_size;
+        opts.max_new_tokens = task->max_new_tokens();
+        const EvalStats ev = evaluate(model, params, *task, tok, opts);
+        summary.task_accuracy = ev.accuracy;
+        record["eval/accuracy"] = ev.accuracy;
+        record["eval/mean_reward"] = ev.mean_reward;
+        std::printf("eval  step %5lld | %s held-out accuracy %5.1f%% | mean reward %.3f\n",
+                    static_cast<long long>(step), task->name().c_str(), 100.0 * ev.accuracy, ev.mean_reward);
+      }
+      record["eval/seconds"] = eval_watch.seconds();
+    }
+    if (last || (config.checkpoint_every > 0 && step % config.checkpoint_every == 0)) {
+      summary.checkpoint = run.checkpoint_dir(step);
+      save_model_checkpoint(summary.checkpoint, params);
+      record["checkpoint"] = summary.checkpoint;
+    }
+    record["elapsed_s"] = wall.seconds();
+    metrics.write(record);
+    if (step % config.log_every == 0 || step == 1 || last) {
+      const double eta = train_seconds / static_cast<double>(step) * static_cast<double>(total_steps - step);
+      std::printf("step %5lld/%lld | loss %.4f | margin %.3f | acc %5.1f%% | grad %.3f | lr %.2e | %s tok/s | "
+                  "%.0f ms/step | ETA %s%s\n",
+                  static_cast<long long>(step), static_cast<long long>(total_steps), r.loss, margin, 100.0 * accuracy,
+                  r.grad_norm, r.lr, format_rate(window_tokens / window_seconds).c_str(),
+                  1000.0 * train_seconds / static_cast<double>(step), format_duration(eta).c_str(),
+                  r.skipped ? " | SKIPPED (non-finite)" : "");
+      window_tokens = window_seconds = 0;
+    }
+    std::fflush(stdout);
+  }
+  summary.seconds = wall.seconds();
+  std::printf("dpo done in %s: pair accuracy %.1f%%, margin %.3f, checkpoint %s\n",
+              format_duration(summary.seconds).c_str(), 100.0 * summary.final_accuracy, summary.final_margin,
+              summary.checkpoint.c_str());
+  return summary;
+}
+
+}  // namespace rlcpp

@@ -1,0 +1,89 @@
+#include "loop/preference_data.h"
+
+#include <cstdio>
+#include <fstream>
+
+#include "core/config.h"
+#include "core/error.h"
+
+namespace rlcpp {
+
+namespace {
+
+std::string field_of(const Json& j, const char* key, const std::string& where) {
+  auto it = j.find(key);
+  RLCPP_CHECK(it != j.end(), where << ": missing field '" << key << "' (each line needs \"prompt\", \"chosen\" "
+                                   << "and \"rejected\" strings)");
+  RLCPP_CHECK(it->is_string(), where << ": field '" << key << "' must be a string, got " << it->dump());
+  return it->get<std::string>();
+}
+
+// "'x'" for a printable character, its byte value otherwise.
+std::string describe_char(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  if (u >= 0x20 && u < 0x7f) return std::string("'") + c + "'";
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "byte 0x%02x", u);
+  return buf;
+}
+
+std::vector<int32_t> encode_field(const CharTokenizer& tok, const std::string& text, const char* field,
+                                  const std::string& where) {
+  for (size_t i = 0; i < text.size(); ++i)
+    RLCPP_CHECK(tok.can_encode(text[i]), where << ": field '" << field << "': character " << describe_char(text[i])
+                                               << " at index " << i << " is not in the tokenizer's charset \""
+                                               << tok.charset() << "\"");
+  return tok.encode(text);
+}
+
+}  // namespace
+
+std::vector<PreferenceRecord> read_preference_jsonl(const std::string& path) {
+  std::ifstream in(path);
+  RLCPP_CHECK(in.good(), path << ": cannot open the preference pairs file");
+  std::vector<PreferenceRecord> out;
+  std::string text;
+  for (int64_t line = 1; std::getline(in, text); ++line) {
+    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = path + ":" + std::to_string(line);
+    Json j;
+    try {
+      j = Json::parse(text);
+    } catch (const Json::parse_error& e) {
+      RLCPP_FAIL(where << ": invalid JSON (" << e.what() << ")");
+    }
+    RLCPP_CHECK(j.is_object(), where << ": expected a JSON object {\"prompt\", \"chosen\", \"rejected\"}, got "
+                                     << j.dump());
+    PreferenceRecord r{field_of(j, "prompt", where), field_of(j, "chosen", where), field_of(j, "rejected", where),
+                       line};
+    RLCPP_CHECK(r.chosen != r.rejected, where << ": 'chosen' and 'rejected' are the same (\"" << r.chosen
+                                              << "\"), a pair without a preference");
+    out.push_back(std::move(r));
+  }
+  RLCPP_CHECK(!out.empty(), path << ": no preference pairs (expected one JSON object per line)");
+  return out;
+}
+
+std::vector<PreferencePair> encode_preferences(const std::vector<PreferenceRecord>& records,
+                                               const CharTokenizer& tokenizer, int64_t max_positions,
+                                               const std::string& path) {
+  std::vector<PreferencePair> out;
+  for (const PreferenceRecord& r : records) {
+    const std::string where = path + ":" + std::to_string(r.line);
+    PreferencePair p;
+    p.prompt = {tokenizer.bos_id()};
+    for (int32_t id : encode_field(tokenizer, r.prompt, "prompt", where)) p.prompt.push_back(id);
+    p.chosen = encode_field(tokenizer, r.chosen, "chosen", where);
+    p.chosen.push_back(tokenizer.eos_id());
+    p.rejected = encode_field(tokenizer, r.rejected, "rejected", where);
+    p.rejected.push_back(tokenizer.eos_id());
+    const size_t longest = p.prompt.size() + std::max(p.chosen.size(), p.rejected.size());
+    RLCPP_CHECK(static_cast<int64_t>(longest) <= max_positions,
+                where << ": BOS + prompt + completion + EOS is " << longest
+                      << " tokens, longer than the model's context of " << max_positions);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+}  // namespace rlcpp
