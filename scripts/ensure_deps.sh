@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages rlcpp needs when any is missing (needs root or sudo), then configures and builds
-# into build/ (or $RLCPP_BUILD_DIR). Quiet when everything is already there.
+# into build/ (or $RLCPP_BUILD_DIR): the targets given as arguments, or everything. Quiet when all is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,4 +23,6 @@ build_dir=${RLCPP_BUILD_DIR:-build}
 if [ ! -f "$build_dir/build.ninja" ]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release ${RLCPP_CMAKE_ARGS:-} >&2
 fi
-cmake --build "$build_dir" -j"$(nproc)" >&2
+targets=()
+for t in "$@"; do targets+=(--target "$t"); done
+cmake --build "$build_dir" -j"$(nproc)" "${targets[@]}" >&2
