@@ -9,19 +9,59 @@
 namespace rlcpp::cpu {
 namespace {
 
-// out (d) = inv_sum * sum_j p[j] v_j[c0 .. c0 + 8 kChunks), summed in increasing j, one vector per chunk.
-template <int kChunks>
-inline void weighted_rows(const float* p, const float* const* v_rows, int64_t offset, int64_t n_keys, float inv_sum,
-                          float* out) {
-  F8 acc[kChunks];
-  for (int cc = 0; cc < kChunks; ++cc) acc[cc] = f8_zero();
+// For kHeads heads r: out_r[c0 .. c0 + 8 kChunks) = inv_sum[r] * sum_j p_r[j] v_j[...], summed in increasing j, one
+// vector per (head, chunk). Two heads share each V load and give the FMA unit independent chains; a head's
+// values do not depend on which heads it is processed with.
+template <int kHeads, int kChunks>
+inline void weighted_rows(const float* const* p, const float* const* v_rows, int64_t offset, int64_t n_keys,
+                          const float* inv_sum, float* const* out) {
+  F8 acc[kHeads][kChunks];
+  for (int r = 0; r < kHeads; ++r)
+    for (int cc = 0; cc < kChunks; ++cc) acc[r][cc] = f8_zero();
   for (int64_t j = 0; j < n_keys; ++j) {
-    const F8 pj = f8_set1(p[j]);
     const float* v = v_rows[j] + offset;
-    for (int cc = 0; cc < kChunks; ++cc) acc[cc] = f8_fma(pj, f8_load(v + 8 * cc), acc[cc]);
+    F8 vc[kChunks];
+    for (int cc = 0; cc < kChunks; ++cc) vc[cc] = f8_load(v + 8 * cc);
+    for (int r = 0; r < kHeads; ++r) {
+      const F8 pj = f8_set1(p[r][j]);
+      for (int cc = 0; cc < kChunks; ++cc) acc[r][cc] = f8_fma(pj, vc[cc], acc[r][cc]);
+    }
   }
-  const F8 inv = f8_set1(inv_sum);
-  for (int cc = 0; cc < kChunks; ++cc) f8_store(out + 8 * cc, f8_mul(acc[cc], inv));
+  for (int r = 0; r < kHeads; ++r) {
+    const F8 inv = f8_set1(inv_sum[r]);
+    for (int cc = 0; cc < kChunks; ++cc) f8_store(out[r] + 8 * cc, f8_mul(acc[r][cc], inv));
+  }
+}
+
+// Heads h0 .. h0 + kHeads - 1 of the group: all d columns of out.
+template <int kHeads>
+inline void weighted_heads(const float* scores, int64_t n_pad, int64_t h0, const float* const* v_rows,
+                           int64_t head_offset, int64_t n_keys, int64_t d, const float* inv_sums, float* out) {
+  const float* p[kHeads];
+  float* o[kHeads];
+  const int64_t d8 = d / 8 * 8;
+  int64_t c = 0;
+  auto point = [&](int64_t col) {
+    for (int r = 0; r < kHeads; ++r) {
+      p[r] = scores + (h0 + r) * n_pad;
+      o[r] = out + (h0 + r) * d + col;
+    }
+  };
+  for (; c + 32 <= d8; c += 32) {
+    point(c);
+    weighted_rows<kHeads, 4>(p, v_rows, head_offset + c, n_keys, inv_sums + h0, o);
+  }
+  for (; c < d8; c += 8) {
+    point(c);
+    weighted_rows<kHeads, 1>(p, v_rows, head_offset + c, n_keys, inv_sums + h0, o);
+  }
+  for (; c < d; ++c)
+    for (int64_t r = h0; r < h0 + kHeads; ++r) {
+      const float* pr = scores + r * n_pad;
+      float acc = 0.0f;
+      for (int64_t j = 0; j < n_keys; ++j) acc = std::fma(pr[j], v_rows[j][head_offset + c], acc);
+      out[r * d + c] = acc * inv_sums[r];
+    }
 }
 
 }  // namespace
@@ -29,7 +69,7 @@ inline void weighted_rows(const float* p, const float* const* v_rows, int64_t of
 void attend_group(const float* q, int64_t group, const float* const* k_rows, const float* const* v_rows,
                   int64_t head_offset, int64_t n_keys, int64_t d, float scale, float* scores, float* out, float* lse) {
   const int64_t n_pad = padded_keys(n_keys);
-  const int64_t d8 = d / 8 * 8;
+  float* inv_sums = scores + group * n_pad;
   // Scores, eight keys at a time: each key's eight lanes accumulate over d, then one transposing reduction
   // gives the eight dot products. The key block is read once per head from L1.
   for (int64_t jb = 0; jb < n_pad; jb += kKeyBlock) {
@@ -60,18 +100,12 @@ void attend_group(const float* q, int64_t group, const float* const* k_rows, con
       }
     // sum_fixed_order's tree over the eight lanes.
     const float sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-    const float inv_sum = 1.0f / sum;
-    float* o = out + h * d;
-    int64_t c = 0;
-    for (; c + 32 <= d8; c += 32) weighted_rows<4>(s, v_rows, head_offset + c, n_keys, inv_sum, o + c);
-    for (; c < d8; c += 8) weighted_rows<1>(s, v_rows, head_offset + c, n_keys, inv_sum, o + c);
-    for (; c < d; ++c) {
-      float acc = 0.0f;
-      for (int64_t j = 0; j < n_keys; ++j) acc = std::fma(s[j], v_rows[j][head_offset + c], acc);
-      o[c] = acc * inv_sum;
-    }
+    inv_sums[h] = 1.0f / sum;
     if (lse) lse[h] = m + std::log(sum);
   }
+  int64_t h = 0;
+  for (; h + 2 <= group; h += 2) weighted_heads<2>(scores, n_pad, h, v_rows, head_offset, n_keys, d, inv_sums, out);
+  for (; h < group; ++h) weighted_heads<1>(scores, n_pad, h, v_rows, head_offset, n_keys, d, inv_sums, out);
 }
 
 }  // namespace rlcpp::cpu

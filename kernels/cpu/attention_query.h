@@ -30,7 +30,7 @@ inline int64_t padded_keys(int64_t n_keys) { return (n_keys + kKeyBlock - 1) / k
 // s_j = scale * (q . k_j) (eight lanes over d, fixed tree), m = max s, p_j = exp(s_j - m),
 // out (d) = sum_j p_j v_j (in increasing j) / sum_j p_j (eight lanes over j, fixed tree), lse = m + log sum p.
 // Key row j is k_rows[j] + head_offset (d floats), likewise v; k_rows/v_rows hold padded_keys(n_keys) valid
-// pointers (the padding is read but ignored). scores is scratch of group * padded_keys(n_keys) floats. out
+// pointers (the padding is read but ignored). scores is scratch of group * (padded_keys(n_keys) + 1) floats. out
 // (group,d); lse (group) or null. A head's result depends only on its q and the keys, never on group or on the
 // position of a key in its block of eight. Defined out of line, in one place, so that both callers execute the
 // very same instructions.
@@ -43,7 +43,7 @@ struct AttendScratch {
   std::vector<const float*> k_rows;
   std::vector<const float*> v_rows;
   AttendScratch(int64_t max_keys, int64_t group)
-      : scores(static_cast<size_t>(group * padded_keys(max_keys))),
+      : scores(static_cast<size_t>(group * (padded_keys(max_keys) + 1))),
         k_rows(static_cast<size_t>(padded_keys(max_keys))), v_rows(static_cast<size_t>(padded_keys(max_keys))) {}
 };
 
