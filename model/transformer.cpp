@@ -131,12 +131,16 @@ void Transformer::forward(const ParameterStore& params, const PackedBatch& batch
   acts.layers.resize(config_.num_hidden_layers);
 
   Tensor qkv = Tensor::empty({N, qkv_dim});
-  Tensor x = Tensor::empty({N, C});
-  ops::embedding_forward(w.embed, acts.tokens, x);
+  // The residual stream lives in the kept activations: layer l writes layer l+1's x (or x_final) in place, so
+  // repeated forwards of one shape allocate (and page-fault) nothing for it.
+  ensure(acts.layers[0].x, {N, C});
+  ops::embedding_forward(w.embed, acts.tokens, acts.layers[0].x);
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     const auto& W = w.layers[l];
     auto& A = acts.layers[l];
-    A.x = x;
+    Tensor& x_next = l + 1 < config_.num_hidden_layers ? acts.layers[l + 1].x : acts.x_final;
+    ensure(A.h, {N, C});
+    ensure(x_next, {N, C});
     ensure(A.rstd1, {N});
     ensure(A.xn1, {N, C});
     ensure(A.q, {N, Hq, D});
@@ -159,17 +163,16 @@ void Transformer::forward(const ParameterStore& params, const PackedBatch& batch
     ops::attention_forward(A.q, A.k, A.v, acts.cu_seqlens, scale, att3, A.lse);
 
     // h = x + o_proj(att): start from a copy of x, accumulate the product into it.
-    A.h = A.x.clone();
+    std::memcpy(A.h.data<float>(), A.x.data<float>(), N * C * sizeof(float));
     ops::matmul(A.att, false, W.o_w, true, A.h, 1.0f, 1.0f);
     if (W.o_b.defined()) ops::add_bias(A.h, W.o_b);
 
     ops::rmsnorm_forward(A.h, W.ln2, static_cast<float>(config_.rms_norm_eps), A.xn2, A.rstd2);
     ops::matmul(A.xn2, false, W.gate_up, true, A.gate_up);
     ops::swiglu_forward(A.gate_up, A.act);
-    x = A.h.clone();
-    ops::matmul(A.act, false, W.down, true, x, 1.0f, 1.0f);
+    std::memcpy(x_next.data<float>(), A.h.data<float>(), N * C * sizeof(float));
+    ops::matmul(A.act, false, W.down, true, x_next, 1.0f, 1.0f);
   }
-  acts.x_final = x;
   ensure(acts.rstd_final, {N});
   ensure(acts.xn_final, {N, C});
   ops::rmsnorm_forward(acts.x_final, w.final_norm, static_cast<float>(config_.rms_norm_eps), acts.xn_final,

@@ -1,10 +1,12 @@
 // Training attention on the CPU: causal, packed sequences (cu_seqlens), GQA. The forward runs the shared
 // per-query routine (attention_query.h); the backward recomputes probabilities from the saved lse.
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "kernels/cpu/attention_query.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/lanes8.h"
 #include "kernels/cpu/vec_math.h"
 
 namespace rlcpp::cpu {
@@ -15,8 +17,12 @@ struct ContiguousKvRows {
   const float* k;
   const float* v;
   int64_t row_stride;  // hkv * d
-  const float* key_row(int64_t j) const { return k + j * row_stride; }
-  const float* value_row(int64_t j) const { return v + j * row_stride; }
+  void gather(int64_t n, const float** k_rows, const float** v_rows) const {
+    for (int64_t j = 0; j < n; ++j) {
+      k_rows[j] = k + j * row_stride;
+      v_rows[j] = v + j * row_stride;
+    }
+  }
 };
 
 // Multiply-adds of a causal pass over all sequences, to decide whether threads pay.
@@ -47,7 +53,7 @@ void attention_forward(const float* q, const float* k, const float* v, const int
   const int64_t max_keys = max_seqlen(cu_seqlens, num_seqs);
 #pragma omp parallel if (causal_work(cu_seqlens, num_seqs, hq, d) > kParallelMinWork)
   {
-    AttendScratch scratch(max_keys);
+    AttendScratch scratch(max_keys, hq / hkv);
     // Later rows of a sequence attend to more keys; dynamic scheduling evens that out (the result per row is
     // the same whichever thread computes it).
 #pragma omp for schedule(dynamic, 8)
@@ -70,18 +76,33 @@ void attention_backward(const float* dout, const float* q, const float* k, const
   // heads, so no two threads write the same memory and each sum runs in a fixed order.
   const int64_t group = hq / hkv;
   const int64_t tasks = num_seqs * hkv;
+  const int64_t kv_stride = hkv * d;
+  const int64_t d8 = d / 8 * 8;
+  const int64_t max_keys = max_seqlen(cu_seqlens, num_seqs);
 #pragma omp parallel if (3 * causal_work(cu_seqlens, num_seqs, hq, d) > kParallelMinWork)
   {
-    std::vector<float> dq_acc(static_cast<size_t>(d));
+    // Per query row: scaled dS and P over its keys (padded to blocks of eight), and the key/value row pointers.
+    std::vector<float> ds_row(static_cast<size_t>(padded_keys(max_keys)));
+    std::vector<float> p_row(static_cast<size_t>(padded_keys(max_keys)));
+    std::vector<const float*> k_rows(static_cast<size_t>(padded_keys(max_keys)));
+    std::vector<const float*> v_rows(static_cast<size_t>(padded_keys(max_keys)));
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t b = task / hkv;
       const int64_t g = task % hkv;
       const int64_t start = cu_seqlens[b];
       const int64_t len = cu_seqlens[b + 1] - start;
+      const float* kg = k + start * kv_stride + g * d;
+      const float* vg = v + start * kv_stride + g * d;
+      float* dkg = dk + start * kv_stride + g * d;
+      float* dvg = dv + start * kv_stride + g * d;
       for (int64_t j = 0; j < len; ++j) {
-        std::fill_n(dk + ((start + j) * hkv + g) * d, d, 0.0f);
-        std::fill_n(dv + ((start + j) * hkv + g) * d, d, 0.0f);
+        std::fill_n(dkg + j * kv_stride, d, 0.0f);
+        std::fill_n(dvg + j * kv_stride, d, 0.0f);
+      }
+      for (int64_t j = 0; j < padded_keys(len); ++j) {
+        k_rows[static_cast<size_t>(j)] = kg + (j < len ? j : 0) * kv_stride;
+        v_rows[static_cast<size_t>(j)] = vg + (j < len ? j : 0) * kv_stride;
       }
       for (int64_t h = g * group; h < (g + 1) * group; ++h) {
         for (int64_t i = 0; i < len; ++i) {
@@ -90,24 +111,41 @@ void attention_backward(const float* dout, const float* q, const float* k, const
           const float* doi = dout + qi_off;
           const float lse_i = lse[(start + i) * hq + h];
           const float d_i = dot_fixed_order(doi, out + qi_off, d);
-          std::fill(dq_acc.begin(), dq_acc.end(), 0.0f);
-          for (int64_t j = 0; j <= i; ++j) {
-            const int64_t kv_off = ((start + j) * hkv + g) * d;
-            const float* kj = k + kv_off;
-            const float* vj = v + kv_off;
-            float* dkj = dk + kv_off;
-            float* dvj = dv + kv_off;
-            const float p = exp_fixed(dot_fixed_order(qi, kj, d) * scale - lse_i);
-            const float ds = p * (dot_fixed_order(doi, vj, d) - d_i);
-            const float ds_scaled = scale * ds;
-            for (int64_t c = 0; c < d; ++c) {
-              dq_acc[static_cast<size_t>(c)] += ds * kj[c];
-              dkj[c] += ds_scaled * qi[c];
-              dvj[c] += p * doi[c];
-            }
+          const int64_t n_keys = i + 1, n_pad = padded_keys(n_keys);
+          float* p = p_row.data();
+          float* ds = ds_row.data();
+          for (int64_t jb = 0; jb < n_pad; jb += kKeyBlock) {
+            dot8(qi, k_rows.data() + jb, d, p + jb);
+            dot8(doi, v_rows.data() + jb, d, ds + jb);
           }
-          float* dqi = dq + qi_off;
-          for (int64_t c = 0; c < d; ++c) dqi[c] = scale * dq_acc[static_cast<size_t>(c)];
+          for (int64_t j = 0; j < n_pad; ++j) {
+            const float pj = exp_fixed(p[j] * scale - lse_i);
+            ds[j] = pj * (ds[j] - d_i);
+            p[j] = pj;
+          }
+          // dQ_i = scale sum_j dS_ij k_j in registers; dK_j += scale dS_ij q_i and dV_j += p_ij dO_i in place.
+          for (int64_t c = 0; c < d8; c += 8) {
+            const F8 qc = f8_load(qi + c), doc = f8_load(doi + c);
+            F8 dq_acc = f8_zero();
+            for (int64_t j = 0; j < n_keys; ++j) {
+              const F8 dsj = f8_set1(ds[j]);
+              dq_acc = f8_fma(dsj, f8_load(kg + j * kv_stride + c), dq_acc);
+              float* dkj = dkg + j * kv_stride + c;
+              float* dvj = dvg + j * kv_stride + c;
+              f8_store(dkj, f8_fma(f8_mul(f8_set1(scale), dsj), qc, f8_load(dkj)));
+              f8_store(dvj, f8_fma(f8_set1(p[j]), doc, f8_load(dvj)));
+            }
+            f8_store(dq + qi_off + c, f8_mul(f8_set1(scale), dq_acc));
+          }
+          for (int64_t c = d8; c < d; ++c) {
+            float dq_acc = 0.0f;
+            for (int64_t j = 0; j < n_keys; ++j) {
+              dq_acc = std::fma(ds[j], kg[j * kv_stride + c], dq_acc);
+              dkg[j * kv_stride + c] = std::fma(scale * ds[j], qi[c], dkg[j * kv_stride + c]);
+              dvg[j * kv_stride + c] = std::fma(p[j], doi[c], dvg[j * kv_stride + c]);
+            }
+            dq[qi_off + c] = scale * dq_acc;
+          }
         }
       }
     }

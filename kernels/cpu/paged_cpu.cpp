@@ -17,9 +17,16 @@ struct PagedKvRows {
   const int32_t* blocks;
   int64_t block_size;
   int64_t slot_stride;  // hkv * d
-  int64_t slot(int64_t j) const { return static_cast<int64_t>(blocks[j / block_size]) * block_size + j % block_size; }
-  const float* key_row(int64_t j) const { return k_cache + slot(j) * slot_stride; }
-  const float* value_row(int64_t j) const { return v_cache + slot(j) * slot_stride; }
+  void gather(int64_t n, const float** k_rows, const float** v_rows) const {
+    for (int64_t b = 0, j0 = 0; j0 < n; ++b, j0 += block_size) {
+      const int64_t first = static_cast<int64_t>(blocks[b]) * block_size * slot_stride;
+      const int64_t count = std::min(block_size, n - j0);
+      for (int64_t t = 0; t < count; ++t) {
+        k_rows[j0 + t] = k_cache + first + t * slot_stride;
+        v_rows[j0 + t] = v_cache + first + t * slot_stride;
+      }
+    }
+  }
 };
 
 }  // namespace
@@ -47,7 +54,7 @@ void paged_attention(const float* q, const float* k_cache, const float* v_cache,
   const int64_t slot_stride = hkv * d;
 #pragma omp parallel if (work > kParallelMinWork)
   {
-    AttendScratch scratch(max_keys);
+    AttendScratch scratch(max_keys, hq / hkv);
 #pragma omp for schedule(dynamic, 8)
     for (int64_t i = 0; i < n; ++i) {
       const int32_t b = query_seq[i];
