@@ -1,0 +1,26 @@
+// `rlcpp train CONFIG`: the RL controller. Sets up the run directory, the policy (random, a checkpoint, or an
+// SFT warm start), the colocated rollout engine and the inproc weight-sync channel, then runs GRPO steps
+// (loop/grpo_step.h) with periodic held-out evaluation and checkpoints. Per step it writes one line of
+// metrics.jsonl (every figure: timing_s/<phase>, timing_share/<phase>, reward/*, mismatch/*, actor/*, eval/*)
+// and a few samples to samples.jsonl, and prints a step line.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "loop/train_config.h"
+
+namespace rlcpp {
+
+struct TrainSummary {
+  std::string run_dir;
+  std::vector<double> mean_rewards;  // per step
+  double final_accuracy = 0;         // held-out, at the last step
+  std::string checkpoint;            // the last checkpoint written
+  double seconds = 0;
+};
+
+TrainSummary run_train(const TrainConfig& config, const Json& resolved_config);
+
+}  // namespace rlcpp
