@@ -64,12 +64,13 @@ TrainSummary run_train(const TrainConfig& config, const Json& resolved_config) {
   std::optional<ParameterStore> reference;
   if (config.algorithm.policy_loss.kl_coef > 0) reference = params.clone();
   PolicyUpdater actor(model, params, config.optim);
-  Engine engine(model, params, config.rollout.engine, /*policy_version=*/0);
-  InprocWeightChannel channel(params, /*version=*/0);
+  std::unique_ptr<RolloutBackend> rollout = config.rollout.placement == "split"
+                                                ? make_split_rollout(config.rollout, run.path(), params)
+                                                : make_colocated_rollout(model, params, config.rollout.engine);
   PhiloxStream data_rng(config.seed, /*stream=*/1);
   PhiloxStream update_rng(config.seed, /*stream=*/2);
   RlContext ctx{config, *task, *reward, tok, model, params, reference ? &*reference : nullptr,
-                actor, engine, channel, data_rng, update_rng, 0};
+                actor, *rollout, data_rng, update_rng, 0};
 
   std::printf("train: %s, %lld parameters, task %s, %lld steps of %lld prompts x %lld, placement %s, run %s\n",
               config.init_checkpoint.empty() ? config.model_preset.c_str() : config.init_checkpoint.c_str(),

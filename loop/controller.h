@@ -1,6 +1,6 @@
 // `rlcpp train CONFIG`: the RL controller. Sets up the run directory, the policy (random, a checkpoint, or an
-// SFT warm start), the colocated rollout engine and the inproc weight-sync channel, then runs GRPO steps
-// (loop/grpo_step.h) with periodic held-out evaluation and checkpoints. Per step it writes one line of
+// SFT warm start) and the rollout placement (loop/rollout_backend.h: a split worker process fed over the zmq
+// weight-sync channel, or a colocated engine on the inproc channel), then runs GRPO steps (loop/grpo_step.h) with periodic held-out evaluation and checkpoints. Per step it writes one line of
 // metrics.jsonl (every figure: timing_s/<phase>, timing_share/<phase>, reward/*, mismatch/*, actor/*, eval/*)
 // and a few samples to samples.jsonl, and prints a step line.
 #pragma once

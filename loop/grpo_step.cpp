@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "loop/consistency_probe.h"
 #include "loop/mismatch.h"
 #include "loop/rollout_samples.h"
 #include "reward/reward_result.h"
@@ -48,7 +49,7 @@ StepResult grpo_step(RlContext& ctx, int64_t step, PhaseTimer& timer) {
     SamplingParams sampling = cfg.rollout.sampling;
     sampling.seed = step_sampling_seed(cfg.seed, step);
     request = make_rollout_request(problems, ctx.tokenizer, group, sampling);
-    return ctx.engine.generate(request);
+    return ctx.rollout.generate(request);
   });
   check_sample_versions(rollout.samples, ctx.version);
   std::vector<RolloutSample> batch = to_rollout_samples(request, rollout);
@@ -117,16 +118,21 @@ StepResult grpo_step(RlContext& ctx, int64_t step, PhaseTimer& timer) {
   });
   for (const auto& [k, v] : update.metrics("actor/")) out.metrics[k] = v;
 
-  // 7 weight sync: colocated, the engine reads the trainer's buffer; the new version is a bump
+  // 7 weight sync: the engine side acknowledges the new version before the next rollout
   timer.time(Phase::kWeightSync, [&] {
-    ctx.channel.publish(ctx.version + 1);
-    const int64_t v = ctx.channel.poll(ctx.params);
-    RLCPP_CHECK(v == ctx.version + 1, "weight sync: engine acknowledged version " << v << ", expected "
-                                                                                  << ctx.version + 1);
-    ctx.engine.set_weights(ctx.params, v);
-    ctx.version = v;
+    ctx.rollout.sync(ctx.params, ctx.version + 1);
     return 0;
   });
+  ctx.version += 1;
+
+  // 8 probe: the engine must now sample with exactly the trainer's weights
+  if (cfg.probe.prompts > 0) {
+    const Mismatch probe = timer.time(Phase::kProbe, [&] {
+      return run_consistency_probe(ctx.rollout, ctx.model, ctx.params, ctx.task, ctx.tokenizer,
+                                   cfg.rollout.sampling.max_new_tokens, cfg.probe, ctx.version);
+    });
+    for (const auto& [k, v] : probe.metrics("probe/")) out.metrics[k] = v;
+  }
 
   for (int64_t i = 0; i < cfg.samples_per_step && i < static_cast<int64_t>(batch.size()); ++i) {
     const Sample& s = rollout.samples[static_cast<size_t>(i)];

@@ -1,5 +1,5 @@
 // One GRPO step of `rlcpp train` through its phases (DESIGN.md "one RL step"): rollout, reward, old_logprob,
-// ref_logprob (kl_coef > 0), advantage, update_actor, weight_sync. Eval and checkpoint belong to the
+// ref_logprob (kl_coef > 0), advantage, update_actor, weight_sync, probe. Eval and checkpoint belong to the
 // controller. Each phase is timed on the step's PhaseTimer.
 #pragma once
 
@@ -14,9 +14,8 @@
 #include "loop/train_config.h"
 #include "model/tokenizer.h"
 #include "reward/reward_function.h"
-#include "rollout/engine.h"
+#include "loop/rollout_backend.h"
 #include "trainer/update_step.h"
-#include "weightsync/inproc_channel.h"
 
 namespace rlcpp {
 
@@ -30,8 +29,7 @@ struct RlContext {
   ParameterStore& params;             // the policy the trainer updates
   const ParameterStore* reference;    // frozen initial policy; null without a KL term
   PolicyUpdater& actor;
-  Engine& engine;                     // colocated: reads `params`
-  InprocWeightChannel& channel;
+  RolloutBackend& rollout;            // colocated engine or split worker
   PhiloxStream& data_rng;
   PhiloxStream& update_rng;
   int64_t version = 0;                // the policy version the engine samples with

@@ -21,9 +21,10 @@ TrainConfig::TrainConfig() {
 }
 
 void TrainConfig::validate() const {
-  RLCPP_CHECK(rollout.placement == "colocated",
-              "config key 'rollout.placement': \"" << rollout.placement
-                                                   << "\" is not built yet; expected \"colocated\"");
+  RLCPP_CHECK(rollout.placement == "colocated" || rollout.placement == "split",
+              "config key 'rollout.placement': \"" << rollout.placement << "\", expected \"split\" or \"colocated\"");
+  RLCPP_CHECK(probe.prompts >= 0 && probe.max_abs_dlogp >= 0,
+              "config keys 'probe.prompts' and 'probe.max_abs_dlogp' must be >= 0");
   RLCPP_CHECK(rollout.prompts_per_step >= 1 && rollout.group_size >= 1,
               "config keys 'rollout.prompts_per_step' and 'rollout.group_size' must be >= 1, got "
                   << rollout.prompts_per_step << " and " << rollout.group_size);

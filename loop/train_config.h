@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/config.h"
+#include "loop/consistency_probe_config.h"
 #include "loop/sft_run.h"
 #include "reward/reward_function.h"
 #include "reward/task_config.h"
@@ -18,14 +19,18 @@
 namespace rlcpp {
 
 struct RolloutSection {
-  std::string placement = "colocated";  // "colocated" (engine in the trainer process); "split" is not built yet
+  std::string placement = "split";  // "split" (one worker process over ipc://) | "colocated" (in-process engine)
+  std::string worker_binary;         // the rlcpp executable for split workers; "" = this executable
   int64_t prompts_per_step = 64;
   int64_t group_size = 8;
   SamplingParams sampling;  // seed is derived per step from the run seed (the field is ignored)
   EngineConfig engine;
 
   template <class V> void visit(V& v) {
-    v("placement", placement, "colocated: the engine runs in the trainer process and sync is a version bump");
+    v("placement", placement,
+      "split: one `rlcpp worker` process over ipc:// in the run dir, weights pushed over zmq after each update; "
+      "colocated: the engine runs in the trainer process and sync is a version bump");
+    v("worker_binary", worker_binary, "rlcpp executable that runs split workers (\"\" = this one)");
     v("prompts_per_step", prompts_per_step, "prompts per rollout batch");
     v("group_size", group_size, "samples per prompt (the GRPO group)");
     v("sampling", sampling, "sampling parameters (sampling.seed is replaced by one derived from the run seed)");
@@ -55,6 +60,7 @@ struct TrainConfig {
   AlgorithmConfig algorithm;
   PpoEpochsConfig ppo;
   OptimConfig optim;
+  ProbeConfig probe;
   int64_t steps = 200;
   int64_t eval_every = 20;  // steps; 0 = only at the end
   int64_t eval_size = 1000;
@@ -76,6 +82,7 @@ struct TrainConfig {
     v("algorithm", algorithm, "advantage estimator and policy loss (grpo, drgrpo, rloo)");
     v("ppo", ppo, "epochs and mini-batches over each rollout batch");
     v("optim", optim, "AdamW and the LR schedule");
+    v("probe", probe, "consistency probe after each weight sync");
     v("steps", steps, "RL steps (one rollout batch each)");
     v("eval_every", eval_every, "held-out evaluation period in steps (0 = at the end only)");
     v("eval_size", eval_size, "held-out problems per evaluation (greedy)");

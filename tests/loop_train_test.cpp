@@ -7,7 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "loop/consistency_probe.h"
 #include "loop/controller.h"
+#include "reward/task_registry.h"
 #include "loop/mismatch.h"
 #include "loop/rollout_samples.h"
 #include "model/checkpoint.h"
@@ -42,6 +44,7 @@ TrainConfig small_run(const fs::path& dir, const std::string& init) {
   TrainConfig c;
   c.run_dir = dir.string();
   c.init_checkpoint = init;
+  c.rollout.placement = "colocated";  // split workers need the rlcpp binary: app_train_split_test
   c.rollout.prompts_per_step = 16;
   c.rollout.group_size = 8;
   c.ppo.mini_batch_size = 64;  // two mini-batches of 8 groups: the second is off-policy
@@ -84,6 +87,8 @@ TEST(LoopTrain, ShortGrpoRunRaisesMeanRewardAndTimesItsPhases) {
     // Engine and trainer score the same weights: the mismatch is float rounding only.
     EXPECT_LT(m["mismatch/max_abs_dlogp"].get<double>(), 1e-3);
     EXPECT_LT(std::abs(m["mismatch/k3"].get<double>()), 1e-6);
+    EXPECT_LE(m["probe/max_abs_dlogp"].get<double>(), 1e-4);  // after the sync, on the new weights
+    EXPECT_GT(m["timing_s/probe"].get<double>(), 0);
     EXPECT_TRUE(m.contains("actor/pg_loss") && m.contains("actor/grad_norm") && m.contains("reward/mean"));
     EXPECT_EQ(m["policy_version"].get<int64_t>(), m["step"].get<int64_t>());
   }
@@ -93,6 +98,31 @@ TEST(LoopTrain, ShortGrpoRunRaisesMeanRewardAndTimesItsPhases) {
   EXPECT_EQ(samples[4]["step"], 2);
   EXPECT_EQ(samples[4]["policy_version"], 1);  // step 2 samples with the weights of step 1's update
   EXPECT_TRUE(fs::exists(s.checkpoint + "/model.safetensors"));
+}
+
+TEST(LoopTrain, ProbeStopsTheRunWhenTheEngineMissedASync) {
+  ModelConfig mc = model_preset("tiny");
+  mc.num_hidden_layers = 1;
+  ParameterStore trainer = init_random(mc, 8);
+  const ParameterStore engine_copy = trainer.clone();
+  Transformer model(mc);
+  EngineConfig engine;
+  engine.max_num_seqs = 16;
+  std::unique_ptr<RolloutBackend> rollout = make_colocated_rollout(model, engine_copy, engine);
+  TaskConfig tc;
+  const std::unique_ptr<Task> task = make_task(tc);
+  CharTokenizer tok;
+  ProbeConfig probe;
+  // Same weights: float rounding only.
+  EXPECT_LE(run_consistency_probe(*rollout, model, trainer, *task, tok, 6, probe, 0).max_abs_dlogp, 1e-4);
+  // The trainer moved on but the engine still holds the old weights: the probe must stop the run.
+  for (int64_t i = 0; i < trainer.numel(); i += 7) trainer.flat().data<float>()[i] *= 1.05f;
+  try {
+    run_consistency_probe(*rollout, model, trainer, *task, tok, 6, probe, 0);
+    FAIL() << "probe passed with stale engine weights";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("probe.max_abs_dlogp"), std::string::npos) << e.what();
+  }
 }
 
 TEST(LoopTrain, StaleVersionSamplesAreRefused) {

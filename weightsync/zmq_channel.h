@@ -66,6 +66,8 @@ class ZmqWeightSubscriber {
   bool poll(long timeout_ms, const Swap& swap);
   int64_t version() const { return version_; }
   const std::string& last_error() const { return last_error_; }
+  // For polling together with other sockets (readable = a publish is waiting).
+  zmq::socket_t& socket() { return socket_; }
 
  private:
   zmq::socket_t socket_;

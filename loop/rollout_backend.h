@@ -1,0 +1,32 @@
+// Where rollouts run (rollout.placement): `colocated`, an Engine inside the trainer process reading the
+// trainer's own weights (sync = an inproc version bump), or `split`, one `rlcpp worker` child process over
+// ipc:// in the run directory, fed by the zmq weight-sync channel after every update.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "loop/train_config.h"
+#include "model/transformer.h"
+#include "rollout/engine.h"
+
+namespace rlcpp {
+
+class RolloutBackend {
+ public:
+  virtual ~RolloutBackend() = default;
+  virtual RolloutResult generate(const Request& request) = 0;
+  // `params` now hold `version`; returns once the engine side samples with them (acknowledged).
+  virtual void sync(const ParameterStore& params, int64_t version) = 0;
+};
+
+// The engine reads `params` (which must outlive it) and starts at version 0.
+std::unique_ptr<RolloutBackend> make_colocated_rollout(const Transformer& model, const ParameterStore& params,
+                                                       const EngineConfig& engine);
+
+// Saves `params` as RUN_DIR/checkpoints/step_0 (version 0) and starts a worker on it; `binary` "" = this
+// executable.
+std::unique_ptr<RolloutBackend> make_split_rollout(const RolloutSection& rollout, const std::string& run_dir,
+                                                   const ParameterStore& params);
+
+}  // namespace rlcpp
