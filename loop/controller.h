@@ -23,4 +23,9 @@ struct TrainSummary {
 
 TrainSummary run_train(const TrainConfig& config, const Json& resolved_config);
 
+// Continues the run in `run_dir` (its config.json) from its newest complete checkpoint: weights, optimizer
+// moments and step count, RNG positions, step and policy version; metrics.jsonl and samples.jsonl lose the
+// records of steps after that checkpoint, so the finished run's files equal an uninterrupted run's.
+TrainSummary resume_train(const std::string& run_dir);
+
 }  // namespace rlcpp

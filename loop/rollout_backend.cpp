@@ -5,7 +5,6 @@
 
 #include "core/error.h"
 #include "loop/worker_process.h"
-#include "model/checkpoint.h"
 #include "rollout/worker_client.h"
 #include "weightsync/inproc_channel.h"
 #include "weightsync/zmq_channel.h"
@@ -16,8 +15,9 @@ namespace {
 
 class ColocatedRollout : public RolloutBackend {
  public:
-  ColocatedRollout(const Transformer& model, const ParameterStore& params, const EngineConfig& engine)
-      : params_(params), engine_(model, params, engine, 0), channel_(params, 0) {}
+  ColocatedRollout(const Transformer& model, const ParameterStore& params, const EngineConfig& engine,
+                   int64_t version)
+      : params_(params), engine_(model, params, engine, version), channel_(params, version) {}
 
   RolloutResult generate(const Request& request) override { return engine_.generate(request); }
 
@@ -36,14 +36,13 @@ class ColocatedRollout : public RolloutBackend {
 
 class SplitRollout : public RolloutBackend {
  public:
-  SplitRollout(const RolloutSection& rollout, const std::string& run_dir, const ParameterStore& params) {
+  SplitRollout(const RolloutSection& rollout, const std::string& run_dir, const std::string& checkpoint,
+               const ParameterStore& params, int64_t version) {
     const std::string dir = std::filesystem::absolute(run_dir).string();
-    const std::string checkpoint = dir + "/checkpoints/step_0";
-    save_model_checkpoint(checkpoint, params);
     const EngineConfig& e = rollout.engine;
     process_.emplace(rollout.worker_binary.empty() ? current_executable() : rollout.worker_binary,
                      std::vector<std::string>{checkpoint, "--bind", "ipc://" + dir + "/worker.ipc", "--weights",
-                                              "ipc://" + dir + "/weights.ipc", "--policy-version", "0", "--name",
+                                              "ipc://" + dir + "/weights.ipc", "--policy-version", std::to_string(version), "--name",
                                               "worker0", "--block-size", std::to_string(e.block_size),
                                               "--num-blocks", std::to_string(e.num_blocks), "--max-num-seqs",
                                               std::to_string(e.max_num_seqs), "--max-batched-tokens",
@@ -79,13 +78,14 @@ class SplitRollout : public RolloutBackend {
 }  // namespace
 
 std::unique_ptr<RolloutBackend> make_colocated_rollout(const Transformer& model, const ParameterStore& params,
-                                                       const EngineConfig& engine) {
-  return std::make_unique<ColocatedRollout>(model, params, engine);
+                                                       const EngineConfig& engine, int64_t version) {
+  return std::make_unique<ColocatedRollout>(model, params, engine, version);
 }
 
 std::unique_ptr<RolloutBackend> make_split_rollout(const RolloutSection& rollout, const std::string& run_dir,
-                                                   const ParameterStore& params) {
-  return std::make_unique<SplitRollout>(rollout, run_dir, params);
+                                                   const std::string& checkpoint, const ParameterStore& params,
+                                                   int64_t version) {
+  return std::make_unique<SplitRollout>(rollout, run_dir, checkpoint, params, version);
 }
 
 }  // namespace rlcpp

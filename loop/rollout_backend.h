@@ -20,13 +20,14 @@ class RolloutBackend {
   virtual void sync(const ParameterStore& params, int64_t version) = 0;
 };
 
-// The engine reads `params` (which must outlive it) and starts at version 0.
+// The engine reads `params` (which must outlive it), which hold policy `version`.
 std::unique_ptr<RolloutBackend> make_colocated_rollout(const Transformer& model, const ParameterStore& params,
-                                                       const EngineConfig& engine);
+                                                       const EngineConfig& engine, int64_t version = 0);
 
-// Saves `params` as RUN_DIR/checkpoints/step_0 (version 0) and starts a worker on it; `binary` "" = this
-// executable.
+// Starts a worker on `checkpoint` (the policy at `version`), serving at ipc://RUN_DIR/worker.ipc and taking
+// weights at ipc://RUN_DIR/weights.ipc; rollout.worker_binary "" = this executable.
 std::unique_ptr<RolloutBackend> make_split_rollout(const RolloutSection& rollout, const std::string& run_dir,
-                                                   const ParameterStore& params);
+                                                   const std::string& checkpoint, const ParameterStore& params,
+                                                   int64_t version);
 
 }  // namespace rlcpp
