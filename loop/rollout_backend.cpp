@@ -40,17 +40,24 @@ class SplitRollout : public RolloutBackend {
                const ParameterStore& params, int64_t version) {
     const std::string dir = std::filesystem::absolute(run_dir).string();
     const EngineConfig& e = rollout.engine;
-    process_.emplace(rollout.worker_binary.empty() ? current_executable() : rollout.worker_binary,
-                     std::vector<std::string>{checkpoint, "--bind", "ipc://" + dir + "/worker.ipc", "--weights",
-                                              "ipc://" + dir + "/weights.ipc", "--policy-version", std::to_string(version), "--name",
-                                              "worker0", "--block-size", std::to_string(e.block_size),
-                                              "--num-blocks", std::to_string(e.num_blocks), "--max-num-seqs",
-                                              std::to_string(e.max_num_seqs), "--max-batched-tokens",
-                                              std::to_string(e.max_num_batched_tokens)});
-    client_.emplace(WorkerClient::connect(context_, {process_->endpoint()}));
+    const std::string binary = rollout.worker_binary.empty() ? current_executable() : rollout.worker_binary;
+    std::vector<std::string> endpoints;
     ZmqPublisherOptions options;
     options.chunk_floats = std::min<int64_t>(options.chunk_floats, std::max<int64_t>(params.numel(), 4096));
-    publisher_.emplace(context_, process_->weights_endpoint(), /*bind=*/false, options);
+    for (int64_t w = 0; w < rollout.num_workers; ++w) {
+      const std::string name = "worker" + std::to_string(w);
+      processes_.push_back(std::make_unique<WorkerProcess>(
+          binary, std::vector<std::string>{checkpoint, "--bind", "ipc://" + dir + "/" + name + ".ipc", "--weights",
+                                           "ipc://" + dir + "/" + name + "_weights.ipc", "--policy-version",
+                                           std::to_string(version), "--name", name, "--block-size",
+                                           std::to_string(e.block_size), "--num-blocks", std::to_string(e.num_blocks),
+                                           "--max-num-seqs", std::to_string(e.max_num_seqs), "--max-batched-tokens",
+                                           std::to_string(e.max_num_batched_tokens)}));
+      endpoints.push_back(processes_.back()->endpoint());
+      publishers_.push_back(std::make_unique<ZmqWeightPublisher>(context_, processes_.back()->weights_endpoint(),
+                                                                 /*bind=*/false, options));
+    }
+    client_.emplace(WorkerClient::connect(context_, endpoints));
   }
 
   ~SplitRollout() override {
@@ -59,20 +66,23 @@ class SplitRollout : public RolloutBackend {
     } catch (const std::exception&) {
       // the process is stopped by SIGTERM below anyway
     }
-    publisher_.reset();
+    publishers_.clear();
     client_.reset();
-    process_.reset();
+    processes_.clear();
   }
 
   RolloutResult generate(const Request& request) override { return client_->generate(request); }
 
-  void sync(const ParameterStore& params, int64_t version) override { publisher_->publish(params, version); }
+  // Every worker acknowledges the version before the next rollout.
+  void sync(const ParameterStore& params, int64_t version) override {
+    for (auto& publisher : publishers_) publisher->publish(params, version);
+  }
 
  private:
   zmq::context_t context_;
-  std::optional<WorkerProcess> process_;
+  std::vector<std::unique_ptr<WorkerProcess>> processes_;
   std::optional<WorkerClient> client_;
-  std::optional<ZmqWeightPublisher> publisher_;
+  std::vector<std::unique_ptr<ZmqWeightPublisher>> publishers_;
 };
 
 }  // namespace

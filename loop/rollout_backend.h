@@ -1,6 +1,7 @@
 // Where rollouts run (rollout.placement): `colocated`, an Engine inside the trainer process reading the
 // trainer's own weights (sync = an inproc version bump), or `split`, one `rlcpp worker` child process over
-// ipc:// in the run directory, fed by the zmq weight-sync channel after every update.
+// ipc:// in the run directory per `rollout.num_workers` (the request's prompts split among them), each fed by
+// the zmq weight-sync channel after every update.
 #pragma once
 
 #include <memory>
@@ -24,8 +25,9 @@ class RolloutBackend {
 std::unique_ptr<RolloutBackend> make_colocated_rollout(const Transformer& model, const ParameterStore& params,
                                                        const EngineConfig& engine, int64_t version = 0);
 
-// Starts a worker on `checkpoint` (the policy at `version`), serving at ipc://RUN_DIR/worker.ipc and taking
-// weights at ipc://RUN_DIR/weights.ipc; rollout.worker_binary "" = this executable.
+// Starts rollout.num_workers workers on `checkpoint` (the policy at `version`), worker i serving at
+// ipc://RUN_DIR/worker<i>.ipc and taking weights at ipc://RUN_DIR/worker<i>_weights.ipc;
+// rollout.worker_binary "" = this executable.
 std::unique_ptr<RolloutBackend> make_split_rollout(const RolloutSection& rollout, const std::string& run_dir,
                                                    const std::string& checkpoint, const ParameterStore& params,
                                                    int64_t version);

@@ -23,6 +23,9 @@ TrainConfig::TrainConfig() {
 void TrainConfig::validate() const {
   RLCPP_CHECK(rollout.placement == "colocated" || rollout.placement == "split",
               "config key 'rollout.placement': \"" << rollout.placement << "\", expected \"split\" or \"colocated\"");
+  RLCPP_CHECK(rollout.num_workers >= 1 && rollout.num_workers <= rollout.prompts_per_step,
+              "config key 'rollout.num_workers': must be in [1, prompts_per_step " << rollout.prompts_per_step
+                                                                                  << "], got " << rollout.num_workers);
   RLCPP_CHECK(probe.prompts >= 0 && probe.max_abs_dlogp >= 0,
               "config keys 'probe.prompts' and 'probe.max_abs_dlogp' must be >= 0");
   RLCPP_CHECK(rollout.prompts_per_step >= 1 && rollout.group_size >= 1,

@@ -21,6 +21,7 @@ namespace rlcpp {
 struct RolloutSection {
   std::string placement = "split";  // "split" (one worker process over ipc://) | "colocated" (in-process engine)
   std::string worker_binary;         // the rlcpp executable for split workers; "" = this executable
+  int64_t num_workers = 1;           // split: worker processes sharing each rollout
   int64_t prompts_per_step = 64;
   int64_t group_size = 8;
   SamplingParams sampling;  // seed is derived per step from the run seed (the field is ignored)
@@ -30,6 +31,7 @@ struct RolloutSection {
     v("placement", placement,
       "split: one `rlcpp worker` process over ipc:// in the run dir, weights pushed over zmq after each update; "
       "colocated: the engine runs in the trainer process and sync is a version bump");
+    v("num_workers", num_workers, "split: worker processes; each rollout's prompts are divided among them");
     v("worker_binary", worker_binary, "rlcpp executable that runs split workers (\"\" = this one)");
     v("prompts_per_step", prompts_per_step, "prompts per rollout batch");
     v("group_size", group_size, "samples per prompt (the GRPO group)");

@@ -1,4 +1,4 @@
-// rlcpp train with the split placement (a worker process over ipc://, weights over the zmq channel) gives the
+// rlcpp train with the split placement (two worker processes over ipc://, weights over the zmq channel) gives the
 // same samples and metrics as the colocated placement with the same seed: the worker samples with exactly
 // the trainer's weights after every sync.
 #include <gtest/gtest.h>
@@ -51,6 +51,7 @@ TEST(TrainSplit, SplitAndColocatedRunsGiveTheSameSamplesAndMetrics) {
   TrainConfig split = c;
   split.run_dir = (root / "split").string();
   split.rollout.placement = "split";
+  split.rollout.num_workers = 2;  // prompts divided between two processes: samples are keyed, not placed
   const TrainSummary a = run_train(colocated, config_to_json(colocated));
   const TrainSummary b = run_train(split, config_to_json(split));
 
@@ -77,7 +78,8 @@ TEST(TrainSplit, SplitAndColocatedRunsGiveTheSameSamplesAndMetrics) {
   }
   // The split run's worker got step_0 as its initial weights and removed its sockets on exit.
   EXPECT_TRUE(fs::exists(fs::path(b.run_dir) / "checkpoints/step_0/model.safetensors"));
-  EXPECT_FALSE(fs::exists(fs::path(b.run_dir) / "worker.ipc"));
+  EXPECT_FALSE(fs::exists(fs::path(b.run_dir) / "worker0.ipc"));
+  EXPECT_FALSE(fs::exists(fs::path(b.run_dir) / "worker1_weights.ipc"));
 }
 
 }  // namespace
