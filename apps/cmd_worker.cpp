@@ -11,6 +11,7 @@
 #include "model/checkpoint.h"
 #include "model/init.h"
 #include "rollout/worker_service.h"
+#include "weightsync/zmq_channel.h"
 
 namespace rlcpp::cli {
 
@@ -35,7 +36,7 @@ int block_stop_signals() {
 Command add_worker_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("worker", "serve rollout requests over ZeroMQ (see rollout/README.md)");
   struct Args {
-    std::string checkpoint, preset, bind, connect, run_dir = "runs/worker";
+    std::string checkpoint, preset, bind, connect, weights, run_dir = "runs/worker";
     uint64_t init_seed = 1;
     int64_t policy_version = 0;
     double max_message_mib = 1024;
@@ -47,6 +48,8 @@ Command add_worker_command(CLI::App& app) {
   cmd->add_option("--init-seed", a->init_seed, "seed of the random weights with --preset");
   cmd->add_option("--bind", a->bind, "listen at this endpoint (ipc://PATH, tcp://127.0.0.1:PORT)");
   cmd->add_option("--connect", a->connect, "connect to a client that listens at this endpoint");
+  cmd->add_option("--weights", a->weights,
+                  "bind a weight-sync subscriber here (weightsync/zmq_channel.h); publishes swap in between requests");
   cmd->add_option("--run-dir", a->run_dir, "where the default endpoint ipc://RUN_DIR/worker.ipc lives");
   cmd->add_flag("--allow-remote", a->worker.allow_remote, "allow tcp endpoints beyond 127.0.0.1 (other hosts)");
   cmd->add_option("--name", a->worker.name, "name reported in replies and heartbeats");
@@ -80,8 +83,28 @@ Command add_worker_command(CLI::App& app) {
       }
       endpoint = service.bind(context, bind);
     }
+    // Weights published by the trainer replace the live ones between requests; the engine keeps a reference
+    // to the store it reads, so the previous one is released only after the swap.
+    std::unique_ptr<ZmqWeightSubscriber> weights;
+    auto live = std::make_shared<ParameterStore>(params);
+    ServeControl control{nullptr, stop_fd};
+    std::string weights_endpoint;
+    if (!a->weights.empty()) {
+      weights = std::make_unique<ZmqWeightSubscriber>(context, a->weights, /*bind=*/true, params.config(),
+                                                      a->policy_version);
+      weights_endpoint = weights->endpoint();
+      control.extra_socket = &weights->socket();
+      control.on_extra = [&]() {
+        weights->poll(0, [&](ParameterStore w, int64_t version) {
+          auto next = std::make_shared<ParameterStore>(std::move(w));
+          service.engine().set_weights(*next, version);
+          live = next;
+        });
+      };
+    }
     // One JSON line a launcher can wait for.
     std::printf("%s\n", Json{{"event", a->connect.empty() ? "listening" : "connected"},
+                             {"weights_endpoint", weights_endpoint},
                              {"endpoint", endpoint},
                              {"pid", static_cast<int64_t>(getpid())},
                              {"kv_bytes_per_token", service.engine().kv_bytes_per_token()},
@@ -89,7 +112,11 @@ Command add_worker_command(CLI::App& app) {
                             .dump()
                             .c_str());
     std::fflush(stdout);
-    const int64_t served = service.serve({nullptr, stop_fd});
+    const int64_t served = service.serve(control);
+    if (!weights_endpoint.empty() && weights_endpoint.rfind("ipc://", 0) == 0) {
+      std::error_code ignored;
+      std::filesystem::remove(weights_endpoint.substr(6), ignored);
+    }
     if (a->connect.empty() && endpoint.rfind("ipc://", 0) == 0) {
       std::error_code ignored;  // the socket file of a bound ipc endpoint; a later bind would replace it anyway
       std::filesystem::remove(endpoint.substr(6), ignored);

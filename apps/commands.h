@@ -21,5 +21,6 @@ Command add_score_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 Command add_config_command(CLI::App& app);
 Command add_worker_command(CLI::App& app);
+Command add_train_command(CLI::App& app);
 
 }  // namespace rlcpp::cli

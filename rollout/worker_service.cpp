@@ -132,9 +132,14 @@ int64_t WorkerService::serve(const ServeControl& control) {
   if (!router_) send_heartbeat(-1, 0, 0);  // hello: a connected worker announces itself
   ReceivedFrames received;
   while (!stop_requested(control)) {
-    zmq::pollitem_t items[2] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, control.stop_fd, ZMQ_POLLIN, 0}};
-    zmq::poll(items, control.stop_fd >= 0 ? 2 : 1, std::chrono::milliseconds(tick_ms));
-    if (control.stop_fd >= 0 && (items[1].revents & ZMQ_POLLIN)) break;
+    std::vector<zmq::pollitem_t> items = {{socket_.handle(), 0, ZMQ_POLLIN, 0}};
+    const size_t extra_item = control.extra_socket ? items.size() : 0;
+    if (control.extra_socket) items.push_back({control.extra_socket->handle(), 0, ZMQ_POLLIN, 0});
+    const size_t stop_item = control.stop_fd >= 0 ? items.size() : 0;
+    if (control.stop_fd >= 0) items.push_back({nullptr, control.stop_fd, ZMQ_POLLIN, 0});
+    zmq::poll(items.data(), items.size(), std::chrono::milliseconds(tick_ms));
+    if (stop_item > 0 && (items[stop_item].revents & ZMQ_POLLIN)) break;
+    if (extra_item > 0 && (items[extra_item].revents & ZMQ_POLLIN)) control.on_extra();
     if (!(items[0].revents & ZMQ_POLLIN)) {
       if (!router_ && since_beat.seconds() >= options_.heartbeat_interval_s) {
         envelope_.clear();

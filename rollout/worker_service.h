@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "core/wire.h"
@@ -36,6 +37,10 @@ struct WorkerOptions {
 struct ServeControl {
   const std::atomic<bool>* stop = nullptr;
   int stop_fd = -1;  // readable = stop (e.g. a signalfd)
+  // A second ZeroMQ socket polled with the worker's own (e.g. a weight-sync subscriber); on_extra runs when it
+  // is readable, between requests, so what it does (a weight swap) never lands inside a generate call.
+  zmq::socket_t* extra_socket = nullptr;
+  std::function<void()> on_extra;
 };
 
 class WorkerService {

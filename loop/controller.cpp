@@ -1,0 +1,182 @@
+#include "loop/controller.h"
+
+#include <cstdio>
+#include <memory>
+#include <fstream>
+#include <optional>
+
+#include "core/error.h"
+#include "core/metrics.h"
+#include "loop/evaluation.h"
+#include "loop/grpo_step.h"
+#include "loop/run_dir.h"
+#include "loop/sft_run.h"
+#include "loop/train_checkpoint.h"
+#include "model/checkpoint.h"
+#include "model/init.h"
+#include "reward/task_registry.h"
+
+namespace rlcpp {
+
+namespace {
+
+ParameterStore initial_policy(const TrainConfig& config, const RunDir& run) {
+  if (!config.init_checkpoint.empty()) return load_model_checkpoint(config.init_checkpoint);
+  if (!config.warm_start.enabled) return init_random(model_preset(config.model_preset), config.seed);
+  SftConfig sft = config.warm_start.sft;
+  sft.run_dir = run.file("sft");
+  std::printf("train: SFT warm start in %s\n", sft.run_dir.c_str());
+  const SftSummary s = run_sft(sft, config_to_json(sft));
+  return load_model_checkpoint(s.checkpoint);
+}
+
+void print_step_line(const TrainConfig& cfg, int64_t step, const StepResult& r, const PhaseTimer& t,
+                     const std::optional<double>& accuracy, double seconds_per_step) {
+  char acc[32] = "";
+  if (accuracy) std::snprintf(acc, sizeof acc, " | held-out %5.1f%%", 100.0 * *accuracy);
+  const double eta = seconds_per_step * static_cast<double>(cfg.steps - step);
+  std::printf("step %4lld/%lld | reward %.3f%s | rollout %2.0f%% update %2.0f%% sync %2.0f%% | %s tok/s | ETA %s\n",
+              static_cast<long long>(step), static_cast<long long>(cfg.steps), r.mean_reward, acc,
+              100 * t.share(Phase::kRollout), 100 * (t.share(Phase::kUpdateActor) + t.share(Phase::kUpdateCritic)),
+              100 * t.share(Phase::kWeightSync), format_rate(r.tokens / t.step_seconds()).c_str(),
+              format_duration(eta).c_str());
+  std::fflush(stdout);
+}
+
+// Drops the records of steps after `step` (written by an interrupted run past its last checkpoint).
+void truncate_jsonl_after_step(const std::string& path, int64_t step) {
+  std::ifstream in(path);
+  std::string kept;
+  for (std::string line; std::getline(in, line);) {
+    const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.value("step", int64_t{0}) <= step) kept += line + "\n";
+  }
+  in.close();
+  std::ofstream(path, std::ios::trunc) << kept;
+}
+
+// The run from `resume_checkpoint` on ("" = a fresh run from the initial policy).
+TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std::string& resume_checkpoint) {
+  ParameterStore params =
+      resume_checkpoint.empty() ? initial_policy(config, run) : load_model_checkpoint(resume_checkpoint);
+  const ModelConfig& mc = params.config();
+  CharTokenizer tok;
+  RLCPP_CHECK(mc.vocab_size >= tok.vocab_size(), "train: the model's vocabulary (" << mc.vocab_size
+                                                   << ") is smaller than the character tokenizer's ("
+                                                   << tok.vocab_size() << ")");
+  Transformer model(mc);
+  std::unique_ptr<Task> task = make_task(config.task);
+  std::unique_ptr<RewardFunction> reward = make_reward_function(config.reward, *task);
+  std::optional<ParameterStore> reference;
+  RLCPP_CHECK(resume_checkpoint.empty() || config.algorithm.policy_loss.kl_coef == 0,
+              "resume: runs with algorithm.policy_loss.kl_coef > 0 cannot resume yet (the reference is not saved)");
+  if (config.algorithm.policy_loss.kl_coef > 0) reference = params.clone();
+  PolicyUpdater actor(model, params, config.optim);
+  PhiloxStream data_rng(config.seed, /*stream=*/1);
+  PhiloxStream update_rng(config.seed, /*stream=*/2);
+  TrainState state{0, 0, &data_rng, &update_rng};
+  std::string rollout_checkpoint = resume_checkpoint;
+  if (!resume_checkpoint.empty()) {
+    load_train_checkpoint(resume_checkpoint, params, actor.optimizer(), state);
+    truncate_jsonl_after_step(run.file("metrics.jsonl"), state.step);
+    truncate_jsonl_after_step(run.file("samples.jsonl"), state.step);
+    std::printf("train: resuming %s from %s (step %lld, policy version %lld)\n", run.path().c_str(),
+                resume_checkpoint.c_str(), static_cast<long long>(state.step),
+                static_cast<long long>(state.policy_version));
+  } else if (config.rollout.placement == "split") {
+    rollout_checkpoint = run.checkpoint_dir(0);  // the worker starts from it; also a resume point
+    save_train_checkpoint(rollout_checkpoint, params, actor.optimizer(), state);
+  }
+  JsonlWriter metrics_log(run.file("metrics.jsonl"));
+  JsonlWriter samples_log(run.file("samples.jsonl"));
+  std::unique_ptr<RolloutBackend> rollout =
+      config.rollout.placement == "split"
+          ? make_split_rollout(config.rollout, run.path(), rollout_checkpoint, params, state.policy_version)
+          : make_colocated_rollout(model, params, config.rollout.engine, state.policy_version);
+  RlContext ctx{config, *task, *reward, tok, model, params, reference ? &*reference : nullptr,
+                actor, *rollout, data_rng, update_rng, state.policy_version};
+
+  std::printf("train: %s, %lld parameters, task %s, %lld steps of %lld prompts x %lld, placement %s, run %s\n",
+              config.init_checkpoint.empty() ? config.model_preset.c_str() : config.init_checkpoint.c_str(),
+              static_cast<long long>(mc.num_parameters()), task->name().c_str(),
+              static_cast<long long>(config.steps), static_cast<long long>(config.rollout.prompts_per_step),
+              static_cast<long long>(config.rollout.group_size), config.rollout.placement.c_str(), run.path().c_str());
+  std::fflush(stdout);
+
+  EvalOptions eval_opts;
+  eval_opts.problems = config.eval_size;
+  eval_opts.max_new_tokens = task->max_new_tokens();
+  TrainSummary summary;
+  summary.run_dir = run.path();
+  Stopwatch wall;
+  double step_seconds_total = 0;
+  for (int64_t step = state.step + 1; step <= config.steps; ++step) {
+    PhaseTimer timer;
+    StepResult r = grpo_step(ctx, step, timer);
+    const bool last = step == config.steps;
+    std::optional<double> accuracy;
+    if (last || (config.eval_every > 0 && step % config.eval_every == 0)) {
+      const EvalStats ev = timer.time(Phase::kEval, [&] { return evaluate(model, params, *task, tok, eval_opts); });
+      accuracy = ev.accuracy;
+      summary.final_accuracy = ev.accuracy;
+      r.metrics["eval/accuracy"] = ev.accuracy;
+      r.metrics["eval/mean_reward"] = ev.mean_reward;
+    }
+    std::string checkpoint;
+    if (last || (config.checkpoint_every > 0 && step % config.checkpoint_every == 0)) {
+      checkpoint = run.checkpoint_dir(step);
+      timer.time(Phase::kCheckpoint, [&] {
+        save_train_checkpoint(checkpoint, params, actor.optimizer(), {step, ctx.version, &data_rng, &update_rng});
+        return 0;
+      });
+      summary.checkpoint = checkpoint;
+    }
+    timer.finish();
+    step_seconds_total += timer.step_seconds();
+    const int64_t steps_done = step - state.step;
+    summary.mean_rewards.push_back(r.mean_reward);
+
+    Json record = {{"step", step}, {"policy_version", ctx.version}, {"tokens", r.tokens},
+                   {"tokens_per_s", r.tokens / timer.step_seconds()}, {"elapsed_s", wall.seconds()}};
+    for (const auto& [k, v] : r.metrics) record[k] = v;
+    for (const auto& [k, v] : timer.metrics()) record[k] = v;
+    const Json counters = reward->counters();
+    for (const auto& [k, v] : counters.items()) record["reward_server/" + k] = v;
+    if (!checkpoint.empty()) record["checkpoint"] = checkpoint;
+    metrics_log.write(record);
+    for (const Json& s : r.samples) samples_log.write(s);
+    if (step % config.log_every == 0 || step == 1 || last)
+      print_step_line(config, step, r, timer, accuracy, step_seconds_total / steps_done);
+  }
+  summary.seconds = wall.seconds();
+  std::printf("train done in %s: held-out accuracy %.1f%%, checkpoint %s\n", format_duration(summary.seconds).c_str(),
+              100.0 * summary.final_accuracy, summary.checkpoint.c_str());
+  return summary;
+}
+
+}  // namespace
+
+TrainSummary run_train(const TrainConfig& config, const Json& resolved_config) {
+  config.validate();
+  RunDir run = RunDir::create_fresh(config.run_dir);
+  Json resolved = resolved_config;
+  resolved["run_dir"] = run.path();
+  run.write_config(resolved);
+  return train_loop(config, run, "");
+}
+
+TrainSummary resume_train(const std::string& run_dir) {
+  RunDir run = RunDir::open_existing(run_dir);
+  TrainConfig config;
+  try {
+    config_from_json(load_json_file(run.file("config.json")), config);
+  } catch (const Error& e) {
+    throw Error(run.file("config.json") + ": " + e.what());
+  }
+  config.validate();
+  const std::string checkpoint = run.latest_checkpoint();
+  RLCPP_CHECK(!checkpoint.empty(), "resume: " << run.path() << "/checkpoints holds no complete checkpoint");
+  return train_loop(config, run, checkpoint);
+}
+
+}  // namespace rlcpp

@@ -1,0 +1,31 @@
+// `rlcpp train CONFIG`: the RL controller. Sets up the run directory, the policy (random, a checkpoint, or an
+// SFT warm start) and the rollout placement (loop/rollout_backend.h: a split worker process fed over the zmq
+// weight-sync channel, or a colocated engine on the inproc channel), then runs GRPO steps (loop/grpo_step.h) with periodic held-out evaluation and checkpoints. Per step it writes one line of
+// metrics.jsonl (every figure: timing_s/<phase>, timing_share/<phase>, reward/*, mismatch/*, actor/*, eval/*)
+// and a few samples to samples.jsonl, and prints a step line.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "loop/train_config.h"
+
+namespace rlcpp {
+
+struct TrainSummary {
+  std::string run_dir;
+  std::vector<double> mean_rewards;  // per step
+  double final_accuracy = 0;         // held-out, at the last step
+  std::string checkpoint;            // the last checkpoint written
+  double seconds = 0;
+};
+
+TrainSummary run_train(const TrainConfig& config, const Json& resolved_config);
+
+// Continues the run in `run_dir` (its config.json) from its newest complete checkpoint: weights, optimizer
+// moments and step count, RNG positions, step and policy version; metrics.jsonl and samples.jsonl lose the
+// records of steps after that checkpoint, so the finished run's files equal an uninterrupted run's.
+TrainSummary resume_train(const std::string& run_dir);
+
+}  // namespace rlcpp

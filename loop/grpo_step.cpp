@@ -1,0 +1,150 @@
+#include "loop/grpo_step.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "loop/consistency_probe.h"
+#include "loop/mismatch.h"
+#include "loop/rollout_samples.h"
+#include "reward/reward_result.h"
+#include "trainer/advantages.h"
+#include "trainer/ppo_epochs.h"
+#include "trainer/rollout_batch.h"
+
+namespace rlcpp {
+
+namespace {
+
+// Sampling seed of a step: distinct per step and run seed, so no two steps reuse Philox draws.
+uint64_t step_sampling_seed(uint64_t run_seed, int64_t step) {
+  return run_seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(step);
+}
+
+// Mean of every reward component over the batch (reward/<name>), plus the mean and std of the total.
+void add_reward_metrics(const std::vector<RewardResult>& results, std::map<std::string, double>& out) {
+  double sum = 0, sum_sq = 0;
+  for (const RewardResult& r : results) {
+    sum += r.total;
+    sum_sq += r.total * r.total;
+  }
+  const double n = static_cast<double>(results.size());
+  out["reward/mean"] = sum / n;
+  out["reward/std"] = std::sqrt(std::max(0.0, sum_sq / n - (sum / n) * (sum / n)));
+  for (const auto& [name, mean] : mean_reward_components(results))
+    if (name != "total") out["reward/" + name] = mean;
+}
+
+}  // namespace
+
+StepResult grpo_step(RlContext& ctx, int64_t step, PhaseTimer& timer) {
+  const TrainConfig& cfg = ctx.config;
+  const int64_t group = cfg.rollout.group_size;
+  StepResult out;
+
+  // 1 rollout
+  std::vector<Problem> problems;
+  Request request;
+  RolloutResult rollout = timer.time(Phase::kRollout, [&] {
+    for (int64_t p = 0; p < cfg.rollout.prompts_per_step; ++p) problems.push_back(ctx.task.sample_train(ctx.data_rng));
+    SamplingParams sampling = cfg.rollout.sampling;
+    sampling.seed = step_sampling_seed(cfg.seed, step);
+    request = make_rollout_request(problems, ctx.tokenizer, group, sampling);
+    return ctx.rollout.generate(request);
+  });
+  check_sample_versions(rollout.samples, ctx.version);
+  std::vector<RolloutSample> batch = to_rollout_samples(request, rollout);
+  out.metrics["rollout/generated_tokens"] = static_cast<double>(rollout.stats.generated_tokens);
+  out.metrics["rollout/policy_version"] = static_cast<double>(ctx.version);
+
+  // 2 reward
+  std::vector<RewardResult> rewards = timer.time(Phase::kReward, [&] {
+    std::vector<RewardQuery> queries;
+    for (const Sample& s : rollout.samples)
+      queries.push_back({&problems[static_cast<size_t>(s.prompt_index)], ctx.tokenizer.decode(s.tokens),
+                         s.finish_reason == FinishReason::kEos});
+    return ctx.reward.score(queries);
+  });
+  RLCPP_CHECK(rewards.size() == batch.size(), "reward: " << rewards.size() << " results for " << batch.size()
+                                                         << " samples");
+  add_reward_metrics(rewards, out.metrics);
+  out.mean_reward = out.metrics["reward/mean"];
+
+  // 3 old log-probs (the policy the update starts from) and the mismatch against the engine's
+  const int64_t micro = cfg.ppo.micro_batch_size;
+  const float temperature = cfg.rollout.sampling.temperature > 0 ? cfg.rollout.sampling.temperature : 1.0f;
+  std::vector<std::vector<float>> old_logp = timer.time(
+      Phase::kOldLogprob, [&] { return compute_response_logp(ctx.model, ctx.params, batch, micro, temperature); });
+  std::vector<std::vector<float>> rollout_logp;
+  for (const RolloutSample& s : batch) rollout_logp.push_back(s.rollout_logp);
+  for (const auto& [k, v] : logprob_mismatch(rollout_logp, old_logp).metrics()) out.metrics[k] = v;
+  for (size_t i = 0; i < batch.size(); ++i) batch[i].old_logp = std::move(old_logp[i]);
+
+  // 4 reference log-probs, only when a KL term needs them
+  if (ctx.reference != nullptr) {
+    std::vector<std::vector<float>> ref = timer.time(Phase::kRefLogprob, [&] {
+      return compute_response_logp(ctx.model, *ctx.reference, batch, micro, temperature);
+    });
+    for (size_t i = 0; i < batch.size(); ++i) batch[i].ref_logp = std::move(ref[i]);
+  }
+
+  // 5 advantages: one per sample, normalised within its prompt's group, spread over its response tokens
+  timer.time(Phase::kAdvantage, [&] {
+    std::vector<float> scores;
+    std::vector<int64_t> group_ids;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      scores.push_back(static_cast<float>(rewards[i].total));
+      group_ids.push_back(rollout.samples[i].prompt_index);
+    }
+    const std::vector<float> adv = group_advantages(scores, group_ids, cfg.algorithm.advantage);
+    for (size_t i = 0; i < batch.size(); ++i) batch[i].advantages.assign(batch[i].response.size(), adv[i]);
+    return 0;
+  });
+
+  // 6 update
+  int64_t max_response = 0;
+  for (const RolloutSample& s : batch) {
+    max_response = std::max<int64_t>(max_response, static_cast<int64_t>(s.response.size()));
+    out.tokens += static_cast<int64_t>(s.prompt.size() + s.response.size());
+  }
+  EpochsResult update = timer.time(Phase::kUpdateActor, [&] {
+    ActorUpdateOptions options;
+    options.loss = cfg.algorithm.policy_loss;
+    options.temperature = temperature;
+    options.max_response_length = max_response;
+    const int64_t n = static_cast<int64_t>(batch.size());
+    const int64_t mini = cfg.ppo.mini_batch_size > 0 ? cfg.ppo.mini_batch_size : n;
+    options.total_steps = cfg.steps * cfg.ppo.epochs * ((n + mini - 1) / mini);
+    return update_actor(ctx.actor, batch, options, cfg.ppo, ctx.update_rng);
+  });
+  for (const auto& [k, v] : update.metrics("actor/")) out.metrics[k] = v;
+
+  // 7 weight sync: the engine side acknowledges the new version before the next rollout
+  timer.time(Phase::kWeightSync, [&] {
+    ctx.rollout.sync(ctx.params, ctx.version + 1);
+    return 0;
+  });
+  ctx.version += 1;
+
+  // 8 probe: the engine must now sample with exactly the trainer's weights
+  if (cfg.probe.prompts > 0) {
+    const Mismatch probe = timer.time(Phase::kProbe, [&] {
+      return run_consistency_probe(ctx.rollout, ctx.model, ctx.params, ctx.task, ctx.tokenizer,
+                                   cfg.rollout.sampling.max_new_tokens, cfg.probe, ctx.version);
+    });
+    for (const auto& [k, v] : probe.metrics("probe/")) out.metrics[k] = v;
+  }
+
+  for (int64_t i = 0; i < cfg.samples_per_step && i < static_cast<int64_t>(batch.size()); ++i) {
+    const Sample& s = rollout.samples[static_cast<size_t>(i)];
+    out.samples.push_back({{"step", step},
+                           {"prompt", problems[static_cast<size_t>(s.prompt_index)].prompt},
+                           {"response", ctx.tokenizer.decode(s.tokens)},
+                           {"finish_reason", finish_reason_name(s.finish_reason)},
+                           {"reward", reward_to_json(rewards[static_cast<size_t>(i)])},
+                           {"advantage", batch[static_cast<size_t>(i)].advantages.front()},
+                           {"policy_version", s.policy_version}});
+  }
+  return out;
+}
+
+}  // namespace rlcpp

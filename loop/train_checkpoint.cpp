@@ -1,0 +1,75 @@
+#include "loop/train_checkpoint.h"
+
+#include <cstring>
+#include <filesystem>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "model/checkpoint.h"
+#include "model/safetensors.h"
+
+namespace rlcpp {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+Json rng_json(const PhiloxStream& rng) { return {{"index", rng.index()}, {"buffered", rng.buffered()}}; }
+
+void restore_rng(const Json& j, PhiloxStream& rng, const std::string& where) {
+  RLCPP_CHECK(j.is_object() && j.contains("index") && j.contains("buffered"),
+              where << ": expected {\"index\", \"buffered\"}, got " << j.dump());
+  rng.restore(j["index"].get<uint64_t>(), j["buffered"].get<int>());
+}
+
+void copy_into(Tensor& dst, const Tensor& src, const std::string& what) {
+  RLCPP_CHECK(src.dtype() == DType::kF32 && src.numel() == dst.numel(),
+              what << ": " << src.numel() << " values, expected " << dst.numel() << " F32");
+  std::memcpy(dst.data<float>(), src.data<float>(), dst.nbytes());
+}
+
+}  // namespace
+
+void save_train_checkpoint(const std::string& dir, const ParameterStore& params, AdamW& optimizer,
+                           const TrainState& state) {
+  const std::string partial = dir + ".partial";
+  fs::remove_all(partial);
+  save_model_checkpoint(partial, params);
+  write_safetensors(partial + "/trainer_state.safetensors",
+                    {{"exp_avg", optimizer.exp_avg()}, {"exp_avg_sq", optimizer.exp_avg_sq()}});
+  write_json_file_atomic(partial + "/state.json", {{"step", state.step},
+                                                   {"policy_version", state.policy_version},
+                                                   {"optimizer_steps", optimizer.steps_taken()},
+                                                   {"data_rng", rng_json(*state.data_rng)},
+                                                   {"update_rng", rng_json(*state.update_rng)}});
+  fs::remove_all(dir);
+  fs::rename(partial, dir);
+}
+
+void load_train_checkpoint(const std::string& dir, ParameterStore& params, AdamW& optimizer, TrainState& state) {
+  const std::string state_path = dir + "/state.json";
+  RLCPP_CHECK(fs::exists(state_path), "resume: " << state_path << " is missing (not a train checkpoint)");
+  const Json j = load_json_file(state_path);
+  const ParameterStore loaded = load_model_checkpoint(dir);
+  RLCPP_CHECK(loaded.numel() == params.numel(), "resume: " << dir << " holds " << loaded.numel()
+                                                           << " parameters, the run's model " << params.numel());
+  std::memcpy(params.flat().data<float>(), loaded.flat().data<float>(), params.flat().nbytes());
+  const SafetensorsFile trainer_state = read_safetensors(dir + "/trainer_state.safetensors");
+  for (const char* name : {"exp_avg", "exp_avg_sq"}) {
+    const auto it = trainer_state.tensors.find(name);
+    RLCPP_CHECK(it != trainer_state.tensors.end(), "resume: " << dir << "/trainer_state.safetensors has no " << name);
+    copy_into(std::string(name) == "exp_avg" ? optimizer.exp_avg() : optimizer.exp_avg_sq(), it->second,
+              dir + "/trainer_state.safetensors " + name);
+  }
+  try {
+    optimizer.set_steps_taken(j.at("optimizer_steps").get<int64_t>());
+    state.step = j.at("step").get<int64_t>();
+    state.policy_version = j.at("policy_version").get<int64_t>();
+    restore_rng(j.at("data_rng"), *state.data_rng, state_path + " data_rng");
+    restore_rng(j.at("update_rng"), *state.update_rng, state_path + " update_rng");
+  } catch (const Json::exception& e) {
+    RLCPP_FAIL("resume: " << state_path << ": " << e.what());
+  }
+}
+
+}  // namespace rlcpp

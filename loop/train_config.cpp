@@ -1,0 +1,57 @@
+#include "loop/train_config.h"
+
+#include "core/error.h"
+
+namespace rlcpp {
+
+TrainConfig::TrainConfig() {
+  rollout.sampling.temperature = 1.0f;
+  rollout.sampling.max_new_tokens = 6;
+  ppo.epochs = 1;
+  ppo.mini_batch_size = 32 * 8;  // two mini-batches of 32 groups of 8
+  ppo.micro_batch_size = 128;
+  ppo.shuffle = false;  // whole groups stay together in a mini-batch
+  optim.lr = 1e-4;
+  optim.beta1 = 0.9;
+  optim.beta2 = 0.95;
+  optim.weight_decay = 0.0;
+  optim.grad_clip = 1.0;
+  warm_start.sft.run_dir = "";  // placed under run_dir
+  warm_start.sft.optim.lr = 1e-3;
+}
+
+void TrainConfig::validate() const {
+  RLCPP_CHECK(rollout.placement == "colocated" || rollout.placement == "split",
+              "config key 'rollout.placement': \"" << rollout.placement << "\", expected \"split\" or \"colocated\"");
+  RLCPP_CHECK(rollout.num_workers >= 1 && rollout.num_workers <= rollout.prompts_per_step,
+              "config key 'rollout.num_workers': must be in [1, prompts_per_step " << rollout.prompts_per_step
+                                                                                  << "], got " << rollout.num_workers);
+  RLCPP_CHECK(probe.prompts >= 0 && probe.max_abs_dlogp >= 0,
+              "config keys 'probe.prompts' and 'probe.max_abs_dlogp' must be >= 0");
+  RLCPP_CHECK(rollout.prompts_per_step >= 1 && rollout.group_size >= 1,
+              "config keys 'rollout.prompts_per_step' and 'rollout.group_size' must be >= 1, got "
+                  << rollout.prompts_per_step << " and " << rollout.group_size);
+  RLCPP_CHECK(algorithm.name == "grpo",
+              "config key 'algorithm.name': \"" << algorithm.name << "\" is not supported by rlcpp train yet; "
+                                                << "expected \"grpo\" (estimators grpo, drgrpo, rloo)");
+  RLCPP_CHECK(algorithm.advantage.estimator != "gae",
+              "config key 'algorithm.advantage.estimator': gae needs a critic (PPO), not built into train yet");
+  RLCPP_CHECK(steps >= 1, "config key 'steps': must be >= 1, got " << steps);
+  RLCPP_CHECK(eval_every >= 0 && checkpoint_every >= 0 && eval_size >= 1 && samples_per_step >= 0 && log_every >= 1,
+              "config keys 'eval_every', 'checkpoint_every', 'samples_per_step' must be >= 0, 'eval_size' and "
+              "'log_every' >= 1");
+  const int64_t batch = rollout.prompts_per_step * rollout.group_size;
+  RLCPP_CHECK(ppo.mini_batch_size == 0 || ppo.mini_batch_size % rollout.group_size == 0,
+              "config key 'ppo.mini_batch_size': " << ppo.mini_batch_size << " must hold whole groups of "
+                                                   << rollout.group_size);
+  RLCPP_CHECK(ppo.mini_batch_size <= batch, "config key 'ppo.mini_batch_size': " << ppo.mini_batch_size
+                                                                                 << " is larger than the rollout "
+                                                                                    "batch of "
+                                                                                 << batch);
+  algorithm.validate("algorithm");
+  ppo.validate("ppo");
+  optim.validate();
+  if (warm_start.enabled && init_checkpoint.empty()) warm_start.sft.validate();
+}
+
+}  // namespace rlcpp

@@ -1,0 +1,97 @@
+// The `rlcpp train CONFIG` run config: everything a GRPO run needs, with the add3 recipe of
+// ../shared/BENCHMARKS.md as the defaults (64 prompts x 8, temperature 1, 6 new tokens, PPO-clip 0.2, two
+// mini-batches of 32 groups, AdamW lr 1e-4 betas 0.9/0.95, no weight decay, grad clip 1.0).
+#pragma once
+
+#include <string>
+
+#include "core/config.h"
+#include "loop/consistency_probe_config.h"
+#include "loop/sft_run.h"
+#include "reward/reward_function.h"
+#include "reward/task_config.h"
+#include "rollout/engine.h"
+#include "rollout/request.h"
+#include "trainer/algorithm_config.h"
+#include "trainer/optim_config.h"
+#include "trainer/ppo_epochs.h"
+
+namespace rlcpp {
+
+struct RolloutSection {
+  std::string placement = "split";  // "split" (one worker process over ipc://) | "colocated" (in-process engine)
+  std::string worker_binary;         // the rlcpp executable for split workers; "" = this executable
+  int64_t num_workers = 1;           // split: worker processes sharing each rollout
+  int64_t prompts_per_step = 64;
+  int64_t group_size = 8;
+  SamplingParams sampling;  // seed is derived per step from the run seed (the field is ignored)
+  EngineConfig engine;
+
+  template <class V> void visit(V& v) {
+    v("placement", placement,
+      "split: one `rlcpp worker` process over ipc:// in the run dir, weights pushed over zmq after each update; "
+      "colocated: the engine runs in the trainer process and sync is a version bump");
+    v("num_workers", num_workers, "split: worker processes; each rollout's prompts are divided among them");
+    v("worker_binary", worker_binary, "rlcpp executable that runs split workers (\"\" = this one)");
+    v("prompts_per_step", prompts_per_step, "prompts per rollout batch");
+    v("group_size", group_size, "samples per prompt (the GRPO group)");
+    v("sampling", sampling, "sampling parameters (sampling.seed is replaced by one derived from the run seed)");
+    v("engine", engine, "rollout engine knobs (rollout/README.md)");
+  }
+};
+
+struct WarmStartSection {
+  bool enabled = false;  // run SFT first (config `sft`) and start RL from its final checkpoint
+  SftConfig sft;
+
+  template <class V> void visit(V& v) {
+    v("enabled", enabled, "run SFT first and start RL from its final checkpoint (ignored with init_checkpoint)");
+    v("sft", sft, "the SFT run (rlcpp config sft); its run_dir is placed under this run's directory");
+  }
+};
+
+struct TrainConfig {
+  std::string run_dir = "runs/grpo_add3";
+  std::string model_preset = "tiny";  // random init when neither init_checkpoint nor warm_start is given
+  std::string init_checkpoint;
+  WarmStartSection warm_start;
+  uint64_t seed = 1;
+  TaskConfig task;
+  RewardConfig reward;
+  RolloutSection rollout;
+  AlgorithmConfig algorithm;
+  PpoEpochsConfig ppo;
+  OptimConfig optim;
+  ProbeConfig probe;
+  int64_t steps = 200;
+  int64_t eval_every = 20;  // steps; 0 = only at the end
+  int64_t eval_size = 1000;
+  int64_t checkpoint_every = 0;  // steps; 0 = only at the end
+  int64_t samples_per_step = 4;  // lines of samples.jsonl per step
+  int64_t log_every = 1;
+
+  TrainConfig();
+  void validate() const;
+  template <class V> void visit(V& v) {
+    v("run_dir", run_dir, "output directory; when it holds a run already, NAME-2, NAME-3, ... is used");
+    v("model_preset", model_preset, "random init preset (tiny | qwen05b) without init_checkpoint or warm start");
+    v("init_checkpoint", init_checkpoint, "checkpoint directory to start from");
+    v("warm_start", warm_start, "SFT warm start before RL");
+    v("seed", seed, "seeds weights (random init), sampling, data order and mini-batch shuffles");
+    v("task", task, "the task (prompts and scorer)");
+    v("reward", reward, "local scorer or a reward server");
+    v("rollout", rollout, "rollout batch, sampling and engine");
+    v("algorithm", algorithm, "advantage estimator and policy loss (grpo, drgrpo, rloo)");
+    v("ppo", ppo, "epochs and mini-batches over each rollout batch");
+    v("optim", optim, "AdamW and the LR schedule");
+    v("probe", probe, "consistency probe after each weight sync");
+    v("steps", steps, "RL steps (one rollout batch each)");
+    v("eval_every", eval_every, "held-out evaluation period in steps (0 = at the end only)");
+    v("eval_size", eval_size, "held-out problems per evaluation (greedy)");
+    v("checkpoint_every", checkpoint_every, "checkpoint period in steps (0 = at the end only)");
+    v("samples_per_step", samples_per_step, "samples written to samples.jsonl per step");
+    v("log_every", log_every, "step line period");
+  }
+};
+
+}  // namespace rlcpp

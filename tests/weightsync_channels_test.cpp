@@ -1,0 +1,191 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+
+#include "model/init.h"
+#include "weightsync/inproc_channel.h"
+#include "weightsync/weight_message.h"
+#include "weightsync/zmq_channel.h"
+
+namespace rlcpp {
+namespace {
+
+ModelConfig small_config() {
+  ModelConfig cfg = model_preset("tiny");
+  cfg.num_hidden_layers = 2;
+  return cfg;
+}
+
+bool bit_equal(const ParameterStore& a, const ParameterStore& b) {
+  return a.numel() == b.numel() &&
+         std::memcmp(a.flat().data<float>(), b.flat().data<float>(), a.flat().nbytes()) == 0;
+}
+
+// A subscriber bound on a fresh ipc endpoint, served from a thread for `polls` messages.
+struct SubscriberFixture {
+  zmq::context_t ctx;
+  ZmqWeightSubscriber sub;
+  ParameterStore received;
+  int64_t received_version = -1;
+  std::vector<bool> outcomes;
+  std::thread server;
+
+  explicit SubscriberFixture(const ModelConfig& cfg)
+      : sub(ctx, "tcp://127.0.0.1:*", /*bind=*/true, cfg, /*current_version=*/0) {}
+  void serve(int polls) {
+    server = std::thread([this, polls] {
+      for (int i = 0; i < polls; ++i)
+        outcomes.push_back(sub.poll(10000, [this](ParameterStore w, int64_t v) {
+          received = std::move(w);
+          received_version = v;
+        }));
+    });
+  }
+  ~SubscriberFixture() {
+    if (server.joinable()) server.join();
+  }
+};
+
+ZmqPublisherOptions small_chunks() {
+  ZmqPublisherOptions o;
+  o.chunk_floats = 50000;  // several chunks for the tiny model
+  o.reply_timeout_ms = 10000;
+  return o;
+}
+
+TEST(WeightSyncZmq, RoundTripIsBitExactAndAcknowledged) {
+  const ModelConfig cfg = small_config();
+  const ParameterStore params = init_random(cfg, 11);
+  SubscriberFixture f(cfg);
+  f.serve(1);
+  ZmqWeightPublisher pub(f.ctx, f.sub.endpoint(), false, small_chunks());
+  const PublishStats stats = pub.publish(params, 1);
+  f.server.join();
+  EXPECT_EQ(stats.attempts, 1);
+  EXPECT_GT(stats.bytes, params.numel() * 4);
+  EXPECT_EQ(f.outcomes, std::vector<bool>{true});
+  EXPECT_EQ(f.received_version, 1);
+  EXPECT_EQ(f.sub.version(), 1);
+  EXPECT_TRUE(bit_equal(f.received, params));
+  EXPECT_EQ(weight_checksum(f.received), weight_checksum(params));
+}
+
+TEST(WeightSyncZmq, BadChecksumIsRefusedThenResentOk) {
+  const ModelConfig cfg = small_config();
+  const ParameterStore params = init_random(cfg, 12);
+  SubscriberFixture f(cfg);
+  f.serve(2);
+  ZmqPublisherOptions o = small_chunks();
+  o.tamper = [](std::vector<zmq::message_t>& frames, int attempt) {
+    if (attempt != 1) return;
+    // Flip one bit in the middle of the second chunk: sizes stay right, only the checksum can tell.
+    zmq::message_t& chunk = frames[2];
+    static_cast<char*>(chunk.data())[chunk.size() / 2] ^= 0x10;
+  };
+  ZmqWeightPublisher pub(f.ctx, f.sub.endpoint(), false, o);
+  const PublishStats stats = pub.publish(params, 1);
+  f.server.join();
+  EXPECT_EQ(stats.attempts, 2);
+  ASSERT_EQ(stats.refusals.size(), 1u);
+  EXPECT_NE(stats.refusals[0].find("checksum"), std::string::npos) << stats.refusals[0];
+  EXPECT_EQ(f.outcomes, (std::vector<bool>{false, true}));
+  EXPECT_TRUE(bit_equal(f.received, params));
+}
+
+TEST(WeightSyncZmq, TruncatedMessageIsRefused) {
+  const ModelConfig cfg = small_config();
+  const ParameterStore params = init_random(cfg, 13);
+  SubscriberFixture f(cfg);
+  f.serve(2);
+  ZmqPublisherOptions o = small_chunks();
+  o.tamper = [](std::vector<zmq::message_t>& frames, int attempt) {
+    if (attempt == 1) frames.pop_back();  // the last chunk never arrives
+  };
+  ZmqWeightPublisher pub(f.ctx, f.sub.endpoint(), false, o);
+  const PublishStats stats = pub.publish(params, 1);
+  f.server.join();
+  ASSERT_EQ(stats.refusals.size(), 1u);
+  EXPECT_EQ(stats.attempts, 2);
+  EXPECT_EQ(f.outcomes, (std::vector<bool>{false, true}));
+  EXPECT_TRUE(bit_equal(f.received, params));
+}
+
+TEST(WeightSyncZmq, WrongLayoutIsRefusedEveryTime) {
+  ModelConfig other = small_config();
+  other.num_hidden_layers = 3;  // more parameters than the subscriber expects
+  const ParameterStore params = init_random(other, 14);
+  SubscriberFixture f(small_config());
+  ZmqPublisherOptions o = small_chunks();
+  o.max_attempts = 2;
+  f.serve(2);
+  ZmqWeightPublisher pub(f.ctx, f.sub.endpoint(), false, o);
+  EXPECT_THROW(pub.publish(params, 1), Error);
+  f.server.join();
+  EXPECT_EQ(f.outcomes, (std::vector<bool>{false, false}));
+  EXPECT_EQ(f.received_version, -1);
+  EXPECT_EQ(f.sub.version(), 0);
+  EXPECT_NE(f.sub.last_error().find("refused"), std::string::npos) << f.sub.last_error();
+}
+
+TEST(WeightSyncMessage, ShapeMismatchNamesTheParameter) {
+  const ModelConfig cfg = small_config();
+  const ParameterStore params = init_random(cfg, 15);
+  WireMessage m = encode_weights(params, 3, 1 << 20);
+  m.header["layout"][1]["shape"] = Json::array({1, 2});
+  std::vector<float> out(static_cast<size_t>(params.numel()));
+  try {
+    decode_weights(m, params.infos(), params.numel(), out.data());
+    FAIL() << "wrong shape accepted";
+  } catch (const WireError& e) {
+    EXPECT_NE(std::string(e.what()).find(params.infos()[1].name), std::string::npos) << e.what();
+  }
+}
+
+TEST(WeightSyncZmq, VersionsMustIncrease) {
+  const ModelConfig cfg = small_config();
+  ParameterStore params = init_random(cfg, 16);
+  SubscriberFixture f(cfg);
+  f.serve(2);
+  ZmqWeightPublisher pub(f.ctx, f.sub.endpoint(), false, small_chunks());
+  pub.publish(params, 1);
+  EXPECT_THROW(pub.publish(params, 1), Error);  // the publisher refuses before sending
+  params.flat().data<float>()[0] += 1.0f;
+  pub.publish(params, 5);
+  f.server.join();
+  EXPECT_EQ(f.sub.version(), 5);
+  EXPECT_TRUE(bit_equal(f.received, params));
+
+  // A subscriber refuses an old version even from a fresh publisher.
+  SubscriberFixture g(cfg);
+  g.serve(2);
+  ZmqPublisherOptions o = small_chunks();
+  o.max_attempts = 1;
+  ZmqWeightPublisher first(g.ctx, g.sub.endpoint(), false, o);
+  first.publish(params, 4);
+  ZmqWeightPublisher second(g.ctx, g.sub.endpoint(), false, o);
+  EXPECT_THROW(second.publish(params, 2), Error);
+  g.server.join();
+  EXPECT_EQ(g.sub.version(), 4);
+  EXPECT_NE(g.sub.last_error().find("not newer"), std::string::npos) << g.sub.last_error();
+}
+
+TEST(WeightSyncInproc, PublishIsAVersionBumpOnTheSharedBuffer) {
+  const ModelConfig cfg = small_config();
+  ParameterStore trainer = init_random(cfg, 17);
+  ParameterStore engine_view = trainer;  // shares the buffer
+  InprocWeightChannel channel(trainer, 0);
+  EXPECT_EQ(channel.poll(engine_view), -1);
+  trainer.flat().data<float>()[3] = 42.0f;
+  channel.publish(1);
+  EXPECT_EQ(channel.poll(engine_view), 1);
+  EXPECT_EQ(channel.acknowledged_version(), 1);
+  EXPECT_EQ(engine_view.flat().data<float>()[3], 42.0f);
+  EXPECT_EQ(channel.poll(engine_view), -1);
+  EXPECT_THROW(channel.publish(1), Error);
+  const ParameterStore copy = trainer.clone();
+  EXPECT_THROW(channel.poll(copy), Error);  // a separate buffer cannot use the no-copy channel
+}
+
+}  // namespace
+}  // namespace rlcpp

@@ -1,0 +1,34 @@
+// A weight publish as one wire message (core/wire.h): the header carries the version, the layout (every
+// parameter's name, shape and offset, in floats), the total size and an XXH3-64 checksum of the flat fp32
+// buffer's bytes; the arrays are the buffer cut into chunks of at most `chunk_floats` floats, in order.
+// The receiver checks all of it against the layout it expects before any byte reaches live weights.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/wire.h"
+#include "model/parameters.h"
+
+namespace rlcpp {
+
+// XXH3-64 of `n` floats' bytes.
+uint64_t weight_checksum(const float* data, int64_t n);
+uint64_t weight_checksum(const ParameterStore& params);
+
+// The parameters' layout as JSON: [{"name", "shape", "offset"}, ...].
+Json layout_json(const std::vector<ParameterInfo>& layout);
+
+// Encodes `params` as a "weights" message for `version`; chunk_floats > 0.
+WireMessage encode_weights(const ParameterStore& params, int64_t version, int64_t chunk_floats);
+
+// Wire limits that admit a publish of `total_floats` in chunks of `chunk_floats`.
+WireLimits weights_limits(int64_t total_floats, int64_t chunk_floats);
+
+// Checks `message` against `expected` (names, shapes, offsets, total size, chunk sizes, checksum) and copies
+// its floats into `out` (numel = the layout's total). Throws WireError naming the first mismatch.
+// Returns the message's version.
+int64_t decode_weights(const WireMessage& message, const std::vector<ParameterInfo>& expected, int64_t total_floats,
+                       float* out);
+
+}  // namespace rlcpp

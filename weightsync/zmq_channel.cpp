@@ -1,0 +1,123 @@
+#include "weightsync/zmq_channel.h"
+
+#include <chrono>
+#include <utility>
+
+#include "weightsync/weight_message.h"
+
+namespace rlcpp {
+
+namespace {
+
+// Smallest chunk a subscriber admits; bounds the number of frames it will read for one publish.
+constexpr int64_t kMinChunkFloats = 4096;
+
+std::string last_endpoint(const zmq::socket_t& socket) { return socket.get(zmq::sockopt::last_endpoint); }
+
+void reply(zmq::socket_t& socket, std::vector<zmq::message_t>& envelope, const std::string& type, int64_t version,
+           const std::string& error = "") {
+  WireMessage m(type);
+  m.header["version"] = version;
+  if (!error.empty()) m.header["error"] = error;
+  send_wire_message(socket, envelope, m);
+}
+
+}  // namespace
+
+ZmqWeightPublisher::ZmqWeightPublisher(zmq::context_t& ctx, const std::string& endpoint, bool bind,
+                                       ZmqPublisherOptions options)
+    : socket_(ctx, zmq::socket_type::dealer), options_(std::move(options)) {
+  RLCPP_CHECK(options_.chunk_floats >= kMinChunkFloats,
+              "weight sync chunk_floats " << options_.chunk_floats << " is below the minimum " << kMinChunkFloats);
+  RLCPP_CHECK(options_.max_attempts >= 1, "weight sync max_attempts must be >= 1, got " << options_.max_attempts);
+  socket_.set(zmq::sockopt::linger, 0);
+  if (bind)
+    socket_.bind(endpoint);
+  else
+    socket_.connect(endpoint);
+}
+
+std::string ZmqWeightPublisher::endpoint() const { return last_endpoint(socket_); }
+
+PublishStats ZmqWeightPublisher::publish(const ParameterStore& params, int64_t version) {
+  RLCPP_CHECK(version > last_version_,
+              "weight sync: version " << version << " published after " << last_version_ << " (must increase)");
+  const auto start = std::chrono::steady_clock::now();
+  const WireMessage message = encode_weights(params, version, options_.chunk_floats);
+  PublishStats stats;
+  stats.version = version;
+  for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
+    std::vector<zmq::message_t> frames = encode_wire_message(message);
+    if (options_.tamper) options_.tamper(frames, attempt);
+    for (size_t i = 0; i < frames.size(); ++i) {
+      stats.bytes += static_cast<int64_t>(frames[i].size());
+      socket_.send(frames[i], i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+    stats.attempts = attempt;
+    // Replies to an earlier version (a late answer after a timeout) are skipped.
+    while (true) {
+      ReceivedFrames in;
+      RLCPP_CHECK(receive_frames(socket_, 0, WireLimits{}, options_.reply_timeout_ms, in),
+                  "weight sync: no reply to version " << version << " from " << endpoint() << " within "
+                                                      << options_.reply_timeout_ms << " ms");
+      RLCPP_CHECK(in.error.empty(), "weight sync: malformed reply: " << in.error);
+      const WireMessage r = decode_wire_message(in.frames, WireLimits{});
+      if (r.header.value("version", int64_t{-1}) != version && r.type() == "ack") continue;
+      if (r.type() == "ack") {
+        last_version_ = version;
+        stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        return stats;
+      }
+      RLCPP_CHECK(r.type() == "error", "weight sync: unexpected reply '" << r.type() << "'");
+      stats.refusals.push_back(r.header.value("error", std::string("(no message)")));
+      break;
+    }
+  }
+  RLCPP_FAIL("weight sync: version " << version << " refused " << stats.attempts
+                                     << " times; last error: " << stats.refusals.back());
+  return stats;  // not reached
+}
+
+ZmqWeightSubscriber::ZmqWeightSubscriber(zmq::context_t& ctx, const std::string& endpoint, bool bind,
+                                         const ModelConfig& config, int64_t current_version)
+    : socket_(ctx, zmq::socket_type::router),
+      config_(config),
+      layout_(parameter_layout(config)),
+      version_(current_version) {
+  for (const ParameterInfo& p : layout_) total_floats_ = std::max(total_floats_, p.offset + p.numel());
+  socket_.set(zmq::sockopt::linger, 0);
+  if (bind)
+    socket_.bind(endpoint);
+  else
+    socket_.connect(endpoint);
+}
+
+std::string ZmqWeightSubscriber::endpoint() const { return last_endpoint(socket_); }
+
+bool ZmqWeightSubscriber::poll(long timeout_ms, const Swap& swap) {
+  ReceivedFrames in;
+  if (!receive_frames(socket_, 1, weights_limits(total_floats_, kMinChunkFloats), timeout_ms, in)) return false;
+  int64_t version = -1;
+  try {
+    if (!in.error.empty()) throw WireError("weights message refused: " + in.error);
+    WireMessage message = decode_wire_message(in.frames, weights_limits(total_floats_, kMinChunkFloats));
+    version = message.header.value("version", int64_t{-1});
+    if (version <= version_)
+      throw WireError("weights message refused: version " + std::to_string(version) + " is not newer than " +
+                      std::to_string(version_));
+    ParameterStore staged(config_);
+    RLCPP_CHECK(staged.numel() == total_floats_, "weight sync: layout size " << total_floats_ << " != store size "
+                                                                             << staged.numel());
+    decode_weights(message, layout_, total_floats_, staged.flat().data<float>());
+    swap(std::move(staged), version);
+  } catch (const WireError& e) {
+    last_error_ = e.what();
+    reply(socket_, in.envelope, "error", version, last_error_);
+    return false;
+  }
+  version_ = version;
+  reply(socket_, in.envelope, "ack", version);
+  return true;
+}
+
+}  // namespace rlcpp

@@ -1,0 +1,81 @@
+// The `zmq` weight-sync channel (ipc:// or tcp://): the publisher sends each version as one chunked multipart
+// message (weightsync/weight_message.h) and waits for the reply; the subscriber verifies the message into a
+// staging buffer, hands the verified buffer to its owner's swap callback (run in the owner's thread, so between
+// engine steps) and only then acknowledges the version. A refused message (bad checksum, cut short, wrong
+// layout, stale version) gets an `error` reply and the publisher sends it again, up to max_attempts.
+//
+// Sockets: the subscriber owns a ROUTER (bound or connected), the publisher a DEALER.
+#pragma once
+
+#include <zmq.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/wire.h"
+#include "model/parameters.h"
+
+namespace rlcpp {
+
+struct ZmqPublisherOptions {
+  int64_t chunk_floats = int64_t{16} << 20;  // 64 MiB chunks
+  int max_attempts = 3;
+  long reply_timeout_ms = 60000;
+  // Fault injection for tests: called on the encoded frames before each send (attempt counts from 1).
+  std::function<void(std::vector<zmq::message_t>& frames, int attempt)> tamper;
+};
+
+struct PublishStats {
+  int64_t version = 0;
+  int64_t bytes = 0;
+  int attempts = 0;
+  double seconds = 0;
+  std::vector<std::string> refusals;  // the subscriber's error replies, one per refused attempt
+};
+
+class ZmqWeightPublisher {
+ public:
+  // Connects (or binds when `bind`) to the subscriber's endpoint.
+  ZmqWeightPublisher(zmq::context_t& ctx, const std::string& endpoint, bool bind = false,
+                     ZmqPublisherOptions options = {});
+  // Sends `version` (> the last one published) and waits for its acknowledgement; throws when the subscriber
+  // refuses every attempt or does not answer within the timeout.
+  PublishStats publish(const ParameterStore& params, int64_t version);
+  std::string endpoint() const;  // bound endpoint read back when bound
+  int64_t last_version() const { return last_version_; }
+
+ private:
+  zmq::socket_t socket_;
+  ZmqPublisherOptions options_;
+  int64_t last_version_ = -1;
+};
+
+class ZmqWeightSubscriber {
+ public:
+  // `layout` is what every publish must match (names, shapes, offsets); `current_version` the weights in use.
+  ZmqWeightSubscriber(zmq::context_t& ctx, const std::string& endpoint, bool bind, const ModelConfig& config,
+                      int64_t current_version);
+  std::string endpoint() const;
+
+  // Called with verified weights (a fresh store the callee may keep) and their version.
+  using Swap = std::function<void(ParameterStore weights, int64_t version)>;
+  // Serves at most one message within `timeout_ms` (-1 = wait). Returns true when a new version was swapped in
+  // and acknowledged; a refused message is answered with an error and false returned.
+  bool poll(long timeout_ms, const Swap& swap);
+  int64_t version() const { return version_; }
+  const std::string& last_error() const { return last_error_; }
+  // For polling together with other sockets (readable = a publish is waiting).
+  zmq::socket_t& socket() { return socket_; }
+
+ private:
+  zmq::socket_t socket_;
+  ModelConfig config_;
+  std::vector<ParameterInfo> layout_;
+  int64_t total_floats_ = 0;
+  int64_t version_ = 0;
+  std::string last_error_;
+};
+
+}  // namespace rlcpp
