@@ -2,49 +2,18 @@
 // the subcommands run end to end on a small checkpoint.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <memory>
 
-#include "model/checkpoint.h"
-#include "model/init.h"
+#include "tests/app_test_support.h"
 
 namespace rlcpp {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CliResult {
-  int status = 0;
-  std::string output;  // stdout and stderr
-};
-
-CliResult run_cli(const std::string& args) {
-  const std::string cmd = std::string(RLCPP_BINARY_DIR) + "/rlcpp " + args + " 2>&1";
-  CliResult r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  while (size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) r.output.append(buf.data(), n);
-  r.status = pclose(pipe);
-  return r;
-}
-
-class Cli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("rlcpp_cli_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-    save_model_checkpoint((dir_ / "ckpt").string(), init_random(model_preset("tiny"), 1));
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ / name) << text;
-    return (dir_ / name).string();
-  }
-  fs::path dir_;
-};
+using Cli = CliTest;
 
 TEST_F(Cli, UnknownConfigKeyNamesFileAndKeyPath) {
   std::string cfg = write("bad.json", R"({"optim": {"lrr": 1e-3}})");

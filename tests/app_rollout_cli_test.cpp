@@ -1,54 +1,25 @@
 // `rlcpp generate --prompts/--out` and `rlcpp worker` as users meet them.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include "core/config.h"
-#include "model/checkpoint.h"
-#include "model/init.h"
+#include "tests/app_test_support.h"
 
 namespace rlcpp {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CliResult {
-  int status = 0;
-  std::string output;  // stdout and stderr
-};
-
-CliResult run_cli(const std::string& args) {
-  const std::string cmd = std::string(RLCPP_BINARY_DIR) + "/rlcpp " + args + " 2>&1";
-  CliResult r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  while (size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) r.output.append(buf.data(), n);
-  r.status = pclose(pipe);
-  return r;
-}
-
-class RolloutCli : public ::testing::Test {
+class RolloutCli : public CliTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("rlcpp_rollout_cli_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-    save_model_checkpoint((dir_ / "ckpt").string(), init_random(model_preset("tiny"), 1));
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string write(const std::string& name, const std::string& text) {
-    std::ofstream(dir_ / name) << text;
-    return (dir_ / name).string();
-  }
   std::vector<Json> read_jsonl(const std::string& name) {
     std::ifstream in(dir_ / name);
     std::vector<Json> out;
     for (std::string line; std::getline(in, line);) out.push_back(Json::parse(line));
     return out;
   }
-  fs::path dir_;
 };
 
 TEST_F(RolloutCli, GenerateWritesOneLinePerSamplePromptMajor) {
