@@ -8,22 +8,12 @@
 #include "model/generate.h"
 #include "model/init.h"
 #include "model/transformer.h"
+#include "tests/test_models.h"
 
 namespace rlcpp {
 namespace {
 
-ModelConfig decode_config() {
-  ModelConfig c;
-  c.vocab_size = 23;
-  c.hidden_size = 32;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.intermediate_size = 40;
-  c.max_position_embeddings = 64;
-  c.model_type = "qwen2";
-  return c;
-}
+ModelConfig decode_config() { return small_test_config("qwen2"); }
 
 constexpr float kWeightScale = 3.0f;
 

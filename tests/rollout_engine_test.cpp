@@ -8,22 +8,12 @@
 #include "core/philox.h"
 #include "model/init.h"
 #include "rollout/engine.h"
+#include "tests/test_models.h"
 
 namespace rlcpp {
 namespace {
 
-ModelConfig small_config() {
-  ModelConfig c;
-  c.vocab_size = 23;
-  c.hidden_size = 32;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.intermediate_size = 40;
-  c.max_position_embeddings = 64;
-  c.model_type = "qwen2";  // q/k/v biases exercised too
-  return c;
-}
+ModelConfig small_config() { return small_test_config("qwen2"); }
 
 // Wider weights than the 0.02 init so logits vary a lot between positions and samples differ.
 ParameterStore scaled_params(const ModelConfig& c, uint64_t seed = 3) {

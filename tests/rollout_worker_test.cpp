@@ -17,21 +17,12 @@
 #include "rollout/request_wire.h"
 #include "rollout/worker_client.h"
 #include "rollout/worker_service.h"
+#include "tests/test_models.h"
 
 namespace rlcpp {
 namespace {
 
-ModelConfig small_config() {
-  ModelConfig c;
-  c.vocab_size = 23;
-  c.hidden_size = 32;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.intermediate_size = 40;
-  c.max_position_embeddings = 64;
-  return c;
-}
+ModelConfig small_config() { return small_test_config("llama"); }
 
 std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
   PhiloxStream rng(seed, 0);
