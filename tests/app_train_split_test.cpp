@@ -9,29 +9,17 @@
 #include "loop/controller.h"
 #include "model/checkpoint.h"
 #include "model/init.h"
+#include "tests/train_test_support.h"
 
 namespace rlcpp {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<Json> read_jsonl(const fs::path& path) {
-  std::vector<Json> out;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) out.push_back(Json::parse(line));
-  return out;
-}
-
 TEST(TrainSplit, SplitAndColocatedRunsGiveTheSameSamplesAndMetrics) {
   const fs::path root = fs::temp_directory_path() / "rlcpp_split_test";
   fs::remove_all(root);
-  ModelConfig mc = model_preset("tiny");
-  mc.num_hidden_layers = 2;
-  mc.hidden_size = 64;
-  mc.num_attention_heads = 4;
-  mc.num_key_value_heads = 2;
-  mc.intermediate_size = 176;
-  save_model_checkpoint((root / "init").string(), init_random(mc, 5));
+  small_train_checkpoint(root / "init");
 
   TrainConfig c;
   c.init_checkpoint = (root / "init").string();

@@ -14,31 +14,12 @@
 #include "loop/rollout_samples.h"
 #include "model/checkpoint.h"
 #include "model/init.h"
+#include "tests/train_test_support.h"
 
 namespace rlcpp {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::vector<Json> read_jsonl(const fs::path& path) {
-  std::vector<Json> out;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) out.push_back(Json::parse(line));
-  return out;
-}
-
-// A 2-layer, 64-wide model saved as the run's init checkpoint.
-std::string small_checkpoint(const fs::path& dir) {
-  ModelConfig mc = model_preset("tiny");
-  mc.num_hidden_layers = 2;
-  mc.hidden_size = 64;
-  mc.num_attention_heads = 4;
-  mc.num_key_value_heads = 2;
-  mc.intermediate_size = 176;
-  fs::remove_all(dir);
-  save_model_checkpoint(dir.string(), init_random(mc, 5));
-  return dir.string();
-}
 
 TrainConfig small_run(const fs::path& dir, const std::string& init) {
   TrainConfig c;
@@ -59,7 +40,7 @@ TrainConfig small_run(const fs::path& dir, const std::string& init) {
 TEST(LoopTrain, ShortGrpoRunRaisesMeanRewardAndTimesItsPhases) {
   const fs::path root = fs::temp_directory_path() / "rlcpp_train_test";
   fs::remove_all(root);
-  const TrainConfig cfg = small_run(root / "run", small_checkpoint(root / "init"));
+  const TrainConfig cfg = small_run(root / "run", small_train_checkpoint(root / "init"));
   const TrainSummary s = run_train(cfg, config_to_json(cfg));
   ASSERT_EQ(s.mean_rewards.size(), 12u);
   const double first = (s.mean_rewards[0] + s.mean_rewards[1] + s.mean_rewards[2]) / 3;
