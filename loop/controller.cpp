@@ -158,10 +158,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
 
 TrainSummary run_train(const TrainConfig& config, const Json& resolved_config) {
   config.validate();
-  RunDir run = RunDir::create_fresh(config.run_dir);
-  Json resolved = resolved_config;
-  resolved["run_dir"] = run.path();
-  run.write_config(resolved);
+  RunDir run = RunDir::create_with_config(config.run_dir, resolved_config);
   return train_loop(config, run, "");
 }
 

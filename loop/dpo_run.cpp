@@ -87,10 +87,7 @@ DpoSummary run_dpo(const DpoRunConfig& config, const Json& resolved_config) {
       (static_cast<int64_t>(pairs.size()) + config.batch_size - 1) / config.batch_size;
   const int64_t total_steps = config.steps > 0 ? config.steps : config.epochs * batches_per_epoch;
 
-  RunDir run = RunDir::create_fresh(config.run_dir);
-  Json resolved = resolved_config;
-  resolved["run_dir"] = run.path();
-  run.write_config(resolved);
+  RunDir run = RunDir::create_with_config(config.run_dir, resolved_config);
   JsonlWriter metrics(run.file("metrics.jsonl"));
 
   Transformer model(mc);

@@ -18,6 +18,14 @@ RunDir RunDir::create_fresh(const std::string& path) {
   return RunDir(chosen);
 }
 
+RunDir RunDir::create_with_config(const std::string& path, const Json& resolved_config) {
+  RunDir run = create_fresh(path);
+  Json resolved = resolved_config;
+  resolved["run_dir"] = run.path();
+  run.write_config(resolved);
+  return run;
+}
+
 RunDir RunDir::open_existing(const std::string& path) {
   RLCPP_CHECK(fs::exists(fs::path(path) / "config.json"),
               "'" << path << "' is not a run directory (it has no config.json)");

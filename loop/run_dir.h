@@ -12,6 +12,8 @@ class RunDir {
   // A new run at `path`; when `path` already holds a run (config.json) the first free `path-2`, `path-3`, ...
   // is used instead, so nothing saved is ever overwritten.
   static RunDir create_fresh(const std::string& path);
+  // create_fresh, then saves the resolved config with its "run_dir" set to the directory actually used.
+  static RunDir create_with_config(const std::string& path, const Json& resolved_config);
   // An existing run, for resuming.
   static RunDir open_existing(const std::string& path);
 

@@ -54,10 +54,7 @@ std::vector<PackedBatch> sample_sft_batch(const Task& task, const CharTokenizer&
 
 SftSummary run_sft(const SftConfig& config, const Json& resolved_config) {
   config.validate();
-  RunDir run = RunDir::create_fresh(config.run_dir);
-  Json resolved = resolved_config;
-  resolved["run_dir"] = run.path();
-  run.write_config(resolved);
+  RunDir run = RunDir::create_with_config(config.run_dir, resolved_config);
   JsonlWriter metrics(run.file("metrics.jsonl"));
 
   ParameterStore params = config.init_checkpoint.empty()
