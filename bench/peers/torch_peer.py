@@ -6,13 +6,21 @@ reference (tests/golden/llama_model.py), W1 shapes, random weights from a seed, 
   torch_peer.py decode    [--batch 512 --context 16 --iters 20 --warmup 3]
   torch_peer.py rollout   [--prompts 64 --group 8 --prompt-len 10 --new-tokens 8 --iters 3 --warmup 1]
   torch_peer.py grpo-step [--prompts 64 --group 8 --prompt-len 10 --new-tokens 6 --minibatches 2 --iters 2 --warmup 1]
-  every command: [--threads 1|2|best] [--seed 0]
+  every command above: [--threads 1|2|best] [--seed 0]
+  torch_peer.py grpo-run --checkpoint DIR [--steps 200 --eval-every 20 --eval-size 1000 --out CURVE.jsonl
+                         --lr 1e-4 --prompts 64 --group 8 --minibatches 2 --new-tokens 6 --threads 2 --seed 1]
 
 Each prints ONE JSON object on stdout (human text goes to stderr). Every object has "peer", "torch",
 "command", "model" ("W1"), "threads", "threads_option" and "ms", the command's headline time (a median over
 --iters timed repetitions after --warmup untimed ones); the other keys are listed in each command's function.
 `--threads best` runs the command once per thread count in child processes and prints the object of the one
 with the lower "ms", with "threads_option": "best" and "candidates": [{"threads": n, "ms": ...}, ...].
+
+grpo-run is GRPO on add3 from an rlcpp checkpoint (config.json + model.safetensors) with rlcpp's recipe,
+training problems and held-out set, evaluated every --eval-every steps; it writes the curve (one JSON object
+per evaluation: step, train_wall_s without eval time, accuracy, mean_reward, eval_mean_reward, eval_s) to
+--out and prints the usual object with "curve". It is one long run, so it takes --threads 1 or 2 (default 2),
+not best. See torch_peer_grpo_run.py.
 """
 
 import argparse
@@ -70,7 +78,19 @@ def parse_args(argv):
     command("rollout", prompts=64, group=8, prompt_len=10, new_tokens=8, iters=3, warmup=1, temperature=1.0)
     command("grpo-step", prompts=64, group=8, prompt_len=10, new_tokens=6, minibatches=2, iters=2, warmup=1,
             temperature=1.0, lr=1e-4, clip=0.2, max_grad_norm=1.0)
+    run = command("grpo-run", steps=200, prompts=64, group=8, new_tokens=6, minibatches=2, temperature=1.0,
+                  lr=1e-4, clip=0.2, max_grad_norm=1.0, eval_every=20, eval_size=1000, log_every=10, out="")
+    run.add_argument("--checkpoint", required=True, help="rlcpp checkpoint directory (config.json + model.safetensors)")
+    run.set_defaults(threads="2", seed=1)  # seed 1: the training problems of rlcpp's default run seed
     args = p.parse_args(argv)
+    if args.command == "grpo-run":
+        if args.threads == "best":
+            p.error("grpo-run is one long run: give --threads 1 or 2")
+        for key in ("steps", "eval_every", "eval_size", "log_every"):
+            if getattr(args, key) < 1:
+                p.error(f"--{key.replace('_', '-')} {getattr(args, key)}, expected >= 1")
+        if args.temperature <= 0:
+            p.error(f"--temperature {args.temperature}, expected > 0 (GRPO samples)")
     for key in ("batch", "seq", "context", "prompts", "group", "prompt_len", "new_tokens", "iters", "minibatches"):
         if getattr(args, key, 1) < 1:
             p.error(f"--{key.replace('_', '-')} {getattr(args, key)}, expected >= 1")
@@ -80,11 +100,13 @@ def parse_args(argv):
         length = args.seq
     elif args.command == "decode":
         length = args.context + 1
+    elif args.command == "grpo-run":
+        length = 1 + len("999+999=") + args.new_tokens  # BOS + the longest add3 prompt
     else:
         length = args.prompt_len + args.new_tokens
     if length > W1["max_position_embeddings"]:
         p.error(f"sequences of {length} tokens exceed W1's context {W1['max_position_embeddings']}")
-    if args.command == "grpo-step" and args.prompts % args.minibatches:
+    if args.command in ("grpo-step", "grpo-run") and args.prompts % args.minibatches:
         p.error(f"--prompts {args.prompts} is not divisible into {args.minibatches} mini-batches of whole groups")
     return args
 
@@ -118,9 +140,14 @@ def main(argv):
         threads = int(args.threads)
         os.environ["OMP_NUM_THREADS"] = str(threads)
         os.environ["OPENBLAS_NUM_THREADS"] = str(threads)
-        import torch_peer_work  # imports torch, so only now that the environment is set
+        if args.command == "grpo-run":
+            import torch_peer_grpo_run  # imports torch, so only now that the environment is set
 
-        result = torch_peer_work.run(args, W1, threads)
+            result = torch_peer_grpo_run.run(args, threads)
+        else:
+            import torch_peer_work  # imports torch, so only now that the environment is set
+
+            result = torch_peer_work.run(args, W1, threads)
         result["openblas_coretype"] = coretype
     print(json.dumps(result))
     return 0
