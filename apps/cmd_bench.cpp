@@ -1,5 +1,6 @@
 #include "apps/commands.h"
 #include "bench/rollout_bench.h"
+#include "bench/step_bench.h"
 #include "bench/train_bench.h"
 
 namespace rlcpp::cli {
@@ -9,9 +10,12 @@ Command add_bench_command(CLI::App& app) {
   auto which = std::make_shared<std::string>();
   auto train = std::make_shared<bench::TrainBenchOptions>();
   auto rollout = std::make_shared<bench::RolloutBenchOptions>();
-  cmd->add_option("what", *which, "train | rollout")->required()->check(CLI::IsMember({"train", "rollout"}));
+  auto step = std::make_shared<bench::StepBenchOptions>();
+  cmd->add_option("what", *which, "train | rollout | step")
+      ->required()
+      ->check(CLI::IsMember({"train", "rollout", "step"}));
   cmd->add_option("--preset", train->preset, "model preset: tiny (W1) or qwen05b (W2)");
-  cmd->add_option("--iters", train->iters, "timed iterations");
+  auto* iters = cmd->add_option("--iters", train->iters, "timed iterations (step: timed GRPO steps, default 5)");
   cmd->add_flag("!--no-peer", train->peer, "skip the PyTorch peer");
   cmd->add_option("--batch", train->batch, "train: sequences per step");
   cmd->add_option("--seq", train->seq, "train: tokens per sequence");
@@ -20,7 +24,15 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("--prompt-len", rollout->prompt_len, "rollout: prompt tokens");
   cmd->add_option("--new-tokens", rollout->new_tokens, "rollout: tokens sampled per sequence");
   cmd->add_option("--block-size", rollout->block_size, "rollout: KV-cache block size");
+  cmd->add_option("--warmup", step->warmup, "step: GRPO steps before the timed ones");
+  cmd->add_flag("!--no-colocated", step->colocated, "step: time the split placement only");
   return {cmd, [=]() {
+    if (*which == "step") {
+      step->preset = train->preset;
+      if (iters->count() > 0) step->iters = train->iters;
+      step->peer = train->peer;
+      return bench::run_step_bench(*step);
+    }
     if (*which == "rollout") {
       rollout->preset = train->preset;
       rollout->iters = train->iters;

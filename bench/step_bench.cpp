@@ -1,0 +1,236 @@
+#include "bench/step_bench.h"
+
+#include <omp.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <vector>
+
+#include "bench/bench_common.h"
+#include "core/error.h"
+#include "loop/controller.h"
+#include "model/model_config.h"
+
+namespace rlcpp::bench {
+
+namespace {
+
+// The columns of the table: each rlcpp phase belongs to one (advantage, ref_logprob, values and the
+// controller's own remainder are "other"; eval and checkpoint are left out of the step).
+const std::vector<std::string> kColumns = {"rollout", "reward", "old_logprob", "update", "sync", "probe", "other"};
+const std::map<std::string, std::vector<std::string>> kPhasesOfColumn = {
+    {"rollout", {"rollout"}},
+    {"reward", {"reward"}},
+    {"old_logprob", {"old_logprob"}},
+    {"update", {"update_actor", "update_critic"}},
+    {"sync", {"weight_sync"}},
+    {"probe", {"probe"}},
+    {"other", {"advantage", "ref_logprob", "values", "other"}},
+};
+
+// A temporary directory removed with everything in it when this goes out of scope.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "rlcpp_step_bench.XXXXXX").string();
+    RLCPP_CHECK(mkdtemp(pattern.data()) != nullptr, "bench step: cannot create a directory like " << pattern);
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct StepFigures {
+  double step_s = 0;                      // median over the timed steps, eval and checkpoint excluded
+  std::map<std::string, double> column_s;  // median per column
+  double tokens = 0;                      // prompt + response tokens of a step
+  double generated_tokens = 0;            // response tokens of a step
+  int64_t timed_steps = 0;
+};
+
+// The recipe of configs/grpo_add3.json, RL part only: random init (no warm start), `steps` steps, eval and
+// checkpoint only at the last step (kept out of the figures), fixed-length responses.
+TrainConfig step_config(const StepBenchOptions& o, const std::string& placement, const std::string& run_dir) {
+  const std::string recipe = source_dir() + "/configs/grpo_add3.json";
+  TrainConfig c;
+  try {
+    config_from_json(load_json_file(recipe), c);
+  } catch (const Error& e) {
+    throw Error(recipe + ": " + e.what());
+  }
+  c.run_dir = run_dir;
+  c.init_checkpoint.clear();
+  c.warm_start.enabled = false;
+  c.model_preset = o.preset;
+  c.rollout.placement = placement;
+  c.rollout.num_workers = 1;
+  // A random model ends 1 response in ~6 early at EOS; the peer samples exactly max_new_tokens, so both
+  // run the same shapes. (The reward is then 0 everywhere; scoring and the update cost the same.)
+  c.rollout.sampling.ignore_eos = true;
+  c.steps = o.warmup + o.iters;
+  c.eval_every = 0;  // = only after the last step, which then is not timed
+  c.eval_size = 1;
+  c.checkpoint_every = 0;
+  c.log_every = c.steps;
+  return c;
+}
+
+StepFigures run_placement(const StepBenchOptions& o, const std::string& placement, const std::string& dir) {
+  const TrainConfig cfg = step_config(o, placement, dir + "/" + placement);
+  const TrainSummary summary = run_train(cfg, config_to_json(cfg));
+  std::ifstream in(summary.run_dir + "/metrics.jsonl");
+  RLCPP_CHECK(in, "bench step: " << summary.run_dir << "/metrics.jsonl is missing");
+  std::vector<double> steps, tokens, generated;
+  std::map<std::string, std::vector<double>> columns;
+  for (std::string line; std::getline(in, line);) {
+    const Json j = Json::parse(line);
+    const int64_t step = j.at("step").get<int64_t>();
+    // The last step also ran eval and wrote the checkpoint; its figure without them is still a step.
+    if (step <= o.warmup) continue;
+    auto t = [&](const std::string& phase) { return j.at("timing_s/" + phase).get<double>(); };
+    steps.push_back(t("step") - t("eval") - t("checkpoint"));
+    for (const auto& [column, phases] : kPhasesOfColumn) {
+      double s = 0;
+      for (const std::string& p : phases) s += t(p);
+      columns[column].push_back(s);
+    }
+    tokens.push_back(j.at("tokens").get<double>());
+    generated.push_back(j.at("rollout/generated_tokens").get<double>());
+  }
+  RLCPP_CHECK(!steps.empty(), "bench step: no timed step in " << summary.run_dir << "/metrics.jsonl");
+  StepFigures f;
+  f.step_s = median(steps);
+  for (const auto& [column, values] : columns) f.column_s[column] = median(values);
+  f.tokens = median(tokens);
+  f.generated_tokens = median(generated);
+  f.timed_steps = static_cast<int64_t>(steps.size());
+  return f;
+}
+
+// Shares as the peer computes them: each column's median over the sum of the column medians.
+std::map<std::string, double> shares(const StepFigures& f) {
+  double total = 0;
+  for (const auto& [c, s] : f.column_s) total += s;
+  std::map<std::string, double> out;
+  for (const auto& [c, s] : f.column_s) out[c] = total > 0 ? s / total : 0.0;
+  return out;
+}
+
+void print_row(const char* name, double step_ms, double tokens, const std::map<std::string, double>& share,
+               const std::map<std::string, bool>& present) {
+  std::printf("  %-26s %9.1f %7.0f", name, step_ms, tokens);
+  for (const std::string& c : kColumns) {
+    if (present.at(c))
+      std::printf(" %10.1f%%", 100 * share.at(c));
+    else
+      std::printf(" %11s", "-");
+  }
+  std::printf("\n");
+}
+
+Json figures_json(const StepFigures& f) {
+  Json j = {{"step_ms", 1e3 * f.step_s}, {"tokens", f.tokens}, {"generated_tokens", f.generated_tokens},
+            {"timed_steps", f.timed_steps}};
+  const auto share = shares(f);
+  for (const std::string& c : kColumns) {
+    j[c + "_ms"] = 1e3 * f.column_s.at(c);
+    j[c + "_share"] = share.at(c);
+  }
+  return j;
+}
+
+}  // namespace
+
+int run_step_bench(const StepBenchOptions& o) {
+  RLCPP_CHECK(o.warmup >= 0 && o.iters >= 1, "bench step: --warmup must be >= 0 and --iters >= 1, got "
+                                                  << o.warmup << " and " << o.iters);
+  const ModelConfig mc = model_preset(o.preset);
+  TempDir dir;
+  std::printf("step bench: one GRPO step of configs/grpo_add3.json (RL part) on preset %s (%lld params), random "
+              "init, fixed-length responses, fp32 CPU, %d threads; median of %d steps after %d\n",
+              o.preset.c_str(), static_cast<long long>(mc.num_parameters()), omp_get_max_threads(), o.iters,
+              o.warmup);
+  std::fflush(stdout);
+  const StepFigures split = run_placement(o, "split", dir.path());
+  std::vector<std::pair<std::string, StepFigures>> rows = {{"rlcpp split", split}};
+
+  // The peer runs the same shapes: the mean prompt (BOS + "a+b=", 7..9 tokens) rounded, 6 new tokens.
+  const TrainConfig cfg = step_config(o, "split", "");
+  const int64_t sequences = cfg.rollout.prompts_per_step * cfg.rollout.group_size;
+  const int64_t new_tokens = cfg.rollout.sampling.max_new_tokens;
+  const int64_t prompt_len = std::lround(split.tokens / static_cast<double>(sequences)) - new_tokens;
+  const int64_t minibatches = cfg.ppo.mini_batch_size > 0 ? sequences / cfg.ppo.mini_batch_size : 1;
+  Json peer = nullptr;
+  if (o.peer && o.preset == "tiny")
+    peer = run_torch_peer(source_dir(), "grpo-step --prompts " + std::to_string(cfg.rollout.prompts_per_step) +
+                                            " --group " + std::to_string(cfg.rollout.group_size) + " --prompt-len " +
+                                            std::to_string(prompt_len) + " --new-tokens " +
+                                            std::to_string(new_tokens) + " --minibatches " +
+                                            std::to_string(minibatches) + " --iters " + std::to_string(o.iters) +
+                                            " --warmup 1 --threads best");
+  if (o.colocated) rows.emplace_back("rlcpp colocated", run_placement(o, "colocated", dir.path()));
+
+  std::printf("\nstep bench: %lld prompts x %lld, %lld new tokens, %lld mini-batches; step excludes eval and "
+              "checkpoint\n",
+              static_cast<long long>(cfg.rollout.prompts_per_step), static_cast<long long>(cfg.rollout.group_size),
+              static_cast<long long>(new_tokens), static_cast<long long>(minibatches));
+  std::printf("  %-26s %9s %7s", "", "step ms", "tokens");
+  for (const std::string& c : kColumns) std::printf(" %11s", c.c_str());
+  std::printf("\n");
+  std::map<std::string, bool> all_present;
+  for (const std::string& c : kColumns) all_present[c] = true;
+  Json out = {{"bench", "step"}, {"preset", o.preset}, {"warmup", o.warmup}, {"iters", o.iters},
+              {"prompts", cfg.rollout.prompts_per_step}, {"group", cfg.rollout.group_size},
+              {"new_tokens", new_tokens}, {"minibatches", minibatches}, {"threads", omp_get_max_threads()}};
+  for (const auto& [name, f] : rows) {
+    print_row(name.c_str(), 1e3 * f.step_s, f.tokens, shares(f), all_present);
+    out[name == "rlcpp split" ? "split" : "colocated"] = figures_json(f);
+  }
+  const bool have_peer = !peer.is_null() && peer.contains("step_ms");
+  if (have_peer) {
+    // The peer has no weight sync or probe, and its phases cover its whole step ("other" is 0).
+    std::map<std::string, double> share;
+    std::map<std::string, bool> present;
+    for (const std::string& c : kColumns) {
+      present[c] = peer.contains(c + "_share");
+      share[c] = peer.value(c + "_share", 0.0);
+    }
+    char name[64];
+    std::snprintf(name, sizeof name, "PyTorch peer (%s thr)", peer.value("threads", Json("?")).dump().c_str());
+    const double peer_tokens = static_cast<double>(sequences * (prompt_len + new_tokens));
+    print_row(name, peer["step_ms"].get<double>(), peer_tokens, share, present);
+    out["peer"] = peer;
+    const double peer_s = peer["step_ms"].get<double>() / 1e3;
+    std::printf("  ratio peer / rlcpp step time: split %.2fx", peer_s / split.step_s);
+    out["ratio_split"] = peer_s / split.step_s;
+    if (o.colocated) {
+      std::printf(", colocated %.2fx", peer_s / rows[1].second.step_s);
+      out["ratio_colocated"] = peer_s / rows[1].second.step_s;
+    }
+    std::printf("  (goal >= 2x)\n");
+  }
+  const double sync_share = shares(split).at("sync");
+  std::printf("  weight sync (split, zmq over ipc://): %.1f ms = %.2f%% of the step (goal < 2%%)\n",
+              1e3 * split.column_s.at("sync"), 100 * sync_share);
+  std::printf("%s\n", out.dump().c_str());
+  return 0;
+}
+
+}  // namespace rlcpp::bench

@@ -1,0 +1,20 @@
+#pragma once
+
+#include <string>
+
+namespace rlcpp::bench {
+
+struct StepBenchOptions {
+  std::string preset = "tiny";
+  int warmup = 2;          // GRPO steps before the timed ones (first rollouts, page faults, worker warm-up)
+  int iters = 5;           // timed steps per placement (the median is reported)
+  bool colocated = true;   // also time the colocated placement (split, the default, is always timed)
+  bool peer = true;
+};
+
+// One GRPO step of the add3 recipe (configs/grpo_add3.json without its warm start) through the real
+// controller (run_train) from a random model, split and colocated, with its phase shares, next to the PyTorch
+// peer's `grpo-step` of the same shapes. Responses are fixed-length (ignore_eos), as the peer's. Returns 0.
+int run_step_bench(const StepBenchOptions& options);
+
+}  // namespace rlcpp::bench
