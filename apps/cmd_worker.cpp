@@ -31,12 +31,39 @@ int block_stop_signals() {
   return fd;
 }
 
+// `--inject-fault ACTION:REQUEST:STEP` (tests of the trainer's fault handling): after engine step STEP of the
+// REQUEST-th generate request this process ends abruptly (kill: SIGKILL to itself; exit: _exit(3), no
+// cleanup) or hangs alive (stop: SIGSTOP to itself, until someone sends SIGCONT or SIGKILL).
+std::function<void(int64_t, int64_t)> parse_fault(const std::string& spec) {
+  const size_t a = spec.find(':'), b = spec.find(':', a == std::string::npos ? a : a + 1);
+  RLCPP_CHECK(a != std::string::npos && b != std::string::npos,
+              "worker: --inject-fault '" << spec << "': expected ACTION:REQUEST:STEP, e.g. kill:3:2");
+  const std::string action = spec.substr(0, a);
+  RLCPP_CHECK(action == "kill" || action == "stop" || action == "exit",
+              "worker: --inject-fault '" << spec << "': action '" << action << "', expected kill, stop or exit");
+  int64_t request = 0, step = 0;
+  try {
+    request = std::stoll(spec.substr(a + 1, b - a - 1));
+    step = std::stoll(spec.substr(b + 1));
+  } catch (const std::exception&) {
+    RLCPP_FAIL("worker: --inject-fault '" << spec << "': REQUEST and STEP must be integers");
+  }
+  RLCPP_CHECK(request >= 1 && step >= 1, "worker: --inject-fault '" << spec << "': REQUEST and STEP count from 1");
+  return [=](int64_t r, int64_t s) {
+    if (r != request || s != step) return;
+    std::fprintf(stderr, "worker: injected fault '%s' at request %lld step %lld\n", spec.c_str(),
+                 static_cast<long long>(r), static_cast<long long>(s));
+    if (action == "exit") _exit(3);
+    raise(action == "kill" ? SIGKILL : SIGSTOP);
+  };
+}
+
 }  // namespace
 
 Command add_worker_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("worker", "serve rollout requests over ZeroMQ (see rollout/README.md)");
   struct Args {
-    std::string checkpoint, preset, bind, connect, weights, run_dir = "runs/worker";
+    std::string checkpoint, preset, bind, connect, weights, run_dir = "runs/worker", inject_fault;
     uint64_t init_seed = 1;
     int64_t policy_version = 0;
     double max_message_mib = 1024;
@@ -60,11 +87,15 @@ Command add_worker_command(CLI::App& app) {
   cmd->add_option("--num-blocks", a->worker.engine.num_blocks, "KV-cache blocks (0 = automatic)");
   cmd->add_option("--max-num-seqs", a->worker.engine.max_num_seqs, "sequences decoded together");
   cmd->add_option("--max-batched-tokens", a->worker.engine.max_num_batched_tokens, "rows per forward");
+  // Hidden (group ""): a test tool, documented in loop/README.md "Fault handling".
+  cmd->add_option("--inject-fault", a->inject_fault, "kill|stop|exit:REQUEST:STEP, end or hang at that engine step")
+      ->group("");
   return {cmd, [=]() {
     RLCPP_CHECK(a->bind.empty() || a->connect.empty(), "worker: give --bind or --connect, not both");
     RLCPP_CHECK(a->checkpoint.empty() != a->preset.empty(), "worker: give a checkpoint directory or --preset");
     RLCPP_CHECK(a->max_message_mib > 0, "worker: --max-message-mib must be positive");
     a->worker.limits.max_message_bytes = static_cast<int64_t>(a->max_message_mib * (1 << 20));
+    if (!a->inject_fault.empty()) a->worker.fault_hook = parse_fault(a->inject_fault);
     const int stop_fd = block_stop_signals();
     ParameterStore params = a->checkpoint.empty() ? init_random(model_preset(a->preset), a->init_seed)
                                                   : load_model_checkpoint(a->checkpoint);

@@ -112,6 +112,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   double step_seconds_total = 0;
   for (int64_t step = state.step + 1; step <= config.steps; ++step) {
     PhaseTimer timer;
+    rollout->begin_step(step);
     StepResult r = grpo_step(ctx, step, timer);
     const bool last = step == config.steps;
     std::optional<double> accuracy;
@@ -139,6 +140,8 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
     Json record = {{"step", step}, {"policy_version", ctx.version}, {"tokens", r.tokens},
                    {"tokens_per_s", r.tokens / timer.step_seconds()}, {"elapsed_s", wall.seconds()}};
     for (const auto& [k, v] : r.metrics) record[k] = v;
+    // Taken here, not in the step: a worker can also fail in the step's weight sync or probe.
+    for (const auto& [k, v] : rollout->fault_metrics()) record[k] = v;
     for (const auto& [k, v] : timer.metrics()) record[k] = v;
     const Json counters = reward->counters();
     for (const auto& [k, v] : counters.items()) record["reward_server/" + k] = v;

@@ -1,9 +1,11 @@
 #include "loop/rollout_backend.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 
 #include "core/error.h"
+#include "core/metrics.h"
 #include "loop/worker_process.h"
 #include "rollout/worker_client.h"
 #include "weightsync/inproc_channel.h"
@@ -34,55 +36,166 @@ class ColocatedRollout : public RolloutBackend {
   InprocWeightChannel channel_;
 };
 
-class SplitRollout : public RolloutBackend {
+// The workers and their fault handling: WorkerClient finds a worker that exited (asked here, waitpid) or fell
+// silent, and calls replace(); sync finds one that exited or did not acknowledge. Either way the worker is
+// killed if it still runs, reaped, started again on its endpoints from the initial checkpoint, sent the
+// current weights, and (in generate) given its unfinished prompts again, at most max_worker_restarts times
+// per step.
+class SplitRollout : public RolloutBackend, private WorkerSupervisor {
  public:
   SplitRollout(const RolloutSection& rollout, const std::string& run_dir, const std::string& checkpoint,
-               const ParameterStore& params, int64_t version) {
+               const ParameterStore& params, int64_t version)
+      : binary_(rollout.worker_binary.empty() ? current_executable() : rollout.worker_binary),
+        max_restarts_(rollout.max_worker_restarts),
+        worker_timeout_s_(rollout.worker_timeout_s),
+        params_(&params),
+        version_(version),
+        initial_version_(version) {
     const std::string dir = std::filesystem::absolute(run_dir).string();
     const EngineConfig& e = rollout.engine;
-    const std::string binary = rollout.worker_binary.empty() ? current_executable() : rollout.worker_binary;
+    // Several heartbeats fit in the silence that counts as death.
+    const double heartbeat_s = std::min(1.0, rollout.worker_heartbeat_timeout_s / 5);
     std::vector<std::string> endpoints;
-    ZmqPublisherOptions options;
-    options.chunk_floats = std::min<int64_t>(options.chunk_floats, std::max<int64_t>(params.numel(), 4096));
+    publisher_options_.chunk_floats =
+        std::min<int64_t>(publisher_options_.chunk_floats, std::max<int64_t>(params.numel(), 4096));
+    publisher_options_.reply_timeout_ms = static_cast<long>(rollout.worker_timeout_s * 1000);
     for (int64_t w = 0; w < rollout.num_workers; ++w) {
       const std::string name = "worker" + std::to_string(w);
-      processes_.push_back(std::make_unique<WorkerProcess>(
-          binary, std::vector<std::string>{checkpoint, "--bind", "ipc://" + dir + "/" + name + ".ipc", "--weights",
-                                           "ipc://" + dir + "/" + name + "_weights.ipc", "--policy-version",
-                                           std::to_string(version), "--name", name, "--block-size",
-                                           std::to_string(e.block_size), "--num-blocks", std::to_string(e.num_blocks),
-                                           "--max-num-seqs", std::to_string(e.max_num_seqs), "--max-batched-tokens",
-                                           std::to_string(e.max_num_batched_tokens)}));
+      names_.push_back(name);
+      args_.push_back({checkpoint, "--bind", "ipc://" + dir + "/" + name + ".ipc", "--weights",
+                       "ipc://" + dir + "/" + name + "_weights.ipc", "--policy-version", std::to_string(version),
+                       "--name", name, "--heartbeat", std::to_string(heartbeat_s), "--block-size",
+                       std::to_string(e.block_size), "--num-blocks", std::to_string(e.num_blocks), "--max-num-seqs",
+                       std::to_string(e.max_num_seqs), "--max-batched-tokens",
+                       std::to_string(e.max_num_batched_tokens)});
+      processes_.push_back(std::make_unique<WorkerProcess>(binary_, args_.back()));
       endpoints.push_back(processes_.back()->endpoint());
       publishers_.push_back(std::make_unique<ZmqWeightPublisher>(context_, processes_.back()->weights_endpoint(),
-                                                                 /*bind=*/false, options));
+                                                                 /*bind=*/false, publisher_options_));
     }
-    client_.emplace(WorkerClient::connect(context_, endpoints));
+    WorkerClientOptions options;
+    options.heartbeat_timeout_s = rollout.worker_heartbeat_timeout_s;
+    options.result_timeout_s = rollout.worker_timeout_s;
+    client_.emplace(WorkerClient::connect(context_, endpoints, options));
   }
 
   ~SplitRollout() override {
+    // A shutdown message waits for every worker's answer; after a failure (the run stopping on it) one may
+    // never come. Each process is also stopped by SIGTERM (SIGKILL if it hangs) below.
+    bool all_running = true;
+    for (auto& p : processes_) all_running = all_running && p && p->exit_reason().empty();
     try {
-      client_->shutdown();
+      if (all_running) client_->shutdown();
     } catch (const std::exception&) {
-      // the process is stopped by SIGTERM below anyway
     }
     publishers_.clear();
     client_.reset();
     processes_.clear();
   }
 
-  RolloutResult generate(const Request& request) override { return client_->generate(request); }
+  RolloutResult generate(const Request& request) override {
+    phase_ = "rollout";
+    return client_->generate(request, this);
+  }
 
-  // Every worker acknowledges the version before the next rollout.
+  // Every worker acknowledges the version before the next rollout; one that died since, or does not answer,
+  // is restarted, which brings it to this version.
   void sync(const ParameterStore& params, int64_t version) override {
-    for (auto& publisher : publishers_) publisher->publish(params, version);
+    params_ = &params;
+    version_ = version;
+    phase_ = "weight sync";
+    for (size_t w = 0; w < processes_.size(); ++w) {
+      const std::string ended = processes_[w]->exit_reason();
+      if (!ended.empty()) {
+        restart(w, ended, 0);
+        continue;
+      }
+      try {
+        publishers_[w]->publish(params, version);
+      } catch (const WeightSyncTimeout&) {
+        restart(w, "did not acknowledge weights version " + std::to_string(version) + " within " +
+                       format_seconds(worker_timeout_s_) + " s (rollout.worker_timeout_s)",
+                0);
+      }
+    }
+  }
+
+  void begin_step(int64_t step) override {
+    step_ = step;
+    failures_step_ = restarts_step_ = reissued_step_ = 0;
+  }
+
+  std::map<std::string, double> fault_metrics() const override {
+    return {{"rollout/worker_failures_step", static_cast<double>(failures_step_)},
+            {"rollout/reissued_prompts", static_cast<double>(reissued_step_)},
+            {"rollout/worker_restarts", static_cast<double>(restarts_total_)}};
   }
 
  private:
+  static std::string format_seconds(double s) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3g", s);
+    return buf;
+  }
+
+  std::string exit_reason(int worker) override { return processes_[static_cast<size_t>(worker)]->exit_reason(); }
+
+  void replace(const WorkerFailure& failure) override {
+    restart(static_cast<size_t>(failure.worker), failure.what, failure.unfinished_prompts);
+  }
+
+  // Worker `w` failed (`what`: how) while it owed `prompts` prompts of a rollout (0 in a sync).
+  void restart(size_t w, std::string what, int64_t prompts) {
+    WorkerProcess& process = *processes_[w];
+    if (process.exit_reason().empty()) {
+      process.kill_now();  // hung or too slow: it would answer a request we have given to its successor
+      what += "; killed it (SIGKILL)";
+    } else if (what != process.exit_reason()) {
+      what += "; it " + process.exit_reason();  // found silent, then found dead
+    }
+    ++failures_step_;
+    const std::string when = (step_ > 0 ? "during step " + std::to_string(step_) : std::string("before step 1")) +
+                             " (" + phase_ + ")";
+    RLCPP_CHECK(restarts_step_ < max_restarts_,
+                "rollout: " << names_[w] << " " << what << " " << when << "; not restarted again: " << restarts_step_
+                            << " worker restart(s) in this step already, rollout.max_worker_restarts = "
+                            << max_restarts_);
+    Stopwatch took;
+    publishers_[w].reset();
+    processes_[w].reset();
+    try {
+      processes_[w] = std::make_unique<WorkerProcess>(binary_, args_[w]);
+      publishers_[w] = std::make_unique<ZmqWeightPublisher>(context_, processes_[w]->weights_endpoint(),
+                                                            /*bind=*/false, publisher_options_);
+      // It starts from the initial checkpoint, which holds the weights until the first update.
+      if (version_ != initial_version_) publishers_[w]->publish(*params_, version_);
+    } catch (const std::exception& e) {
+      RLCPP_FAIL("rollout: " << names_[w] << " " << what << " " << when << "; restarting it failed: " << e.what());
+    }
+    ++restarts_step_;
+    ++restarts_total_;
+    reissued_step_ += prompts;
+    std::printf("train: %s %s %s; restarted in %.2f s at policy version %lld, %lld prompts re-issued\n",
+                names_[w].c_str(), what.c_str(), when.c_str(), took.seconds(), static_cast<long long>(version_),
+                static_cast<long long>(prompts));
+    std::fflush(stdout);
+  }
+
+  std::string binary_;
+  int64_t max_restarts_;
+  double worker_timeout_s_;
+  std::vector<std::string> names_;
+  std::vector<std::vector<std::string>> args_;  // each worker's command line after "worker"
+  ZmqPublisherOptions publisher_options_;
   zmq::context_t context_;
   std::vector<std::unique_ptr<WorkerProcess>> processes_;
   std::optional<WorkerClient> client_;
   std::vector<std::unique_ptr<ZmqWeightPublisher>> publishers_;
+  const ParameterStore* params_;  // the weights a restarted worker is brought to, at version_
+  int64_t version_, initial_version_;
+  int64_t step_ = 0;
+  std::string phase_ = "rollout";
+  int64_t failures_step_ = 0, restarts_step_ = 0, reissued_step_ = 0, restarts_total_ = 0;
 };
 
 }  // namespace

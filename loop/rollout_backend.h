@@ -1,9 +1,11 @@
 // Where rollouts run (rollout.placement): `colocated`, an Engine inside the trainer process reading the
 // trainer's own weights (sync = an inproc version bump), or `split`, one `rlcpp worker` child process over
 // ipc:// in the run directory per `rollout.num_workers` (the request's prompts split among them), each fed by
-// the zmq weight-sync channel after every update.
+// the zmq weight-sync channel after every update. A split worker that exits, is killed or stops answering is
+// restarted and its unfinished prompts re-issued (loop/README.md "Fault handling").
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -19,6 +21,11 @@ class RolloutBackend {
   virtual RolloutResult generate(const Request& request) = 0;
   // `params` now hold `version`; returns once the engine side samples with them (acknowledged).
   virtual void sync(const ParameterStore& params, int64_t version) = 0;
+  // Step `step` of the run begins: faults are reported under it and the per-step restart limit starts over.
+  virtual void begin_step(int64_t step) {}
+  // Worker faults handled, as step metrics: rollout/worker_failures_step and rollout/reissued_prompts (since
+  // begin_step), rollout/worker_restarts (since the backend started). Empty where nothing can fail (colocated).
+  virtual std::map<std::string, double> fault_metrics() const { return {}; }
 };
 
 // The engine reads `params` (which must outlive it), which hold policy `version`.
@@ -27,7 +34,8 @@ std::unique_ptr<RolloutBackend> make_colocated_rollout(const Transformer& model,
 
 // Starts rollout.num_workers workers on `checkpoint` (the policy at `version`), worker i serving at
 // ipc://RUN_DIR/worker<i>.ipc and taking weights at ipc://RUN_DIR/worker<i>_weights.ipc;
-// rollout.worker_binary "" = this executable.
+// rollout.worker_binary "" = this executable. A worker restarted during generate is brought to the weights
+// last passed to sync (or `params` before any), so those must hold that version whenever generate runs.
 std::unique_ptr<RolloutBackend> make_split_rollout(const RolloutSection& rollout, const std::string& run_dir,
                                                    const std::string& checkpoint, const ParameterStore& params,
                                                    int64_t version);

@@ -26,6 +26,11 @@ void TrainConfig::validate() const {
   RLCPP_CHECK(rollout.num_workers >= 1 && rollout.num_workers <= rollout.prompts_per_step,
               "config key 'rollout.num_workers': must be in [1, prompts_per_step " << rollout.prompts_per_step
                                                                                   << "], got " << rollout.num_workers);
+  RLCPP_CHECK(rollout.worker_heartbeat_timeout_s > 0 && rollout.worker_timeout_s > 0,
+              "config keys 'rollout.worker_heartbeat_timeout_s' and 'rollout.worker_timeout_s' must be positive "
+              "seconds, got " << rollout.worker_heartbeat_timeout_s << " and " << rollout.worker_timeout_s);
+  RLCPP_CHECK(rollout.max_worker_restarts >= 0,
+              "config key 'rollout.max_worker_restarts': must be >= 0, got " << rollout.max_worker_restarts);
   RLCPP_CHECK(probe.prompts >= 0 && probe.max_abs_dlogp >= 0,
               "config keys 'probe.prompts' and 'probe.max_abs_dlogp' must be >= 0");
   RLCPP_CHECK(rollout.prompts_per_step >= 1 && rollout.group_size >= 1,

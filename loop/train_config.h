@@ -26,6 +26,10 @@ struct RolloutSection {
   int64_t group_size = 8;
   SamplingParams sampling;  // seed is derived per step from the run seed (the field is ignored)
   EngineConfig engine;
+  // split: fault handling (loop/README.md "Fault handling")
+  double worker_heartbeat_timeout_s = 30;  // silence from a generating worker (heartbeats every <= 1 s)
+  double worker_timeout_s = 600;           // longest wait for a worker's result or weight acknowledgement
+  int64_t max_worker_restarts = 3;         // per step; past it the run stops
 
   template <class V> void visit(V& v) {
     v("placement", placement,
@@ -37,6 +41,15 @@ struct RolloutSection {
     v("group_size", group_size, "samples per prompt (the GRPO group)");
     v("sampling", sampling, "sampling parameters (sampling.seed is replaced by one derived from the run seed)");
     v("engine", engine, "rollout engine knobs (rollout/README.md)");
+    v("worker_heartbeat_timeout_s", worker_heartbeat_timeout_s,
+      "split: a generating worker heartbeats at least every second; one silent this long (hung, stopped) is "
+      "killed, restarted with the current weights and its unfinished prompts re-issued");
+    v("worker_timeout_s", worker_timeout_s,
+      "split: longest wait for a worker's result to its share of a rollout, or for its acknowledgement of a "
+      "weight sync, before it is killed and restarted as above (generous: a slow step is not a fault)");
+    v("max_worker_restarts", max_worker_restarts,
+      "split: worker restarts allowed within one step (a worker that exited, was killed or timed out); one "
+      "more failure stops the run naming the worker and what happened; 0 = the first failure stops it");
   }
 };
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 
 #include "core/config.h"
@@ -60,9 +61,10 @@ WorkerProcess::WorkerProcess(const std::string& binary, const std::vector<std::s
     ssize_t n = 0;
     if (left > 0 && poll(&p, 1, static_cast<int>(left * 1000) + 1) > 0) n = read(stdout_fd_, buf, sizeof buf);
     if (n <= 0) {
-      kill(pid_, SIGTERM);
+      kill(pid_, SIGKILL);  // it may be stuck before its serve loop, where SIGTERM is only read
       waitpid(pid_, nullptr, 0);
       pid_ = -1;
+      close(stdout_fd_);  // no destructor runs for a constructor that throws
       RLCPP_FAIL("worker '" << binary << "' did not start listening within " << startup_timeout_s
                             << " s (exited or silent); its output: " << output);
     }
@@ -70,10 +72,53 @@ WorkerProcess::WorkerProcess(const std::string& binary, const std::vector<std::s
   }
 }
 
+std::string describe_exit_status(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    const char* name = strsignal(sig);
+    return "was killed by signal " + std::to_string(sig) + (name ? std::string(" (") + name + ")" : "");
+  }
+  return "ended with wait status " + std::to_string(status);
+}
+
+void WorkerProcess::reaped(int status) {
+  pid_ = -1;
+  exit_reason_ = describe_exit_status(status);
+}
+
+std::string WorkerProcess::exit_reason() {
+  if (pid_ > 0) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) reaped(status);
+  }
+  return exit_reason_;
+}
+
+void WorkerProcess::kill_now() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  int status = 0;
+  if (waitpid(pid_, &status, 0) == pid_) reaped(status);
+  pid_ = -1;
+}
+
 WorkerProcess::~WorkerProcess() {
   if (pid_ > 0) {
-    kill(pid_, SIGTERM);  // a worker ends cleanly on SIGTERM between requests
-    waitpid(pid_, nullptr, 0);
+    // A worker ends cleanly on SIGTERM between requests; SIGCONT lets a stopped one see it. One that has not
+    // ended after the grace period (hung) is killed, so the trainer never waits on it forever.
+    kill(pid_, SIGTERM);
+    kill(pid_, SIGCONT);
+    constexpr double kGraceSeconds = 10;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kGraceSeconds);
+    int status = 0;
+    while (waitpid(pid_, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        kill_now();
+        break;
+      }
+      usleep(10000);
+    }
   }
   if (stdout_fd_ >= 0) close(stdout_fd_);
 }

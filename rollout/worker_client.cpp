@@ -1,7 +1,9 @@
 #include "rollout/worker_client.h"
 
 #include <algorithm>
+#include <iomanip>
 #include <map>
+#include <sstream>
 
 #include "core/metrics.h"
 #include "rollout/request_wire.h"
@@ -25,28 +27,32 @@ std::string printable(const std::string& identity) {
 WorkerClient WorkerClient::connect(zmq::context_t& context, const std::vector<std::string>& endpoints,
                                    const WorkerClientOptions& options) {
   RLCPP_CHECK(!endpoints.empty(), "worker client: no worker endpoints given");
-  WorkerClient c(options);
+  WorkerClient c(context, options);
   for (const std::string& e : endpoints) {
     check_local_endpoint(e, options.allow_remote);
-    zmq::socket_t s(context, zmq::socket_type::dealer);
-    s.set(zmq::sockopt::linger, 1000);
-    s.set(zmq::sockopt::maxmsgsize, 2 * options.limits.max_message_bytes);
-    try {
-      s.connect(e);
-    } catch (const zmq::error_t& err) {
-      RLCPP_FAIL("worker client: cannot connect to '" << e << "': " << err.what());
-    }
     c.workers_.push_back({c.sockets_.size(), "", e});
-    c.sockets_.push_back(std::move(s));
+    c.sockets_.push_back(c.open_dealer(e));
   }
   return c;
+}
+
+zmq::socket_t WorkerClient::open_dealer(const std::string& endpoint) const {
+  zmq::socket_t s(*context_, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 1000);
+  s.set(zmq::sockopt::maxmsgsize, 2 * options_.limits.max_message_bytes);
+  try {
+    s.connect(endpoint);
+  } catch (const zmq::error_t& err) {
+    RLCPP_FAIL("worker client: cannot connect to '" << endpoint << "': " << err.what());
+  }
+  return s;
 }
 
 WorkerClient WorkerClient::listen(zmq::context_t& context, const std::string& endpoint, int expected,
                                   const WorkerClientOptions& options, std::string* bound) {
   RLCPP_CHECK(expected >= 1, "worker client: expected workers must be >= 1, got " << expected);
   check_local_endpoint(endpoint, options.allow_remote);
-  WorkerClient c(options);
+  WorkerClient c(context, options);
   c.router_ = true;
   zmq::socket_t s(context, zmq::socket_type::router);
   s.set(zmq::sockopt::linger, 1000);
@@ -145,51 +151,94 @@ std::vector<Json> WorkerClient::ping() { return round_trip("ping", "pong"); }
 
 void WorkerClient::shutdown() { round_trip("shutdown", "bye"); }
 
-RolloutResult WorkerClient::generate(const Request& request) {
+RolloutResult WorkerClient::generate(const Request& request, WorkerSupervisor* supervisor) {
   RLCPP_CHECK(num_workers() > 0, "worker client: no workers");
   RLCPP_CHECK(request.prompt_ids.empty() || request.prompt_ids.size() == request.prompts.size(),
               "request: " << request.prompt_ids.size() << " prompt ids for " << request.prompts.size() << " prompts");
+  RLCPP_CHECK(supervisor == nullptr || !router_,
+              "worker client: replacing failed workers needs workers it connected to (connect), not listen");
   const int64_t P = static_cast<int64_t>(request.prompts.size()), W = num_workers();
   struct Chunk {
     int64_t begin = 0, end = 0;
     int worker = 0;
+    Request part;          // kept to send again, with its prompt ids, when the worker is replaced
+    uint64_t request_id = 0;
+    Stopwatch sent;        // since the last send, against result_timeout_s
     bool done = false;
     RolloutResult result;
   };
   std::vector<Chunk> chunks;
   std::map<uint64_t, size_t> by_id;  // request id -> chunk
+  auto send_chunk = [&](size_t index) {
+    Chunk& c = chunks[index];
+    by_id.erase(c.request_id);  // a late reply to an earlier send is stale
+    c.request_id = next_request_id_++;
+    by_id[c.request_id] = index;
+    send(c.worker, encode_generate_request(c.part, c.request_id));
+    c.sent.reset();
+  };
   for (int64_t w = 0; w < W; ++w) {
     Chunk c;
     c.begin = P * w / W;
     c.end = P * (w + 1) / W;
     c.worker = static_cast<int>(w);
     if (c.begin == c.end) continue;
-    Request part;
-    part.n = request.n;
-    part.sampling = request.sampling;
+    c.part.n = request.n;
+    c.part.sampling = request.sampling;
     for (int64_t p = c.begin; p < c.end; ++p) {
-      part.prompts.push_back(request.prompts[p]);
-      part.prompt_ids.push_back(request.prompt_id(static_cast<size_t>(p)));
+      c.part.prompts.push_back(request.prompts[p]);
+      c.part.prompt_ids.push_back(request.prompt_id(static_cast<size_t>(p)));
     }
-    const uint64_t id = next_request_id_++;
-    by_id[id] = chunks.size();
-    send(c.worker, encode_generate_request(part, id));
     chunks.push_back(std::move(c));
+    send_chunk(chunks.size() - 1);
   }
 
   std::vector<Stopwatch> last_heard(static_cast<size_t>(W));
+  // Why chunk c's worker can no longer deliver, or "".
+  auto failure_of = [&](const Chunk& c) -> std::string {
+    if (supervisor) {
+      const std::string ended = supervisor->exit_reason(c.worker);
+      if (!ended.empty()) return ended;
+    }
+    const double silent = last_heard[c.worker].seconds();
+    if (silent >= options_.heartbeat_timeout_s) {
+      std::ostringstream os;
+      os << std::fixed << std::setprecision(1) << "sent no result or heartbeat for " << silent
+         << " s (heartbeat_timeout_s " << options_.heartbeat_timeout_s << ")";
+      return os.str();
+    }
+    if (options_.result_timeout_s > 0 && c.sent.seconds() >= options_.result_timeout_s) {
+      std::ostringstream os;
+      os << std::fixed << std::setprecision(1) << "sent no result within " << c.sent.seconds()
+         << " s (result_timeout_s " << options_.result_timeout_s << ")";
+      return os.str();
+    }
+    return "";
+  };
+  constexpr double kExitPollSeconds = 0.05;  // how often a supervisor is asked whether busy workers still run
   size_t remaining = chunks.size();
   Incoming in;
   while (remaining > 0) {
     double wait = options_.heartbeat_timeout_s;
-    for (const Chunk& c : chunks) {
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      Chunk& c = chunks[i];
       if (c.done) continue;
-      const double silent = last_heard[c.worker].seconds();
-      RLCPP_CHECK(silent < options_.heartbeat_timeout_s,
-                  "worker client: " << workers_[c.worker].name << " sent no result or heartbeat for " << silent
-                                    << " s (heartbeat_timeout_s " << options_.heartbeat_timeout_s << ")");
-      wait = std::min(wait, options_.heartbeat_timeout_s - silent);
+      const std::string failure = failure_of(c);
+      if (!failure.empty()) {
+        RLCPP_CHECK(supervisor != nullptr, "worker client: " << workers_[c.worker].name << " " << failure);
+        supervisor->replace({c.worker, workers_[c.worker].name, failure, c.end - c.begin});
+        // The old socket may hold the request or a half-read reply; a fresh one starts clean. Linger 0: what
+        // the old one still queues must not reach the new worker after all.
+        zmq::socket_t& old = sockets_[workers_[c.worker].socket];
+        old.set(zmq::sockopt::linger, 0);
+        old = open_dealer(workers_[c.worker].name);
+        last_heard[c.worker].reset();
+        send_chunk(i);
+      }
+      wait = std::min(wait, options_.heartbeat_timeout_s - last_heard[c.worker].seconds());
+      if (options_.result_timeout_s > 0) wait = std::min(wait, options_.result_timeout_s - c.sent.seconds());
     }
+    if (supervisor) wait = std::min(wait, kExitPollSeconds);
     if (!receive(static_cast<long>(wait * 1000) + 1, in)) continue;
     if (in.worker < W) last_heard[in.worker].reset();
     const std::string type = in.message.type();

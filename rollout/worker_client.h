@@ -1,8 +1,11 @@
 // The client side of the worker protocol (rollout/worker_service.h): spreads a request's prompts over N
 // workers in contiguous chunks, keeping each prompt's id, and merges the results back in prompt order.
 // Sampling is keyed by (seed, prompt id, sample index, position), so the samples equal one worker's.
-// While it waits, a worker that sends neither a result nor a heartbeat for heartbeat_timeout_s is declared
-// dead (an error naming it); an error reply from a worker is rethrown with the worker named.
+// While it waits, a worker that sends neither a result nor a heartbeat for heartbeat_timeout_s, or no result
+// within result_timeout_s, is declared dead; so is one whose process its WorkerSupervisor reports ended.
+// Without a supervisor that is an error naming the worker; with one, the supervisor replaces the worker on
+// the same endpoint and its unfinished part is sent again with the same prompt ids (so the same samples),
+// while the other workers' results are kept. An error reply from a worker is rethrown with the worker named.
 #pragma once
 
 #include <zmq.hpp>
@@ -19,8 +22,28 @@ namespace rlcpp {
 struct WorkerClientOptions {
   WireLimits limits;
   double heartbeat_timeout_s = 30;  // silence from a busy worker that counts as death
+  double result_timeout_s = 0;      // longest wait for one worker's result to a generate; 0 = no limit
   double reply_timeout_s = 10;      // for ping and shutdown replies, and for workers to announce themselves
   bool allow_remote = false;
+};
+
+// A worker that failed while it owed a generate result.
+struct WorkerFailure {
+  int worker = -1;
+  std::string name;            // the client's name for it (its endpoint)
+  std::string what;            // "was killed by signal 9 (Killed)", "sent no result or heartbeat for 2.1 s ..."
+  int64_t unfinished_prompts = 0;  // of the request; sent again once the worker is replaced
+};
+
+// Whoever runs the workers (loop/rollout_backend.cpp for `rlcpp train`), consulted by generate.
+class WorkerSupervisor {
+ public:
+  virtual ~WorkerSupervisor() = default;
+  // "" while worker `worker`'s process runs; otherwise how it ended. Polled (every ~50 ms) while it is busy.
+  virtual std::string exit_reason(int worker) = 0;
+  // The worker failed: end it if it still runs and start a fresh one serving the same endpoint with the
+  // weights the request is for, or throw (the generate call then fails with that error).
+  virtual void replace(const WorkerFailure& failure) = 0;
 };
 
 class WorkerClient {
@@ -35,7 +58,8 @@ class WorkerClient {
 
   int num_workers() const { return static_cast<int>(workers_.size()); }
 
-  RolloutResult generate(const Request& request);
+  // `supervisor` (optional, workers from connect() only) replaces failed workers; see the top of this file.
+  RolloutResult generate(const Request& request, WorkerSupervisor* supervisor = nullptr);
   // One pong header per worker, in worker order.
   std::vector<Json> ping();
   // Asks every worker to exit and waits for each "bye".
@@ -45,20 +69,23 @@ class WorkerClient {
   struct Worker {
     size_t socket = 0;         // index into sockets_
     std::string identity;      // routing id on a ROUTER socket; empty on a DEALER
-    std::string name;
+    std::string name;          // a DEALER's endpoint
   };
   struct Incoming {
     int worker = -1;
     WireMessage message;
   };
 
-  explicit WorkerClient(const WorkerClientOptions& options) : options_(options) {}
+  WorkerClient(zmq::context_t& context, const WorkerClientOptions& options) : context_(&context), options_(options) {}
+  // A fresh DEALER to a DEALER worker's endpoint: what the replaced worker was sent or had queued is dropped.
+  zmq::socket_t open_dealer(const std::string& endpoint) const;
   void send(int worker, const WireMessage& message);
   // Waits up to timeout_ms for one message from any worker; false on timeout.
   bool receive(long timeout_ms, Incoming& in);
   // Sends `type` to every worker and collects the reply of that type from each.
   std::vector<Json> round_trip(const std::string& type, const std::string& reply_type);
 
+  zmq::context_t* context_;
   WorkerClientOptions options_;
   std::vector<zmq::socket_t> sockets_;
   bool router_ = false;

@@ -88,8 +88,10 @@ bool WorkerService::handle(ReceivedFrames& received, const ServeControl& control
     if (type == "generate") {
       uint64_t id = 0;
       const Request request = decode_generate_request(m, engine_.model_config(), options_.request_limits, id);
+      const int64_t number = ++generate_requests_;
       Stopwatch beat;
       const RolloutResult result = engine_.generate(request, [&](const StepView& v) {
+        if (options_.fault_hook) options_.fault_hook(number, v.step);
         if (stop_requested(control)) throw StopRequested{};
         if (beat.seconds() >= options_.heartbeat_interval_s) {
           send_heartbeat(static_cast<int64_t>(id), v.step, v.scheduler.num_running());

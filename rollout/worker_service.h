@@ -32,6 +32,9 @@ struct WorkerOptions {
   double heartbeat_interval_s = 1.0;
   bool allow_remote = false;  // listen on / connect to non-loopback tcp addresses
   std::string name = "worker";
+  // Fault injection for tests (`rlcpp worker --inject-fault`, loop/README.md "Fault handling"): called after
+  // every engine step with the number of the generate request being served (from 1) and the step within it.
+  std::function<void(int64_t request, int64_t step)> fault_hook;
 };
 
 struct ServeControl {
@@ -74,6 +77,7 @@ class WorkerService {
   bool router_ = false;  // bound: replies go to the sender's identity
   std::vector<zmq::message_t> envelope_;  // of the message being handled
   int64_t served_ = 0;
+  int64_t generate_requests_ = 0;  // received, answered or not
 };
 
 }  // namespace rlcpp

@@ -57,9 +57,9 @@ PublishStats ZmqWeightPublisher::publish(const ParameterStore& params, int64_t v
     // Replies to an earlier version (a late answer after a timeout) are skipped.
     while (true) {
       ReceivedFrames in;
-      RLCPP_CHECK(receive_frames(socket_, 0, WireLimits{}, options_.reply_timeout_ms, in),
-                  "weight sync: no reply to version " << version << " from " << endpoint() << " within "
-                                                      << options_.reply_timeout_ms << " ms");
+      if (!receive_frames(socket_, 0, WireLimits{}, options_.reply_timeout_ms, in))
+        throw WeightSyncTimeout("weight sync: no reply to version " + std::to_string(version) + " from " +
+                                endpoint() + " within " + std::to_string(options_.reply_timeout_ms) + " ms");
       RLCPP_CHECK(in.error.empty(), "weight sync: malformed reply: " << in.error);
       const WireMessage r = decode_wire_message(in.frames, WireLimits{});
       if (r.header.value("version", int64_t{-1}) != version && r.type() == "ack") continue;

@@ -19,6 +19,13 @@
 
 namespace rlcpp {
 
+// A publish the subscriber did not answer within reply_timeout_ms (a dead or hung subscriber), told apart
+// from a refusal so that the owner may replace the subscriber.
+class WeightSyncTimeout : public Error {
+ public:
+  using Error::Error;
+};
+
 struct ZmqPublisherOptions {
   int64_t chunk_floats = int64_t{16} << 20;  // 64 MiB chunks
   int max_attempts = 3;
@@ -41,7 +48,7 @@ class ZmqWeightPublisher {
   ZmqWeightPublisher(zmq::context_t& ctx, const std::string& endpoint, bool bind = false,
                      ZmqPublisherOptions options = {});
   // Sends `version` (> the last one published) and waits for its acknowledgement; throws when the subscriber
-  // refuses every attempt or does not answer within the timeout.
+  // refuses every attempt, or WeightSyncTimeout when it does not answer within the timeout.
   PublishStats publish(const ParameterStore& params, int64_t version);
   std::string endpoint() const;  // bound endpoint read back when bound
   int64_t last_version() const { return last_version_; }
