@@ -29,6 +29,13 @@ ProcessMemory read_process_memory() {
   return parse_proc_status(text.str());
 }
 
+bool reset_peak_rss() {
+  std::ofstream out("/proc/self/clear_refs");
+  out << "5";
+  out.flush();
+  return out.good();
+}
+
 std::map<std::string, double> process_memory_metrics() {
   const ProcessMemory m = read_process_memory();
   std::map<std::string, double> out;

@@ -15,6 +15,11 @@ struct ProcessMemory {
 
 ProcessMemory read_process_memory();
 
+// Sets the peak (VmHWM) back to the current resident set (Linux: "5" into /proc/self/clear_refs), so a
+// transient buffer that is gone (the ledger's bandwidth measurement) does not count as the run's peak.
+// False where the kernel refuses.
+bool reset_peak_rss();
+
 // Parses the text of a /proc/<pid>/status file ("VmRSS:    12345 kB" lines); missing fields stay -1.
 ProcessMemory parse_proc_status(const std::string& status_text);
 

@@ -50,10 +50,12 @@ MachineFigures measure_machine_figures() {
 }
 
 void start_run_ledger(const std::string& run_dir, const ParameterStore& params) {
+  // Memory first: the measurement's buffers (64 MiB twice) are freed after it, and the peak is reset past them.
+  const ProcessMemory memory = read_process_memory();
   const MachineFigures machine = measure_machine_figures();
+  reset_peak_rss();
   LedgerFigures figures;
   figures.parameters = static_cast<double>(params.numel());
-  const ProcessMemory memory = read_process_memory();
   if (memory.peak_rss_bytes >= 0) figures.resident_bytes = static_cast<double>(memory.peak_rss_bytes);
   figures.matmul_peak_flops = machine.matmul_peak_flops;
   figures.memory_bandwidth = machine.copy_bandwidth;

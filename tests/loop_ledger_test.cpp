@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "core/process_memory.h"
 #include "kernels/machine_peaks.h"
@@ -169,6 +170,19 @@ TEST(ProcessMemory, ThisProcessIsResident) {
   const auto metrics = process_memory_metrics();
   EXPECT_GT(metrics.at("memory/rss_bytes"), 0);
   EXPECT_GT(metrics.at("memory/peak_rss_bytes"), 0);
+}
+
+TEST(ProcessMemory, PeakResetsPastAFreedBuffer) {
+  {
+    std::vector<char> big(size_t{96} << 20);
+    for (size_t i = 0; i < big.size(); i += 4096) big[i] = 1;  // touch every page so it is resident
+    ASSERT_GE(read_process_memory().peak_rss_bytes, int64_t{96} << 20);
+    EXPECT_EQ(big[4096], 1);
+  }
+  if (!reset_peak_rss()) GTEST_SKIP() << "this kernel refuses /proc/self/clear_refs";
+  const ProcessMemory after = read_process_memory();
+  EXPECT_LT(after.peak_rss_bytes, int64_t{96} << 20) << "the freed 96 MiB still count as the peak";
+  EXPECT_GE(after.peak_rss_bytes, after.rss_bytes);
 }
 
 TEST(MachinePeaks, MeasuresFiniteYardsticks) {
