@@ -2,6 +2,7 @@
 // not blank (tests/png_check.py: signature, CRCs, IHDR, zlib, row filters, pixels; no matplotlib involved), the
 // ledger is printed when the run starts and lands in the report with the engine's KV count; two runs overlay
 // into one report; a directory without metrics.jsonl and a malformed line are errors naming file and line.
+// Under ctest every case is its own process, so only the cases that need the two short runs make them.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -218,43 +219,45 @@ TEST_F(ReportTest, TwoRunsOverlayInOneReport) {
   EXPECT_NE(no_out.output.find("--out"), std::string::npos) << no_out.output;
 }
 
-TEST_F(ReportTest, DirectoryWithoutMetricsIsNamed) {
-  const fs::path empty = dir_ / "not_a_run";
-  fs::create_directories(empty);
+// A fresh directory for a test that needs no run.
+fs::path scratch_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("rlcpp_report_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+TEST(ReportErrors, DirectoryWithoutMetricsIsNamed) {
+  const fs::path empty = scratch_dir("empty");
   CliResult r = run_cli("report " + empty.string());
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find((empty / "metrics.jsonl").string() + " not found"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(empty / "report.md"));
+  fs::remove_all(empty);
 }
 
-TEST_F(ReportTest, MalformedMetricsLineIsNamed) {
-  const fs::path broken = dir_ / "broken";
-  fs::remove_all(broken);
-  fs::copy(dir_ / "colocated", broken, fs::copy_options::recursive);
-  std::vector<std::string> lines;
-  {
-    std::ifstream in(broken / "metrics.jsonl");
-    for (std::string line; std::getline(in, line);) lines.push_back(line);
-  }
-  ASSERT_EQ(lines.size(), 3u);
-  lines[1] = lines[1].substr(0, lines[1].size() / 2);  // cut short, as by a crash mid-write
-  {
-    std::ofstream out(broken / "metrics.jsonl", std::ios::trunc);
-    for (const std::string& line : lines) out << line << "\n";
-  }
+TEST(ReportErrors, MalformedMetricsLineIsNamed) {
+  const fs::path broken = scratch_dir("broken");
+  auto write_metrics = [&](const std::string& second_line) {
+    std::ofstream(broken / "metrics.jsonl", std::ios::trunc)
+        << "{\"step\": 1, \"reward/mean\": 0.1}\n" << second_line << "\n{\"step\": 3, \"reward/mean\": 0.3}\n";
+  };
+  write_metrics("{\"step\": 2, \"reward/me");  // cut short, as by a crash mid-write
   CliResult r = run_cli("report " + broken.string());
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find((broken / "metrics.jsonl").string() + ":2: not valid JSON"), std::string::npos)
       << r.output;
 
-  lines[1] = "{\"reward/mean\": 0.5}";  // an object, but no step
-  {
-    std::ofstream out(broken / "metrics.jsonl", std::ios::trunc);
-    for (const std::string& line : lines) out << line << "\n";
-  }
+  write_metrics("{\"reward/mean\": 0.5}");  // an object, but no step
   r = run_cli("report " + broken.string());
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("metrics.jsonl:2: the record has no numeric \"step\""), std::string::npos) << r.output;
+
+  write_metrics("[2, 0.5]");  // JSON, but not an object
+  r = run_cli("report " + broken.string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("metrics.jsonl:2: expected a JSON object, got array"), std::string::npos) << r.output;
+  fs::remove_all(broken);
 }
 
 TEST(PngCheck, BlankImageIsCaught) {
