@@ -1,7 +1,5 @@
 #include "bench/bench_common.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -9,8 +7,7 @@
 #include <memory>
 
 #include "core/metrics.h"
-#include "core/philox.h"
-#include "core/tensor.h"
+#include "kernels/machine_peaks.h"
 
 namespace rlcpp::bench {
 
@@ -27,19 +24,9 @@ double median_seconds(const std::function<void()>& fn, int warmup, int iters) {
 }
 
 double sgemm_gflops(int64_t m, int64_t n, int64_t k) {
-  Tensor a = Tensor::empty({m, k}), b = Tensor::empty({k, n}), c = Tensor::empty({m, n});
-  PhiloxStream rng(1, 1);
-  for (int64_t i = 0; i < a.numel(); ++i) a.data<float>()[i] = rng.uniform() - 0.5f;
-  for (int64_t i = 0; i < b.numel(); ++i) b.data<float>()[i] = rng.uniform() - 0.5f;
   const double flops = 2.0 * m * n * k;
   const int iters = std::max(3, static_cast<int>(std::min<double>(20, 2e10 / flops)));
-  double s = median_seconds(
-      [&] {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data<float>(), k, b.data<float>(), n,
-                    0.0f, c.data<float>(), n);
-      },
-      1, iters);
-  return flops / s / 1e9;
+  return measure_matmul_flops(m, n, k, iters) / 1e9;
 }
 
 std::string source_dir() {

@@ -13,7 +13,7 @@ namespace rlcpp::bench {
 // Median seconds of `iters` calls after `warmup` untimed ones.
 double median_seconds(const std::function<void()>& fn, int warmup, int iters);
 
-// GFLOP/s of an M x N x K sgemm (OpenBLAS, all threads), median of a few runs.
+// GFLOP/s of an M x N x K sgemm (OpenBLAS, all threads; kernels/machine_peaks.h), median of a few runs.
 double sgemm_gflops(int64_t m, int64_t n, int64_t k);
 
 // Runs `bench/peers/torch_peer.py ARGS` with Debian's python3 and returns its JSON line; a null Json with the

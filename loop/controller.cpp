@@ -7,9 +7,11 @@
 
 #include "core/error.h"
 #include "core/metrics.h"
+#include "core/process_memory.h"
 #include "loop/evaluation.h"
 #include "loop/grpo_step.h"
 #include "loop/run_dir.h"
+#include "loop/run_ledger.h"
 #include "loop/sft_run.h"
 #include "loop/train_checkpoint.h"
 #include "model/checkpoint.h"
@@ -102,6 +104,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
               static_cast<long long>(config.steps), static_cast<long long>(config.rollout.prompts_per_step),
               static_cast<long long>(config.rollout.group_size), config.rollout.placement.c_str(), run.path().c_str());
   std::fflush(stdout);
+  start_run_ledger(run.path(), params);
 
   EvalOptions eval_opts;
   eval_opts.problems = config.eval_size;
@@ -143,6 +146,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
     // Taken here, not in the step: a worker can also fail in the step's weight sync or probe.
     for (const auto& [k, v] : rollout->fault_metrics()) record[k] = v;
     for (const auto& [k, v] : timer.metrics()) record[k] = v;
+    for (const auto& [k, v] : process_memory_metrics()) record[k] = v;
     const Json counters = reward->counters();
     for (const auto& [k, v] : counters.items()) record["reward_server/" + k] = v;
     if (!checkpoint.empty()) record["checkpoint"] = checkpoint;

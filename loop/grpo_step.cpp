@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "loop/consistency_probe.h"
 #include "loop/mismatch.h"
+#include "loop/rollout_metrics.h"
 #include "loop/rollout_samples.h"
 #include "reward/reward_result.h"
 #include "trainer/advantages.h"
@@ -53,7 +54,7 @@ StepResult grpo_step(RlContext& ctx, int64_t step, PhaseTimer& timer) {
   });
   check_sample_versions(rollout.samples, ctx.version);
   std::vector<RolloutSample> batch = to_rollout_samples(request, rollout);
-  out.metrics["rollout/generated_tokens"] = static_cast<double>(rollout.stats.generated_tokens);
+  for (const auto& [k, v] : rollout_metrics(rollout)) out.metrics[k] = v;
   out.metrics["rollout/policy_version"] = static_cast<double>(ctx.version);
 
   // 2 reward
@@ -139,6 +140,7 @@ StepResult grpo_step(RlContext& ctx, int64_t step, PhaseTimer& timer) {
     out.samples.push_back({{"step", step},
                            {"prompt", problems[static_cast<size_t>(s.prompt_index)].prompt},
                            {"response", ctx.tokenizer.decode(s.tokens)},
+                           {"response_tokens", s.tokens.size()},
                            {"finish_reason", finish_reason_name(s.finish_reason)},
                            {"reward", reward_to_json(rewards[static_cast<size_t>(i)])},
                            {"advantage", batch[static_cast<size_t>(i)].advantages.front()},

@@ -64,7 +64,11 @@ void Engine::set_weights(const ParameterStore& params, int64_t version) {
   policy_version_ = version;
 }
 
-int64_t Engine::kv_bytes_per_token() const { return model_.config().kv_bytes_per_token(4); }
+// Counted from the cache's own tensors (K and V of every layer), not from the shapes' formula, so the run
+// ledger can hold the formula against it.
+int64_t Engine::kv_bytes_per_token() const {
+  return cache_.num_slots() > 0 ? cache_.bytes() / cache_.num_slots() : 0;
+}
 
 void Engine::build_step(const ScheduledBatch& batch, const BlockManager& blocks) {
   CachedStep& s = step_;

@@ -75,7 +75,7 @@ class Engine {
   const EngineConfig& config() const { return config_; }
   const ModelConfig& model_config() const { return model_.config(); }
   int64_t num_blocks() const { return cache_.num_blocks; }
-  int64_t kv_bytes_per_token() const;  // 2 * layers * kv_heads * head_dim * 4 (fp32 cache)
+  int64_t kv_bytes_per_token() const;  // the cache's bytes over its slots: 2 * layers * kv_heads * head_dim * 4 (fp32)
   int64_t kv_cache_bytes() const { return cache_.bytes(); }
 
  private:

@@ -1,0 +1,47 @@
+#include "core/process_memory.h"
+
+#include <fstream>
+#include <sstream>
+
+namespace rlcpp {
+
+ProcessMemory parse_proc_status(const std::string& status_text) {
+  ProcessMemory m;
+  std::istringstream in(status_text);
+  for (std::string line; std::getline(in, line);) {
+    int64_t* field = line.rfind("VmRSS:", 0) == 0   ? &m.rss_bytes
+                     : line.rfind("VmHWM:", 0) == 0 ? &m.peak_rss_bytes
+                                                    : nullptr;
+    if (field == nullptr) continue;
+    std::istringstream value(line.substr(6));
+    int64_t kib = 0;
+    std::string unit;
+    if (value >> kib >> unit && unit == "kB") *field = kib * 1024;
+  }
+  return m;
+}
+
+ProcessMemory read_process_memory() {
+  std::ifstream in("/proc/self/status");
+  if (!in) return {};
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_proc_status(text.str());
+}
+
+bool reset_peak_rss() {
+  std::ofstream out("/proc/self/clear_refs");
+  out << "5";
+  out.flush();
+  return out.good();
+}
+
+std::map<std::string, double> process_memory_metrics() {
+  const ProcessMemory m = read_process_memory();
+  std::map<std::string, double> out;
+  if (m.rss_bytes >= 0) out["memory/rss_bytes"] = static_cast<double>(m.rss_bytes);
+  if (m.peak_rss_bytes >= 0) out["memory/peak_rss_bytes"] = static_cast<double>(m.peak_rss_bytes);
+  return out;
+}
+
+}  // namespace rlcpp

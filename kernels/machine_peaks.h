@@ -1,0 +1,19 @@
+// Measured peaks of this machine, the yardsticks of the run ledger (loop/ledger.h): the FLOP/s the model's own
+// matrix product reaches (MFU is achieved FLOP/s over this) and the memory bandwidth of a large copy (a decode
+// step that reads every weight once cannot beat weight bytes over this). CPU figures: ops::matmul is OpenBLAS
+// sgemm on every thread, the copy runs on every OpenMP thread.
+#pragma once
+
+#include <cstdint>
+
+namespace rlcpp {
+
+// FLOP/s (2·M·N·K per call) of an fp32 (M,K) @ (K,N) ops::matmul on the CPU: the median of `iters` timed calls
+// after one untimed one.
+double measure_matmul_flops(int64_t m, int64_t n, int64_t k, int iters);
+
+// Bytes/s of copying a `bytes`-byte buffer into another, counting the read and the write (2·bytes a copy):
+// the median of `iters` timed copies after one that also faults the pages in.
+double measure_copy_bandwidth(int64_t bytes, int iters);
+
+}  // namespace rlcpp

@@ -1,0 +1,76 @@
+// The run ledger: the back-of-the-envelope numbers of an LLM system next to what this run measured, one line
+// each, so a reader learns both the rule and how far reality sits from it (../shared/BENCHMARKS.md "Limits").
+//
+//   parameters          N = V·C [+ V·C untied head] + L·(2C + C·(Hq+2·Hkv)·d + Hq·d·C + 3·C·F [+ biases]) + C
+//   training memory     16 B/parameter (fp32 weights, gradients, AdamW m and v)  vs peak resident bytes
+//   KV cache            2·L·Hkv·d·bytes per token                                vs the engine's own count
+//   FLOPs per token     6N training (forward + backward), 2N inference (forward)
+//   achieved FLOP/s     6N · training tok/s and 2N · engine tok/s                vs the measured matmul peak (MFU)
+//   decode floor        weight bytes / memory bandwidth                          vs the measured engine step
+//
+// Pure functions of the model's shapes and the measured figures; every formula is written out here rather
+// than taken from ModelConfig::num_parameters or the engine, so the measured column checks the formula column.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "model/model_config.h"
+
+namespace rlcpp {
+
+constexpr double kNotMeasured = std::numeric_limits<double>::quiet_NaN();
+
+// What a run measured; kNotMeasured where it did not (yet).
+struct LedgerFigures {
+  double parameters = kNotMeasured;               // counted in the parameter store
+  double resident_bytes = kNotMeasured;           // peak resident memory of the trainer process (VmHWM)
+  double device_bytes = kNotMeasured;             // peak device memory (CUDA runs); replaces resident_bytes
+  double engine_kv_bytes_per_token = kNotMeasured;  // the rollout engine's own figure
+  double train_tokens_per_s = kNotMeasured;       // tokens through forward + backward per second of update
+  double engine_tokens_per_s = kNotMeasured;      // prefill + generated tokens per second of rollout
+  double matmul_peak_flops = kNotMeasured;        // kernels/machine_peaks.h
+  double memory_bandwidth = kNotMeasured;         // bytes/s of a large copy (read + write)
+  double engine_step_s = kNotMeasured;            // mean rollout engine step (prefill steps included)
+};
+
+// Bytes per element the rollout engine keeps (fp32 today; bf16 halves both).
+struct LedgerDtypes {
+  int64_t kv_cache = 4;
+  int64_t weights = 4;
+};
+
+struct LedgerLine {
+  std::string key;          // stable name: parameters, training_memory, kv_bytes_per_token, ...
+  std::string quantity;     // in words
+  std::string formula;      // the rule, then the numbers put in
+  double formula_value = kNotMeasured;
+  std::string unit;         // "", "B", "FLOP", "FLOP/s", "s"
+  std::string measurement;  // what the measured column is ("" = the rule has no measurement of its own)
+  double measured = kNotMeasured;
+  std::string ratio_name;   // e.g. "measured/formula", "MFU"
+  double ratio = kNotMeasured;
+};
+
+// The ledger's lines, in the order of the header comment.
+std::vector<LedgerLine> build_ledger(const ModelConfig& model, const LedgerFigures& figures,
+                                     const LedgerDtypes& dtypes = {});
+// The line with `key`; throws naming it when absent.
+const LedgerLine& ledger_line(const std::vector<LedgerLine>& lines, const std::string& key);
+
+// "V=32 C=128 L=4 Hq=4 Hkv=2 d=32 F=352, tied embeddings": the symbols of the formulas.
+std::string ledger_symbols(const ModelConfig& model);
+// Aligned text for the console (one line per entry, "—" where not measured).
+std::string format_ledger_text(const ModelConfig& model, const std::vector<LedgerLine>& lines);
+// A Markdown table for report.md.
+std::string format_ledger_markdown(const ModelConfig& model, const std::vector<LedgerLine>& lines);
+// Lines as JSON objects (null where not measured).
+Json ledger_to_json(const std::vector<LedgerLine>& lines);
+
+// 742528 -> "742,528"; 1.23e9 FLOP/s -> "1.23 GFLOP/s"; 2.5e-4 s -> "250 µs"; NaN -> "—".
+std::string format_ledger_value(double value, const std::string& unit);
+
+}  // namespace rlcpp

@@ -1,0 +1,25 @@
+// report.md of `rlcpp report` (loop/run_report.h): a summary table, the plots with how to read them, where a
+// step's time goes, and each run's ledger (loop/ledger.h).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "loop/ledger.h"
+#include "loop/run_records.h"
+#include "model/model_config.h"
+
+namespace rlcpp {
+
+struct ReportRun {
+  RunRecords records;
+  ModelConfig model;
+  LedgerFigures figures;
+  std::vector<LedgerLine> ledger;
+  bool machine_measured_at_report = false;  // the run had no ledger.json peaks; these are this machine's
+};
+
+// The Markdown text; images are referenced as plots/<name>.png next to report.md.
+std::string report_markdown(const std::vector<ReportRun>& runs);
+
+}  // namespace rlcpp

@@ -1,0 +1,142 @@
+#include "loop/run_ledger.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/process_memory.h"
+#include "kernels/machine_peaks.h"
+#include "loop/run_dir.h"
+
+namespace rlcpp {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+Json number_or_null(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }
+
+double json_number(const Json& j, const char* key) {
+  if (!j.is_object()) return kNotMeasured;
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : kNotMeasured;
+}
+
+// Sum of `key` over the records that hold every one of `keys` (so numerator and denominator cover the same
+// steps).
+double sum_where_all(const std::vector<Json>& records, const std::string& key, const std::vector<std::string>& keys) {
+  double total = 0;
+  bool any = false;
+  for (const Json& r : records) {
+    bool all = true;
+    for (const std::string& k : keys) all = all && std::isfinite(record_number(r, k));
+    if (!all) continue;
+    total += record_number(r, key);
+    any = true;
+  }
+  return any ? total : kNotMeasured;
+}
+
+double ratio(double a, double b) { return std::isfinite(a) && std::isfinite(b) && b > 0 ? a / b : kNotMeasured; }
+
+}  // namespace
+
+MachineFigures measure_machine_figures() {
+  MachineFigures m;
+  m.matmul_peak_flops = measure_matmul_flops(m.matmul_size, m.matmul_size, m.matmul_size, 5);
+  m.copy_bandwidth = measure_copy_bandwidth(m.copy_bytes, 5);
+  return m;
+}
+
+void start_run_ledger(const std::string& run_dir, const ParameterStore& params) {
+  // Memory first: the measurement's buffers (64 MiB twice) are freed after it, and the peak is reset past them.
+  const ProcessMemory memory = read_process_memory();
+  const MachineFigures machine = measure_machine_figures();
+  reset_peak_rss();
+  LedgerFigures figures;
+  figures.parameters = static_cast<double>(params.numel());
+  if (memory.peak_rss_bytes >= 0) figures.resident_bytes = static_cast<double>(memory.peak_rss_bytes);
+  figures.matmul_peak_flops = machine.matmul_peak_flops;
+  figures.memory_bandwidth = machine.copy_bandwidth;
+  const std::vector<LedgerLine> lines = build_ledger(params.config(), figures);
+  std::printf("%s  (— : measured as the run goes; `rlcpp report %s` fills them in)\n",
+              format_ledger_text(params.config(), lines).c_str(), run_dir.c_str());
+  std::fflush(stdout);
+  const Json ledger = {{"model", model_config_to_hf_json(params.config())},
+                       {"parameters_counted", params.numel()},
+                       {"machine",
+                        {{"matmul_size", machine.matmul_size},
+                         {"matmul_peak_flops", number_or_null(machine.matmul_peak_flops)},
+                         {"copy_bytes", machine.copy_bytes},
+                         {"copy_bandwidth_bytes_per_s", number_or_null(machine.copy_bandwidth)}}},
+                       {"lines", ledger_to_json(lines)}};
+  write_json_file_atomic((fs::path(run_dir) / "ledger.json").string(), ledger);
+}
+
+ModelConfig run_model_config(const RunRecords& run) {
+  if (run.ledger.is_object() && run.ledger.contains("model"))
+    return model_config_from_hf_json(run.ledger["model"], run.dir + "/ledger.json: model");
+  const fs::path checkpoints = fs::path(run.dir) / "checkpoints";
+  if (fs::is_directory(checkpoints)) {
+    const std::string newest = RunDir::open_existing(run.dir).latest_checkpoint();
+    if (!newest.empty()) {
+      const std::string path = newest + "/config.json";
+      return model_config_from_hf_json(load_json_file(path), path);
+    }
+  }
+  RLCPP_FAIL("report: " << run.dir << " has neither ledger.json nor a checkpoint with config.json, so the "
+                        "model's shapes are unknown");
+}
+
+MachineFigures run_machine_figures(const RunRecords& run) {
+  MachineFigures m;
+  m.matmul_peak_flops = kNotMeasured;
+  m.copy_bandwidth = kNotMeasured;
+  if (!run.ledger.is_object() || !run.ledger.contains("machine")) return m;
+  const Json& j = run.ledger["machine"];
+  m.matmul_peak_flops = json_number(j, "matmul_peak_flops");
+  m.copy_bandwidth = json_number(j, "copy_bandwidth_bytes_per_s");
+  if (std::isfinite(json_number(j, "matmul_size"))) m.matmul_size = j["matmul_size"].get<int64_t>();
+  if (std::isfinite(json_number(j, "copy_bytes"))) m.copy_bytes = j["copy_bytes"].get<int64_t>();
+  return m;
+}
+
+LedgerFigures run_ledger_figures(const RunRecords& run, const MachineFigures& machine) {
+  LedgerFigures f;
+  f.parameters = json_number(run.ledger, "parameters_counted");
+  const MachineFigures own = run_machine_figures(run);
+  f.matmul_peak_flops = std::isfinite(own.matmul_peak_flops) ? own.matmul_peak_flops : machine.matmul_peak_flops;
+  f.memory_bandwidth = std::isfinite(own.copy_bandwidth) ? own.copy_bandwidth : machine.copy_bandwidth;
+
+  for (const Json& r : run.metrics) {
+    for (const char* key : {"memory/peak_rss_bytes", "memory/rss_bytes"}) {
+      const double v = record_number(r, key);
+      if (std::isfinite(v) && !(v <= f.resident_bytes)) f.resident_bytes = v;  // NaN start: take the first
+    }
+    const double device = record_number(r, "memory/device_peak_bytes");
+    if (std::isfinite(device) && !(device <= f.device_bytes)) f.device_bytes = device;
+    const double kv = record_number(r, "rollout/kv_bytes_per_token");
+    if (std::isfinite(kv)) f.engine_kv_bytes_per_token = kv;
+  }
+
+  double epochs = 1;
+  if (run.config.is_object() && run.config.contains("ppo")) {
+    const double e = json_number(run.config["ppo"], "epochs");
+    if (std::isfinite(e) && e > 0) epochs = e;
+  }
+  const std::vector<std::string> train_keys = {"tokens", "timing_s/update_actor"};
+  f.train_tokens_per_s = ratio(epochs * sum_where_all(run.metrics, "tokens", train_keys),
+                               sum_where_all(run.metrics, "timing_s/update_actor", train_keys));
+  const std::vector<std::string> engine_keys = {"rollout/prefill_tokens", "rollout/generated_tokens",
+                                                "timing_s/rollout"};
+  f.engine_tokens_per_s = ratio(sum_where_all(run.metrics, "rollout/prefill_tokens", engine_keys) +
+                                    sum_where_all(run.metrics, "rollout/generated_tokens", engine_keys),
+                                sum_where_all(run.metrics, "timing_s/rollout", engine_keys));
+  const std::vector<std::string> step_keys = {"engine/forward_s", "engine/steps"};
+  f.engine_step_s = ratio(sum_where_all(run.metrics, "engine/forward_s", step_keys),
+                          sum_where_all(run.metrics, "engine/steps", step_keys));
+  return f;
+}
+
+}  // namespace rlcpp

@@ -1,0 +1,219 @@
+#include "loop/run_report.h"
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include <sys/wait.h>
+
+#include "core/error.h"
+#include "loop/report_markdown.h"
+#include "loop/run_ledger.h"
+
+namespace rlcpp {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+Json number_or_null(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }
+
+// The figure `key` of every step (null where a step lacks it).
+Json column(const std::vector<Json>& records, const std::string& key) {
+  Json out = Json::array();
+  for (const Json& r : records) out.push_back(number_or_null(record_number(r, key)));
+  return out;
+}
+
+// numerator / denominator per step, each scaled, null where either is missing or the denominator is 0.
+Json rate_column(const std::vector<Json>& records, const std::string& numerator, double scale,
+                 const std::string& denominator) {
+  Json out = Json::array();
+  for (const Json& r : records) {
+    const double num = record_number(r, numerator), den = record_number(r, denominator);
+    out.push_back(std::isfinite(num) && std::isfinite(den) && den > 0 ? Json(scale * num / den) : Json(nullptr));
+  }
+  return out;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// Runs `command`, returning its exit status and what it printed (stdout and stderr).
+std::pair<int, std::string> run_command(const std::string& command) {
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen((command + " 2>&1").c_str(), "r"), pclose);
+  RLCPP_CHECK(pipe != nullptr, "report: cannot start `" << command << "`");
+  std::string output;
+  std::array<char, 4096> buf;
+  while (size_t n = std::fread(buf.data(), 1, buf.size(), pipe.get())) output.append(buf.data(), n);
+  const int status = pclose(pipe.release());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), output};
+}
+
+double ppo_epochs(const Json& config) {
+  if (config.is_object() && config.contains("ppo") && config["ppo"].is_object()) {
+    const auto it = config["ppo"].find("epochs");
+    if (it != config["ppo"].end() && it->is_number() && it->get<double>() > 0) return it->get<double>();
+  }
+  return 1;
+}
+
+}  // namespace
+
+const std::vector<std::string>& report_plot_names() {
+  static const std::vector<std::string> kNames = {"reward",   "accuracy",        "phase_shares", "throughput",
+                                                  "mismatch", "response_length", "memory"};
+  return kNames;
+}
+
+const std::vector<PhaseGroup>& report_phase_groups() {
+  static const std::vector<PhaseGroup> kGroups = {
+      {"rollout", {"rollout"}},
+      {"reward", {"reward"}},
+      {"logprobs", {"old_logprob", "ref_logprob", "values"}},
+      {"update", {"advantage", "update_actor", "update_critic"}},
+      {"sync", {"weight_sync", "probe"}},
+      {"eval + checkpoint", {"eval", "checkpoint"}},
+      {"other", {"other"}}};
+  return kGroups;
+}
+
+Json report_series(const RunRecords& run, double training_memory_formula_bytes) {
+  const std::vector<Json>& m = run.metrics;
+  Json s;
+  s["label"] = run.label;
+  s["step"] = column(m, "step");
+  s["elapsed_s"] = column(m, "elapsed_s");
+  s["reward_mean"] = column(m, "reward/mean");
+
+  Json eval = {{"step", Json::array()}, {"elapsed_s", Json::array()}, {"accuracy", Json::array()}};
+  for (const Json& r : m) {
+    const double acc = record_number(r, "eval/accuracy");
+    if (!std::isfinite(acc)) continue;
+    eval["step"].push_back(record_number(r, "step"));
+    eval["elapsed_s"].push_back(number_or_null(record_number(r, "elapsed_s")));
+    eval["accuracy"].push_back(acc);
+  }
+  s["eval"] = eval;
+
+  Json names = Json::array(), shares = Json::array();
+  for (const PhaseGroup& g : report_phase_groups()) {
+    names.push_back(g.name);
+    Json row = Json::array();
+    for (const Json& r : m) {
+      double share = 0;
+      bool any = false;
+      for (const std::string& p : g.phases) {
+        const double v = record_number(r, "timing_share/" + p);
+        if (std::isfinite(v)) share += v, any = true;
+      }
+      row.push_back(any ? Json(share) : Json(nullptr));
+    }
+    shares.push_back(row);
+  }
+  s["phases"] = {{"names", names}, {"shares", shares}};
+
+  s["rollout_tokens_per_s"] = rate_column(m, "rollout/generated_tokens", 1.0, "timing_s/rollout");
+  s["train_tokens_per_s"] = rate_column(m, "tokens", ppo_epochs(run.config), "timing_s/update_actor");
+
+  Json mismatch;
+  for (const char* metric : {"max_abs_dlogp", "mean_abs_dp", "k3"})
+    mismatch[metric] = {{"rollout", column(m, std::string("mismatch/") + metric)},
+                        {"probe", column(m, std::string("probe/") + metric)}};
+  s["mismatch"] = mismatch;
+
+  Json lengths;
+  for (const char* stat : {"mean", "min", "max", "p50", "p90"})
+    lengths[stat] = column(m, std::string("rollout/response_length/") + stat);
+  s["response_length"] = lengths;
+  Json sampled = {{"step", Json::array()}, {"tokens", Json::array()}};
+  for (const Json& sample : run.samples) {
+    const double step = record_number(sample, "step");
+    double tokens = record_number(sample, "response_tokens");
+    // Runs from before response_tokens: the character tokenizer's text length (the EOS not counted).
+    if (!std::isfinite(tokens) && sample.contains("response") && sample["response"].is_string())
+      tokens = static_cast<double>(sample["response"].get<std::string>().size());
+    if (!std::isfinite(step) || !std::isfinite(tokens)) continue;
+    sampled["step"].push_back(step);
+    sampled["tokens"].push_back(tokens);
+  }
+  s["sampled_lengths"] = sampled;
+
+  s["rss_bytes"] = column(m, "memory/rss_bytes");
+  s["peak_rss_bytes"] = column(m, "memory/peak_rss_bytes");
+  s["training_memory_formula_bytes"] = number_or_null(training_memory_formula_bytes);
+  return s;
+}
+
+ReportFiles write_run_report(const ReportOptions& options) {
+  RLCPP_CHECK(!options.run_dirs.empty(), "report: give at least one run directory");
+  RLCPP_CHECK(options.run_dirs.size() == 1 || !options.out_dir.empty(),
+              "report: " << options.run_dirs.size() << " runs overlaid need --out DIR for the report");
+  const std::string out = options.out_dir.empty() ? options.run_dirs.front() : options.out_dir;
+
+  const std::vector<std::string> labels = run_labels(options.run_dirs);
+  std::vector<ReportRun> runs;
+  MachineFigures here;  // measured only when some run has no ledger.json figures
+  bool measured_here = false;
+  for (size_t i = 0; i < options.run_dirs.size(); ++i) {
+    ReportRun r;
+    r.records = read_run_records(options.run_dirs[i]);
+    r.records.label = labels[i];
+    r.model = run_model_config(r.records);
+    const MachineFigures own = run_machine_figures(r.records);
+    if (!measured_here && (!std::isfinite(own.matmul_peak_flops) || !std::isfinite(own.copy_bandwidth))) {
+      here = measure_machine_figures();
+      measured_here = true;
+    }
+    r.machine_measured_at_report = !std::isfinite(own.matmul_peak_flops) || !std::isfinite(own.copy_bandwidth);
+    r.figures = run_ledger_figures(r.records, here);
+    r.ledger = build_ledger(r.model, r.figures);
+    runs.push_back(std::move(r));
+  }
+
+  const fs::path plots_dir = fs::path(out) / "plots";
+  std::error_code ec;
+  fs::create_directories(plots_dir, ec);
+  RLCPP_CHECK(!ec, "report: cannot create " << plots_dir.string() << ": " << ec.message());
+
+  Json data = {{"runs", Json::array()}};
+  for (const ReportRun& r : runs)
+    data["runs"].push_back(report_series(r.records, ledger_line(r.ledger, "training_memory").formula_value));
+  const std::string data_path = (plots_dir / "plot_data.json").string();
+  write_json_file_atomic(data_path, data);
+
+  ReportFiles files;
+  files.report = (fs::path(out) / "report.md").string();
+  {
+    std::ofstream md(files.report, std::ios::trunc);
+    RLCPP_CHECK(md.good(), "report: cannot write " << files.report);
+    md << report_markdown(runs);
+  }
+
+  RLCPP_CHECK(fs::exists(options.plot_script), "report: the plotting script " << options.plot_script
+                                                   << " is missing (set RLCPP_SOURCE_DIR to the rlcpp source tree)");
+  // Previous PNGs must not pass for this run's.
+  for (const std::string& name : report_plot_names()) fs::remove(plots_dir / (name + ".png"), ec);
+  const std::string command = "MPLBACKEND=Agg " + shell_quote(options.python) + " " +
+                              shell_quote(options.plot_script) + " " + shell_quote(data_path) + " " +
+                              shell_quote(plots_dir.string());
+  const auto [status, output] = run_command(command);
+  RLCPP_CHECK(status == 0, "report: " << files.report << " is written, but the plots failed: `" << command
+                                      << "` exited with status " << status << " (it needs python3-matplotlib, "
+                                      << "which scripts/ensure_deps.sh installs):\n" << output);
+  for (const std::string& name : report_plot_names()) {
+    const fs::path png = plots_dir / (name + ".png");
+    RLCPP_CHECK(fs::exists(png), "report: " << options.plot_script << " did not write " << png.string()
+                                            << "; it printed:\n" << output);
+    files.plots.push_back(png.string());
+  }
+  return files;
+}
+
+}  // namespace rlcpp

@@ -1,0 +1,49 @@
+// `rlcpp report RUN_DIR [RUN_DIR...]`: report.md and plots/*.png of one run, or of several overlaid. The C++
+// side reads the runs (loop/run_records.h), computes every series and the ledger (loop/run_ledger.h), writes
+// OUT/plots/plot_data.json and report.md, then runs scripts/plot_report.py (matplotlib) on the data file; the
+// script only draws.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "loop/ledger.h"
+#include "loop/run_records.h"
+
+namespace rlcpp {
+
+struct ReportOptions {
+  std::vector<std::string> run_dirs;  // one or more `rlcpp train` run directories
+  std::string out_dir;                // "" = the run's own directory (one run only)
+  std::string plot_script;            // scripts/plot_report.py
+  std::string python = "/usr/bin/python3";
+};
+
+struct ReportFiles {
+  std::string report;               // OUT/report.md
+  std::vector<std::string> plots;   // OUT/plots/<name>.png, in report_plot_names() order
+};
+
+// The PNGs plot_report.py draws: reward, accuracy, phase_shares, throughput, mismatch, response_length, memory.
+const std::vector<std::string>& report_plot_names();
+
+// The step phases grouped as the report shows them: rollout, reward, logprobs (old_logprob, ref_logprob,
+// values), update (advantage, update_actor, update_critic), sync (weight_sync, probe), eval + checkpoint, other.
+struct PhaseGroup {
+  std::string name;
+  std::vector<std::string> phases;
+};
+const std::vector<PhaseGroup>& report_phase_groups();
+
+// One run's plot data: {"label", "step", "elapsed_s", "reward_mean", "eval": {step, elapsed_s, accuracy},
+// "phases": {"names", "shares" [group][step]}, "rollout_tokens_per_s", "train_tokens_per_s",
+// "mismatch": {metric: {"rollout": [...], "probe": [...]}}, "response_length": {mean, min, max, p50, p90},
+// "sampled_lengths": {step, tokens}, "rss_bytes", "peak_rss_bytes", "training_memory_formula_bytes"}; null
+// where a step lacks the figure.
+Json report_series(const RunRecords& run, double training_memory_formula_bytes);
+
+// Writes the report; errors name the run directory, file and line at fault, or the plotting script's output.
+ReportFiles write_run_report(const ReportOptions& options);
+
+}  // namespace rlcpp

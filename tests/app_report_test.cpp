@@ -1,0 +1,295 @@
+// `rlcpp report`: from a short real `rlcpp train` run, report.md and every plot exist, each PNG decodes and is
+// not blank (tests/png_check.py: signature, CRCs, IHDR, zlib, row filters, pixels; no matplotlib involved), the
+// ledger is printed when the run starts and lands in the report with the engine's KV count; two runs overlay
+// into one report; a directory without metrics.jsonl and a malformed line are errors naming file and line.
+// Under ctest every case is its own process, so only the cases that need the two short runs make them.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "app_test_support.h"
+#include "core/config.h"
+#include "loop/run_report.h"
+
+namespace rlcpp {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+// The line of `text` holding `needle` ("" when none).
+std::string line_with(const std::string& text, const std::string& needle) {
+  const size_t at = text.find(needle);
+  if (at == std::string::npos) return "";
+  const size_t begin = text.rfind('\n', at) == std::string::npos ? 0 : text.rfind('\n', at) + 1;
+  return text.substr(begin, text.find('\n', at) - begin);
+}
+
+size_t count_of(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+bool python_has_matplotlib() {
+  return std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") == 0;
+}
+
+// The PNG's signature and IHDR read here; width and height from IHDR.
+void expect_png_header(const fs::path& path, uint32_t& width, uint32_t& height) {
+  const std::string bytes = read_file(path);
+  ASSERT_GE(bytes.size(), 33u) << path;
+  EXPECT_EQ(bytes.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << path;
+  EXPECT_EQ(bytes.substr(12, 4), "IHDR") << path;
+  auto be32 = [&](size_t at) {
+    uint32_t v = 0;
+    for (size_t i = 0; i < 4; ++i) v = v << 8 | static_cast<unsigned char>(bytes[at + i]);
+    return v;
+  };
+  EXPECT_EQ(be32(8), 13u) << path;  // IHDR length
+  width = be32(16);
+  height = be32(20);
+}
+
+// tests/png_check.py on `files`: one JSON object per file.
+std::vector<Json> check_pngs(const std::vector<std::string>& files) {
+  std::string cmd = "/usr/bin/python3 " RLCPP_SOURCE_DIR "/tests/png_check.py";
+  for (const std::string& f : files) cmd += " '" + f + "'";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  EXPECT_EQ(pclose(pipe), 0) << out;
+  std::vector<Json> results;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) results.push_back(Json::parse(line));
+  return results;
+}
+
+// Every plot of a report exists, decodes and holds a picture (more than one colour, more than 2 % of the
+// pixels off the background: axes, ticks, labels and the data).
+void expect_plots_decode(const fs::path& out) {
+  std::vector<std::string> files;
+  for (const std::string& name : report_plot_names()) {
+    const fs::path png = out / "plots" / (name + ".png");
+    ASSERT_TRUE(fs::exists(png)) << png;
+    uint32_t w = 0, h = 0;
+    expect_png_header(png, w, h);
+    EXPECT_GE(w, 400u) << png;
+    EXPECT_GE(h, 300u) << png;
+    files.push_back(png.string());
+  }
+  const std::vector<Json> results = check_pngs(files);
+  ASSERT_EQ(results.size(), files.size());
+  for (const Json& r : results) {
+    EXPECT_TRUE(r["ok"].get<bool>()) << r.dump();
+    if (!r["ok"].get<bool>()) continue;
+    EXPECT_GT(r["distinct_colors"].get<int64_t>(), 16) << r.dump();
+    EXPECT_GT(r["non_background_fraction"].get<double>(), 0.02) << r.dump();
+  }
+}
+
+class ReportTest : public ::testing::Test {
+ protected:
+  // Two short real runs shared by the tests: split (the default placement) and colocated.
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("rlcpp_report_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    save_model_checkpoint((dir_ / "ckpt").string(), init_random(model_preset("tiny"), 1));
+    for (const char* placement : {"split", "colocated"}) {
+      const std::string cmd = std::string("train " RLCPP_SOURCE_DIR "/configs/grpo_add3.json") +
+                              " --set warm_start.enabled=false --set init_checkpoint=" + (dir_ / "ckpt").string() +
+                              " --set steps=3 --set eval_every=2 --set eval_size=40 --set samples_per_step=8" +
+                              " --set rollout.prompts_per_step=8 --set ppo.mini_batch_size=32" +
+                              " --set rollout.placement=" + placement + " --set run_dir=" +
+                              (dir_ / placement).string();
+      CliResult r = run_cli(cmd);
+      train_output_[placement] = r.output;
+      ASSERT_EQ(r.status, 0) << cmd << "\n" << r.output;
+    }
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  void SetUp() override {
+    if (!python_has_matplotlib()) GTEST_SKIP() << "/usr/bin/python3 cannot import matplotlib (python3-matplotlib)";
+  }
+
+  static fs::path dir_;
+  static std::map<std::string, std::string> train_output_;
+};
+fs::path ReportTest::dir_;
+std::map<std::string, std::string> ReportTest::train_output_;
+
+TEST_F(ReportTest, TrainPrintsTheLedgerAtTheStart) {
+  const std::string& out = train_output_["split"];
+  const size_t ledger = out.find("ledger (V=32 C=128 L=4 Hq=4 Hkv=2 d=32 F=352");
+  ASSERT_NE(ledger, std::string::npos) << out;
+  EXPECT_LT(ledger, out.find("step    1/3")) << "the ledger comes before the first step\n" << out;
+  // Formula and count of the parameters; the KV formula with W1's numbers put in (the engine's count comes
+  // with the first rollout).
+  EXPECT_EQ(count_of(line_with(out, "parameters N"), "742,528"), 2u) << out;
+  EXPECT_NE(line_with(out, "KV cache per token").find("2·L·Hkv·d·bytes = 2·4·2·32·4"), std::string::npos) << out;
+  const Json ledger_json = load_json_file((dir_ / "split" / "ledger.json").string());
+  EXPECT_EQ(ledger_json["parameters_counted"].get<int64_t>(), 742528);
+  EXPECT_GT(ledger_json["machine"]["matmul_peak_flops"].get<double>(), 1e7);
+  EXPECT_GT(ledger_json["machine"]["copy_bandwidth_bytes_per_s"].get<double>(), 1e7);
+  // Every step records the trainer's resident memory and the engine's own KV count.
+  std::ifstream metrics(dir_ / "split" / "metrics.jsonl");
+  int steps = 0;
+  for (std::string line; std::getline(metrics, line); ++steps) {
+    const Json m = Json::parse(line);
+    EXPECT_GT(m["memory/rss_bytes"].get<double>(), 1 << 20) << line;
+    EXPECT_EQ(m["rollout/kv_bytes_per_token"].get<double>(), 2048) << line;
+    EXPECT_GT(m["engine/steps"].get<double>(), 0) << line;
+  }
+  EXPECT_EQ(steps, 3);
+}
+
+TEST_F(ReportTest, ReportOfAShortRunHasEveryFileAndEveryPngDecodes) {
+  const fs::path run = dir_ / "split";
+  CliResult r = run_cli("report " + run.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  ASSERT_TRUE(fs::exists(run / "report.md")) << r.output;
+  ASSERT_TRUE(fs::exists(run / "plots" / "plot_data.json"));
+  expect_plots_decode(run);
+
+  const std::string md = read_file(run / "report.md");
+  for (const std::string& name : report_plot_names())
+    EXPECT_NE(md.find("(plots/" + name + ".png)"), std::string::npos) << name;
+  for (const char* section : {"## Summary", "## Where a step's time goes", "## Ledger", "## Rollout vs trainer"})
+    EXPECT_NE(md.find(section), std::string::npos) << section;
+  // The ledger in the report: the parameters formula and count, the KV formula against the engine's count
+  // (from metrics.jsonl), and measured MFU and decode-floor ratios.
+  EXPECT_NE(md.find("| 742,528 | counted in the parameter store | 742,528 | measured/formula 1 |"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| 2,048 B | the rollout engine's own count | 2,048 B | measured/formula 1 |"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| training FLOP/s (MFU) |"), std::string::npos);
+  EXPECT_EQ(md.find("MFU — |"), std::string::npos) << "MFU must be measured\n" << md;
+  EXPECT_EQ(md.find("measured/floor — |"), std::string::npos) << "the decode step must be measured\n" << md;
+
+  // The plot data holds the run's own figures: 3 steps, held-out accuracy at steps 2 and 3, phase shares that
+  // add up to one step.
+  const Json data = load_json_file((run / "plots" / "plot_data.json").string());
+  ASSERT_EQ(data["runs"].size(), 1u);
+  const Json& s = data["runs"][0];
+  EXPECT_EQ(s["label"], "split");
+  EXPECT_EQ(s["step"], Json::parse("[1, 2, 3]"));
+  EXPECT_EQ(s["eval"]["step"], Json::parse("[2, 3]"));
+  for (size_t step = 0; step < 3; ++step) {
+    double sum = 0;
+    for (const Json& row : s["phases"]["shares"]) sum += row[step].get<double>();
+    EXPECT_NEAR(sum, 1.0, 1e-6) << "step " << step + 1;
+  }
+  EXPECT_EQ(s["sampled_lengths"]["tokens"].size(), 24u);  // 8 samples a step
+}
+
+TEST_F(ReportTest, TwoRunsOverlayInOneReport) {
+  const fs::path out = dir_ / "overlay";
+  CliResult r = run_cli("report " + (dir_ / "split").string() + " " + (dir_ / "colocated").string() + " --out " +
+                        out.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  expect_plots_decode(out);
+  const std::string md = read_file(out / "report.md");
+  EXPECT_NE(md.find("# rlcpp run report: split vs colocated"), std::string::npos) << md;
+  EXPECT_NE(md.find("### split"), std::string::npos);
+  EXPECT_NE(md.find("### colocated"), std::string::npos);
+  const Json data = load_json_file((out / "plots" / "plot_data.json").string());
+  ASSERT_EQ(data["runs"].size(), 2u);
+  EXPECT_EQ(data["runs"][0]["label"], "split");
+  EXPECT_EQ(data["runs"][1]["label"], "colocated");
+
+  CliResult no_out = run_cli("report " + (dir_ / "split").string() + " " + (dir_ / "colocated").string());
+  EXPECT_NE(no_out.status, 0);
+  EXPECT_NE(no_out.output.find("--out"), std::string::npos) << no_out.output;
+}
+
+// A fresh directory for a test that needs no run.
+fs::path scratch_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("rlcpp_report_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+TEST(ReportErrors, DirectoryWithoutMetricsIsNamed) {
+  const fs::path empty = scratch_dir("empty");
+  CliResult r = run_cli("report " + empty.string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find((empty / "metrics.jsonl").string() + " not found"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(empty / "report.md"));
+  fs::remove_all(empty);
+}
+
+TEST(ReportErrors, MalformedMetricsLineIsNamed) {
+  const fs::path broken = scratch_dir("broken");
+  auto write_metrics = [&](const std::string& second_line) {
+    std::ofstream(broken / "metrics.jsonl", std::ios::trunc)
+        << "{\"step\": 1, \"reward/mean\": 0.1}\n" << second_line << "\n{\"step\": 3, \"reward/mean\": 0.3}\n";
+  };
+  write_metrics("{\"step\": 2, \"reward/me");  // cut short, as by a crash mid-write
+  CliResult r = run_cli("report " + broken.string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find((broken / "metrics.jsonl").string() + ":2: not valid JSON"), std::string::npos)
+      << r.output;
+
+  write_metrics("{\"reward/mean\": 0.5}");  // an object, but no step
+  r = run_cli("report " + broken.string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("metrics.jsonl:2: the record has no numeric \"step\""), std::string::npos) << r.output;
+
+  write_metrics("[2, 0.5]");  // JSON, but not an object
+  r = run_cli("report " + broken.string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("metrics.jsonl:2: expected a JSON object, got array"), std::string::npos) << r.output;
+  fs::remove_all(broken);
+}
+
+TEST(PngCheck, BlankImageIsCaught) {
+  // A valid 64x48 RGBA PNG of one colour, written with the standard library: png_check must decode it and
+  // call it blank, or the not-blank test above proves nothing.
+  const fs::path path = fs::temp_directory_path() / ("rlcpp_blank_" + std::to_string(::getpid()) + ".png");
+  const std::string script =
+      "import struct, zlib, sys\n"
+      "w, h = 64, 48\n"
+      "raw = b''.join(b'\\x00' + b'\\xff\\xff\\xff\\xff' * w for _ in range(h))\n"
+      "def chunk(k, d): return struct.pack('>I', len(d)) + k + d + struct.pack('>I', zlib.crc32(k + d))\n"
+      "png = b'\\x89PNG\\r\\n\\x1a\\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', w, h, 8, 6, 0, 0, 0))\n"
+      "png += chunk(b'IDAT', zlib.compress(raw)) + chunk(b'IEND', b'')\n"
+      "open(sys.argv[1], 'wb').write(png)\n";
+  const fs::path py = path.string() + ".py";
+  std::ofstream(py) << script;
+  ASSERT_EQ(std::system(("/usr/bin/python3 " + py.string() + " " + path.string()).c_str()), 0);
+  const std::vector<Json> results = check_pngs({path.string()});
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_TRUE(results[0]["ok"].get<bool>()) << results[0].dump();
+  EXPECT_EQ(results[0]["distinct_colors"].get<int64_t>(), 1);
+  EXPECT_EQ(results[0]["non_background_fraction"].get<double>(), 0.0);
+
+  // A flipped byte in the pixel data breaks the CRC.
+  std::string bytes = read_file(path);
+  bytes[bytes.size() - 20] ^= 0x01;
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  const std::vector<Json> corrupt = check_pngs({path.string()});
+  EXPECT_FALSE(corrupt[0]["ok"].get<bool>()) << corrupt[0].dump();
+  fs::remove(path);
+  fs::remove(py);
+}
+
+}  // namespace
+}  // namespace rlcpp
