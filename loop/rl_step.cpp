@@ -1,15 +1,13 @@
-#include "loop/grpo_step.h"
+#include "loop/rl_step.h"
 
 #include <cmath>
 
 #include "core/error.h"
+#include "loop/algorithm_update.h"
 #include "loop/consistency_probe.h"
 #include "loop/mismatch.h"
 #include "loop/rollout_samples.h"
 #include "reward/reward_result.h"
-#include "trainer/advantages.h"
-#include "trainer/ppo_epochs.h"
-#include "trainer/rollout_batch.h"
 
 namespace rlcpp {
 
@@ -34,9 +32,15 @@ void add_reward_metrics(const std::vector<RewardResult>& results, std::map<std::
     if (name != "total") out["reward/" + name] = mean;
 }
 
+// DPO scores its pairs against the reference inside its update; the reference logp of the batch is needed
+// only for a KL term (in the loss or in the reward).
+bool needs_ref_logp(const TrainConfig& cfg) {
+  return cfg.algorithm.name != "dpo" && cfg.algorithm.policy_loss.kl_coef > 0;
+}
+
 }  // namespace
 
-StepResult grpo_step(RlContext& ctx, int64_t step, PhaseTimer& timer) {
+StepResult rl_step(RlContext& ctx, int64_t step, PhaseTimer& timer) {
   const TrainConfig& cfg = ctx.config;
   const int64_t group = cfg.rollout.group_size;
   StepResult out;
@@ -52,7 +56,9 @@ StepResult grpo_step(RlContext& ctx, int64_t step, PhaseTimer& timer) {
     return ctx.rollout.generate(request);
   });
   check_sample_versions(rollout.samples, ctx.version);
-  std::vector<RolloutSample> batch = to_rollout_samples(request, rollout);
+  ScoredBatch batch;
+  batch.samples = to_rollout_samples(request, rollout);
+  batch.temperature = cfg.rollout.sampling.temperature > 0 ? cfg.rollout.sampling.temperature : 1.0f;
   out.metrics["rollout/generated_tokens"] = static_cast<double>(rollout.stats.generated_tokens);
   out.metrics["rollout/policy_version"] = static_cast<double>(ctx.version);
 
@@ -64,59 +70,42 @@ StepResult grpo_step(RlContext& ctx, int64_t step, PhaseTimer& timer) {
                          s.finish_reason == FinishReason::kEos});
     return ctx.reward.score(queries);
   });
-  RLCPP_CHECK(rewards.size() == batch.size(), "reward: " << rewards.size() << " results for " << batch.size()
-                                                         << " samples");
+  RLCPP_CHECK(rewards.size() == batch.samples.size(), "reward: " << rewards.size() << " results for "
+                                                                 << batch.samples.size() << " samples");
   add_reward_metrics(rewards, out.metrics);
   out.mean_reward = out.metrics["reward/mean"];
+  for (size_t i = 0; i < batch.samples.size(); ++i) {
+    batch.scores.push_back(static_cast<float>(rewards[i].total));
+    batch.group_ids.push_back(rollout.samples[i].prompt_index);
+    const RolloutSample& s = batch.samples[i];
+    batch.max_response = std::max<int64_t>(batch.max_response, static_cast<int64_t>(s.response.size()));
+    out.tokens += static_cast<int64_t>(s.prompt.size() + s.response.size());
+  }
 
   // 3 old log-probs (the policy the update starts from) and the mismatch against the engine's
   const int64_t micro = cfg.ppo.micro_batch_size;
-  const float temperature = cfg.rollout.sampling.temperature > 0 ? cfg.rollout.sampling.temperature : 1.0f;
-  std::vector<std::vector<float>> old_logp = timer.time(
-      Phase::kOldLogprob, [&] { return compute_response_logp(ctx.model, ctx.params, batch, micro, temperature); });
+  std::vector<std::vector<float>> old_logp = timer.time(Phase::kOldLogprob, [&] {
+    return compute_response_logp(ctx.model, ctx.params, batch.samples, micro, batch.temperature);
+  });
   std::vector<std::vector<float>> rollout_logp;
-  for (const RolloutSample& s : batch) rollout_logp.push_back(s.rollout_logp);
+  for (const RolloutSample& s : batch.samples) rollout_logp.push_back(s.rollout_logp);
   for (const auto& [k, v] : logprob_mismatch(rollout_logp, old_logp).metrics()) out.metrics[k] = v;
-  for (size_t i = 0; i < batch.size(); ++i) batch[i].old_logp = std::move(old_logp[i]);
+  for (size_t i = 0; i < batch.samples.size(); ++i) batch.samples[i].old_logp = std::move(old_logp[i]);
 
   // 4 reference log-probs, only when a KL term needs them
-  if (ctx.reference != nullptr) {
+  if (needs_ref_logp(cfg)) {
+    RLCPP_CHECK(ctx.reference != nullptr, "rl_step: algorithm.policy_loss.kl_coef > 0 but no reference policy");
     std::vector<std::vector<float>> ref = timer.time(Phase::kRefLogprob, [&] {
-      return compute_response_logp(ctx.model, *ctx.reference, batch, micro, temperature);
+      return compute_response_logp(ctx.model, *ctx.reference, batch.samples, micro, batch.temperature);
     });
-    for (size_t i = 0; i < batch.size(); ++i) batch[i].ref_logp = std::move(ref[i]);
+    for (size_t i = 0; i < batch.samples.size(); ++i) batch.samples[i].ref_logp = std::move(ref[i]);
   }
 
-  // 5 advantages: one per sample, normalised within its prompt's group, spread over its response tokens
-  timer.time(Phase::kAdvantage, [&] {
-    std::vector<float> scores;
-    std::vector<int64_t> group_ids;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      scores.push_back(static_cast<float>(rewards[i].total));
-      group_ids.push_back(rollout.samples[i].prompt_index);
-    }
-    const std::vector<float> adv = group_advantages(scores, group_ids, cfg.algorithm.advantage);
-    for (size_t i = 0; i < batch.size(); ++i) batch[i].advantages.assign(batch[i].response.size(), adv[i]);
-    return 0;
-  });
-
-  // 6 update
-  int64_t max_response = 0;
-  for (const RolloutSample& s : batch) {
-    max_response = std::max<int64_t>(max_response, static_cast<int64_t>(s.response.size()));
-    out.tokens += static_cast<int64_t>(s.prompt.size() + s.response.size());
-  }
-  EpochsResult update = timer.time(Phase::kUpdateActor, [&] {
-    ActorUpdateOptions options;
-    options.loss = cfg.algorithm.policy_loss;
-    options.temperature = temperature;
-    options.max_response_length = max_response;
-    const int64_t n = static_cast<int64_t>(batch.size());
-    const int64_t mini = cfg.ppo.mini_batch_size > 0 ? cfg.ppo.mini_batch_size : n;
-    options.total_steps = cfg.steps * cfg.ppo.epochs * ((n + mini - 1) / mini);
-    return update_actor(ctx.actor, batch, options, cfg.ppo, ctx.update_rng);
-  });
-  for (const auto& [k, v] : update.metrics("actor/")) out.metrics[k] = v;
+  // 5-6 the algorithm: advantages (values), updates
+  if (cfg.algorithm.name == "grpo") grpo_update(ctx, batch, timer, out);
+  else if (cfg.algorithm.name == "ppo") ppo_update(ctx, batch, timer, out);
+  else if (cfg.algorithm.name == "dpo") dpo_update(ctx, batch, timer, out);
+  else RLCPP_FAIL("config key 'algorithm.name': \"" << cfg.algorithm.name << "\" has no RL step");
 
   // 7 weight sync: the engine side acknowledges the new version before the next rollout
   timer.time(Phase::kWeightSync, [&] {
@@ -134,15 +123,18 @@ StepResult grpo_step(RlContext& ctx, int64_t step, PhaseTimer& timer) {
     for (const auto& [k, v] : probe.metrics("probe/")) out.metrics[k] = v;
   }
 
-  for (int64_t i = 0; i < cfg.samples_per_step && i < static_cast<int64_t>(batch.size()); ++i) {
+  for (int64_t i = 0; i < cfg.samples_per_step && i < static_cast<int64_t>(batch.samples.size()); ++i) {
     const Sample& s = rollout.samples[static_cast<size_t>(i)];
-    out.samples.push_back({{"step", step},
-                           {"prompt", problems[static_cast<size_t>(s.prompt_index)].prompt},
-                           {"response", ctx.tokenizer.decode(s.tokens)},
-                           {"finish_reason", finish_reason_name(s.finish_reason)},
-                           {"reward", reward_to_json(rewards[static_cast<size_t>(i)])},
-                           {"advantage", batch[static_cast<size_t>(i)].advantages.front()},
-                           {"policy_version", s.policy_version}});
+    Json line = {{"step", step},
+                 {"prompt", problems[static_cast<size_t>(s.prompt_index)].prompt},
+                 {"response", ctx.tokenizer.decode(s.tokens)},
+                 {"finish_reason", finish_reason_name(s.finish_reason)},
+                 {"reward", reward_to_json(rewards[static_cast<size_t>(i)])},
+                 {"policy_version", s.policy_version}};
+    // GRPO: the sample's advantage; PPO: its first token's. DPO has none.
+    const std::vector<float>& adv = batch.samples[static_cast<size_t>(i)].advantages;
+    if (!adv.empty()) line["advantage"] = adv.front();
+    out.samples.push_back(std::move(line));
   }
   return out;
 }
