@@ -16,7 +16,7 @@
 
 namespace rlcpp {
 
-// A step's rollout batch once scored: samples with old_logp (and ref_logp when a KL needs it) filled in.
+// A step's rollout batch once scored: samples with old_logp (GRPO, PPO) and ref_logp (a KL term) filled in.
 struct ScoredBatch {
   std::vector<RolloutSample> samples;  // prompt-major: group_size samples per prompt
   std::vector<float> scores;           // (B) total reward of each sample

@@ -1,5 +1,5 @@
-// One RL step of `rlcpp train` through its phases (DESIGN.md "one RL step"): rollout, reward, old_logprob,
-// ref_logprob (a KL term needs it), then the algorithm's part (loop/algorithm_update.h: values, advantage,
+// One RL step of `rlcpp train` through its phases (DESIGN.md "one RL step"): rollout, reward, old_logprob
+// (GRPO, PPO), ref_logprob (a KL term needs it), then the algorithm's part (loop/algorithm_update.h: values, advantage,
 // update_actor, update_critic), then weight_sync and probe. Eval and checkpoint belong to the controller. Each
 // phase is timed on the step's PhaseTimer.
 #pragma once
