@@ -9,12 +9,13 @@
 #include "core/metrics.h"
 #include "core/process_memory.h"
 #include "loop/evaluation.h"
-#include "loop/grpo_step.h"
+#include "loop/rl_step.h"
 #include "loop/run_dir.h"
 #include "loop/run_ledger.h"
 #include "loop/sft_run.h"
 #include "loop/train_checkpoint.h"
 #include "model/checkpoint.h"
+#include "model/critic.h"
 #include "model/init.h"
 #include "reward/task_registry.h"
 
@@ -57,6 +58,20 @@ void truncate_jsonl_after_step(const std::string& path, int64_t step) {
   std::ofstream(path, std::ios::trunc) << kept;
 }
 
+// The PPO critic: a value-head model started from the policy's body (value head drawn from the run seed), with
+// its own AdamW (config.critic.optim). Held by pointer: the updater refers to the model and the weights.
+struct Critic {
+  Transformer model;
+  ParameterStore params;
+  PolicyUpdater updater;
+
+  Critic(const ParameterStore& policy, const TrainConfig& config)
+      : model(critic_config(policy.config())),
+        params(critic_from_policy(policy, config.seed)),
+        updater(model, params, config.critic.optim) {}
+  CriticState state{params, updater.optimizer()};  // what checkpoints save and restore
+};
+
 // The run from `resume_checkpoint` on ("" = a fresh run from the initial policy).
 TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std::string& resume_checkpoint) {
   ParameterStore params =
@@ -69,17 +84,26 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   Transformer model(mc);
   std::unique_ptr<Task> task = make_task(config.task);
   std::unique_ptr<RewardFunction> reward = make_reward_function(config.reward, *task);
+  // The frozen initial policy, for a KL term or DPO: saved once at the start, read back on resume.
   std::optional<ParameterStore> reference;
-  RLCPP_CHECK(resume_checkpoint.empty() || config.algorithm.policy_loss.kl_coef == 0,
-              "resume: runs with algorithm.policy_loss.kl_coef > 0 cannot resume yet (the reference is not saved)");
-  if (config.algorithm.policy_loss.kl_coef > 0) reference = params.clone();
+  if (config.algorithm.name == "dpo" || config.algorithm.policy_loss.kl_coef > 0) {
+    if (resume_checkpoint.empty()) {
+      reference = params.clone();
+      save_reference_checkpoint(run.path(), *reference);
+    } else {
+      reference = load_reference_checkpoint(run.path());
+    }
+  }
+  std::unique_ptr<Critic> critic;
+  if (config.algorithm.name == "ppo") critic = std::make_unique<Critic>(params, config);
+  const CriticState* critic_ckpt = critic ? &critic->state : nullptr;
   PolicyUpdater actor(model, params, config.optim);
   PhiloxStream data_rng(config.seed, /*stream=*/1);
   PhiloxStream update_rng(config.seed, /*stream=*/2);
   TrainState state{0, 0, &data_rng, &update_rng};
   std::string rollout_checkpoint = resume_checkpoint;
   if (!resume_checkpoint.empty()) {
-    load_train_checkpoint(resume_checkpoint, params, actor.optimizer(), state);
+    load_train_checkpoint(resume_checkpoint, params, actor.optimizer(), state, critic_ckpt);
     truncate_jsonl_after_step(run.file("metrics.jsonl"), state.step);
     truncate_jsonl_after_step(run.file("samples.jsonl"), state.step);
     std::printf("train: resuming %s from %s (step %lld, policy version %lld)\n", run.path().c_str(),
@@ -87,7 +111,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
                 static_cast<long long>(state.policy_version));
   } else if (config.rollout.placement == "split") {
     rollout_checkpoint = run.checkpoint_dir(0);  // the worker starts from it; also a resume point
-    save_train_checkpoint(rollout_checkpoint, params, actor.optimizer(), state);
+    save_train_checkpoint(rollout_checkpoint, params, actor.optimizer(), state, critic_ckpt);
   }
   JsonlWriter metrics_log(run.file("metrics.jsonl"));
   JsonlWriter samples_log(run.file("samples.jsonl"));
@@ -96,9 +120,10 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
           ? make_split_rollout(config.rollout, run.path(), rollout_checkpoint, params, state.policy_version)
           : make_colocated_rollout(model, params, config.rollout.engine, state.policy_version);
   RlContext ctx{config, *task, *reward, tok, model, params, reference ? &*reference : nullptr,
-                actor, *rollout, data_rng, update_rng, state.policy_version};
+                actor, *rollout, data_rng, update_rng, state.policy_version, critic ? &critic->updater : nullptr};
 
-  std::printf("train: %s, %lld parameters, task %s, %lld steps of %lld prompts x %lld, placement %s, run %s\n",
+  std::printf("train: %s, %s, %lld parameters, task %s, %lld steps of %lld prompts x %lld, placement %s, run %s\n",
+              config.algorithm.name.c_str(),
               config.init_checkpoint.empty() ? config.model_preset.c_str() : config.init_checkpoint.c_str(),
               static_cast<long long>(mc.num_parameters()), task->name().c_str(),
               static_cast<long long>(config.steps), static_cast<long long>(config.rollout.prompts_per_step),
@@ -116,7 +141,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   for (int64_t step = state.step + 1; step <= config.steps; ++step) {
     PhaseTimer timer;
     rollout->begin_step(step);
-    StepResult r = grpo_step(ctx, step, timer);
+    StepResult r = rl_step(ctx, step, timer);
     const bool last = step == config.steps;
     std::optional<double> accuracy;
     if (last || (config.eval_every > 0 && step % config.eval_every == 0)) {
@@ -130,7 +155,8 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
     if (last || (config.checkpoint_every > 0 && step % config.checkpoint_every == 0)) {
       checkpoint = run.checkpoint_dir(step);
       timer.time(Phase::kCheckpoint, [&] {
-        save_train_checkpoint(checkpoint, params, actor.optimizer(), {step, ctx.version, &data_rng, &update_rng});
+        save_train_checkpoint(checkpoint, params, actor.optimizer(), {step, ctx.version, &data_rng, &update_rng},
+                              critic_ckpt);
         return 0;
       });
       summary.checkpoint = checkpoint;

@@ -1,8 +1,10 @@
 // `rlcpp train CONFIG`: the RL controller. Sets up the run directory, the policy (random, a checkpoint, or an
-// SFT warm start) and the rollout placement (loop/rollout_backend.h: a split worker process fed over the zmq
-// weight-sync channel, or a colocated engine on the inproc channel), then runs GRPO steps (loop/grpo_step.h) with periodic held-out evaluation and checkpoints. Per step it writes one line of
-// metrics.jsonl (every figure: timing_s/<phase>, timing_share/<phase>, reward/*, mismatch/*, actor/*, eval/*)
-// and a few samples to samples.jsonl, and prints a step line.
+// SFT warm start), the frozen reference (a KL term or DPO), the PPO critic, and the rollout placement
+// (loop/rollout_backend.h: a split worker process fed over the zmq weight-sync channel, or a colocated engine
+// on the inproc channel), then runs RL steps (loop/rl_step.h: GRPO, PPO with a critic, or online DPO) with
+// periodic held-out evaluation and checkpoints. Per step it writes one line of metrics.jsonl (every figure:
+// timing_s/<phase>, timing_share/<phase>, reward/*, mismatch/*, actor/*, critic/*, dpo/*, eval/*) and a few
+// samples to samples.jsonl, and prints a step line.
 #pragma once
 
 #include <string>
@@ -24,7 +26,8 @@ struct TrainSummary {
 TrainSummary run_train(const TrainConfig& config, const Json& resolved_config);
 
 // Continues the run in `run_dir` (its config.json) from its newest complete checkpoint: weights, optimizer
-// moments and step count, RNG positions, step and policy version; metrics.jsonl and samples.jsonl lose the
+// moments and step count (the critic's too), RNG positions, step and policy version, and the reference saved at
+// the start of the run; metrics.jsonl and samples.jsonl lose the
 // records of steps after that checkpoint, so the finished run's files equal an uninterrupted run's.
 TrainSummary resume_train(const std::string& run_dir);
 

@@ -28,41 +28,66 @@ void copy_into(Tensor& dst, const Tensor& src, const std::string& what) {
   std::memcpy(dst.data<float>(), src.data<float>(), dst.nbytes());
 }
 
+// DIR/config.json + model.safetensors + trainer_state.safetensors (the optimizer's moments).
+void save_weights_and_moments(const std::string& dir, const ParameterStore& params, AdamW& optimizer) {
+  save_model_checkpoint(dir, params);
+  write_safetensors(dir + "/trainer_state.safetensors",
+                    {{"exp_avg", optimizer.exp_avg()}, {"exp_avg_sq", optimizer.exp_avg_sq()}});
+}
+
+void load_weights_and_moments(const std::string& dir, ParameterStore& params, AdamW& optimizer) {
+  RLCPP_CHECK(fs::exists(dir + "/model.safetensors"), "resume: " << dir << "/model.safetensors is missing");
+  const ParameterStore loaded = load_model_checkpoint(dir);
+  RLCPP_CHECK(loaded.numel() == params.numel() && loaded.config().value_head == params.config().value_head,
+              "resume: " << dir << " holds " << loaded.numel() << " parameters"
+                         << (loaded.config().value_head ? " (a critic)" : "") << ", the run's model "
+                         << params.numel() << (params.config().value_head ? " (a critic)" : ""));
+  std::memcpy(params.flat().data<float>(), loaded.flat().data<float>(), params.flat().nbytes());
+  const std::string path = dir + "/trainer_state.safetensors";
+  const SafetensorsFile trainer_state = read_safetensors(path);
+  for (const char* name : {"exp_avg", "exp_avg_sq"}) {
+    const auto it = trainer_state.tensors.find(name);
+    RLCPP_CHECK(it != trainer_state.tensors.end(), "resume: " << path << " has no " << name);
+    copy_into(std::string(name) == "exp_avg" ? optimizer.exp_avg() : optimizer.exp_avg_sq(), it->second,
+              path + " " + name);
+  }
+}
+
 }  // namespace
 
 void save_train_checkpoint(const std::string& dir, const ParameterStore& params, AdamW& optimizer,
-                           const TrainState& state) {
+                           const TrainState& state, const CriticState* critic) {
   const std::string partial = dir + ".partial";
   fs::remove_all(partial);
-  save_model_checkpoint(partial, params);
-  write_safetensors(partial + "/trainer_state.safetensors",
-                    {{"exp_avg", optimizer.exp_avg()}, {"exp_avg_sq", optimizer.exp_avg_sq()}});
-  write_json_file_atomic(partial + "/state.json", {{"step", state.step},
-                                                   {"policy_version", state.policy_version},
-                                                   {"optimizer_steps", optimizer.steps_taken()},
-                                                   {"data_rng", rng_json(*state.data_rng)},
-                                                   {"update_rng", rng_json(*state.update_rng)}});
+  save_weights_and_moments(partial, params, optimizer);
+  Json j = {{"step", state.step},
+            {"policy_version", state.policy_version},
+            {"optimizer_steps", optimizer.steps_taken()},
+            {"data_rng", rng_json(*state.data_rng)},
+            {"update_rng", rng_json(*state.update_rng)}};
+  if (critic != nullptr) {
+    save_weights_and_moments(partial + "/critic", critic->params, critic->optimizer);
+    j["critic_optimizer_steps"] = critic->optimizer.steps_taken();
+  }
+  write_json_file_atomic(partial + "/state.json", j);
   fs::remove_all(dir);
   fs::rename(partial, dir);
 }
 
-void load_train_checkpoint(const std::string& dir, ParameterStore& params, AdamW& optimizer, TrainState& state) {
+void load_train_checkpoint(const std::string& dir, ParameterStore& params, AdamW& optimizer, TrainState& state,
+                           const CriticState* critic) {
   const std::string state_path = dir + "/state.json";
   RLCPP_CHECK(fs::exists(state_path), "resume: " << state_path << " is missing (not a train checkpoint)");
   const Json j = load_json_file(state_path);
-  const ParameterStore loaded = load_model_checkpoint(dir);
-  RLCPP_CHECK(loaded.numel() == params.numel(), "resume: " << dir << " holds " << loaded.numel()
-                                                           << " parameters, the run's model " << params.numel());
-  std::memcpy(params.flat().data<float>(), loaded.flat().data<float>(), params.flat().nbytes());
-  const SafetensorsFile trainer_state = read_safetensors(dir + "/trainer_state.safetensors");
-  for (const char* name : {"exp_avg", "exp_avg_sq"}) {
-    const auto it = trainer_state.tensors.find(name);
-    RLCPP_CHECK(it != trainer_state.tensors.end(), "resume: " << dir << "/trainer_state.safetensors has no " << name);
-    copy_into(std::string(name) == "exp_avg" ? optimizer.exp_avg() : optimizer.exp_avg_sq(), it->second,
-              dir + "/trainer_state.safetensors " + name);
+  load_weights_and_moments(dir, params, optimizer);
+  if (critic != nullptr) {
+    RLCPP_CHECK(fs::exists(dir + "/critic"), "resume: " << dir << "/critic is missing: the run trains a critic "
+                                                        << "(algorithm.name \"ppo\") but the checkpoint has none");
+    load_weights_and_moments(dir + "/critic", critic->params, critic->optimizer);
   }
   try {
     optimizer.set_steps_taken(j.at("optimizer_steps").get<int64_t>());
+    if (critic != nullptr) critic->optimizer.set_steps_taken(j.at("critic_optimizer_steps").get<int64_t>());
     state.step = j.at("step").get<int64_t>();
     state.policy_version = j.at("policy_version").get<int64_t>();
     restore_rng(j.at("data_rng"), *state.data_rng, state_path + " data_rng");
@@ -70,6 +95,20 @@ void load_train_checkpoint(const std::string& dir, ParameterStore& params, AdamW
   } catch (const Json::exception& e) {
     RLCPP_FAIL("resume: " << state_path << ": " << e.what());
   }
+}
+
+std::string reference_checkpoint_dir(const std::string& run_dir) { return run_dir + "/checkpoints/reference"; }
+
+void save_reference_checkpoint(const std::string& run_dir, const ParameterStore& reference) {
+  save_model_checkpoint(reference_checkpoint_dir(run_dir), reference);
+}
+
+ParameterStore load_reference_checkpoint(const std::string& run_dir) {
+  const std::string dir = reference_checkpoint_dir(run_dir);
+  RLCPP_CHECK(fs::exists(dir + "/model.safetensors"),
+              "resume: " << dir << " is missing: the run's KL term (algorithm.policy_loss.kl_coef > 0) or DPO "
+                         << "needs the frozen reference policy saved there at the start of the run");
+  return load_model_checkpoint(dir);
 }
 
 }  // namespace rlcpp

@@ -1,9 +1,15 @@
 // A resumable train checkpoint, RUN_DIR/checkpoints/step_N/:
 //   config.json + model.safetensors   the policy (Hugging Face layout, model/checkpoint.h)
 //   trainer_state.safetensors         AdamW exp_avg and exp_avg_sq (flat, parameter layout order)
-//   state.json                        step, policy version, optimizer step count, RNG stream positions
+//   state.json                        step, policy version, optimizer step counts, RNG stream positions
+//   critic/                           PPO only: the critic (config.json + model.safetensors, Hugging Face
+//                                     *ForTokenClassification) and its trainer_state.safetensors
 // Everything is written into step_N.partial and renamed to step_N last, so a crash leaves no step_N that
 // resuming could mistake for complete.
+//
+// The frozen reference policy (a KL term, DPO) does not change during a run, so it is saved once, before the
+// first step, as RUN_DIR/checkpoints/reference/ (config.json + model.safetensors, written to a temporary name
+// and renamed by save_model_checkpoint); a step checkpoint exists only after it.
 #pragma once
 
 #include <cstdint>
@@ -22,11 +28,27 @@ struct TrainState {
   PhiloxStream* update_rng = nullptr;
 };
 
+// The PPO critic's part of a checkpoint: its weights and its optimizer.
+struct CriticState {
+  ParameterStore& params;
+  AdamW& optimizer;
+};
+
+// `critic` null: a run without a critic (no critic/ directory).
 void save_train_checkpoint(const std::string& dir, const ParameterStore& params, AdamW& optimizer,
-                           const TrainState& state);
+                           const TrainState& state, const CriticState* critic = nullptr);
 
 // Loads the policy into `params` (same layout), the optimizer moments and step count into `optimizer`, the
-// RNG positions into state's streams; returns step and version in `state`. Errors name the file.
-void load_train_checkpoint(const std::string& dir, ParameterStore& params, AdamW& optimizer, TrainState& state);
+// RNG positions into state's streams; returns step and version in `state`. With `critic`, the critic's
+// weights and optimizer too (the checkpoint must hold them). Errors name the file.
+void load_train_checkpoint(const std::string& dir, ParameterStore& params, AdamW& optimizer, TrainState& state,
+                           const CriticState* critic = nullptr);
+
+// RUN_DIR/checkpoints/reference
+std::string reference_checkpoint_dir(const std::string& run_dir);
+// Saves `reference` there once (replacing nothing: an existing one is an error).
+void save_reference_checkpoint(const std::string& run_dir, const ParameterStore& reference);
+// The saved reference; the error names the directory and says why it is needed.
+ParameterStore load_reference_checkpoint(const std::string& run_dir);
 
 }  // namespace rlcpp

@@ -20,6 +20,37 @@ TrainConfig::TrainConfig() {
   warm_start.sft.optim.lr = 1e-3;
 }
 
+CriticSection::CriticSection() {
+  optim.lr = 5e-4;
+  optim.beta1 = 0.9;
+  optim.beta2 = 0.95;
+  optim.weight_decay = 0.0;
+  optim.grad_clip = 1.0;
+}
+
+namespace {
+
+bool is_train_algorithm(const std::string& name) { return name == "grpo" || name == "ppo" || name == "dpo"; }
+
+void check_train_algorithm(const std::string& name) {
+  RLCPP_CHECK(is_train_algorithm(name), "config key 'algorithm.name': \"" << name << "\" is not an RL algorithm of "
+                                                                         << "rlcpp train; expected \"grpo\", "
+                                                                         << "\"ppo\" or \"dpo\"");
+}
+
+}  // namespace
+
+void config_from_json(const Json& j, TrainConfig& cfg) {
+  if (j.is_object() && j.contains("algorithm") && j["algorithm"].is_object() && j["algorithm"].contains("name")) {
+    const std::string name = config_detail::read_leaf<std::string>(j["algorithm"]["name"], "algorithm.name");
+    check_train_algorithm(name);
+    cfg.algorithm = algorithm_defaults(name);
+  }
+  config_detail::Reader reader(j, "");
+  cfg.visit(reader);
+  reader.check_no_unknown();
+}
+
 void TrainConfig::validate() const {
   RLCPP_CHECK(rollout.placement == "colocated" || rollout.placement == "split",
               "config key 'rollout.placement': \"" << rollout.placement << "\", expected \"split\" or \"colocated\"");
@@ -36,11 +67,10 @@ void TrainConfig::validate() const {
   RLCPP_CHECK(rollout.prompts_per_step >= 1 && rollout.group_size >= 1,
               "config keys 'rollout.prompts_per_step' and 'rollout.group_size' must be >= 1, got "
                   << rollout.prompts_per_step << " and " << rollout.group_size);
-  RLCPP_CHECK(algorithm.name == "grpo",
-              "config key 'algorithm.name': \"" << algorithm.name << "\" is not supported by rlcpp train yet; "
-                                                << "expected \"grpo\" (estimators grpo, drgrpo, rloo)");
-  RLCPP_CHECK(algorithm.advantage.estimator != "gae",
-              "config key 'algorithm.advantage.estimator': gae needs a critic (PPO), not built into train yet");
+  check_train_algorithm(algorithm.name);
+  RLCPP_CHECK(algorithm.name != "dpo" || rollout.group_size >= 2,
+              "config key 'rollout.group_size': online DPO pairs two samples of one prompt, so it must be >= 2, got "
+                  << rollout.group_size);
   RLCPP_CHECK(steps >= 1, "config key 'steps': must be >= 1, got " << steps);
   RLCPP_CHECK(eval_every >= 0 && checkpoint_every >= 0 && eval_size >= 1 && samples_per_step >= 0 && log_every >= 1,
               "config keys 'eval_every', 'checkpoint_every', 'samples_per_step' must be >= 0, 'eval_size' and "
@@ -56,6 +86,15 @@ void TrainConfig::validate() const {
   algorithm.validate("algorithm");
   ppo.validate("ppo");
   optim.validate();
+  if (algorithm.name == "ppo") {
+    try {
+      critic.optim.validate();
+    } catch (const Error& e) {  // OptimConfig names its keys 'optim.*'; these are 'critic.optim.*'
+      std::string what = e.what();
+      const size_t at = what.find("'optim.");
+      throw Error(at == std::string::npos ? "critic: " + what : what.insert(at + 1, "critic."));
+    }
+  }
   if (warm_start.enabled && init_checkpoint.empty()) warm_start.sft.validate();
 }
 

@@ -1,6 +1,10 @@
-// The `rlcpp train CONFIG` run config: everything a GRPO run needs, with the add3 recipe of
-// ../shared/BENCHMARKS.md as the defaults (64 prompts x 8, temperature 1, 6 new tokens, PPO-clip 0.2, two
-// mini-batches of 32 groups, AdamW lr 1e-4 betas 0.9/0.95, no weight decay, grad clip 1.0).
+// The `rlcpp train CONFIG` run config: everything a GRPO, PPO or online DPO run needs, with the add3 GRPO
+// recipe of ../shared/BENCHMARKS.md as the defaults (64 prompts x 8, temperature 1, 6 new tokens, PPO-clip 0.2,
+// two mini-batches of 32 groups, AdamW lr 1e-4 betas 0.9/0.95, no weight decay, grad clip 1.0).
+//
+// `algorithm.name` picks the algorithm and the defaults of the rest of `algorithm` (algorithm_defaults: PPO
+// gets GAE and a k1 KL penalty in the reward), so read a TrainConfig with config_from_json(j, TrainConfig&)
+// below, which applies them before the file's keys.
 #pragma once
 
 #include <string>
@@ -63,6 +67,18 @@ struct WarmStartSection {
   }
 };
 
+// The PPO critic (algorithm.name "ppo"): a value-head model started from the policy's weights (model/critic.h)
+// with its own AdamW. It shares the ppo.* epochs and mini-batches and algorithm.ppo's value loss settings.
+struct CriticSection {
+  OptimConfig optim;
+
+  CriticSection();
+  template <class V> void visit(V& v) {
+    v("optim", optim, "the critic's AdamW and LR schedule (a value head learns from scratch: a higher lr than "
+                      "the actor's)");
+  }
+};
+
 struct TrainConfig {
   std::string run_dir = "runs/grpo_add3";
   std::string model_preset = "tiny";  // random init when neither init_checkpoint nor warm_start is given
@@ -73,6 +89,7 @@ struct TrainConfig {
   RewardConfig reward;
   RolloutSection rollout;
   AlgorithmConfig algorithm;
+  CriticSection critic;
   PpoEpochsConfig ppo;
   OptimConfig optim;
   ProbeConfig probe;
@@ -94,8 +111,14 @@ struct TrainConfig {
     v("task", task, "the task (prompts and scorer)");
     v("reward", reward, "local scorer or a reward server");
     v("rollout", rollout, "rollout batch, sampling and engine");
-    v("algorithm", algorithm, "advantage estimator and policy loss (grpo, drgrpo, rloo)");
-    v("ppo", ppo, "epochs and mini-batches over each rollout batch");
+    v("algorithm", algorithm,
+      "the algorithm (name: grpo | ppo | dpo; it sets the defaults of the other algorithm.* keys), advantage "
+      "estimator (grpo, drgrpo, rloo; gae for ppo), policy loss, PPO value loss, DPO beta");
+    v("critic", critic, "ppo: the critic's optimizer");
+    v("ppo", ppo,
+      "epochs and mini-batches over each rollout batch (actor and critic). dpo: a mini-batch holds the pairs of "
+      "mini_batch_size / group_size prompt groups (0 = every pair of the step), micro_batch_size sequences = "
+      "micro_batch_size / 2 pairs per forward/backward");
     v("optim", optim, "AdamW and the LR schedule");
     v("probe", probe, "consistency probe after each weight sync");
     v("steps", steps, "RL steps (one rollout batch each)");
@@ -106,5 +129,9 @@ struct TrainConfig {
     v("log_every", log_every, "step line period");
   }
 };
+
+// Fills `cfg` from `j` like the generic config_from_json, except that `algorithm` starts from
+// algorithm_defaults(j["algorithm"]["name"]) (default "grpo"). Errors name the key path.
+void config_from_json(const Json& j, TrainConfig& cfg);
 
 }  // namespace rlcpp

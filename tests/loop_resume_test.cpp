@@ -1,11 +1,14 @@
 // rlcpp train --resume: a run interrupted after a checkpoint and resumed writes the same metrics and samples
-// as the uninterrupted run, bit for bit (weights, AdamW moments and step count, RNG positions restored).
+// as the uninterrupted run, bit for bit (weights, AdamW moments and step count, RNG positions restored), for
+// GRPO, GRPO with a KL to the reference (saved once in checkpoints/reference), PPO (critic and its AdamW in
+// each checkpoint) and online DPO.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <cstring>
 #include <fstream>
 
+#include "core/error.h"
 #include "loop/controller.h"
 #include "model/checkpoint.h"
 #include "model/init.h"
@@ -28,55 +31,121 @@ Json without_timing(Json j) {
   return j;
 }
 
-TEST(LoopResume, ResumedRunMatchesTheUninterruptedOneBitForBit) {
-  const fs::path root = fs::temp_directory_path() / "rlcpp_resume_test";
-  fs::remove_all(root);
-  small_train_checkpoint(root / "init");
+bool same_weights(const std::string& a, const std::string& b) {
+  const ParameterStore wa = load_model_checkpoint(a);
+  const ParameterStore wb = load_model_checkpoint(b);
+  return wa.numel() == wb.numel() &&
+         std::memcmp(wa.flat().data<float>(), wb.flat().data<float>(), wa.flat().nbytes()) == 0;
+}
 
+// 5 steps, checkpoints every 2, shuffled mini-batches (the update RNG must be restored too).
+TrainConfig resumable_run(const fs::path& root) {
   TrainConfig c;
-  c.init_checkpoint = (root / "init").string();
+  c.init_checkpoint = small_train_checkpoint(root / "init");
   c.rollout.placement = "colocated";
   c.rollout.prompts_per_step = 8;
   c.rollout.group_size = 8;
   c.ppo.mini_batch_size = 32;
   c.ppo.micro_batch_size = 32;
-  c.ppo.shuffle = true;  // the update RNG must be restored too
+  c.ppo.shuffle = true;
   c.optim.lr = 3e-3;
   c.steps = 5;
   c.eval_every = 0;
   c.eval_size = 10;
   c.checkpoint_every = 2;
+  return c;
+}
 
+struct ResumedRuns {
+  TrainSummary whole, cut, resumed;
+};
+
+// Runs `c` whole and again cut after step 3 (checkpoints 4 and 5 never happened, the metrics of steps 4-5 are
+// lost; step 3's records, past the last checkpoint at step 2, are there and must be replaced), resumes the cut
+// run and checks that both runs wrote the same files.
+ResumedRuns expect_resume_matches_whole_run(const fs::path& root, const TrainConfig& c) {
+  ResumedRuns r;
   TrainConfig whole = c;
   whole.run_dir = (root / "whole").string();
-  const TrainSummary a = run_train(whole, config_to_json(whole));
+  r.whole = run_train(whole, config_to_json(whole));
 
   TrainConfig cut = c;
   cut.run_dir = (root / "cut").string();
-  const TrainSummary b = run_train(cut, config_to_json(cut));
-  // Interrupt after step 3: checkpoints 4 and 5 never happened, metrics of steps 4-5 are lost; step 3's
-  // records (past the last checkpoint, step 2) are there and must be replaced.
-  fs::remove_all(fs::path(b.run_dir) / "checkpoints/step_4");
-  fs::remove_all(fs::path(b.run_dir) / "checkpoints/step_5");
+  r.cut = run_train(cut, config_to_json(cut));
+  fs::remove_all(fs::path(r.cut.run_dir) / "checkpoints/step_4");
+  fs::remove_all(fs::path(r.cut.run_dir) / "checkpoints/step_5");
   {
-    std::vector<Json> m = read_jsonl(fs::path(b.run_dir) / "metrics.jsonl");
-    std::ofstream out(fs::path(b.run_dir) / "metrics.jsonl", std::ios::trunc);
+    std::vector<Json> m = read_jsonl(fs::path(r.cut.run_dir) / "metrics.jsonl");
+    std::ofstream out(fs::path(r.cut.run_dir) / "metrics.jsonl", std::ios::trunc);
     for (size_t i = 0; i < 3; ++i) out << m[i].dump() << "\n";
   }
-  const TrainSummary resumed = resume_train(b.run_dir);
-  EXPECT_EQ(resumed.mean_rewards.size(), 3u);  // steps 3, 4, 5
+  r.resumed = resume_train(r.cut.run_dir);
+  EXPECT_EQ(r.resumed.mean_rewards.size(), 3u);  // steps 3, 4, 5
 
-  const std::vector<Json> ma = read_jsonl(fs::path(a.run_dir) / "metrics.jsonl");
-  const std::vector<Json> mb = read_jsonl(fs::path(b.run_dir) / "metrics.jsonl");
-  ASSERT_EQ(ma.size(), 5u);
-  ASSERT_EQ(mb.size(), 5u);
-  for (size_t i = 0; i < ma.size(); ++i) EXPECT_EQ(without_timing(ma[i]), without_timing(mb[i])) << "step " << i + 1;
-  EXPECT_EQ(read_jsonl(fs::path(a.run_dir) / "samples.jsonl"), read_jsonl(fs::path(b.run_dir) / "samples.jsonl"));
-  const ParameterStore wa = load_model_checkpoint(a.checkpoint);
-  const ParameterStore wb = load_model_checkpoint(resumed.checkpoint);
-  EXPECT_EQ(std::memcmp(wa.flat().data<float>(), wb.flat().data<float>(), wa.flat().nbytes()), 0);
-  EXPECT_TRUE(fs::exists(fs::path(resumed.checkpoint) / "state.json"));
-  EXPECT_TRUE(fs::exists(fs::path(resumed.checkpoint) / "trainer_state.safetensors"));
+  const std::vector<Json> ma = read_jsonl(fs::path(r.whole.run_dir) / "metrics.jsonl");
+  const std::vector<Json> mb = read_jsonl(fs::path(r.cut.run_dir) / "metrics.jsonl");
+  EXPECT_EQ(ma.size(), 5u);
+  EXPECT_EQ(mb.size(), 5u);
+  for (size_t i = 0; i < std::min(ma.size(), mb.size()); ++i)
+    EXPECT_EQ(without_timing(ma[i]), without_timing(mb[i])) << "step " << i + 1;
+  EXPECT_EQ(read_jsonl(fs::path(r.whole.run_dir) / "samples.jsonl"),
+            read_jsonl(fs::path(r.cut.run_dir) / "samples.jsonl"));
+  EXPECT_TRUE(same_weights(r.whole.checkpoint, r.resumed.checkpoint));
+  EXPECT_TRUE(fs::exists(fs::path(r.resumed.checkpoint) / "state.json"));
+  EXPECT_TRUE(fs::exists(fs::path(r.resumed.checkpoint) / "trainer_state.safetensors"));
+  return r;
+}
+
+TEST(LoopResume, ResumedRunMatchesTheUninterruptedOneBitForBit) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_resume_test";
+  fs::remove_all(root);
+  expect_resume_matches_whole_run(root, resumable_run(root));
+}
+
+TEST(LoopResume, KlRunResumesWithItsSavedReference) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_resume_kl_test";
+  fs::remove_all(root);
+  TrainConfig c = resumable_run(root);
+  c.algorithm.policy_loss.kl_coef = 0.1;  // large enough that a wrong reference changes the losses
+  const ResumedRuns r = expect_resume_matches_whole_run(root, c);
+  const std::vector<Json> m = read_jsonl(fs::path(r.cut.run_dir) / "metrics.jsonl");
+  EXPECT_GT(m.back()["actor/kl_loss"].get<double>(), 0);  // the policy moved away from the reference
+  // The reference is the initial policy, saved once.
+  EXPECT_TRUE(same_weights(c.init_checkpoint, r.cut.run_dir + "/checkpoints/reference"));
+
+  // Without it the run cannot resume, and says why.
+  fs::remove_all(fs::path(r.cut.run_dir) / "checkpoints/reference");
+  try {
+    resume_train(r.cut.run_dir);
+    FAIL() << "resumed a KL run without its reference";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("checkpoints/reference"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("kl_coef"), std::string::npos) << e.what();
+  }
+}
+
+TEST(LoopResume, PpoRunResumesItsCritic) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_resume_ppo_test";
+  fs::remove_all(root);
+  TrainConfig c = resumable_run(root);
+  c.algorithm = algorithm_defaults("ppo");  // a k1 KL in the reward: the reference is needed too
+  c.critic.optim.lr = 3e-3;
+  const ResumedRuns r = expect_resume_matches_whole_run(root, c);
+  EXPECT_TRUE(same_weights(r.whole.checkpoint + "/critic", r.resumed.checkpoint + "/critic"));
+  const std::vector<Json> m = read_jsonl(fs::path(r.cut.run_dir) / "metrics.jsonl");
+  EXPECT_TRUE(m.back().contains("critic/vf_loss"));
+}
+
+TEST(LoopResume, OnlineDpoRunResumes) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_resume_dpo_test";
+  fs::remove_all(root);
+  TrainConfig c = resumable_run(root);
+  c.algorithm = algorithm_defaults("dpo");
+  const ResumedRuns r = expect_resume_matches_whole_run(root, c);
+  // Pairs were found, so the updates (and the saved reference) mattered.
+  double pairs = 0;
+  for (const Json& j : read_jsonl(fs::path(r.cut.run_dir) / "metrics.jsonl")) pairs += j["dpo/pairs"].get<double>();
+  EXPECT_GT(pairs, 0);
 }
 
 }  // namespace

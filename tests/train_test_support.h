@@ -1,4 +1,5 @@
-// What the RL-loop tests share: a small init checkpoint and reading a run's JSONL files.
+// What the RL-loop tests share: a small init checkpoint (random, or after a short SFT) and reading a run's
+// JSONL files.
 #pragma once
 
 #include <filesystem>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "loop/sft_run.h"
 #include "model/checkpoint.h"
 #include "model/init.h"
 
@@ -23,6 +25,27 @@ inline std::string small_train_checkpoint(const std::filesystem::path& dir) {
   std::filesystem::remove_all(dir);
   save_model_checkpoint(dir.string(), init_random(mc, 5));
   return dir.string();
+}
+
+// small_train_checkpoint's model (at dir/init) after `steps` seeded SFT steps on `task` (batch 64, lr 3e-3),
+// so that an RL run starts with a reward signal (well-formed answers, some right). Returns its final checkpoint.
+inline std::string small_sft_checkpoint(const std::filesystem::path& dir, const TaskConfig& task, int64_t steps,
+                                        int64_t eval_size = 100) {
+  std::filesystem::remove_all(dir);
+  SftConfig c;
+  c.run_dir = (dir / "sft").string();
+  c.init_checkpoint = small_train_checkpoint(dir / "init");
+  c.task = task;
+  c.steps = steps;
+  c.batch_size = 64;
+  c.micro_batch_size = 64;
+  c.optim.lr = 3e-3;
+  c.optim.schedule = "linear_warmup";
+  c.optim.warmup_steps = 20;
+  c.eval_every = 0;
+  c.eval_size = eval_size;
+  c.log_every = 1000;
+  return run_sft(c, config_to_json(c)).checkpoint;
 }
 
 inline std::vector<Json> read_jsonl(const std::filesystem::path& path) {

@@ -1,6 +1,7 @@
-// One GRPO step of `rlcpp train` through its phases (DESIGN.md "one RL step"): rollout, reward, old_logprob,
-// ref_logprob (kl_coef > 0), advantage, update_actor, weight_sync, probe. Eval and checkpoint belong to the
-// controller. Each phase is timed on the step's PhaseTimer.
+// One RL step of `rlcpp train` through its phases (DESIGN.md "one RL step"): rollout, reward, old_logprob
+// (GRPO, PPO), ref_logprob (a KL term needs it), then the algorithm's part (loop/algorithm_update.h: values, advantage,
+// update_actor, update_critic), then weight_sync and probe. Eval and checkpoint belong to the controller. Each
+// phase is timed on the step's PhaseTimer.
 #pragma once
 
 #include <cstdint>
@@ -27,21 +28,24 @@ struct RlContext {
   const CharTokenizer& tokenizer;
   const Transformer& model;
   ParameterStore& params;             // the policy the trainer updates
-  const ParameterStore* reference;    // frozen initial policy; null without a KL term
+  const ParameterStore* reference;    // frozen initial policy; null unless a KL term or DPO needs it
   PolicyUpdater& actor;
   RolloutBackend& rollout;            // colocated engine or split worker
   PhiloxStream& data_rng;
   PhiloxStream& update_rng;
   int64_t version = 0;                // the policy version the engine samples with
+  PolicyUpdater* critic = nullptr;    // PPO: the value-head model's updater (its model and weights); else null
 };
 
 struct StepResult {
-  std::map<std::string, double> metrics;  // reward/*, mismatch/*, actor/*, rollout/* (timing added by the caller)
+  std::map<std::string, double> metrics;  // reward/*, mismatch/*, actor/*, critic/*, dpo/*, rollout/* (timing
+                                          // added by the caller)
   std::vector<Json> samples;              // the first samples_per_step samples, for samples.jsonl
   double mean_reward = 0;
   int64_t tokens = 0;                     // prompt + response tokens of the batch
 };
 
-StepResult grpo_step(RlContext& ctx, int64_t step, PhaseTimer& timer);
+// The step of config.algorithm.name: "grpo" (group advantages), "ppo" (critic + GAE) or "dpo" (online pairs).
+StepResult rl_step(RlContext& ctx, int64_t step, PhaseTimer& timer);
 
 }  // namespace rlcpp

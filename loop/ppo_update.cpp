@@ -1,0 +1,72 @@
+// PPO (algorithm.name "ppo"): the critic's values of the batch, token-level rewards (the score on the last
+// response token, minus kl_coef x KL(old, ref) per token when policy_loss.kl_in_reward), GAE advantages and
+// returns (algorithm.ppo: gamma, lambda, whitening over the batch), then the critic's and the actor's updates
+// over the same mini-batch plan settings (ppo.*). verl's order: the critic is updated first.
+#include "core/error.h"
+#include "loop/algorithm_update.h"
+#include "loop/response_layout.h"
+#include "trainer/advantages.h"
+#include "trainer/data_metrics.h"
+#include "trainer/kl.h"
+
+namespace rlcpp {
+
+void ppo_update(RlContext& ctx, ScoredBatch& batch, PhaseTimer& timer, StepResult& out) {
+  const TrainConfig& cfg = ctx.config;
+  const AlgorithmConfig& algo = cfg.algorithm;
+  RLCPP_CHECK(ctx.critic != nullptr, "ppo_update: algorithm.name \"ppo\" needs a critic (RlContext::critic)");
+  PolicyUpdater& critic = *ctx.critic;
+  std::vector<RolloutSample>& samples = batch.samples;
+
+  // values: the critic's predictions the update starts from (old values)
+  std::vector<std::vector<float>> values = timer.time(Phase::kValues, [&] {
+    return compute_response_values(critic.model(), critic.params(), samples, cfg.ppo.micro_batch_size);
+  });
+  for (size_t i = 0; i < samples.size(); ++i) samples[i].old_values = std::move(values[i]);
+
+  // advantage: token rewards -> GAE over each response, whitened over the batch
+  timer.time(Phase::kAdvantage, [&] {
+    const ResponseLayout layout = response_layout(samples);
+    const PolicyLossConfig& loss = algo.policy_loss;
+    const double reward_kl = loss.kl_in_reward ? loss.kl_coef : 0.0;
+    std::vector<float> old_logp, ref_logp;
+    if (reward_kl > 0) {
+      old_logp = layout.flatten(samples, &RolloutSample::old_logp, "old_logp");
+      ref_logp = layout.flatten(samples, &RolloutSample::ref_logp, "ref_logp");
+    }
+    const TokenRewards rewards =
+        token_level_rewards(layout.cu, layout.mask, batch.scores, old_logp, ref_logp, reward_kl,
+                            parse_kl_estimator(loss.kl_estimator, "algorithm.policy_loss.kl_estimator"));
+    const std::vector<float> old_values = layout.flatten(samples, &RolloutSample::old_values, "old_values");
+    const GaeResult g =
+        gae(layout.cu, layout.mask, rewards.rewards, old_values, algo.ppo.gamma, algo.ppo.lambda, algo.ppo.whiten);
+    std::vector<std::vector<float>> advantages = layout.split(g.advantages);
+    std::vector<std::vector<float>> returns = layout.split(g.returns);
+    for (size_t i = 0; i < samples.size(); ++i) {
+      samples[i].advantages = std::move(advantages[i]);
+      samples[i].returns = std::move(returns[i]);
+    }
+    // verl's data metrics: critic/score/*, critic/rewards/*, critic/advantages/*, critic/returns/*,
+    // critic/values/*, critic/vf_explained_var (old values against the returns, before the update)
+    const std::vector<float> seq_rewards = sum_per_sequence(layout.cu, rewards.rewards);
+    const LossMetrics data =
+        data_metrics({layout.cu, layout.mask, batch.scores, seq_rewards, g.advantages, g.returns, old_values});
+    for (const auto& [k, v] : data.values("critic/")) out.metrics[k] = v;
+    for (const auto& [k, v] : rewards.metrics.values("actor/")) out.metrics[k] = v;
+    return 0;
+  });
+
+  const int64_t total_steps = run_optimizer_steps(cfg, static_cast<int64_t>(samples.size()));
+  const EpochsResult critic_update = timer.time(Phase::kUpdateCritic, [&] {
+    CriticUpdateOptions options;
+    options.value_clip = algo.ppo.value_clip;
+    options.agg = algo.ppo.value_agg;
+    options.total_steps = total_steps;
+    return update_critic(critic, samples, options, cfg.ppo, ctx.update_rng);
+  });
+  for (const auto& [k, v] : critic_update.metrics("critic/")) out.metrics[k] = v;
+
+  ppo_clip_update(ctx, batch, timer, out);
+}
+
+}  // namespace rlcpp

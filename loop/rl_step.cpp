@@ -1,0 +1,148 @@
+#include "loop/rl_step.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "loop/algorithm_update.h"
+#include "loop/consistency_probe.h"
+#include "loop/mismatch.h"
+#include "loop/rollout_metrics.h"
+#include "loop/rollout_samples.h"
+#include "reward/reward_result.h"
+
+namespace rlcpp {
+
+namespace {
+
+// Sampling seed of a step: distinct per step and run seed, so no two steps reuse Philox draws.
+uint64_t step_sampling_seed(uint64_t run_seed, int64_t step) {
+  return run_seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(step);
+}
+
+// Mean of every reward component over the batch (reward/<name>), plus the mean and std of the total.
+void add_reward_metrics(const std::vector<RewardResult>& results, std::map<std::string, double>& out) {
+  double sum = 0, sum_sq = 0;
+  for (const RewardResult& r : results) {
+    sum += r.total;
+    sum_sq += r.total * r.total;
+  }
+  const double n = static_cast<double>(results.size());
+  out["reward/mean"] = sum / n;
+  out["reward/std"] = std::sqrt(std::max(0.0, sum_sq / n - (sum / n) * (sum / n)));
+  for (const auto& [name, mean] : mean_reward_components(results))
+    if (name != "total") out["reward/" + name] = mean;
+}
+
+// DPO scores only its pairs, with the policy and the reference, inside its update: a forward of the whole batch
+// would be ~40 % of its step for the mismatch/* metrics alone (the probe still checks the engine after each
+// sync). The reference logp of the batch is needed only for a KL term (in the loss or in the reward).
+bool needs_old_logp(const TrainConfig& cfg) { return cfg.algorithm.name != "dpo"; }
+bool needs_ref_logp(const TrainConfig& cfg) {
+  return cfg.algorithm.name != "dpo" && cfg.algorithm.policy_loss.kl_coef > 0;
+}
+
+}  // namespace
+
+StepResult rl_step(RlContext& ctx, int64_t step, PhaseTimer& timer) {
+  const TrainConfig& cfg = ctx.config;
+  const int64_t group = cfg.rollout.group_size;
+  StepResult out;
+
+  // 1 rollout
+  std::vector<Problem> problems;
+  Request request;
+  RolloutResult rollout = timer.time(Phase::kRollout, [&] {
+    for (int64_t p = 0; p < cfg.rollout.prompts_per_step; ++p) problems.push_back(ctx.task.sample_train(ctx.data_rng));
+    SamplingParams sampling = cfg.rollout.sampling;
+    sampling.seed = step_sampling_seed(cfg.seed, step);
+    request = make_rollout_request(problems, ctx.tokenizer, group, sampling);
+    return ctx.rollout.generate(request);
+  });
+  check_sample_versions(rollout.samples, ctx.version);
+  ScoredBatch batch;
+  batch.samples = to_rollout_samples(request, rollout);
+  batch.temperature = cfg.rollout.sampling.temperature > 0 ? cfg.rollout.sampling.temperature : 1.0f;
+  for (const auto& [k, v] : rollout_metrics(rollout)) out.metrics[k] = v;
+  out.metrics["rollout/policy_version"] = static_cast<double>(ctx.version);
+
+  // 2 reward
+  std::vector<RewardResult> rewards = timer.time(Phase::kReward, [&] {
+    std::vector<RewardQuery> queries;
+    for (const Sample& s : rollout.samples)
+      queries.push_back({&problems[static_cast<size_t>(s.prompt_index)], ctx.tokenizer.decode(s.tokens),
+                         s.finish_reason == FinishReason::kEos});
+    return ctx.reward.score(queries);
+  });
+  RLCPP_CHECK(rewards.size() == batch.samples.size(), "reward: " << rewards.size() << " results for "
+                                                                 << batch.samples.size() << " samples");
+  add_reward_metrics(rewards, out.metrics);
+  out.mean_reward = out.metrics["reward/mean"];
+  for (size_t i = 0; i < batch.samples.size(); ++i) {
+    batch.scores.push_back(static_cast<float>(rewards[i].total));
+    batch.group_ids.push_back(rollout.samples[i].prompt_index);
+    const RolloutSample& s = batch.samples[i];
+    batch.max_response = std::max<int64_t>(batch.max_response, static_cast<int64_t>(s.response.size()));
+    out.tokens += static_cast<int64_t>(s.prompt.size() + s.response.size());
+  }
+
+  // 3 old log-probs (the policy the update starts from) and the mismatch against the engine's
+  const int64_t micro = cfg.ppo.micro_batch_size;
+  if (needs_old_logp(cfg)) {
+    std::vector<std::vector<float>> old_logp = timer.time(Phase::kOldLogprob, [&] {
+      return compute_response_logp(ctx.model, ctx.params, batch.samples, micro, batch.temperature);
+    });
+    std::vector<std::vector<float>> rollout_logp;
+    for (const RolloutSample& s : batch.samples) rollout_logp.push_back(s.rollout_logp);
+    for (const auto& [k, v] : logprob_mismatch(rollout_logp, old_logp).metrics()) out.metrics[k] = v;
+    for (size_t i = 0; i < batch.samples.size(); ++i) batch.samples[i].old_logp = std::move(old_logp[i]);
+  }
+
+  // 4 reference log-probs, only when a KL term needs them
+  if (needs_ref_logp(cfg)) {
+    RLCPP_CHECK(ctx.reference != nullptr, "rl_step: algorithm.policy_loss.kl_coef > 0 but no reference policy");
+    std::vector<std::vector<float>> ref = timer.time(Phase::kRefLogprob, [&] {
+      return compute_response_logp(ctx.model, *ctx.reference, batch.samples, micro, batch.temperature);
+    });
+    for (size_t i = 0; i < batch.samples.size(); ++i) batch.samples[i].ref_logp = std::move(ref[i]);
+  }
+
+  // 5-6 the algorithm: advantages (values), updates
+  if (cfg.algorithm.name == "grpo") grpo_update(ctx, batch, timer, out);
+  else if (cfg.algorithm.name == "ppo") ppo_update(ctx, batch, timer, out);
+  else if (cfg.algorithm.name == "dpo") dpo_update(ctx, batch, timer, out);
+  else RLCPP_FAIL("config key 'algorithm.name': \"" << cfg.algorithm.name << "\" has no RL step");
+
+  // 7 weight sync: the engine side acknowledges the new version before the next rollout
+  timer.time(Phase::kWeightSync, [&] {
+    ctx.rollout.sync(ctx.params, ctx.version + 1);
+    return 0;
+  });
+  ctx.version += 1;
+
+  // 8 probe: the engine must now sample with exactly the trainer's weights
+  if (cfg.probe.prompts > 0) {
+    const Mismatch probe = timer.time(Phase::kProbe, [&] {
+      return run_consistency_probe(ctx.rollout, ctx.model, ctx.params, ctx.task, ctx.tokenizer,
+                                   cfg.rollout.sampling.max_new_tokens, cfg.probe, ctx.version);
+    });
+    for (const auto& [k, v] : probe.metrics("probe/")) out.metrics[k] = v;
+  }
+
+  for (int64_t i = 0; i < cfg.samples_per_step && i < static_cast<int64_t>(batch.samples.size()); ++i) {
+    const Sample& s = rollout.samples[static_cast<size_t>(i)];
+    Json line = {{"step", step},
+                 {"prompt", problems[static_cast<size_t>(s.prompt_index)].prompt},
+                 {"response", ctx.tokenizer.decode(s.tokens)},
+                 {"response_tokens", s.tokens.size()},
+                 {"finish_reason", finish_reason_name(s.finish_reason)},
+                 {"reward", reward_to_json(rewards[static_cast<size_t>(i)])},
+                 {"policy_version", s.policy_version}};
+    // GRPO: the sample's advantage; PPO: its first token's. DPO has none.
+    const std::vector<float>& adv = batch.samples[static_cast<size_t>(i)].advantages;
+    if (!adv.empty()) line["advantage"] = adv.front();
+    out.samples.push_back(std::move(line));
+  }
+  return out;
+}
+
+}  // namespace rlcpp
