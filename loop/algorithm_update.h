@@ -21,6 +21,7 @@ struct ScoredBatch {
   std::vector<RolloutSample> samples;  // prompt-major: group_size samples per prompt
   std::vector<float> scores;           // (B) total reward of each sample
   std::vector<int64_t> group_ids;      // (B) prompt index of each sample
+  std::vector<int64_t> rollout_index;  // (B) each sample's index in the step's rollout (filter_groups drops some)
   int64_t max_response = 0;            // longest response in tokens
   float temperature = 1.0f;            // the rollout's sampling temperature (logp of softmax(logits / T))
 };
@@ -33,7 +34,8 @@ void dpo_update(RlContext& ctx, ScoredBatch& batch, PhaseTimer& timer, StepResul
 // batch, the LR schedule sized for the whole run; metrics under actor/.
 void ppo_clip_update(RlContext& ctx, const ScoredBatch& batch, PhaseTimer& timer, StepResult& out);
 
-// Optimizer steps of the whole run for the LR schedule: steps x epochs x mini-batches of a `batch_size` batch.
-int64_t run_optimizer_steps(const TrainConfig& cfg, int64_t batch_size);
+// Optimizer steps of the whole run for the LR schedule: steps x epochs x mini-batches of the planned update
+// batch (TrainConfig::update_batch_size(); with filter_groups a step may train on fewer samples).
+int64_t run_optimizer_steps(const TrainConfig& cfg);
 
 }  // namespace rlcpp

@@ -27,7 +27,7 @@ void dpo_update(RlContext& ctx, ScoredBatch& batch, PhaseTimer& timer, StepResul
         cfg.ppo.mini_batch_size > 0 ? std::max<int64_t>(1, cfg.ppo.mini_batch_size / cfg.rollout.group_size) : 0;
     const int64_t micro_pairs = std::max<int64_t>(1, cfg.ppo.micro_batch_size / 2);
     // An upper bound: a step has at most one pair per prompt, so at most as many mini-batches as GRPO's.
-    const int64_t total_steps = run_optimizer_steps(cfg, static_cast<int64_t>(batch.samples.size()));
+    const int64_t total_steps = run_optimizer_steps(cfg);
     EpochsResult result;
     std::vector<PreferencePair> mini;
     for (const std::vector<size_t>& indices : mini_batch_plan(pairs.size(), plan_cfg, ctx.update_rng)) {

@@ -56,7 +56,7 @@ void ppo_update(RlContext& ctx, ScoredBatch& batch, PhaseTimer& timer, StepResul
     return 0;
   });
 
-  const int64_t total_steps = run_optimizer_steps(cfg, static_cast<int64_t>(samples.size()));
+  const int64_t total_steps = run_optimizer_steps(cfg);
   const EpochsResult critic_update = timer.time(Phase::kUpdateCritic, [&] {
     CriticUpdateOptions options;
     options.value_clip = algo.ppo.value_clip;

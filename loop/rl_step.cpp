@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "loop/algorithm_update.h"
 #include "loop/consistency_probe.h"
+#include "loop/group_filter.h"
 #include "loop/mismatch.h"
 #include "loop/rollout_metrics.h"
 #include "loop/rollout_samples.h"
@@ -39,6 +40,39 @@ void add_reward_metrics(const std::vector<RewardResult>& results, std::map<std::
 bool needs_old_logp(const TrainConfig& cfg) { return cfg.algorithm.name != "dpo"; }
 bool needs_ref_logp(const TrainConfig& cfg) {
   return cfg.algorithm.name != "dpo" && cfg.algorithm.policy_loss.kl_coef > 0;
+}
+
+// Phases 3-6 on the batch that is trained on: old log-probs (and their mismatch against the engine's), reference
+// log-probs, then the algorithm's advantages and updates.
+void learn_from_batch(RlContext& ctx, ScoredBatch& batch, PhaseTimer& timer, StepResult& out) {
+  const TrainConfig& cfg = ctx.config;
+  const int64_t micro = cfg.ppo.micro_batch_size;
+
+  // 3 old log-probs (the policy the update starts from) and the mismatch against the engine's
+  if (needs_old_logp(cfg)) {
+    std::vector<std::vector<float>> old_logp = timer.time(Phase::kOldLogprob, [&] {
+      return compute_response_logp(ctx.model, ctx.params, batch.samples, micro, batch.temperature);
+    });
+    std::vector<std::vector<float>> rollout_logp;
+    for (const RolloutSample& s : batch.samples) rollout_logp.push_back(s.rollout_logp);
+    for (const auto& [k, v] : logprob_mismatch(rollout_logp, old_logp).metrics()) out.metrics[k] = v;
+    for (size_t i = 0; i < batch.samples.size(); ++i) batch.samples[i].old_logp = std::move(old_logp[i]);
+  }
+
+  // 4 reference log-probs, only when a KL term needs them
+  if (needs_ref_logp(cfg)) {
+    RLCPP_CHECK(ctx.reference != nullptr, "rl_step: algorithm.policy_loss.kl_coef > 0 but no reference policy");
+    std::vector<std::vector<float>> ref = timer.time(Phase::kRefLogprob, [&] {
+      return compute_response_logp(ctx.model, *ctx.reference, batch.samples, micro, batch.temperature);
+    });
+    for (size_t i = 0; i < batch.samples.size(); ++i) batch.samples[i].ref_logp = std::move(ref[i]);
+  }
+
+  // 5-6 the algorithm: advantages (values), updates
+  if (cfg.algorithm.name == "grpo") grpo_update(ctx, batch, timer, out);
+  else if (cfg.algorithm.name == "ppo") ppo_update(ctx, batch, timer, out);
+  else if (cfg.algorithm.name == "dpo") dpo_update(ctx, batch, timer, out);
+  else RLCPP_FAIL("config key 'algorithm.name': \"" << cfg.algorithm.name << "\" has no RL step");
 }
 
 }  // namespace
@@ -80,37 +114,18 @@ StepResult rl_step(RlContext& ctx, int64_t step, PhaseTimer& timer) {
   for (size_t i = 0; i < batch.samples.size(); ++i) {
     batch.scores.push_back(static_cast<float>(rewards[i].total));
     batch.group_ids.push_back(rollout.samples[i].prompt_index);
+    batch.rollout_index.push_back(static_cast<int64_t>(i));
     const RolloutSample& s = batch.samples[i];
     batch.max_response = std::max<int64_t>(batch.max_response, static_cast<int64_t>(s.response.size()));
     out.tokens += static_cast<int64_t>(s.prompt.size() + s.response.size());
   }
 
-  // 3 old log-probs (the policy the update starts from) and the mismatch against the engine's
-  const int64_t micro = cfg.ppo.micro_batch_size;
-  if (needs_old_logp(cfg)) {
-    std::vector<std::vector<float>> old_logp = timer.time(Phase::kOldLogprob, [&] {
-      return compute_response_logp(ctx.model, ctx.params, batch.samples, micro, batch.temperature);
-    });
-    std::vector<std::vector<float>> rollout_logp;
-    for (const RolloutSample& s : batch.samples) rollout_logp.push_back(s.rollout_logp);
-    for (const auto& [k, v] : logprob_mismatch(rollout_logp, old_logp).metrics()) out.metrics[k] = v;
-    for (size_t i = 0; i < batch.samples.size(); ++i) batch.samples[i].old_logp = std::move(old_logp[i]);
-  }
-
-  // 4 reference log-probs, only when a KL term needs them
-  if (needs_ref_logp(cfg)) {
-    RLCPP_CHECK(ctx.reference != nullptr, "rl_step: algorithm.policy_loss.kl_coef > 0 but no reference policy");
-    std::vector<std::vector<float>> ref = timer.time(Phase::kRefLogprob, [&] {
-      return compute_response_logp(ctx.model, *ctx.reference, batch.samples, micro, batch.temperature);
-    });
-    for (size_t i = 0; i < batch.samples.size(); ++i) batch.samples[i].ref_logp = std::move(ref[i]);
-  }
-
-  // 5-6 the algorithm: advantages (values), updates
-  if (cfg.algorithm.name == "grpo") grpo_update(ctx, batch, timer, out);
-  else if (cfg.algorithm.name == "ppo") ppo_update(ctx, batch, timer, out);
-  else if (cfg.algorithm.name == "dpo") dpo_update(ctx, batch, timer, out);
-  else RLCPP_FAIL("config key 'algorithm.name': \"" << cfg.algorithm.name << "\" has no RL step");
+  // 2b dynamic sampling: only groups with a reward spread go on to the old log-probs and the update
+  if (cfg.filter_groups.enabled) filter_informative_groups(batch, group, cfg.filter_groups, out.metrics);
+  if (batch.samples.empty())
+    out.metrics["filter/skipped_update"] = 1;  // every group tied: nothing to learn, the policy stays
+  else
+    learn_from_batch(ctx, batch, timer, out);
 
   // 7 weight sync: the engine side acknowledges the new version before the next rollout
   timer.time(Phase::kWeightSync, [&] {
@@ -128,7 +143,10 @@ StepResult rl_step(RlContext& ctx, int64_t step, PhaseTimer& timer) {
     for (const auto& [k, v] : probe.metrics("probe/")) out.metrics[k] = v;
   }
 
-  for (int64_t i = 0; i < cfg.samples_per_step && i < static_cast<int64_t>(batch.samples.size()); ++i) {
+  std::vector<int64_t> trained_position(rollout.samples.size(), -1);  // -1: dropped by filter_groups
+  for (size_t i = 0; i < batch.rollout_index.size(); ++i)
+    trained_position[static_cast<size_t>(batch.rollout_index[i])] = static_cast<int64_t>(i);
+  for (int64_t i = 0; i < cfg.samples_per_step && i < static_cast<int64_t>(rollout.samples.size()); ++i) {
     const Sample& s = rollout.samples[static_cast<size_t>(i)];
     Json line = {{"step", step},
                  {"prompt", problems[static_cast<size_t>(s.prompt_index)].prompt},
@@ -138,8 +156,9 @@ StepResult rl_step(RlContext& ctx, int64_t step, PhaseTimer& timer) {
                  {"reward", reward_to_json(rewards[static_cast<size_t>(i)])},
                  {"policy_version", s.policy_version}};
     // GRPO: the sample's advantage; PPO: its first token's. DPO has none.
-    const std::vector<float>& adv = batch.samples[static_cast<size_t>(i)].advantages;
-    if (!adv.empty()) line["advantage"] = adv.front();
+    const int64_t at = trained_position[static_cast<size_t>(i)];
+    if (at >= 0 && !batch.samples[static_cast<size_t>(at)].advantages.empty())
+      line["advantage"] = batch.samples[static_cast<size_t>(at)].advantages.front();
     out.samples.push_back(std::move(line));
   }
   return out;

@@ -51,6 +51,12 @@ void config_from_json(const Json& j, TrainConfig& cfg) {
   reader.check_no_unknown();
 }
 
+int64_t TrainConfig::update_batch_size() const {
+  const int64_t groups =
+      filter_groups.enabled && filter_groups.max_groups > 0 ? filter_groups.max_groups : rollout.prompts_per_step;
+  return groups * rollout.group_size;
+}
+
 void TrainConfig::validate() const {
   RLCPP_CHECK(rollout.placement == "colocated" || rollout.placement == "split",
               "config key 'rollout.placement': \"" << rollout.placement << "\", expected \"split\" or \"colocated\"");
@@ -75,7 +81,13 @@ void TrainConfig::validate() const {
   RLCPP_CHECK(eval_every >= 0 && checkpoint_every >= 0 && eval_size >= 1 && samples_per_step >= 0 && log_every >= 1,
               "config keys 'eval_every', 'checkpoint_every', 'samples_per_step' must be >= 0, 'eval_size' and "
               "'log_every' >= 1");
-  const int64_t batch = rollout.prompts_per_step * rollout.group_size;
+  RLCPP_CHECK(!filter_groups.enabled || algorithm.name == "grpo",
+              "config key 'filter_groups.enabled': only GRPO filters groups (algorithm.name is \""
+                  << algorithm.name << "\"; a PPO critic learns from every group, DPO pairs skip tied groups)");
+  RLCPP_CHECK(filter_groups.max_groups >= 0 && filter_groups.max_groups <= rollout.prompts_per_step,
+              "config key 'filter_groups.max_groups': must be in [0, rollout.prompts_per_step "
+                  << rollout.prompts_per_step << "], got " << filter_groups.max_groups);
+  const int64_t batch = update_batch_size();
   RLCPP_CHECK(ppo.mini_batch_size == 0 || ppo.mini_batch_size % rollout.group_size == 0,
               "config key 'ppo.mini_batch_size': " << ppo.mini_batch_size << " must hold whole groups of "
                                                    << rollout.group_size);

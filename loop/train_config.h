@@ -11,6 +11,7 @@
 
 #include "core/config.h"
 #include "loop/consistency_probe_config.h"
+#include "loop/group_filter.h"
 #include "loop/sft_run.h"
 #include "reward/reward_function.h"
 #include "reward/task_config.h"
@@ -92,6 +93,7 @@ struct TrainConfig {
   CriticSection critic;
   PpoEpochsConfig ppo;
   OptimConfig optim;
+  FilterGroupsConfig filter_groups;
   ProbeConfig probe;
   int64_t steps = 200;
   int64_t eval_every = 20;  // steps; 0 = only at the end
@@ -102,6 +104,9 @@ struct TrainConfig {
 
   TrainConfig();
   void validate() const;
+  // Samples of a step's update batch as planned: prompts_per_step x group_size, or filter_groups.max_groups
+  // groups when set (a filtered step may train on fewer).
+  int64_t update_batch_size() const;
   template <class V> void visit(V& v) {
     v("run_dir", run_dir, "output directory; when it holds a run already, NAME-2, NAME-3, ... is used");
     v("model_preset", model_preset, "random init preset (tiny | qwen05b) without init_checkpoint or warm start");
@@ -120,6 +125,7 @@ struct TrainConfig {
       "mini_batch_size / group_size prompt groups (0 = every pair of the step), micro_batch_size sequences = "
       "micro_batch_size / 2 pairs per forward/backward");
     v("optim", optim, "AdamW and the LR schedule");
+    v("filter_groups", filter_groups, "GRPO dynamic sampling: train only on groups with a reward spread");
     v("probe", probe, "consistency probe after each weight sync");
     v("steps", steps, "RL steps (one rollout batch each)");
     v("eval_every", eval_every, "held-out evaluation period in steps (0 = at the end only)");
