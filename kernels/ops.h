@@ -20,6 +20,20 @@ namespace rlcpp::ops {
 void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha = 1.0f,
             float beta = 0.0f);
 
+// A weight w (N,K) in Hugging Face Linear layout, repacked once for matmul_packed: panels of 16 output columns,
+// panels (ceil(N/16), K, 16) with panels[p][k][j] = w[16p + j][k] (zero past N), so 16 outputs read one
+// contiguous K x 16 panel. It is a copy: pack again whenever w changes.
+struct PackedWeight {
+  Tensor panels;
+  int64_t n = 0, k = 0;
+};
+// Packs w (N,K) into `packed`, reusing its buffer when the shape is unchanged.
+void pack_weight(const Tensor& w, PackedWeight& packed);
+// y (M,N) = x (M,K) @ w^T, or y += x @ w^T when accumulate: the decode matmul (small M, weights packed once
+// instead of on every call). Batch-invariant bit for bit: every output is one fused multiply-add chain over
+// k = 0..K-1 in order, from 0, then stored (or added to y), whatever M, the row's place, or the thread count.
+void matmul_packed(const Tensor& x, const PackedWeight& w, Tensor& y, bool accumulate = false);
+
 // y (M,N) += bias (N) on every row.
 void add_bias(Tensor& y, const Tensor& bias);
 // dbias (N) += sum over rows of dy (M,N).
