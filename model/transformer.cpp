@@ -283,9 +283,36 @@ void Transformer::backward_body(const Weights& w, Weights& g, const Activations&
   ops::embedding_backward(dx, acts.tokens, g.embed);
 }
 
-Tensor Transformer::forward_cached(const ParameterStore& params, const CachedStep& step, KVCache& cache) const {
-  RLCPP_CHECK(!config_.value_head, "forward_cached: a value-head model (critic) has no logits to decode from");
+void Transformer::pack_decode_weights(const ParameterStore& params, DecodeWeights& out) const {
+  RLCPP_CHECK(!config_.value_head, "pack_decode_weights: a value-head model (critic) has no logits to decode from");
   const Weights w = views(params);
+  out.layers.resize(w.layers.size());
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    ops::pack_weight(w.layers[l].qkv_w, out.layers[l].qkv);
+    ops::pack_weight(w.layers[l].o_w, out.layers[l].o);
+    ops::pack_weight(w.layers[l].gate_up, out.layers[l].gate_up);
+    ops::pack_weight(w.layers[l].down, out.layers[l].down);
+  }
+  ops::pack_weight(w.lm_head, out.lm_head);
+  out.source = params.flat().data<float>();
+}
+
+Tensor Transformer::forward_cached(const ParameterStore& params, const CachedStep& step, KVCache& cache,
+                                   const DecodeWeights* packed) const {
+  RLCPP_CHECK(!config_.value_head, "forward_cached: a value-head model (critic) has no logits to decode from");
+  RLCPP_CHECK(packed == nullptr || (packed->source == params.flat().data<float>() &&
+                                    static_cast<int64_t>(packed->layers.size()) == config_.num_hidden_layers),
+              "forward_cached: the packed decode weights were not packed from this parameter buffer");
+  const Weights w = views(params);
+  // y (M,N) = x @ W^T, or y += x @ W^T: the packed kernel when given, else OpenBLAS.
+  auto linear = [packed](const Tensor& x, const Tensor& weight, const ops::PackedWeight* pw, Tensor& y,
+                         bool accumulate) {
+    if (packed)
+      ops::matmul_packed(x, *pw, y, accumulate);
+    else
+      ops::matmul(x, false, weight, true, y, 1.0f, accumulate ? 1.0f : 0.0f);
+  };
+  auto packed_layer = [packed](int64_t l) { return packed ? &packed->layers[static_cast<size_t>(l)] : nullptr; };
   const int64_t N = static_cast<int64_t>(step.tokens.size()), C = config_.hidden_size, V = config_.vocab_size;
   const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
   const int64_t F = config_.intermediate_size, qkv_dim = config_.q_dim() + 2 * config_.kv_dim();
@@ -314,8 +341,9 @@ Tensor Transformer::forward_cached(const ParameterStore& params, const CachedSte
   ops::embedding_forward(w.embed, tokens, x);
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     const auto& W = w.layers[l];
+    const DecodeWeights::Layer* P = packed_layer(l);
     ops::rmsnorm_forward(x, W.ln1, eps, xn, rstd);
-    ops::matmul(xn, false, W.qkv_w, true, qkv);
+    linear(xn, W.qkv_w, P ? &P->qkv : nullptr, qkv, false);
     if (W.qkv_b.defined()) ops::add_bias(qkv, W.qkv_b);
     split_qkv(qkv, q, k, v);
     ops::rope_forward(q, positions, rope_);
@@ -323,12 +351,12 @@ Tensor Transformer::forward_cached(const ParameterStore& params, const CachedSte
     ops::paged_kv_write(k, v, slots, cache.k[l], cache.v[l]);
     ops::paged_attention(q, cache.k[l], cache.v[l], query_seq, positions, indptr, indices, cache.block_size, scale,
                          att);
-    ops::matmul(att.reshape({N, Hq * D}), false, W.o_w, true, x, 1.0f, 1.0f);
+    linear(att.reshape({N, Hq * D}), W.o_w, P ? &P->o : nullptr, x, true);
     if (W.o_b.defined()) ops::add_bias(x, W.o_b);
     ops::rmsnorm_forward(x, W.ln2, eps, xn, rstd);
-    ops::matmul(xn, false, W.gate_up, true, gate_up);
+    linear(xn, W.gate_up, P ? &P->gate_up : nullptr, gate_up, false);
     ops::swiglu_forward(gate_up, act);
-    ops::matmul(act, false, W.down, true, x, 1.0f, 1.0f);
+    linear(act, W.down, P ? &P->down : nullptr, x, true);
   }
   const int64_t R = static_cast<int64_t>(step.logits_rows.size());
   Tensor last = Tensor::empty({R, C});
@@ -340,7 +368,7 @@ Tensor Transformer::forward_cached(const ParameterStore& params, const CachedSte
   Tensor last_n = Tensor::empty({R, C}), last_rstd = Tensor::empty({R});
   ops::rmsnorm_forward(last, w.final_norm, eps, last_n, last_rstd);
   Tensor logits = Tensor::empty({R, V});
-  ops::matmul(last_n, false, w.lm_head, true, logits);
+  linear(last_n, w.lm_head, packed ? &packed->lm_head : nullptr, logits, false);
   return logits;
 }
 

@@ -62,6 +62,7 @@ void Engine::set_weights(const ParameterStore& params, int64_t version) {
                                           << model_.config().num_parameters());
   params_ = &params;
   policy_version_ = version;
+  packed_stale_ = true;
 }
 
 int64_t Engine::kv_bytes_per_token() const { return model_.config().kv_bytes_per_token(4); }
@@ -196,7 +197,11 @@ RolloutResult Engine::generate(const Request& request, const StepObserver& obser
 
     phase.reset();
     copy_blocks(batch_.copies);
-    const Tensor logits = model_.forward_cached(*params_, step_, cache_);
+    if (packed_stale_) {
+      model_.pack_decode_weights(*params_, packed_);
+      packed_stale_ = false;
+    }
+    const Tensor logits = model_.forward_cached(*params_, step_, cache_, &packed_);
     stats.forward_s += phase.seconds();
     for (const PrefillUnit& unit : batch_.prefills)
       for (Sequence* seq : unit.sequences) seq->num_cached_tokens = unit.context_tokens;
