@@ -6,8 +6,8 @@
 // Each output is one fused multiply-add chain: acc = 0; acc = fma(x[m][k], w[n][k], acc) for k = 0..K-1 in
 // order; then y = acc (or y + acc). Tiling only decides which chains run side by side, never their order, so a
 // row's result is the same bits whatever M, the row's place in the batch, the tile it falls in or the thread
-// count. The portable path computes the same chains with std::fma (one rounding each), so it gives the same
-// bits as the AVX-512 one.
+// count. The AVX2 and portable arms (builds without AVX-512) compute the same chains with their own FMA (one
+// rounding each), so every arm gives the same bits.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -15,7 +15,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 #endif
 
@@ -23,64 +23,92 @@ namespace rlcpp::cpu {
 
 namespace {
 
-static_assert(kPackedPanel == 16, "the AVX-512 tile holds one panel per 16-float register");
-
-// The register tile: kRows x kPanels accumulators (24 of AVX-512's 32 registers), plus kPanels weight
-// registers and one broadcast. Per k it loads kPanels + kRows values for kRows * kPanels multiply-adds.
+// One register of the tile: 16 floats (AVX-512), 8 (AVX2 + FMA), or 1 (portable). Every arm multiplies and
+// adds with one rounding (an FMA), so they all compute the same bits.
+#if defined(__AVX512F__)
+struct Vec {
+  static constexpr int kWidth = 16;
+  __m512 v;
+  static Vec zero() { return {_mm512_setzero_ps()}; }
+  static Vec load(const float* p) { return {_mm512_loadu_ps(p)}; }
+  static Vec broadcast(float x) { return {_mm512_set1_ps(x)}; }
+  static Vec fma(Vec a, Vec b, Vec c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
+  static Vec add(Vec a, Vec b) { return {_mm512_add_ps(a.v, b.v)}; }
+  void store(float* p) const { _mm512_storeu_ps(p, v); }
+};
+// The register tile: kRows x kPanels accumulators (24 of the 32 registers) plus kPanels weight registers and
+// one broadcast. Per k it loads kPanels + kRows values for kRows * kPanels multiply-adds.
 constexpr int kRows = 6;
 constexpr int kPanels = 4;
+#elif defined(__AVX2__) && defined(__FMA__)
+struct Vec {
+  static constexpr int kWidth = 8;
+  __m256 v;
+  static Vec zero() { return {_mm256_setzero_ps()}; }
+  static Vec load(const float* p) { return {_mm256_loadu_ps(p)}; }
+  static Vec broadcast(float x) { return {_mm256_set1_ps(x)}; }
+  static Vec fma(Vec a, Vec b, Vec c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
+  static Vec add(Vec a, Vec b) { return {_mm256_add_ps(a.v, b.v)}; }
+  void store(float* p) const { _mm256_storeu_ps(p, v); }
+};
+// 6 x 1 panels = 12 accumulators of the 16 registers, 2 weight registers, one broadcast.
+constexpr int kRows = 6;
+constexpr int kPanels = 1;
+#else
+struct Vec {
+  static constexpr int kWidth = 1;
+  float v;
+  static Vec zero() { return {0.0f}; }
+  static Vec load(const float* p) { return {*p}; }
+  static Vec broadcast(float x) { return {x}; }
+  static Vec fma(Vec a, Vec b, Vec c) { return {std::fma(a.v, b.v, c.v)}; }
+  static Vec add(Vec a, Vec b) { return {a.v + b.v}; }
+  void store(float* p) const { *p = v; }
+};
+constexpr int kRows = 4;
+constexpr int kPanels = 1;
+#endif
+constexpr int kVecsPerPanel = static_cast<int>(kPackedPanel) / Vec::kWidth;
+static_assert(kVecsPerPanel * Vec::kWidth == kPackedPanel, "a panel is a whole number of registers");
 
 // Multiply-adds below which a product stays on one thread: waking the second thread costs a few
 // microseconds, the time of ~200k multiply-adds here.
 constexpr int64_t kParallelMinMacs = int64_t{1} << 18;
 
-#if defined(__AVX512F__)
 // ROWS rows of x times PANELS panels into y; `cols` (<= PANELS * 16) columns of y exist from `y` on.
 template <int ROWS, int PANELS>
 void tile(const float* x, int64_t ldx, const float* panel, int64_t k, float* y, int64_t ldy, int64_t cols,
           bool accumulate) {
-  __m512 acc[ROWS][PANELS];
+  constexpr int kVecs = PANELS * kVecsPerPanel;  // registers across the tile's columns
+  Vec acc[ROWS][kVecs];
   for (int r = 0; r < ROWS; ++r)
-    for (int p = 0; p < PANELS; ++p) acc[r][p] = _mm512_setzero_ps();
+    for (int c = 0; c < kVecs; ++c) acc[r][c] = Vec::zero();
   const int64_t panel_stride = k * kPackedPanel;
   for (int64_t kk = 0; kk < k; ++kk) {
-    __m512 w[PANELS];
-    for (int p = 0; p < PANELS; ++p) w[p] = _mm512_load_ps(panel + p * panel_stride + kk * kPackedPanel);
+    Vec w[kVecs];
+    for (int c = 0; c < kVecs; ++c)
+      w[c] = Vec::load(panel + (c / kVecsPerPanel) * panel_stride + kk * kPackedPanel +
+                       (c % kVecsPerPanel) * Vec::kWidth);
     for (int r = 0; r < ROWS; ++r) {
-      const __m512 xr = _mm512_set1_ps(x[r * ldx + kk]);
-      for (int p = 0; p < PANELS; ++p) acc[r][p] = _mm512_fmadd_ps(xr, w[p], acc[r][p]);
+      const Vec xr = Vec::broadcast(x[r * ldx + kk]);
+      for (int c = 0; c < kVecs; ++c) acc[r][c] = Vec::fma(xr, w[c], acc[r][c]);
     }
   }
-  for (int p = 0; p < PANELS; ++p) {
-    const int64_t c = std::min<int64_t>(kPackedPanel, cols - p * kPackedPanel);
-    const __mmask16 mask = static_cast<__mmask16>((1u << c) - 1u);
-    for (int r = 0; r < ROWS; ++r) {
-      float* out = y + r * ldy + p * kPackedPanel;
-      __m512 v = acc[r][p];
-      if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, out), v);
-      _mm512_mask_storeu_ps(out, mask, v);
-    }
-  }
-}
-#else
-template <int ROWS, int PANELS>
-void tile(const float* x, int64_t ldx, const float* panel, int64_t k, float* y, int64_t ldy, int64_t cols,
-          bool accumulate) {
-  float acc[ROWS][PANELS * kPackedPanel] = {};
-  const int64_t panel_stride = k * kPackedPanel;
-  for (int64_t kk = 0; kk < k; ++kk)
-    for (int r = 0; r < ROWS; ++r) {
-      const float xr = x[r * ldx + kk];
-      for (int p = 0; p < PANELS; ++p) {
-        const float* w = panel + p * panel_stride + kk * kPackedPanel;
-        for (int j = 0; j < kPackedPanel; ++j)
-          acc[r][p * kPackedPanel + j] = std::fma(xr, w[j], acc[r][p * kPackedPanel + j]);
+  for (int r = 0; r < ROWS; ++r) {
+    float* out = y + r * ldy;
+    if (cols == PANELS * kPackedPanel) {
+      for (int c = 0; c < kVecs; ++c) {
+        Vec v = acc[r][c];
+        if (accumulate) v = Vec::add(Vec::load(out + c * Vec::kWidth), v);
+        v.store(out + c * Vec::kWidth);
       }
+    } else {  // the last columns of y: through a buffer, the same additions
+      float buf[kVecs * Vec::kWidth];
+      for (int c = 0; c < kVecs; ++c) acc[r][c].store(buf + c * Vec::kWidth);
+      for (int64_t j = 0; j < cols; ++j) out[j] = accumulate ? out[j] + buf[j] : buf[j];
     }
-  for (int r = 0; r < ROWS; ++r)
-    for (int64_t j = 0; j < cols; ++j) y[r * ldy + j] = accumulate ? y[r * ldy + j] + acc[r][j] : acc[r][j];
+  }
 }
-#endif
 
 using TileFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t, bool);
 
