@@ -102,7 +102,10 @@ class Transformer {
   // Runs the step's rows through the model, writing their K/V into the cache, and returns the logits
   // (logits_rows.size(), V) of the requested rows (untempered). With `packed` (packed from `params`) every
   // matmul is ops::matmul_packed and each row's logits are bit-identical whatever the other rows of the step
-  // (batch-invariant); without, the matmuls go through OpenBLAS (same values up to float rounding).
+  // (batch-invariant); without, the matmuls go through OpenBLAS (same values up to float rounding). A large
+  // step whose sequences each own a contiguous run of rows is split between threads by sequence, each range
+  // running all layers on its own: a slot written in the step must not be read by another sequence's rows
+  // (the engine's copy-on-write of shared blocks guarantees it). Results do not depend on the split.
   Tensor forward_cached(const ParameterStore& params, const CachedStep& step, KVCache& cache,
                         const DecodeWeights* packed = nullptr) const;
   // Packs the matmul weights of `params` for forward_cached, reusing `out`'s buffers.

@@ -1,7 +1,9 @@
 // The cached path (prefill + decode over the paged KV cache) must give the training forward's logits, and
 // generation must be reproducible.
 #include <gtest/gtest.h>
+#include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -167,6 +169,69 @@ TEST(ModelDecode, PackedDecodeLogitsAreBitIdenticalWhateverTheBatch) {
   step.logits_rows = {static_cast<int32_t>(step.tokens.size() - 1)};
   const Tensor logits = model.forward_cached(params, step, cache, &packed);
   EXPECT_EQ(std::memcmp(logits.data<float>(), stepwise.back().data(), stepwise.back().size() * sizeof(float)), 0);
+}
+
+// A prefill of `lens.size()` sequences, rows in sequence order unless `interleave` (row t of every sequence,
+// then row t + 1, ...); sequence s owns blocks [s * per, (s + 1) * per). Logits for every row, in the step's
+// row order.
+CachedStep prefill_step(const std::vector<std::vector<int32_t>>& seqs, int64_t block_size, int64_t per, bool interleave) {
+  CachedStep step;
+  step.block_indptr.push_back(0);
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    for (int64_t b = 0; b < per; ++b) step.block_indices.push_back(static_cast<int32_t>(s * per + b));
+    step.block_indptr.push_back(static_cast<int32_t>(step.block_indices.size()));
+  }
+  auto add = [&](size_t s, size_t t) {
+    step.tokens.push_back(seqs[s][t]);
+    step.positions.push_back(static_cast<int32_t>(t));
+    step.query_seq.push_back(static_cast<int32_t>(s));
+    step.slot_mapping.push_back(static_cast<int32_t>((s * per + t / block_size) * block_size + t % block_size));
+    step.logits_rows.push_back(static_cast<int32_t>(step.tokens.size() - 1));
+  };
+  if (interleave) {
+    for (size_t t = 0; t < seqs[0].size(); ++t)
+      for (size_t s = 0; s < seqs.size(); ++s) add(s, t);
+  } else {
+    for (size_t s = 0; s < seqs.size(); ++s)
+      for (size_t t = 0; t < seqs[s].size(); ++t) add(s, t);
+  }
+  return step;
+}
+
+// A large step runs as one range of sequences per thread: the logits and the cache come out the same bits on
+// one thread and on two, and when the rows of sequences interleave (no range split possible).
+TEST(ModelDecode, CachedForwardIsTheSameOnOneOrTwoThreadsAndInAnyRowOrder) {
+  const ModelConfig cfg = decode_config();
+  const ParameterStore params = random_params(cfg);
+  const Transformer model(cfg);
+  DecodeWeights packed;
+  model.pack_decode_weights(params, packed);
+  std::vector<std::vector<int32_t>> seqs;
+  for (int s = 0; s < 40; ++s) seqs.push_back(random_tokens(6, cfg.vocab_size, 200 + s));  // 240 rows
+  const int64_t bs = 4, per = 2, V = cfg.vocab_size;
+  auto run = [&](int threads, bool interleave, std::vector<float>& cache_k) {
+    KVCache cache(cfg, 40 * per, bs);
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    const Tensor logits = model.forward_cached(params, prefill_step(seqs, bs, per, interleave), cache, &packed);
+    omp_set_num_threads(saved);
+    cache_k.assign(cache.k[1].data<float>(), cache.k[1].data<float>() + cache.k[1].numel());
+    // Back to sequence order.
+    std::vector<float> out(static_cast<size_t>(logits.numel()));
+    for (size_t s = 0; s < seqs.size(); ++s)
+      for (size_t t = 0; t < seqs[s].size(); ++t) {
+        const size_t row = interleave ? t * seqs.size() + s : s * seqs[s].size() + t;
+        std::memcpy(&out[(s * seqs[s].size() + t) * V], logits.data<float>() + row * V, V * sizeof(float));
+      }
+    return out;
+  };
+  std::vector<float> k1, k2, k3;
+  const std::vector<float> one = run(1, false, k1), two = run(2, false, k2), mixed = run(2, true, k3);
+  EXPECT_TRUE(std::all_of(one.begin(), one.end(), [](float x) { return std::isfinite(x); }));
+  EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(one.data(), mixed.data(), one.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(k1.data(), k2.data(), k1.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(k1.data(), k3.data(), k1.size() * sizeof(float)), 0);
 }
 
 TEST(ModelDecode, PackedWeightsOfAnotherBufferAreRejected) {
