@@ -7,7 +7,8 @@
 // - Batch invariance: every reduction runs in an order that depends only on the row being reduced, never on
 //   how many rows share the call, where the row sits, or whether the call is a prefill or a decode. In
 //   particular attention_forward and paged_attention run the same per-query code, so a cached decode returns
-//   the training forward's values bit for bit.
+//   the training forward's values bit for bit. matmul (OpenBLAS) is the exception: its sum order depends on M;
+//   matmul_packed is the row-invariant one.
 #pragma once
 
 #include <cstdint>

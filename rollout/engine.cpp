@@ -198,10 +198,12 @@ RolloutResult Engine::generate(const Request& request, const StepObserver& obser
     phase.reset();
     copy_blocks(batch_.copies);
     if (packed_stale_) {
-      model_.pack_decode_weights(*params_, packed_);
+      // The packed matmul is the CPU decode path; weights on another device decode through ops::matmul.
+      use_packed_ = params_->flat().device() == Device::kCPU;
+      if (use_packed_) model_.pack_decode_weights(*params_, packed_);
       packed_stale_ = false;
     }
-    const Tensor logits = model_.forward_cached(*params_, step_, cache_, &packed_);
+    const Tensor logits = model_.forward_cached(*params_, step_, cache_, use_packed_ ? &packed_ : nullptr);
     stats.forward_s += phase.seconds();
     for (const PrefillUnit& unit : batch_.prefills)
       for (Sequence* seq : unit.sequences) seq->num_cached_tokens = unit.context_tokens;

@@ -92,8 +92,9 @@ class Engine {
   EngineConfig config_;
   int64_t policy_version_;
   KVCache cache_;
-  DecodeWeights packed_;       // *params_ packed for forward_cached
+  DecodeWeights packed_;       // *params_ packed for forward_cached (CPU weights)
   bool packed_stale_ = true;  // repack before the next step (construction, set_weights)
+  bool use_packed_ = false;
   // Reused across steps so a step allocates little.
   ScheduledBatch batch_;
   CachedStep step_;

@@ -119,10 +119,9 @@ TEST(RolloutEngine, PagedDecodeMatchesFullForward) {
 }
 
 // A sequence alone and in a crowd (other prompts before and after it, another block size) gets the same tokens
-// and log-probs. OpenBLAS's sgemm is not row-count invariant (a row's sum order depends on how many rows
-// share the call), so the log-probs move by float rounding of the logits: within 1e-6 at the init scale of
-// the W1 model (logits below 1), within 1e-5 with weights scaled x3 (logits of several units). Bit-exact
-// equality needs batch-invariant kernels (DESIGN.md, numerics.batch_invariant).
+// and the same log-probs bit for bit: the engine decodes with ops::matmul_packed, whose every output is one
+// fma chain whatever the rows sharing the call, and the other ops work row by row (rollout/README.md). With
+// OpenBLAS (Transformer::forward_cached without packed weights) the log-probs moved by ~1e-6.
 TEST(RolloutEngine, LogprobsDoNotDependOnBatchComposition) {
   const ModelConfig cfg = small_config();
   const Transformer model(cfg);
@@ -151,9 +150,8 @@ TEST(RolloutEngine, LogprobsDoNotDependOnBatchComposition) {
   }
 }
 
-// Tokens must be identical. Log-probs agree to 1e-5 rather than bit for bit: OpenBLAS picks its sgemm
-// kernel by the number of rows (a 1-row decode, a 7-row batch and a recomputing prefill differ), so the
-// logits move by an ulp or two (these scaled weights give logits of several units).
+// Tokens and log-probs must be identical, bit for bit: a 1-row decode, a 7-row batch and a recomputing prefill
+// compute each row the same way.
 TEST(RolloutEngine, SameSeedSameSamplesAcrossBatchLimitsAndPreemption) {
   Fixture f;
   Request req;

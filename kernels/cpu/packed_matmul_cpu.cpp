@@ -145,6 +145,8 @@ void matmul_packed(const float* x, const float* panels, float* y, int64_t m, int
   if (m == 0 || n == 0) return;
   const int64_t num_panels = (n + kPackedPanel - 1) / kPackedPanel;
   const int64_t groups = (num_panels + kPanels - 1) / kPanels;
+  // Row blocks of near-equal size (32 rows: blocks of 5 and 6 rather than five of 6 and one of 2): a short tile
+  // leaves the FMA units waiting on its few accumulators.
   const int64_t row_blocks = (m + kRows - 1) / kRows;
   // Tiles in panel-group-major order: a thread's contiguous share is whole panel groups (their weights stay
   // in that core's cache from one call to the next) unless there are fewer groups than threads.
@@ -153,8 +155,8 @@ void matmul_packed(const float* x, const float* panels, float* y, int64_t m, int
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t g = t / row_blocks, rb = t % row_blocks;
-    const int64_t p0 = g * kPanels, row0 = rb * kRows;
-    const int64_t np = std::min<int64_t>(kPanels, num_panels - p0), nr = std::min<int64_t>(kRows, m - row0);
+    const int64_t p0 = g * kPanels, row0 = rb * m / row_blocks;
+    const int64_t np = std::min<int64_t>(kPanels, num_panels - p0), nr = (rb + 1) * m / row_blocks - row0;
     const int64_t col0 = p0 * kPackedPanel;
     kTiles[nr - 1][np - 1](x + row0 * k, k, panels + p0 * k * kPackedPanel, k, y + row0 * n + col0, n,
                            std::min<int64_t>(np * kPackedPanel, n - col0), accumulate);
