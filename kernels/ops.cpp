@@ -88,6 +88,30 @@ void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor
   cpu::matmul(a.data<float>(), trans_a, b.data<float>(), trans_b, c.data<float>(), m, n, k, alpha, beta);
 }
 
+void pack_weight(const Tensor& w, PackedWeight& packed) {
+  const char* op = "pack_weight";
+  if (runs_on_cuda(op, {{"w", &w}})) no_cuda_kernel(op);
+  expect_rank(op, {"w", &w}, 2, "(N,K)");
+  const int64_t n = w.size(0), k = w.size(1);
+  const Shape shape{(n + cpu::kPackedPanel - 1) / cpu::kPackedPanel, k, cpu::kPackedPanel};
+  if (!packed.panels.defined() || packed.panels.shape() != shape || packed.panels.device() != Device::kCPU)
+    packed.panels = Tensor::empty(shape);
+  packed.n = n;
+  packed.k = k;
+  cpu::pack_weight(w.data<float>(), packed.panels.data<float>(), n, k);
+}
+
+void matmul_packed(const Tensor& x, const PackedWeight& w, Tensor& y, bool accumulate) {
+  const char* op = "matmul_packed";
+  if (runs_on_cuda(op, {{"x", &x}, {"w.panels", &w.panels}, {"y", &y}})) no_cuda_kernel(op);
+  expect_rank(op, {"x", &x}, 2, "(M,K)");
+  expect_shape(op, {"w.panels", &w.panels}, {(w.n + cpu::kPackedPanel - 1) / cpu::kPackedPanel, w.k, cpu::kPackedPanel});
+  RLCPP_CHECK(x.size(1) == w.k, op << ": x " << shape_str(x.shape()) << " has K = " << x.size(1)
+                                   << " but the packed weight is (" << w.n << "," << w.k << ")");
+  expect_shape(op, {"y", &y}, {x.size(0), w.n});
+  cpu::matmul_packed(x.data<float>(), w.panels.data<float>(), y.data<float>(), x.size(0), w.n, w.k, accumulate);
+}
+
 void add_bias(Tensor& y, const Tensor& bias) {
   const char* op = "add_bias";
   const bool cuda = runs_on_cuda(op, {{"y", &y}, {"bias", &bias}});

@@ -7,7 +7,8 @@
 // - Batch invariance: every reduction runs in an order that depends only on the row being reduced, never on
 //   how many rows share the call, where the row sits, or whether the call is a prefill or a decode. In
 //   particular attention_forward and paged_attention run the same per-query code, so a cached decode returns
-//   the training forward's values bit for bit.
+//   the training forward's values bit for bit. matmul (OpenBLAS) is the exception: its sum order depends on M;
+//   matmul_packed is the row-invariant one.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,20 @@ namespace rlcpp::ops {
 // c (M,N) = alpha * op(a) @ op(b) + beta * c, op(x) = x or x^T. a is (M,K) or (K,M) when trans_a.
 void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha = 1.0f,
             float beta = 0.0f);
+
+// A weight w (N,K) in Hugging Face Linear layout, repacked once for matmul_packed: panels of 16 output columns,
+// panels (ceil(N/16), K, 16) with panels[p][k][j] = w[16p + j][k] (zero past N), so 16 outputs read one
+// contiguous K x 16 panel. It is a copy: pack again whenever w changes.
+struct PackedWeight {
+  Tensor panels;
+  int64_t n = 0, k = 0;
+};
+// Packs w (N,K) into `packed`, reusing its buffer when the shape is unchanged.
+void pack_weight(const Tensor& w, PackedWeight& packed);
+// y (M,N) = x (M,K) @ w^T, or y += x @ w^T when accumulate: the decode matmul (small M, weights packed once
+// instead of on every call). Batch-invariant bit for bit: every output is one fused multiply-add chain over
+// k = 0..K-1 in order, from 0, then stored (or added to y), whatever M, the row's place, or the thread count.
+void matmul_packed(const Tensor& x, const PackedWeight& w, Tensor& y, bool accumulate = false);
 
 // y (M,N) += bias (N) on every row.
 void add_bias(Tensor& y, const Tensor& bias);

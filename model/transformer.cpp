@@ -1,7 +1,11 @@
 #include "model/transformer.h"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
 
 #include "core/error.h"
 #include "kernels/ops.h"
@@ -41,6 +45,36 @@ void merge_qkv(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& qkv) {
     std::memcpy(dst + i * row + qd, k.data<float>() + i * kd, kd * sizeof(float));
     std::memcpy(dst + i * row + qd + kd, v.data<float>() + i * kd, kd * sizeof(float));
   }
+}
+
+// Rows x parameters (about the multiply-adds of a cached forward) from which forward_cached splits its rows
+// between threads: below, one fork and join costs more than the second thread gains.
+constexpr int64_t kRowSplitMinMacs = int64_t{1} << 21;
+
+// Cuts rows [0, N) of a cached step into at most `parts` ranges of about equal rows, cutting only where one
+// sequence's rows end and the next begin. Returns {0, cut.., N}; just {0, N} when some sequence's rows are not
+// contiguous or name no sequence of the block tables (the ops then report it).
+std::vector<int64_t> split_at_sequences(const CachedStep& step, int64_t parts) {
+  const std::vector<int32_t>& seq = step.query_seq;
+  const int64_t n = static_cast<int64_t>(seq.size());
+  const int64_t num_seqs = static_cast<int64_t>(step.block_indptr.size()) - 1;
+  std::vector<char> done(static_cast<size_t>(std::max<int64_t>(num_seqs, 0)), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    if (seq[i] < 0 || seq[i] >= num_seqs) return {0, n};
+    if (i > 0 && seq[i] != seq[i - 1]) {
+      done[static_cast<size_t>(seq[i - 1])] = 1;
+      if (done[static_cast<size_t>(seq[i])]) return {0, n};
+    }
+  }
+  std::vector<int64_t> cuts{0};
+  for (int64_t t = 1; t < parts; ++t) {
+    int64_t i = std::max(n * t / parts, cuts.back() + 1);
+    while (i < n && seq[i] == seq[i - 1]) ++i;
+    if (i >= n) break;
+    cuts.push_back(i);
+  }
+  cuts.push_back(n);
+  return cuts;
 }
 
 }  // namespace
@@ -283,9 +317,36 @@ void Transformer::backward_body(const Weights& w, Weights& g, const Activations&
   ops::embedding_backward(dx, acts.tokens, g.embed);
 }
 
-Tensor Transformer::forward_cached(const ParameterStore& params, const CachedStep& step, KVCache& cache) const {
-  RLCPP_CHECK(!config_.value_head, "forward_cached: a value-head model (critic) has no logits to decode from");
+void Transformer::pack_decode_weights(const ParameterStore& params, DecodeWeights& out) const {
+  RLCPP_CHECK(!config_.value_head, "pack_decode_weights: a value-head model (critic) has no logits to decode from");
   const Weights w = views(params);
+  out.layers.resize(w.layers.size());
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    ops::pack_weight(w.layers[l].qkv_w, out.layers[l].qkv);
+    ops::pack_weight(w.layers[l].o_w, out.layers[l].o);
+    ops::pack_weight(w.layers[l].gate_up, out.layers[l].gate_up);
+    ops::pack_weight(w.layers[l].down, out.layers[l].down);
+  }
+  ops::pack_weight(w.lm_head, out.lm_head);
+  out.source = params.flat().data<float>();
+}
+
+Tensor Transformer::forward_cached(const ParameterStore& params, const CachedStep& step, KVCache& cache,
+                                   const DecodeWeights* packed) const {
+  RLCPP_CHECK(!config_.value_head, "forward_cached: a value-head model (critic) has no logits to decode from");
+  RLCPP_CHECK(packed == nullptr || (packed->source == params.flat().data<float>() &&
+                                    static_cast<int64_t>(packed->layers.size()) == config_.num_hidden_layers),
+              "forward_cached: the packed decode weights were not packed from this parameter buffer");
+  const Weights w = views(params);
+  // y (M,N) = x @ W^T, or y += x @ W^T: the packed kernel when given, else OpenBLAS.
+  auto linear = [packed](const Tensor& x, const Tensor& weight, const ops::PackedWeight* pw, Tensor& y,
+                         bool accumulate) {
+    if (packed)
+      ops::matmul_packed(x, *pw, y, accumulate);
+    else
+      ops::matmul(x, false, weight, true, y, 1.0f, accumulate ? 1.0f : 0.0f);
+  };
+  auto packed_layer = [packed](int64_t l) { return packed ? &packed->layers[static_cast<size_t>(l)] : nullptr; };
   const int64_t N = static_cast<int64_t>(step.tokens.size()), C = config_.hidden_size, V = config_.vocab_size;
   const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
   const int64_t F = config_.intermediate_size, qkv_dim = config_.q_dim() + 2 * config_.kv_dim();
@@ -311,24 +372,64 @@ Tensor Transformer::forward_cached(const ParameterStore& params, const CachedSte
   Tensor q = Tensor::empty({N, Hq, D}), k = Tensor::empty({N, Hkv, D}), v = Tensor::empty({N, Hkv, D});
   Tensor att = Tensor::empty({N, Hq, D});
   Tensor gate_up = Tensor::empty({N, 2 * F}), act = Tensor::empty({N, F});
-  ops::embedding_forward(w.embed, tokens, x);
-  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
-    const auto& W = w.layers[l];
-    ops::rmsnorm_forward(x, W.ln1, eps, xn, rstd);
-    ops::matmul(xn, false, W.qkv_w, true, qkv);
-    if (W.qkv_b.defined()) ops::add_bias(qkv, W.qkv_b);
-    split_qkv(qkv, q, k, v);
-    ops::rope_forward(q, positions, rope_);
-    ops::rope_forward(k, positions, rope_);
-    ops::paged_kv_write(k, v, slots, cache.k[l], cache.v[l]);
-    ops::paged_attention(q, cache.k[l], cache.v[l], query_seq, positions, indptr, indices, cache.block_size, scale,
-                         att);
-    ops::matmul(att.reshape({N, Hq * D}), false, W.o_w, true, x, 1.0f, 1.0f);
-    if (W.o_b.defined()) ops::add_bias(x, W.o_b);
-    ops::rmsnorm_forward(x, W.ln2, eps, xn, rstd);
-    ops::matmul(xn, false, W.gate_up, true, gate_up);
-    ops::swiglu_forward(gate_up, act);
-    ops::matmul(act, false, W.down, true, x, 1.0f, 1.0f);
+  // Rows [r0, r1) through every layer, in row views of the step's buffers. Every op works row by row, so a
+  // range gets exactly the values the whole step would give its rows.
+  auto run_rows = [&](int64_t r0, int64_t r1) {
+    const int64_t n = r1 - r0;
+    auto rows_of = [&](Tensor& t, Shape shape) {
+      shape[0] = n;
+      const int64_t width = t.numel() / N;
+      if (t.dtype() == DType::kI32) return Tensor::borrow(t.data<int32_t>() + r0 * width, shape, DType::kI32);
+      return Tensor::borrow(t.data<float>() + r0 * width, shape);
+    };
+    Tensor tok = rows_of(tokens, {0}), pos = rows_of(positions, {0}), seq = rows_of(query_seq, {0});
+    Tensor slot = rows_of(slots, {0});
+    Tensor x_r = rows_of(x, {0, C}), xn_r = rows_of(xn, {0, C}), rstd_r = rows_of(rstd, {0});
+    Tensor qkv_r = rows_of(qkv, {0, qkv_dim}), q_r = rows_of(q, {0, Hq, D}), k_r = rows_of(k, {0, Hkv, D});
+    Tensor v_r = rows_of(v, {0, Hkv, D}), att_r = rows_of(att, {0, Hq, D});
+    Tensor gate_up_r = rows_of(gate_up, {0, 2 * F}), act_r = rows_of(act, {0, F});
+    ops::embedding_forward(w.embed, tok, x_r);
+    for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+      const auto& W = w.layers[l];
+      const DecodeWeights::Layer* P = packed_layer(l);
+      ops::rmsnorm_forward(x_r, W.ln1, eps, xn_r, rstd_r);
+      linear(xn_r, W.qkv_w, P ? &P->qkv : nullptr, qkv_r, false);
+      if (W.qkv_b.defined()) ops::add_bias(qkv_r, W.qkv_b);
+      split_qkv(qkv_r, q_r, k_r, v_r);
+      ops::rope_forward(q_r, pos, rope_);
+      ops::rope_forward(k_r, pos, rope_);
+      ops::paged_kv_write(k_r, v_r, slot, cache.k[l], cache.v[l]);
+      ops::paged_attention(q_r, cache.k[l], cache.v[l], seq, pos, indptr, indices, cache.block_size, scale, att_r);
+      linear(att_r.reshape({n, Hq * D}), W.o_w, P ? &P->o : nullptr, x_r, true);
+      if (W.o_b.defined()) ops::add_bias(x_r, W.o_b);
+      ops::rmsnorm_forward(x_r, W.ln2, eps, xn_r, rstd_r);
+      linear(xn_r, W.gate_up, P ? &P->gate_up : nullptr, gate_up_r, false);
+      ops::swiglu_forward(gate_up_r, act_r);
+      linear(act_r, W.down, P ? &P->down : nullptr, x_r, true);
+    }
+  };
+  // A large enough step runs as one range per thread, split between sequences: a range writes and reads only
+  // its own sequences' cache blocks, so the ranges run side by side through all layers with one fork and one
+  // join per step (op by op, the second thread would wait at ~6 joins per layer and the element-wise ops would
+  // run on one thread). A step of one sequence, or a small one, runs as one range with each op parallel inside.
+  const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const std::vector<int64_t> cuts =
+      N * config_.num_parameters() >= kRowSplitMinMacs ? split_at_sequences(step, threads) : std::vector<int64_t>{0, N};
+  const int64_t parts = static_cast<int64_t>(cuts.size()) - 1;
+  if (parts <= 1) {
+    run_rows(0, N);
+  } else {
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(parts));
+#pragma omp parallel for num_threads(static_cast<int>(parts)) schedule(static, 1)
+    for (int64_t t = 0; t < parts; ++t) {
+      try {
+        run_rows(cuts[t], cuts[t + 1]);
+      } catch (...) {
+        errors[static_cast<size_t>(t)] = std::current_exception();
+      }
+    }
+    for (const auto& e : errors)
+      if (e) std::rethrow_exception(e);
   }
   const int64_t R = static_cast<int64_t>(step.logits_rows.size());
   Tensor last = Tensor::empty({R, C});
@@ -340,7 +441,7 @@ Tensor Transformer::forward_cached(const ParameterStore& params, const CachedSte
   Tensor last_n = Tensor::empty({R, C}), last_rstd = Tensor::empty({R});
   ops::rmsnorm_forward(last, w.final_norm, eps, last_n, last_rstd);
   Tensor logits = Tensor::empty({R, V});
-  ops::matmul(last_n, false, w.lm_head, true, logits);
+  linear(last_n, w.lm_head, packed ? &packed->lm_head : nullptr, logits, false);
   return logits;
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "kernels/ops.h"
 #include "model/kv_cache.h"
 #include "model/packed_batch.h"
 #include "model/parameters.h"
@@ -68,6 +69,18 @@ struct CachedStep {
   std::vector<int32_t> logits_rows;    // rows whose next-token logits are wanted (usually each sequence's last)
 };
 
+// The decode side's copy of the matmul weights, packed for ops::matmul_packed so that a decode step does not
+// repack them on every call (OpenBLAS does), and so that every row of forward_cached is computed the same way
+// whatever the batch. A snapshot: pack again (Transformer::pack_decode_weights) whenever the weights change.
+struct DecodeWeights {
+  struct Layer {
+    ops::PackedWeight qkv, o, gate_up, down;
+  };
+  std::vector<Layer> layers;
+  ops::PackedWeight lm_head;
+  const float* source = nullptr;  // the parameter buffer they were packed from
+};
+
 class Transformer {
  public:
   explicit Transformer(const ModelConfig& config);
@@ -87,8 +100,16 @@ class Transformer {
                        ParameterStore& grads) const;
 
   // Runs the step's rows through the model, writing their K/V into the cache, and returns the logits
-  // (logits_rows.size(), V) of the requested rows (untempered).
-  Tensor forward_cached(const ParameterStore& params, const CachedStep& step, KVCache& cache) const;
+  // (logits_rows.size(), V) of the requested rows (untempered). With `packed` (packed from `params`) every
+  // matmul is ops::matmul_packed and each row's logits are bit-identical whatever the other rows of the step
+  // (batch-invariant); without, the matmuls go through OpenBLAS (same values up to float rounding). A large
+  // step whose sequences each own a contiguous run of rows is split between threads by sequence, each range
+  // running all layers on its own: a slot written in the step must not be read by another sequence's rows
+  // (the engine's copy-on-write of shared blocks guarantees it). Results do not depend on the split.
+  Tensor forward_cached(const ParameterStore& params, const CachedStep& step, KVCache& cache,
+                        const DecodeWeights* packed = nullptr) const;
+  // Packs the matmul weights of `params` for forward_cached, reusing `out`'s buffers.
+  void pack_decode_weights(const ParameterStore& params, DecodeWeights& out) const;
 
  private:
   // Offsets (in floats) of each layer's weights in the flat parameter buffer; -1 when absent.

@@ -62,6 +62,7 @@ void Engine::set_weights(const ParameterStore& params, int64_t version) {
                                           << model_.config().num_parameters());
   params_ = &params;
   policy_version_ = version;
+  packed_stale_ = true;
 }
 
 // Counted from the cache's own tensors (K and V of every layer), not from the shapes' formula, so the run
@@ -200,7 +201,13 @@ RolloutResult Engine::generate(const Request& request, const StepObserver& obser
 
     phase.reset();
     copy_blocks(batch_.copies);
-    const Tensor logits = model_.forward_cached(*params_, step_, cache_);
+    if (packed_stale_) {
+      // The packed matmul is the CPU decode path; weights on another device decode through ops::matmul.
+      use_packed_ = params_->flat().device() == Device::kCPU;
+      if (use_packed_) model_.pack_decode_weights(*params_, packed_);
+      packed_stale_ = false;
+    }
+    const Tensor logits = model_.forward_cached(*params_, step_, cache_, use_packed_ ? &packed_ : nullptr);
     stats.forward_s += phase.seconds();
     for (const PrefillUnit& unit : batch_.prefills)
       for (Sequence* seq : unit.sequences) seq->num_cached_tokens = unit.context_tokens;

@@ -68,7 +68,10 @@ class Engine {
   // Samples request.n completions of every prompt; samples come back prompt-major.
   RolloutResult generate(const Request& request, const StepObserver& observer = {});
 
-  // New weights for the following steps; their tokens carry `version`.
+  // New weights for the following steps; their tokens carry `version`. The engine decodes from a packed copy
+  // of the weights (DecodeWeights), repacked before the next step after every call: a trainer that updates
+  // the engine's buffer in place (colocated) must call set_weights with the new version before the engine
+  // sees the change.
   void set_weights(const ParameterStore& params, int64_t version);
   int64_t policy_version() const { return policy_version_; }
 
@@ -89,6 +92,9 @@ class Engine {
   EngineConfig config_;
   int64_t policy_version_;
   KVCache cache_;
+  DecodeWeights packed_;       // *params_ packed for forward_cached (CPU weights)
+  bool packed_stale_ = true;  // repack before the next step (construction, set_weights)
+  bool use_packed_ = false;
   // Reused across steps so a step allocates little.
   ScheduledBatch batch_;
   CachedStep step_;

@@ -1,9 +1,13 @@
 // The cached path (prefill + decode over the paged KV cache) must give the training forward's logits, and
 // generation must be reproducible.
 #include <gtest/gtest.h>
+#include <omp.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
+#include "core/error.h"
 #include "core/philox.h"
 #include "model/generate.h"
 #include "model/init.h"
@@ -34,7 +38,8 @@ std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
 // Feeds `seq` through the cache token by token (contiguous blocks of `block_size`) and returns the logits
 // after each token; the first `prefill` tokens go in as one prefill step.
 std::vector<std::vector<float>> cached_logits(const Transformer& model, const ParameterStore& params,
-                                              const std::vector<int32_t>& seq, int64_t block_size, size_t prefill) {
+                                              const std::vector<int32_t>& seq, int64_t block_size, size_t prefill,
+                                              const DecodeWeights* packed) {
   const int64_t blocks = (static_cast<int64_t>(seq.size()) + block_size - 1) / block_size;
   KVCache cache(model.config(), blocks + 2, block_size);
   std::vector<int32_t> table;
@@ -53,7 +58,7 @@ std::vector<std::vector<float>> cached_logits(const Transformer& model, const Pa
       step.slot_mapping.push_back(static_cast<int32_t>(table[t / block_size] * block_size + t % block_size));
       step.logits_rows.push_back(static_cast<int32_t>(t - done));
     }
-    Tensor logits = model.forward_cached(params, step, cache);
+    Tensor logits = model.forward_cached(params, step, cache, packed);
     const int64_t V = model.config().vocab_size;
     for (size_t r = 0; r < take; ++r)
       out.emplace_back(logits.data<float>() + r * V, logits.data<float>() + (r + 1) * V);
@@ -66,24 +71,31 @@ TEST(ModelDecode, DecodeMatchesFullForward) {
   const ModelConfig cfg = decode_config();
   const ParameterStore params = random_params(cfg);
   const Transformer model(cfg);
-  for (int64_t block_size : {1, 3, 16}) {
-    for (int64_t len : {1, 17, 54}) {
-      const std::vector<int32_t> seq = random_tokens(len, cfg.vocab_size, 10 + len);
-      Activations acts;
-      model.forward(params, PackedBatch::from_sequences({seq}), ForwardOptions{}, acts);
-      for (size_t prefill : {size_t{1}, static_cast<size_t>(len / 2)}) {
-        auto got = cached_logits(model, params, seq, block_size, prefill);
-        ASSERT_EQ(static_cast<int64_t>(got.size()), len);
-        double worst = 0;
-        for (int64_t t = 0; t < len; ++t)
-          for (int64_t j = 0; j < cfg.vocab_size; ++j) {
-            double d = std::fabs(got[t][j] - acts.logits.data<float>()[t * cfg.vocab_size + j]);
-            worst = std::isfinite(d) ? std::max(worst, d) : INFINITY;
-          }
-        double scale = 0;
-        for (int64_t i = 0; i < acts.logits.numel(); ++i) scale = std::max(scale, std::fabs(double(acts.logits.data<float>()[i])));
-        EXPECT_GT(scale, 0.5);  // logits that vary, so the comparison means something
-        EXPECT_LE(worst, 1e-5) << "max logit " << scale << ", block size " << block_size << ", length " << len << ", prefill " << prefill;
+  DecodeWeights packed;
+  model.pack_decode_weights(params, packed);
+  // Both matmul paths: OpenBLAS (no packed weights) and ops::matmul_packed.
+  const DecodeWeights* const paths[] = {nullptr, &packed};
+  for (const DecodeWeights* weights : paths) {
+    for (int64_t block_size : {1, 3, 16}) {
+      for (int64_t len : {1, 17, 54}) {
+        const std::vector<int32_t> seq = random_tokens(len, cfg.vocab_size, 10 + len);
+        Activations acts;
+        model.forward(params, PackedBatch::from_sequences({seq}), ForwardOptions{}, acts);
+        for (size_t prefill : {size_t{1}, static_cast<size_t>(len / 2)}) {
+          auto got = cached_logits(model, params, seq, block_size, prefill, weights);
+          ASSERT_EQ(static_cast<int64_t>(got.size()), len);
+          double worst = 0;
+          for (int64_t t = 0; t < len; ++t)
+            for (int64_t j = 0; j < cfg.vocab_size; ++j) {
+              double d = std::fabs(got[t][j] - acts.logits.data<float>()[t * cfg.vocab_size + j]);
+              worst = std::isfinite(d) ? std::max(worst, d) : INFINITY;
+            }
+          double scale = 0;
+          for (int64_t i = 0; i < acts.logits.numel(); ++i) scale = std::max(scale, std::fabs(double(acts.logits.data<float>()[i])));
+          EXPECT_GT(scale, 0.5);  // logits that vary, so the comparison means something
+          EXPECT_LE(worst, 1e-5) << "max logit " << scale << ", block size " << block_size << ", length " << len
+                                 << ", prefill " << prefill << (weights ? ", packed" : ", OpenBLAS");
+        }
       }
     }
   }
@@ -106,7 +118,9 @@ TEST(ModelDecode, GenerateIsReproducibleAndBatchIndependent) {
     EXPECT_EQ(all[i].tokens, pairs[i].tokens) << "prompt " << i;
     ASSERT_EQ(all[i].logprobs.size(), all[i].tokens.size());
     for (size_t t = 0; t < all[i].logprobs.size(); ++t) {
-      EXPECT_NEAR(all[i].logprobs[t], pairs[i].logprobs[t], 1e-5);
+      // generate decodes with packed weights: the batch does not change a bit.
+      EXPECT_EQ(std::memcmp(&all[i].logprobs[t], &pairs[i].logprobs[t], sizeof(float)), 0)
+          << all[i].logprobs[t] << " vs " << pairs[i].logprobs[t];
       EXPECT_LE(all[i].logprobs[t], 0.0f);
     }
   }
@@ -117,6 +131,131 @@ TEST(ModelDecode, GenerateIsReproducibleAndBatchIndependent) {
   model.forward(params, PackedBatch::from_sequences({seq}), ForwardOptions{}, acts);
   for (size_t t = 0; t < all[0].tokens.size(); ++t)
     EXPECT_NEAR(all[0].logprobs[t], acts.logp.data<float>()[prompts[0].size() - 1 + t], 1e-4);
+}
+
+// With packed weights each row's logits are the same bits whether the sequence is decoded alone, among
+// others, or recomputed as part of a prefill: every op of forward_cached works row by row in a fixed order.
+TEST(ModelDecode, PackedDecodeLogitsAreBitIdenticalWhateverTheBatch) {
+  const ModelConfig cfg = decode_config();
+  const ParameterStore params = random_params(cfg);
+  const Transformer model(cfg);
+  DecodeWeights packed;
+  model.pack_decode_weights(params, packed);
+  const std::vector<int32_t> seq = random_tokens(30, cfg.vocab_size, 5);
+  // Token by token, and as one prefill of every position: the logits of each position agree bit for bit.
+  const auto stepwise = cached_logits(model, params, seq, 4, 1, &packed);
+  const auto prefilled = cached_logits(model, params, seq, 4, seq.size(), &packed);
+  ASSERT_EQ(stepwise.size(), prefilled.size());
+  for (size_t t = 0; t < seq.size(); ++t)
+    EXPECT_EQ(std::memcmp(stepwise[t].data(), prefilled[t].data(), stepwise[t].size() * sizeof(float)), 0)
+        << "position " << t;
+  // The last position decoded next to 40 other rows (other sequences' prefills) gives the same bits again.
+  const int64_t bs = 4, blocks = (static_cast<int64_t>(seq.size()) + bs - 1) / bs;
+  KVCache cache(cfg, 2 * blocks, bs);
+  const std::vector<int32_t> other = random_tokens(40, cfg.vocab_size, 6);
+  CachedStep step;
+  step.block_indptr = {0, static_cast<int32_t>(blocks), static_cast<int32_t>(2 * blocks)};
+  for (int32_t b = 0; b < 2 * blocks; ++b) step.block_indices.push_back(b);
+  auto add_rows = [&](const std::vector<int32_t>& tokens, size_t count, int32_t seq_index, int64_t first_block) {
+    for (size_t t = 0; t < count; ++t) {
+      step.tokens.push_back(tokens[t]);
+      step.positions.push_back(static_cast<int32_t>(t));
+      step.query_seq.push_back(seq_index);
+      step.slot_mapping.push_back(static_cast<int32_t>((first_block + t / bs) * bs + t % bs));
+    }
+  };
+  add_rows(other, 10, 1, blocks);  // 10 rows of a second sequence first, so the row sits elsewhere
+  add_rows(seq, seq.size(), 0, 0);
+  step.logits_rows = {static_cast<int32_t>(step.tokens.size() - 1)};
+  const Tensor logits = model.forward_cached(params, step, cache, &packed);
+  EXPECT_EQ(std::memcmp(logits.data<float>(), stepwise.back().data(), stepwise.back().size() * sizeof(float)), 0);
+}
+
+// A prefill of `lens.size()` sequences, rows in sequence order unless `interleave` (row t of every sequence,
+// then row t + 1, ...); sequence s owns blocks [s * per, (s + 1) * per). Logits for every row, in the step's
+// row order.
+CachedStep prefill_step(const std::vector<std::vector<int32_t>>& seqs, int64_t block_size, int64_t per, bool interleave) {
+  CachedStep step;
+  step.block_indptr.push_back(0);
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    for (int64_t b = 0; b < per; ++b) step.block_indices.push_back(static_cast<int32_t>(s * per + b));
+    step.block_indptr.push_back(static_cast<int32_t>(step.block_indices.size()));
+  }
+  auto add = [&](size_t s, size_t t) {
+    step.tokens.push_back(seqs[s][t]);
+    step.positions.push_back(static_cast<int32_t>(t));
+    step.query_seq.push_back(static_cast<int32_t>(s));
+    step.slot_mapping.push_back(static_cast<int32_t>((s * per + t / block_size) * block_size + t % block_size));
+    step.logits_rows.push_back(static_cast<int32_t>(step.tokens.size() - 1));
+  };
+  if (interleave) {
+    for (size_t t = 0; t < seqs[0].size(); ++t)
+      for (size_t s = 0; s < seqs.size(); ++s) add(s, t);
+  } else {
+    for (size_t s = 0; s < seqs.size(); ++s)
+      for (size_t t = 0; t < seqs[s].size(); ++t) add(s, t);
+  }
+  return step;
+}
+
+// A large step runs as one range of sequences per thread: the logits and the cache come out the same bits on
+// one thread and on two, and when the rows of sequences interleave (no range split possible).
+TEST(ModelDecode, CachedForwardIsTheSameOnOneOrTwoThreadsAndInAnyRowOrder) {
+  const ModelConfig cfg = decode_config();
+  const ParameterStore params = random_params(cfg);
+  const Transformer model(cfg);
+  DecodeWeights packed;
+  model.pack_decode_weights(params, packed);
+  std::vector<std::vector<int32_t>> seqs;
+  for (int s = 0; s < 40; ++s) seqs.push_back(random_tokens(6, cfg.vocab_size, 200 + s));  // 240 rows
+  const int64_t bs = 4, per = 2, V = cfg.vocab_size;
+  auto run = [&](int threads, bool interleave, std::vector<float>& cache_k) {
+    KVCache cache(cfg, 40 * per, bs);
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    const Tensor logits = model.forward_cached(params, prefill_step(seqs, bs, per, interleave), cache, &packed);
+    omp_set_num_threads(saved);
+    cache_k.assign(cache.k[1].data<float>(), cache.k[1].data<float>() + cache.k[1].numel());
+    // Back to sequence order.
+    std::vector<float> out(static_cast<size_t>(logits.numel()));
+    for (size_t s = 0; s < seqs.size(); ++s)
+      for (size_t t = 0; t < seqs[s].size(); ++t) {
+        const size_t row = interleave ? t * seqs.size() + s : s * seqs[s].size() + t;
+        std::memcpy(&out[(s * seqs[s].size() + t) * V], logits.data<float>() + row * V, V * sizeof(float));
+      }
+    return out;
+  };
+  std::vector<float> k1, k2, k3;
+  const std::vector<float> one = run(1, false, k1), two = run(2, false, k2), mixed = run(2, true, k3);
+  EXPECT_TRUE(std::all_of(one.begin(), one.end(), [](float x) { return std::isfinite(x); }));
+  EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(one.data(), mixed.data(), one.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(k1.data(), k2.data(), k1.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(k1.data(), k3.data(), k1.size() * sizeof(float)), 0);
+}
+
+TEST(ModelDecode, PackedWeightsOfAnotherBufferAreRejected) {
+  const ModelConfig cfg = decode_config();
+  const ParameterStore params = random_params(cfg);
+  const ParameterStore copy = params.clone();
+  const Transformer model(cfg);
+  DecodeWeights packed;
+  model.pack_decode_weights(copy, packed);
+  KVCache cache(cfg, 1, 16);
+  CachedStep step;
+  step.tokens = {1};
+  step.positions = {0};
+  step.query_seq = {0};
+  step.slot_mapping = {0};
+  step.block_indptr = {0, 1};
+  step.block_indices = {0};
+  step.logits_rows = {0};
+  try {
+    model.forward_cached(params, step, cache, &packed);
+    ADD_FAILURE() << "forward_cached accepted weights packed from another buffer";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("packed"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

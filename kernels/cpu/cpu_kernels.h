@@ -25,6 +25,13 @@ inline constexpr int64_t kMaxColumnBlock = 256;
 void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t n, int64_t k,
             float alpha, float beta);
 
+// Decode matmul against packed weights (ops.h, PackedWeight). panels (ceil(n/16), k, 16) hold w (n,k) with
+// panels[p][kk][j] = w[16p + j][kk], zero past n.
+inline constexpr int64_t kPackedPanel = 16;
+void pack_weight(const float* w, float* panels, int64_t n, int64_t k);
+// y (m,n) = x (m,k) @ w^T, or y += x @ w^T when accumulate; each output one fma chain over k in order.
+void matmul_packed(const float* x, const float* panels, float* y, int64_t m, int64_t n, int64_t k, bool accumulate);
+
 // y (rows,cols) += bias (cols) on every row.
 void add_bias(float* y, const float* bias, int64_t rows, int64_t cols);
 // dbias (cols) += column sums of dy (rows,cols).

@@ -1,0 +1,166 @@
+// The decode matmul against packed weights (ops::pack_weight, ops::matmul_packed): values against a double
+// reference and against the one fused multiply-add chain per output it promises, batch invariance bit for bit,
+// guard bytes around the output, repacking, and the errors it throws.
+#include <omp.h>
+
+#include <cmath>
+
+#include "kernels/ops.h"
+#include "tests/kernels_test_support.h"
+
+namespace rlcpp {
+namespace {
+
+using testing::error_of;
+using testing::Guarded;
+using testing::Rng;
+using testing::same_bits;
+
+struct Dims {
+  int64_t m, n, k;
+};
+
+// Odd shapes: N and K off the 16-wide panel, M off the row tile, and a shape large enough to run on two threads.
+const Dims kShapes[] = {{1, 1, 1},    {3, 17, 5},    {17, 33, 130}, {64, 100, 37},
+                        {64, 20, 352}, {17, 256, 128}, {64, 704, 129}};
+
+// The promised arithmetic, one output at a time: acc = 0, acc = fma(x[m][k], w[n][k], acc) for k in order.
+std::vector<float> fma_chain_reference(const Tensor& x, const Tensor& w) {
+  const int64_t m = x.size(0), k = x.size(1), n = w.size(0);
+  std::vector<float> y(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float acc = 0.0f;
+      for (int64_t l = 0; l < k; ++l) acc = std::fma(x.data<float>()[i * k + l], w.data<float>()[j * k + l], acc);
+      y[static_cast<size_t>(i * n + j)] = acc;
+    }
+  return y;
+}
+
+TEST(PackedMatmul, MatchesDoubleReferenceWithinFp32Rounding) {
+  Rng rng(7);
+  for (const Dims& d : kShapes) {
+    SCOPED_TRACE(::testing::Message() << "M=" << d.m << " N=" << d.n << " K=" << d.k);
+    const Tensor x = rng.normal({d.m, d.k}), w = rng.normal({d.n, d.k}), y0 = rng.normal({d.m, d.n});
+    ops::PackedWeight pw;
+    ops::pack_weight(w, pw);
+    for (bool accumulate : {false, true}) {
+      Guarded y({d.m, d.n});
+      if (accumulate) y.copy_from(y0);
+      ops::matmul_packed(x, pw, y.t(), accumulate);
+      EXPECT_TRUE(y.guards_intact()) << "accumulate " << accumulate;
+      int misses = 0;
+      for (int64_t i = 0; i < d.m; ++i)
+        for (int64_t j = 0; j < d.n; ++j) {
+          double s = accumulate ? y0.data<float>()[i * d.n + j] : 0.0, abs_sum = std::fabs(s);
+          for (int64_t l = 0; l < d.k; ++l) {
+            const double p = double(x.data<float>()[i * d.k + l]) * w.data<float>()[j * d.k + l];
+            s += p;
+            abs_sum += std::fabs(p);
+          }
+          // A chain of K + 1 roundings is off by at most (K + 1) * 2^-24 of the sum of the magnitudes; leaving
+          // out or repeating one product is off by about one product, far more.
+          const double tol = static_cast<double>(d.k + 1) * std::ldexp(1.0, -24) * abs_sum;
+          const double err = std::fabs(double(y.data()[i * d.n + j]) - s);
+          if (!(err <= tol) && ++misses <= 5)
+            ADD_FAILURE() << "y[" << i << "][" << j << "] = " << y.data()[i * d.n + j] << ", expected " << s;
+        }
+      EXPECT_EQ(misses, 0) << "accumulate " << accumulate;
+    }
+  }
+}
+
+TEST(PackedMatmul, EachOutputIsOneFmaChainInOrder) {
+  // The exact arithmetic the batch invariance rests on, bit for bit (the AVX-512 and the portable path alike).
+  Rng rng(8);
+  for (const Dims& d : kShapes) {
+    SCOPED_TRACE(::testing::Message() << "M=" << d.m << " N=" << d.n << " K=" << d.k);
+    const Tensor x = rng.normal({d.m, d.k}), w = rng.normal({d.n, d.k}), y0 = rng.normal({d.m, d.n});
+    ops::PackedWeight pw;
+    ops::pack_weight(w, pw);
+    const std::vector<float> chain = fma_chain_reference(x, w);
+    Tensor y = Tensor::empty({d.m, d.n});
+    ops::matmul_packed(x, pw, y);
+    EXPECT_TRUE(same_bits(y.data<float>(), chain.data(), y.numel()));
+    Tensor acc = y0.clone();
+    ops::matmul_packed(x, pw, acc, /*accumulate=*/true);
+    std::vector<float> want(chain.size());
+    for (size_t i = 0; i < want.size(); ++i) want[i] = y0.data<float>()[i] + chain[i];
+    EXPECT_TRUE(same_bits(acc.data<float>(), want.data(), acc.numel()));
+  }
+}
+
+TEST(PackedMatmul, RowResultsAreBitIdenticalInBatchesOf1And7And64) {
+  Rng rng(9);
+  const int64_t m = 64;
+  for (const Dims& d : {Dims{m, 704, 128}, Dims{m, 100, 37}, Dims{m, 33, 352}}) {
+    SCOPED_TRACE(::testing::Message() << "N=" << d.n << " K=" << d.k);
+    const Tensor x = rng.normal({m, d.k}), w = rng.normal({d.n, d.k});
+    ops::PackedWeight pw;
+    ops::pack_weight(w, pw);
+    Tensor full = Tensor::empty({m, d.n});
+    ops::matmul_packed(x, pw, full);
+    for (int64_t batch : {1, 7, 64}) {
+      for (int64_t r0 = 0; r0 < m; r0 += batch) {
+        const int64_t rows = std::min(batch, m - r0);
+        // The rows start at another offset in a fresh buffer, so alignment differs too.
+        Tensor part = Tensor::empty({rows, d.k});
+        std::memcpy(part.data<float>(), x.data<float>() + r0 * d.k, static_cast<size_t>(rows * d.k) * sizeof(float));
+        Tensor y = Tensor::empty({rows, d.n});
+        ops::matmul_packed(part, pw, y);
+        EXPECT_TRUE(same_bits(y.data<float>(), full.data<float>() + r0 * d.n, rows * d.n))
+            << "rows " << r0 << ".." << r0 + rows << " in a batch of " << batch;
+      }
+    }
+    // And on one thread as on two.
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    Tensor one = Tensor::empty({m, d.n});
+    ops::matmul_packed(x, pw, one);
+    omp_set_num_threads(std::max(2, threads));
+    Tensor two = Tensor::empty({m, d.n});
+    ops::matmul_packed(x, pw, two);
+    omp_set_num_threads(threads);
+    EXPECT_TRUE(same_bits(one.data<float>(), full.data<float>(), one.numel()));
+    EXPECT_TRUE(same_bits(two.data<float>(), full.data<float>(), two.numel()));
+  }
+}
+
+TEST(PackedMatmul, RepackingReusesTheBufferAndTakesTheNewWeights) {
+  Rng rng(10);
+  Tensor w = rng.normal({40, 24});
+  const Tensor x = rng.normal({5, 24});
+  ops::PackedWeight pw;
+  ops::pack_weight(w, pw);
+  const float* buffer = pw.panels.data<float>();
+  EXPECT_EQ(pw.panels.shape(), (Shape{3, 24, 16}));
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] *= -2.0f;  // the weights change in place
+  ops::pack_weight(w, pw);
+  EXPECT_EQ(pw.panels.data<float>(), buffer);
+  Tensor y = Tensor::empty({5, 40});
+  ops::matmul_packed(x, pw, y);
+  const std::vector<float> want = fma_chain_reference(x, w);
+  EXPECT_TRUE(same_bits(y.data<float>(), want.data(), y.numel()));
+  // The padding columns of the last panel (40..47) are zero.
+  for (int64_t kk = 0; kk < 24; ++kk)
+    for (int64_t j = 8; j < 16; ++j) EXPECT_EQ(pw.panels.data<float>()[(2 * 24 + kk) * 16 + j], 0.0f);
+}
+
+TEST(PackedMatmul, ShapeErrorsNameTheSizes) {
+  Rng rng(11);
+  ops::PackedWeight pw;
+  ops::pack_weight(rng.normal({20, 8}), pw);
+  Tensor x = rng.normal({3, 9}), y = Tensor::empty({3, 20});
+  const std::string k_error = error_of([&] { ops::matmul_packed(x, pw, y); });
+  EXPECT_NE(k_error.find("K = 9"), std::string::npos) << k_error;
+  EXPECT_NE(k_error.find("(20,8)"), std::string::npos) << k_error;
+  Tensor x8 = rng.normal({3, 8}), y_bad = Tensor::empty({3, 21});
+  const std::string y_error = error_of([&] { ops::matmul_packed(x8, pw, y_bad); });
+  EXPECT_NE(y_error.find("matmul_packed"), std::string::npos) << y_error;
+  EXPECT_NE(y_error.find("21"), std::string::npos) << y_error;
+  const std::string rank_error = error_of([&] { ops::pack_weight(rng.normal({4}), pw); });
+  EXPECT_NE(rank_error.find("pack_weight"), std::string::npos) << rank_error;
+}
+
+}  // namespace
+}  // namespace rlcpp
