@@ -50,9 +50,7 @@ TEST(TrainSplit, SplitAndColocatedRunsGiveTheSameSamplesAndMetrics) {
   ASSERT_EQ(mb.size(), 4u);
   for (size_t i = 0; i < ma.size(); ++i) {
     for (const auto& [key, value] : ma[i].items()) {
-      if (key.rfind("timing", 0) == 0 || key == "elapsed_s" || key == "tokens_per_s" || key == "checkpoint" ||
-          key.rfind("engine/", 0) == 0 || key.rfind("memory/", 0) == 0)
-        continue;  // wall-clock figures, paths, engine steps (per worker) and process memory differ
+      if (run_dependent_key(key)) continue;
       if (key.rfind("mismatch/", 0) == 0 || key.rfind("probe/", 0) == 0) {
         // The engine's log-probs are computed in another process, whose OpenBLAS may pick another sgemm
         // kernel (the CLI sets the core type at startup): they agree to float rounding, not bit for bit.

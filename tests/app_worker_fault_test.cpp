@@ -27,11 +27,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Keys that differ between two runs without being about what was computed.
-bool wall_clock_key(const std::string& key) {
-  return key.rfind("timing", 0) == 0 || key == "elapsed_s" || key == "tokens_per_s" || key == "checkpoint";
-}
-
 class WorkerFault : public ::testing::Test {
  protected:
   static fs::path root() { return fs::temp_directory_path() / ("rlcpp_worker_fault_" + std::to_string(getpid())); }
@@ -107,7 +102,7 @@ class WorkerFault : public ::testing::Test {
     for (size_t s = 0; s < mw.size(); ++s) {
       EXPECT_EQ(mw[s]["rollout/worker_restarts"], 0) << "the reference run must be fault-free";
       for (const auto& [key, value] : mw[s].items()) {
-        if (wall_clock_key(key) || key == "rollout/worker_restarts" || key == "rollout/worker_failures_step" ||
+        if (run_dependent_key(key) || key == "rollout/worker_restarts" || key == "rollout/worker_failures_step" ||
             key == "rollout/reissued_prompts")
           continue;
         EXPECT_EQ(mg[s][key], value) << "step " << s + 1 << " key " << key;

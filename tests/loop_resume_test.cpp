@@ -22,8 +22,7 @@ namespace fs = std::filesystem;
 // Every figure but wall-clock ones and the process's memory.
 Json without_timing(Json j) {
   for (auto it = j.begin(); it != j.end();) {
-    if (it.key().rfind("timing", 0) == 0 || it.key() == "elapsed_s" || it.key() == "tokens_per_s" ||
-        it.key() == "checkpoint" || it.key().rfind("engine/", 0) == 0 || it.key().rfind("memory/", 0) == 0)
+    if (run_dependent_key(it.key()))
       it = j.erase(it);
     else
       ++it;

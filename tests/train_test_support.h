@@ -55,4 +55,11 @@ inline std::vector<Json> read_jsonl(const std::filesystem::path& path) {
   return out;
 }
 
+// metrics.jsonl keys that differ between two runs of the same computation: wall-clock figures, checkpoint
+// paths, the engine's step counts and forward time (per worker) and the process's memory.
+inline bool run_dependent_key(const std::string& key) {
+  return key.rfind("timing", 0) == 0 || key == "elapsed_s" || key == "tokens_per_s" || key == "checkpoint" ||
+         key.rfind("engine/", 0) == 0 || key.rfind("memory/", 0) == 0;
+}
+
 }  // namespace rlcpp
