@@ -179,9 +179,14 @@ TEST(ProcessMemory, PeakResetsPastAFreedBuffer) {
     ASSERT_GE(read_process_memory().peak_rss_bytes, int64_t{96} << 20);
     EXPECT_EQ(big[4096], 1);
   }
+  // The process's own baseline (libraries, OpenBLAS buffers) differs between builds and machines, so the reset
+  // is judged against the peak that includes the freed buffer, not against a fixed size.
+  const ProcessMemory freed = read_process_memory();
+  ASSERT_GE(freed.peak_rss_bytes, freed.rss_bytes + (int64_t{64} << 20)) << "the freed buffer left no peak";
   if (!reset_peak_rss()) GTEST_SKIP() << "this kernel refuses /proc/self/clear_refs";
   const ProcessMemory after = read_process_memory();
-  EXPECT_LT(after.peak_rss_bytes, int64_t{96} << 20) << "the freed 96 MiB still count as the peak";
+  EXPECT_LT(after.peak_rss_bytes, freed.peak_rss_bytes - (int64_t{64} << 20))
+      << "the freed 96 MiB still count as the peak (" << freed.peak_rss_bytes << " B before the reset)";
   EXPECT_GE(after.peak_rss_bytes, after.rss_bytes);
 }
 
