@@ -88,17 +88,33 @@ void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor
   cpu::matmul(a.data<float>(), trans_a, b.data<float>(), trans_b, c.data<float>(), m, n, k, alpha, beta);
 }
 
-void pack_weight(const Tensor& w, PackedWeight& packed) {
-  const char* op = "pack_weight";
-  if (runs_on_cuda(op, {{"w", &w}})) no_cuda_kernel(op);
-  expect_rank(op, {"w", &w}, 2, "(N,K)");
-  const int64_t n = w.size(0), k = w.size(1);
+namespace {
+
+// Sizes packed.panels for `n` outputs of `k` inputs (reusing the buffer when it fits) and records the shape.
+void shape_packed(PackedWeight& packed, int64_t n, int64_t k) {
   const Shape shape{(n + cpu::kPackedPanel - 1) / cpu::kPackedPanel, k, cpu::kPackedPanel};
   if (!packed.panels.defined() || packed.panels.shape() != shape || packed.panels.device() != Device::kCPU)
     packed.panels = Tensor::empty(shape);
   packed.n = n;
   packed.k = k;
-  cpu::pack_weight(w.data<float>(), packed.panels.data<float>(), n, k);
+}
+
+}  // namespace
+
+void pack_weight(const Tensor& w, PackedWeight& packed) {
+  const char* op = "pack_weight";
+  if (runs_on_cuda(op, {{"w", &w}})) no_cuda_kernel(op);
+  expect_rank(op, {"w", &w}, 2, "(N,K)");
+  shape_packed(packed, w.size(0), w.size(1));
+  cpu::pack_weight(w.data<float>(), packed.panels.data<float>(), w.size(0), w.size(1));
+}
+
+void pack_weight_transposed(const Tensor& w, PackedWeight& packed) {
+  const char* op = "pack_weight_transposed";
+  if (runs_on_cuda(op, {{"w", &w}})) no_cuda_kernel(op);
+  expect_rank(op, {"w", &w}, 2, "(N,K)");
+  shape_packed(packed, w.size(1), w.size(0));
+  cpu::pack_weight_transposed(w.data<float>(), packed.panels.data<float>(), w.size(0), w.size(1));
 }
 
 void matmul_packed(const Tensor& x, const PackedWeight& w, Tensor& y, bool accumulate) {
@@ -403,6 +419,13 @@ void logprob_forward(const Tensor& logits, const Tensor& targets, float temperat
   expect_targets(op, targets, vocab);
   cpu::logprob_forward(logits.data<float>(), targets.data<int32_t>(), temperature, logp.data<float>(),
                        lse.data<float>(), entropy ? entropy->data<float>() : nullptr, n, vocab);
+}
+
+float row_logprob(const float* row, int64_t vocab_size, int32_t target, float temperature) {
+  RLCPP_CHECK(target >= 0 && target < vocab_size, "row_logprob: target " << target << " outside the vocabulary of "
+                                                                           << vocab_size);
+  RLCPP_CHECK(temperature > 0, "row_logprob: temperature must be positive, got " << temperature);
+  return cpu::row_logprob(row, target, temperature, vocab_size);
 }
 
 void logprob_backward(const Tensor& dlogp, const Tensor* dentropy, const Tensor& logits, const Tensor& targets,

@@ -30,8 +30,11 @@ struct PackedWeight {
 };
 // Packs w (N,K) into `packed`, reusing its buffer when the shape is unchanged.
 void pack_weight(const Tensor& w, PackedWeight& packed);
-// y (M,N) = x (M,K) @ w^T, or y += x @ w^T when accumulate: the decode matmul (small M, weights packed once
-// instead of on every call). Batch-invariant bit for bit: every output is one fused multiply-add chain over
+// Packs w^T (K,N) of w (N,K) into `packed` (packed.n = K, packed.k = N), for products with w itself:
+// matmul_packed(dy, packed, dx) is dx (M,K) = dy (M,N) @ w, the input gradient of a Linear layer.
+void pack_weight_transposed(const Tensor& w, PackedWeight& packed);
+// y (M,N) = x (M,K) @ w^T, or y += x @ w^T when accumulate: the CPU model's Linear product, decode and training
+// alike (weights packed once per version instead of on every call, activations read in place). Batch-invariant bit for bit: every output is one fused multiply-add chain over
 // k = 0..K-1 in order, from 0, then stored (or added to y), whatever M, the row's place, or the thread count.
 void matmul_packed(const Tensor& x, const PackedWeight& w, Tensor& y, bool accumulate = false);
 
@@ -98,6 +101,9 @@ void swiglu_backward(const Tensor& dout, const Tensor& gate_up, Tensor& dgate_up
 // for backward; entropy (N) of the tempered distribution when `entropy` is non-null.
 void logprob_forward(const Tensor& logits, const Tensor& targets, float temperature, Tensor& logp, Tensor& lse,
                      Tensor* entropy);
+// log softmax(row / temperature)[target] of one row of V logits on the CPU, the same bits as logprob_forward
+// gives that row: the rollout sampler reports it, so a sample's log-probs equal the trainer's recomputation.
+float row_logprob(const float* row, int64_t vocab_size, int32_t target, float temperature);
 // dlogits (N,V) overwritten from dlogp (N) and, when non-null, dentropy (N). Rows with target -1 get only
 // the entropy term.
 void logprob_backward(const Tensor& dlogp, const Tensor* dentropy, const Tensor& logits, const Tensor& targets,

@@ -46,9 +46,9 @@ std::vector<Generation> generate(const Transformer& model, const ParameterStore&
   RLCPP_CHECK(options.max_batch > 0 && options.block_size > 0 && options.max_new_tokens >= 0,
               "generate: max_batch, block_size must be positive and max_new_tokens non-negative");
   std::vector<Generation> out(prompts.size());
-  DecodeWeights packed;  // packed once for all the batches (the CPU decode path)
+  PackedWeights packed;  // packed once for all the batches (the CPU decode path)
   const bool use_packed = params.flat().device() == Device::kCPU;
-  if (use_packed) model.pack_decode_weights(params, packed);
+  if (use_packed) model.pack_weights(params, packed);
   for (size_t begin = 0; begin < prompts.size(); begin += options.max_batch) {
     const size_t end = std::min(prompts.size(), begin + static_cast<size_t>(options.max_batch));
     const int64_t B = static_cast<int64_t>(end - begin);

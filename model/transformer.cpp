@@ -47,6 +47,24 @@ void merge_qkv(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& qkv) {
   }
 }
 
+// y (M,N) = x (M,K) @ weight^T, or y += x @ weight^T: the packed kernel when `packed` (weight packed) is given,
+// else ops::matmul (OpenBLAS, or cuBLAS for CUDA tensors).
+void linear(const Tensor& x, const Tensor& weight, const ops::PackedWeight* packed, Tensor& y, bool accumulate) {
+  if (packed)
+    ops::matmul_packed(x, *packed, y, accumulate);
+  else
+    ops::matmul(x, false, weight, true, y, 1.0f, accumulate ? 1.0f : 0.0f);
+}
+
+// dx (M,K) = dy (M,N) @ weight (N,K), the input gradient of a Linear layer: the packed kernel when `packed_t`
+// (weight packed transposed) is given, else ops::matmul.
+void linear_input_grad(const Tensor& dy, const Tensor& weight, const ops::PackedWeight* packed_t, Tensor& dx) {
+  if (packed_t)
+    ops::matmul_packed(dy, *packed_t, dx);
+  else
+    ops::matmul(dy, false, weight, false, dx);
+}
+
 // Rows x parameters (about the multiply-adds of a cached forward) from which forward_cached splits its rows
 // between threads: below, one fork and join costs more than the second thread gains.
 constexpr int64_t kRowSplitMinMacs = int64_t{1} << 21;
@@ -164,6 +182,11 @@ void Transformer::forward(const ParameterStore& params, const PackedBatch& batch
   acts.cu_seqlens = i32_tensor(batch.cu_seqlens);
   acts.layers.resize(config_.num_hidden_layers);
 
+  // CPU weights go through the packed kernel, as in forward_cached, so both compute the same bits.
+  const bool pack = params.flat().device() == Device::kCPU;
+  if (pack) pack_weights(params, acts.packed);
+  auto packed_layer = [&](int64_t l) { return pack ? &acts.packed.layers[static_cast<size_t>(l)] : nullptr; };
+
   Tensor qkv = Tensor::empty({N, qkv_dim});
   // The residual stream lives in the kept activations: layer l writes layer l+1's x (or x_final) in place, so
   // repeated forwards of one shape allocate (and page-fault) nothing for it.
@@ -171,6 +194,7 @@ void Transformer::forward(const ParameterStore& params, const PackedBatch& batch
   ops::embedding_forward(w.embed, acts.tokens, acts.layers[0].x);
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     const auto& W = w.layers[l];
+    const PackedWeights::Layer* P = packed_layer(l);
     auto& A = acts.layers[l];
     Tensor& x_next = l + 1 < config_.num_hidden_layers ? acts.layers[l + 1].x : acts.x_final;
     ensure(A.h, {N, C});
@@ -188,7 +212,7 @@ void Transformer::forward(const ParameterStore& params, const PackedBatch& batch
     ensure(A.act, {N, F});
 
     ops::rmsnorm_forward(A.x, W.ln1, static_cast<float>(config_.rms_norm_eps), A.xn1, A.rstd1);
-    ops::matmul(A.xn1, false, W.qkv_w, true, qkv);
+    linear(A.xn1, W.qkv_w, P ? &P->qkv : nullptr, qkv, false);
     if (W.qkv_b.defined()) ops::add_bias(qkv, W.qkv_b);
     split_qkv(qkv, A.q, A.k, A.v);
     ops::rope_forward(A.q, acts.positions, rope_);
@@ -198,14 +222,14 @@ void Transformer::forward(const ParameterStore& params, const PackedBatch& batch
 
     // h = x + o_proj(att): start from a copy of x, accumulate the product into it.
     std::memcpy(A.h.data<float>(), A.x.data<float>(), N * C * sizeof(float));
-    ops::matmul(A.att, false, W.o_w, true, A.h, 1.0f, 1.0f);
+    linear(A.att, W.o_w, P ? &P->o : nullptr, A.h, true);
     if (W.o_b.defined()) ops::add_bias(A.h, W.o_b);
 
     ops::rmsnorm_forward(A.h, W.ln2, static_cast<float>(config_.rms_norm_eps), A.xn2, A.rstd2);
-    ops::matmul(A.xn2, false, W.gate_up, true, A.gate_up);
+    linear(A.xn2, W.gate_up, P ? &P->gate_up : nullptr, A.gate_up, false);
     ops::swiglu_forward(A.gate_up, A.act);
     std::memcpy(x_next.data<float>(), A.h.data<float>(), N * C * sizeof(float));
-    ops::matmul(A.act, false, W.down, true, x_next, 1.0f, 1.0f);
+    linear(A.act, W.down, P ? &P->down : nullptr, x_next, true);
   }
   ensure(acts.rstd_final, {N});
   ensure(acts.xn_final, {N, C});
@@ -221,7 +245,7 @@ void Transformer::forward(const ParameterStore& params, const PackedBatch& batch
   ensure(acts.logits, {N, V});
   ensure(acts.lse, {N});
   ensure(acts.logp, {N});
-  ops::matmul(acts.xn_final, false, w.lm_head, true, acts.logits);
+  linear(acts.xn_final, w.lm_head, pack ? &acts.packed.lm_head : nullptr, acts.logits, false);
   Tensor* entropy = nullptr;
   if (options.entropy) {
     ensure(acts.entropy, {N});
@@ -248,10 +272,13 @@ void Transformer::backward(const ParameterStore& params, const Activations& acts
   ops::logprob_backward(dlogp_t, dentropy ? &dentropy_t : nullptr, acts.logits, acts.targets, acts.temperature,
                         acts.lse, dlogits);
 
+  PackedWeights wt;  // the input gradients' weights, packed transposed (CPU)
+  const bool pack = params.flat().device() == Device::kCPU;
+  if (pack) pack_weights(params, wt, /*transposed=*/true);
   Tensor dxn = Tensor::empty({N, C});
   ops::matmul(dlogits, true, acts.xn_final, false, g.lm_head, 1.0f, 1.0f);
-  ops::matmul(dlogits, false, w.lm_head, false, dxn);
-  backward_body(w, g, acts, dxn);
+  linear_input_grad(dlogits, w.lm_head, pack ? &wt.lm_head : nullptr, dxn);
+  backward_body(w, pack ? &wt : nullptr, g, acts, dxn);
 }
 
 void Transformer::backward_values(const ParameterStore& params, const Activations& acts, const float* dvalue,
@@ -269,10 +296,13 @@ void Transformer::backward_values(const ParameterStore& params, const Activation
   ops::bias_backward(dv, g.score_b);
   Tensor dxn = Tensor::empty({N, C});
   ops::matmul(dv, false, w.score_w, false, dxn);
-  backward_body(w, g, acts, dxn);
+  PackedWeights wt;
+  const bool pack = params.flat().device() == Device::kCPU;
+  if (pack) pack_weights(params, wt, /*transposed=*/true);
+  backward_body(w, pack ? &wt : nullptr, g, acts, dxn);
 }
 
-void Transformer::backward_body(const Weights& w, Weights& g, const Activations& acts,
+void Transformer::backward_body(const Weights& w, const PackedWeights* wt, Weights& g, const Activations& acts,
                                 const Tensor& dxn_final) const {
   const int64_t N = acts.num_tokens, C = config_.hidden_size;
   const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
@@ -290,17 +320,18 @@ void Transformer::backward_body(const Weights& w, Weights& g, const Activations&
   Tensor dqkv = Tensor::empty({N, qkv_dim});
   for (int64_t l = config_.num_hidden_layers - 1; l >= 0; --l) {
     const auto& W = w.layers[l];
+    const PackedWeights::Layer* P = wt ? &wt->layers[static_cast<size_t>(l)] : nullptr;
     auto& G = g.layers[l];
     const auto& A = acts.layers[l];
     // MLP: x_next = h + down(swiglu(gate_up(norm2(h)))); dx holds d/dx_next.
-    ops::matmul(dx, false, W.down, false, dact);
+    linear_input_grad(dx, W.down, P ? &P->down : nullptr, dact);
     ops::matmul(dx, true, A.act, false, G.down, 1.0f, 1.0f);
     ops::swiglu_backward(dact, A.gate_up, dgate_up);
     ops::matmul(dgate_up, true, A.xn2, false, G.gate_up, 1.0f, 1.0f);
-    ops::matmul(dgate_up, false, W.gate_up, false, dxn);
+    linear_input_grad(dgate_up, W.gate_up, P ? &P->gate_up : nullptr, dxn);
     ops::rmsnorm_backward(dxn, A.h, W.ln2, A.rstd2, dx, G.ln2);  // dx is now d/dh
     // Attention: h = x + o(attn(rope(qkv(norm1(x))))).
-    ops::matmul(dx, false, W.o_w, false, datt);
+    linear_input_grad(dx, W.o_w, P ? &P->o : nullptr, datt);
     ops::matmul(dx, true, A.att, false, G.o_w, 1.0f, 1.0f);
     if (G.o_b.defined()) ops::bias_backward(dx, G.o_b);
     Tensor att3 = A.att.reshape({N, Hq, D});
@@ -311,41 +342,39 @@ void Transformer::backward_body(const Weights& w, Weights& g, const Activations&
     merge_qkv(dq, dk, dv, dqkv);
     if (G.qkv_b.defined()) ops::bias_backward(dqkv, G.qkv_b);
     ops::matmul(dqkv, true, A.xn1, false, G.qkv_w, 1.0f, 1.0f);
-    ops::matmul(dqkv, false, W.qkv_w, false, dxn);
+    linear_input_grad(dqkv, W.qkv_w, P ? &P->qkv : nullptr, dxn);
     ops::rmsnorm_backward(dxn, A.x, W.ln1, A.rstd1, dx, G.ln1);  // dx is now d/dx of this block
   }
   ops::embedding_backward(dx, acts.tokens, g.embed);
 }
 
-void Transformer::pack_decode_weights(const ParameterStore& params, DecodeWeights& out) const {
-  RLCPP_CHECK(!config_.value_head, "pack_decode_weights: a value-head model (critic) has no logits to decode from");
+void Transformer::pack_weights(const ParameterStore& params, PackedWeights& out, bool transposed) const {
   const Weights w = views(params);
+  auto pack = [transposed](const Tensor& weight, ops::PackedWeight& packed) {
+    if (transposed)
+      ops::pack_weight_transposed(weight, packed);
+    else
+      ops::pack_weight(weight, packed);
+  };
   out.layers.resize(w.layers.size());
   for (size_t l = 0; l < w.layers.size(); ++l) {
-    ops::pack_weight(w.layers[l].qkv_w, out.layers[l].qkv);
-    ops::pack_weight(w.layers[l].o_w, out.layers[l].o);
-    ops::pack_weight(w.layers[l].gate_up, out.layers[l].gate_up);
-    ops::pack_weight(w.layers[l].down, out.layers[l].down);
+    pack(w.layers[l].qkv_w, out.layers[l].qkv);
+    pack(w.layers[l].o_w, out.layers[l].o);
+    pack(w.layers[l].gate_up, out.layers[l].gate_up);
+    pack(w.layers[l].down, out.layers[l].down);
   }
-  ops::pack_weight(w.lm_head, out.lm_head);
+  if (!config_.value_head) pack(w.lm_head, out.lm_head);  // a critic has a score head instead
   out.source = params.flat().data<float>();
+  out.transposed = transposed;
 }
 
 Tensor Transformer::forward_cached(const ParameterStore& params, const CachedStep& step, KVCache& cache,
-                                   const DecodeWeights* packed) const {
+                                   const PackedWeights* packed) const {
   RLCPP_CHECK(!config_.value_head, "forward_cached: a value-head model (critic) has no logits to decode from");
-  RLCPP_CHECK(packed == nullptr || (packed->source == params.flat().data<float>() &&
+  RLCPP_CHECK(packed == nullptr || (packed->source == params.flat().data<float>() && !packed->transposed &&
                                     static_cast<int64_t>(packed->layers.size()) == config_.num_hidden_layers),
               "forward_cached: the packed decode weights were not packed from this parameter buffer");
   const Weights w = views(params);
-  // y (M,N) = x @ W^T, or y += x @ W^T: the packed kernel when given, else OpenBLAS.
-  auto linear = [packed](const Tensor& x, const Tensor& weight, const ops::PackedWeight* pw, Tensor& y,
-                         bool accumulate) {
-    if (packed)
-      ops::matmul_packed(x, *pw, y, accumulate);
-    else
-      ops::matmul(x, false, weight, true, y, 1.0f, accumulate ? 1.0f : 0.0f);
-  };
   auto packed_layer = [packed](int64_t l) { return packed ? &packed->layers[static_cast<size_t>(l)] : nullptr; };
   const int64_t N = static_cast<int64_t>(step.tokens.size()), C = config_.hidden_size, V = config_.vocab_size;
   const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
@@ -391,7 +420,7 @@ Tensor Transformer::forward_cached(const ParameterStore& params, const CachedSte
     ops::embedding_forward(w.embed, tok, x_r);
     for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
       const auto& W = w.layers[l];
-      const DecodeWeights::Layer* P = packed_layer(l);
+      const PackedWeights::Layer* P = packed_layer(l);
       ops::rmsnorm_forward(x_r, W.ln1, eps, xn_r, rstd_r);
       linear(xn_r, W.qkv_w, P ? &P->qkv : nullptr, qkv_r, false);
       if (W.qkv_b.defined()) ops::add_bias(qkv_r, W.qkv_b);

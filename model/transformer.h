@@ -27,6 +27,22 @@ struct ForwardOptions {
   bool entropy = false;  // also compute the entropy of each position's tempered distribution
 };
 
+// A copy of the matmul weights packed for ops::matmul_packed, the CPU model's Linear product: as they are
+// (y = x W^T: forward, forward_cached) or transposed (dx = dy W: backward). Packing once per policy version
+// spares the repacking OpenBLAS does on every call, and computing every Linear output as one fma chain in k
+// order makes each row's result the same bits whatever the batch: the training forward and the rollout's
+// cached decode return identical log-probs. A snapshot: pack again (Transformer::pack_weights) whenever the
+// weights change.
+struct PackedWeights {
+  struct Layer {
+    ops::PackedWeight qkv, o, gate_up, down;
+  };
+  std::vector<Layer> layers;
+  ops::PackedWeight lm_head;
+  const float* source = nullptr;  // the parameter buffer they were packed from
+  bool transposed = false;
+};
+
 // What forward keeps for backward, sized for the batch's N tokens. Reused across calls when shapes allow.
 struct LayerActivations {
   Tensor x;        // (N,C) block input (residual stream)
@@ -54,6 +70,7 @@ struct Activations {
   Tensor entropy;   // (N) when requested
   Tensor values;    // (N) value-head models only (they have no logits, lse, logp)
   Tensor tokens, targets, positions, cu_seqlens;  // int32 copies of the batch
+  PackedWeights packed;  // the weights forward packed (CPU parameters), kept to spare reallocating them
   float temperature = 1.0f;
   bool has_entropy = false;
 };
@@ -67,18 +84,6 @@ struct CachedStep {
   std::vector<int32_t> block_indptr;   // (B+1) CSR block tables
   std::vector<int32_t> block_indices;  // blocks of sequence b: [block_indptr[b], block_indptr[b+1])
   std::vector<int32_t> logits_rows;    // rows whose next-token logits are wanted (usually each sequence's last)
-};
-
-// The decode side's copy of the matmul weights, packed for ops::matmul_packed so that a decode step does not
-// repack them on every call (OpenBLAS does), and so that every row of forward_cached is computed the same way
-// whatever the batch. A snapshot: pack again (Transformer::pack_decode_weights) whenever the weights change.
-struct DecodeWeights {
-  struct Layer {
-    ops::PackedWeight qkv, o, gate_up, down;
-  };
-  std::vector<Layer> layers;
-  ops::PackedWeight lm_head;
-  const float* source = nullptr;  // the parameter buffer they were packed from
 };
 
 class Transformer {
@@ -107,9 +112,10 @@ class Transformer {
   // running all layers on its own: a slot written in the step must not be read by another sequence's rows
   // (the engine's copy-on-write of shared blocks guarantees it). Results do not depend on the split.
   Tensor forward_cached(const ParameterStore& params, const CachedStep& step, KVCache& cache,
-                        const DecodeWeights* packed = nullptr) const;
-  // Packs the matmul weights of `params` for forward_cached, reusing `out`'s buffers.
-  void pack_decode_weights(const ParameterStore& params, DecodeWeights& out) const;
+                        const PackedWeights* packed = nullptr) const;
+  // Packs the matmul weights of `params` (CPU) for forward_cached, or their transposes for backward, reusing
+  // `out`'s buffers.
+  void pack_weights(const ParameterStore& params, PackedWeights& out, bool transposed = false) const;
 
  private:
   // Offsets (in floats) of each layer's weights in the flat parameter buffer; -1 when absent.
@@ -119,7 +125,9 @@ class Transformer {
   struct Weights;  // per-layer views, built per call from a ParameterStore
   Weights views(const ParameterStore& params) const;
   // From dL/d(final norm output) (N,C) down to the embedding; shared by both heads.
-  void backward_body(const Weights& w, Weights& g, const Activations& acts, const Tensor& dxn_final) const;
+  // `wt`: the weights packed transposed (CPU), or null to multiply through ops::matmul.
+  void backward_body(const Weights& w, const PackedWeights* wt, Weights& g, const Activations& acts,
+                     const Tensor& dxn_final) const;
 
   ModelConfig config_;
   std::vector<LayerOffsets> layer_offsets_;

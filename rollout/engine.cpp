@@ -204,7 +204,7 @@ RolloutResult Engine::generate(const Request& request, const StepObserver& obser
     if (packed_stale_) {
       // The packed matmul is the CPU decode path; weights on another device decode through ops::matmul.
       use_packed_ = params_->flat().device() == Device::kCPU;
-      if (use_packed_) model_.pack_decode_weights(*params_, packed_);
+      if (use_packed_) model_.pack_weights(*params_, packed_);
       packed_stale_ = false;
     }
     const Tensor logits = model_.forward_cached(*params_, step_, cache_, use_packed_ ? &packed_ : nullptr);

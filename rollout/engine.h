@@ -69,7 +69,7 @@ class Engine {
   RolloutResult generate(const Request& request, const StepObserver& observer = {});
 
   // New weights for the following steps; their tokens carry `version`. The engine decodes from a packed copy
-  // of the weights (DecodeWeights), repacked before the next step after every call: a trainer that updates
+  // of the weights (PackedWeights), repacked before the next step after every call: a trainer that updates
   // the engine's buffer in place (colocated) must call set_weights with the new version before the engine
   // sees the change.
   void set_weights(const ParameterStore& params, int64_t version);
@@ -92,7 +92,7 @@ class Engine {
   EngineConfig config_;
   int64_t policy_version_;
   KVCache cache_;
-  DecodeWeights packed_;       // *params_ packed for forward_cached (CPU weights)
+  PackedWeights packed_;       // *params_ packed for forward_cached (CPU weights)
   bool packed_stale_ = true;  // repack before the next step (construction, set_weights)
   bool use_packed_ = false;
   // Reused across steps so a step allocates little.

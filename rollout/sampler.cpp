@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/philox.h"
+#include "kernels/ops.h"
 
 namespace rlcpp {
 
@@ -81,9 +82,9 @@ SampledToken Sampler::sample(const float* logits, const SamplingParams& params, 
       }
     }
   }
-  const double logprob =
-      (static_cast<double>(logits[token]) - max_logit_) * inv_temperature_ - std::log(total_weight_);
-  return {token, static_cast<float>(logprob)};
+  // The trainer's own expression (ops::logprob_forward), so that rollout and trainer agree bit for bit when
+  // their logits do. Greedy decoding reports the untempered log-prob.
+  return {token, ops::row_logprob(logits, vocab_size_, token, params.temperature > 0 ? params.temperature : 1.0f)};
 }
 
 std::vector<double> Sampler::target_distribution(const float* logits, const SamplingParams& params) {

@@ -22,6 +22,8 @@ struct SampleKey {
 
 struct SampledToken {
   int32_t token = 0;
+  // log p(token) under the whole tempered distribution (untempered when greedy), top-k / top-p aside:
+  // ops::row_logprob, the bits the trainer's forward computes from the same logits.
   float logprob = 0;
 };
 

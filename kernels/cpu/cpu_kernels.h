@@ -29,6 +29,9 @@ void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c
 // panels[p][kk][j] = w[16p + j][kk], zero past n.
 inline constexpr int64_t kPackedPanel = 16;
 void pack_weight(const float* w, float* panels, int64_t n, int64_t k);
+// Packs the transpose of w (n,k) the same way: panels (ceil(k/16), n, 16) with panels[p][i][j] = w[i][16p + j],
+// zero past k — the panels of pack_weight(w^T) without forming w^T.
+void pack_weight_transposed(const float* w, float* panels, int64_t n, int64_t k);
 // y (m,n) = x (m,k) @ w^T, or y += x @ w^T when accumulate; each output one fma chain over k in order.
 void matmul_packed(const float* x, const float* panels, float* y, int64_t m, int64_t n, int64_t k, bool accumulate);
 
@@ -84,6 +87,8 @@ void swiglu_forward(const float* gate_up, float* out, int64_t n, int64_t f);
 void swiglu_backward(const float* dout, const float* gate_up, float* dgate_up, int64_t n, int64_t f);
 
 // logits (n,v), targets (n) in [0,v) or -1. logp, lse (n); entropy (n) when non-null.
+// log softmax(row / temperature)[target]: the expression logprob_forward computes for each row.
+float row_logprob(const float* row, int32_t target, float temperature, int64_t v);
 void logprob_forward(const float* logits, const int32_t* targets, float temperature, float* logp, float* lse,
                      float* entropy, int64_t n, int64_t v);
 // dlogits (n,v) overwritten; dentropy may be null.

@@ -46,6 +46,10 @@ float row_entropy(const float* row, float temperature, float lse, int64_t v) {
 
 }  // namespace
 
+float row_logprob(const float* row, int32_t target, float temperature, int64_t v) {
+  return row[target] / temperature - row_lse(row, temperature, v);
+}
+
 void logprob_forward(const float* logits, const int32_t* targets, float temperature, float* logp, float* lse,
                      float* entropy, int64_t n, int64_t v) {
 #pragma omp parallel for if (n * v > kParallelMinWork)
@@ -54,7 +58,7 @@ void logprob_forward(const float* logits, const int32_t* targets, float temperat
     const float l = row_lse(row, temperature, v);
     lse[i] = l;
     const int32_t t = targets[i];
-    logp[i] = t < 0 ? 0.0f : row[t] / temperature - l;
+    logp[i] = t < 0 ? 0.0f : row[t] / temperature - l;  // row_logprob's expression
     if (entropy) entropy[i] = row_entropy(row, temperature, l, v);
   }
 }

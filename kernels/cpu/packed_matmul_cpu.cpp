@@ -1,7 +1,9 @@
-// The decode matmul: y (M,N) = x (M,K) @ w^T against weights packed once into panels of 16 output columns
-// (kernels/ops.h, PackedWeight). OpenBLAS repacks w on every sgemm call, which at decode sizes (M = 1..512 rows,
-// K and N a few hundred) costs as much as a tenth of the product; here the panels are ready and one register
-// tile of kRows rows x kPanels panels streams them.
+// The packed matmul: y (M,N) = x (M,K) @ w^T against weights packed into panels of 16 output columns
+// (kernels/ops.h, PackedWeight). OpenBLAS repacks both operands on every sgemm call and zeroes C first when
+// beta = 0: at decode sizes (M = 1..512 rows, K and N a few hundred) the repacking costs as much as a tenth of
+// the product, and at training sizes (M = thousands of rows, K = 128..704) copying the activations and zeroing
+// the output cost a fifth of the step. Here the panels are ready (a few hundred KB, they stay in cache), x is
+// read in place, and one register tile of kRows rows x kPanels panels streams them.
 //
 // Each output is one fused multiply-add chain: acc = 0; acc = fma(x[m][k], w[n][k], acc) for k = 0..K-1 in
 // order; then y = acc (or y + acc). Tiling only decides which chains run side by side, never their order, so a
@@ -137,6 +139,20 @@ void pack_weight(const float* w, float* panels, int64_t n, int64_t k) {
       } else {
         for (int64_t kk = 0; kk < k; ++kk) dst[kk * kPackedPanel + j] = 0.0f;
       }
+    }
+  }
+}
+
+void pack_weight_transposed(const float* w, float* panels, int64_t n, int64_t k) {
+  const int64_t num_panels = (k + kPackedPanel - 1) / kPackedPanel;
+  for (int64_t p = 0; p < num_panels; ++p) {
+    float* dst = panels + p * n * kPackedPanel;
+    const int64_t col0 = p * kPackedPanel, width = std::min<int64_t>(kPackedPanel, k - col0);
+    for (int64_t i = 0; i < n; ++i) {  // row i of w, columns [col0, col0 + width): one contiguous run
+      const float* src = w + i * k + col0;
+      float* out = dst + i * kPackedPanel;
+      std::copy(src, src + width, out);
+      std::fill(out + width, out + kPackedPanel, 0.0f);
     }
   }
 }
