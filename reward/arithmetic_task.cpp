@@ -16,8 +16,9 @@ constexpr int64_t kMaxEvalSize = 10'000'000;
 
 }  // namespace
 
-ArithmeticTask::ArithmeticTask(ArithmeticOp op, int64_t digits, uint64_t eval_seed, ScorerSpec scorer)
-    : op_(op), digits_(digits), base_(1), eval_seed_(eval_seed), scorer_(scorer) {
+ArithmeticTask::ArithmeticTask(ArithmeticOp op, int64_t digits, uint64_t eval_seed, ScorerSpec scorer,
+                               OperandSampling sampling)
+    : op_(op), digits_(digits), base_(1), eval_seed_(eval_seed), scorer_(scorer), sampling_(sampling) {
   RLCPP_CHECK(digits >= 1 && digits <= 9, "config key 'task.digits': " << digits << " is not in [1, 9]");
   RLCPP_CHECK(scorer.kind != ScorerKind::kNumeric || scorer.tolerance >= 0.0,
               "config key 'task.tolerance': " << scorer.tolerance << " is negative");
@@ -54,11 +55,21 @@ Problem ArithmeticTask::make_problem(uint64_t a, uint64_t b) const {
   return p;
 }
 
+uint64_t ArithmeticTask::draw_operand(PhiloxStream& rng) const {
+  if (sampling_ == OperandSampling::kUniform) return rng.below(base_);
+  const int64_t length = 1 + static_cast<int64_t>(rng.below(static_cast<uint64_t>(digits_)));
+  uint64_t low = 1;  // 10^(length - 1): the smallest number of `length` digits, or 0 for one digit
+  for (int64_t i = 1; i < length; ++i) low *= 10;
+  if (length == 1) low = 0;
+  const uint64_t high = low == 0 ? 10 : low * 10;
+  return low + rng.below(high - low);
+}
+
 Problem ArithmeticTask::sample_train(PhiloxStream& rng) const {
-  // Rejection keeps training pairs uniform over the train split; about 1 draw in 10 is rejected.
+  // Rejection keeps training pairs distributed as drawn over the train split; about 1 draw in 10 is rejected.
   while (true) {
-    uint64_t a = rng.below(base_);
-    uint64_t b = rng.below(base_);
+    uint64_t a = draw_operand(rng);
+    uint64_t b = draw_operand(rng);
     if (!is_test_key(split_key(a, b))) return make_problem(a, b);
   }
 }

@@ -1,5 +1,8 @@
 // add / sub / mul on two operands of `digits` decimal digits: prompt "a+b=", answer str(a op b).
-// Operands are uniform in [0, 10^digits - 1]. Split key: a * 10^digits + b, so add3's test pairs are exactly
+// Training operands are uniform in [0, 10^digits - 1], or length-balanced: each operand's digit count uniform
+// in 1..digits, then its value uniform among the numbers of that many digits (0..9 for one digit) — the same
+// pairs, weighted so that short operands, ~1 % of uniform pairs each, are a third of the draws. The held-out
+// set is always uniform. Split key: a * 10^digits + b, so add3's test pairs are exactly
 // those of BENCHMARKS.md (splitmix64(a*1000 + b) % 10 == 0); sub and mul of the same width hold out the
 // same (a, b) pairs.
 #pragma once
@@ -12,12 +15,14 @@
 namespace rlcpp {
 
 enum class ArithmeticOp { kAdd, kSub, kMul };
+enum class OperandSampling { kUniform, kLengthBalanced };
 
 class ArithmeticTask : public Task {
  public:
   // digits in [1, 9] (the split key and a product then fit in 64 bits). The format scorer's "well-formed"
   // admits a leading "-" only for sub, whose answers can be negative.
-  ArithmeticTask(ArithmeticOp op, int64_t digits, uint64_t eval_seed, ScorerSpec scorer);
+  ArithmeticTask(ArithmeticOp op, int64_t digits, uint64_t eval_seed, ScorerSpec scorer,
+                 OperandSampling sampling = OperandSampling::kUniform);
 
   std::string name() const override;
   Problem sample_train(PhiloxStream& rng) const override;
@@ -34,12 +39,14 @@ class ArithmeticTask : public Task {
 
  private:
   char op_char() const;
+  uint64_t draw_operand(PhiloxStream& rng) const;
 
   ArithmeticOp op_;
   int64_t digits_;
   uint64_t base_;  // 10^digits: operands are in [0, base_)
   uint64_t eval_seed_;
   ScorerSpec scorer_;
+  OperandSampling sampling_;
 };
 
 }  // namespace rlcpp

@@ -15,6 +15,7 @@ struct TaskConfig {
   int64_t seed = 1;
   int64_t eval_seed = 20240917;
   int64_t eval_size = 1000;
+  std::string operands = "uniform";
   std::string path;
   std::string test_path;
   std::string scorer = "format";
@@ -25,6 +26,9 @@ struct TaskConfig {
   template <class V> void visit(V& v) {
     v("name", name, "task: add3 (add with 3 digits), add, sub, mul (with task.digits), countdown, dataset");
     v("digits", digits, "add/sub/mul: digits per operand, operands uniform in [0, 10^digits - 1] (1..9)");
+    v("operands", operands,
+      "add3/add/sub/mul training draws: \"uniform\" (the task's own) or \"length-balanced\" (each operand's "
+      "digit count uniform, then its value; the held-out set stays uniform)");
     v("seed", seed, "seed of the training problem stream");
     v("eval_seed", eval_seed, "seed of the fixed held-out eval set (keep it fixed to compare runs)");
     v("eval_size", eval_size, "number of held-out eval problems (fewer if the test split is smaller)");

@@ -23,21 +23,33 @@ ScorerSpec make_scorer_spec(const TaskConfig& cfg) {
   return spec;
 }
 
+OperandSampling operand_sampling(const TaskConfig& cfg) {
+  if (cfg.operands == "uniform") return OperandSampling::kUniform;
+  if (cfg.operands == "length-balanced") return OperandSampling::kLengthBalanced;
+  RLCPP_FAIL("config key 'task.operands': unknown value '" << cfg.operands
+                                                           << "' (expected \"uniform\" or \"length-balanced\")");
+}
+
 std::unique_ptr<Task> make_task(const TaskConfig& cfg) {
   ScorerSpec spec = make_scorer_spec(cfg);
+  const bool arithmetic = cfg.name == "add3" || cfg.name == "add" || cfg.name == "sub" || cfg.name == "mul";
+  RLCPP_CHECK(arithmetic || cfg.operands == "uniform",
+              "config key 'task.operands': '" << cfg.operands << "' applies to add3/add/sub/mul, not task '"
+                                              << cfg.name << "'");
+  const OperandSampling sampling = arithmetic ? operand_sampling(cfg) : OperandSampling::kUniform;
   RLCPP_CHECK(cfg.eval_size >= 0, "config key 'task.eval_size': " << cfg.eval_size << " is negative");
   uint64_t eval_seed = static_cast<uint64_t>(cfg.eval_seed);
   std::unique_ptr<Task> task;
   if (cfg.name == "add3") {
     RLCPP_CHECK(cfg.digits == 3, "config key 'task.digits': task 'add3' is add with 3 digits, got digits "
                                      << cfg.digits << " (use task.name \"add\" for other widths)");
-    task = std::make_unique<ArithmeticTask>(ArithmeticOp::kAdd, 3, eval_seed, spec);
+    task = std::make_unique<ArithmeticTask>(ArithmeticOp::kAdd, 3, eval_seed, spec, sampling);
   } else if (cfg.name == "add") {
-    task = std::make_unique<ArithmeticTask>(ArithmeticOp::kAdd, cfg.digits, eval_seed, spec);
+    task = std::make_unique<ArithmeticTask>(ArithmeticOp::kAdd, cfg.digits, eval_seed, spec, sampling);
   } else if (cfg.name == "sub") {
-    task = std::make_unique<ArithmeticTask>(ArithmeticOp::kSub, cfg.digits, eval_seed, spec);
+    task = std::make_unique<ArithmeticTask>(ArithmeticOp::kSub, cfg.digits, eval_seed, spec, sampling);
   } else if (cfg.name == "mul") {
-    task = std::make_unique<ArithmeticTask>(ArithmeticOp::kMul, cfg.digits, eval_seed, spec);
+    task = std::make_unique<ArithmeticTask>(ArithmeticOp::kMul, cfg.digits, eval_seed, spec, sampling);
   } else if (cfg.name == "countdown") {
     task = std::make_unique<CountdownTask>(eval_seed, spec);
   } else if (cfg.name == "dataset") {

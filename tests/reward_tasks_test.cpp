@@ -98,6 +98,36 @@ TEST(Add3Task, TrainingDrawsOnlyTrainPairsUniformly) {
   EXPECT_NEAR(b_ends_in_zero / 20000.0, 0.1, 0.01);
 }
 
+// Length-balanced draws: each operand's digit count is uniform in 1..3 and its value uniform within that
+// length; still only train pairs, and the held-out set is the uniform task's.
+TEST(Add3Task, LengthBalancedDrawsGiveEachOperandLengthAThird) {
+  ArithmeticTask task(ArithmeticOp::kAdd, 3, 20240917, ScorerSpec{}, OperandSampling::kLengthBalanced);
+  const int n = 30000;
+  std::vector<Problem> train = draw_train(task, 7, n);
+  int length_count[4] = {0, 0, 0, 0};
+  int one_digit_zero = 0, two_digit_high = 0;
+  for (const Problem& p : train) {
+    ASSERT_FALSE(task.is_test(p)) << p.prompt;
+    const uint64_t a = p.meta["a"].get<uint64_t>(), b = p.meta["b"].get<uint64_t>();
+    ASSERT_EQ(p.answer, std::to_string(a + b));
+    for (uint64_t x : {a, b}) ++length_count[std::to_string(x).size()];
+    one_digit_zero += a == 0 ? 1 : 0;
+    two_digit_high += a >= 50 && a < 100 ? 1 : 0;
+  }
+  // Each length holds 1/3 of the 2n operands (standard error sqrt(2n * 2/9) / 2n = 0.0019).
+  for (int len = 1; len <= 3; ++len) EXPECT_NEAR(length_count[len] / (2.0 * n), 1.0 / 3, 0.01) << len << " digits";
+  // Within a length, uniform: 0 is one of the ten one-digit values (1/30 of a's), 50..99 are 50 of the 90
+  // two-digit ones (5/27).
+  EXPECT_NEAR(one_digit_zero / static_cast<double>(n), 1.0 / 30, 0.005);
+  EXPECT_NEAR(two_digit_high / static_cast<double>(n), 5.0 / 27, 0.01);
+  // The uniform task draws a one- or two-digit first operand 10 % of the time.
+  int short_uniform = 0;
+  for (const Problem& p : draw_train(add3(), 7, n)) short_uniform += p.meta["a"].get<uint64_t>() < 100 ? 1 : 0;
+  EXPECT_NEAR(short_uniform / static_cast<double>(n), 0.1, 0.01);
+  // The held-out set does not depend on how training draws.
+  EXPECT_EQ(prompts_of(task.eval_set(200)), prompts_of(add3().eval_set(200)));
+}
+
 TEST(Add3Task, SameSeedSameProblemsOtherSeedOtherProblems) {
   ArithmeticTask task = add3();
   EXPECT_EQ(prompts_of(draw_train(task, 11, 200)), prompts_of(draw_train(task, 11, 200)));
@@ -293,6 +323,15 @@ TEST(TaskRegistry, ConfigErrorsNameTheKey) {
   cfg = TaskConfig{};
   cfg.name = "dataset";
   EXPECT_NE(error_of(cfg).find("task.path"), std::string::npos) << error_of(cfg);
+  cfg = TaskConfig{};
+  cfg.operands = "balanced";
+  EXPECT_NE(error_of(cfg).find("task.operands"), std::string::npos) << error_of(cfg);
+  cfg = TaskConfig{};
+  cfg.name = "countdown";
+  cfg.operands = "length-balanced";
+  EXPECT_NE(error_of(cfg).find("task.operands"), std::string::npos) << error_of(cfg);
+  cfg.operands = "uniform";
+  EXPECT_EQ(error_of(cfg), "");
 }
 
 TEST(TaskRegistry, ChecksTheTaskAgainstTheTokenizerCharset) {
