@@ -254,7 +254,7 @@ void Transformer::forward(const ParameterStore& params, const PackedBatch& batch
   ops::logprob_forward(acts.logits, acts.targets, options.temperature, acts.logp, acts.lse, entropy);
 }
 
-void Transformer::backward(const ParameterStore& params, const Activations& acts, const float* dlogp,
+void Transformer::backward(const ParameterStore& params, Activations& acts, const float* dlogp,
                            const float* dentropy, ParameterStore& grads) const {
   RLCPP_CHECK(grads.numel() == params.numel(), "backward: gradient buffer has " << grads.numel()
                                                                                 << " floats, parameters "
@@ -268,20 +268,21 @@ void Transformer::backward(const ParameterStore& params, const Activations& acts
   Tensor dlogp_t = Tensor::borrow(const_cast<float*>(dlogp), {N});
   Tensor dentropy_t;
   if (dentropy) dentropy_t = Tensor::borrow(const_cast<float*>(dentropy), {N});
-  Tensor dlogits = Tensor::empty({N, V});
+  auto& S = acts.scratch;
+  ensure(S.dlogits, {N, V});
   ops::logprob_backward(dlogp_t, dentropy ? &dentropy_t : nullptr, acts.logits, acts.targets, acts.temperature,
-                        acts.lse, dlogits);
+                        acts.lse, S.dlogits);
 
-  PackedWeights wt;  // the input gradients' weights, packed transposed (CPU)
+  // The input gradients' weights, packed transposed (CPU).
   const bool pack = params.flat().device() == Device::kCPU;
-  if (pack) pack_weights(params, wt, /*transposed=*/true);
-  Tensor dxn = Tensor::empty({N, C});
-  ops::matmul(dlogits, true, acts.xn_final, false, g.lm_head, 1.0f, 1.0f);
-  linear_input_grad(dlogits, w.lm_head, pack ? &wt.lm_head : nullptr, dxn);
-  backward_body(w, pack ? &wt : nullptr, g, acts, dxn);
+  if (pack) pack_weights(params, S.wt, /*transposed=*/true);
+  ensure(S.dxn_final, {N, C});
+  ops::matmul(S.dlogits, true, acts.xn_final, false, g.lm_head, 1.0f, 1.0f);
+  linear_input_grad(S.dlogits, w.lm_head, pack ? &S.wt.lm_head : nullptr, S.dxn_final);
+  backward_body(w, pack, g, acts);
 }
 
-void Transformer::backward_values(const ParameterStore& params, const Activations& acts, const float* dvalue,
+void Transformer::backward_values(const ParameterStore& params, Activations& acts, const float* dvalue,
                                   ParameterStore& grads) const {
   RLCPP_CHECK(config_.value_head, "backward_values: the model has no value head (use backward with dL/dlogp)");
   RLCPP_CHECK(grads.numel() == params.numel(), "backward_values: gradient buffer has " << grads.numel()
@@ -294,33 +295,37 @@ void Transformer::backward_values(const ParameterStore& params, const Activation
   Tensor dv = Tensor::borrow(const_cast<float*>(dvalue), {N, 1});
   ops::matmul(dv, true, acts.xn_final, false, g.score_w, 1.0f, 1.0f);
   ops::bias_backward(dv, g.score_b);
-  Tensor dxn = Tensor::empty({N, C});
-  ops::matmul(dv, false, w.score_w, false, dxn);
-  PackedWeights wt;
+  auto& S = acts.scratch;
+  ensure(S.dxn_final, {N, C});
+  ops::matmul(dv, false, w.score_w, false, S.dxn_final);
   const bool pack = params.flat().device() == Device::kCPU;
-  if (pack) pack_weights(params, wt, /*transposed=*/true);
-  backward_body(w, pack ? &wt : nullptr, g, acts, dxn);
+  if (pack) pack_weights(params, S.wt, /*transposed=*/true);
+  backward_body(w, pack, g, acts);
 }
 
-void Transformer::backward_body(const Weights& w, const PackedWeights* wt, Weights& g, const Activations& acts,
-                                const Tensor& dxn_final) const {
+void Transformer::backward_body(const Weights& w, bool packed, Weights& g, Activations& acts) const {
   const int64_t N = acts.num_tokens, C = config_.hidden_size;
   const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
   const int64_t F = config_.intermediate_size, qkv_dim = config_.q_dim() + 2 * config_.kv_dim();
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  Tensor dx = Tensor::zeros({N, C});  // gradient of the residual stream, accumulated in place
-  ops::rmsnorm_backward(dxn_final, acts.x_final, w.final_norm, acts.rstd_final, dx, g.final_norm);
+  auto& S = acts.scratch;
+  ensure(S.dx, {N, C});  // gradient of the residual stream, accumulated in place from 0
+  std::memset(S.dx.data<float>(), 0, N * C * sizeof(float));
+  ensure(S.dxn, {N, C});
+  ensure(S.dact, {N, F});
+  ensure(S.dgate_up, {N, 2 * F});
+  ensure(S.datt, {N, Hq * D});
+  ensure(S.dq, {N, Hq, D});
+  ensure(S.dk, {N, Hkv, D});
+  ensure(S.dv, {N, Hkv, D});
+  ensure(S.dqkv, {N, qkv_dim});
+  Tensor &dx = S.dx, &dxn = S.dxn, &dact = S.dact, &dgate_up = S.dgate_up, &datt = S.datt;
+  Tensor &dq = S.dq, &dk = S.dk, &dv = S.dv, &dqkv = S.dqkv;
+  ops::rmsnorm_backward(S.dxn_final, acts.x_final, w.final_norm, acts.rstd_final, dx, g.final_norm);
 
-  Tensor dxn = Tensor::empty({N, C});
-
-  Tensor dact = Tensor::empty({N, F});
-  Tensor dgate_up = Tensor::empty({N, 2 * F});
-  Tensor datt = Tensor::empty({N, Hq * D});
-  Tensor dq = Tensor::empty({N, Hq, D}), dk = Tensor::empty({N, Hkv, D}), dv = Tensor::empty({N, Hkv, D});
-  Tensor dqkv = Tensor::empty({N, qkv_dim});
   for (int64_t l = config_.num_hidden_layers - 1; l >= 0; --l) {
     const auto& W = w.layers[l];
-    const PackedWeights::Layer* P = wt ? &wt->layers[static_cast<size_t>(l)] : nullptr;
+    const PackedWeights::Layer* P = packed ? &S.wt.layers[static_cast<size_t>(l)] : nullptr;
     auto& G = g.layers[l];
     const auto& A = acts.layers[l];
     // MLP: x_next = h + down(swiglu(gate_up(norm2(h)))); dx holds d/dx_next.

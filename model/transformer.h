@@ -71,6 +71,12 @@ struct Activations {
   Tensor values;    // (N) value-head models only (they have no logits, lse, logp)
   Tensor tokens, targets, positions, cu_seqlens;  // int32 copies of the batch
   PackedWeights packed;  // the weights forward packed (CPU parameters), kept to spare reallocating them
+  // The backward's scratch, kept across calls so that repeated backwards of one shape allocate (and page-fault)
+  // nothing: the weights packed transposed, and the gradients of the activations.
+  struct BackwardScratch {
+    PackedWeights wt;
+    Tensor dlogits, dxn_final, dx, dxn, dact, dgate_up, datt, dq, dk, dv, dqkv;
+  } scratch;
   float temperature = 1.0f;
   bool has_entropy = false;
 };
@@ -98,10 +104,11 @@ class Transformer {
                Activations& acts) const;
 
   // Accumulates dL/dparams into grads (same layout as params) from dL/dlogp (N) and optional dL/dentropy (N).
-  void backward(const ParameterStore& params, const Activations& acts, const float* dlogp, const float* dentropy,
+  // acts is the forward's; backward uses its scratch.
+  void backward(const ParameterStore& params, Activations& acts, const float* dlogp, const float* dentropy,
                 ParameterStore& grads) const;
   // The value-head model's backward: accumulates dL/dparams into grads from dL/dvalue (N).
-  void backward_values(const ParameterStore& params, const Activations& acts, const float* dvalue,
+  void backward_values(const ParameterStore& params, Activations& acts, const float* dvalue,
                        ParameterStore& grads) const;
 
   // Runs the step's rows through the model, writing their K/V into the cache, and returns the logits
@@ -125,9 +132,9 @@ class Transformer {
   struct Weights;  // per-layer views, built per call from a ParameterStore
   Weights views(const ParameterStore& params) const;
   // From dL/d(final norm output) (N,C) down to the embedding; shared by both heads.
-  // `wt`: the weights packed transposed (CPU), or null to multiply through ops::matmul.
-  void backward_body(const Weights& w, const PackedWeights* wt, Weights& g, const Activations& acts,
-                     const Tensor& dxn_final) const;
+  // From acts.scratch.dxn_final down; `packed`: acts.scratch.wt holds the weights packed transposed (CPU),
+  // else the products go through ops::matmul.
+  void backward_body(const Weights& w, bool packed, Weights& g, Activations& acts) const;
 
   ModelConfig config_;
   std::vector<LayerOffsets> layer_offsets_;

@@ -39,7 +39,7 @@ std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
 // after each token; the first `prefill` tokens go in as one prefill step.
 std::vector<std::vector<float>> cached_logits(const Transformer& model, const ParameterStore& params,
                                               const std::vector<int32_t>& seq, int64_t block_size, size_t prefill,
-                                              const DecodeWeights* packed) {
+                                              const PackedWeights* packed) {
   const int64_t blocks = (static_cast<int64_t>(seq.size()) + block_size - 1) / block_size;
   KVCache cache(model.config(), blocks + 2, block_size);
   std::vector<int32_t> table;
@@ -71,11 +71,11 @@ TEST(ModelDecode, DecodeMatchesFullForward) {
   const ModelConfig cfg = decode_config();
   const ParameterStore params = random_params(cfg);
   const Transformer model(cfg);
-  DecodeWeights packed;
-  model.pack_decode_weights(params, packed);
+  PackedWeights packed;
+  model.pack_weights(params, packed);
   // Both matmul paths: OpenBLAS (no packed weights) and ops::matmul_packed.
-  const DecodeWeights* const paths[] = {nullptr, &packed};
-  for (const DecodeWeights* weights : paths) {
+  const PackedWeights* const paths[] = {nullptr, &packed};
+  for (const PackedWeights* weights : paths) {
     for (int64_t block_size : {1, 3, 16}) {
       for (int64_t len : {1, 17, 54}) {
         const std::vector<int32_t> seq = random_tokens(len, cfg.vocab_size, 10 + len);
@@ -139,8 +139,8 @@ TEST(ModelDecode, PackedDecodeLogitsAreBitIdenticalWhateverTheBatch) {
   const ModelConfig cfg = decode_config();
   const ParameterStore params = random_params(cfg);
   const Transformer model(cfg);
-  DecodeWeights packed;
-  model.pack_decode_weights(params, packed);
+  PackedWeights packed;
+  model.pack_weights(params, packed);
   const std::vector<int32_t> seq = random_tokens(30, cfg.vocab_size, 5);
   // Token by token, and as one prefill of every position: the logits of each position agree bit for bit.
   const auto stepwise = cached_logits(model, params, seq, 4, 1, &packed);
@@ -204,8 +204,8 @@ TEST(ModelDecode, CachedForwardIsTheSameOnOneOrTwoThreadsAndInAnyRowOrder) {
   const ModelConfig cfg = decode_config();
   const ParameterStore params = random_params(cfg);
   const Transformer model(cfg);
-  DecodeWeights packed;
-  model.pack_decode_weights(params, packed);
+  PackedWeights packed;
+  model.pack_weights(params, packed);
   std::vector<std::vector<int32_t>> seqs;
   for (int s = 0; s < 40; ++s) seqs.push_back(random_tokens(6, cfg.vocab_size, 200 + s));  // 240 rows
   const int64_t bs = 4, per = 2, V = cfg.vocab_size;
@@ -239,8 +239,8 @@ TEST(ModelDecode, PackedWeightsOfAnotherBufferAreRejected) {
   const ParameterStore params = random_params(cfg);
   const ParameterStore copy = params.clone();
   const Transformer model(cfg);
-  DecodeWeights packed;
-  model.pack_decode_weights(copy, packed);
+  PackedWeights packed;
+  model.pack_weights(copy, packed);
   KVCache cache(cfg, 1, 16);
   CachedStep step;
   step.tokens = {1};

@@ -76,6 +76,8 @@ static_assert(kVecsPerPanel * Vec::kWidth == kPackedPanel, "a panel is a whole n
 // Multiply-adds below which a product stays on one thread: waking the second thread costs a few
 // microseconds, the time of ~200k multiply-adds here.
 constexpr int64_t kParallelMinMacs = int64_t{1} << 18;
+// Row blocks (of kRows rows) from which a product walks its tiles row block by row block (see matmul_packed).
+constexpr int64_t kRowsOuterMinBlocks = 128;
 
 // ROWS rows of x times PANELS panels into y; `cols` (<= PANELS * 16) columns of y exist from `y` on.
 template <int ROWS, int PANELS>
@@ -164,13 +166,17 @@ void matmul_packed(const float* x, const float* panels, float* y, int64_t m, int
   // Row blocks of near-equal size (32 rows: blocks of 5 and 6 rather than five of 6 and one of 2): a short tile
   // leaves the FMA units waiting on its few accumulators.
   const int64_t row_blocks = (m + kRows - 1) / kRows;
-  // Tiles in panel-group-major order: a thread's contiguous share is whole panel groups (their weights stay
-  // in that core's cache from one call to the next) unless there are fewer groups than threads.
+  // Which tiles a thread gets (its contiguous share of the tile order below). Few rows (decode): panel-group-
+  // major, so a thread's share is whole panel groups whose weights stay in that core's cache from one call to
+  // the next. Many rows (prefill, training): row-block-major, so a thread's share is whole row blocks and
+  // each block of x, read in place, stays in L1 while every panel group (in L2) passes over it; in group-major
+  // order every thread would stream all of x from L3 once per group it owns.
   const int64_t tiles = groups * row_blocks;
+  const bool rows_outer = row_blocks >= kRowsOuterMinBlocks;
   const bool parallel = m * n * k >= kParallelMinMacs && tiles > 1;
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t t = 0; t < tiles; ++t) {
-    const int64_t g = t / row_blocks, rb = t % row_blocks;
+    const int64_t g = rows_outer ? t % groups : t / row_blocks, rb = rows_outer ? t / groups : t % row_blocks;
     const int64_t p0 = g * kPanels, row0 = rb * m / row_blocks;
     const int64_t np = std::min<int64_t>(kPanels, num_panels - p0), nr = (rb + 1) * m / row_blocks - row0;
     const int64_t col0 = p0 * kPackedPanel;
