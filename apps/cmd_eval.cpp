@@ -54,6 +54,12 @@ Command add_eval_command(CLI::App& app) {
     std::printf("  response length: mean %.2f, min %lld, p50 %.1f, p90 %.1f, max %lld tokens\n", s.length.mean,
                 static_cast<long long>(s.length.min), s.length.p50, s.length.p90,
                 static_cast<long long>(s.length.max));
+    if (!s.classes.empty()) {
+      std::printf("  by class (%s):\n", task->name().c_str());
+      for (const ClassStats& c : s.classes)
+        std::printf("    %-10s %6.2f%%  of %lld problems\n", c.label.c_str(), 100.0 * c.accuracy,
+                    static_cast<long long>(c.problems));
+    }
     std::printf("%s\n", eval_stats_to_json(s).dump().c_str());
     return 0;
   }};

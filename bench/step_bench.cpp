@@ -65,10 +65,10 @@ struct StepFigures {
   int64_t timed_steps = 0;
 };
 
-// The recipe of configs/grpo_add3.json, RL part only: random init (no warm start), `steps` steps, eval and
+// The recipe of configs/grpo_add3_benchmark.json, RL part only: random init (no warm start), `steps` steps, eval and
 // checkpoint only at the last step (kept out of the figures), fixed-length responses.
 TrainConfig step_config(const StepBenchOptions& o, const std::string& placement, const std::string& run_dir) {
-  const std::string recipe = source_dir() + "/configs/grpo_add3.json";
+  const std::string recipe = source_dir() + "/configs/grpo_add3_benchmark.json";
   TrainConfig c;
   try {
     config_from_json(load_json_file(recipe), c);
@@ -163,7 +163,7 @@ int run_step_bench(const StepBenchOptions& o) {
                                                   << o.warmup << " and " << o.iters);
   const ModelConfig mc = model_preset(o.preset);
   TempDir dir;
-  std::printf("step bench: one GRPO step of configs/grpo_add3.json (RL part) on preset %s (%lld params), random "
+  std::printf("step bench: one GRPO step of configs/grpo_add3_benchmark.json (RL part) on preset %s (%lld params), random "
               "init, fixed-length responses, fp32 CPU, %d threads; median of %d steps after %d\n",
               o.preset.c_str(), static_cast<long long>(mc.num_parameters()), omp_get_max_threads(), o.iters,
               o.warmup);

@@ -12,7 +12,7 @@ struct StepBenchOptions {
   bool peer = true;
 };
 
-// One GRPO step of the add3 recipe (configs/grpo_add3.json without its warm start) through the real
+// One GRPO step of the add3 recipe (configs/grpo_add3_benchmark.json without its warm start) through the real
 // controller (run_train) from a random model, split and colocated, with its phase shares, next to the PyTorch
 // peer's `grpo-step` of the same shapes. Responses are fixed-length (ignore_eos), as the peer's. Returns 0.
 int run_step_bench(const StepBenchOptions& options);

@@ -27,6 +27,8 @@ EvalStats evaluate(const Transformer& model, const ParameterStore& params, const
   const std::vector<Generation> outs = generate(model, params, prompts, gen);
 
   std::vector<std::vector<SampleOutcome>> outcomes(problems.size());
+  std::vector<std::string> labels;
+  for (const Problem& p : problems) labels.push_back(task.problem_class(p));
   for (size_t i = 0; i < problems.size(); ++i) {
     for (int64_t s = 0; s < options.samples; ++s) {
       const Generation& g = outs[i * options.samples + s];
@@ -36,7 +38,7 @@ EvalStats evaluate(const Transformer& model, const ParameterStore& params, const
       outcomes[i].push_back({r.total, r.correct, static_cast<int64_t>(g.tokens.size())});
     }
   }
-  return compute_eval_stats(outcomes);
+  return compute_eval_stats(outcomes, labels);
 }
 
 }  // namespace rlcpp

@@ -55,6 +55,13 @@ Problem ArithmeticTask::make_problem(uint64_t a, uint64_t b) const {
   return p;
 }
 
+std::string ArithmeticTask::problem_class(const Problem& problem) const {
+  RLCPP_CHECK(problem.meta.contains("a") && problem.meta.contains("b"),
+              "problem '" << problem.prompt << "' has no operands in its meta (" << problem.meta.dump() << ")");
+  return std::to_string(std::to_string(problem.meta["a"].get<uint64_t>()).size()) + op_char() +
+         std::to_string(std::to_string(problem.meta["b"].get<uint64_t>()).size());
+}
+
 uint64_t ArithmeticTask::draw_operand(PhiloxStream& rng) const {
   if (sampling_ == OperandSampling::kUniform) return rng.below(base_);
   const int64_t length = 1 + static_cast<int64_t>(rng.below(static_cast<uint64_t>(digits_)));

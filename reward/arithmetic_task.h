@@ -31,6 +31,8 @@ class ArithmeticTask : public Task {
   RewardResult score(const Problem& problem, const std::string& response, bool terminated) const override;
   int64_t max_new_tokens() const override;
   std::string alphabet() const override;
+  // The operands' digit counts around the operator, e.g. "3+2" for 422+92.
+  std::string problem_class(const Problem& problem) const override;
 
   Problem make_problem(uint64_t a, uint64_t b) const;
   uint64_t split_key(uint64_t a, uint64_t b) const { return a * base_ + b; }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "core/error.h"
 
@@ -28,8 +29,11 @@ double percentile(std::vector<int64_t> values, double q) {
   return static_cast<double>(values[lo]) + frac * static_cast<double>(values[hi] - values[lo]);
 }
 
-EvalStats compute_eval_stats(const std::vector<std::vector<SampleOutcome>>& per_problem) {
+EvalStats compute_eval_stats(const std::vector<std::vector<SampleOutcome>>& per_problem,
+                             const std::vector<std::string>& labels) {
   RLCPP_CHECK(!per_problem.empty(), "eval statistics of no problems");
+  RLCPP_CHECK(labels.empty() || labels.size() == per_problem.size(),
+              "eval statistics: " << labels.size() << " class labels for " << per_problem.size() << " problems");
   const int64_t n = static_cast<int64_t>(per_problem[0].size());
   RLCPP_CHECK(n >= 1, "eval statistics: problem 0 has no samples");
   EvalStats s;
@@ -68,6 +72,17 @@ EvalStats compute_eval_stats(const std::vector<std::vector<SampleOutcome>>& per_
   s.length.max = *std::max_element(lengths.begin(), lengths.end());
   s.length.p50 = percentile(lengths, 50.0);
   s.length.p90 = percentile(lengths, 90.0);
+  // Per class: problems and correct samples by label (std::map keeps the labels in order).
+  std::map<std::string, std::pair<int64_t, int64_t>> by_label;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i].empty()) continue;
+    auto& [count, correct] = by_label[labels[i]];
+    ++count;
+    for (const SampleOutcome& o : per_problem[i]) correct += o.correct ? 1 : 0;
+  }
+  for (const auto& [label, counts] : by_label)
+    s.classes.push_back({label, counts.first,
+                         static_cast<double>(counts.second) / (static_cast<double>(counts.first) * n)});
   return s;
 }
 
@@ -82,6 +97,11 @@ Json eval_stats_to_json(const EvalStats& stats) {
                           {"max", stats.length.max},
                           {"p50", stats.length.p50},
                           {"p90", stats.length.p90}};
+  if (!stats.classes.empty()) {
+    Json by_class = Json::object();
+    for (const ClassStats& c : stats.classes) by_class[c.label] = {{"problems", c.problems}, {"accuracy", c.accuracy}};
+    j["by_class"] = by_class;
+  }
   return j;
 }
 

@@ -44,6 +44,10 @@ class Task {
 
   // Every character a prompt or reference answer can contain, so a tokenizer mismatch fails at startup.
   virtual std::string alphabet() const = 0;
+
+  // A label grouping problems for per-class accuracy (`rlcpp eval` prints one line per class), e.g. the
+  // operands' digit counts "3+2" of add3; "" (the default) when the task has no classes.
+  virtual std::string problem_class(const Problem& /*problem*/) const { return ""; }
 };
 
 }  // namespace rlcpp

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The headline curve: held-out accuracy against GRPO training wall seconds on add3, rlcpp vs the PyTorch peer,
-# from the same SFT warm-start checkpoint with the same recipe (configs/grpo_add3.json, BENCHMARKS.md).
+# from the same SFT warm-start checkpoint with the same recipe (configs/grpo_add3_benchmark.json, BENCHMARKS.md).
 #
 #   scripts/headline_curve.sh [--out DIR] [--steps 200] [--eval-every 10] [--eval-size 1000]
 #                             [--checkpoint CKPT | --sft-steps N] [--peer-threads 2] [--levels 60,70,80,85,90]
 #
-# 1. SFT warm start once: `rlcpp sft` with the warm_start.sft section of configs/grpo_add3.json (--sft-steps
+# 1. SFT warm start once: `rlcpp sft` with the warm_start.sft section of configs/grpo_add3_benchmark.json (--sft-steps
 #    overrides its 500 steps), unless --checkpoint names one to start from.
 # 2. `rlcpp eval` of that checkpoint (the curves' step 0).
-# 3. `rlcpp train configs/grpo_add3.json` from it (init_checkpoint, warm start off; split placement, the
+# 3. `rlcpp train configs/grpo_add3_benchmark.json` from it (init_checkpoint, warm start off; split placement, the
 #    default), --steps steps, held-out eval every --eval-every steps.
 # 4. `bench/peers/torch_peer.py grpo-run` from the same checkpoint, same steps and eval.
 # 5. scripts/headline_table.py: DIR/rlcpp_curve.jsonl, DIR/peer_curve.jsonl, DIR/table.md (seconds to reach
@@ -51,7 +51,7 @@ fi
 rlcpp=("$root/scripts/rlcpp")
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
-recipe="$root/configs/grpo_add3.json"
+recipe="$root/configs/grpo_add3_benchmark.json"
 
 if [[ -z "$checkpoint" ]]; then
   # The warm-start section of the recipe, as an SFT config of its own.

@@ -113,7 +113,7 @@ class ReportTest : public ::testing::Test {
     fs::create_directories(dir_);
     save_model_checkpoint((dir_ / "ckpt").string(), init_random(model_preset("tiny"), 1));
     for (const char* placement : {"split", "colocated"}) {
-      const std::string cmd = std::string("train " RLCPP_SOURCE_DIR "/configs/grpo_add3.json") +
+      const std::string cmd = std::string("train " RLCPP_SOURCE_DIR "/configs/grpo_add3_benchmark.json") +
                               " --set warm_start.enabled=false --set init_checkpoint=" + (dir_ / "ckpt").string() +
                               " --set steps=3 --set eval_every=2 --set eval_size=40 --set samples_per_step=8" +
                               " --set rollout.prompts_per_step=8 --set ppo.mini_batch_size=32" +

@@ -1,6 +1,6 @@
-// The decode matmul against packed weights (ops::pack_weight, ops::matmul_packed): values against a double
-// reference and against the one fused multiply-add chain per output it promises, batch invariance bit for bit,
-// guard bytes around the output, repacking, and the errors it throws.
+// The packed matmul (ops::pack_weight, ops::matmul_packed): values against a double reference and against the
+// one fused multiply-add chain per output it promises, batch invariance bit for bit, guard bytes around the
+// output, repacking, the backward's input gradient, and the errors it throws.
 #include <omp.h>
 
 #include <cmath>
@@ -144,6 +144,39 @@ TEST(PackedMatmul, RepackingReusesTheBufferAndTakesTheNewWeights) {
   // The padding columns of the last panel (40..47) are zero.
   for (int64_t kk = 0; kk < 24; ++kk)
     for (int64_t j = 8; j < 16; ++j) EXPECT_EQ(pw.panels.data<float>()[(2 * 24 + kk) * 16 + j], 0.0f);
+}
+
+// The backward's input gradient dx = dy @ w through pack_weight_transposed (the panels of w^T without forming
+// it) and matmul_packed, against a double reference.
+TEST(PackedMatmul, InputGradientThroughTheTransposedPackingMatchesDoubleReference) {
+  Rng rng(12);
+  const Dims shapes[] = {{1, 1, 1}, {7, 17, 5}, {300, 33, 130}, {64, 100, 37}, {130, 13, 352}};
+  for (const Dims& d : shapes) {
+    SCOPED_TRACE(::testing::Message() << "M=" << d.m << " N=" << d.n << " K=" << d.k);
+    // A Linear layer y (M,N) = x (M,K) @ w^T, w (N,K); dy (M,N).
+    const Tensor w = rng.normal({d.n, d.k}), dy = rng.normal({d.m, d.n});
+    ops::PackedWeight wt;
+    ops::pack_weight_transposed(w, wt);
+    EXPECT_EQ(wt.n, d.k);
+    EXPECT_EQ(wt.k, d.n);
+    Guarded dx({d.m, d.k});
+    ops::matmul_packed(dy, wt, dx.t());
+    EXPECT_TRUE(dx.guards_intact());
+    int misses = 0;
+    for (int64_t i = 0; i < d.m; ++i)
+      for (int64_t c = 0; c < d.k; ++c) {  // dx[i][c] = sum_j dy[i][j] w[j][c]
+        double s = 0, a = 0;
+        for (int64_t j = 0; j < d.n; ++j) {
+          const double p = double(dy.data<float>()[i * d.n + j]) * w.data<float>()[j * d.k + c];
+          s += p;
+          a += std::fabs(p);
+        }
+        const double tol = static_cast<double>(d.n + 1) * std::ldexp(1.0, -24) * a;
+        if (!(std::fabs(double(dx.data()[i * d.k + c]) - s) <= tol) && ++misses <= 5)
+          ADD_FAILURE() << "dx[" << i << "][" << c << "] = " << dx.data()[i * d.k + c] << ", expected " << s;
+      }
+    EXPECT_EQ(misses, 0);
+  }
 }
 
 TEST(PackedMatmul, ShapeErrorsNameTheSizes) {

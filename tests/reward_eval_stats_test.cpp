@@ -104,6 +104,29 @@ TEST(EvalStats, GreedySingleSampleGivesAccuracyAsPassAtOne) {
   EXPECT_DOUBLE_EQ(s.length.p90, 5.8);
 }
 
+TEST(EvalStats, AccuracyPerClassCountsEachClassOwnProblems) {
+  // Two samples per problem; classes "3+2" (problems 0, 2), "3+3" (problem 1), none for problem 3.
+  const std::vector<std::vector<SampleOutcome>> per_problem = {
+      {{1.0, true, 4}, {0.1, false, 4}}, {{1.0, true, 4}, {1.0, true, 4}}, {{0.1, false, 4}, {0.1, false, 4}},
+      {{1.0, true, 4}, {1.0, true, 4}}};
+  EvalStats s = compute_eval_stats(per_problem, {"3+2", "3+3", "3+2", ""});
+  ASSERT_EQ(s.classes.size(), 2u);
+  EXPECT_EQ(s.classes[0].label, "3+2");
+  EXPECT_EQ(s.classes[0].problems, 2);
+  EXPECT_DOUBLE_EQ(s.classes[0].accuracy, 0.25);  // 1 of 4 samples
+  EXPECT_EQ(s.classes[1].label, "3+3");
+  EXPECT_EQ(s.classes[1].problems, 1);
+  EXPECT_DOUBLE_EQ(s.classes[1].accuracy, 1.0);
+  EXPECT_DOUBLE_EQ(s.accuracy, 5.0 / 8);  // the unlabelled problem still counts overall
+  const Json j = eval_stats_to_json(s);
+  EXPECT_DOUBLE_EQ(j["by_class"]["3+2"]["accuracy"].get<double>(), 0.25);
+  EXPECT_EQ(j["by_class"]["3+3"]["problems"].get<int64_t>(), 1);
+  // Without labels there is no breakdown; labels must match the problems.
+  EXPECT_TRUE(compute_eval_stats(per_problem).classes.empty());
+  EXPECT_FALSE(eval_stats_to_json(compute_eval_stats(per_problem)).contains("by_class"));
+  EXPECT_THROW(compute_eval_stats(per_problem, {"3+2"}), Error);
+}
+
 TEST(EvalStats, RejectsRaggedEmptyOrNonFiniteInput) {
   EXPECT_THROW(compute_eval_stats({}), Error);
   EXPECT_THROW(compute_eval_stats({{}}), Error);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <string>
 
@@ -126,6 +127,22 @@ TEST(Add3Task, LengthBalancedDrawsGiveEachOperandLengthAThird) {
   EXPECT_NEAR(short_uniform / static_cast<double>(n), 0.1, 0.01);
   // The held-out set does not depend on how training draws.
   EXPECT_EQ(prompts_of(task.eval_set(200)), prompts_of(add3().eval_set(200)));
+}
+
+TEST(Add3Task, ProblemClassIsTheOperandsDigitCounts) {
+  ArithmeticTask task = add3();
+  EXPECT_EQ(task.problem_class(task.make_problem(422, 92)), "3+2");
+  EXPECT_EQ(task.problem_class(task.make_problem(0, 999)), "1+3");
+  EXPECT_EQ(task.problem_class(task.make_problem(100, 10)), "3+2");
+  ArithmeticTask sub(ArithmeticOp::kSub, 2, 1, ScorerSpec{});
+  EXPECT_EQ(sub.problem_class(sub.make_problem(5, 42)), "1-2");
+  // The 1000 held-out problems of add3: 812 with two 3-digit operands, 81 each of 3+2 and 2+3, and a few
+  // with a 1-digit operand or two 2-digit ones.
+  std::map<std::string, int> classes;
+  for (const Problem& p : task.eval_set(1000)) ++classes[task.problem_class(p)];
+  const std::map<std::string, int> expected = {{"1+3", 9}, {"2+1", 1}, {"2+2", 7}, {"2+3", 81},
+                                               {"3+1", 9}, {"3+2", 81}, {"3+3", 812}};
+  EXPECT_EQ(classes, expected);
 }
 
 TEST(Add3Task, SameSeedSameProblemsOtherSeedOtherProblems) {
