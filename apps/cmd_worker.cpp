@@ -67,6 +67,7 @@ Command add_worker_command(CLI::App& app) {
     uint64_t init_seed = 1;
     int64_t policy_version = 0;
     double max_message_mib = 1024;
+    bool exit_with_parent = false;
     WorkerOptions worker;
   };
   auto a = std::make_shared<Args>();
@@ -82,6 +83,8 @@ Command add_worker_command(CLI::App& app) {
   cmd->add_option("--name", a->worker.name, "name reported in replies and heartbeats");
   cmd->add_option("--policy-version", a->policy_version, "version carried by samples of these weights");
   cmd->add_option("--heartbeat", a->worker.heartbeat_interval_s, "seconds between heartbeats");
+  cmd->add_flag("--exit-with-parent", a->exit_with_parent,
+                "stop when the process that started the worker dies (rlcpp train passes it)");
   cmd->add_option("--max-message-mib", a->max_message_mib, "largest message accepted (MiB)");
   cmd->add_option("--block-size", a->worker.engine.block_size, "KV-cache block size (tokens)");
   cmd->add_option("--num-blocks", a->worker.engine.num_blocks, "KV-cache blocks (0 = automatic)");
@@ -119,6 +122,7 @@ Command add_worker_command(CLI::App& app) {
     std::unique_ptr<ZmqWeightSubscriber> weights;
     auto live = std::make_shared<ParameterStore>(params);
     ServeControl control{nullptr, stop_fd};
+    if (a->exit_with_parent) control.parent = getppid();
     std::string weights_endpoint;
     if (!a->weights.empty()) {
       weights = std::make_unique<ZmqWeightSubscriber>(context, a->weights, /*bind=*/true, params.config(),

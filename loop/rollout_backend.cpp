@@ -67,7 +67,7 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
                        "--name", name, "--heartbeat", std::to_string(heartbeat_s), "--block-size",
                        std::to_string(e.block_size), "--num-blocks", std::to_string(e.num_blocks), "--max-num-seqs",
                        std::to_string(e.max_num_seqs), "--max-batched-tokens",
-                       std::to_string(e.max_num_batched_tokens)});
+                       std::to_string(e.max_num_batched_tokens), "--exit-with-parent"});
       processes_.push_back(std::make_unique<WorkerProcess>(binary_, args_.back()));
       endpoints.push_back(processes_.back()->endpoint());
       publishers_.push_back(std::make_unique<ZmqWeightPublisher>(context_, processes_.back()->weights_endpoint(),

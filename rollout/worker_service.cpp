@@ -1,6 +1,7 @@
 #include "rollout/worker_service.h"
 
 #include <poll.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -48,6 +49,7 @@ void WorkerService::connect(zmq::context_t& context, const std::string& endpoint
 
 bool WorkerService::stop_requested(const ServeControl& control) const {
   if (control.stop && control.stop->load()) return true;
+  if (control.parent > 0 && ::getppid() != control.parent) return true;
   if (control.stop_fd >= 0) {
     pollfd p{control.stop_fd, POLLIN, 0};
     if (::poll(&p, 1, 0) > 0 && (p.revents & POLLIN)) return true;

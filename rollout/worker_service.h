@@ -12,6 +12,7 @@
 // SIGTERM) becomes readable; a request in flight then gets an error reply.
 #pragma once
 
+#include <sys/types.h>
 #include <zmq.hpp>
 
 #include <atomic>
@@ -40,6 +41,9 @@ struct WorkerOptions {
 struct ServeControl {
   const std::atomic<bool>* stop = nullptr;
   int stop_fd = -1;  // readable = stop (e.g. a signalfd)
+  // When > 0: stop once the process's parent is no longer this pid (the controller that spawned the worker
+  // died, even by SIGKILL, and the worker was re-parented), instead of serving nobody forever.
+  pid_t parent = 0;
   // A second ZeroMQ socket polled with the worker's own (e.g. a weight-sync subscriber); on_extra runs when it
   // is readable, between requests, so what it does (a weight swap) never lands inside a generate call.
   zmq::socket_t* extra_socket = nullptr;

@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <thread>
 
@@ -359,6 +361,47 @@ TEST(RolloutWorker, WorkerProcessesServeAndStopOnSigterm) {
     ASSERT_EQ(waitpid(pid, &status, 0), pid);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
   }
+  std::filesystem::remove_all(dir);
+}
+
+// A worker started with --exit-with-parent stops when the process that started it dies, even by SIGKILL (no
+// chance to stop it): rlcpp train passes the flag, so a killed controller leaves no worker behind.
+TEST(RolloutWorker, WorkerStartedWithExitWithParentStopsWhenItsParentIsKilled) {
+  const std::string binary = std::string(RLCPP_BINARY_DIR) + "/rlcpp";
+  if (!std::filesystem::exists(binary)) GTEST_SKIP() << binary << " is not built";
+  const std::string dir = std::filesystem::temp_directory_path() / ("rlcpp_orphan_test_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string endpoint = "ipc://" + dir + "/w.ipc", pid_file = dir + "/worker.pid";
+  // The parent: a shell that starts the worker, writes its pid and waits.
+  const std::string script = "'" + binary + "' worker --preset tiny --bind " + endpoint +
+                             " --heartbeat 0.05 --exit-with-parent & echo $! > " + pid_file + "; wait";
+  const pid_t shell = fork();
+  ASSERT_GE(shell, 0);
+  if (shell == 0) {
+    execl("/bin/sh", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // The worker answers a ping once it is up.
+  zmq::context_t ctx;
+  WorkerClientOptions opts;
+  opts.reply_timeout_s = 20;  // process start-up
+  WorkerClient client = WorkerClient::connect(ctx, {endpoint}, opts);
+  EXPECT_EQ(client.ping().size(), 1u);
+  pid_t worker = 0;
+  std::ifstream(pid_file) >> worker;
+  ASSERT_GT(worker, 0);
+  kill(shell, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(waitpid(shell, &status, 0), shell);
+  // Gone (or a zombie of whoever adopted it) within a few heartbeat ticks.
+  auto running = [&] {
+    std::ifstream stat("/proc/" + std::to_string(worker) + "/stat");
+    std::string pid, comm, state;
+    return static_cast<bool>(stat >> pid >> comm >> state) && state != "Z";
+  };
+  for (int i = 0; i < 100 && running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(running()) << "worker " << worker << " outlived its killed parent";
+  if (running()) kill(worker, SIGKILL);
   std::filesystem::remove_all(dir);
 }
 
