@@ -51,12 +51,6 @@ class TempDir {
   std::string path_;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 struct StepFigures {
   double step_s = 0;                      // median over the timed steps, eval and checkpoint excluded
   std::map<std::string, double> column_s;  // median per column
@@ -116,10 +110,10 @@ StepFigures run_placement(const StepBenchOptions& o, const std::string& placemen
   }
   RLCPP_CHECK(!steps.empty(), "bench step: no timed step in " << summary.run_dir << "/metrics.jsonl");
   StepFigures f;
-  f.step_s = median(steps);
-  for (const auto& [column, values] : columns) f.column_s[column] = median(values);
-  f.tokens = median(tokens);
-  f.generated_tokens = median(generated);
+  f.step_s = median_of(steps);
+  for (const auto& [column, values] : columns) f.column_s[column] = median_of(values);
+  f.tokens = median_of(tokens);
+  f.generated_tokens = median_of(generated);
   f.timed_steps = static_cast<int64_t>(steps.size());
   return f;
 }
