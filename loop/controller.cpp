@@ -150,6 +150,8 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
       summary.final_accuracy = ev.accuracy;
       r.metrics["eval/accuracy"] = ev.accuracy;
       r.metrics["eval/mean_reward"] = ev.mean_reward;
+      // Per problem class (add3: operand digit counts): where a plateau's errors are.
+      for (const ClassStats& c : ev.classes) r.metrics["eval/class/" + c.label] = c.accuracy;
     }
     std::string checkpoint;
     if (last || (config.checkpoint_every > 0 && step % config.checkpoint_every == 0)) {

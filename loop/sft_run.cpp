@@ -118,6 +118,7 @@ SftSummary run_sft(const SftConfig& config, const Json& resolved_config) {
       summary.final_accuracy = ev.accuracy;
       record["eval/accuracy"] = ev.accuracy;
       record["eval/mean_reward"] = ev.mean_reward;
+      for (const ClassStats& c : ev.classes) record["eval/class/" + c.label] = c.accuracy;
       record["eval/seconds"] = eval_watch.seconds();
       std::printf("eval  step %5lld | held-out accuracy %5.1f%% | mean reward %.3f | %d problems in %.1fs\n",
                   static_cast<long long>(step), 100.0 * ev.accuracy, ev.mean_reward,

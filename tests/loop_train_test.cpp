@@ -75,6 +75,9 @@ TEST(LoopTrain, ShortGrpoRunRaisesMeanRewardAndTimesItsPhases) {
     EXPECT_EQ(m["policy_version"].get<int64_t>(), m["step"].get<int64_t>());
   }
   EXPECT_TRUE(metrics.back().contains("eval/accuracy"));
+  // The held-out accuracy by operand digit counts (the 3+3 class is most of add3's held-out set).
+  EXPECT_TRUE(metrics.back().contains("eval/class/3+3")) << metrics.back().dump();
+  EXPECT_TRUE(metrics.back().contains("eval/class/3+2"));
   const std::vector<Json> samples = read_jsonl(fs::path(s.run_dir) / "samples.jsonl");
   ASSERT_EQ(samples.size(), 12u * 4u);
   EXPECT_EQ(samples[4]["step"], 2);
