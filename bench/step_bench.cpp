@@ -157,8 +157,8 @@ int run_step_bench(const StepBenchOptions& o) {
                                                   << o.warmup << " and " << o.iters);
   const ModelConfig mc = model_preset(o.preset);
   TempDir dir;
-  std::printf("step bench: one GRPO step of configs/grpo_add3_benchmark.json (RL part) on preset %s (%lld params), random "
-              "init, fixed-length responses, fp32 CPU, %d threads; median of %d steps after %d\n",
+  std::printf("step bench: one GRPO step of configs/grpo_add3_benchmark.json (RL part) on preset %s (%lld params), "
+              "random init, fixed-length responses, fp32 CPU, %d threads; median of %d steps after %d\n",
               o.preset.c_str(), static_cast<long long>(mc.num_parameters()), omp_get_max_threads(), o.iters,
               o.warmup);
   std::fflush(stdout);

@@ -34,8 +34,8 @@ void pack_weight(const Tensor& w, PackedWeight& packed);
 // matmul_packed(dy, packed, dx) is dx (M,K) = dy (M,N) @ w, the input gradient of a Linear layer.
 void pack_weight_transposed(const Tensor& w, PackedWeight& packed);
 // y (M,N) = x (M,K) @ w^T, or y += x @ w^T when accumulate: the CPU model's Linear product, decode and training
-// alike (weights packed once per version instead of on every call, activations read in place). Batch-invariant bit for bit: every output is one fused multiply-add chain over
-// k = 0..K-1 in order, from 0, then stored (or added to y), whatever M, the row's place, or the thread count.
+// alike (weights packed once per version instead of on every call, activations read in place). Batch-invariant
+// bit for bit: every output is one fused multiply-add chain over k = 0..K-1 in order, from 0, then stored (or added to y), whatever M, the row's place, or the thread count.
 void matmul_packed(const Tensor& x, const PackedWeight& w, Tensor& y, bool accumulate = false);
 
 // y (M,N) += bias (N) on every row.

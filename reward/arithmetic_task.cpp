@@ -64,11 +64,11 @@ std::string ArithmeticTask::problem_class(const Problem& problem) const {
 
 uint64_t ArithmeticTask::draw_operand(PhiloxStream& rng) const {
   if (sampling_ == OperandSampling::kUniform) return rng.below(base_);
+  // Numbers of `length` digits are [10^(length-1), 10^length), and 0..9 for one digit.
   const int64_t length = 1 + static_cast<int64_t>(rng.below(static_cast<uint64_t>(digits_)));
-  uint64_t low = 1;  // 10^(length - 1): the smallest number of `length` digits, or 0 for one digit
-  for (int64_t i = 1; i < length; ++i) low *= 10;
-  if (length == 1) low = 0;
-  const uint64_t high = low == 0 ? 10 : low * 10;
+  uint64_t high = 10;
+  for (int64_t i = 1; i < length; ++i) high *= 10;
+  const uint64_t low = length == 1 ? 0 : high / 10;
   return low + rng.below(high - low);
 }
 

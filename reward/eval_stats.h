@@ -54,8 +54,8 @@ EvalStats compute_eval_stats(const std::vector<std::vector<SampleOutcome>>& per_
                              const std::vector<std::string>& labels = {});
 
 // {"problems", "samples_per_problem", "accuracy", "mean_reward", "pass@1", ..., "pass@n",
-//  "response_length": {"mean", "min", "max", "p50", "p90"}, and "by_class": {label: {"problems", "accuracy"}}
-//  when there are classes}
+//  "response_length": {"mean", "min", "max", "p50", "p90"}} and, when there are classes,
+//  "by_class": {label: {"problems", "accuracy"}}
 Json eval_stats_to_json(const EvalStats& stats);
 
 }  // namespace rlcpp
