@@ -128,6 +128,21 @@ void matmul_packed(const Tensor& x, const PackedWeight& w, Tensor& y, bool accum
   cpu::matmul_packed(x.data<float>(), w.panels.data<float>(), y.data<float>(), x.size(0), w.n, w.k, accumulate);
 }
 
+void linear_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw) {
+  const char* op = "linear_weight_grad";
+  const bool cuda = runs_on_cuda(op, {{"dy", &dy}, {"x", &x}, {"dw", &dw}});
+  expect_rank(op, {"dy", &dy}, 2, "(M,N)");
+  expect_rank(op, {"x", &x}, 2, "(M,K)");
+  RLCPP_CHECK(dy.size(0) == x.size(0), op << ": dy " << shape_str(dy.shape()) << " and x " << shape_str(x.shape())
+                                          << " have different row counts");
+  expect_shape(op, {"dw", &dw}, {dy.size(1), x.size(1)});
+  if (cuda) {
+    matmul(dy, true, x, false, dw, 1.0f, 1.0f);
+    return;
+  }
+  cpu::linear_weight_grad(dy.data<float>(), x.data<float>(), dw.data<float>(), dy.size(0), dy.size(1), x.size(1));
+}
+
 void add_bias(Tensor& y, const Tensor& bias) {
   const char* op = "add_bias";
   const bool cuda = runs_on_cuda(op, {{"y", &y}, {"bias", &bias}});

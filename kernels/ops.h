@@ -38,6 +38,11 @@ void pack_weight_transposed(const Tensor& w, PackedWeight& packed);
 // bit for bit: every output is one fused multiply-add chain over k = 0..K-1 in order, from 0, then stored (or added to y), whatever M, the row's place, or the thread count.
 void matmul_packed(const Tensor& x, const PackedWeight& w, Tensor& y, bool accumulate = false);
 
+// dw (N,K) += dy (M,N)^T @ x (M,K), the weight gradient of a Linear layer. On the CPU the operands are read in
+// place (no copies; for a chunk of rows that is already in cache) and every output is one fma chain over the
+// rows in order from dw's value, whatever the thread count; on CUDA it is matmul (cuBLAS).
+void linear_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw);
+
 // y (M,N) += bias (N) on every row.
 void add_bias(Tensor& y, const Tensor& bias);
 // dbias (N) += sum over rows of dy (M,N).

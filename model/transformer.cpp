@@ -9,60 +9,19 @@
 
 #include "core/error.h"
 #include "kernels/ops.h"
+#include "model/layer_ops.h"
+#include "model/transformer_weights.h"
 
 namespace rlcpp {
 
 namespace {
 
+using namespace layer_ops;
+
 Tensor i32_tensor(const std::vector<int32_t>& values) {
   Tensor t = Tensor::empty({static_cast<int64_t>(values.size())}, DType::kI32);
   if (!values.empty()) std::memcpy(t.data<int32_t>(), values.data(), values.size() * sizeof(int32_t));
   return t;
-}
-
-// Keeps `t` when it already has `shape`, so repeated forwards of one shape do not reallocate.
-void ensure(Tensor& t, const Shape& shape) {
-  if (!t.defined() || t.shape() != shape) t = Tensor::empty(shape);
-}
-
-// qkv (N, Q+2K) row-major -> q (N,Q), k (N,K), v (N,K) contiguous, and back.
-void split_qkv(const Tensor& qkv, Tensor& q, Tensor& k, Tensor& v) {
-  const int64_t n = qkv.size(0), qd = q.numel() / n, kd = k.numel() / n, row = qd + 2 * kd;
-  const float* src = qkv.data<float>();
-  float *pq = q.data<float>(), *pk = k.data<float>(), *pv = v.data<float>();
-  for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(pq + i * qd, src + i * row, qd * sizeof(float));
-    std::memcpy(pk + i * kd, src + i * row + qd, kd * sizeof(float));
-    std::memcpy(pv + i * kd, src + i * row + qd + kd, kd * sizeof(float));
-  }
-}
-
-void merge_qkv(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& qkv) {
-  const int64_t n = qkv.size(0), qd = q.numel() / n, kd = k.numel() / n, row = qd + 2 * kd;
-  float* dst = qkv.data<float>();
-  for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(dst + i * row, q.data<float>() + i * qd, qd * sizeof(float));
-    std::memcpy(dst + i * row + qd, k.data<float>() + i * kd, kd * sizeof(float));
-    std::memcpy(dst + i * row + qd + kd, v.data<float>() + i * kd, kd * sizeof(float));
-  }
-}
-
-// y (M,N) = x (M,K) @ weight^T, or y += x @ weight^T: the packed kernel when `packed` (weight packed) is given,
-// else ops::matmul (OpenBLAS, or cuBLAS for CUDA tensors).
-void linear(const Tensor& x, const Tensor& weight, const ops::PackedWeight* packed, Tensor& y, bool accumulate) {
-  if (packed)
-    ops::matmul_packed(x, *packed, y, accumulate);
-  else
-    ops::matmul(x, false, weight, true, y, 1.0f, accumulate ? 1.0f : 0.0f);
-}
-
-// dx (M,K) = dy (M,N) @ weight (N,K), the input gradient of a Linear layer: the packed kernel when `packed_t`
-// (weight packed transposed) is given, else ops::matmul.
-void linear_input_grad(const Tensor& dy, const Tensor& weight, const ops::PackedWeight* packed_t, Tensor& dx) {
-  if (packed_t)
-    ops::matmul_packed(dy, *packed_t, dx);
-  else
-    ops::matmul(dy, false, weight, false, dx);
 }
 
 // Rows x parameters (about the multiply-adds of a cached forward) from which forward_cached splits its rows
@@ -97,15 +56,6 @@ std::vector<int64_t> split_at_sequences(const CachedStep& step, int64_t parts) {
 
 }  // namespace
 
-struct Transformer::Weights {
-  struct Layer {
-    Tensor ln1, qkv_w, qkv_b, o_w, o_b, ln2, gate_up, down;
-  };
-  Tensor embed, final_norm, lm_head;
-  Tensor score_w, score_b;  // value head: (1,C), (1)
-  std::vector<Layer> layers;
-};
-
 Transformer::Transformer(const ModelConfig& config) : config_(config) {
   config_.validate("model config");
   auto layout = parameter_layout(config_);
@@ -124,10 +74,16 @@ Transformer::Transformer(const ModelConfig& config) : config_(config) {
   }
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     std::string p = "model.layers." + std::to_string(l) + ".";
-    layer_offsets_.push_back({offset(p + "input_layernorm.weight"), offset(p + "self_attn.q_proj.weight"),
-                              offset(p + "self_attn.q_proj.bias"), offset(p + "self_attn.o_proj.weight"),
-                              offset(p + "self_attn.o_proj.bias"), offset(p + "post_attention_layernorm.weight"),
-                              offset(p + "mlp.gate_proj.weight"), offset(p + "mlp.down_proj.weight")});
+    LayerOffsets o{offset(p + "input_layernorm.weight"), offset(p + "self_attn.q_proj.weight"),
+                   offset(p + "self_attn.q_proj.bias"), offset(p + "self_attn.o_proj.weight"),
+                   offset(p + "self_attn.o_proj.bias"), offset(p + "post_attention_layernorm.weight"),
+                   offset(p + "mlp.gate_proj.weight"), offset(p + "mlp.down_proj.weight"), -1, -1};
+    for (const auto& info : layout)
+      if (info.name.rfind(p, 0) == 0) {
+        o.begin = o.begin < 0 ? info.offset : std::min(o.begin, info.offset);
+        o.end = std::max(o.end, info.offset + info.numel());
+      }
+    layer_offsets_.push_back(o);
   }
   rope_ = ops::rope_table(config_.max_position_embeddings, config_.head_dim(), static_cast<float>(config_.rope_theta));
 }
@@ -135,8 +91,7 @@ Transformer::Transformer(const ModelConfig& config) : config_(config) {
 Transformer::Weights Transformer::views(const ParameterStore& params) const {
   RLCPP_CHECK(params.numel() == parameter_layout(config_).back().offset + parameter_layout(config_).back().numel(),
               "Transformer: parameter buffer of " << params.numel() << " floats does not match the model config");
-  const int64_t C = config_.hidden_size, V = config_.vocab_size, F = config_.intermediate_size;
-  const int64_t qkv = config_.q_dim() + 2 * config_.kv_dim();
+  const int64_t C = config_.hidden_size, V = config_.vocab_size;
   Weights w;
   w.embed = params.view(embed_offset_, {V, C});
   w.final_norm = params.view(final_norm_offset_, {C});
@@ -146,19 +101,27 @@ Transformer::Weights Transformer::views(const ParameterStore& params) const {
   } else {
     w.lm_head = params.view(lm_head_offset_, {V, C});
   }
-  for (const auto& o : layer_offsets_) {
-    Weights::Layer L;
-    L.ln1 = params.view(o.ln1, {C});
-    L.qkv_w = params.view(o.qkv_w, {qkv, C});
-    if (o.qkv_b >= 0) L.qkv_b = params.view(o.qkv_b, {qkv});
-    L.o_w = params.view(o.o_w, {C, config_.q_dim()});
-    if (o.o_b >= 0) L.o_b = params.view(o.o_b, {C});
-    L.ln2 = params.view(o.ln2, {C});
-    L.gate_up = params.view(o.gate_up, {2 * F, C});
-    L.down = params.view(o.down, {C, F});
-    w.layers.push_back(L);
-  }
+  float* flat = const_cast<float*>(params.flat().data<float>());
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l)
+    w.layers.push_back(layer_views(l, flat + layer_offsets_[static_cast<size_t>(l)].begin));
   return w;
+}
+
+Transformer::LayerWeights Transformer::layer_views(int64_t l, float* span) const {
+  const LayerOffsets& o = layer_offsets_[static_cast<size_t>(l)];
+  const int64_t C = config_.hidden_size, F = config_.intermediate_size;
+  const int64_t qkv = config_.q_dim() + 2 * config_.kv_dim();
+  auto view = [&](int64_t offset, Shape shape) { return Tensor::borrow(span + (offset - o.begin), std::move(shape)); };
+  LayerWeights L;
+  L.ln1 = view(o.ln1, {C});
+  L.qkv_w = view(o.qkv_w, {qkv, C});
+  if (o.qkv_b >= 0) L.qkv_b = view(o.qkv_b, {qkv});
+  L.o_w = view(o.o_w, {C, config_.q_dim()});
+  if (o.o_b >= 0) L.o_b = view(o.o_b, {C});
+  L.ln2 = view(o.ln2, {C});
+  L.gate_up = view(o.gate_up, {2 * F, C});
+  L.down = view(o.down, {C, F});
+  return L;
 }
 
 void Transformer::forward(const ParameterStore& params, const PackedBatch& batch, const ForwardOptions& options,
@@ -169,9 +132,6 @@ void Transformer::forward(const ParameterStore& params, const PackedBatch& batch
                                                         "(entropy requested)");
   const Weights w = views(params);
   const int64_t N = batch.num_tokens(), C = config_.hidden_size, V = config_.vocab_size;
-  const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
-  const int64_t F = config_.intermediate_size, qkv_dim = config_.q_dim() + 2 * config_.kv_dim();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
 
   acts.num_tokens = N;
   acts.temperature = options.temperature;
@@ -182,55 +142,17 @@ void Transformer::forward(const ParameterStore& params, const PackedBatch& batch
   acts.cu_seqlens = i32_tensor(batch.cu_seqlens);
   acts.layers.resize(config_.num_hidden_layers);
 
-  // CPU weights go through the packed kernel, as in forward_cached, so both compute the same bits.
+  // CPU weights go through the packed kernel, as in forward_cached, so both compute the same bits, and the layers
+  // run chunk by chunk on the threads.
   const bool pack = params.flat().device() == Device::kCPU;
   if (pack) pack_weights(params, acts.packed);
-  auto packed_layer = [&](int64_t l) { return pack ? &acts.packed.layers[static_cast<size_t>(l)] : nullptr; };
+  acts.chunks = plan_row_chunks(batch.cu_seqlens, pack ? kChunkRows : std::max<int64_t>(N, 1));
 
-  Tensor qkv = Tensor::empty({N, qkv_dim});
   // The residual stream lives in the kept activations: layer l writes layer l+1's x (or x_final) in place, so
   // repeated forwards of one shape allocate (and page-fault) nothing for it.
   ensure(acts.layers[0].x, {N, C});
   ops::embedding_forward(w.embed, acts.tokens, acts.layers[0].x);
-  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
-    const auto& W = w.layers[l];
-    const PackedWeights::Layer* P = packed_layer(l);
-    auto& A = acts.layers[l];
-    Tensor& x_next = l + 1 < config_.num_hidden_layers ? acts.layers[l + 1].x : acts.x_final;
-    ensure(A.h, {N, C});
-    ensure(x_next, {N, C});
-    ensure(A.rstd1, {N});
-    ensure(A.xn1, {N, C});
-    ensure(A.q, {N, Hq, D});
-    ensure(A.k, {N, Hkv, D});
-    ensure(A.v, {N, Hkv, D});
-    ensure(A.att, {N, Hq * D});
-    ensure(A.lse, {N, Hq});
-    ensure(A.rstd2, {N});
-    ensure(A.xn2, {N, C});
-    ensure(A.gate_up, {N, 2 * F});
-    ensure(A.act, {N, F});
-
-    ops::rmsnorm_forward(A.x, W.ln1, static_cast<float>(config_.rms_norm_eps), A.xn1, A.rstd1);
-    linear(A.xn1, W.qkv_w, P ? &P->qkv : nullptr, qkv, false);
-    if (W.qkv_b.defined()) ops::add_bias(qkv, W.qkv_b);
-    split_qkv(qkv, A.q, A.k, A.v);
-    ops::rope_forward(A.q, acts.positions, rope_);
-    ops::rope_forward(A.k, acts.positions, rope_);
-    Tensor att3 = A.att.reshape({N, Hq, D});
-    ops::attention_forward(A.q, A.k, A.v, acts.cu_seqlens, scale, att3, A.lse);
-
-    // h = x + o_proj(att): start from a copy of x, accumulate the product into it.
-    std::memcpy(A.h.data<float>(), A.x.data<float>(), N * C * sizeof(float));
-    linear(A.att, W.o_w, P ? &P->o : nullptr, A.h, true);
-    if (W.o_b.defined()) ops::add_bias(A.h, W.o_b);
-
-    ops::rmsnorm_forward(A.h, W.ln2, static_cast<float>(config_.rms_norm_eps), A.xn2, A.rstd2);
-    linear(A.xn2, W.gate_up, P ? &P->gate_up : nullptr, A.gate_up, false);
-    ops::swiglu_forward(A.gate_up, A.act);
-    std::memcpy(x_next.data<float>(), A.h.data<float>(), N * C * sizeof(float));
-    linear(A.act, W.down, P ? &P->down : nullptr, x_next, true);
-  }
+  forward_layers(w, pack ? &acts.packed : nullptr, pack, acts);
   ensure(acts.rstd_final, {N});
   ensure(acts.xn_final, {N, C});
   ops::rmsnorm_forward(acts.x_final, w.final_norm, static_cast<float>(config_.rms_norm_eps), acts.xn_final,
@@ -305,52 +227,12 @@ void Transformer::backward_values(const ParameterStore& params, Activations& act
 
 void Transformer::backward_body(const Weights& w, bool packed, Weights& g, Activations& acts) const {
   const int64_t N = acts.num_tokens, C = config_.hidden_size;
-  const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
-  const int64_t F = config_.intermediate_size, qkv_dim = config_.q_dim() + 2 * config_.kv_dim();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   auto& S = acts.scratch;
   ensure(S.dx, {N, C});  // gradient of the residual stream, accumulated in place from 0
   std::memset(S.dx.data<float>(), 0, N * C * sizeof(float));
-  ensure(S.dxn, {N, C});
-  ensure(S.dact, {N, F});
-  ensure(S.dgate_up, {N, 2 * F});
-  ensure(S.datt, {N, Hq * D});
-  ensure(S.dq, {N, Hq, D});
-  ensure(S.dk, {N, Hkv, D});
-  ensure(S.dv, {N, Hkv, D});
-  ensure(S.dqkv, {N, qkv_dim});
-  Tensor &dx = S.dx, &dxn = S.dxn, &dact = S.dact, &dgate_up = S.dgate_up, &datt = S.datt;
-  Tensor &dq = S.dq, &dk = S.dk, &dv = S.dv, &dqkv = S.dqkv;
-  ops::rmsnorm_backward(S.dxn_final, acts.x_final, w.final_norm, acts.rstd_final, dx, g.final_norm);
-
-  for (int64_t l = config_.num_hidden_layers - 1; l >= 0; --l) {
-    const auto& W = w.layers[l];
-    const PackedWeights::Layer* P = packed ? &S.wt.layers[static_cast<size_t>(l)] : nullptr;
-    auto& G = g.layers[l];
-    const auto& A = acts.layers[l];
-    // MLP: x_next = h + down(swiglu(gate_up(norm2(h)))); dx holds d/dx_next.
-    linear_input_grad(dx, W.down, P ? &P->down : nullptr, dact);
-    ops::matmul(dx, true, A.act, false, G.down, 1.0f, 1.0f);
-    ops::swiglu_backward(dact, A.gate_up, dgate_up);
-    ops::matmul(dgate_up, true, A.xn2, false, G.gate_up, 1.0f, 1.0f);
-    linear_input_grad(dgate_up, W.gate_up, P ? &P->gate_up : nullptr, dxn);
-    ops::rmsnorm_backward(dxn, A.h, W.ln2, A.rstd2, dx, G.ln2);  // dx is now d/dh
-    // Attention: h = x + o(attn(rope(qkv(norm1(x))))).
-    linear_input_grad(dx, W.o_w, P ? &P->o : nullptr, datt);
-    ops::matmul(dx, true, A.att, false, G.o_w, 1.0f, 1.0f);
-    if (G.o_b.defined()) ops::bias_backward(dx, G.o_b);
-    Tensor att3 = A.att.reshape({N, Hq, D});
-    ops::attention_backward(datt.reshape({N, Hq, D}), A.q, A.k, A.v, att3, A.lse, acts.cu_seqlens, scale, dq, dk,
-                            dv);
-    ops::rope_backward(dq, acts.positions, rope_);
-    ops::rope_backward(dk, acts.positions, rope_);
-    merge_qkv(dq, dk, dv, dqkv);
-    if (G.qkv_b.defined()) ops::bias_backward(dqkv, G.qkv_b);
-    ops::matmul(dqkv, true, A.xn1, false, G.qkv_w, 1.0f, 1.0f);
-    linear_input_grad(dqkv, W.qkv_w, P ? &P->qkv : nullptr, dxn);
-    ops::rmsnorm_backward(dxn, A.x, W.ln1, A.rstd1, dx, G.ln1);  // dx is now d/dx of this block
-  }
-  ops::embedding_backward(dx, acts.tokens, g.embed);
+  ops::rmsnorm_backward(S.dxn_final, acts.x_final, w.final_norm, acts.rstd_final, S.dx, g.final_norm);
+  backward_layers(w, packed ? &S.wt : nullptr, packed, g, acts);
+  ops::embedding_backward(S.dx, acts.tokens, g.embed);
 }
 
 void Transformer::pack_weights(const ParameterStore& params, PackedWeights& out, bool transposed) const {

@@ -18,6 +18,7 @@
 #include "kernels/ops.h"
 #include "model/kv_cache.h"
 #include "model/packed_batch.h"
+#include "model/row_chunks.h"
 #include "model/parameters.h"
 
 namespace rlcpp {
@@ -58,6 +59,14 @@ struct LayerActivations {
   Tensor act;      // (N,F) silu(gate) * up
 };
 
+// One thread's buffers for a chunk of rows passing through one layer: the outputs that live only that long,
+// sized for the largest chunk, and (CPU backward) the layer's parameter gradients from this thread's chunks.
+struct ChunkScratch {
+  Tensor qkv;                                          // forward
+  Tensor dxn, dact, dgate_up, datt, dq, dk, dv, dqkv;  // backward
+  Tensor layer_grads;
+};
+
 struct Activations {
   int64_t num_tokens = 0;
   std::vector<LayerActivations> layers;
@@ -70,12 +79,16 @@ struct Activations {
   Tensor entropy;   // (N) when requested
   Tensor values;    // (N) value-head models only (they have no logits, lse, logp)
   Tensor tokens, targets, positions, cu_seqlens;  // int32 copies of the batch
+  // The row chunks the layers run in: CPU layers run chunk by chunk, the chunks split between the threads
+  // (one chunk of all rows otherwise).
+  std::vector<RowChunk> chunks;
+  std::vector<ChunkScratch> chunk_scratch;  // one per thread
   PackedWeights packed;  // the weights forward packed (CPU parameters), kept to spare reallocating them
   // The backward's scratch, kept across calls so that repeated backwards of one shape allocate (and page-fault)
-  // nothing: the weights packed transposed, and the gradients of the activations.
+  // nothing: the weights packed transposed, and the gradients of the head and of the residual stream.
   struct BackwardScratch {
     PackedWeights wt;
-    Tensor dlogits, dxn_final, dx, dxn, dact, dgate_up, datt, dq, dk, dv, dqkv;
+    Tensor dlogits, dxn_final, dx;
   } scratch;
   float temperature = 1.0f;
   bool has_entropy = false;
@@ -128,13 +141,28 @@ class Transformer {
   // Offsets (in floats) of each layer's weights in the flat parameter buffer; -1 when absent.
   struct LayerOffsets {
     int64_t ln1, qkv_w, qkv_b, o_w, o_b, ln2, gate_up, down;
+    int64_t begin, end;  // the span of all the layer's parameters
   };
   struct Weights;  // per-layer views, built per call from a ParameterStore
+  struct LayerWeights;
   Weights views(const ParameterStore& params) const;
+  // Views of layer l's parameters in a buffer holding that layer's span only (a thread's gradients).
+  LayerWeights layer_views(int64_t l, float* span) const;
   // From dL/d(final norm output) (N,C) down to the embedding; shared by both heads.
   // From acts.scratch.dxn_final down; `packed`: acts.scratch.wt holds the weights packed transposed (CPU),
   // else the products go through ops::matmul.
   void backward_body(const Weights& w, bool packed, Weights& g, Activations& acts) const;
+  // One layer on one chunk of rows (transformer_layers.cpp): forward from A.x into A's rows and x_next; backward
+  // from dx (d x_next on entry, d x on exit) into the parameter gradients G.
+  void layer_forward(const LayerWeights& W, const PackedWeights::Layer* P, LayerActivations& A, Tensor& x_next,
+                     const RowChunk& rows, const Tensor& positions, ChunkScratch& s) const;
+  void layer_backward(const LayerWeights& W, const PackedWeights::Layer* P, LayerWeights& G,
+                      const LayerActivations& A, Tensor& dx, const RowChunk& rows, const Tensor& positions,
+                      ChunkScratch& s) const;
+  // All layers forward / backward over acts.chunks: side by side on the threads when `chunked`.
+  void forward_layers(const Weights& w, const PackedWeights* packed, bool chunked, Activations& acts) const;
+  void backward_layers(const Weights& w, const PackedWeights* packed, bool chunked, Weights& g,
+                       Activations& acts) const;
 
   ModelConfig config_;
   std::vector<LayerOffsets> layer_offsets_;

@@ -1,6 +1,7 @@
 // The packed matmul (ops::pack_weight, ops::matmul_packed): values against a double reference and against the
 // one fused multiply-add chain per output it promises, batch invariance bit for bit, guard bytes around the
-// output, repacking, the backward's input gradient, and the errors it throws.
+// output, repacking, the backward's input gradient, and the errors it throws; and the weight gradient
+// (ops::linear_weight_grad) against its fma chains.
 #include <omp.h>
 
 #include <cmath>
@@ -177,6 +178,53 @@ TEST(PackedMatmul, InputGradientThroughTheTransposedPackingMatchesDoubleReferenc
       }
     EXPECT_EQ(misses, 0);
   }
+}
+
+// The weight gradient dw (N,K) += dy (M,N)^T @ x (M,K), operands read in place: one fma chain per output over
+// the rows in order from dw's value (bit for bit), so splitting the rows into consecutive calls, as the chunked
+// backward does, or running on one or two threads gives the same bits; guard bytes around dw stay intact.
+TEST(LinearWeightGrad, EachOutputIsOneFmaChainOverTheRowsFromDwsValue) {
+  Rng rng(13);
+  // Odd shapes: K (dw's columns) off the 16-wide vector and the 64-wide tile, N off the 6-row tile, M off the
+  // 64-row block; and the W1 shapes large enough to run on two threads.
+  const Dims shapes[] = {{1, 1, 1},   {5, 7, 3},     {65, 13, 17},  {130, 6, 64},
+                         {37, 20, 81}, {256, 704, 128}, {300, 128, 352}};
+  for (const Dims& d : shapes) {
+    SCOPED_TRACE(::testing::Message() << "M=" << d.m << " N=" << d.n << " K=" << d.k);
+    const Tensor dy = rng.normal({d.m, d.n}), x = rng.normal({d.m, d.k}), dw0 = rng.normal({d.n, d.k});
+    std::vector<float> want(static_cast<size_t>(d.n * d.k));
+    for (int64_t o = 0; o < d.n; ++o)
+      for (int64_t i = 0; i < d.k; ++i) {
+        float acc = dw0.data<float>()[o * d.k + i];
+        for (int64_t t = 0; t < d.m; ++t) acc = std::fma(dy.data<float>()[t * d.n + o], x.data<float>()[t * d.k + i], acc);
+        want[static_cast<size_t>(o * d.k + i)] = acc;
+      }
+    Guarded dw({d.n, d.k});
+    dw.copy_from(dw0);
+    ops::linear_weight_grad(dy, x, dw.t());
+    EXPECT_TRUE(dw.guards_intact());
+    EXPECT_TRUE(same_bits(dw.data(), want.data(), d.n * d.k));
+    // The rows in two calls (a cut off the 64-row block), on one thread.
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const int64_t cut = d.m / 3;
+    Tensor split = dw0.clone();
+    ops::linear_weight_grad(dy.slice_rows(0, cut), x.slice_rows(0, cut), split);
+    ops::linear_weight_grad(dy.slice_rows(cut, d.m), x.slice_rows(cut, d.m), split);
+    omp_set_num_threads(threads);
+    EXPECT_TRUE(same_bits(split.data<float>(), want.data(), d.n * d.k));
+  }
+}
+
+TEST(LinearWeightGrad, ShapeErrorsNameTheOperands) {
+  Rng rng(14);
+  Tensor dy = rng.normal({4, 6}), x = rng.normal({5, 3}), dw = Tensor::zeros({6, 3});
+  const std::string rows = error_of([&] { ops::linear_weight_grad(dy, x, dw); });
+  EXPECT_NE(rows.find("linear_weight_grad"), std::string::npos) << rows;
+  EXPECT_NE(rows.find("row counts"), std::string::npos) << rows;
+  Tensor x4 = rng.normal({4, 3}), dw_bad = Tensor::zeros({6, 4});
+  const std::string shape = error_of([&] { ops::linear_weight_grad(dy, x4, dw_bad); });
+  EXPECT_NE(shape.find("dw"), std::string::npos) << shape;
 }
 
 TEST(PackedMatmul, ShapeErrorsNameTheSizes) {

@@ -35,6 +35,9 @@ void pack_weight_transposed(const float* w, float* panels, int64_t n, int64_t k)
 // y (m,n) = x (m,k) @ w^T, or y += x @ w^T when accumulate; each output one fma chain over k in order.
 void matmul_packed(const float* x, const float* panels, float* y, int64_t m, int64_t n, int64_t k, bool accumulate);
 
+// dw (out,in) += dy (n,out)^T @ x (n,in), operands in place; each output one fma chain over t = 0..n-1 in order.
+void linear_weight_grad(const float* dy, const float* x, float* dw, int64_t n, int64_t out, int64_t in);
+
 // y (rows,cols) += bias (cols) on every row.
 void add_bias(float* y, const float* bias, int64_t rows, int64_t cols);
 // dbias (cols) += column sums of dy (rows,cols).

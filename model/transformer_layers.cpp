@@ -1,0 +1,228 @@
+// The training forward and backward of the Transformer's layers, one chunk of rows (whole sequences) at a time.
+//
+// On the CPU a layer runs chunk by chunk, the chunks split between the threads (one OpenMP region per layer):
+// a chunk's activations and activation gradients stay in the core's L2 cache from one op to the next instead
+// of streaming the whole batch through memory once per op, the element-wise ops run on both cores with no
+// fork and join between them, and the weight-gradient products accumulate per thread (K = a chunk's rows) and
+// are summed in thread order at the end of the layer. Every op works row by row (or sequence by sequence), so
+// the forward's values are the bits the whole batch at once gives, and the same as forward_cached's; the
+// weight gradients are summed in an order fixed by the batch and the thread count.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <exception>
+
+#include "core/error.h"
+#include "model/layer_ops.h"
+#include "model/transformer_weights.h"
+
+namespace rlcpp {
+
+using namespace layer_ops;
+
+namespace {
+
+// Runs body(chunk index, thread) for every chunk, the chunks split between `threads` threads in contiguous
+// shares (schedule static: which thread takes which chunk depends only on the counts), then after a barrier
+// finish(team size) on every thread. The first exception a body throws is rethrown after the region (the other
+// chunks still run: a worksharing loop cannot be left early).
+template <class Body, class Finish>
+void for_chunks(int64_t num_chunks, int threads, const Body& body, const Finish& finish) {
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num();
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < num_chunks; ++c) {
+      try {
+        if (!errors[static_cast<size_t>(t)]) body(c, t);
+      } catch (...) {
+        errors[static_cast<size_t>(t)] = std::current_exception();
+      }
+    }
+    finish(omp_get_num_threads());
+  }
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+int64_t max_chunk_rows(const std::vector<RowChunk>& chunks) {
+  int64_t rows = 0;
+  for (const auto& c : chunks) rows = std::max(rows, c.end - c.begin);
+  return rows;
+}
+
+}  // namespace
+
+void Transformer::layer_forward(const LayerWeights& W, const PackedWeights::Layer* P, LayerActivations& A,
+                                Tensor& x_next, const RowChunk& rows, const Tensor& positions,
+                                ChunkScratch& s) const {
+  const int64_t b = rows.begin, e = rows.end, n = e - b;
+  const int64_t Hq = config_.num_attention_heads, D = config_.head_dim();
+  const float eps = static_cast<float>(config_.rms_norm_eps), scale = 1.0f / std::sqrt(static_cast<float>(D));
+  Tensor x = A.x.slice_rows(b, e), xn1 = A.xn1.slice_rows(b, e), rstd1 = A.rstd1.slice_rows(b, e);
+  Tensor q = A.q.slice_rows(b, e), k = A.k.slice_rows(b, e), v = A.v.slice_rows(b, e);
+  Tensor att = A.att.slice_rows(b, e), lse = A.lse.slice_rows(b, e), h = A.h.slice_rows(b, e);
+  Tensor xn2 = A.xn2.slice_rows(b, e), rstd2 = A.rstd2.slice_rows(b, e);
+  Tensor gate_up = A.gate_up.slice_rows(b, e), act = A.act.slice_rows(b, e), out = x_next.slice_rows(b, e);
+  Tensor pos = positions.slice_rows(b, e), qkv = s.qkv.slice_rows(0, n);
+
+  ops::rmsnorm_forward(x, W.ln1, eps, xn1, rstd1);
+  linear(xn1, W.qkv_w, P ? &P->qkv : nullptr, qkv, false);
+  if (W.qkv_b.defined()) ops::add_bias(qkv, W.qkv_b);
+  split_qkv(qkv, q, k, v);
+  ops::rope_forward(q, pos, rope_);
+  ops::rope_forward(k, pos, rope_);
+  Tensor att3 = att.reshape({n, Hq, D});
+  ops::attention_forward(q, k, v, rows.cu_seqlens, scale, att3, lse);
+  // h = x + o_proj(att): start from a copy of x, accumulate the product into it.
+  std::memcpy(h.data<float>(), x.data<float>(), x.nbytes());
+  linear(att, W.o_w, P ? &P->o : nullptr, h, true);
+  if (W.o_b.defined()) ops::add_bias(h, W.o_b);
+  ops::rmsnorm_forward(h, W.ln2, eps, xn2, rstd2);
+  linear(xn2, W.gate_up, P ? &P->gate_up : nullptr, gate_up, false);
+  ops::swiglu_forward(gate_up, act);
+  std::memcpy(out.data<float>(), h.data<float>(), h.nbytes());
+  linear(act, W.down, P ? &P->down : nullptr, out, true);
+}
+
+void Transformer::layer_backward(const LayerWeights& W, const PackedWeights::Layer* P, LayerWeights& G,
+                                 const LayerActivations& A, Tensor& dx_all, const RowChunk& rows,
+                                 const Tensor& positions, ChunkScratch& s) const {
+  const int64_t b = rows.begin, e = rows.end, n = e - b;
+  const int64_t Hq = config_.num_attention_heads, D = config_.head_dim();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const Tensor x = A.x.slice_rows(b, e), xn1 = A.xn1.slice_rows(b, e), rstd1 = A.rstd1.slice_rows(b, e);
+  const Tensor q = A.q.slice_rows(b, e), k = A.k.slice_rows(b, e), v = A.v.slice_rows(b, e);
+  const Tensor att = A.att.slice_rows(b, e), lse = A.lse.slice_rows(b, e), h = A.h.slice_rows(b, e);
+  const Tensor xn2 = A.xn2.slice_rows(b, e), rstd2 = A.rstd2.slice_rows(b, e);
+  const Tensor gate_up = A.gate_up.slice_rows(b, e), act = A.act.slice_rows(b, e);
+  const Tensor pos = positions.slice_rows(b, e);
+  Tensor dx = dx_all.slice_rows(b, e);
+  Tensor dxn = s.dxn.slice_rows(0, n), dact = s.dact.slice_rows(0, n), dgate_up = s.dgate_up.slice_rows(0, n);
+  Tensor datt = s.datt.slice_rows(0, n), dq = s.dq.slice_rows(0, n), dk = s.dk.slice_rows(0, n);
+  Tensor dv = s.dv.slice_rows(0, n), dqkv = s.dqkv.slice_rows(0, n);
+
+  // MLP: x_next = h + down(swiglu(gate_up(norm2(h)))); dx holds d/dx_next.
+  linear_input_grad(dx, W.down, P ? &P->down : nullptr, dact);
+  ops::linear_weight_grad(dx, act, G.down);
+  ops::swiglu_backward(dact, gate_up, dgate_up);
+  ops::linear_weight_grad(dgate_up, xn2, G.gate_up);
+  linear_input_grad(dgate_up, W.gate_up, P ? &P->gate_up : nullptr, dxn);
+  ops::rmsnorm_backward(dxn, h, W.ln2, rstd2, dx, G.ln2);  // dx is now d/dh
+  // Attention: h = x + o(attn(rope(qkv(norm1(x))))).
+  linear_input_grad(dx, W.o_w, P ? &P->o : nullptr, datt);
+  ops::linear_weight_grad(dx, att, G.o_w);
+  if (G.o_b.defined()) ops::bias_backward(dx, G.o_b);
+  ops::attention_backward(datt.reshape({n, Hq, D}), q, k, v, att.reshape({n, Hq, D}), lse, rows.cu_seqlens, scale,
+                          dq, dk, dv);
+  ops::rope_backward(dq, pos, rope_);
+  ops::rope_backward(dk, pos, rope_);
+  merge_qkv(dq, dk, dv, dqkv);
+  if (G.qkv_b.defined()) ops::bias_backward(dqkv, G.qkv_b);
+  ops::linear_weight_grad(dqkv, xn1, G.qkv_w);
+  linear_input_grad(dqkv, W.qkv_w, P ? &P->qkv : nullptr, dxn);
+  ops::rmsnorm_backward(dxn, x, W.ln1, rstd1, dx, G.ln1);  // dx is now d/dx of this block
+}
+
+void Transformer::forward_layers(const Weights& w, const PackedWeights* packed, bool chunked,
+                                 Activations& acts) const {
+  const int64_t N = acts.num_tokens, C = config_.hidden_size, F = config_.intermediate_size;
+  const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
+  const int64_t qkv_dim = config_.q_dim() + 2 * config_.kv_dim();
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    auto& A = acts.layers[static_cast<size_t>(l)];
+    Tensor& x_next = l + 1 < config_.num_hidden_layers ? acts.layers[static_cast<size_t>(l) + 1].x : acts.x_final;
+    ensure(A.h, {N, C});
+    ensure(x_next, {N, C});
+    ensure(A.rstd1, {N});
+    ensure(A.xn1, {N, C});
+    ensure(A.q, {N, Hq, D});
+    ensure(A.k, {N, Hkv, D});
+    ensure(A.v, {N, Hkv, D});
+    ensure(A.att, {N, Hq * D});
+    ensure(A.lse, {N, Hq});
+    ensure(A.rstd2, {N});
+    ensure(A.xn2, {N, C});
+    ensure(A.gate_up, {N, 2 * F});
+    ensure(A.act, {N, F});
+  }
+  const int threads = chunked && !omp_in_parallel() ? std::max(1, omp_get_max_threads()) : 1;
+  acts.chunk_scratch.resize(static_cast<size_t>(threads));
+  const int64_t rows = max_chunk_rows(acts.chunks);
+  for (auto& s : acts.chunk_scratch) ensure(s.qkv, {rows, qkv_dim});
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    auto& A = acts.layers[static_cast<size_t>(l)];
+    Tensor& x_next = l + 1 < config_.num_hidden_layers ? acts.layers[static_cast<size_t>(l) + 1].x : acts.x_final;
+    const PackedWeights::Layer* P = packed ? &packed->layers[static_cast<size_t>(l)] : nullptr;
+    const LayerWeights& W = w.layers[static_cast<size_t>(l)];
+    for_chunks(
+        static_cast<int64_t>(acts.chunks.size()), threads,
+        [&](int64_t c, int t) {
+          layer_forward(W, P, A, x_next, acts.chunks[static_cast<size_t>(c)], acts.positions,
+                        acts.chunk_scratch[static_cast<size_t>(t)]);
+        },
+        [](int) {});
+  }
+}
+
+void Transformer::backward_layers(const Weights& w, const PackedWeights* packed, bool chunked, Weights& g,
+                                  Activations& acts) const {
+  const int64_t C = config_.hidden_size, F = config_.intermediate_size;
+  const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
+  const int64_t qkv_dim = config_.q_dim() + 2 * config_.kv_dim();
+  const int threads = chunked && !omp_in_parallel() ? std::max(1, omp_get_max_threads()) : 1;
+  acts.chunk_scratch.resize(static_cast<size_t>(threads));
+  const int64_t rows = max_chunk_rows(acts.chunks);
+  const int64_t span = layer_offsets_.empty() ? 0 : layer_offsets_[0].end - layer_offsets_[0].begin;
+  for (auto& s : acts.chunk_scratch) {
+    ensure(s.dxn, {rows, C});
+    ensure(s.dact, {rows, F});
+    ensure(s.dgate_up, {rows, 2 * F});
+    ensure(s.datt, {rows, Hq * D});
+    ensure(s.dq, {rows, Hq, D});
+    ensure(s.dk, {rows, Hkv, D});
+    ensure(s.dv, {rows, Hkv, D});
+    ensure(s.dqkv, {rows, qkv_dim});
+    if (chunked) ensure(s.layer_grads, {span});
+  }
+  for (int64_t l = config_.num_hidden_layers - 1; l >= 0; --l) {
+    const LayerOffsets& o = layer_offsets_[static_cast<size_t>(l)];
+    RLCPP_CHECK(o.end - o.begin == span, "backward: layer " << l << " has " << o.end - o.begin
+                                                              << " parameters, layer 0 " << span);
+    const PackedWeights::Layer* P = packed ? &packed->layers[static_cast<size_t>(l)] : nullptr;
+    const LayerWeights& W = w.layers[static_cast<size_t>(l)];
+    LayerWeights& G = g.layers[static_cast<size_t>(l)];
+    if (!chunked) {  // one chunk, gradients straight into G
+      for (const auto& chunk : acts.chunks)
+        layer_backward(W, P, G, acts.layers[static_cast<size_t>(l)], acts.scratch.dx, chunk, acts.positions,
+                       acts.chunk_scratch[0]);
+      continue;
+    }
+    // Each thread accumulates its chunks' gradients of this layer in its own buffer; then the threads sum the
+    // buffers into G, each a share of the entries, in thread order.
+    float* g_span = G.ln1.data<float>() - (o.ln1 - o.begin);
+    for (auto& s : acts.chunk_scratch) s.layer_grads.fill_zero();
+    for_chunks(
+        static_cast<int64_t>(acts.chunks.size()), threads,
+        [&](int64_t c, int t) {
+          ChunkScratch& s = acts.chunk_scratch[static_cast<size_t>(t)];
+          LayerWeights Gt = layer_views(l, s.layer_grads.data<float>());
+          layer_backward(W, P, Gt, acts.layers[static_cast<size_t>(l)], acts.scratch.dx,
+                         acts.chunks[static_cast<size_t>(c)], acts.positions, s);
+        },
+        [&](int team) {
+#pragma omp for schedule(static)
+          for (int64_t i = 0; i < span; ++i) {
+            float sum = acts.chunk_scratch[0].layer_grads.data<float>()[i];
+            for (int u = 1; u < team; ++u)
+              sum += acts.chunk_scratch[static_cast<size_t>(u)].layer_grads.data<float>()[i];
+            g_span[i] += sum;
+          }
+        });
+  }
+}
+
+}  // namespace rlcpp
