@@ -117,15 +117,32 @@ void pack_weight_transposed(const Tensor& w, PackedWeight& packed) {
   cpu::pack_weight_transposed(w.data<float>(), packed.panels.data<float>(), w.size(0), w.size(1));
 }
 
-void matmul_packed(const Tensor& x, const PackedWeight& w, Tensor& y, bool accumulate) {
-  const char* op = "matmul_packed";
+namespace {
+
+void check_packed_product(const char* op, const Tensor& x, const PackedWeight& w, const Tensor& y) {
   if (runs_on_cuda(op, {{"x", &x}, {"w.panels", &w.panels}, {"y", &y}})) no_cuda_kernel(op);
   expect_rank(op, {"x", &x}, 2, "(M,K)");
   expect_shape(op, {"w.panels", &w.panels}, {(w.n + cpu::kPackedPanel - 1) / cpu::kPackedPanel, w.k, cpu::kPackedPanel});
   RLCPP_CHECK(x.size(1) == w.k, op << ": x " << shape_str(x.shape()) << " has K = " << x.size(1)
                                    << " but the packed weight is (" << w.n << "," << w.k << ")");
   expect_shape(op, {"y", &y}, {x.size(0), w.n});
-  cpu::matmul_packed(x.data<float>(), w.panels.data<float>(), y.data<float>(), x.size(0), w.n, w.k, accumulate);
+}
+
+}  // namespace
+
+void matmul_packed(const Tensor& x, const PackedWeight& w, Tensor& y, bool accumulate) {
+  check_packed_product("matmul_packed", x, w, y);
+  cpu::matmul_packed(x.data<float>(), w.panels.data<float>(), y.data<float>(), x.size(0), w.n, w.k,
+                     accumulate ? y.data<float>() : nullptr);
+}
+
+void matmul_packed_residual(const Tensor& x, const PackedWeight& w, const Tensor& residual, Tensor& y) {
+  const char* op = "matmul_packed_residual";
+  check_packed_product(op, x, w, y);
+  if (runs_on_cuda(op, {{"residual", &residual}})) no_cuda_kernel(op);
+  expect_shape(op, {"residual", &residual}, y.shape());
+  cpu::matmul_packed(x.data<float>(), w.panels.data<float>(), y.data<float>(), x.size(0), w.n, w.k,
+                     residual.data<float>());
 }
 
 void linear_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw) {
@@ -401,20 +418,43 @@ void swiglu_forward(const Tensor& gate_up, Tensor& out) {
   cpu::swiglu_forward(gate_up.data<float>(), out.data<float>(), n, f);
 }
 
-void swiglu_backward(const Tensor& dout, const Tensor& gate_up, Tensor& dgate_up) {
+namespace {
+
+// Checks swiglu_backward's operands (and act, when given); true when they are on CUDA.
+bool check_swiglu_backward(const Tensor& dout, const Tensor& gate_up, const Tensor& dgate_up, const Tensor* act) {
   const char* op = "swiglu_backward";
-  const bool cuda = runs_on_cuda(op, {{"dout", &dout}, {"gate_up", &gate_up}, {"dgate_up", &dgate_up}});
+  const Tensor& a = act ? *act : dout;  // dout stands in so the checks below stay uniform
+  const bool cuda =
+      runs_on_cuda(op, {{"dout", &dout}, {"gate_up", &gate_up}, {"dgate_up", &dgate_up}, {"act", &a}});
   expect_rank(op, {"gate_up", &gate_up}, 2, "(N,2F)");
   RLCPP_CHECK(gate_up.size(1) % 2 == 0, op << ": gate_up " << shape_str(gate_up.shape()) << " has an odd width");
   const int64_t n = gate_up.size(0), f = gate_up.size(1) / 2;
   expect_shape(op, {"dout", &dout}, {n, f});
   expect_shape(op, {"dgate_up", &dgate_up}, gate_up.shape());
-  if (cuda) {
-    RLCPP_CUDA_ARM(op, cuda::swiglu_backward(dout.data<float>(), gate_up.data<float>(), dgate_up.data<float>(), n,
-                                             f, kStream));
+  expect_shape(op, {"act", &a}, {n, f});
+  return cuda;
+}
+
+}  // namespace
+
+void swiglu_backward(const Tensor& dout, const Tensor& gate_up, Tensor& dgate_up) {
+  const int64_t n = gate_up.size(0), f = gate_up.size(1) / 2;
+  if (check_swiglu_backward(dout, gate_up, dgate_up, nullptr)) {
+    RLCPP_CUDA_ARM("swiglu_backward", cuda::swiglu_backward(dout.data<float>(), gate_up.data<float>(),
+                                                            dgate_up.data<float>(), n, f, kStream));
     return;
   }
-  cpu::swiglu_backward(dout.data<float>(), gate_up.data<float>(), dgate_up.data<float>(), n, f);
+  cpu::swiglu_backward(dout.data<float>(), gate_up.data<float>(), dgate_up.data<float>(), nullptr, n, f);
+}
+
+void swiglu_backward(const Tensor& dout, const Tensor& gate_up, Tensor& dgate_up, Tensor& act) {
+  if (check_swiglu_backward(dout, gate_up, dgate_up, &act)) {
+    swiglu_backward(dout, gate_up, dgate_up);
+    swiglu_forward(gate_up, act);
+    return;
+  }
+  cpu::swiglu_backward(dout.data<float>(), gate_up.data<float>(), dgate_up.data<float>(), act.data<float>(),
+                       gate_up.size(0), gate_up.size(1) / 2);
 }
 
 void logprob_forward(const Tensor& logits, const Tensor& targets, float temperature, Tensor& logp, Tensor& lse,

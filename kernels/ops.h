@@ -37,6 +37,9 @@ void pack_weight_transposed(const Tensor& w, PackedWeight& packed);
 // alike (weights packed once per version instead of on every call, activations read in place). Batch-invariant
 // bit for bit: every output is one fused multiply-add chain over k = 0..K-1 in order, from 0, then stored (or added to y), whatever M, the row's place, or the thread count.
 void matmul_packed(const Tensor& x, const PackedWeight& w, Tensor& y, bool accumulate = false);
+// y = residual + x @ w^T (residual (M,N), may be y): a Linear layer and its residual connection in one pass,
+// the same bits as copying residual into y and accumulating.
+void matmul_packed_residual(const Tensor& x, const PackedWeight& w, const Tensor& residual, Tensor& y);
 
 // dw (N,K) += dy (M,N)^T @ x (M,K), the weight gradient of a Linear layer. On the CPU the operands are read in
 // place (no copies; for a chunk of rows that is already in cache) and every output is one fma chain over the
@@ -100,6 +103,10 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
 void swiglu_forward(const Tensor& gate_up, Tensor& out);
 // dgate_up (N, 2F) overwritten.
 void swiglu_backward(const Tensor& dout, const Tensor& gate_up, Tensor& dgate_up);
+// The same, and act (N,F) = swiglu_forward's output recomputed in the same pass (the bits swiglu_forward gives):
+// the training backward needs it for the down projection's weight gradient, and recomputing it from gate_up
+// costs less than storing it in the forward and reading it back from memory.
+void swiglu_backward(const Tensor& dout, const Tensor& gate_up, Tensor& dgate_up, Tensor& act);
 
 // Per-row log-probability of targets under softmax(logits / temperature). logits (N,V), targets (N) int32;
 // a target of -1 marks a row with no target: logp 0 there. logp (N); lse (N) = logsumexp(logits / T) saved

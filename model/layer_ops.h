@@ -45,6 +45,18 @@ inline void linear(const Tensor& x, const Tensor& weight, const ops::PackedWeigh
     ops::matmul(x, false, weight, true, y, 1.0f, accumulate ? 1.0f : 0.0f);
 }
 
+// y (M,N) = residual + x (M,K) @ weight^T, a Linear layer into a residual stream: one pass through the packed
+// kernel when `packed` is given, else a copy and ops::matmul accumulating (the same bits either way).
+inline void linear_residual(const Tensor& x, const Tensor& weight, const ops::PackedWeight* packed,
+                            const Tensor& residual, Tensor& y) {
+  if (packed) {
+    ops::matmul_packed_residual(x, *packed, residual, y);
+    return;
+  }
+  if (y.data<float>() != residual.data<float>()) std::memcpy(y.data<float>(), residual.data<float>(), y.nbytes());
+  ops::matmul(x, false, weight, true, y, 1.0f, 1.0f);
+}
+
 // dx (M,K) = dy (M,N) @ weight (N,K), the input gradient of a Linear layer: the packed kernel when `packed_t`
 // (weight packed transposed) is given, else ops::matmul.
 inline void linear_input_grad(const Tensor& dy, const Tensor& weight, const ops::PackedWeight* packed_t, Tensor& dx) {

@@ -45,24 +45,21 @@ struct PackedWeights {
 };
 
 // What forward keeps for backward, sized for the batch's N tokens. Reused across calls when shapes allow.
+// The norms' outputs and the SwiGLU output are not kept: the backward recomputes them per chunk of rows from x,
+// h and gate_up (a few operations per element, in cache) instead of reading them back from memory.
 struct LayerActivations {
   Tensor x;        // (N,C) block input (residual stream)
-  Tensor rstd1;    // (N)
-  Tensor xn1;      // (N,C) input_layernorm output
   Tensor q, k, v;  // (N,Hq,D), (N,Hkv,D), (N,Hkv,D), after RoPE
   Tensor att;      // (N,Hq*D) attention output before o_proj
   Tensor lse;      // (N,Hq)
   Tensor h;        // (N,C) after the attention residual
-  Tensor rstd2;    // (N)
-  Tensor xn2;      // (N,C)
   Tensor gate_up;  // (N,2F)
-  Tensor act;      // (N,F) silu(gate) * up
 };
 
 // One thread's buffers for a chunk of rows passing through one layer: the outputs that live only that long,
 // sized for the largest chunk, and (CPU backward) the layer's parameter gradients from this thread's chunks.
 struct ChunkScratch {
-  Tensor qkv;                                          // forward
+  Tensor xn, rstd, qkv, act;                           // forward, and recomputed in the backward
   Tensor dxn, dact, dgate_up, datt, dq, dk, dv, dqkv;  // backward
   Tensor layer_grads;
 };

@@ -54,6 +54,14 @@ int64_t max_chunk_rows(const std::vector<RowChunk>& chunks) {
   return rows;
 }
 
+// The buffers a chunk of `rows` rows needs through one layer's forward (and again in the backward).
+void ensure_chunk_buffers(ChunkScratch& s, int64_t rows, const ModelConfig& c) {
+  ensure(s.xn, {rows, c.hidden_size});
+  ensure(s.rstd, {rows});
+  ensure(s.qkv, {rows, c.q_dim() + 2 * c.kv_dim()});
+  ensure(s.act, {rows, c.intermediate_size});
+}
+
 }  // namespace
 
 void Transformer::layer_forward(const LayerWeights& W, const PackedWeights::Layer* P, LayerActivations& A,
@@ -62,30 +70,27 @@ void Transformer::layer_forward(const LayerWeights& W, const PackedWeights::Laye
   const int64_t b = rows.begin, e = rows.end, n = e - b;
   const int64_t Hq = config_.num_attention_heads, D = config_.head_dim();
   const float eps = static_cast<float>(config_.rms_norm_eps), scale = 1.0f / std::sqrt(static_cast<float>(D));
-  Tensor x = A.x.slice_rows(b, e), xn1 = A.xn1.slice_rows(b, e), rstd1 = A.rstd1.slice_rows(b, e);
+  const Tensor x = A.x.slice_rows(b, e), pos = positions.slice_rows(b, e);
   Tensor q = A.q.slice_rows(b, e), k = A.k.slice_rows(b, e), v = A.v.slice_rows(b, e);
   Tensor att = A.att.slice_rows(b, e), lse = A.lse.slice_rows(b, e), h = A.h.slice_rows(b, e);
-  Tensor xn2 = A.xn2.slice_rows(b, e), rstd2 = A.rstd2.slice_rows(b, e);
-  Tensor gate_up = A.gate_up.slice_rows(b, e), act = A.act.slice_rows(b, e), out = x_next.slice_rows(b, e);
-  Tensor pos = positions.slice_rows(b, e), qkv = s.qkv.slice_rows(0, n);
+  Tensor gate_up = A.gate_up.slice_rows(b, e), out = x_next.slice_rows(b, e);
+  Tensor xn = s.xn.slice_rows(0, n), rstd = s.rstd.slice_rows(0, n), qkv = s.qkv.slice_rows(0, n);
+  Tensor act = s.act.slice_rows(0, n);
 
-  ops::rmsnorm_forward(x, W.ln1, eps, xn1, rstd1);
-  linear(xn1, W.qkv_w, P ? &P->qkv : nullptr, qkv, false);
+  ops::rmsnorm_forward(x, W.ln1, eps, xn, rstd);
+  linear(xn, W.qkv_w, P ? &P->qkv : nullptr, qkv, false);
   if (W.qkv_b.defined()) ops::add_bias(qkv, W.qkv_b);
   split_qkv(qkv, q, k, v);
   ops::rope_forward(q, pos, rope_);
   ops::rope_forward(k, pos, rope_);
   Tensor att3 = att.reshape({n, Hq, D});
   ops::attention_forward(q, k, v, rows.cu_seqlens, scale, att3, lse);
-  // h = x + o_proj(att): start from a copy of x, accumulate the product into it.
-  std::memcpy(h.data<float>(), x.data<float>(), x.nbytes());
-  linear(att, W.o_w, P ? &P->o : nullptr, h, true);
+  linear_residual(att, W.o_w, P ? &P->o : nullptr, x, h);  // h = x + o_proj(att)
   if (W.o_b.defined()) ops::add_bias(h, W.o_b);
-  ops::rmsnorm_forward(h, W.ln2, eps, xn2, rstd2);
-  linear(xn2, W.gate_up, P ? &P->gate_up : nullptr, gate_up, false);
+  ops::rmsnorm_forward(h, W.ln2, eps, xn, rstd);
+  linear(xn, W.gate_up, P ? &P->gate_up : nullptr, gate_up, false);
   ops::swiglu_forward(gate_up, act);
-  std::memcpy(out.data<float>(), h.data<float>(), h.nbytes());
-  linear(act, W.down, P ? &P->down : nullptr, out, true);
+  linear_residual(act, W.down, P ? &P->down : nullptr, h, out);  // x_next = h + down(act)
 }
 
 void Transformer::layer_backward(const LayerWeights& W, const PackedWeights::Layer* P, LayerWeights& G,
@@ -93,26 +98,26 @@ void Transformer::layer_backward(const LayerWeights& W, const PackedWeights::Lay
                                  const Tensor& positions, ChunkScratch& s) const {
   const int64_t b = rows.begin, e = rows.end, n = e - b;
   const int64_t Hq = config_.num_attention_heads, D = config_.head_dim();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  const Tensor x = A.x.slice_rows(b, e), xn1 = A.xn1.slice_rows(b, e), rstd1 = A.rstd1.slice_rows(b, e);
+  const float eps = static_cast<float>(config_.rms_norm_eps), scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const Tensor x = A.x.slice_rows(b, e), pos = positions.slice_rows(b, e);
   const Tensor q = A.q.slice_rows(b, e), k = A.k.slice_rows(b, e), v = A.v.slice_rows(b, e);
   const Tensor att = A.att.slice_rows(b, e), lse = A.lse.slice_rows(b, e), h = A.h.slice_rows(b, e);
-  const Tensor xn2 = A.xn2.slice_rows(b, e), rstd2 = A.rstd2.slice_rows(b, e);
-  const Tensor gate_up = A.gate_up.slice_rows(b, e), act = A.act.slice_rows(b, e);
-  const Tensor pos = positions.slice_rows(b, e);
+  const Tensor gate_up = A.gate_up.slice_rows(b, e);
   Tensor dx = dx_all.slice_rows(b, e);
+  Tensor xn = s.xn.slice_rows(0, n), rstd = s.rstd.slice_rows(0, n), act = s.act.slice_rows(0, n);
   Tensor dxn = s.dxn.slice_rows(0, n), dact = s.dact.slice_rows(0, n), dgate_up = s.dgate_up.slice_rows(0, n);
   Tensor datt = s.datt.slice_rows(0, n), dq = s.dq.slice_rows(0, n), dk = s.dk.slice_rows(0, n);
   Tensor dv = s.dv.slice_rows(0, n), dqkv = s.dqkv.slice_rows(0, n);
 
-  // MLP: x_next = h + down(swiglu(gate_up(norm2(h)))); dx holds d/dx_next.
+  // MLP: x_next = h + down(swiglu(gate_up(norm2(h)))); dx holds d/dx_next. act and norm2(h) are recomputed.
   linear_input_grad(dx, W.down, P ? &P->down : nullptr, dact);
+  ops::swiglu_backward(dact, gate_up, dgate_up, act);
   ops::linear_weight_grad(dx, act, G.down);
-  ops::swiglu_backward(dact, gate_up, dgate_up);
-  ops::linear_weight_grad(dgate_up, xn2, G.gate_up);
+  ops::rmsnorm_forward(h, W.ln2, eps, xn, rstd);
+  ops::linear_weight_grad(dgate_up, xn, G.gate_up);
   linear_input_grad(dgate_up, W.gate_up, P ? &P->gate_up : nullptr, dxn);
-  ops::rmsnorm_backward(dxn, h, W.ln2, rstd2, dx, G.ln2);  // dx is now d/dh
-  // Attention: h = x + o(attn(rope(qkv(norm1(x))))).
+  ops::rmsnorm_backward(dxn, h, W.ln2, rstd, dx, G.ln2);  // dx is now d/dh
+  // Attention: h = x + o(attn(rope(qkv(norm1(x))))); norm1(x) is recomputed.
   linear_input_grad(dx, W.o_w, P ? &P->o : nullptr, datt);
   ops::linear_weight_grad(dx, att, G.o_w);
   if (G.o_b.defined()) ops::bias_backward(dx, G.o_b);
@@ -122,37 +127,32 @@ void Transformer::layer_backward(const LayerWeights& W, const PackedWeights::Lay
   ops::rope_backward(dk, pos, rope_);
   merge_qkv(dq, dk, dv, dqkv);
   if (G.qkv_b.defined()) ops::bias_backward(dqkv, G.qkv_b);
-  ops::linear_weight_grad(dqkv, xn1, G.qkv_w);
+  ops::rmsnorm_forward(x, W.ln1, eps, xn, rstd);
+  ops::linear_weight_grad(dqkv, xn, G.qkv_w);
   linear_input_grad(dqkv, W.qkv_w, P ? &P->qkv : nullptr, dxn);
-  ops::rmsnorm_backward(dxn, x, W.ln1, rstd1, dx, G.ln1);  // dx is now d/dx of this block
+  ops::rmsnorm_backward(dxn, x, W.ln1, rstd, dx, G.ln1);  // dx is now d/dx of this block
 }
 
 void Transformer::forward_layers(const Weights& w, const PackedWeights* packed, bool chunked,
                                  Activations& acts) const {
   const int64_t N = acts.num_tokens, C = config_.hidden_size, F = config_.intermediate_size;
   const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
-  const int64_t qkv_dim = config_.q_dim() + 2 * config_.kv_dim();
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     auto& A = acts.layers[static_cast<size_t>(l)];
     Tensor& x_next = l + 1 < config_.num_hidden_layers ? acts.layers[static_cast<size_t>(l) + 1].x : acts.x_final;
     ensure(A.h, {N, C});
     ensure(x_next, {N, C});
-    ensure(A.rstd1, {N});
-    ensure(A.xn1, {N, C});
     ensure(A.q, {N, Hq, D});
     ensure(A.k, {N, Hkv, D});
     ensure(A.v, {N, Hkv, D});
     ensure(A.att, {N, Hq * D});
     ensure(A.lse, {N, Hq});
-    ensure(A.rstd2, {N});
-    ensure(A.xn2, {N, C});
     ensure(A.gate_up, {N, 2 * F});
-    ensure(A.act, {N, F});
   }
   const int threads = chunked && !omp_in_parallel() ? std::max(1, omp_get_max_threads()) : 1;
   acts.chunk_scratch.resize(static_cast<size_t>(threads));
   const int64_t rows = max_chunk_rows(acts.chunks);
-  for (auto& s : acts.chunk_scratch) ensure(s.qkv, {rows, qkv_dim});
+  for (auto& s : acts.chunk_scratch) ensure_chunk_buffers(s, rows, config_);
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     auto& A = acts.layers[static_cast<size_t>(l)];
     Tensor& x_next = l + 1 < config_.num_hidden_layers ? acts.layers[static_cast<size_t>(l) + 1].x : acts.x_final;
@@ -178,6 +178,7 @@ void Transformer::backward_layers(const Weights& w, const PackedWeights* packed,
   const int64_t rows = max_chunk_rows(acts.chunks);
   const int64_t span = layer_offsets_.empty() ? 0 : layer_offsets_[0].end - layer_offsets_[0].begin;
   for (auto& s : acts.chunk_scratch) {
+    ensure_chunk_buffers(s, rows, config_);
     ensure(s.dxn, {rows, C});
     ensure(s.dact, {rows, F});
     ensure(s.dgate_up, {rows, 2 * F});

@@ -373,6 +373,20 @@ TEST(SwiGlu, ForwardMatchesLoopAndBackwardMatchesFiniteDifferences) {
     return weighted_sum(dout, tmp);
   };
   EXPECT_GRAD_OK(check_gradient(gate_up, values_of(dgate_up.t()), objective), "dgate_up");
+
+  // The fused variant: the same dgate_up bits, and act = the forward's output bit for bit (the training
+  // backward uses it in place of a stored forward output). Wide rows, so the vector loops run.
+  Tensor wide = rng.normal({5, 2 * 301}, 3.0f), dwide = rng.normal({5, 301});
+  Tensor act_fwd = Tensor::empty({5, 301}), dg_plain = Tensor::empty({5, 602}), dg_fused = Tensor::empty({5, 602});
+  Guarded act({5, 301});
+  ops::swiglu_forward(wide, act_fwd);
+  ops::swiglu_backward(dwide, wide, dg_plain);
+  ops::swiglu_backward(dwide, wide, dg_fused, act.t());
+  EXPECT_TRUE(act.guards_intact());
+  EXPECT_EQ(std::memcmp(act.data(), act_fwd.data<float>(), act_fwd.nbytes()), 0);
+  EXPECT_EQ(std::memcmp(dg_fused.data<float>(), dg_plain.data<float>(), dg_plain.nbytes()), 0);
+  Tensor act_bad = Tensor::empty({5, 300});
+  EXPECT_ERROR_MENTIONS(error_of([&] { ops::swiglu_backward(dwide, wide, dg_fused, act_bad); }), "act");
 }
 
 // ---------------------------------------------------------------- logprob

@@ -127,6 +127,27 @@ TEST(PackedMatmul, RowResultsAreBitIdenticalInBatchesOf1And7And64) {
   }
 }
 
+// y = residual + x @ w^T in one pass: the bits of copying the residual into y and accumulating, into another
+// buffer or in place.
+TEST(PackedMatmul, ResidualProductEqualsCopyThenAccumulate) {
+  Rng rng(15);
+  for (const Dims& d : kShapes) {
+    SCOPED_TRACE(::testing::Message() << "M=" << d.m << " N=" << d.n << " K=" << d.k);
+    const Tensor x = rng.normal({d.m, d.k}), w = rng.normal({d.n, d.k}), res = rng.normal({d.m, d.n});
+    ops::PackedWeight pw;
+    ops::pack_weight(w, pw);
+    Tensor want = res.clone();
+    ops::matmul_packed(x, pw, want, /*accumulate=*/true);
+    Guarded y({d.m, d.n});
+    ops::matmul_packed_residual(x, pw, res, y.t());
+    EXPECT_TRUE(y.guards_intact());
+    EXPECT_TRUE(same_bits(y.data(), want.data<float>(), want.numel()));
+    Tensor in_place = res.clone();
+    ops::matmul_packed_residual(x, pw, in_place, in_place);
+    EXPECT_TRUE(same_bits(in_place.data<float>(), want.data<float>(), want.numel()));
+  }
+}
+
 TEST(PackedMatmul, RepackingReusesTheBufferAndTakesTheNewWeights) {
   Rng rng(10);
   Tensor w = rng.normal({40, 24});

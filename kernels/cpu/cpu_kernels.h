@@ -32,8 +32,10 @@ void pack_weight(const float* w, float* panels, int64_t n, int64_t k);
 // Packs the transpose of w (n,k) the same way: panels (ceil(k/16), n, 16) with panels[p][i][j] = w[i][16p + j],
 // zero past k — the panels of pack_weight(w^T) without forming w^T.
 void pack_weight_transposed(const float* w, float* panels, int64_t n, int64_t k);
-// y (m,n) = x (m,k) @ w^T, or y += x @ w^T when accumulate; each output one fma chain over k in order.
-void matmul_packed(const float* x, const float* panels, float* y, int64_t m, int64_t n, int64_t k, bool accumulate);
+// y (m,n) = x (m,k) @ w^T, or y = residual + x @ w^T when residual (m,n) is given (it may be y itself); each
+// product one fma chain over k in order, then the one addition.
+void matmul_packed(const float* x, const float* panels, float* y, int64_t m, int64_t n, int64_t k,
+                   const float* residual);
 
 // dw (out,in) += dy (n,out)^T @ x (n,in), operands in place; each output one fma chain over t = 0..n-1 in order.
 void linear_weight_grad(const float* dy, const float* x, float* dw, int64_t n, int64_t out, int64_t in);
@@ -87,7 +89,8 @@ void paged_attention(const float* q, const float* k_cache, const float* v_cache,
 
 // gate_up (n,2f) -> out (n,f) = silu(gate) * up; dgate_up (n,2f) overwritten.
 void swiglu_forward(const float* gate_up, float* out, int64_t n, int64_t f);
-void swiglu_backward(const float* dout, const float* gate_up, float* dgate_up, int64_t n, int64_t f);
+// act (n,f), when non-null, gets swiglu_forward's output recomputed (the same bits).
+void swiglu_backward(const float* dout, const float* gate_up, float* dgate_up, float* act, int64_t n, int64_t f);
 
 // logits (n,v), targets (n) in [0,v) or -1. logp, lse (n); entropy (n) when non-null.
 // log softmax(row / temperature)[target]: the expression logprob_forward computes for each row.

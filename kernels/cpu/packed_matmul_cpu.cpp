@@ -79,10 +79,11 @@ constexpr int64_t kParallelMinMacs = int64_t{1} << 18;
 // Row blocks (of kRows rows) from which a product walks its tiles row block by row block (see matmul_packed).
 constexpr int64_t kRowsOuterMinBlocks = 128;
 
-// ROWS rows of x times PANELS panels into y; `cols` (<= PANELS * 16) columns of y exist from `y` on.
+// ROWS rows of x times PANELS panels into y, added to `res` (same layout as y; may be y) when given; `cols`
+// (<= PANELS * 16) columns of y exist from `y` on.
 template <int ROWS, int PANELS>
 void tile(const float* x, int64_t ldx, const float* panel, int64_t k, float* y, int64_t ldy, int64_t cols,
-          bool accumulate) {
+          const float* res) {
   constexpr int kVecs = PANELS * kVecsPerPanel;  // registers across the tile's columns
   Vec acc[ROWS][kVecs];
   for (int r = 0; r < ROWS; ++r)
@@ -100,21 +101,22 @@ void tile(const float* x, int64_t ldx, const float* panel, int64_t k, float* y, 
   }
   for (int r = 0; r < ROWS; ++r) {
     float* out = y + r * ldy;
+    const float* add = res ? res + r * ldy : nullptr;
     if (cols == PANELS * kPackedPanel) {
       for (int c = 0; c < kVecs; ++c) {
         Vec v = acc[r][c];
-        if (accumulate) v = Vec::add(Vec::load(out + c * Vec::kWidth), v);
+        if (add) v = Vec::add(Vec::load(add + c * Vec::kWidth), v);
         v.store(out + c * Vec::kWidth);
       }
     } else {  // the last columns of y: through a buffer, the same additions
       float buf[kVecs * Vec::kWidth];
       for (int c = 0; c < kVecs; ++c) acc[r][c].store(buf + c * Vec::kWidth);
-      for (int64_t j = 0; j < cols; ++j) out[j] = accumulate ? out[j] + buf[j] : buf[j];
+      for (int64_t j = 0; j < cols; ++j) out[j] = add ? add[j] + buf[j] : buf[j];
     }
   }
 }
 
-using TileFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t, bool);
+using TileFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t, const float*);
 
 // tiles[rows - 1][panels - 1]: every remainder shape of the kRows x kPanels tile.
 template <int ROWS, int... P>
@@ -159,7 +161,8 @@ void pack_weight_transposed(const float* w, float* panels, int64_t n, int64_t k)
   }
 }
 
-void matmul_packed(const float* x, const float* panels, float* y, int64_t m, int64_t n, int64_t k, bool accumulate) {
+void matmul_packed(const float* x, const float* panels, float* y, int64_t m, int64_t n, int64_t k,
+                   const float* residual) {
   if (m == 0 || n == 0) return;
   const int64_t num_panels = (n + kPackedPanel - 1) / kPackedPanel;
   const int64_t groups = (num_panels + kPanels - 1) / kPanels;
@@ -181,7 +184,8 @@ void matmul_packed(const float* x, const float* panels, float* y, int64_t m, int
     const int64_t np = std::min<int64_t>(kPanels, num_panels - p0), nr = (rb + 1) * m / row_blocks - row0;
     const int64_t col0 = p0 * kPackedPanel;
     kTiles[nr - 1][np - 1](x + row0 * k, k, panels + p0 * k * kPackedPanel, k, y + row0 * n + col0, n,
-                           std::min<int64_t>(np * kPackedPanel, n - col0), accumulate);
+                           std::min<int64_t>(np * kPackedPanel, n - col0),
+                           residual ? residual + row0 * n + col0 : nullptr);
   }
 }
 
