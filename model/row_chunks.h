@@ -10,10 +10,11 @@
 
 namespace rlcpp {
 
-// Rows per chunk of the CPU training passes: a chunk's activations and activation gradients through one layer
-// take ~1.5 KB a row for W1 (well inside a 1-4 MB L2 with the layer's weights), and a chunk is enough rows that
-// the weight-gradient products (K = the chunk's rows) run near the sgemm rate.
-constexpr int64_t kChunkRows = 256;
+// Rows per chunk of the CPU training passes. Through one layer's backward a W1 row touches ~16 KB (kept
+// activations, recomputed ones, their gradients), so 128 rows stay near a 2 MB L2, not all of it live at once;
+// 128 and 64 measured the same and 256 ~15 % slower (bench/RESULTS.md), and 128 rows keep the weight-gradient
+// products (K = the chunk's rows) long enough to run at the tile's rate.
+constexpr int64_t kChunkRows = 128;
 
 // Rows [begin, end) of a packed batch, whole sequences; cu_seqlens (int32) counts from the chunk's first row.
 struct RowChunk {
