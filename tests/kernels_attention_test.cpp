@@ -62,11 +62,12 @@ AttentionRef attention_reference(const Tensor& q, const Tensor& k, const Tensor&
   return r;
 }
 
-// (Hq, Hkv, D) cases: GQA with two groups, multi-query, plain multi-head; D = 5 exercises the dot-product tail.
+// (Hq, Hkv, D) cases: GQA with two groups, multi-query, plain multi-head; D = 5 exercises the dot-product tail,
+// D = 36 the sixteen-wide vectors (AVX-512), then an eight-wide chunk and a tail.
 struct HeadShape {
   int64_t hq, hkv, d;
 };
-const HeadShape kHeadShapes[] = {{4, 2, 5}, {3, 1, 8}, {2, 2, 12}};
+const HeadShape kHeadShapes[] = {{4, 2, 5}, {3, 1, 8}, {2, 2, 12}, {4, 2, 36}};
 
 TEST(Attention, ForwardMatchesDoubleReference) {
   Rng rng(21);

@@ -9,6 +9,10 @@
 #include "kernels/cpu/lanes8.h"
 #include "kernels/cpu/vec_math.h"
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 namespace rlcpp::cpu {
 namespace {
 
@@ -124,7 +128,26 @@ void attention_backward(const float* dout, const float* q, const float* k, const
             p[j] = pj;
           }
           // dQ_i = scale sum_j dS_ij k_j in registers; dK_j += scale dS_ij q_i and dV_j += p_ij dO_i in place.
-          for (int64_t c = 0; c < d8; c += 8) {
+          // Sixteen columns per vector where AVX-512 allows, then eight, then one: every element gets the same
+          // operations whichever width computes it.
+          int64_t c16 = 0;
+#if defined(__AVX512F__)
+          for (; c16 + 16 <= d; c16 += 16) {
+            const __m512 qc = _mm512_loadu_ps(qi + c16), doc = _mm512_loadu_ps(doi + c16);
+            __m512 dq_acc = _mm512_setzero_ps();
+            for (int64_t j = 0; j < n_keys; ++j) {
+              const __m512 dsj = _mm512_set1_ps(ds[j]);
+              dq_acc = _mm512_fmadd_ps(dsj, _mm512_loadu_ps(kg + j * kv_stride + c16), dq_acc);
+              float* dkj = dkg + j * kv_stride + c16;
+              float* dvj = dvg + j * kv_stride + c16;
+              _mm512_storeu_ps(dkj, _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(scale), dsj), qc,
+                                                    _mm512_loadu_ps(dkj)));
+              _mm512_storeu_ps(dvj, _mm512_fmadd_ps(_mm512_set1_ps(p[j]), doc, _mm512_loadu_ps(dvj)));
+            }
+            _mm512_storeu_ps(dq + qi_off + c16, _mm512_mul_ps(_mm512_set1_ps(scale), dq_acc));
+          }
+#endif
+          for (int64_t c = c16; c < d8; c += 8) {
             const F8 qc = f8_load(qi + c), doc = f8_load(doi + c);
             F8 dq_acc = f8_zero();
             for (int64_t j = 0; j < n_keys; ++j) {
@@ -137,7 +160,7 @@ void attention_backward(const float* dout, const float* q, const float* k, const
             }
             f8_store(dq + qi_off + c, f8_mul(f8_set1(scale), dq_acc));
           }
-          for (int64_t c = d8; c < d; ++c) {
+          for (int64_t c = std::max(d8, c16); c < d; ++c) {
             float dq_acc = 0.0f;
             for (int64_t j = 0; j < n_keys; ++j) {
               dq_acc = std::fma(ds[j], kg[j * kv_stride + c], dq_acc);
