@@ -207,24 +207,42 @@ TEST(Embedding, OutOfRangeIdNamesIdAndIndex) {
 
 TEST(RmsNorm, ForwardMatchesHuggingFaceFormula) {
   Rng rng(7);
-  const int64_t n = 7, c = 12;
-  const float eps = 1e-5f;
-  Tensor x = rng.normal({n, c});
-  Tensor w = rng.normal({c});
-  Guarded out({n, c}), rstd({n});
-  ops::rmsnorm_forward(x, w, eps, out.t(), rstd.t());
-  std::vector<double> expected, expected_rstd;
-  for (int64_t i = 0; i < n; ++i) {
-    double ms = 0.0;
-    for (int64_t j = 0; j < c; ++j) ms += static_cast<double>(x.data<float>()[i * c + j]) * x.data<float>()[i * c + j];
-    const double r = 1.0 / std::sqrt(ms / c + eps);
-    expected_rstd.push_back(r);
-    for (int64_t j = 0; j < c; ++j) expected.push_back(x.data<float>()[i * c + j] * r * w.data<float>()[j]);
+  // Rows go in groups of eight and columns in lanes of eight: a partial group, then whole groups plus a part
+  // with a column tail.
+  for (const auto& [n, c] : {std::pair<int64_t, int64_t>{7, 12}, {19, 130}}) {
+    SCOPED_TRACE(::testing::Message() << "n=" << n << " c=" << c);
+    const float eps = 1e-5f;
+    Tensor x = rng.normal({n, c});
+    Tensor w = rng.normal({c});
+    Guarded out({n, c}), rstd({n});
+    ops::rmsnorm_forward(x, w, eps, out.t(), rstd.t());
+    std::vector<double> expected, expected_rstd;
+    for (int64_t i = 0; i < n; ++i) {
+      double ms = 0.0;
+      for (int64_t j = 0; j < c; ++j) ms += static_cast<double>(x.data<float>()[i * c + j]) * x.data<float>()[i * c + j];
+      const double r = 1.0 / std::sqrt(ms / c + eps);
+      expected_rstd.push_back(r);
+      for (int64_t j = 0; j < c; ++j) expected.push_back(x.data<float>()[i * c + j] * r * w.data<float>()[j]);
   }
   expect_near_all(out.t(), expected, kAbs, kRel, "out");
   expect_near_all(rstd.t(), expected_rstd, kAbs, kRel, "rstd");
   EXPECT_TRUE(out.guards_intact());
   EXPECT_TRUE(rstd.guards_intact());
+  }
+}
+
+// A row's output is the same bits whatever rows share the call (the decode and the training forward rely on it).
+TEST(RmsNorm, RowResultsDoNotDependOnTheBatch) {
+  Rng rng(17);
+  const int64_t n = 19, c = 130;
+  Tensor x = rng.normal({n, c}), w = rng.normal({c}), out = Tensor::empty({n, c}), rstd = Tensor::empty({n});
+  ops::rmsnorm_forward(x, w, 1e-5f, out, rstd);
+  for (int64_t i = 0; i < n; i += 3) {
+    Tensor one = Tensor::empty({1, c}), one_rstd = Tensor::empty({1});
+    ops::rmsnorm_forward(x.slice_rows(i, i + 1), w, 1e-5f, one, one_rstd);
+    EXPECT_EQ(std::memcmp(one.data<float>(), out.data<float>() + i * c, c * sizeof(float)), 0) << "row " << i;
+    EXPECT_EQ(std::memcmp(one_rstd.data<float>(), rstd.data<float>() + i, sizeof(float)), 0) << "row " << i;
+  }
 }
 
 // Runs rmsnorm_backward into guarded dx/dweight pre-filled with prior values; returns the increments.
@@ -249,20 +267,22 @@ RmsNormGrads rmsnorm_increments(Rng& rng, const Tensor& dout, const Tensor& x, c
 
 TEST(RmsNorm, BackwardAccumulatesFiniteDifferenceGradients) {
   Rng rng(8);
-  const int64_t n = 7, c = 12;
-  const float eps = 1e-5f;
-  Tensor x = rng.normal({n, c});
-  Tensor w = rng.normal({c});
-  Tensor dout = rng.normal({n, c});
-  const RmsNormGrads g = rmsnorm_increments(rng, dout, x, w, eps);
-  EXPECT_TRUE(g.guards_intact);
-  Tensor out = Tensor::empty({n, c}), rstd = Tensor::empty({n});
-  auto objective = [&] {
-    ops::rmsnorm_forward(x, w, eps, out, rstd);
-    return weighted_sum(dout, out);
-  };
-  EXPECT_GRAD_OK(check_gradient(x, g.dx, objective), "dx");
-  EXPECT_GRAD_OK(check_gradient(w, g.dweight, objective), "dweight");
+  for (const auto& [n, c] : {std::pair<int64_t, int64_t>{7, 12}, {19, 21}}) {
+    SCOPED_TRACE(::testing::Message() << "n=" << n << " c=" << c);
+    const float eps = 1e-5f;
+    Tensor x = rng.normal({n, c});
+    Tensor w = rng.normal({c});
+    Tensor dout = rng.normal({n, c});
+    const RmsNormGrads g = rmsnorm_increments(rng, dout, x, w, eps);
+    EXPECT_TRUE(g.guards_intact);
+    Tensor out = Tensor::empty({n, c}), rstd = Tensor::empty({n});
+    auto objective = [&] {
+      ops::rmsnorm_forward(x, w, eps, out, rstd);
+      return weighted_sum(dout, out);
+    };
+    EXPECT_GRAD_OK(check_gradient(x, g.dx, objective), "dx");
+    EXPECT_GRAD_OK(check_gradient(w, g.dweight, objective), "dweight");
+  }
 }
 
 TEST(RmsNorm, BackwardDoesNotDependOnThreadCount) {

@@ -3,32 +3,62 @@
 #include <cmath>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/lanes8.h"
 
 namespace rlcpp::cpu {
 namespace {
 
+// Rows are processed eight at a time: their reductions over c run as eight independent vector chains (one
+// lane-8 vector per row, reduced by one transposing tree) instead of one latency-bound chain per row. Each row's
+// sum is still its own: lane l adds the products of columns l, l + 8, ... in increasing order (fused
+// multiply-adds), then the lanes combine as ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)).
+constexpr int64_t kRowGroup = 8;
 
-// Sum of a[i]*b[i] with eight lanes combined in a fixed tree: vectorises, and the order depends only on c.
-inline float dot8(const float* a, const float* b, int64_t c) {
-  float lane[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= c; i += 8)
-    for (int j = 0; j < 8; ++j) lane[j] += a[i + j] * b[i + j];
-  for (int j = 0; i < c; ++i, ++j) lane[j] += a[i] * b[i];
-  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+// s[t] = sum_j a[t][j] * b[t][j] * (w ? w[j] : 1) over j < c, for the kRowGroup rows a[t], b[t].
+inline void row_sums(const float* const* a, const float* const* b, const float* w, int64_t c, float* s) {
+  F8 acc[kRowGroup];
+  for (int t = 0; t < kRowGroup; ++t) acc[t] = f8_zero();
+  const int64_t c8 = c / 8 * 8, tail = c - c8;
+  for (int64_t j = 0; j < c8; j += 8) {
+    const F8 wj = w ? f8_load(w + j) : f8_zero();
+    for (int t = 0; t < kRowGroup; ++t) {
+      const F8 at = w ? f8_mul(f8_load(a[t] + j), wj) : f8_load(a[t] + j);
+      acc[t] = f8_fma(at, f8_load(b[t] + j), acc[t]);
+    }
+  }
+  if (tail) {
+    const F8 wj = w ? f8_load_partial(w + c8, tail) : f8_zero();
+    for (int t = 0; t < kRowGroup; ++t) {
+      const F8 at = w ? f8_mul(f8_load_partial(a[t] + c8, tail), wj) : f8_load_partial(a[t] + c8, tail);
+      acc[t] = f8_fma(at, f8_load_partial(b[t] + c8, tail), acc[t]);
+    }
+  }
+  f8_reduce8(acc, s);
+}
+
+// The kRowGroup row pointers of group i0 (rows past n repeat the last row; their sums are ignored).
+inline void group_rows(const float* base, int64_t i0, int64_t n, int64_t c, const float** rows) {
+  for (int64_t t = 0; t < kRowGroup; ++t) rows[t] = base + std::min(i0 + t, n - 1) * c;
 }
 
 }  // namespace
 
 void rmsnorm_forward(const float* x, const float* weight, float eps, float* out, float* rstd, int64_t n, int64_t c) {
+  const int64_t groups = (n + kRowGroup - 1) / kRowGroup;
 #pragma omp parallel for if (n * c > kParallelMinWork)
-  for (int64_t i = 0; i < n; ++i) {
-    const float* xi = x + i * c;
-    float* oi = out + i * c;
-    const float mean_sq = dot8(xi, xi, c) / static_cast<float>(c);
-    const float r = 1.0f / std::sqrt(mean_sq + eps);
-    rstd[i] = r;
-    for (int64_t j = 0; j < c; ++j) oi[j] = weight[j] * (xi[j] * r);
+  for (int64_t gi = 0; gi < groups; ++gi) {
+    const int64_t i0 = gi * kRowGroup;
+    const float* rows[kRowGroup];
+    group_rows(x, i0, n, c, rows);
+    float sum_sq[kRowGroup];
+    row_sums(rows, rows, nullptr, c, sum_sq);
+    for (int64_t i = i0; i < std::min(n, i0 + kRowGroup); ++i) {
+      const float* xi = x + i * c;
+      float* oi = out + i * c;
+      const float r = 1.0f / std::sqrt(sum_sq[i - i0] / static_cast<float>(c) + eps);
+      rstd[i] = r;
+      for (int64_t j = 0; j < c; ++j) oi[j] = weight[j] * (xi[j] * r);
+    }
   }
 }
 
@@ -39,23 +69,25 @@ void rmsnorm_backward(const float* dout, const float* x, const float* weight, co
   const float inv_c = 1.0f / static_cast<float>(c);
   const int64_t block_width = column_block_width(c);
   const int64_t blocks = (c + block_width - 1) / block_width;
+  const int64_t groups = (n + kRowGroup - 1) / kRowGroup;
 #pragma omp parallel if (n * c > kParallelMinWork)
   {
 #pragma omp for
-    for (int64_t i = 0; i < n; ++i) {
-      const float* gi = dout + i * c;
-      const float* xi = x + i * c;
-      float* dxi = dx + i * c;
-      const float r = rstd[i];
-      float gwx_lane[8] = {};
-      int64_t j = 0;
-      for (; j + 8 <= c; j += 8)
-        for (int l = 0; l < 8; ++l) gwx_lane[l] += gi[j + l] * weight[j + l] * xi[j + l];
-      for (int l = 0; j < c; ++j, ++l) gwx_lane[l] += gi[j] * weight[j] * xi[j];
-      const float gwx = ((gwx_lane[0] + gwx_lane[1]) + (gwx_lane[2] + gwx_lane[3])) +
-                        ((gwx_lane[4] + gwx_lane[5]) + (gwx_lane[6] + gwx_lane[7]));
-      const float coef = r * r * r * inv_c * gwx;
-      for (int64_t k = 0; k < c; ++k) dxi[k] += r * weight[k] * gi[k] - coef * xi[k];
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      const int64_t i0 = gi * kRowGroup;
+      const float *g_rows[kRowGroup], *x_rows[kRowGroup];
+      group_rows(dout, i0, n, c, g_rows);
+      group_rows(x, i0, n, c, x_rows);
+      float gwx[kRowGroup];
+      row_sums(g_rows, x_rows, weight, c, gwx);
+      for (int64_t i = i0; i < std::min(n, i0 + kRowGroup); ++i) {
+        const float* gi_row = dout + i * c;
+        const float* xi = x + i * c;
+        float* dxi = dx + i * c;
+        const float r = rstd[i];
+        const float coef = r * r * r * inv_c * gwx[i - i0];
+        for (int64_t k = 0; k < c; ++k) dxi[k] += r * weight[k] * gi_row[k] - coef * xi[k];
+      }
     }
     // dweight: each task owns a block of columns and adds rows in order.
 #pragma omp for
