@@ -320,6 +320,47 @@ void rope_backward(Tensor& dx, const Tensor& positions, const Tensor& table) {
   });
 }
 
+namespace {
+// The checks rope_split_qkv and rope_backward_merge_qkv share: q (N,Hq,D), k and v (N,Hkv,D), qkv
+// (N, (Hq + 2 Hkv) D), positions (N) inside the table, table (max_positions, D), D even.
+void check_rope_qkv(const char* op, const Tensor& qkv, const char* qkv_name, const Tensor& q, const char* q_name,
+                    const Tensor& k, const char* k_name, const Tensor& v, const char* v_name,
+                    const Tensor& positions, const Tensor& table) {
+  if (runs_on_cuda(op, {{qkv_name, &qkv}, {q_name, &q}, {k_name, &k}, {v_name, &v}, {"table", &table}},
+                   {{"positions", &positions}}))
+    no_cuda_kernel(op);
+  expect_rank(op, {q_name, &q}, 3, "(N,Hq,D)");
+  expect_rank(op, {k_name, &k}, 3, "(N,Hkv,D)");
+  expect_shape(op, {v_name, &v}, k.shape());
+  RLCPP_CHECK(k.size(0) == q.size(0) && k.size(2) == q.size(2),
+              op << ": " << k_name << " " << shape_str(k.shape()) << " does not match " << q_name << " "
+                 << shape_str(q.shape()));
+  const int64_t n = q.size(0), d = q.size(2);
+  expect_shape(op, {qkv_name, &qkv}, {n, (q.size(1) + 2 * k.size(1)) * d});
+  expect_shape(op, {"positions", &positions}, {n});
+  expect_rank(op, {"table", &table}, 2, "(max_positions,D)");
+  RLCPP_CHECK(table.size(1) == d, op << ": table " << shape_str(table.shape()) << " is for head_dim " << table.size(1)
+                                     << " but " << q_name << " " << shape_str(q.shape()) << " has " << d);
+  RLCPP_CHECK(d % 2 == 0, op << ": head_dim " << d << " is odd");
+  expect_indices_in(op, {"positions", &positions}, 0, table.size(0));
+}
+}  // namespace
+
+void rope_split_qkv(const Tensor& qkv, const Tensor& positions, const Tensor& table, Tensor& q, Tensor& k,
+                    Tensor& v) {
+  check_rope_qkv("rope_split_qkv", qkv, "qkv", q, "q", k, "k", v, "v", positions, table);
+  cpu::rope_split_qkv(qkv.data<float>(), positions.data<int32_t>(), table.data<float>(), q.data<float>(),
+                      k.data<float>(), v.data<float>(), q.size(0), q.size(1), k.size(1), q.size(2));
+}
+
+void rope_backward_merge_qkv(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& positions,
+                             const Tensor& table, Tensor& dqkv) {
+  check_rope_qkv("rope_backward_merge_qkv", dqkv, "dqkv", dq, "dq", dk, "dk", dv, "dv", positions, table);
+  cpu::rope_backward_merge_qkv(dq.data<float>(), dk.data<float>(), dv.data<float>(), positions.data<int32_t>(),
+                               table.data<float>(), dqkv.data<float>(), dq.size(0), dq.size(1), dk.size(1),
+                               dq.size(2));
+}
+
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, float scale,
                        Tensor& out, Tensor& lse) {
   const char* op = "attention_forward";

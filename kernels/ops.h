@@ -75,6 +75,14 @@ Tensor rope_table(int64_t max_positions, int64_t head_dim, float theta);
 void rope_forward(Tensor& x, const Tensor& positions, const Tensor& table);
 // In place on dx (N, H, D): the transpose rotation (by -angle).
 void rope_backward(Tensor& dx, const Tensor& positions, const Tensor& table);
+// The fused qkv product's output (N, (Hq + 2 Hkv) D) split into q (N,Hq,D) and k (N,Hkv,D) with RoPE applied,
+// and v (N,Hkv,D): the same bits as copying the three blocks out and calling rope_forward on q and k. CPU only.
+void rope_split_qkv(const Tensor& qkv, const Tensor& positions, const Tensor& table, Tensor& q, Tensor& k,
+                    Tensor& v);
+// Its backward: dqkv (N, (Hq + 2 Hkv) D) = [rope_backward(dq) | rope_backward(dk) | dv], the same bits as
+// rope_backward in place and copying the blocks in. CPU only.
+void rope_backward_merge_qkv(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& positions,
+                             const Tensor& table, Tensor& dqkv);
 
 // Causal attention over packed sequences. q (N,Hq,D), k and v (N,Hkv,D), Hq a multiple of Hkv (GQA: query
 // head h reads kv head h / (Hq/Hkv)). cu_seqlens (B+1) int32: sequence b is rows [cu[b], cu[b+1]); a row

@@ -14,28 +14,6 @@ inline void ensure(Tensor& t, const Shape& shape) {
   if (!t.defined() || t.shape() != shape) t = Tensor::empty(shape);
 }
 
-// qkv (N, Q+2K) row-major -> q (N,Q), k (N,K), v (N,K) contiguous, and back.
-inline void split_qkv(const Tensor& qkv, Tensor& q, Tensor& k, Tensor& v) {
-  const int64_t n = qkv.size(0), qd = q.numel() / n, kd = k.numel() / n, row = qd + 2 * kd;
-  const float* src = qkv.data<float>();
-  float *pq = q.data<float>(), *pk = k.data<float>(), *pv = v.data<float>();
-  for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(pq + i * qd, src + i * row, qd * sizeof(float));
-    std::memcpy(pk + i * kd, src + i * row + qd, kd * sizeof(float));
-    std::memcpy(pv + i * kd, src + i * row + qd + kd, kd * sizeof(float));
-  }
-}
-
-inline void merge_qkv(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& qkv) {
-  const int64_t n = qkv.size(0), qd = q.numel() / n, kd = k.numel() / n, row = qd + 2 * kd;
-  float* dst = qkv.data<float>();
-  for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(dst + i * row, q.data<float>() + i * qd, qd * sizeof(float));
-    std::memcpy(dst + i * row + qd, k.data<float>() + i * kd, kd * sizeof(float));
-    std::memcpy(dst + i * row + qd + kd, v.data<float>() + i * kd, kd * sizeof(float));
-  }
-}
-
 // y (M,N) = x (M,K) @ weight^T, or y += x @ weight^T: the packed kernel when `packed` (weight packed) is given,
 // else ops::matmul (OpenBLAS, or cuBLAS for CUDA tensors).
 inline void linear(const Tensor& x, const Tensor& weight, const ops::PackedWeight* packed, Tensor& y, bool accumulate) {

@@ -311,9 +311,7 @@ Tensor Transformer::forward_cached(const ParameterStore& params, const CachedSte
       ops::rmsnorm_forward(x_r, W.ln1, eps, xn_r, rstd_r);
       linear(xn_r, W.qkv_w, P ? &P->qkv : nullptr, qkv_r, false);
       if (W.qkv_b.defined()) ops::add_bias(qkv_r, W.qkv_b);
-      split_qkv(qkv_r, q_r, k_r, v_r);
-      ops::rope_forward(q_r, pos, rope_);
-      ops::rope_forward(k_r, pos, rope_);
+      ops::rope_split_qkv(qkv_r, pos, rope_, q_r, k_r, v_r);
       ops::paged_kv_write(k_r, v_r, slot, cache.k[l], cache.v[l]);
       ops::paged_attention(q_r, cache.k[l], cache.v[l], seq, pos, indptr, indices, cache.block_size, scale, att_r);
       linear(att_r.reshape({n, Hq * D}), W.o_w, P ? &P->o : nullptr, x_r, true);

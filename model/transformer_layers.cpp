@@ -80,9 +80,7 @@ void Transformer::layer_forward(const LayerWeights& W, const PackedWeights::Laye
   ops::rmsnorm_forward(x, W.ln1, eps, xn, rstd);
   linear(xn, W.qkv_w, P ? &P->qkv : nullptr, qkv, false);
   if (W.qkv_b.defined()) ops::add_bias(qkv, W.qkv_b);
-  split_qkv(qkv, q, k, v);
-  ops::rope_forward(q, pos, rope_);
-  ops::rope_forward(k, pos, rope_);
+  ops::rope_split_qkv(qkv, pos, rope_, q, k, v);
   Tensor att3 = att.reshape({n, Hq, D});
   ops::attention_forward(q, k, v, rows.cu_seqlens, scale, att3, lse);
   linear_residual(att, W.o_w, P ? &P->o : nullptr, x, h);  // h = x + o_proj(att)
@@ -123,9 +121,7 @@ void Transformer::layer_backward(const LayerWeights& W, const PackedWeights::Lay
   if (G.o_b.defined()) ops::bias_backward(dx, G.o_b);
   ops::attention_backward(datt.reshape({n, Hq, D}), q, k, v, att.reshape({n, Hq, D}), lse, rows.cu_seqlens, scale,
                           dq, dk, dv);
-  ops::rope_backward(dq, pos, rope_);
-  ops::rope_backward(dk, pos, rope_);
-  merge_qkv(dq, dk, dv, dqkv);
+  ops::rope_backward_merge_qkv(dq, dk, dv, pos, rope_, dqkv);
   if (G.qkv_b.defined()) ops::bias_backward(dqkv, G.qkv_b);
   ops::rmsnorm_forward(x, W.ln1, eps, xn, rstd);
   ops::linear_weight_grad(dqkv, xn, G.qkv_w);

@@ -366,6 +366,51 @@ TEST(Rope, PositionPastTableIsAnError) {
                         "rope_forward: positions[1] = 8 is outside [0, 8)");
 }
 
+// The fused qkv split + RoPE (forward) and RoPE backward + merge: the same bits as the separate steps.
+TEST(Rope, SplitAndMergeOfTheFusedQkvEqualTheSeparateSteps) {
+  Rng rng(19);
+  const int64_t n = 11, hq = 4, hkv = 2, d = 6, qd = hq * d, kd = hkv * d, row = qd + 2 * kd;
+  Tensor table = ops::rope_table(16, d, 10000.0f);
+  std::vector<int32_t> pos_values;
+  for (int64_t i = 0; i < n; ++i) pos_values.push_back(static_cast<int32_t>((i * 5) % 16));
+  Tensor positions = int_tensor(pos_values);
+  Tensor qkv = rng.normal({n, row});
+  // Separately: copy the blocks out, rotate q and k in place.
+  Tensor q0 = Tensor::empty({n, hq, d}), k0 = Tensor::empty({n, hkv, d}), v0 = Tensor::empty({n, hkv, d});
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(q0.data<float>() + i * qd, qkv.data<float>() + i * row, qd * sizeof(float));
+    std::memcpy(k0.data<float>() + i * kd, qkv.data<float>() + i * row + qd, kd * sizeof(float));
+    std::memcpy(v0.data<float>() + i * kd, qkv.data<float>() + i * row + qd + kd, kd * sizeof(float));
+  }
+  ops::rope_forward(q0, positions, table);
+  ops::rope_forward(k0, positions, table);
+  Guarded q({n, hq, d}), k({n, hkv, d}), v({n, hkv, d});
+  ops::rope_split_qkv(qkv, positions, table, q.t(), k.t(), v.t());
+  EXPECT_TRUE(q.guards_intact() && k.guards_intact() && v.guards_intact());
+  EXPECT_EQ(std::memcmp(q.data(), q0.data<float>(), q0.nbytes()), 0);
+  EXPECT_EQ(std::memcmp(k.data(), k0.data<float>(), k0.nbytes()), 0);
+  EXPECT_EQ(std::memcmp(v.data(), v0.data<float>(), v0.nbytes()), 0);
+
+  Tensor dq = rng.normal({n, hq, d}), dk = rng.normal({n, hkv, d}), dv = rng.normal({n, hkv, d});
+  Guarded dqkv({n, row});
+  ops::rope_backward_merge_qkv(dq, dk, dv, positions, table, dqkv.t());
+  EXPECT_TRUE(dqkv.guards_intact());
+  ops::rope_backward(dq, positions, table);
+  ops::rope_backward(dk, positions, table);
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_EQ(std::memcmp(dqkv.data() + i * row, dq.data<float>() + i * qd, qd * sizeof(float)), 0) << "row " << i;
+    EXPECT_EQ(std::memcmp(dqkv.data() + i * row + qd, dk.data<float>() + i * kd, kd * sizeof(float)), 0);
+    EXPECT_EQ(std::memcmp(dqkv.data() + i * row + qd + kd, dv.data<float>() + i * kd, kd * sizeof(float)), 0);
+  }
+
+  Tensor bad = Tensor::empty({n, row + 1});
+  EXPECT_ERROR_MENTIONS(error_of([&] { ops::rope_split_qkv(bad, positions, table, q.t(), k.t(), v.t()); }),
+                        "rope_split_qkv: qkv has shape");
+  Tensor far = int_tensor(std::vector<int32_t>(static_cast<size_t>(n), 16));
+  EXPECT_ERROR_MENTIONS(error_of([&] { ops::rope_backward_merge_qkv(dq, dk, dv, far, table, dqkv.t()); }),
+                        "rope_backward_merge_qkv: positions[0] = 16 is outside [0, 16)");
+}
+
 // ---------------------------------------------------------------- swiglu
 
 TEST(SwiGlu, ForwardMatchesLoopAndBackwardMatchesFiniteDifferences) {

@@ -69,6 +69,13 @@ void rope_forward(float* x, const int32_t* positions, const float* table, int64_
                   int64_t head_dim);
 void rope_backward(float* dx, const int32_t* positions, const float* table, int64_t n, int64_t heads,
                    int64_t head_dim);
+// q (n,hq,D), k (n,hkv,D) = RoPE of qkv's (n, (hq + 2 hkv) D) first two column blocks, v = its third block: the
+// split of a fused qkv product and rope_forward in one pass (the same bits).
+void rope_split_qkv(const float* qkv, const int32_t* positions, const float* table, float* q, float* k, float* v,
+                    int64_t n, int64_t hq, int64_t hkv, int64_t head_dim);
+// dqkv (n, (hq + 2 hkv) D) = [rope_backward(dq) | rope_backward(dk) | dv] in one pass (the same bits).
+void rope_backward_merge_qkv(const float* dq, const float* dk, const float* dv, const int32_t* positions,
+                             const float* table, float* dqkv, int64_t n, int64_t hq, int64_t hkv, int64_t head_dim);
 
 // Packed causal GQA attention. q (n,hq,d), k and v (n,hkv,d), cu_seqlens (num_seqs+1) with cu[num_seqs] = n.
 // out (n,hq,d), lse (n,hq).
