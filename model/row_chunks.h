@@ -12,7 +12,7 @@ namespace rlcpp {
 
 // Rows per chunk of the CPU training passes. Through one layer's backward a W1 row touches ~16 KB (kept
 // activations, recomputed ones, their gradients), so 128 rows stay near a 2 MB L2, not all of it live at once;
-// 128 and 64 measured the same and 256 ~15 % slower (bench/RESULTS.md), and 128 rows keep the weight-gradient
+// 128 and 64 measured the same and 256 no better (bench/RESULTS.md), and 128 rows keep the weight-gradient
 // products (K = the chunk's rows) long enough to run at the tile's rate.
 constexpr int64_t kChunkRows = 128;
 
