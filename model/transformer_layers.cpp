@@ -24,16 +24,21 @@ using namespace layer_ops;
 
 namespace {
 
-// Runs body(chunk index, thread) for every chunk, the chunks split between `threads` threads in contiguous
-// shares (schedule static: which thread takes which chunk depends only on the counts), then after a barrier
-// finish(team size) on every thread. The first exception a body throws is rethrown after the region (the other
-// chunks still run: a worksharing loop cannot be left early).
-template <class Body, class Finish>
-void for_chunks(int64_t num_chunks, int threads, const Body& body, const Finish& finish) {
+// Runs start(thread) on every thread, then body(chunk index, thread) for every chunk, the chunks split between
+// `threads` threads in contiguous shares (schedule static: which thread takes which chunk depends only on the
+// counts), then after a barrier finish(team size) on every thread. The first exception a body throws is
+// rethrown after the region (the other chunks still run: a worksharing loop cannot be left early).
+template <class Start, class Body, class Finish>
+void for_chunks(int64_t num_chunks, int threads, const Start& start, const Body& body, const Finish& finish) {
   std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
 #pragma omp parallel num_threads(threads)
   {
     const int t = omp_get_thread_num();
+    try {
+      start(t);
+    } catch (...) {
+      errors[static_cast<size_t>(t)] = std::current_exception();
+    }
 #pragma omp for schedule(static)
     for (int64_t c = 0; c < num_chunks; ++c) {
       try {
@@ -155,7 +160,7 @@ void Transformer::forward_layers(const Weights& w, const PackedWeights* packed, 
     const PackedWeights::Layer* P = packed ? &packed->layers[static_cast<size_t>(l)] : nullptr;
     const LayerWeights& W = w.layers[static_cast<size_t>(l)];
     for_chunks(
-        static_cast<int64_t>(acts.chunks.size()), threads,
+        static_cast<int64_t>(acts.chunks.size()), threads, [](int) {},
         [&](int64_t c, int t) {
           layer_forward(W, P, A, x_next, acts.chunks[static_cast<size_t>(c)], acts.positions,
                         acts.chunk_scratch[static_cast<size_t>(t)]);
@@ -201,9 +206,9 @@ void Transformer::backward_layers(const Weights& w, const PackedWeights* packed,
     // Each thread accumulates its chunks' gradients of this layer in its own buffer; then the threads sum the
     // buffers into G, each a share of the entries, in thread order.
     float* g_span = G.ln1.data<float>() - (o.ln1 - o.begin);
-    for (auto& s : acts.chunk_scratch) s.layer_grads.fill_zero();
     for_chunks(
         static_cast<int64_t>(acts.chunks.size()), threads,
+        [&](int t) { acts.chunk_scratch[static_cast<size_t>(t)].layer_grads.fill_zero(); },
         [&](int64_t c, int t) {
           ChunkScratch& s = acts.chunk_scratch[static_cast<size_t>(t)];
           LayerWeights Gt = layer_views(l, s.layer_grads.data<float>());
