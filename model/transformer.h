@@ -18,8 +18,8 @@
 #include "kernels/ops.h"
 #include "model/kv_cache.h"
 #include "model/packed_batch.h"
-#include "model/row_chunks.h"
 #include "model/parameters.h"
+#include "model/row_chunks.h"
 
 namespace rlcpp {
 

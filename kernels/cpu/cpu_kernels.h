@@ -14,6 +14,10 @@ namespace rlcpp::cpu {
 // microseconds, as much as ~30k simple float operations.
 inline constexpr int64_t kParallelMinWork = int64_t{1} << 15;
 
+// Multiply-adds below which a matrix product stays on one thread: waking the second thread costs a few
+// microseconds, the time of ~200k multiply-adds.
+inline constexpr int64_t kParallelMinMacs = int64_t{1} << 18;
+
 // Width of the column blocks a column reduction (dbias, dweight, dtable) is split into between threads: up to 256
 // floats so rows stay long and vectorised, narrow enough that every thread gets a block. Each column is summed
 // over rows in row order whatever the width, so the width never changes a result.

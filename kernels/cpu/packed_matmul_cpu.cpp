@@ -73,9 +73,6 @@ constexpr int kPanels = 1;
 constexpr int kVecsPerPanel = static_cast<int>(kPackedPanel) / Vec::kWidth;
 static_assert(kVecsPerPanel * Vec::kWidth == kPackedPanel, "a panel is a whole number of registers");
 
-// Multiply-adds below which a product stays on one thread: waking the second thread costs a few
-// microseconds, the time of ~200k multiply-adds here.
-constexpr int64_t kParallelMinMacs = int64_t{1} << 18;
 // Row blocks (of kRows rows) from which a product walks its tiles row block by row block (see matmul_packed).
 constexpr int64_t kRowsOuterMinBlocks = 128;
 
