@@ -206,14 +206,18 @@ void Transformer::backward_layers(const Weights& w, const PackedWeights* packed,
     // Each thread accumulates its chunks' gradients of this layer in its own buffer; then the threads sum the
     // buffers into G, each a share of the entries, in thread order.
     float* g_span = G.ln1.data<float>() - (o.ln1 - o.begin);
+    std::vector<LayerWeights> thread_grads(static_cast<size_t>(threads));  // views of each thread's buffer
     for_chunks(
         static_cast<int64_t>(acts.chunks.size()), threads,
-        [&](int t) { acts.chunk_scratch[static_cast<size_t>(t)].layer_grads.fill_zero(); },
-        [&](int64_t c, int t) {
+        [&](int t) {
           ChunkScratch& s = acts.chunk_scratch[static_cast<size_t>(t)];
-          LayerWeights Gt = layer_views(l, s.layer_grads.data<float>());
-          layer_backward(W, P, Gt, acts.layers[static_cast<size_t>(l)], acts.scratch.dx,
-                         acts.chunks[static_cast<size_t>(c)], acts.positions, s);
+          s.layer_grads.fill_zero();
+          thread_grads[static_cast<size_t>(t)] = layer_views(l, s.layer_grads.data<float>());
+        },
+        [&](int64_t c, int t) {
+          layer_backward(W, P, thread_grads[static_cast<size_t>(t)], acts.layers[static_cast<size_t>(l)],
+                         acts.scratch.dx, acts.chunks[static_cast<size_t>(c)], acts.positions,
+                         acts.chunk_scratch[static_cast<size_t>(t)]);
         },
         [&](int team) {
 #pragma omp for schedule(static)

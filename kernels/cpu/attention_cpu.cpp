@@ -9,9 +9,6 @@
 #include "kernels/cpu/lanes8.h"
 #include "kernels/cpu/vec_math.h"
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 
 namespace rlcpp::cpu {
 namespace {
@@ -43,6 +40,26 @@ int64_t max_seqlen(const int32_t* cu_seqlens, int64_t num_seqs) {
   int64_t longest = 1;
   for (int64_t b = 0; b < num_seqs; ++b) longest = std::max<int64_t>(longest, cu_seqlens[b + 1] - cu_seqlens[b]);
   return longest;
+}
+
+// Columns [c, c + L::kWidth) of one query row's backward: dQ_i = scale sum_j dS_ij k_j (kept in a register),
+// dK_j += scale dS_ij q_i and dV_j += p_ij dO_i for its n_keys keys (rows kv_stride apart).
+template <class L>
+inline void query_row_columns(int64_t c, const float* qi, const float* doi, const float* kg, float* dkg, float* dvg,
+                              int64_t kv_stride, const float* ds, const float* p, int64_t n_keys, float scale,
+                              float* dq_row) {
+  using V = typename L::V;
+  const V qc = L::load(qi + c), doc = L::load(doi + c);
+  V dq_acc = L::zero();
+  for (int64_t j = 0; j < n_keys; ++j) {
+    const V dsj = L::set1(ds[j]);
+    dq_acc = L::fma(dsj, L::load(kg + j * kv_stride + c), dq_acc);
+    float* dkj = dkg + j * kv_stride + c;
+    float* dvj = dvg + j * kv_stride + c;
+    L::store(dkj, L::fma(L::mul(L::set1(scale), dsj), qc, L::load(dkj)));
+    L::store(dvj, L::fma(L::set1(p[j]), doc, L::load(dvj)));
+  }
+  L::store(dq_row + c, L::mul(L::set1(scale), dq_acc));
 }
 
 }  // namespace
@@ -81,7 +98,6 @@ void attention_backward(const float* dout, const float* q, const float* k, const
   const int64_t group = hq / hkv;
   const int64_t tasks = num_seqs * hkv;
   const int64_t kv_stride = hkv * d;
-  const int64_t d8 = d / 8 * 8;
   const int64_t max_keys = max_seqlen(cu_seqlens, num_seqs);
 #pragma omp parallel if (3 * causal_work(cu_seqlens, num_seqs, hq, d) > kParallelMinWork)
   {
@@ -130,37 +146,14 @@ void attention_backward(const float* dout, const float* q, const float* k, const
           // dQ_i = scale sum_j dS_ij k_j in registers; dK_j += scale dS_ij q_i and dV_j += p_ij dO_i in place.
           // Sixteen columns per vector where AVX-512 allows, then eight, then one: every element gets the same
           // operations whichever width computes it.
-          int64_t c16 = 0;
+          int64_t c = 0;
 #if defined(__AVX512F__)
-          for (; c16 + 16 <= d; c16 += 16) {
-            const __m512 qc = _mm512_loadu_ps(qi + c16), doc = _mm512_loadu_ps(doi + c16);
-            __m512 dq_acc = _mm512_setzero_ps();
-            for (int64_t j = 0; j < n_keys; ++j) {
-              const __m512 dsj = _mm512_set1_ps(ds[j]);
-              dq_acc = _mm512_fmadd_ps(dsj, _mm512_loadu_ps(kg + j * kv_stride + c16), dq_acc);
-              float* dkj = dkg + j * kv_stride + c16;
-              float* dvj = dvg + j * kv_stride + c16;
-              _mm512_storeu_ps(dkj, _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(scale), dsj), qc,
-                                                    _mm512_loadu_ps(dkj)));
-              _mm512_storeu_ps(dvj, _mm512_fmadd_ps(_mm512_set1_ps(p[j]), doc, _mm512_loadu_ps(dvj)));
-            }
-            _mm512_storeu_ps(dq + qi_off + c16, _mm512_mul_ps(_mm512_set1_ps(scale), dq_acc));
-          }
+          for (; c + Lanes16::kWidth <= d; c += Lanes16::kWidth)
+            query_row_columns<Lanes16>(c, qi, doi, kg, dkg, dvg, kv_stride, ds, p, n_keys, scale, dq + qi_off);
 #endif
-          for (int64_t c = c16; c < d8; c += 8) {
-            const F8 qc = f8_load(qi + c), doc = f8_load(doi + c);
-            F8 dq_acc = f8_zero();
-            for (int64_t j = 0; j < n_keys; ++j) {
-              const F8 dsj = f8_set1(ds[j]);
-              dq_acc = f8_fma(dsj, f8_load(kg + j * kv_stride + c), dq_acc);
-              float* dkj = dkg + j * kv_stride + c;
-              float* dvj = dvg + j * kv_stride + c;
-              f8_store(dkj, f8_fma(f8_mul(f8_set1(scale), dsj), qc, f8_load(dkj)));
-              f8_store(dvj, f8_fma(f8_set1(p[j]), doc, f8_load(dvj)));
-            }
-            f8_store(dq + qi_off + c, f8_mul(f8_set1(scale), dq_acc));
-          }
-          for (int64_t c = std::max(d8, c16); c < d; ++c) {
+          for (; c + Lanes8::kWidth <= d; c += Lanes8::kWidth)
+            query_row_columns<Lanes8>(c, qi, doi, kg, dkg, dvg, kv_stride, ds, p, n_keys, scale, dq + qi_off);
+          for (; c < d; ++c) {
             float dq_acc = 0.0f;
             for (int64_t j = 0; j < n_keys; ++j) {
               dq_acc = std::fma(ds[j], kg[j * kv_stride + c], dq_acc);

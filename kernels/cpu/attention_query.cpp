@@ -5,62 +5,35 @@
 
 #include "kernels/cpu/lanes8.h"
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 #include "kernels/cpu/vec_math.h"
 
 namespace rlcpp::cpu {
 namespace {
 
-// For kHeads heads r: out_r[c0 .. c0 + 8 kChunks) = inv_sum[r] * sum_j p_r[j] v_j[...], summed in increasing j, one
-// vector per (head, chunk). Two heads share each V load and give the FMA unit independent chains; a head's
-// values do not depend on which heads it is processed with.
-template <int kHeads, int kChunks>
+// For kHeads heads r: out_r[c0 .. c0 + W kChunks) = inv_sum[r] * sum_j p_r[j] v_j[...] (W = L::kWidth), summed in
+// increasing j, one vector per (head, chunk). Two heads share each V load and give the FMA unit independent
+// chains; a head's values do not depend on which heads it is processed with, nor on the vector width.
+template <class L, int kHeads, int kChunks>
 inline void weighted_rows(const float* const* p, const float* const* v_rows, int64_t offset, int64_t n_keys,
                           const float* inv_sum, float* const* out) {
-  F8 acc[kHeads][kChunks];
+  using V = typename L::V;
+  V acc[kHeads][kChunks];
   for (int r = 0; r < kHeads; ++r)
-    for (int cc = 0; cc < kChunks; ++cc) acc[r][cc] = f8_zero();
+    for (int cc = 0; cc < kChunks; ++cc) acc[r][cc] = L::zero();
   for (int64_t j = 0; j < n_keys; ++j) {
     const float* v = v_rows[j] + offset;
-    F8 vc[kChunks];
-    for (int cc = 0; cc < kChunks; ++cc) vc[cc] = f8_load(v + 8 * cc);
+    V vc[kChunks];
+    for (int cc = 0; cc < kChunks; ++cc) vc[cc] = L::load(v + L::kWidth * cc);
     for (int r = 0; r < kHeads; ++r) {
-      const F8 pj = f8_set1(p[r][j]);
-      for (int cc = 0; cc < kChunks; ++cc) acc[r][cc] = f8_fma(pj, vc[cc], acc[r][cc]);
+      const V pj = L::set1(p[r][j]);
+      for (int cc = 0; cc < kChunks; ++cc) acc[r][cc] = L::fma(pj, vc[cc], acc[r][cc]);
     }
   }
   for (int r = 0; r < kHeads; ++r) {
-    const F8 inv = f8_set1(inv_sum[r]);
-    for (int cc = 0; cc < kChunks; ++cc) f8_store(out[r] + 8 * cc, f8_mul(acc[r][cc], inv));
+    const V inv = L::set1(inv_sum[r]);
+    for (int cc = 0; cc < kChunks; ++cc) L::store(out[r] + L::kWidth * cc, L::mul(acc[r][cc], inv));
   }
 }
-
-#if defined(__AVX512F__)
-// weighted_rows on sixteen columns per vector: every output the same chain of fma in increasing j, then the one
-// multiply, so the same bits as the eight-wide form (a column's result does not depend on the vector width).
-template <int kHeads, int kChunks>
-inline void weighted_rows16(const float* const* p, const float* const* v_rows, int64_t offset, int64_t n_keys,
-                            const float* inv_sum, float* const* out) {
-  __m512 acc[kHeads][kChunks];
-  for (int r = 0; r < kHeads; ++r)
-    for (int cc = 0; cc < kChunks; ++cc) acc[r][cc] = _mm512_setzero_ps();
-  for (int64_t j = 0; j < n_keys; ++j) {
-    const float* v = v_rows[j] + offset;
-    __m512 vc[kChunks];
-    for (int cc = 0; cc < kChunks; ++cc) vc[cc] = _mm512_loadu_ps(v + 16 * cc);
-    for (int r = 0; r < kHeads; ++r) {
-      const __m512 pj = _mm512_set1_ps(p[r][j]);
-      for (int cc = 0; cc < kChunks; ++cc) acc[r][cc] = _mm512_fmadd_ps(pj, vc[cc], acc[r][cc]);
-    }
-  }
-  for (int r = 0; r < kHeads; ++r) {
-    const __m512 inv = _mm512_set1_ps(inv_sum[r]);
-    for (int cc = 0; cc < kChunks; ++cc) _mm512_storeu_ps(out[r] + 16 * cc, _mm512_mul_ps(acc[r][cc], inv));
-  }
-}
-#endif
 
 // Heads h0 .. h0 + kHeads - 1 of the group: all d columns of out.
 template <int kHeads>
@@ -79,20 +52,20 @@ inline void weighted_heads(const float* scores, int64_t n_pad, int64_t h0, const
 #if defined(__AVX512F__)
   for (; c + 32 <= d8; c += 32) {
     point(c);
-    weighted_rows16<kHeads, 2>(p, v_rows, head_offset + c, n_keys, inv_sums + h0, o);
+    weighted_rows<Lanes16, kHeads, 2>(p, v_rows, head_offset + c, n_keys, inv_sums + h0, o);
   }
   for (; c + 16 <= d8; c += 16) {
     point(c);
-    weighted_rows16<kHeads, 1>(p, v_rows, head_offset + c, n_keys, inv_sums + h0, o);
+    weighted_rows<Lanes16, kHeads, 1>(p, v_rows, head_offset + c, n_keys, inv_sums + h0, o);
   }
 #endif
   for (; c + 32 <= d8; c += 32) {
     point(c);
-    weighted_rows<kHeads, 4>(p, v_rows, head_offset + c, n_keys, inv_sums + h0, o);
+    weighted_rows<Lanes8, kHeads, 4>(p, v_rows, head_offset + c, n_keys, inv_sums + h0, o);
   }
   for (; c < d8; c += 8) {
     point(c);
-    weighted_rows<kHeads, 1>(p, v_rows, head_offset + c, n_keys, inv_sums + h0, o);
+    weighted_rows<Lanes8, kHeads, 1>(p, v_rows, head_offset + c, n_keys, inv_sums + h0, o);
   }
   for (; c < d; ++c)
     for (int64_t r = h0; r < h0 + kHeads; ++r) {

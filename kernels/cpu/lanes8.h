@@ -76,6 +76,31 @@ inline void f8_reduce8(const F8* acc, float* s) {
 }
 #endif
 
+// Vector widths for kernels whose every element gets the same operations whatever the width: a template over
+// these runs the same code eight floats (F8) or, with AVX-512, sixteen at a time, and gives the same bits.
+struct Lanes8 {
+  using V = F8;
+  static constexpr int64_t kWidth = 8;
+  static V zero() { return f8_zero(); }
+  static V set1(float x) { return f8_set1(x); }
+  static V load(const float* p) { return f8_load(p); }
+  static void store(float* p, V a) { f8_store(p, a); }
+  static V fma(V a, V b, V c) { return f8_fma(a, b, c); }
+  static V mul(V a, V b) { return f8_mul(a, b); }
+};
+#if defined(__AVX512F__)
+struct Lanes16 {
+  using V = __m512;
+  static constexpr int64_t kWidth = 16;
+  static V zero() { return _mm512_setzero_ps(); }
+  static V set1(float x) { return _mm512_set1_ps(x); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V a) { _mm512_storeu_ps(p, a); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+};
+#endif
+
 // The first n < 8 floats of p, zeros after.
 inline F8 f8_load_partial(const float* p, int64_t n) {
   float tmp[8] = {};
