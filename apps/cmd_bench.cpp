@@ -1,5 +1,6 @@
 #include "apps/commands.h"
 #include "bench/rollout_bench.h"
+#include "bench/rollout_numerics_bench.h"
 #include "bench/step_bench.h"
 #include "bench/train_bench.h"
 
@@ -24,6 +25,11 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("--prompt-len", rollout->prompt_len, "rollout: prompt tokens");
   cmd->add_option("--new-tokens", rollout->new_tokens, "rollout: tokens sampled per sequence");
   cmd->add_option("--block-size", rollout->block_size, "rollout: KV-cache block size");
+  auto numerics = std::make_shared<std::string>();
+  cmd->add_option("--numerics", *numerics,
+                  "rollout: compare engines in these numerics instead of the peer, comma-separated "
+                  "DTYPE[+QUANT][/blas], e.g. fp32,bf16,fp16,bf16+int8,fp32+fp8_e4m3,fp32/blas (the first is the "
+                  "baseline)");
   cmd->add_option("--warmup", step->warmup, "step: GRPO steps before the timed ones");
   cmd->add_flag("!--no-colocated", step->colocated, "step: time the split placement only");
   return {cmd, [=]() {
@@ -37,6 +43,7 @@ Command add_bench_command(CLI::App& app) {
       rollout->preset = train->preset;
       rollout->iters = train->iters;
       rollout->peer = train->peer;
+      if (!numerics->empty()) return bench::run_rollout_numerics_bench(*rollout, *numerics);
       return bench::run_rollout_bench(*rollout);
     }
     return bench::run_train_bench(*train);

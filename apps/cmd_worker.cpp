@@ -67,6 +67,8 @@ Command add_worker_command(CLI::App& app) {
     uint64_t init_seed = 1;
     int64_t policy_version = 0;
     double max_message_mib = 1024;
+    std::string dtype = "fp32", quantization = "none";
+    bool batch_invariant = true;
     bool exit_with_parent = false;
     WorkerOptions worker;
   };
@@ -86,6 +88,10 @@ Command add_worker_command(CLI::App& app) {
   cmd->add_flag("--exit-with-parent", a->exit_with_parent,
                 "stop when the process that started the worker dies (rlcpp train passes it)");
   cmd->add_option("--max-message-mib", a->max_message_mib, "largest message accepted (MiB)");
+  cmd->add_option("--dtype", a->dtype, "compute dtype: fp32, bf16 or fp16 (model/numerics.h)");
+  cmd->add_option("--quantization", a->quantization, "decoder Linear weights: none, int8 or fp8_e4m3");
+  cmd->add_option("--batch-invariant", a->batch_invariant,
+                  "true: packed batch-invariant products; false: OpenBLAS decode (sum order depends on the batch)");
   cmd->add_option("--block-size", a->worker.engine.block_size, "KV-cache block size (tokens)");
   cmd->add_option("--num-blocks", a->worker.engine.num_blocks, "KV-cache blocks (0 = automatic)");
   cmd->add_option("--max-num-seqs", a->worker.engine.max_num_seqs, "sequences decoded together");
@@ -102,7 +108,8 @@ Command add_worker_command(CLI::App& app) {
     const int stop_fd = block_stop_signals();
     ParameterStore params = a->checkpoint.empty() ? init_random(model_preset(a->preset), a->init_seed)
                                                   : load_model_checkpoint(a->checkpoint);
-    Transformer model(params.config());
+    const Transformer model(params.config(), make_numerics(a->dtype, a->quantization, a->batch_invariant,
+                                                           "worker --dtype", "worker --quantization"));
     WorkerService service(model, params, a->worker, a->policy_version);
     zmq::context_t context;
     std::string endpoint;

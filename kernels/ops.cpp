@@ -4,6 +4,7 @@
 // on CUDA they live on the device and are not read back.
 #include "kernels/ops.h"
 
+#include <algorithm>
 #include <initializer_list>
 #include <string>
 
@@ -90,37 +91,78 @@ void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor
 
 namespace {
 
-// Sizes packed.panels for `n` outputs of `k` inputs (reusing the buffer when it fits) and records the shape.
-void shape_packed(PackedWeight& packed, int64_t n, int64_t k) {
-  const Shape shape{(n + cpu::kPackedPanel - 1) / cpu::kPackedPanel, k, cpu::kPackedPanel};
-  if (!packed.panels.defined() || packed.panels.shape() != shape || packed.panels.device() != Device::kCPU)
-    packed.panels = Tensor::empty(shape);
+DType panel_dtype(WeightFormat format) {
+  switch (format) {
+    case WeightFormat::kF32: return DType::kF32;
+    case WeightFormat::kBF16: return DType::kBF16;
+    case WeightFormat::kF16: return DType::kF16;
+    case WeightFormat::kInt8:
+    case WeightFormat::kFp8E4M3: return DType::kU8;
+  }
+  return DType::kF32;
+}
+
+// Sizes packed.panels (and scales) for `n` outputs of `k` inputs in `format`, reusing the buffers when they fit,
+// and records the shape.
+void shape_packed(PackedWeight& packed, int64_t n, int64_t k, WeightFormat format) {
+  const int64_t num_panels = (n + cpu::kPackedPanel - 1) / cpu::kPackedPanel;
+  const Shape shape{num_panels, k, cpu::kPackedPanel};
+  const DType dtype = panel_dtype(format);
+  if (!packed.panels.defined() || packed.panels.shape() != shape || packed.panels.dtype() != dtype ||
+      packed.panels.device() != Device::kCPU)
+    packed.panels = Tensor::empty(shape, dtype);
+  if (is_quantized(format)) {
+    if (!packed.scales.defined() || packed.scales.numel() != num_panels * cpu::kPackedPanel)
+      packed.scales = Tensor::empty({num_panels * cpu::kPackedPanel});
+    float* scales = packed.scales.data<float>();
+    std::fill(scales + n, scales + packed.scales.numel(), 1.0f);  // the padding columns (their panels are 0)
+  } else {
+    packed.scales = Tensor();
+  }
   packed.n = n;
   packed.k = k;
+  packed.format = format;
 }
 
 }  // namespace
 
-void pack_weight(const Tensor& w, PackedWeight& packed) {
+void pack_weight(const Tensor& w, PackedWeight& packed, WeightFormat format) {
   const char* op = "pack_weight";
   if (runs_on_cuda(op, {{"w", &w}})) no_cuda_kernel(op);
   expect_rank(op, {"w", &w}, 2, "(N,K)");
-  shape_packed(packed, w.size(0), w.size(1));
-  cpu::pack_weight(w.data<float>(), packed.panels.data<float>(), w.size(0), w.size(1));
+  shape_packed(packed, w.size(0), w.size(1), format);
+  cpu::pack_weight(w.data<float>(), packed.panels.raw(), packed.scales.defined() ? packed.scales.data<float>() : nullptr,
+                   w.size(0), w.size(1), format);
+}
+
+Tensor unpack_weight(const PackedWeight& packed) {
+  RLCPP_CHECK(packed.panels.defined() && packed.panels.device() == Device::kCPU,
+              "unpack_weight: the packed weight is empty or not on the CPU");
+  Tensor w = Tensor::empty({packed.n, packed.k});
+  cpu::unpack_weight(packed.panels.raw(), packed.scales.defined() ? packed.scales.data<float>() : nullptr,
+                     w.data<float>(), packed.n, packed.k, packed.format);
+  return w;
 }
 
 void pack_weight_transposed(const Tensor& w, PackedWeight& packed) {
   const char* op = "pack_weight_transposed";
   if (runs_on_cuda(op, {{"w", &w}})) no_cuda_kernel(op);
   expect_rank(op, {"w", &w}, 2, "(N,K)");
-  shape_packed(packed, w.size(1), w.size(0));
+  shape_packed(packed, w.size(1), w.size(0), WeightFormat::kF32);
   cpu::pack_weight_transposed(w.data<float>(), packed.panels.data<float>(), w.size(0), w.size(1));
 }
 
 namespace {
 
-void check_packed_product(const char* op, const Tensor& x, const PackedWeight& w, const Tensor& y) {
-  if (runs_on_cuda(op, {{"x", &x}, {"w.panels", &w.panels}, {"y", &y}})) no_cuda_kernel(op);
+void check_packed_product(const char* op, const Tensor& x, const PackedWeight& w, const Tensor& y, DType round) {
+  if (runs_on_cuda(op, {{"x", &x}, {"y", &y}})) no_cuda_kernel(op);
+  RLCPP_CHECK(w.panels.defined() && w.panels.device() == Device::kCPU && w.panels.dtype() == panel_dtype(w.format),
+              op << ": the packed weight is empty, not on the CPU, or not in its format "
+                 << weight_format_name(w.format));
+  RLCPP_CHECK(!is_quantized(w.format) || w.scales.numel() == w.panels.size(0) * cpu::kPackedPanel,
+              op << ": the " << weight_format_name(w.format) << " packed weight has no channel scales");
+  RLCPP_CHECK(round == DType::kF32 || round == DType::kBF16 || round == DType::kF16,
+              op << ": cannot round outputs to " << dtype_name(round) << " (F32, BF16 or F16)");
   expect_rank(op, {"x", &x}, 2, "(M,K)");
   expect_shape(op, {"w.panels", &w.panels}, {(w.n + cpu::kPackedPanel - 1) / cpu::kPackedPanel, w.k, cpu::kPackedPanel});
   RLCPP_CHECK(x.size(1) == w.k, op << ": x " << shape_str(x.shape()) << " has K = " << x.size(1)
@@ -128,21 +170,32 @@ void check_packed_product(const char* op, const Tensor& x, const PackedWeight& w
   expect_shape(op, {"y", &y}, {x.size(0), w.n});
 }
 
+const float* scales_of(const PackedWeight& w) { return w.scales.defined() ? w.scales.data<float>() : nullptr; }
+
 }  // namespace
 
-void matmul_packed(const Tensor& x, const PackedWeight& w, Tensor& y, bool accumulate) {
-  check_packed_product("matmul_packed", x, w, y);
-  cpu::matmul_packed(x.data<float>(), w.panels.data<float>(), y.data<float>(), x.size(0), w.n, w.k,
-                     accumulate ? y.data<float>() : nullptr);
+void matmul_packed(const Tensor& x, const PackedWeight& w, Tensor& y, bool accumulate, DType round) {
+  check_packed_product("matmul_packed", x, w, y, round);
+  cpu::matmul_packed(x.data<float>(), w.panels.raw(), scales_of(w), w.format, y.data<float>(), x.size(0), w.n, w.k,
+                     accumulate ? y.data<float>() : nullptr, round);
 }
 
-void matmul_packed_residual(const Tensor& x, const PackedWeight& w, const Tensor& residual, Tensor& y) {
+void matmul_packed_residual(const Tensor& x, const PackedWeight& w, const Tensor& residual, Tensor& y, DType round) {
   const char* op = "matmul_packed_residual";
-  check_packed_product(op, x, w, y);
+  check_packed_product(op, x, w, y, round);
   if (runs_on_cuda(op, {{"residual", &residual}})) no_cuda_kernel(op);
   expect_shape(op, {"residual", &residual}, y.shape());
-  cpu::matmul_packed(x.data<float>(), w.panels.data<float>(), y.data<float>(), x.size(0), w.n, w.k,
-                     residual.data<float>());
+  cpu::matmul_packed(x.data<float>(), w.panels.raw(), scales_of(w), w.format, y.data<float>(), x.size(0), w.n, w.k,
+                     residual.data<float>(), round);
+}
+
+void round_to(Tensor& x, DType dtype) {
+  const char* op = "round_to";
+  if (dtype == DType::kF32) return;
+  RLCPP_CHECK(dtype == DType::kBF16 || dtype == DType::kF16,
+              op << ": cannot round to " << dtype_name(dtype) << " (F32, BF16 or F16)");
+  if (runs_on_cuda(op, {{"x", &x}})) no_cuda_kernel(op);
+  cpu::round_to(x.data<float>(), x.numel(), dtype);
 }
 
 void linear_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw) {
@@ -235,7 +288,7 @@ void embedding_backward(const Tensor& dout, const Tensor& ids, Tensor& dtable) {
                           dtable.size(1));
 }
 
-void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& out, Tensor& rstd) {
+void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& out, Tensor& rstd, DType round) {
   const char* op = "rmsnorm_forward";
   const bool cuda = runs_on_cuda(op, {{"x", &x}, {"weight", &weight}, {"out", &out}, {"rstd", &rstd}});
   expect_rank(op, {"x", &x}, 2, "(N,C)");
@@ -244,12 +297,15 @@ void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& o
   expect_shape(op, {"rstd", &rstd}, {x.size(0)});
   RLCPP_CHECK(eps >= 0.0f, op << ": eps = " << eps << ", expected >= 0");
   if (cuda) {
+    RLCPP_CHECK(round == DType::kF32, op << ": the CUDA kernel has no " << dtype_name(round) << " rounding yet");
     RLCPP_CUDA_ARM(op, cuda::rmsnorm_forward(x.data<float>(), weight.data<float>(), eps, out.data<float>(),
                                              rstd.data<float>(), x.size(0), x.size(1), kStream));
     return;
   }
+  RLCPP_CHECK(round == DType::kF32 || round == DType::kBF16 || round == DType::kF16,
+              op << ": cannot round to " << dtype_name(round) << " (F32, BF16 or F16)");
   cpu::rmsnorm_forward(x.data<float>(), weight.data<float>(), eps, out.data<float>(), rstd.data<float>(), x.size(0),
-                       x.size(1));
+                       x.size(1), round);
 }
 
 void rmsnorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
@@ -398,10 +454,27 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
                           dims.d, scale, dq.data<float>(), dk.data<float>(), dv.data<float>());
 }
 
+namespace {
+
+// The KV cache's storage dtype (F32, BF16, F16), checked; both caches the same and on the CPU.
+DType kv_cache_dtype(const char* op, const Tensor& k_cache, const Tensor& v_cache) {
+  RLCPP_CHECK(k_cache.defined() && v_cache.defined(), op << ": a KV cache tensor is undefined");
+  RLCPP_CHECK(k_cache.device() == Device::kCPU && v_cache.device() == Device::kCPU,
+              op << ": no CUDA kernel yet for a cache on " << device_name(k_cache.device()));
+  const DType dtype = k_cache.dtype();
+  RLCPP_CHECK(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16,
+              op << ": KV cache dtype " << dtype_name(dtype) << " not supported (F32, BF16 or F16)");
+  RLCPP_CHECK(v_cache.dtype() == dtype, op << ": k_cache is " << dtype_name(dtype) << " but v_cache is "
+                                           << dtype_name(v_cache.dtype()));
+  return dtype;
+}
+
+}  // namespace
+
 void paged_kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, Tensor& k_cache, Tensor& v_cache) {
   const char* op = "paged_kv_write";
-  const bool cuda = runs_on_cuda(op, {{"k", &k}, {"v", &v}, {"k_cache", &k_cache}, {"v_cache", &v_cache}},
-                                 {{"slot_mapping", &slot_mapping}});
+  const bool cuda = runs_on_cuda(op, {{"k", &k}, {"v", &v}}, {{"slot_mapping", &slot_mapping}});
+  const DType dtype = kv_cache_dtype(op, k_cache, v_cache);
   expect_rank(op, {"k", &k}, 3, "(N,Hkv,D)");
   expect_shape(op, {"v", &v}, k.shape());
   expect_shape(op, {"slot_mapping", &slot_mapping}, {k.size(0)});
@@ -411,18 +484,19 @@ void paged_kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping
   if (cuda) no_cuda_kernel(op);
   expect_indices_in(op, {"slot_mapping", &slot_mapping}, -1, k_cache.size(0));
   cpu::paged_kv_write(k.data<float>(), v.data<float>(), slot_mapping.data<int32_t>(), k.size(0),
-                      k.size(1) * k.size(2), k_cache.data<float>(), v_cache.data<float>());
+                      k.size(1) * k.size(2), k_cache.raw(), v_cache.raw(), dtype);
 }
 
 void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& query_seq,
                      const Tensor& query_pos, const Tensor& block_indptr, const Tensor& block_indices,
                      int64_t block_size, float scale, Tensor& out) {
   const char* op = "paged_attention";
-  const bool cuda = runs_on_cuda(op, {{"q", &q}, {"k_cache", &k_cache}, {"v_cache", &v_cache}, {"out", &out}},
+  const bool cuda = runs_on_cuda(op, {{"q", &q}, {"out", &out}},
                                  {{"query_seq", &query_seq},
                                   {"query_pos", &query_pos},
                                   {"block_indptr", &block_indptr},
                                   {"block_indices", &block_indices}});
+  const DType dtype = kv_cache_dtype(op, k_cache, v_cache);
   expect_rank(op, {"q", &q}, 3, "(N,Hq,D)");
   expect_rank(op, {"k_cache", &k_cache}, 3, "(num_slots,Hkv,D)");
   const int64_t n = q.size(0), hq = q.size(1), d = q.size(2), hkv = k_cache.size(1);
@@ -440,7 +514,7 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
   if (cuda) no_cuda_kernel(op);
   expect_paged_rows(op, query_seq, query_pos, block_indptr, block_indices, block_size,
                     k_cache.size(0) / block_size);
-  cpu::paged_attention(q.data<float>(), k_cache.data<float>(), v_cache.data<float>(), query_seq.data<int32_t>(),
+  cpu::paged_attention(q.data<float>(), k_cache.raw(), v_cache.raw(), dtype, query_seq.data<int32_t>(),
                        query_pos.data<int32_t>(), block_indptr.data<int32_t>(), block_indices.data<int32_t>(),
                        block_size, n, hq, hkv, d, scale, out.data<float>());
 }

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "core/tensor.h"
+#include "kernels/weight_format.h"
 
 namespace rlcpp::ops {
 
@@ -23,23 +24,43 @@ void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor
 
 // A weight w (N,K) in Hugging Face Linear layout, repacked once for matmul_packed: panels of 16 output columns,
 // panels (ceil(N/16), K, 16) with panels[p][k][j] = w[16p + j][k] (zero past N), so 16 outputs read one
-// contiguous K x 16 panel. It is a copy: pack again whenever w changes.
+// contiguous K x 16 panel. The panels store `format` (F32, BF16 or F16 tensors; U8 bytes for int8 and e4m3);
+// a quantised format also has scales (ceil(N/16) * 16): output channel n's values are multiplied by scales[n]
+// (for e4m3 that multiplier includes the 2^8 of its fp16 decoding, kernels/cpu/dtype_round.h). It is a copy:
+// pack again whenever w changes.
 struct PackedWeight {
   Tensor panels;
+  Tensor scales;
   int64_t n = 0, k = 0;
+  WeightFormat format = WeightFormat::kF32;
 };
-// Packs w (N,K) into `packed`, reusing its buffer when the shape is unchanged.
-void pack_weight(const Tensor& w, PackedWeight& packed);
-// Packs w^T (K,N) of w (N,K) into `packed` (packed.n = K, packed.k = N), for products with w itself:
+// Packs w (N,K) into `packed` in `format`, reusing its buffers when the shape and format are unchanged: bf16 and
+// fp16 round every weight to nearest even; int8 and fp8_e4m3 quantise it with one scale per output channel
+// (weight_format.h).
+void pack_weight(const Tensor& w, PackedWeight& packed, WeightFormat format = WeightFormat::kF32);
+// The (N,K) fp32 values the packed weight multiplies by: w rounded or dequantised (scale * code). The reference
+// of pack_weight, and how a sync measures its quantisation error.
+Tensor unpack_weight(const PackedWeight& packed);
+// Packs w^T (K,N) of w (N,K) into `packed` (packed.n = K, packed.k = N, fp32), for products with w itself:
 // matmul_packed(dy, packed, dx) is dx (M,K) = dy (M,N) @ w, the input gradient of a Linear layer.
 void pack_weight_transposed(const Tensor& w, PackedWeight& packed);
 // y (M,N) = x (M,K) @ w^T, or y += x @ w^T when accumulate: the CPU model's Linear product, decode and training
 // alike (weights packed once per version instead of on every call, activations read in place). Batch-invariant
-// bit for bit: every output is one fused multiply-add chain over k = 0..K-1 in order, from 0, then stored (or added to y), whatever M, the row's place, or the thread count.
-void matmul_packed(const Tensor& x, const PackedWeight& w, Tensor& y, bool accumulate = false);
+// bit for bit: every output is one fused multiply-add chain over k = 0..K-1 in order, from 0, over the values the
+// panels store (exactly converted to fp32), times the channel scale when quantised, then rounded to `round`
+// (F32: kept; BF16, F16: to nearest even) and stored, or added to y and rounded again — whatever M, the row's
+// place, or the thread count.
+void matmul_packed(const Tensor& x, const PackedWeight& w, Tensor& y, bool accumulate = false,
+                   DType round = DType::kF32);
 // y = residual + x @ w^T (residual (M,N), may be y): a Linear layer and its residual connection in one pass,
-// the same bits as copying residual into y and accumulating.
-void matmul_packed_residual(const Tensor& x, const PackedWeight& w, const Tensor& residual, Tensor& y);
+// the same bits as copying residual into y and accumulating: round(residual + round(product)).
+void matmul_packed_residual(const Tensor& x, const PackedWeight& w, const Tensor& residual, Tensor& y,
+                            DType round = DType::kF32);
+
+// x (F32, any shape) rounded in place to `dtype`'s nearest value, ties to even (F32: unchanged; BF16, F16). The
+// activations of a bf16 or fp16 model are fp32 tensors holding such values: they are rounded at the op
+// boundaries a GPU model of that dtype rounds them, and computed on in fp32 in between.
+void round_to(Tensor& x, DType dtype);
 
 // dw (N,K) += dy (M,N)^T @ x (M,K), the weight gradient of a Linear layer. On the CPU the operands are read in
 // place (no copies; for a chunk of rows that is already in cache) and every output is one fma chain over the
@@ -61,8 +82,11 @@ void embedding_forward(const Tensor& table, const Tensor& ids, Tensor& out);
 // dtable (V,C) += scatter of dout (N,C) by ids.
 void embedding_backward(const Tensor& dout, const Tensor& ids, Tensor& dtable);
 
-// out (N,C) = x * rsqrt(mean(x^2) + eps) * weight (C); rstd (N) saved for backward.
-void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& out, Tensor& rstd);
+// out (N,C) = x * rsqrt(mean(x^2) + eps) * weight (C); rstd (N) saved for backward. With round = BF16 or F16,
+// Hugging Face's LlamaRMSNorm in that dtype: out = round(round(weight) * round(x * rstd)), the normalised row
+// rounded back to the dtype before the (rounded) weight multiplies it; rstd and its sum stay fp32.
+void rmsnorm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& out, Tensor& rstd,
+                     DType round = DType::kF32);
 // dx (N,C) += d/dx; dweight (C) += d/dweight.
 void rmsnorm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& rstd, Tensor& dx,
                       Tensor& dweight);
@@ -97,6 +121,9 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
 
 // Paged KV cache: one layer's cache is k_cache and v_cache (num_slots, Hkv, D), num_slots = num_blocks *
 // block_size; token t of a sequence lives in slot block_table[t / block_size] * block_size + t % block_size.
+// The cache is F32, BF16 or F16 (the rollout dtype's storage: half the bytes per token); writing rounds k and v
+// to it, reading converts back exactly, so a 16-bit cache holding a bf16 model's (already rounded) k and v gives
+// attention the very values the training forward sees.
 // Writes k, v (N,Hkv,D) to slots slot_mapping (N) int32; a slot of -1 is skipped.
 void paged_kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, Tensor& k_cache, Tensor& v_cache);
 // Attention of N query rows against the cache (prefill and decode alike). Query row i belongs to sequence

@@ -6,9 +6,10 @@
 
 namespace rlcpp {
 
-Mismatch run_consistency_probe(RolloutBackend& rollout, const Transformer& model, const ParameterStore& params,
-                               const Task& task, const CharTokenizer& tokenizer, int64_t max_new_tokens,
-                               const ProbeConfig& config, int64_t version) {
+ProbeResult run_consistency_probe(RolloutBackend& rollout, const Transformer& rollout_model,
+                                  const ParameterStore& params, const Task& task, const CharTokenizer& tokenizer,
+                                  int64_t max_new_tokens, const ProbeConfig& config, int64_t version,
+                                  const Transformer* trainer_model) {
   SamplingParams sampling;
   sampling.temperature = 1.0f;
   sampling.max_new_tokens = max_new_tokens;
@@ -19,13 +20,19 @@ Mismatch run_consistency_probe(RolloutBackend& rollout, const Transformer& model
   const std::vector<RolloutSample> batch = to_rollout_samples(request, result);
   std::vector<std::vector<float>> engine_logp;
   for (const RolloutSample& s : batch) engine_logp.push_back(s.rollout_logp);
-  const Mismatch m = logprob_mismatch(engine_logp, compute_response_logp(model, params, batch, 64, 1.0f));
-  RLCPP_CHECK(m.max_abs_dlogp <= config.max_abs_dlogp,
+  ProbeResult out;
+  out.engine = logprob_mismatch(engine_logp, compute_response_logp(rollout_model, params, batch, 64, 1.0f));
+  const bool invariant = rollout_model.numerics().batch_invariant;
+  const double bound = invariant ? config.max_abs_dlogp : config.max_abs_dlogp_blas;
+  RLCPP_CHECK(out.engine.max_abs_dlogp <= bound,
               "consistency probe after sync to version "
-                  << version << ": max |logp engine - logp trainer| = " << m.max_abs_dlogp << " (mean |dp| "
-                  << m.mean_abs_dp << ", k3 " << m.k3 << ") exceeds probe.max_abs_dlogp = " << config.max_abs_dlogp
-                  << "; the rollout engine is not sampling with the trainer's weights");
-  return m;
+                  << version << ": max |logp engine - logp trainer (" << rollout_model.numerics().describe()
+                  << ")| = " << out.engine.max_abs_dlogp << " (mean |dp| " << out.engine.mean_abs_dp << ", k3 "
+                  << out.engine.k3 << ") exceeds probe." << (invariant ? "max_abs_dlogp" : "max_abs_dlogp_blas")
+                  << " = " << bound << "; the rollout engine is not sampling with the trainer's weights");
+  if (trainer_model && trainer_model != &rollout_model)
+    out.trainer = logprob_mismatch(engine_logp, compute_response_logp(*trainer_model, params, batch, 64, 1.0f));
+  return out;
 }
 
 }  // namespace rlcpp

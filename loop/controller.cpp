@@ -81,7 +81,11 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   RLCPP_CHECK(mc.vocab_size >= tok.vocab_size(), "train: the model's vocabulary (" << mc.vocab_size
                                                    << ") is smaller than the character tokenizer's ("
                                                    << tok.vocab_size() << ")");
-  Transformer model(mc);
+  // The policy's model in each role's numerics (model/numerics.h): the trainer's, and the engine's (the probe
+  // scores with it; a colocated engine decodes with it).
+  const Transformer model(mc, config.trainer_numerics());
+  const Transformer rollout_model(mc, config.rollout_numerics());
+  const bool same_numerics = config.trainer_numerics() == config.rollout_numerics();
   std::unique_ptr<Task> task = make_task(config.task);
   std::unique_ptr<RewardFunction> reward = make_reward_function(config.reward, *task);
   // The frozen initial policy, for a KL term or DPO: saved once at the start, read back on resume.
@@ -117,17 +121,21 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   JsonlWriter samples_log(run.file("samples.jsonl"));
   std::unique_ptr<RolloutBackend> rollout =
       config.rollout.placement == "split"
-          ? make_split_rollout(config.rollout, run.path(), rollout_checkpoint, params, state.policy_version)
-          : make_colocated_rollout(model, params, config.rollout.engine, state.policy_version);
+          ? make_split_rollout(config.rollout, run.path(), rollout_checkpoint, params, state.policy_version,
+                               config.rollout_numerics())
+          : make_colocated_rollout(rollout_model, params, config.rollout.engine, state.policy_version);
   RlContext ctx{config, *task, *reward, tok, model, params, reference ? &*reference : nullptr,
-                actor, *rollout, data_rng, update_rng, state.policy_version, critic ? &critic->updater : nullptr};
+                actor, *rollout, data_rng, update_rng, state.policy_version, critic ? &critic->updater : nullptr,
+                same_numerics ? nullptr : &rollout_model};
 
-  std::printf("train: %s, %s, %lld parameters, task %s, %lld steps of %lld prompts x %lld, placement %s, run %s\n",
+  std::printf("train: %s, %s, %lld parameters, task %s, %lld steps of %lld prompts x %lld, placement %s, "
+              "numerics rollout %s / trainer %s, run %s\n",
               config.algorithm.name.c_str(),
               config.init_checkpoint.empty() ? config.model_preset.c_str() : config.init_checkpoint.c_str(),
               static_cast<long long>(mc.num_parameters()), task->name().c_str(),
               static_cast<long long>(config.steps), static_cast<long long>(config.rollout.prompts_per_step),
-              static_cast<long long>(config.rollout.group_size), config.rollout.placement.c_str(), run.path().c_str());
+              static_cast<long long>(config.rollout.group_size), config.rollout.placement.c_str(),
+              rollout_model.numerics().describe().c_str(), model.numerics().describe().c_str(), run.path().c_str());
   std::fflush(stdout);
   start_run_ledger(run.path(), params);
 
@@ -145,7 +153,9 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
     const bool last = step == config.steps;
     std::optional<double> accuracy;
     if (last || (config.eval_every > 0 && step % config.eval_every == 0)) {
-      const EvalStats ev = timer.time(Phase::kEval, [&] { return evaluate(model, params, *task, tok, eval_opts); });
+      // Greedy held-out generation in the rollout numerics: the policy as the engine runs it.
+      const EvalStats ev =
+          timer.time(Phase::kEval, [&] { return evaluate(rollout_model, params, *task, tok, eval_opts); });
       accuracy = ev.accuracy;
       summary.final_accuracy = ev.accuracy;
       r.metrics["eval/accuracy"] = ev.accuracy;

@@ -9,7 +9,9 @@
 #include "loop/mismatch.h"
 #include "loop/rollout_metrics.h"
 #include "loop/rollout_samples.h"
+#include "model/weight_error.h"
 #include "reward/reward_result.h"
+#include "trainer/rollout_corr_metrics.h"
 
 namespace rlcpp {
 
@@ -48,14 +50,20 @@ void learn_from_batch(RlContext& ctx, ScoredBatch& batch, PhaseTimer& timer, Ste
   const TrainConfig& cfg = ctx.config;
   const int64_t micro = cfg.ppo.micro_batch_size;
 
-  // 3 old log-probs (the policy the update starts from) and the mismatch against the engine's
-  if (needs_old_logp(cfg)) {
+  // 3 old log-probs (the policy the update starts from) and the mismatch against the engine's: mismatch/* and
+  // verl's rollout_corr/* figures. In bypass mode the rollout's own log-probs are the old ones (no phase 3).
+  const bool bypass = cfg.algorithm.policy_loss.rollout_correction.bypass;
+  if (needs_old_logp(cfg) && bypass) {
+    for (RolloutSample& s : batch.samples) s.old_logp = s.rollout_logp;
+  } else if (needs_old_logp(cfg)) {
     std::vector<std::vector<float>> old_logp = timer.time(Phase::kOldLogprob, [&] {
       return compute_response_logp(ctx.model, ctx.params, batch.samples, micro, batch.temperature);
     });
     std::vector<std::vector<float>> rollout_logp;
     for (const RolloutSample& s : batch.samples) rollout_logp.push_back(s.rollout_logp);
     for (const auto& [k, v] : logprob_mismatch(rollout_logp, old_logp).metrics()) out.metrics[k] = v;
+    for (const auto& [k, v] : rollout_corr_metrics(rollout_logp, old_logp, cfg.mismatch.ratio_bound))
+      out.metrics[k] = v;
     for (size_t i = 0; i < batch.samples.size(); ++i) batch.samples[i].old_logp = std::move(old_logp[i]);
   }
 
@@ -127,20 +135,27 @@ StepResult rl_step(RlContext& ctx, int64_t step, PhaseTimer& timer) {
   else
     learn_from_batch(ctx, batch, timer, out);
 
-  // 7 weight sync: the engine side acknowledges the new version before the next rollout
+  // 7 weight sync: the engine side acknowledges the new version before the next rollout. A rollout in other
+  // numerics computes with rounded or quantised weights: their error against the master weights, per sync.
+  const Transformer& rollout_model = ctx.rollout_model ? *ctx.rollout_model : ctx.model;
   timer.time(Phase::kWeightSync, [&] {
     ctx.rollout.sync(ctx.params, ctx.version + 1);
+    if (rollout_model.numerics().compute != DType::kF32 || is_quantized(rollout_model.numerics().linear_weights))
+      for (const auto& [k, v] : prepared_weight_error(rollout_model, ctx.params).metrics("weight_sync/"))
+        out.metrics[k] = v;
     return 0;
   });
   ctx.version += 1;
 
-  // 8 probe: the engine must now sample with exactly the trainer's weights
+  // 8 probe: the engine must now sample with exactly the trainer's weights (in its own numerics)
   if (cfg.probe.prompts > 0) {
-    const Mismatch probe = timer.time(Phase::kProbe, [&] {
-      return run_consistency_probe(ctx.rollout, ctx.model, ctx.params, ctx.task, ctx.tokenizer,
-                                   cfg.rollout.sampling.max_new_tokens, cfg.probe, ctx.version);
+    const ProbeResult probe = timer.time(Phase::kProbe, [&] {
+      return run_consistency_probe(ctx.rollout, rollout_model, ctx.params, ctx.task, ctx.tokenizer,
+                                   cfg.rollout.sampling.max_new_tokens, cfg.probe, ctx.version, &ctx.model);
     });
-    for (const auto& [k, v] : probe.metrics("probe/")) out.metrics[k] = v;
+    for (const auto& [k, v] : probe.engine.metrics("probe/")) out.metrics[k] = v;
+    if (probe.trainer)
+      for (const auto& [k, v] : probe.trainer->metrics("probe_trainer/")) out.metrics[k] = v;
   }
 
   std::vector<int64_t> trained_position(rollout.samples.size(), -1);  // -1: dropped by filter_groups

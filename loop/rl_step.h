@@ -35,6 +35,9 @@ struct RlContext {
   PhiloxStream& update_rng;
   int64_t version = 0;                // the policy version the engine samples with
   PolicyUpdater* critic = nullptr;    // PPO: the value-head model's updater (its model and weights); else null
+  // The policy's model in the rollout engine's numerics (dtype, quantisation): the probe scores with it. Null
+  // when the roles' numerics are the same (then `model` serves).
+  const Transformer* rollout_model = nullptr;
 };
 
 struct StepResult {

@@ -44,7 +44,7 @@ class ColocatedRollout : public RolloutBackend {
 class SplitRollout : public RolloutBackend, private WorkerSupervisor {
  public:
   SplitRollout(const RolloutSection& rollout, const std::string& run_dir, const std::string& checkpoint,
-               const ParameterStore& params, int64_t version)
+               const ParameterStore& params, int64_t version, const ModelNumerics& numerics)
       : binary_(rollout.worker_binary.empty() ? current_executable() : rollout.worker_binary),
         max_restarts_(rollout.max_worker_restarts),
         worker_timeout_s_(rollout.worker_timeout_s),
@@ -67,7 +67,10 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
                        "--name", name, "--heartbeat", std::to_string(heartbeat_s), "--block-size",
                        std::to_string(e.block_size), "--num-blocks", std::to_string(e.num_blocks), "--max-num-seqs",
                        std::to_string(e.max_num_seqs), "--max-batched-tokens",
-                       std::to_string(e.max_num_batched_tokens), "--exit-with-parent"});
+                       std::to_string(e.max_num_batched_tokens), "--dtype", compute_dtype_name(numerics.compute),
+                       "--quantization",
+                       is_quantized(numerics.linear_weights) ? weight_format_name(numerics.linear_weights) : "none",
+                       "--batch-invariant", numerics.batch_invariant ? "true" : "false", "--exit-with-parent"});
       processes_.push_back(std::make_unique<WorkerProcess>(binary_, args_.back()));
       endpoints.push_back(processes_.back()->endpoint());
       publishers_.push_back(std::make_unique<ZmqWeightPublisher>(context_, processes_.back()->weights_endpoint(),
@@ -207,8 +210,8 @@ std::unique_ptr<RolloutBackend> make_colocated_rollout(const Transformer& model,
 
 std::unique_ptr<RolloutBackend> make_split_rollout(const RolloutSection& rollout, const std::string& run_dir,
                                                    const std::string& checkpoint, const ParameterStore& params,
-                                                   int64_t version) {
-  return std::make_unique<SplitRollout>(rollout, run_dir, checkpoint, params, version);
+                                                   int64_t version, const ModelNumerics& numerics) {
+  return std::make_unique<SplitRollout>(rollout, run_dir, checkpoint, params, version, numerics);
 }
 
 }  // namespace rlcpp

@@ -28,7 +28,8 @@ class RolloutBackend {
   virtual std::map<std::string, double> fault_metrics() const { return {}; }
 };
 
-// The engine reads `params` (which must outlive it), which hold policy `version`.
+// The engine reads `params` (which must outlive it), which hold policy `version`, with `model` (the policy in the
+// rollout's numerics).
 std::unique_ptr<RolloutBackend> make_colocated_rollout(const Transformer& model, const ParameterStore& params,
                                                        const EngineConfig& engine, int64_t version = 0);
 
@@ -36,8 +37,9 @@ std::unique_ptr<RolloutBackend> make_colocated_rollout(const Transformer& model,
 // ipc://RUN_DIR/worker<i>.ipc and taking weights at ipc://RUN_DIR/worker<i>_weights.ipc;
 // rollout.worker_binary "" = this executable. A worker restarted during generate is brought to the weights
 // last passed to sync (or `params` before any), so those must hold that version whenever generate runs.
+// The workers compute in `numerics` (rlcpp worker --dtype/--quantization/--batch-invariant).
 std::unique_ptr<RolloutBackend> make_split_rollout(const RolloutSection& rollout, const std::string& run_dir,
                                                    const std::string& checkpoint, const ParameterStore& params,
-                                                   int64_t version);
+                                                   int64_t version, const ModelNumerics& numerics = {});
 
 }  // namespace rlcpp

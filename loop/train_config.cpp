@@ -57,7 +57,20 @@ int64_t TrainConfig::update_batch_size() const {
   return groups * rollout.group_size;
 }
 
+ModelNumerics TrainConfig::rollout_numerics() const {
+  return make_numerics(rollout.dtype, rollout.quantization, numerics.batch_invariant, "rollout.dtype",
+                       "rollout.quantization");
+}
+
+ModelNumerics TrainConfig::trainer_numerics() const {
+  // The trainer's forward is always the packed (batch-invariant) one: it is also the fastest here.
+  return make_numerics(trainer.dtype, "none", true, "trainer.dtype", "trainer.quantization");
+}
+
 void TrainConfig::validate() const {
+  rollout_numerics();
+  trainer_numerics();
+  RLCPP_CHECK(mismatch.ratio_bound >= 1, "config key 'mismatch.ratio_bound': must be >= 1, got " << mismatch.ratio_bound);
   RLCPP_CHECK(rollout.placement == "colocated" || rollout.placement == "split",
               "config key 'rollout.placement': \"" << rollout.placement << "\", expected \"split\" or \"colocated\"");
   RLCPP_CHECK(rollout.num_workers >= 1 && rollout.num_workers <= rollout.prompts_per_step,

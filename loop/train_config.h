@@ -13,6 +13,7 @@
 #include "loop/consistency_probe_config.h"
 #include "loop/group_filter.h"
 #include "loop/sft_run.h"
+#include "model/numerics.h"
 #include "reward/reward_function.h"
 #include "reward/task_config.h"
 #include "rollout/engine.h"
@@ -25,6 +26,8 @@ namespace rlcpp {
 
 struct RolloutSection {
   std::string placement = "split";  // "split" (one worker process over ipc://) | "colocated" (in-process engine)
+  std::string dtype = "fp32";         // the engine's compute dtype (model/numerics.h)
+  std::string quantization = "none";  // the engine's Linear weights: none | int8 | fp8_e4m3
   std::string worker_binary;         // the rlcpp executable for split workers; "" = this executable
   int64_t num_workers = 1;           // split: worker processes sharing each rollout
   int64_t prompts_per_step = 64;
@@ -40,6 +43,12 @@ struct RolloutSection {
     v("placement", placement,
       "split: one `rlcpp worker` process over ipc:// in the run dir, weights pushed over zmq after each update; "
       "colocated: the engine runs in the trainer process and sync is a version bump");
+    v("dtype", dtype,
+      "the rollout engine's compute dtype: fp32, bf16 or fp16 (weights, matmul inputs, activations and KV cache "
+      "in that dtype, fp32 accumulation; model/numerics.h)");
+    v("quantization", quantization,
+      "the rollout engine's decoder Linear weights: none (the compute dtype's), int8 or fp8_e4m3 (weight-only, "
+      "one scale per output channel, re-quantised at every sync; lm_head and embeddings stay in the dtype)");
     v("num_workers", num_workers, "split: worker processes; each rollout's prompts are divided among them");
     v("worker_binary", worker_binary, "rlcpp executable that runs split workers (\"\" = this one)");
     v("prompts_per_step", prompts_per_step, "prompts per rollout batch");
@@ -80,6 +89,38 @@ struct CriticSection {
   }
 };
 
+struct TrainerSection {
+  std::string dtype = "fp32";  // the trainer's compute dtype (fp32 master weights and AdamW always)
+
+  template <class V> void visit(V& v) {
+    v("dtype", dtype,
+      "the trainer's compute dtype for the RL forward and backward: fp32, bf16 or fp16 (fp32 master weights, "
+      "gradients and AdamW always; the SFT warm start runs in fp32)");
+  }
+};
+
+struct NumericsSection {
+  bool batch_invariant = true;
+
+  template <class V> void visit(V& v) {
+    v("batch_invariant", batch_invariant,
+      "true: the rollout engine's products are the packed fma chains, so a sequence's log-probs are the same bits "
+      "in any batch and equal the trainer's when their dtypes agree; false: the engine decodes through OpenBLAS, "
+      "whose sum order depends on the batch (the fastest kernels on GPUs; on this CPU see bench/RESULTS.md)");
+  }
+};
+
+// The mismatch figures of every step (rollout_corr/*, trainer/rollout_corr_metrics.h).
+struct MismatchSection {
+  double ratio_bound = 2.0;
+
+  template <class V> void visit(V& v) {
+    v("ratio_bound", ratio_bound,
+      "rollout_corr/ratio_outside_frac counts the tokens whose ratio exp(trainer - rollout) is outside "
+      "[1/ratio_bound, ratio_bound]");
+  }
+};
+
 struct TrainConfig {
   std::string run_dir = "runs/grpo_add3";
   std::string model_preset = "tiny";  // random init when neither init_checkpoint nor warm_start is given
@@ -89,6 +130,9 @@ struct TrainConfig {
   TaskConfig task;
   RewardConfig reward;
   RolloutSection rollout;
+  TrainerSection trainer;
+  NumericsSection numerics;
+  MismatchSection mismatch;
   AlgorithmConfig algorithm;
   CriticSection critic;
   PpoEpochsConfig ppo;
@@ -107,6 +151,10 @@ struct TrainConfig {
   // Samples of a step's update batch as planned: prompts_per_step x group_size, or filter_groups.max_groups
   // groups when set (a filtered step may train on fewer).
   int64_t update_batch_size() const;
+  // Each role's numerics (model/numerics.h) from rollout.dtype / rollout.quantization / trainer.dtype /
+  // numerics.batch_invariant; errors name the key.
+  ModelNumerics rollout_numerics() const;
+  ModelNumerics trainer_numerics() const;
   template <class V> void visit(V& v) {
     v("run_dir", run_dir, "output directory; when it holds a run already, NAME-2, NAME-3, ... is used");
     v("model_preset", model_preset, "random init preset (tiny | qwen05b) without init_checkpoint or warm start");
@@ -115,7 +163,10 @@ struct TrainConfig {
     v("seed", seed, "seeds weights (random init), sampling, data order and mini-batch shuffles");
     v("task", task, "the task (prompts and scorer)");
     v("reward", reward, "local scorer or a reward server");
-    v("rollout", rollout, "rollout batch, sampling and engine");
+    v("rollout", rollout, "rollout batch, sampling, numerics and engine");
+    v("trainer", trainer, "the trainer's numerics");
+    v("numerics", numerics, "numerics shared by both roles");
+    v("mismatch", mismatch, "the rollout/trainer mismatch figures of each step");
     v("algorithm", algorithm,
       "the algorithm (name: grpo | ppo | dpo; it sets the defaults of the other algorithm.* keys), advantage "
       "estimator (grpo, drgrpo, rloo; gae for ppo), policy loss, PPO value loss, DPO beta");

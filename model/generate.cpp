@@ -48,7 +48,7 @@ std::vector<Generation> generate(const Transformer& model, const ParameterStore&
   std::vector<Generation> out(prompts.size());
   PackedWeights packed;  // packed once for all the batches (the CPU decode path)
   const bool use_packed = params.flat().device() == Device::kCPU;
-  if (use_packed) model.pack_weights(params, packed);
+  if (use_packed) model.prepare_decode_weights(params, packed);
   for (size_t begin = 0; begin < prompts.size(); begin += options.max_batch) {
     const size_t end = std::min(prompts.size(), begin + static_cast<size_t>(options.max_batch));
     const int64_t B = static_cast<int64_t>(end - begin);
@@ -61,7 +61,7 @@ std::vector<Generation> generate(const Transformer& model, const ParameterStore&
     }
     const int64_t max_len = std::min(max_pos, longest + options.max_new_tokens);
     const int64_t blocks_per_seq = (max_len + options.block_size - 1) / options.block_size;
-    KVCache cache(cfg, B * blocks_per_seq, options.block_size);
+    KVCache cache(cfg, B * blocks_per_seq, options.block_size, model.numerics().compute);
 
     std::vector<int32_t> length(B);  // tokens in the cache (or about to be) per sequence
     std::vector<int32_t> next(B);    // token to feed next

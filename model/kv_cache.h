@@ -1,5 +1,6 @@
-// The paged KV cache's storage: per layer, K and V of shape (num_blocks * block_size, Hkv, D). Which block
-// belongs to which sequence is the caller's business (a BlockManager in rollout/, or contiguous ranges).
+// The paged KV cache's storage: per layer, K and V of shape (num_blocks * block_size, Hkv, D) in the rollout's
+// compute dtype (F32, BF16 or F16: bytes per token 2 * layers * Hkv * D * 4 or 2). Which block belongs to which
+// sequence is the caller's business (a BlockManager in rollout/, or contiguous ranges).
 #pragma once
 
 #include <vector>
@@ -11,14 +12,17 @@ namespace rlcpp {
 
 struct KVCache {
   int64_t block_size = 16;
+  DType dtype = DType::kF32;
   int64_t num_blocks = 0;
   std::vector<Tensor> k;  // per layer (num_blocks * block_size, Hkv, D)
   std::vector<Tensor> v;
 
   KVCache() = default;
-  KVCache(const ModelConfig& config, int64_t num_blocks, int64_t block_size);
+  KVCache(const ModelConfig& config, int64_t num_blocks, int64_t block_size, DType dtype = DType::kF32);
   int64_t num_slots() const { return num_blocks * block_size; }
   int64_t bytes() const;
+  // Copies the first `tokens` slots of block `src` to block `dst` in every layer (copy-on-write).
+  void copy_block(int64_t src, int64_t dst, int64_t tokens);
 };
 
 }  // namespace rlcpp

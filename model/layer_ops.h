@@ -14,25 +14,38 @@ inline void ensure(Tensor& t, const Shape& shape) {
   if (!t.defined() || t.shape() != shape) t = Tensor::empty(shape);
 }
 
-// y (M,N) = x (M,K) @ weight^T, or y += x @ weight^T: the packed kernel when `packed` (weight packed) is given,
-// else ops::matmul (OpenBLAS, or cuBLAS for CUDA tensors).
-inline void linear(const Tensor& x, const Tensor& weight, const ops::PackedWeight* packed, Tensor& y, bool accumulate) {
-  if (packed)
-    ops::matmul_packed(x, *packed, y, accumulate);
-  else
-    ops::matmul(x, false, weight, true, y, 1.0f, accumulate ? 1.0f : 0.0f);
+// y (M,N) = x (M,K) @ weight^T rounded to `round` (kernels/ops.h): the packed kernel when `packed` (weight
+// packed) is given, else ops::matmul (OpenBLAS, or cuBLAS for CUDA tensors) and a rounding pass.
+inline void linear(const Tensor& x, const Tensor& weight, const ops::PackedWeight* packed, Tensor& y,
+                   DType round = DType::kF32) {
+  if (packed) {
+    ops::matmul_packed(x, *packed, y, false, round);
+    return;
+  }
+  ops::matmul(x, false, weight, true, y);
+  ops::round_to(y, round);
 }
 
-// y (M,N) = residual + x (M,K) @ weight^T, a Linear layer into a residual stream: one pass through the packed
-// kernel when `packed` is given, else a copy and ops::matmul accumulating (the same bits either way).
+// y (M,N) = round(residual + round(x (M,K) @ weight^T)), a Linear layer into a residual stream (residual may be
+// y): one pass through the packed kernel when `packed` is given, else OpenBLAS — accumulating onto a copy of
+// the residual in fp32 (the same bits as the packed kernel's order of operations, up to the product's own sum
+// order), or, when rounding, through `product` (resized to y's shape), the product rounded before it is added.
 inline void linear_residual(const Tensor& x, const Tensor& weight, const ops::PackedWeight* packed,
-                            const Tensor& residual, Tensor& y) {
+                            const Tensor& residual, Tensor& y, DType round, Tensor& product) {
   if (packed) {
-    ops::matmul_packed_residual(x, *packed, residual, y);
+    ops::matmul_packed_residual(x, *packed, residual, y, round);
     return;
   }
   if (y.data<float>() != residual.data<float>()) std::memcpy(y.data<float>(), residual.data<float>(), y.nbytes());
-  ops::matmul(x, false, weight, true, y, 1.0f, 1.0f);
+  if (round == DType::kF32) {
+    ops::matmul(x, false, weight, true, y, 1.0f, 1.0f);
+    return;
+  }
+  ensure(product, y.shape());
+  ops::matmul(x, false, weight, true, product);
+  ops::round_to(product, round);
+  ops::add_inplace(y, product);
+  ops::round_to(y, round);
 }
 
 // dx (M,K) = dy (M,N) @ weight (N,K), the input gradient of a Linear layer: the packed kernel when `packed_t`

@@ -57,8 +57,10 @@ std::vector<int64_t> split_at_sequences(const CachedStep& step, int64_t parts) {
 
 }  // namespace
 
-Transformer::Transformer(const ModelConfig& config) : config_(config) {
+Transformer::Transformer(const ModelConfig& config, const ModelNumerics& numerics)
+    : config_(config), numerics_(numerics) {
   config_.validate("model config");
+  numerics_.validate("model numerics");
   auto layout = parameter_layout(config_);
   auto offset = [&](const std::string& name) -> int64_t {
     for (const auto& info : layout)
@@ -151,13 +153,15 @@ void Transformer::forward(const ParameterStore& params, const PackedBatch& batch
 
   // The residual stream lives in the kept activations: layer l writes layer l+1's x (or x_final) in place, so
   // repeated forwards of one shape allocate (and page-fault) nothing for it.
+  const DType dt = numerics_.compute;
   ensure(acts.layers[0].x, {N, C});
   ops::embedding_forward(w.embed, acts.tokens, acts.layers[0].x);
+  ops::round_to(acts.layers[0].x, dt);
   forward_layers(w, pack ? &acts.packed : nullptr, pack, acts);
   ensure(acts.rstd_final, {N});
   ensure(acts.xn_final, {N, C});
   ops::rmsnorm_forward(acts.x_final, w.final_norm, static_cast<float>(config_.rms_norm_eps), acts.xn_final,
-                       acts.rstd_final);
+                       acts.rstd_final, dt);
   if (config_.value_head) {
     ensure(acts.values, {N});
     Tensor values = acts.values.reshape({N, 1});
@@ -168,7 +172,7 @@ void Transformer::forward(const ParameterStore& params, const PackedBatch& batch
   ensure(acts.logits, {N, V});
   ensure(acts.lse, {N});
   ensure(acts.logp, {N});
-  linear(acts.xn_final, w.lm_head, pack ? &acts.packed.lm_head : nullptr, acts.logits, false);
+  linear(acts.xn_final, w.lm_head, pack ? &acts.packed.lm_head : nullptr, acts.logits, dt);
   Tensor* entropy = nullptr;
   if (options.entropy) {
     ensure(acts.entropy, {N});
@@ -239,46 +243,112 @@ void Transformer::backward_body(const Weights& w, bool packed, Weights& g, Activ
 void Transformer::pack_weights(const ParameterStore& params, PackedWeights& out, bool transposed) const {
   const Weights w = views(params);
   out.layers.resize(w.layers.size());
-  std::vector<std::pair<const Tensor*, ops::PackedWeight*>> jobs;
+  out.for_blas = false;
+  out.blas = ParameterStore();
+  // The forward's panels are in the numerics' formats (the Linear layers possibly quantised, lm_head in the
+  // compute dtype); the backward's transposes are the fp32 master weights.
+  const WeightFormat linear_format = transposed ? WeightFormat::kF32 : numerics_.linear_weights;
+  const WeightFormat head_format = transposed ? WeightFormat::kF32 : numerics_.compute_format();
+  struct Job {
+    const Tensor* w;
+    ops::PackedWeight* out;
+    WeightFormat format;
+  };
+  std::vector<Job> jobs;
   for (size_t l = 0; l < w.layers.size(); ++l) {
-    jobs.emplace_back(&w.layers[l].qkv_w, &out.layers[l].qkv);
-    jobs.emplace_back(&w.layers[l].o_w, &out.layers[l].o);
-    jobs.emplace_back(&w.layers[l].gate_up, &out.layers[l].gate_up);
-    jobs.emplace_back(&w.layers[l].down, &out.layers[l].down);
+    jobs.push_back({&w.layers[l].qkv_w, &out.layers[l].qkv, linear_format});
+    jobs.push_back({&w.layers[l].o_w, &out.layers[l].o, linear_format});
+    jobs.push_back({&w.layers[l].gate_up, &out.layers[l].gate_up, linear_format});
+    jobs.push_back({&w.layers[l].down, &out.layers[l].down, linear_format});
   }
-  if (!config_.value_head) jobs.emplace_back(&w.lm_head, &out.lm_head);  // a critic has a score head instead
+  if (!config_.value_head) jobs.push_back({&w.lm_head, &out.lm_head, head_format});  // a critic has a score head
   // The matrices are packed side by side on the threads (each is a strided copy, ~0.1 ms for W1's largest).
   std::vector<std::exception_ptr> errors(jobs.size());
 #pragma omp parallel for schedule(dynamic) if (!omp_in_parallel())
   for (size_t j = 0; j < jobs.size(); ++j) {
     try {
       if (transposed)
-        ops::pack_weight_transposed(*jobs[j].first, *jobs[j].second);
+        ops::pack_weight_transposed(*jobs[j].w, *jobs[j].out);
       else
-        ops::pack_weight(*jobs[j].first, *jobs[j].second);
+        ops::pack_weight(*jobs[j].w, *jobs[j].out, jobs[j].format);
     } catch (...) {
       errors[j] = std::current_exception();
     }
   }
   for (const auto& e : errors)
     if (e) std::rethrow_exception(e);
+  // The biases rounded to the compute dtype (fp32 uses the parameters' own).
+  const bool round_biases = !transposed && numerics_.compute != DType::kF32;
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    auto rounded = [&](const Tensor& b) {
+      if (!round_biases || !b.defined()) return Tensor();
+      Tensor r = b.clone();
+      ops::round_to(r, numerics_.compute);
+      return r;
+    };
+    out.layers[l].qkv_b = rounded(w.layers[l].qkv_b);
+    out.layers[l].o_b = rounded(w.layers[l].o_b);
+  }
   out.source = params.flat().data<float>();
   out.transposed = transposed;
+}
+
+void Transformer::prepare_decode_weights(const ParameterStore& params, PackedWeights& out) const {
+  if (numerics_.batch_invariant) {
+    pack_weights(params, out);
+    return;
+  }
+  out.layers.clear();
+  out.lm_head = ops::PackedWeight();
+  out.for_blas = true;
+  out.transposed = false;
+  out.source = params.flat().data<float>();
+  if (numerics_.compute == DType::kF32 && !is_quantized(numerics_.linear_weights)) {
+    out.blas = ParameterStore();  // fp32: the parameters themselves
+    return;
+  }
+  // Every parameter as these numerics compute with it: the Linear matrices through their packed format and
+  // back (rounded or dequantised, the values the panels would hold), the rest rounded to the compute dtype.
+  ParameterStore prepared = params.clone();
+  ops::round_to(prepared.flat(), numerics_.compute);
+  const Weights src = views(params);
+  Weights dst = views(prepared);
+  ops::PackedWeight scratch;
+  for (size_t l = 0; l < src.layers.size(); ++l) {
+    const std::pair<const Tensor*, Tensor*> mats[] = {{&src.layers[l].qkv_w, &dst.layers[l].qkv_w},
+                                                      {&src.layers[l].o_w, &dst.layers[l].o_w},
+                                                      {&src.layers[l].gate_up, &dst.layers[l].gate_up},
+                                                      {&src.layers[l].down, &dst.layers[l].down}};
+    for (const auto& [from, to] : mats) {
+      ops::pack_weight(*from, scratch, numerics_.linear_weights);
+      const Tensor values = ops::unpack_weight(scratch);
+      std::memcpy(to->data<float>(), values.data<float>(), values.nbytes());
+    }
+  }
+  out.blas = std::move(prepared);
 }
 
 Tensor Transformer::forward_cached(const ParameterStore& params, const CachedStep& step, KVCache& cache,
                                    const PackedWeights* packed) const {
   RLCPP_CHECK(!config_.value_head, "forward_cached: a value-head model (critic) has no logits to decode from");
   RLCPP_CHECK(packed == nullptr || (packed->source == params.flat().data<float>() && !packed->transposed &&
-                                    static_cast<int64_t>(packed->layers.size()) == config_.num_hidden_layers),
+                                    (packed->for_blas ||
+                                     static_cast<int64_t>(packed->layers.size()) == config_.num_hidden_layers)),
               "forward_cached: the packed decode weights were not packed from this parameter buffer");
-  const Weights w = views(params);
-  auto packed_layer = [packed](int64_t l) { return packed ? &packed->layers[static_cast<size_t>(l)] : nullptr; };
+  RLCPP_CHECK(packed != nullptr || (numerics_.compute == DType::kF32 && !is_quantized(numerics_.linear_weights)),
+              "forward_cached: " << numerics_.describe()
+                                 << " numerics decode from prepared weights (prepare_decode_weights)");
+  // The OpenBLAS decode (not batch-invariant) multiplies by the prepared copy, or by the fp32 parameters.
+  const bool blas = packed == nullptr || packed->for_blas;
+  const Weights w = views(blas && packed && packed->blas.flat().defined() ? packed->blas : params);
+  const PackedWeights* panels = blas ? nullptr : packed;
+  auto packed_layer = [panels](int64_t l) { return panels ? &panels->layers[static_cast<size_t>(l)] : nullptr; };
   const int64_t N = static_cast<int64_t>(step.tokens.size()), C = config_.hidden_size, V = config_.vocab_size;
   const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
   const int64_t F = config_.intermediate_size, qkv_dim = config_.q_dim() + 2 * config_.kv_dim();
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const float eps = static_cast<float>(config_.rms_norm_eps);
+  const DType dt = numerics_.compute;
   RLCPP_CHECK(step.positions.size() == step.tokens.size() && step.query_seq.size() == step.tokens.size() &&
                   step.slot_mapping.size() == step.tokens.size(),
               "forward_cached: tokens, positions, query_seq and slot_mapping must have one entry per row");
@@ -297,40 +367,36 @@ Tensor Transformer::forward_cached(const ParameterStore& params, const CachedSte
   Tensor x = Tensor::empty({N, C}), xn = Tensor::empty({N, C}), rstd = Tensor::empty({N});
   Tensor qkv = Tensor::empty({N, qkv_dim});
   Tensor q = Tensor::empty({N, Hq, D}), k = Tensor::empty({N, Hkv, D}), v = Tensor::empty({N, Hkv, D});
-  Tensor att = Tensor::empty({N, Hq, D});
+  Tensor att = Tensor::empty({N, Hq * D});
   Tensor gate_up = Tensor::empty({N, 2 * F}), act = Tensor::empty({N, F});
-  // Rows [r0, r1) through every layer, in row views of the step's buffers. Every op works row by row, so a
-  // range gets exactly the values the whole step would give its rows.
+  // Rows [r0, r1) through every layer, in row views of the step's buffers, the residual stream x updated in
+  // place. Every op works row by row, so a range gets exactly the values the whole step would give its rows.
   auto run_rows = [&](int64_t r0, int64_t r1) {
-    const int64_t n = r1 - r0;
-    auto rows_of = [&](Tensor& t, Shape shape) {
-      shape[0] = n;
-      const int64_t width = t.numel() / N;
-      if (t.dtype() == DType::kI32) return Tensor::borrow(t.data<int32_t>() + r0 * width, shape, DType::kI32);
-      return Tensor::borrow(t.data<float>() + r0 * width, shape);
-    };
-    Tensor tok = rows_of(tokens, {0}), pos = rows_of(positions, {0}), seq = rows_of(query_seq, {0});
-    Tensor slot = rows_of(slots, {0});
-    Tensor x_r = rows_of(x, {0, C}), xn_r = rows_of(xn, {0, C}), rstd_r = rows_of(rstd, {0});
-    Tensor qkv_r = rows_of(qkv, {0, qkv_dim}), q_r = rows_of(q, {0, Hq, D}), k_r = rows_of(k, {0, Hkv, D});
-    Tensor v_r = rows_of(v, {0, Hkv, D}), att_r = rows_of(att, {0, Hq, D});
-    Tensor gate_up_r = rows_of(gate_up, {0, 2 * F}), act_r = rows_of(act, {0, F});
-    ops::embedding_forward(w.embed, tok, x_r);
+    auto rows_of = [&](const Tensor& t) { return t.slice_rows(r0, r1); };
+    const Tensor tok = rows_of(tokens), seq = rows_of(query_seq), slot = rows_of(slots);
+    LayerRows r;
+    r.x = rows_of(x);
+    r.h = r.x;
+    r.out = r.x;
+    r.positions = rows_of(positions);
+    r.q = rows_of(q);
+    r.k = rows_of(k);
+    r.v = rows_of(v);
+    r.att = rows_of(att);
+    r.gate_up = rows_of(gate_up);
+    r.xn = rows_of(xn);
+    r.rstd = rows_of(rstd);
+    r.qkv = rows_of(qkv);
+    r.act = rows_of(act);
+    ops::embedding_forward(w.embed, tok, r.x);
+    ops::round_to(r.x, dt);
     for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
-      const auto& W = w.layers[l];
-      const PackedWeights::Layer* P = packed_layer(l);
-      ops::rmsnorm_forward(x_r, W.ln1, eps, xn_r, rstd_r);
-      linear(xn_r, W.qkv_w, P ? &P->qkv : nullptr, qkv_r, false);
-      if (W.qkv_b.defined()) ops::add_bias(qkv_r, W.qkv_b);
-      ops::rope_split_qkv(qkv_r, pos, rope_, q_r, k_r, v_r);
-      ops::paged_kv_write(k_r, v_r, slot, cache.k[l], cache.v[l]);
-      ops::paged_attention(q_r, cache.k[l], cache.v[l], seq, pos, indptr, indices, cache.block_size, scale, att_r);
-      linear(att_r.reshape({n, Hq * D}), W.o_w, P ? &P->o : nullptr, x_r, true);
-      if (W.o_b.defined()) ops::add_bias(x_r, W.o_b);
-      ops::rmsnorm_forward(x_r, W.ln2, eps, xn_r, rstd_r);
-      linear(xn_r, W.gate_up, P ? &P->gate_up : nullptr, gate_up_r, false);
-      ops::swiglu_forward(gate_up_r, act_r);
-      linear(act_r, W.down, P ? &P->down : nullptr, x_r, true);
+      layer_body(w.layers[static_cast<size_t>(l)], packed_layer(l), r,
+                 [&](const Tensor& q_r, const Tensor& k_r, const Tensor& v_r, Tensor& att_r) {
+                   ops::paged_kv_write(k_r, v_r, slot, cache.k[l], cache.v[l]);
+                   ops::paged_attention(q_r, cache.k[l], cache.v[l], seq, r.positions, indptr, indices,
+                                        cache.block_size, scale, att_r);
+                 });
     }
   };
   // A large enough step runs as one range per thread, split between sequences: a range writes and reads only
@@ -364,9 +430,9 @@ Tensor Transformer::forward_cached(const ParameterStore& params, const CachedSte
     std::memcpy(last.data<float>() + r * C, x.data<float>() + row * C, C * sizeof(float));
   }
   Tensor last_n = Tensor::empty({R, C}), last_rstd = Tensor::empty({R});
-  ops::rmsnorm_forward(last, w.final_norm, eps, last_n, last_rstd);
+  ops::rmsnorm_forward(last, w.final_norm, eps, last_n, last_rstd, dt);
   Tensor logits = Tensor::empty({R, V});
-  linear(last_n, w.lm_head, packed ? &packed->lm_head : nullptr, logits, false);
+  linear(last_n, w.lm_head, panels ? &panels->lm_head : nullptr, logits, dt);
   return logits;
 }
 

@@ -1,8 +1,9 @@
 // The Llama-family transformer and the one model API every algorithm uses (DESIGN.md):
 //   forward(batch)   -> per-token log p(target | prefix) at a temperature (and entropy), activations kept;
 //   backward(dlogp)  -> parameter gradients, accumulated into a ParameterStore of the same layout.
-// forward_cached runs prefill and decode over a paged KV cache for the rollout side. Both paths use the same
-// kernels (kernels/ops.h) on the same fp32 weights.
+// forward_cached runs prefill and decode over a paged KV cache for the rollout side. Both paths run the one layer
+// body (layer_body) with the same kernels (kernels/ops.h), in the model's numerics (model/numerics.h): a
+// trainer and an engine built with the same ModelNumerics compute the same bits.
 //
 // A critic (config.value_head, Hugging Face *ForTokenClassification with num_labels 1) has the same body and
 // a scalar head instead of lm_head: forward fills acts.values (N) = norm(x_final) . score.weight + score.bias
@@ -12,11 +13,13 @@
 // array layout (and mask, targets >= 0) serves the actor and the critic.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "core/tensor.h"
 #include "kernels/ops.h"
 #include "model/kv_cache.h"
+#include "model/numerics.h"
 #include "model/packed_batch.h"
 #include "model/parameters.h"
 #include "model/row_chunks.h"
@@ -34,12 +37,20 @@ struct ForwardOptions {
 // order makes each row's result the same bits whatever the batch: the training forward and the rollout's
 // cached decode return identical log-probs. A snapshot: pack again (Transformer::pack_weights) whenever the
 // weights change.
+//
+// They are the weights "prepared per policy version" in the model's numerics: panels in the compute dtype (or
+// the Linear layers quantised), biases rounded to it. A decode that is not batch-invariant multiplies through
+// OpenBLAS instead: `blas` then holds the parameters as the numerics compute with them (rounded, dequantised;
+// empty for fp32, whose own parameters serve) and there are no panels.
 struct PackedWeights {
   struct Layer {
     ops::PackedWeight qkv, o, gate_up, down;
+    Tensor qkv_b, o_b;  // the biases rounded to the compute dtype (undefined in fp32: the parameters' serve)
   };
   std::vector<Layer> layers;
   ops::PackedWeight lm_head;
+  ParameterStore blas;            // the not-batch-invariant decode's weights (see above)
+  bool for_blas = false;          // prepared for the OpenBLAS decode: no panels
   const float* source = nullptr;  // the parameter buffer they were packed from
   bool transposed = false;
 };
@@ -63,6 +74,24 @@ struct ChunkScratch {
   Tensor dxn, dact, dgate_up, datt, dq, dk, dv, dqkv;  // backward
   Tensor layer_grads;
 };
+
+// One layer pass over n rows (a training chunk, or rows of a cached step): views of the tensors it reads and
+// writes, all with n rows. The cached decode updates its residual stream in place (h and out are x).
+struct LayerRows {
+  Tensor x;          // (n,C) layer input
+  Tensor h;          // (n,C) after the attention block's residual connection (may be x)
+  Tensor out;        // (n,C) layer output (may be x or h)
+  Tensor positions;  // (n) int32
+  Tensor q, k, v;    // (n,Hq,D), (n,Hkv,D), (n,Hkv,D) after RoPE
+  Tensor att;        // (n,Hq*D)
+  Tensor gate_up;    // (n,2F)
+  Tensor xn, rstd, qkv, act;  // scratch: (n,C), (n), (n,(Hq+2Hkv)D), (n,F)
+  Tensor product;    // scratch (n,C): a rounded OpenBLAS product before its residual add
+};
+// The attention of a layer pass: q, k, v (after RoPE, rounded) -> att (n,Hq,D). The training forward attends
+// within each sequence of its chunk (keeping lse); the cached decode writes k and v to the cache and attends to
+// it.
+using LayerAttention = std::function<void(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& att)>;
 
 struct Activations {
   int64_t num_tokens = 0;
@@ -104,9 +133,10 @@ struct CachedStep {
 
 class Transformer {
  public:
-  explicit Transformer(const ModelConfig& config);
+  explicit Transformer(const ModelConfig& config, const ModelNumerics& numerics = {});
 
   const ModelConfig& config() const { return config_; }
+  const ModelNumerics& numerics() const { return numerics_; }
 
   // Fills acts.logp (N) (and acts.entropy) for the batch, or acts.values (N) for a value-head model; keeps what
   // backward needs.
@@ -130,9 +160,12 @@ class Transformer {
   // (the engine's copy-on-write of shared blocks guarantees it). Results do not depend on the split.
   Tensor forward_cached(const ParameterStore& params, const CachedStep& step, KVCache& cache,
                         const PackedWeights* packed = nullptr) const;
-  // Packs the matmul weights of `params` (CPU) for forward_cached, or their transposes for backward, reusing
-  // `out`'s buffers.
+  // Packs the matmul weights of `params` (CPU) in the numerics' formats for forward and forward_cached, or
+  // their fp32 transposes for backward, reusing `out`'s buffers.
   void pack_weights(const ParameterStore& params, PackedWeights& out, bool transposed = false) const;
+  // The weights forward_cached decodes with: pack_weights in batch-invariant numerics, else the OpenBLAS
+  // decode's (PackedWeights::blas).
+  void prepare_decode_weights(const ParameterStore& params, PackedWeights& out) const;
 
  private:
   // Offsets (in floats) of each layer's weights in the flat parameter buffer; -1 when absent.
@@ -149,6 +182,11 @@ class Transformer {
   // From acts.scratch.dxn_final down; `packed`: acts.scratch.wt holds the weights packed transposed (CPU),
   // else the products go through ops::matmul.
   void backward_body(const Weights& w, bool packed, Weights& g, Activations& acts) const;
+  // The one layer body (transformer_layers.cpp) of the training forward and the cached decode, in the model's
+  // numerics: norm, qkv (+ bias), RoPE, attention, o + residual, norm, gate_up, SwiGLU, down + residual.
+  // P: the layer's packed weights (else OpenBLAS on W); biases from P when it has rounded ones.
+  void layer_body(const LayerWeights& W, const PackedWeights::Layer* P, LayerRows& r,
+                  const LayerAttention& attend) const;
   // One layer on one chunk of rows (transformer_layers.cpp): forward from A.x into A's rows and x_next; backward
   // from dx (d x_next on entry, d x on exit) into the parameter gradients G.
   void layer_forward(const LayerWeights& W, const PackedWeights::Layer* P, LayerActivations& A, Tensor& x_next,
@@ -162,6 +200,7 @@ class Transformer {
                        Activations& acts) const;
 
   ModelConfig config_;
+  ModelNumerics numerics_;
   std::vector<LayerOffsets> layer_offsets_;
   int64_t embed_offset_ = 0, final_norm_offset_ = 0, lm_head_offset_ = 0;
   int64_t score_w_offset_ = -1, score_b_offset_ = -1;  // value head only

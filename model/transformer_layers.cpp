@@ -69,31 +69,63 @@ void ensure_chunk_buffers(ChunkScratch& s, int64_t rows, const ModelConfig& c) {
 
 }  // namespace
 
+void Transformer::layer_body(const LayerWeights& W, const PackedWeights::Layer* P, LayerRows& r,
+                             const LayerAttention& attend) const {
+  const int64_t n = r.x.size(0), Hq = config_.num_attention_heads, D = config_.head_dim();
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  const DType dt = numerics_.compute;
+  // Biases: the rounded copies of the prepared weights, or the parameters' own (fp32, or the OpenBLAS decode,
+  // whose weights are already rounded).
+  const Tensor& qkv_b = P && P->qkv_b.defined() ? P->qkv_b : W.qkv_b;
+  const Tensor& o_b = P && P->o_b.defined() ? P->o_b : W.o_b;
+
+  ops::rmsnorm_forward(r.x, W.ln1, eps, r.xn, r.rstd, dt);
+  linear(r.xn, W.qkv_w, P ? &P->qkv : nullptr, r.qkv, dt);
+  if (qkv_b.defined()) {
+    ops::add_bias(r.qkv, qkv_b);
+    ops::round_to(r.qkv, dt);
+  }
+  ops::rope_split_qkv(r.qkv, r.positions, rope_, r.q, r.k, r.v);
+  ops::round_to(r.q, dt);  // v is a copy of rounded values already
+  ops::round_to(r.k, dt);
+  Tensor att3 = r.att.reshape({n, Hq, D});
+  attend(r.q, r.k, r.v, att3);
+  ops::round_to(r.att, dt);
+  linear_residual(r.att, W.o_w, P ? &P->o : nullptr, r.x, r.h, dt, r.product);  // h = x + o_proj(att)
+  if (o_b.defined()) {
+    ops::add_bias(r.h, o_b);
+    ops::round_to(r.h, dt);
+  }
+  ops::rmsnorm_forward(r.h, W.ln2, eps, r.xn, r.rstd, dt);
+  linear(r.xn, W.gate_up, P ? &P->gate_up : nullptr, r.gate_up, dt);
+  ops::swiglu_forward(r.gate_up, r.act);
+  ops::round_to(r.act, dt);
+  linear_residual(r.act, W.down, P ? &P->down : nullptr, r.h, r.out, dt, r.product);  // out = h + down(act)
+}
+
 void Transformer::layer_forward(const LayerWeights& W, const PackedWeights::Layer* P, LayerActivations& A,
                                 Tensor& x_next, const RowChunk& rows, const Tensor& positions,
                                 ChunkScratch& s) const {
   const int64_t b = rows.begin, e = rows.end, n = e - b;
-  const int64_t Hq = config_.num_attention_heads, D = config_.head_dim();
-  const float eps = static_cast<float>(config_.rms_norm_eps), scale = 1.0f / std::sqrt(static_cast<float>(D));
-  const Tensor x = A.x.slice_rows(b, e), pos = positions.slice_rows(b, e);
-  Tensor q = A.q.slice_rows(b, e), k = A.k.slice_rows(b, e), v = A.v.slice_rows(b, e);
-  Tensor att = A.att.slice_rows(b, e), lse = A.lse.slice_rows(b, e), h = A.h.slice_rows(b, e);
-  Tensor gate_up = A.gate_up.slice_rows(b, e), out = x_next.slice_rows(b, e);
-  Tensor xn = s.xn.slice_rows(0, n), rstd = s.rstd.slice_rows(0, n), qkv = s.qkv.slice_rows(0, n);
-  Tensor act = s.act.slice_rows(0, n);
-
-  ops::rmsnorm_forward(x, W.ln1, eps, xn, rstd);
-  linear(xn, W.qkv_w, P ? &P->qkv : nullptr, qkv, false);
-  if (W.qkv_b.defined()) ops::add_bias(qkv, W.qkv_b);
-  ops::rope_split_qkv(qkv, pos, rope_, q, k, v);
-  Tensor att3 = att.reshape({n, Hq, D});
-  ops::attention_forward(q, k, v, rows.cu_seqlens, scale, att3, lse);
-  linear_residual(att, W.o_w, P ? &P->o : nullptr, x, h);  // h = x + o_proj(att)
-  if (W.o_b.defined()) ops::add_bias(h, W.o_b);
-  ops::rmsnorm_forward(h, W.ln2, eps, xn, rstd);
-  linear(xn, W.gate_up, P ? &P->gate_up : nullptr, gate_up, false);
-  ops::swiglu_forward(gate_up, act);
-  linear_residual(act, W.down, P ? &P->down : nullptr, h, out);  // x_next = h + down(act)
+  const float scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim()));
+  LayerRows r;
+  r.x = A.x.slice_rows(b, e);
+  r.h = A.h.slice_rows(b, e);
+  r.out = x_next.slice_rows(b, e);
+  r.positions = positions.slice_rows(b, e);
+  r.q = A.q.slice_rows(b, e);
+  r.k = A.k.slice_rows(b, e);
+  r.v = A.v.slice_rows(b, e);
+  r.att = A.att.slice_rows(b, e);
+  r.gate_up = A.gate_up.slice_rows(b, e);
+  r.xn = s.xn.slice_rows(0, n);
+  r.rstd = s.rstd.slice_rows(0, n);
+  r.qkv = s.qkv.slice_rows(0, n);
+  r.act = s.act.slice_rows(0, n);
+  Tensor lse = A.lse.slice_rows(b, e);
+  layer_body(W, P, r, [&](const Tensor& q, const Tensor& k, const Tensor& v, Tensor& att) {
+    ops::attention_forward(q, k, v, rows.cu_seqlens, scale, att, lse);
+  });
 }
 
 void Transformer::layer_backward(const LayerWeights& W, const PackedWeights::Layer* P, LayerWeights& G,
@@ -115,8 +147,9 @@ void Transformer::layer_backward(const LayerWeights& W, const PackedWeights::Lay
   // MLP: x_next = h + down(swiglu(gate_up(norm2(h)))); dx holds d/dx_next. act and norm2(h) are recomputed.
   linear_input_grad(dx, W.down, P ? &P->down : nullptr, dact);
   ops::swiglu_backward(dact, gate_up, dgate_up, act);
+  ops::round_to(act, numerics_.compute);  // the forward's act
   ops::linear_weight_grad(dx, act, G.down);
-  ops::rmsnorm_forward(h, W.ln2, eps, xn, rstd);
+  ops::rmsnorm_forward(h, W.ln2, eps, xn, rstd, numerics_.compute);
   ops::linear_weight_grad(dgate_up, xn, G.gate_up);
   linear_input_grad(dgate_up, W.gate_up, P ? &P->gate_up : nullptr, dxn);
   ops::rmsnorm_backward(dxn, h, W.ln2, rstd, dx, G.ln2);  // dx is now d/dh
@@ -128,7 +161,7 @@ void Transformer::layer_backward(const LayerWeights& W, const PackedWeights::Lay
                           dq, dk, dv);
   ops::rope_backward_merge_qkv(dq, dk, dv, pos, rope_, dqkv);
   if (G.qkv_b.defined()) ops::bias_backward(dqkv, G.qkv_b);
-  ops::rmsnorm_forward(x, W.ln1, eps, xn, rstd);
+  ops::rmsnorm_forward(x, W.ln1, eps, xn, rstd, numerics_.compute);
   ops::linear_weight_grad(dqkv, xn, G.qkv_w);
   linear_input_grad(dqkv, W.qkv_w, P ? &P->qkv : nullptr, dxn);
   ops::rmsnorm_backward(dxn, x, W.ln1, rstd, dx, G.ln1);  // dx is now d/dx of this block

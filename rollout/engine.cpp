@@ -15,7 +15,7 @@ namespace {
 // Rows x vocabulary below which sampling stays on one thread (a parallel region costs more than it saves).
 constexpr int64_t kParallelSampleWork = int64_t{1} << 16;
 
-int64_t resolve_num_blocks(const EngineConfig& c, const ModelConfig& m) {
+int64_t resolve_num_blocks(const EngineConfig& c, const ModelConfig& m, DType kv_dtype) {
   const int64_t per_seq = (m.max_position_embeddings + c.block_size - 1) / c.block_size;
   if (c.num_blocks > 0) {
     RLCPP_CHECK(c.num_blocks >= per_seq, "engine config: num_blocks " << c.num_blocks << " cannot hold one sequence of "
@@ -24,7 +24,7 @@ int64_t resolve_num_blocks(const EngineConfig& c, const ModelConfig& m) {
                                                                        << ")");
     return c.num_blocks;
   }
-  const int64_t block_bytes = c.block_size * m.kv_bytes_per_token(4);
+  const int64_t block_bytes = c.block_size * m.kv_bytes_per_token(static_cast<int64_t>(dtype_size(kv_dtype)));
   const int64_t cap = std::max<int64_t>(per_seq, (c.max_kv_cache_mib << 20) / block_bytes);
   return std::min(c.max_num_seqs * per_seq, cap);
 }
@@ -49,7 +49,8 @@ Engine::Engine(const Transformer& model, const ParameterStore& params, const Eng
       params_(&params),
       config_(validated(config, model.config())),
       policy_version_(policy_version),
-      cache_(model.config(), resolve_num_blocks(config_, model.config()), config_.block_size) {
+      cache_(model.config(), resolve_num_blocks(config_, model.config(), model.numerics().compute),
+             config_.block_size, model.numerics().compute) {
   RLCPP_CHECK(params.numel() == model.config().num_parameters(),
               "engine: parameter buffer of " << params.numel() << " floats, the model has "
                                              << model.config().num_parameters());
@@ -120,16 +121,7 @@ void Engine::build_step(const ScheduledBatch& batch, const BlockManager& blocks)
 }
 
 void Engine::copy_blocks(const std::vector<BlockCopy>& copies) {
-  if (copies.empty()) return;
-  const int64_t bs = cache_.block_size;
-  for (size_t l = 0; l < cache_.k.size(); ++l) {
-    const int64_t row = cache_.k[l].numel() / cache_.num_slots();  // floats per slot (Hkv * D)
-    for (const BlockCopy& c : copies) {
-      const size_t bytes = static_cast<size_t>(c.num_tokens * row) * sizeof(float);
-      std::memcpy(cache_.k[l].data<float>() + c.dst * bs * row, cache_.k[l].data<float>() + c.src * bs * row, bytes);
-      std::memcpy(cache_.v[l].data<float>() + c.dst * bs * row, cache_.v[l].data<float>() + c.src * bs * row, bytes);
-    }
-  }
+  for (const BlockCopy& c : copies) cache_.copy_block(c.src, c.dst, c.num_tokens);
 }
 
 void Engine::sample_rows(const Tensor& logits, const SamplingParams& params) {
@@ -202,9 +194,10 @@ RolloutResult Engine::generate(const Request& request, const StepObserver& obser
     phase.reset();
     copy_blocks(batch_.copies);
     if (packed_stale_) {
-      // The packed matmul is the CPU decode path; weights on another device decode through ops::matmul.
+      // Weights prepared in the rollout numerics (packed panels, or the OpenBLAS decode's copy) are the CPU decode
+      // path; weights on another device decode through ops::matmul.
       use_packed_ = params_->flat().device() == Device::kCPU;
-      if (use_packed_) model_.pack_weights(*params_, packed_);
+      if (use_packed_) model_.prepare_decode_weights(*params_, packed_);
       packed_stale_ = false;
     }
     const Tensor logits = model_.forward_cached(*params_, step_, cache_, use_packed_ ? &packed_ : nullptr);

@@ -78,7 +78,8 @@ class Engine {
   const EngineConfig& config() const { return config_; }
   const ModelConfig& model_config() const { return model_.config(); }
   int64_t num_blocks() const { return cache_.num_blocks; }
-  int64_t kv_bytes_per_token() const;  // the cache's bytes over its slots: 2 * layers * kv_heads * head_dim * 4 (fp32)
+  // The cache's bytes over its slots: 2 * layers * kv_heads * head_dim * 4 (fp32) or 2 (bf16, fp16).
+  int64_t kv_bytes_per_token() const;
   int64_t kv_cache_bytes() const { return cache_.bytes(); }
 
  private:
@@ -92,7 +93,7 @@ class Engine {
   EngineConfig config_;
   int64_t policy_version_;
   KVCache cache_;
-  PackedWeights packed_;       // *params_ packed for forward_cached (CPU weights)
+  PackedWeights packed_;       // *params_ prepared for forward_cached in the model's numerics (CPU weights)
   bool packed_stale_ = true;  // repack before the next step (construction, set_weights)
   bool use_packed_ = false;
   // Reused across steps so a step allocates little.

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "loop/consistency_probe.h"
 #include "loop/controller.h"
@@ -99,7 +100,7 @@ TEST(LoopTrain, ProbeStopsTheRunWhenTheEngineMissedASync) {
   CharTokenizer tok;
   ProbeConfig probe;
   // Same weights: the same bits.
-  EXPECT_EQ(run_consistency_probe(*rollout, model, trainer, *task, tok, 6, probe, 0).max_abs_dlogp, 0.0);
+  EXPECT_EQ(run_consistency_probe(*rollout, model, trainer, *task, tok, 6, probe, 0).engine.max_abs_dlogp, 0.0);
   // The trainer moved on but the engine still holds the old weights: the probe must stop the run.
   for (int64_t i = 0; i < trainer.numel(); i += 7) trainer.flat().data<float>()[i] *= 1.05f;
   try {
@@ -107,6 +108,54 @@ TEST(LoopTrain, ProbeStopsTheRunWhenTheEngineMissedASync) {
     FAIL() << "probe passed with stale engine weights";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("probe.max_abs_dlogp"), std::string::npos) << e.what();
+  }
+}
+
+// Each source of rollout/trainer mismatch switched on alone (mismatch lab): the step's own samples and the
+// probe's trainer comparison show it, the probe's sync check (engine vs the trainer's weights in the engine's
+// numerics) stays exactly 0 for a batch-invariant engine, and a rounded or quantised rollout reports its weight
+// error at every sync.
+TEST(LoopTrain, EachMismatchSourceAloneShowsInTheMetrics) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_train_mismatch_sources";
+  fs::remove_all(root);
+  const std::string init = small_train_checkpoint(root / "init");
+  struct Source {
+    std::string name;
+    std::function<void(TrainConfig&)> set;
+    bool invariant = true, rollout_rounded = true;
+  };
+  const std::vector<Source> sources = {
+      {"rollout_bf16", [](TrainConfig& c) { c.rollout.dtype = "bf16"; }},
+      {"rollout_fp16", [](TrainConfig& c) { c.rollout.dtype = "fp16"; }},
+      {"rollout_int8", [](TrainConfig& c) { c.rollout.quantization = "int8"; }},
+      {"rollout_fp8", [](TrainConfig& c) { c.rollout.quantization = "fp8_e4m3"; }},
+      {"trainer_bf16", [](TrainConfig& c) { c.trainer.dtype = "bf16"; }, true, false},
+      {"not_invariant", [](TrainConfig& c) { c.numerics.batch_invariant = false; }, false, false},
+  };
+  for (const Source& src : sources) {
+    TrainConfig cfg = small_run(root / src.name, init);
+    cfg.steps = 2;
+    src.set(cfg);
+    const TrainSummary s = run_train(cfg, config_to_json(cfg));
+    const std::vector<Json> metrics = read_jsonl(fs::path(s.run_dir) / "metrics.jsonl");
+    ASSERT_EQ(metrics.size(), 2u) << src.name;
+    for (const Json& m : metrics) {
+      EXPECT_GT(m["mismatch/max_abs_dlogp"].get<double>(), 0.0) << src.name;
+      EXPECT_LT(m["mismatch/max_abs_dlogp"].get<double>(), 1.0) << src.name;
+      EXPECT_GT(m["mismatch/k3"].get<double>(), 0.0) << src.name;
+      if (src.invariant) {
+        EXPECT_EQ(m["probe/max_abs_dlogp"].get<double>(), 0.0) << src.name;
+        EXPECT_GT(m["probe_trainer/max_abs_dlogp"].get<double>(), 0.0) << src.name;
+      } else {
+        EXPECT_GT(m["probe/max_abs_dlogp"].get<double>(), 0.0) << src.name;  // OpenBLAS vs the packed forward
+        EXPECT_LT(m["probe/max_abs_dlogp"].get<double>(), cfg.probe.max_abs_dlogp_blas) << src.name;
+      }
+      EXPECT_EQ(m.contains("weight_sync/rel_rms_err"), src.rollout_rounded) << src.name;
+      if (src.rollout_rounded) {
+        EXPECT_GT(m["weight_sync/rel_rms_err"].get<double>(), 0.0) << src.name;
+        EXPECT_LT(m["weight_sync/rel_rms_err"].get<double>(), 0.05) << src.name;
+      }
+    }
   }
 }
 

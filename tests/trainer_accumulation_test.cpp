@@ -1,6 +1,7 @@
 // Gradient accumulation at the loss level: a global batch cut into 4 micro-batches, each loss computed with the
 // normaliser of the GLOBAL batch, sums to the loss of the whole batch, its gradients concatenate to the whole
-// batch's gradients and its merged metrics equal the whole batch's, for every aggregation mode. Also shows that
+// batch's gradients and its merged metrics equal the whole batch's, for every aggregation mode (and every rollout
+// correction of the policy loss, token- and sequence-level). Also shows that
 // normalising per micro-batch (the classic accumulation bug) would NOT match, so the test can fail.
 #include <gtest/gtest.h>
 
@@ -135,6 +136,60 @@ TEST(Accumulation, PolicyLossOverFourMicroBatchesEqualsFullBatch) {
     ASSERT_GT(full.metrics.value("pg_clipfrac_lower"), 0.0) << "the batch must exercise the dual clip";
     const LossOutput acc = accumulate(b, [&](const Micro& m) { return policy_loss(policy_inputs(b, m), cfg, norm); });
     expect_same_output(acc, full, loss_agg_name(agg));
+  }
+}
+
+// Each rollout correction, the sequence-level ones above all (their weight or rejection is a function of the
+// whole sequence): 4 micro-batches of whole sequences give the full batch's loss, gradient and metrics. Bands
+// are set where this batch's ratios (rollout 0.2 from old per token) fall on both sides of them.
+TEST(Accumulation, PolicyLossWithEachRolloutCorrectionOverFourMicroBatchesEqualsFullBatch) {
+  const Batch b = random_batch(16);
+  const Micro all = micro(b, 0, 23);
+  struct Case {
+    const char* name;
+    RolloutCorrectionConfig rc;
+  };
+  std::vector<Case> cases;
+  auto add = [&](const char* name, const char* is, const char* mask, bool icepop, double low, double high) {
+    RolloutCorrectionConfig rc;
+    rc.is = is;
+    rc.mask = mask;
+    rc.icepop = icepop;
+    rc.mask_low = rc.icepop_low = low;
+    rc.mask_high = rc.icepop_high = high;
+    cases.push_back({name, rc});
+  };
+  add("is token", "token", "none", false, 0.5, 2.0);
+  add("is sequence", "sequence", "none", false, 0.5, 2.0);
+  add("mask token", "none", "token", false, 0.8, 1.25);
+  add("mask sequence", "none", "sequence", false, 0.5, 2.0);
+  add("mask geometric", "none", "geometric", false, 0.95, 1.05);
+  add("icepop", "none", "none", true, 0.8, 1.25);
+  add("is sequence + mask geometric", "sequence", "geometric", false, 0.95, 1.05);
+  add("icepop + mask sequence", "none", "sequence", true, 0.8, 1.25);
+  for (const Case& c : cases) {
+    PolicyLossConfig cfg = full_policy_config();
+    cfg.tis_cap = 0;
+    cfg.rollout_correction = c.rc;
+    cfg.validate("case");
+    PolicyLossConfig uncorrected = cfg;
+    uncorrected.rollout_correction = RolloutCorrectionConfig{};
+    for (LossAgg agg : kAggs) {
+      const std::string what = std::string(c.name) + " " + loss_agg_name(agg);
+      const auto norm = LossNormalizer::over_batch(agg, b.cu, b.mask, kTokenSumNorm);
+      const LossOutput full = policy_loss(policy_inputs(b, all), cfg, norm);
+      const LossOutput acc =
+          accumulate(b, [&](const Micro& m) { return policy_loss(policy_inputs(b, m), cfg, norm); });
+      expect_same_output(acc, full, what);
+      // The correction bites: it moves the loss, and a mask keeps some tokens (or sequences) and drops others.
+      EXPECT_GT(std::abs(full.loss - policy_loss(policy_inputs(b, all), uncorrected, norm).loss),
+                1e-3 * std::abs(full.loss)) << what;
+      for (const char* frac : {"rollout_corr/masked_frac", "rollout_corr/seq_masked_frac"}) {
+        if (!full.metrics.has(frac)) continue;
+        EXPECT_GT(full.metrics.value(frac), 0.0) << what << " " << frac;
+        EXPECT_LT(full.metrics.value(frac), 1.0) << what << " " << frac;
+      }
+    }
   }
 }
 

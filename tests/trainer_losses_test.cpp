@@ -83,17 +83,22 @@ template <class C> C config_of(const Json& j) {
   return c;
 }
 
-void check_policy(const Json& c) {
+// The policy loss of a golden case's inputs under `cfg` (the case's own config, or a variation of it).
+LossOutput run_policy(const Json& c, const PolicyLossConfig& cfg) {
   const Json& in = c["inputs"];
-  const auto cfg = config_of<PolicyLossConfig>(c["config"]);
-  cfg.validate("case");
   auto cu = ints(in["cu"]);
   auto logp = floats(in["logp"]), old = floats(in["old_logp"]), adv = floats(in["advantages"]),
        mask = floats(in["mask"]);
   auto ref = optional_floats(in, "ref_logp"), entropy = optional_floats(in, "entropy"),
        rollout = optional_floats(in, "rollout_logp");
   auto norm = LossNormalizer::over_batch(parse_loss_agg(cfg.agg, "agg"), cu, mask, cfg.token_sum_norm);
-  LossOutput out = policy_loss({cu, logp, old, adv, mask, view(ref), view(entropy), view(rollout)}, cfg, norm);
+  return policy_loss({cu, logp, old, adv, mask, view(ref), view(entropy), view(rollout)}, cfg, norm);
+}
+
+void check_policy(const Json& c) {
+  const auto cfg = config_of<PolicyLossConfig>(c["config"]);
+  cfg.validate("case");
+  const LossOutput out = run_policy(c, cfg);
   const Json& e = c["expected"];
   expect_close(out.loss, e["loss"].get<double>(), "loss");
   expect_close(out.dlogp, e["dlogp"], "dlogp");
@@ -243,10 +248,38 @@ TEST(LossesGolden, CoversEveryOptionAndEdgeCase) {
        {"policy_kl_loss_k1", "policy_kl_loss_k2", "policy_kl_loss_k3", "policy_kl_in_reward_not_in_loss",
         "policy_every_token_clipped", "policy_every_token_dual_clipped", "policy_one_token_response",
         "policy_empty_responses", "policy_tis", "policy_log_ratio_clamp", "policy_log_ratio_clamp_no_dual_clip",
+        "policy_rc_is_token", "policy_rc_is_sequence", "policy_rc_mask_token", "policy_rc_mask_sequence",
+        "policy_rc_mask_geometric", "policy_rc_icepop", "policy_rc_is_sequence_mask_geometric",
+        "policy_rc_icepop_mask_sequence",
         "value_no_clip", "value_first_update_tie", "value_at_clip_bound",
         "dpo_beta_0.1", "kl_k3", "adv_grpo", "adv_drgrpo", "adv_rloo", "adv_grpo_no_std", "gae_0.99_0.95_whiten",
         "token_rewards_k1", "data_metrics"})
     EXPECT_TRUE(names.count(name)) << name;
+}
+
+// The rollout-correction cases test the correction, not only the PPO-clip loss around it: with the correction
+// switched off, the loss and the gradient of each case move away from torch's by more than the tolerance.
+TEST(LossesGolden, EveryRolloutCorrectionCaseFailsWithTheCorrectionIgnored) {
+  int cases = 0;
+  for (const Json& c : committed_doc()["cases"]) {
+    if (c["kind"] != "policy" || !c["config"].contains("rollout_correction")) continue;
+    SCOPED_TRACE("golden case " + c["name"].get<std::string>());
+    ++cases;
+    auto cfg = config_of<PolicyLossConfig>(c["config"]);
+    ASSERT_TRUE(cfg.rollout_correction.active());
+    cfg.rollout_correction = RolloutCorrectionConfig{};
+    const LossOutput ignored = run_policy(c, cfg);
+    const Json& e = c["expected"];
+    const double loss = e["loss"].get<double>();
+    EXPECT_GT(std::abs(ignored.loss - loss), kAbsTol + kRelTol * std::abs(loss));
+    int moved = 0;
+    for (size_t t = 0; t < ignored.dlogp.size(); ++t) {
+      const double want = e["dlogp"][t].get<double>();
+      moved += std::abs(ignored.dlogp[t] - want) > kAbsTol + kRelTol * std::abs(want) ? 1 : 0;
+    }
+    EXPECT_GT(moved, 0);
+  }
+  EXPECT_EQ(cases, 8);
 }
 
 bool torch_available() {

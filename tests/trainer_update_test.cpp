@@ -1,5 +1,6 @@
 // The update loop through the real model: accumulating over 1 or 4 micro-batches gives the same loss, metrics,
-// gradient and parameter update for every aggregation mode (actor and critic); per-micro-batch normalisation
+// gradient and parameter update for every aggregation mode (actor and critic) and with sequence-level rollout
+// corrections; per-micro-batch normalisation
 // (the classic accumulation bug) does not; the NaN guard leaves weights and optimizer state bit-identical and
 // stops the run after max_bad_steps in a row; a step reports grad_norm, lr and the merged loss metrics.
 #include <gtest/gtest.h>
@@ -116,6 +117,38 @@ TEST(UpdateAccumulation, ActorOneAndFourMicroBatchesGiveTheSameUpdateForEveryAgg
     const Outcome four = actor_update(samples, loss, kQuarter);
     ASSERT_GT(one.step.metrics.value("pg_clipfrac"), 0.0) << "the batch must exercise the clip";
     expect_same_update(one, four, agg);
+  }
+}
+
+// Sequence-level rollout corrections through update_actor and the real model: the packer keeps each sequence
+// whole in one micro-batch, so its weight and its rejection, and with them the update, do not depend on the cut.
+TEST(UpdateAccumulation, ActorSequenceLevelRolloutCorrectionsGiveTheSameUpdateOverFourMicroBatches) {
+  const ModelConfig mc = small_model_config();
+  const Transformer model(mc);
+  const auto samples = actor_samples(model, init_random(mc, 20));
+  PolicyLossConfig seq_is;  // sequence TIS and a geometric-mean rejection (verl's seq_is + geo_rs)
+  seq_is.agg = "seq-mean-token-mean";
+  seq_is.rollout_correction.is = "sequence";
+  seq_is.rollout_correction.mask = "geometric";
+  seq_is.rollout_correction.mask_low = 0.97;
+  seq_is.rollout_correction.mask_high = 1.03;
+  PolicyLossConfig icepop_seq;  // IcePop per token and a sequence-ratio rejection
+  icepop_seq.agg = "token-mean";
+  icepop_seq.rollout_correction.icepop = true;
+  icepop_seq.rollout_correction.icepop_low = 0.9;
+  icepop_seq.rollout_correction.icepop_high = 1.1;
+  icepop_seq.rollout_correction.mask = "sequence";
+  icepop_seq.rollout_correction.mask_low = 0.8;
+  icepop_seq.rollout_correction.mask_high = 1.25;
+  for (const auto& [name, loss] : {std::pair{"is sequence + mask geometric", seq_is},
+                                   std::pair{"icepop + mask sequence", icepop_seq}}) {
+    loss.validate("case");
+    const Outcome one = actor_update(samples, loss, kBatch);
+    const Outcome four = actor_update(samples, loss, kQuarter);
+    const double rejected = one.step.metrics.value("rollout_corr/seq_masked_frac");
+    EXPECT_GT(rejected, 0.0) << name << ": the batch must exercise the rejection";
+    EXPECT_LT(rejected, 1.0) << name;
+    expect_same_update(one, four, name);
   }
 }
 

@@ -1,5 +1,7 @@
 #include "trainer/algorithm_config.h"
 
+#include <initializer_list>
+
 #include "core/error.h"
 #include "trainer/kl.h"
 #include "trainer/loss_normalizer.h"
@@ -10,7 +12,40 @@ namespace {
 
 std::string key_path(const std::string& where, const char* key) { return where.empty() ? key : where + "." + key; }
 
+void check_choice(const std::string& value, std::initializer_list<const char*> choices, const std::string& key) {
+  std::string list;
+  for (const char* c : choices) {
+    if (value == c) return;
+    list += (list.empty() ? "" : ", ") + std::string(c);
+  }
+  RLCPP_FAIL(key << ": \"" << value << "\" is not one of " << list);
+}
+
+// A kept band [low, high] of a ratio around 1.
+void check_band(double low, double high, const std::string& where, const char* low_key, const char* high_key) {
+  RLCPP_CHECK(low > 0 && low < 1, key_path(where, low_key) << ": must be in (0, 1), got " << low);
+  RLCPP_CHECK(high > 1, key_path(where, high_key) << ": must be > 1, got " << high);
+}
+
 }  // namespace
+
+void RolloutCorrectionConfig::validate(const std::string& where) const {
+  check_choice(is, {"none", "token", "sequence"}, key_path(where, "is"));
+  RLCPP_CHECK(is_threshold >= 1,
+              key_path(where, "is_threshold") << ": must be >= 1 (the cap of the importance weight), got "
+                                              << is_threshold);
+  check_choice(mask, {"none", "token", "sequence", "geometric"}, key_path(where, "mask"));
+  check_band(mask_low, mask_high, where, "mask_low", "mask_high");
+  check_band(icepop_low, icepop_high, where, "icepop_low", "icepop_high");
+  RLCPP_CHECK(!icepop || is == "none",
+              key_path(where, "icepop") << ": IcePop already weights each kept token by its ratio; with is \"" << is
+                                        << "\" the weight would count twice (set is to \"none\")");
+  RLCPP_CHECK(!bypass || !active(),
+              key_path(where, "bypass") << ": with the rollout's log-probs as the old ones every correction's ratio "
+                                        << "old / rollout is 1; turn is, mask and icepop off (is \"" << is
+                                        << "\", mask \"" << mask << "\", icepop " << (icepop ? "true" : "false")
+                                        << ")");
+}
 
 void AdvantageConfig::validate(const std::string& where) const {
   RLCPP_CHECK(estimator == "grpo" || estimator == "drgrpo" || estimator == "rloo" || estimator == "gae",
@@ -32,6 +67,25 @@ void PolicyLossConfig::validate(const std::string& where) const {
   RLCPP_CHECK(entropy_coef >= 0, key_path(where, "entropy_coef") << ": must be >= 0, got " << entropy_coef);
   RLCPP_CHECK(tis_cap == 0 || tis_cap >= 1,
               key_path(where, "tis_cap") << ": must be 0 (off) or >= 1, got " << tis_cap);
+  rollout_correction.validate(key_path(where, "rollout_correction"));
+  RLCPP_CHECK(tis_cap == 0 || (rollout_correction.is == "none" && !rollout_correction.icepop),
+              key_path(where, "tis_cap") << ": " << tis_cap << " is the older spelling of rollout_correction.is "
+                                         << "\"token\" with is_threshold " << tis_cap
+                                         << "; set one or the other, not both (rollout_correction.is is \""
+                                         << rollout_correction.is << "\", icepop "
+                                         << (rollout_correction.icepop ? "true" : "false") << ")");
+  RLCPP_CHECK(tis_cap == 0 || !rollout_correction.bypass,
+              key_path(where, "tis_cap") << ": " << tis_cap << " corrects against recomputed old log-probs, but "
+                                         << "rollout_correction.bypass uses the rollout's (their ratio is 1)");
+}
+
+RolloutCorrectionConfig PolicyLossConfig::rollout_correction_in_effect() const {
+  RolloutCorrectionConfig c = rollout_correction;
+  if (tis_cap > 0) {
+    c.is = "token";
+    c.is_threshold = tis_cap;
+  }
+  return c;
 }
 
 void PpoConfig::validate(const std::string& where) const {

@@ -26,6 +26,45 @@ struct AdvantageConfig {
   }
 };
 
+// Corrections of the rollout engine / trainer mismatch inside the policy loss (the math and verl's definitions
+// are in trainer/rollout_correction.h). Ratios are exp(old_logp - rollout_logp): trainer over engine.
+struct RolloutCorrectionConfig {
+  std::string is = "none";    // "none" | "token" | "sequence": truncated importance weight (TIS)
+  double is_threshold = 2.0;  // the cap of that weight
+  std::string mask = "none";  // "none" | "token" | "sequence" | "geometric": masked IS (MIS), rejection
+  double mask_low = 0.5;      // kept when the ratio is in [mask_low, mask_high]
+  double mask_high = 2.0;
+  bool icepop = false;        // IcePop: in-band tokens weighted by their ratio, the others masked
+  double icepop_low = 0.5;
+  double icepop_high = 2.0;
+  bool bypass = false;        // the rollout's log-probs serve as the old log-probs: no recomputation
+
+  // A factor in the loss (bypass is not: it changes what old_logp is).
+  bool active() const { return is != "none" || mask != "none" || icepop; }
+  void validate(const std::string& where) const;
+
+  template <class V> void visit(V& v) {
+    v("is", is, "truncated importance sampling: \"none\", \"token\" (each token by min(exp(old - rollout), "
+                "is_threshold)) or \"sequence\" (every token of a sequence by min(exp(sum of old - rollout), "
+                "is_threshold))");
+    v("is_threshold", is_threshold, "cap of the importance weight (>= 1)");
+    v("mask", mask, "masked importance sampling: \"none\"; \"token\" drops tokens whose ratio exp(old - rollout) "
+                    "is outside [mask_low, mask_high]; \"sequence\" drops sequences whose ratio exp(sum of old - "
+                    "rollout) is outside; \"geometric\" drops sequences whose geometric-mean ratio exp(mean of old "
+                    "- rollout) is outside. Dropped tokens keep their place in the loss normaliser");
+    v("mask_low", mask_low, "lower bound of the kept ratios, in (0, 1)");
+    v("mask_high", mask_high, "upper bound of the kept ratios, > 1");
+    v("icepop", icepop, "IcePop: a token whose ratio exp(old - rollout) is in [icepop_low, icepop_high] is "
+                        "weighted by that ratio, any other gets no gradient (not combinable with is)");
+    v("icepop_low", icepop_low, "IcePop's lower bound alpha, in (0, 1)");
+    v("icepop_high", icepop_high, "IcePop's upper bound beta, > 1");
+    v("bypass", bypass,
+      "use the rollout engine's log-probs as the old log-probs (verl's bypass mode): the old_logprob phase is "
+      "skipped and the PPO ratio is taken against the sampling policy itself; no is/mask/icepop (their ratio "
+      "would be 1) and no mismatch metrics (nothing is recomputed)");
+  }
+};
+
 struct PolicyLossConfig {
   double clip_low = 0.2;   // ratio clipped below at 1 - clip_low
   double clip_high = 0.2;  // and above at 1 + clip_high (DAPO clip-higher: e.g. 0.28)
@@ -36,8 +75,11 @@ struct PolicyLossConfig {
   std::string kl_estimator = "k3";
   bool kl_in_reward = false;
   double entropy_coef = 0.0;
-  double tis_cap = 0.0;  // truncated importance sampling exp(old - rollout) capped at this; 0 = off
+  double tis_cap = 0.0;  // the older spelling of rollout_correction.is "token" with is_threshold tis_cap; 0 = off
+  RolloutCorrectionConfig rollout_correction;
 
+  // rollout_correction with the tis_cap alias applied (validate() forbids setting both).
+  RolloutCorrectionConfig rollout_correction_in_effect() const;
   void validate(const std::string& where) const;
 
   template <class V> void visit(V& v) {
@@ -55,7 +97,10 @@ struct PolicyLossConfig {
                                     "kl_coef * KL(current, ref) to the loss");
     v("entropy_coef", entropy_coef, "entropy bonus: the loss subtracts entropy_coef * aggregated entropy");
     v("tis_cap", tis_cap, "truncated importance sampling: weight each token by min(exp(old - rollout), "
-                          "tis_cap) to correct rollout/trainer mismatch; 0 = off");
+                          "tis_cap) to correct rollout/trainer mismatch; 0 = off (the same as rollout_correction.is "
+                          "\"token\" with is_threshold tis_cap)");
+    v("rollout_correction", rollout_correction,
+      "rollout/trainer mismatch corrections: truncated IS, masked IS, IcePop");
   }
 };
 

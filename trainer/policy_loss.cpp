@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "trainer/kl.h"
+#include "trainer/rollout_correction.h"
 
 namespace rlcpp {
 
@@ -73,10 +74,14 @@ LossOutput policy_loss(const PolicyLossInputs& in, const PolicyLossConfig& cfg, 
               "policy_loss: kl_coef " << cfg.kl_coef << " puts a KL in the loss but no ref_logp was given");
   RLCPP_CHECK(cfg.entropy_coef == 0 || has_entropy,
               "policy_loss: entropy_coef " << cfg.entropy_coef << " needs the per-token entropy");
-  const bool tis = cfg.tis_cap > 0;
-  RLCPP_CHECK(!tis || in.rollout_logp.has_value(),
-              "policy_loss: tis_cap " << cfg.tis_cap << " needs the rollout's logp (rollout_logp)");
+  const RolloutCorrectionConfig correction_cfg = cfg.rollout_correction_in_effect();
+  RLCPP_CHECK(!correction_cfg.active() || in.rollout_logp.has_value(),
+              "policy_loss: " << (cfg.tis_cap > 0 ? "tis_cap" : "rollout_correction")
+                              << " needs the rollout's logp (rollout_logp)");
   const KlEstimator kl_est = parse_kl_estimator(cfg.kl_estimator, "policy_loss.kl_estimator");
+  std::optional<RolloutCorrection> correction;
+  if (correction_cfg.active())
+    correction = rollout_correction(correction_cfg, in.cu, in.old_logp, *in.rollout_logp, in.mask);
 
   const std::vector<double> w = norm.token_weights(in.cu, in.mask);
   LossOutput out;
@@ -84,7 +89,7 @@ LossOutput policy_loss(const PolicyLossInputs& in, const PolicyLossConfig& cfg, 
   if (cfg.entropy_coef > 0) out.dentropy.assign(T, 0.0f);
 
   double pg_loss = 0, entropy_agg = 0, kl_agg = 0;
-  double clipped = 0, clipped_lower = 0, ppo_kl = 0, tis_sum = 0, mask_sum = 0;
+  double clipped = 0, clipped_lower = 0, ppo_kl = 0, mask_sum = 0;
   for (size_t t = 0; t < T; ++t) {
     const double m = in.mask[t];
     mask_sum += m;
@@ -93,11 +98,7 @@ LossOutput policy_loss(const PolicyLossInputs& in, const PolicyLossConfig& cfg, 
     const double log_ratio = std::clamp(raw, -kLogRatioBound, kLogRatioBound);
     const double ratio = std::exp(log_ratio);
     const ClipTerm c = clip_term(ratio, in.advantages[t], cfg);
-    double weight = 1.0;
-    if (tis) {
-      weight = std::min(std::exp(static_cast<double>(in.old_logp[t]) - (*in.rollout_logp)[t]), cfg.tis_cap);
-      tis_sum += m * weight;
-    }
+    const double weight = correction ? correction->factor[t] : 1.0;  // a constant: no gradient through it
     pg_loss += w[t] * weight * c.loss;
     // d ratio / d logp = ratio inside the log-ratio clamp, 0 outside.
     double dlogp = w[t] * weight * c.dratio * (raw_passes ? ratio : 0.0);
@@ -125,7 +126,10 @@ LossOutput policy_loss(const PolicyLossInputs& in, const PolicyLossConfig& cfg, 
   out.metrics.add_mean("ppo_kl", ppo_kl, mask_sum);
   if (has_entropy) out.metrics.add_sum("entropy", entropy_agg);
   if (has_ref) out.metrics.add_sum("kl_loss", kl_agg);
-  if (tis) out.metrics.add_mean("tis_ratio", tis_sum, mask_sum);
+  if (correction) {
+    correction->add_metrics(correction_cfg, out.metrics);
+    if (cfg.tis_cap > 0) out.metrics.add_mean("tis_ratio", correction->factor_sum, correction->valid);
+  }
   return out;
 }
 

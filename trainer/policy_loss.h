@@ -3,14 +3,16 @@
 //   d      = clamp(logp - old_logp, -20, 20),  r = exp(d)
 //   l1     = -A r,  l2 = -A clamp(r, 1 - clip_low, 1 + clip_high),  l = max(l1, l2)
 //   dual clip (clip_c > 1, A < 0 only): l = min(l, -A clip_c)
-//   TIS (tis_cap > 0): l *= min(exp(old_logp - rollout_logp), tis_cap)
+//   rollout correction: l *= factor (trainer/rollout_correction.h: truncated IS, masked IS, IcePop; tis_cap C
+//                       is its "token" IS with threshold C: min(exp(old_logp - rollout_logp), C))
 //   loss   = agg(l) - entropy_coef agg(entropy) + kl_coef agg(kl(logp, ref_logp))   (KL only if not in reward)
 // with agg the LossNormalizer over the global batch. Gradients are those of torch autograd: where the max/min
 // selects a clipped branch the token's gradient is 0; on an exact tie each branch gets half.
 //
 // Metrics (verl's names): pg_loss, pg_clipfrac (share of tokens where l2 > l1), pg_clipfrac_lower (A < 0 and
 // the dual clip binds), ppo_kl (mean of old_logp - logp), entropy (agg of entropy, if given), kl_loss (agg of
-// the KL, if ref_logp is given), tis_ratio (mean TIS weight, when on).
+// the KL, if ref_logp is given), rollout_corr/* (when a rollout correction is on; rollout_correction.h),
+// tis_ratio (mean TIS weight, when tis_cap is on; the same value as rollout_corr/is_weight_mean).
 #pragma once
 
 #include <cstdint>
@@ -32,7 +34,8 @@ struct PolicyLossInputs {
   // Optional inputs: absent (nullopt) is distinct from present with T = 0 (a micro-batch of empty responses).
   std::optional<std::span<const float>> ref_logp;      // (T) frozen reference; needed for a KL in the loss
   std::optional<std::span<const float>> entropy;       // (T) per-token entropy; needed for entropy_coef > 0
-  std::optional<std::span<const float>> rollout_logp;  // (T) as sampled by the rollout engine; for tis_cap > 0
+  std::optional<std::span<const float>> rollout_logp;  // (T) as sampled by the rollout engine; for a rollout
+                                                       // correction (or tis_cap > 0)
 };
 
 // The normaliser of cfg.agg counted over the global batch (cu, mask); cfg.token_sum_norm = 0 resolves to

@@ -60,7 +60,8 @@ struct ActorUpdateOptions {
   int64_t total_steps = 1;          // optimizer steps of the whole run, for the LR schedule
 };
 
-// Samples need old_logp and advantages; ref_logp when a KL is in the loss; rollout_logp when loss.tis_cap > 0.
+// Samples need old_logp and advantages; ref_logp when a KL is in the loss; rollout_logp when a rollout
+// correction is on (loss.rollout_correction, or loss.tis_cap > 0).
 EpochsResult update_actor(PolicyUpdater& actor, const std::vector<RolloutSample>& samples,
                           const ActorUpdateOptions& options, const PpoEpochsConfig& cfg, PhiloxStream& rng);
 

@@ -6,7 +6,11 @@
 // only split independent outputs between threads, so results never depend on the thread count.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+
+#include "core/tensor.h"
+#include "kernels/weight_format.h"
 
 namespace rlcpp::cpu {
 
@@ -29,17 +33,26 @@ inline constexpr int64_t kMaxColumnBlock = 256;
 void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t n, int64_t k,
             float alpha, float beta);
 
-// Decode matmul against packed weights (ops.h, PackedWeight). panels (ceil(n/16), k, 16) hold w (n,k) with
-// panels[p][kk][j] = w[16p + j][kk], zero past n.
+// Matmul against packed weights (ops.h, PackedWeight). panels (ceil(n/16), k, 16) hold w (n,k) with
+// panels[p][kk][j] = w[16p + j][kk] in `format` (zero past n); quantised formats also fill scales
+// (ceil(n/16) * 16), the multiplier of each output channel's decoded values (for e4m3 times 2^8, see
+// dtype_round.h).
 inline constexpr int64_t kPackedPanel = 16;
-void pack_weight(const float* w, float* panels, int64_t n, int64_t k);
-// Packs the transpose of w (n,k) the same way: panels (ceil(k/16), n, 16) with panels[p][i][j] = w[i][16p + j],
-// zero past k — the panels of pack_weight(w^T) without forming w^T.
+size_t panel_element_bytes(WeightFormat format);
+void pack_weight(const float* w, void* panels, float* scales, int64_t n, int64_t k, WeightFormat format);
+// w (n,k) = the values a product with the panels multiplies by (dequantised, rounded): the reference of what a
+// packed weight holds.
+void unpack_weight(const void* panels, const float* scales, float* w, int64_t n, int64_t k, WeightFormat format);
+// Packs the transpose of w (n,k) the same way, fp32: panels (ceil(k/16), n, 16) with panels[p][i][j] =
+// w[i][16p + j], zero past k — the panels of pack_weight(w^T) without forming w^T.
 void pack_weight_transposed(const float* w, float* panels, int64_t n, int64_t k);
 // y (m,n) = x (m,k) @ w^T, or y = residual + x @ w^T when residual (m,n) is given (it may be y itself); each
-// product one fma chain over k in order, then the one addition.
-void matmul_packed(const float* x, const float* panels, float* y, int64_t m, int64_t n, int64_t k,
-                   const float* residual);
+// product one fma chain over k in order, times the channel scale (quantised formats), rounded to `round` (kF32:
+// not rounded), then the residual added and rounded again.
+void matmul_packed(const float* x, const void* panels, const float* scales, WeightFormat format, float* y,
+                   int64_t m, int64_t n, int64_t k, const float* residual, DType round);
+// x (n) rounded in place to `dtype` (kBF16, kF16; kF32 leaves it).
+void round_to(float* x, int64_t n, DType dtype);
 
 // dw (out,in) += dy (n,out)^T @ x (n,in), operands in place; each output one fma chain over t = 0..n-1 in order.
 void linear_weight_grad(const float* dy, const float* x, float* dw, int64_t n, int64_t out, int64_t in);
@@ -60,8 +73,10 @@ bool all_finite(const float* x, int64_t n);
 void embedding_forward(const float* table, const int32_t* ids, float* out, int64_t n, int64_t c);
 void embedding_backward(const float* dout, const int32_t* ids, float* dtable, int64_t n, int64_t c);
 
-// out (n,c) = x * rstd * weight, rstd (n) = 1/sqrt(mean(x^2) + eps).
-void rmsnorm_forward(const float* x, const float* weight, float eps, float* out, float* rstd, int64_t n, int64_t c);
+// out (n,c) = x * rstd * weight, rstd (n) = 1/sqrt(mean(x^2) + eps); with round BF16/F16,
+// out = round(round(weight) * round(x * rstd)) (ops.h).
+void rmsnorm_forward(const float* x, const float* weight, float eps, float* out, float* rstd, int64_t n, int64_t c,
+                     DType round);
 // dx (n,c) += dL/dx; dweight (c) += dL/dweight.
 void rmsnorm_backward(const float* dout, const float* x, const float* weight, const float* rstd, float* dx,
                       float* dweight, int64_t n, int64_t c);
@@ -90,13 +105,16 @@ void attention_backward(const float* dout, const float* q, const float* k, const
                         const float* lse, const int32_t* cu_seqlens, int64_t num_seqs, int64_t hq, int64_t hkv,
                         int64_t d, float scale, float* dq, float* dk, float* dv);
 
-// k, v (n, row) with row = hkv*d copied to slots slot_mapping (n) of k_cache, v_cache (num_slots, row); -1 skips.
+// k, v (n, row) with row = hkv*d copied to slots slot_mapping (n) of k_cache, v_cache (num_slots, row) of
+// `cache_dtype` (F32, or BF16/F16 rounded to nearest even); -1 skips.
 void paged_kv_write(const float* k, const float* v, const int32_t* slot_mapping, int64_t n, int64_t row,
-                    float* k_cache, float* v_cache);
-// q (n,hq,d) against the cache; see ops.h for query_seq, query_pos and the CSR block tables.
-void paged_attention(const float* q, const float* k_cache, const float* v_cache, const int32_t* query_seq,
-                     const int32_t* query_pos, const int32_t* block_indptr, const int32_t* block_indices,
-                     int64_t block_size, int64_t n, int64_t hq, int64_t hkv, int64_t d, float scale, float* out);
+                    void* k_cache, void* v_cache, DType cache_dtype);
+// q (n,hq,d) against the cache (F32, BF16 or F16, converted exactly); see ops.h for query_seq, query_pos and
+// the CSR block tables.
+void paged_attention(const float* q, const void* k_cache, const void* v_cache, DType cache_dtype,
+                     const int32_t* query_seq, const int32_t* query_pos, const int32_t* block_indptr,
+                     const int32_t* block_indices, int64_t block_size, int64_t n, int64_t hq, int64_t hkv, int64_t d,
+                     float scale, float* out);
 
 // gate_up (n,2f) -> out (n,f) = silu(gate) * up; dgate_up (n,2f) overwritten.
 void swiglu_forward(const float* gate_up, float* out, int64_t n, int64_t f);

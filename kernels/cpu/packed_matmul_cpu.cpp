@@ -10,12 +10,22 @@
 // row's result is the same bits whatever M, the row's place in the batch, the tile it falls in or the thread
 // count. The AVX2 and portable arms (builds without AVX-512) compute the same chains with their own FMA (one
 // rounding each), so every arm gives the same bits.
+//
+// Weight formats (ops.h WeightFormat): the panels hold fp32, bf16, fp16, int8 or fp8 e4m3 values, converted to
+// fp32 exactly as they are loaded (bf16: a shift; fp16 and e4m3: one fp16 conversion; int8: an integer
+// conversion), so a 16-bit or 8-bit panel is the same chain over the values it stores, at half or a quarter of
+// the bytes a bandwidth-bound decode reads. Quantised panels carry one scale per output, applied to the finished
+// chain: y = scale[n] * chain. The epilogue then rounds to the compute dtype when asked: y = round(acc), or
+// y = round(residual + round(acc)) into a residual stream, the two roundings a bf16 GPU model makes.
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/dtype_round.h"
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
@@ -25,17 +35,57 @@ namespace rlcpp::cpu {
 
 namespace {
 
+// Panel element types, one per WeightFormat: what a panel stores per weight.
+struct Bf16 {
+  uint16_t bits;
+};
+struct F16 {
+  uint16_t bits;
+};
+struct Fp8 {
+  uint8_t bits;
+};
+
 // One register of the tile: 16 floats (AVX-512), 8 (AVX2 + FMA), or 1 (portable). Every arm multiplies and
-// adds with one rounding (an FMA), so they all compute the same bits.
+// adds with one rounding (an FMA), converts panel values exactly and rounds to bf16/fp16 to nearest even, so
+// they all compute the same bits.
 #if defined(__AVX512F__)
 struct Vec {
   static constexpr int kWidth = 16;
   __m512 v;
   static Vec zero() { return {_mm512_setzero_ps()}; }
   static Vec load(const float* p) { return {_mm512_loadu_ps(p)}; }
+  static Vec load(const Bf16* p) {
+    const __m512i u = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return {_mm512_castsi512_ps(_mm512_slli_epi32(u, 16))};
+  }
+  static Vec load(const F16* p) { return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))}; }
+  static Vec load(const int8_t* p) {
+    return {_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))))};
+  }
+  static Vec load(const Fp8* p) {  // e4m3_to_f16_bits_scaled on 16 bytes, then one fp16 conversion
+    const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m256i sign = _mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x80)), 8);
+    const __m256i rest = _mm256_slli_epi16(_mm256_and_si256(b, _mm256_set1_epi16(0x7F)), 7);
+    return {_mm512_cvtph_ps(_mm256_or_si256(sign, rest))};
+  }
   static Vec broadcast(float x) { return {_mm512_set1_ps(x)}; }
   static Vec fma(Vec a, Vec b, Vec c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
   static Vec add(Vec a, Vec b) { return {_mm512_add_ps(a.v, b.v)}; }
+  static Vec mul(Vec a, Vec b) { return {_mm512_mul_ps(a.v, b.v)}; }
+  static Vec round_bf16(Vec a) {  // bf16_round, sixteen lanes
+    const __m512i u = _mm512_castps_si512(a.v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i up = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), lsb));
+    const __m512i hi = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+    const __m512i rounded = _mm512_and_si512(up, hi);
+    const __m512i nan = _mm512_and_si512(_mm512_or_si512(u, _mm512_set1_epi32(0x00400000)), hi);
+    const __mmask16 is_nan = _mm512_cmp_ps_mask(a.v, a.v, _CMP_UNORD_Q);
+    return {_mm512_castsi512_ps(_mm512_mask_mov_epi32(rounded, is_nan, nan))};
+  }
+  static Vec round_f16(Vec a) {
+    return {_mm512_cvtph_ps(_mm512_cvtps_ph(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))};
+  }
   void store(float* p) const { _mm512_storeu_ps(p, v); }
 };
 // The register tile: kRows x kPanels accumulators (24 of the 32 registers) plus kPanels weight registers and
@@ -48,9 +98,37 @@ struct Vec {
   __m256 v;
   static Vec zero() { return {_mm256_setzero_ps()}; }
   static Vec load(const float* p) { return {_mm256_loadu_ps(p)}; }
+  static Vec load(const Bf16* p) {
+    const __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return {_mm256_castsi256_ps(_mm256_slli_epi32(u, 16))};
+  }
+  static Vec load(const F16* p) { return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))}; }
+  static Vec load(const int8_t* p) {
+    return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))))};
+  }
+  static Vec load(const Fp8* p) {
+    const __m128i b = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    const __m128i sign = _mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x80)), 8);
+    const __m128i rest = _mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x7F)), 7);
+    return {_mm256_cvtph_ps(_mm_or_si128(sign, rest))};
+  }
   static Vec broadcast(float x) { return {_mm256_set1_ps(x)}; }
   static Vec fma(Vec a, Vec b, Vec c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
   static Vec add(Vec a, Vec b) { return {_mm256_add_ps(a.v, b.v)}; }
+  static Vec mul(Vec a, Vec b) { return {_mm256_mul_ps(a.v, b.v)}; }
+  static Vec round_bf16(Vec a) {
+    const __m256i u = _mm256_castps_si256(a.v);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    const __m256i up = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), lsb));
+    const __m256i hi = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+    const __m256 rounded = _mm256_castsi256_ps(_mm256_and_si256(up, hi));
+    const __m256 nan =
+        _mm256_castsi256_ps(_mm256_and_si256(_mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), hi));
+    return {_mm256_blendv_ps(rounded, nan, _mm256_cmp_ps(a.v, a.v, _CMP_UNORD_Q))};
+  }
+  static Vec round_f16(Vec a) {
+    return {_mm256_cvtph_ps(_mm256_cvtps_ph(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))};
+  }
   void store(float* p) const { _mm256_storeu_ps(p, v); }
 };
 // 6 x 1 panels = 12 accumulators of the 16 registers, 2 weight registers, one broadcast.
@@ -62,9 +140,16 @@ struct Vec {
   float v;
   static Vec zero() { return {0.0f}; }
   static Vec load(const float* p) { return {*p}; }
+  static Vec load(const Bf16* p) { return {bf16_value(p->bits)}; }
+  static Vec load(const F16* p) { return {f16_value(p->bits)}; }
+  static Vec load(const int8_t* p) { return {static_cast<float>(*p)}; }
+  static Vec load(const Fp8* p) { return {f16_value(e4m3_to_f16_bits_scaled(p->bits))}; }
   static Vec broadcast(float x) { return {x}; }
   static Vec fma(Vec a, Vec b, Vec c) { return {std::fma(a.v, b.v, c.v)}; }
   static Vec add(Vec a, Vec b) { return {a.v + b.v}; }
+  static Vec mul(Vec a, Vec b) { return {a.v * b.v}; }
+  static Vec round_bf16(Vec a) { return {bf16_round(a.v)}; }
+  static Vec round_f16(Vec a) { return {f16_round(a.v)}; }
   void store(float* p) const { *p = v; }
 };
 constexpr int kRows = 4;
@@ -76,11 +161,30 @@ static_assert(kVecsPerPanel * Vec::kWidth == kPackedPanel, "a panel is a whole n
 // Row blocks (of kRows rows) from which a product walks its tiles row block by row block (see matmul_packed).
 constexpr int64_t kRowsOuterMinBlocks = 128;
 
-// ROWS rows of x times PANELS panels into y, added to `res` (same layout as y; may be y) when given; `cols`
-// (<= PANELS * 16) columns of y exist from `y` on.
-template <int ROWS, int PANELS>
-void tile(const float* x, int64_t ldx, const float* panel, int64_t k, float* y, int64_t ldy, int64_t cols,
-          const float* res) {
+// What happens to a finished chain: times the channel's scale (quantised panels; `scales` from the tile's
+// first column, already times 2^8 for e4m3), rounded to the compute dtype, added to the residual and rounded
+// again.
+struct Epilogue {
+  const float* scales = nullptr;
+  DType round = DType::kF32;
+  Vec apply(Vec acc, int c, const float* residual) const {
+    if (scales) acc = Vec::mul(acc, Vec::load(scales + c * Vec::kWidth));
+    acc = rounded(acc);
+    if (residual) acc = rounded(Vec::add(Vec::load(residual + c * Vec::kWidth), acc));
+    return acc;
+  }
+  Vec rounded(Vec a) const {
+    if (round == DType::kBF16) return Vec::round_bf16(a);
+    if (round == DType::kF16) return Vec::round_f16(a);
+    return a;
+  }
+};
+
+// ROWS rows of x times PANELS panels of W values into y, added to `res` (same layout as y; may be y) when given;
+// `cols` (<= PANELS * 16) columns of y exist from `y` on.
+template <class W, int ROWS, int PANELS>
+void tile(const float* x, int64_t ldx, const W* panel, int64_t k, float* y, int64_t ldy, int64_t cols,
+          const float* res, const Epilogue& epilogue) {
   constexpr int kVecs = PANELS * kVecsPerPanel;  // registers across the tile's columns
   Vec acc[ROWS][kVecs];
   for (int r = 0; r < ROWS; ++r)
@@ -100,67 +204,35 @@ void tile(const float* x, int64_t ldx, const float* panel, int64_t k, float* y, 
     float* out = y + r * ldy;
     const float* add = res ? res + r * ldy : nullptr;
     if (cols == PANELS * kPackedPanel) {
-      for (int c = 0; c < kVecs; ++c) {
-        Vec v = acc[r][c];
-        if (add) v = Vec::add(Vec::load(add + c * Vec::kWidth), v);
-        v.store(out + c * Vec::kWidth);
-      }
-    } else {  // the last columns of y: through a buffer, the same additions
-      float buf[kVecs * Vec::kWidth];
-      for (int c = 0; c < kVecs; ++c) acc[r][c].store(buf + c * Vec::kWidth);
-      for (int64_t j = 0; j < cols; ++j) out[j] = add ? add[j] + buf[j] : buf[j];
+      for (int c = 0; c < kVecs; ++c) epilogue.apply(acc[r][c], c, add).store(out + c * Vec::kWidth);
+    } else {  // the last columns of y: through buffers, the same operations
+      float buf[kVecs * Vec::kWidth], res_buf[kVecs * Vec::kWidth] = {};
+      if (add) std::copy(add, add + cols, res_buf);
+      for (int c = 0; c < kVecs; ++c) epilogue.apply(acc[r][c], c, add ? res_buf : nullptr).store(buf + c * Vec::kWidth);
+      std::copy(buf, buf + cols, out);
     }
   }
 }
 
-using TileFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t, const float*);
+template <class W>
+using TileFn = void (*)(const float*, int64_t, const W*, int64_t, float*, int64_t, int64_t, const float*,
+                        const Epilogue&);
 
 // tiles[rows - 1][panels - 1]: every remainder shape of the kRows x kPanels tile.
-template <int ROWS, int... P>
-constexpr std::array<TileFn, sizeof...(P)> row_of_tiles(std::integer_sequence<int, P...>) {
-  return {&tile<ROWS, P + 1>...};
+template <class W, int ROWS, int... P>
+constexpr std::array<TileFn<W>, sizeof...(P)> row_of_tiles(std::integer_sequence<int, P...>) {
+  return {&tile<W, ROWS, P + 1>...};
 }
-template <int... R>
-constexpr std::array<std::array<TileFn, kPanels>, sizeof...(R)> tile_table(std::integer_sequence<int, R...>) {
-  return {row_of_tiles<R + 1>(std::make_integer_sequence<int, kPanels>{})...};
+template <class W, int... R>
+constexpr std::array<std::array<TileFn<W>, kPanels>, sizeof...(R)> tile_table(std::integer_sequence<int, R...>) {
+  return {row_of_tiles<W, R + 1>(std::make_integer_sequence<int, kPanels>{})...};
 }
-constexpr auto kTiles = tile_table(std::make_integer_sequence<int, kRows>{});
+template <class W>
+constexpr auto kTiles = tile_table<W>(std::make_integer_sequence<int, kRows>{});
 
-}  // namespace
-
-void pack_weight(const float* w, float* panels, int64_t n, int64_t k) {
-  const int64_t num_panels = (n + kPackedPanel - 1) / kPackedPanel;
-  for (int64_t p = 0; p < num_panels; ++p) {
-    float* dst = panels + p * k * kPackedPanel;
-    for (int64_t j = 0; j < kPackedPanel; ++j) {
-      const int64_t col = p * kPackedPanel + j;
-      if (col < n) {
-        const float* src = w + col * k;
-        for (int64_t kk = 0; kk < k; ++kk) dst[kk * kPackedPanel + j] = src[kk];
-      } else {
-        for (int64_t kk = 0; kk < k; ++kk) dst[kk * kPackedPanel + j] = 0.0f;
-      }
-    }
-  }
-}
-
-void pack_weight_transposed(const float* w, float* panels, int64_t n, int64_t k) {
-  const int64_t num_panels = (k + kPackedPanel - 1) / kPackedPanel;
-  for (int64_t p = 0; p < num_panels; ++p) {
-    float* dst = panels + p * n * kPackedPanel;
-    const int64_t col0 = p * kPackedPanel, width = std::min<int64_t>(kPackedPanel, k - col0);
-    for (int64_t i = 0; i < n; ++i) {  // row i of w, columns [col0, col0 + width): one contiguous run
-      const float* src = w + i * k + col0;
-      float* out = dst + i * kPackedPanel;
-      std::copy(src, src + width, out);
-      std::fill(out + width, out + kPackedPanel, 0.0f);
-    }
-  }
-}
-
-void matmul_packed(const float* x, const float* panels, float* y, int64_t m, int64_t n, int64_t k,
-                   const float* residual) {
-  if (m == 0 || n == 0) return;
+template <class W>
+void matmul_panels(const float* x, const W* panels, const float* scales, float* y, int64_t m, int64_t n, int64_t k,
+                   const float* residual, DType round) {
   const int64_t num_panels = (n + kPackedPanel - 1) / kPackedPanel;
   const int64_t groups = (num_panels + kPanels - 1) / kPanels;
   // Row blocks of near-equal size (32 rows: blocks of 5 and 6 rather than five of 6 and one of 2): a short tile
@@ -180,10 +252,135 @@ void matmul_packed(const float* x, const float* panels, float* y, int64_t m, int
     const int64_t p0 = g * kPanels, row0 = rb * m / row_blocks;
     const int64_t np = std::min<int64_t>(kPanels, num_panels - p0), nr = (rb + 1) * m / row_blocks - row0;
     const int64_t col0 = p0 * kPackedPanel;
-    kTiles[nr - 1][np - 1](x + row0 * k, k, panels + p0 * k * kPackedPanel, k, y + row0 * n + col0, n,
-                           std::min<int64_t>(np * kPackedPanel, n - col0),
-                           residual ? residual + row0 * n + col0 : nullptr);
+    const Epilogue epilogue{scales ? scales + col0 : nullptr, round};
+    kTiles<W>[nr - 1][np - 1](x + row0 * k, k, panels + p0 * k * kPackedPanel, k, y + row0 * n + col0, n,
+                              std::min<int64_t>(np * kPackedPanel, n - col0),
+                              residual ? residual + row0 * n + col0 : nullptr, epilogue);
   }
+}
+
+// One weight in a panel's format, and back (the value the product multiplies by, before the channel scale).
+template <class W>
+W encode(float w);
+template <>
+float encode<float>(float w) { return w; }
+template <>
+Bf16 encode<Bf16>(float w) { return {bf16_bits(w)}; }
+template <>
+F16 encode<F16>(float w) { return {f16_bits(w)}; }
+template <>
+int8_t encode<int8_t>(float w) { return static_cast<int8_t>(std::clamp(std::nearbyint(w), -127.0f, 127.0f)); }
+template <>
+Fp8 encode<Fp8>(float w) { return {e4m3_bits_reference(w)}; }
+
+float decode(float w) { return w; }
+float decode(Bf16 w) { return bf16_value(w.bits); }
+float decode(F16 w) { return f16_value(w.bits); }
+float decode(int8_t w) { return static_cast<float>(w); }
+float decode(Fp8 w) { return f16_value(e4m3_to_f16_bits_scaled(w.bits)); }  // the e4m3 value times 2^-8
+
+// The largest code of a quantised format (w / scale spans [-max, max]).
+float quant_max(WeightFormat f) { return f == WeightFormat::kInt8 ? 127.0f : kE4m3Max; }
+
+// scales (n) per output channel: max |w[j][.]| / quant_max, 1 for an all-zero channel.
+void channel_scales(const float* w, int64_t n, int64_t k, WeightFormat format, float* scales) {
+  for (int64_t j = 0; j < n; ++j) {
+    float mx = 0.0f;
+    for (int64_t kk = 0; kk < k; ++kk) mx = std::max(mx, std::fabs(w[j * k + kk]));
+    scales[j] = mx > 0.0f ? mx / quant_max(format) : 1.0f;
+  }
+}
+
+template <class W>
+void pack_panels(const float* w, W* panels, const float* scales, int64_t n, int64_t k) {
+  const int64_t num_panels = (n + kPackedPanel - 1) / kPackedPanel;
+  for (int64_t p = 0; p < num_panels; ++p) {
+    W* dst = panels + p * k * kPackedPanel;
+    for (int64_t j = 0; j < kPackedPanel; ++j) {
+      const int64_t col = p * kPackedPanel + j;
+      if (col < n) {
+        const float* src = w + col * k;
+        const float inv = scales ? 1.0f / scales[col] : 1.0f;
+        for (int64_t kk = 0; kk < k; ++kk) dst[kk * kPackedPanel + j] = encode<W>(scales ? src[kk] * inv : src[kk]);
+      } else {
+        for (int64_t kk = 0; kk < k; ++kk) dst[kk * kPackedPanel + j] = encode<W>(0.0f);
+      }
+    }
+  }
+}
+
+template <class W>
+void unpack_panels(const W* panels, const float* scales, float* w, int64_t n, int64_t k) {
+  for (int64_t col = 0; col < n; ++col) {
+    const W* src = panels + (col / kPackedPanel) * k * kPackedPanel + col % kPackedPanel;
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const float v = decode(src[kk * kPackedPanel]);
+      w[col * k + kk] = scales ? v * scales[col] : v;
+    }
+  }
+}
+
+// Calls fn(typed panel pointer) for the format's element type.
+template <class Fn>
+void with_panel_type(WeightFormat format, const void* panels, Fn fn) {
+  switch (format) {
+    case WeightFormat::kF32: fn(static_cast<const float*>(panels)); return;
+    case WeightFormat::kBF16: fn(static_cast<const Bf16*>(panels)); return;
+    case WeightFormat::kF16: fn(static_cast<const F16*>(panels)); return;
+    case WeightFormat::kInt8: fn(static_cast<const int8_t*>(panels)); return;
+    case WeightFormat::kFp8E4M3: fn(static_cast<const Fp8*>(panels)); return;
+  }
+}
+
+}  // namespace
+
+size_t panel_element_bytes(WeightFormat format) {
+  switch (format) {
+    case WeightFormat::kF32: return 4;
+    case WeightFormat::kBF16:
+    case WeightFormat::kF16: return 2;
+    case WeightFormat::kInt8:
+    case WeightFormat::kFp8E4M3: return 1;
+  }
+  return 4;
+}
+
+void pack_weight(const float* w, void* panels, float* scales, int64_t n, int64_t k, WeightFormat format) {
+  if (is_quantized(format)) channel_scales(w, n, k, format, scales);
+  with_panel_type(format, panels, [&](auto typed) {
+    using W = std::remove_const_t<std::remove_pointer_t<decltype(typed)>>;
+    pack_panels(w, const_cast<W*>(typed), is_quantized(format) ? scales : nullptr, n, k);
+  });
+  // e4m3 panels decode to the value times 2^-8 (one fp16 conversion); the channel's multiplier takes the 2^8
+  // back, exactly (a power of two).
+  if (format == WeightFormat::kFp8E4M3)
+    for (int64_t j = 0; j < n; ++j) scales[j] *= kE4m3F16Scale;
+}
+
+void unpack_weight(const void* panels, const float* scales, float* w, int64_t n, int64_t k, WeightFormat format) {
+  with_panel_type(format, panels, [&](auto typed) { unpack_panels(typed, is_quantized(format) ? scales : nullptr, w, n, k); });
+}
+
+void pack_weight_transposed(const float* w, float* panels, int64_t n, int64_t k) {
+  const int64_t num_panels = (k + kPackedPanel - 1) / kPackedPanel;
+  for (int64_t p = 0; p < num_panels; ++p) {
+    float* dst = panels + p * n * kPackedPanel;
+    const int64_t col0 = p * kPackedPanel, width = std::min<int64_t>(kPackedPanel, k - col0);
+    for (int64_t i = 0; i < n; ++i) {  // row i of w, columns [col0, col0 + width): one contiguous run
+      const float* src = w + i * k + col0;
+      float* out = dst + i * kPackedPanel;
+      std::copy(src, src + width, out);
+      std::fill(out + width, out + kPackedPanel, 0.0f);
+    }
+  }
+}
+
+void matmul_packed(const float* x, const void* panels, const float* scales, WeightFormat format, float* y,
+                   int64_t m, int64_t n, int64_t k, const float* residual, DType round) {
+  if (m == 0 || n == 0) return;
+  with_panel_type(format, panels, [&](auto typed) {
+    matmul_panels(x, typed, is_quantized(format) ? scales : nullptr, y, m, n, k, residual, round);
+  });
 }
 
 }  // namespace rlcpp::cpu

@@ -2,9 +2,11 @@
 // through the shared per-query routine (attention_query.h), so results match attention_forward bit for bit.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/attention_query.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/dtype_round.h"
 
 namespace rlcpp::cpu {
 namespace {
@@ -29,39 +31,124 @@ struct PagedKvRows {
   }
 };
 
-}  // namespace
+// The same positions in a 16-bit cache (BF16 or F16 bits): gather converts each row to fp32 (exactly) into the
+// thread's buffer and points there, so the attention routine reads the very floats a fp32 cache holding the
+// rounded values would give it.
+template <float (*kToFloat)(uint16_t)>
+struct PagedKvRows16 {
+  const uint16_t* k_cache;
+  const uint16_t* v_cache;
+  const int32_t* blocks;
+  int64_t block_size;
+  int64_t slot_stride;  // hkv * d
+  float* k_buf;          // (max_keys, slot_stride) each
+  float* v_buf;
+  void gather(int64_t n, const float** k_rows, const float** v_rows) const {
+    for (int64_t b = 0, j0 = 0; j0 < n; ++b, j0 += block_size) {
+      const int64_t first = static_cast<int64_t>(blocks[b]) * block_size * slot_stride;
+      const int64_t count = std::min(block_size, n - j0);
+      for (int64_t t = 0; t < count; ++t) {
+        const uint16_t* ks = k_cache + first + t * slot_stride;
+        const uint16_t* vs = v_cache + first + t * slot_stride;
+        float* kd = k_buf + (j0 + t) * slot_stride;
+        float* vd = v_buf + (j0 + t) * slot_stride;
+        for (int64_t c = 0; c < slot_stride; ++c) {
+          kd[c] = kToFloat(ks[c]);
+          vd[c] = kToFloat(vs[c]);
+        }
+        k_rows[j0 + t] = kd;
+        v_rows[j0 + t] = vd;
+      }
+    }
+  }
+};
 
-void paged_kv_write(const float* k, const float* v, const int32_t* slot_mapping, int64_t n, int64_t row,
-                    float* k_cache, float* v_cache) {
-  const size_t bytes = static_cast<size_t>(row) * sizeof(float);
+template <uint16_t (*kToBits)(float)>
+void write_rows16(const float* k, const float* v, const int32_t* slot_mapping, int64_t n, int64_t row,
+                  uint16_t* k_cache, uint16_t* v_cache) {
   for (int64_t i = 0; i < n; ++i) {
     const int64_t slot = slot_mapping[i];
     if (slot < 0) continue;
-    std::memcpy(k_cache + slot * row, k + i * row, bytes);
-    std::memcpy(v_cache + slot * row, v + i * row, bytes);
+    for (int64_t c = 0; c < row; ++c) {
+      k_cache[slot * row + c] = kToBits(k[i * row + c]);
+      v_cache[slot * row + c] = kToBits(v[i * row + c]);
+    }
   }
 }
 
-void paged_attention(const float* q, const float* k_cache, const float* v_cache, const int32_t* query_seq,
-                     const int32_t* query_pos, const int32_t* block_indptr, const int32_t* block_indices,
-                     int64_t block_size, int64_t n, int64_t hq, int64_t hkv, int64_t d, float scale, float* out) {
+// Query rows against the cache through `make_rows(thread buffers, sequence)`, which builds each row's accessor.
+template <class MakeRows>
+void attend_rows(const float* q, const int32_t* query_seq, const int32_t* query_pos, int64_t n, int64_t hq,
+                 int64_t hkv, int64_t d, float scale, float* out, bool converts, const MakeRows& make_rows) {
   int64_t max_keys = 1;
   int64_t work = 0;
   for (int64_t i = 0; i < n; ++i) {
     max_keys = std::max<int64_t>(max_keys, query_pos[i] + 1);
     work += (query_pos[i] + 1) * hq * d;
   }
-  const int64_t slot_stride = hkv * d;
 #pragma omp parallel if (work > kParallelMinWork)
   {
     AttendScratch scratch(max_keys, hq / hkv);
+    std::vector<float> k_buf(converts ? static_cast<size_t>(max_keys * hkv * d) : 0);
+    std::vector<float> v_buf(k_buf.size());
 #pragma omp for schedule(dynamic, 8)
     for (int64_t i = 0; i < n; ++i) {
-      const int32_t b = query_seq[i];
-      const PagedKvRows rows{k_cache, v_cache, block_indices + block_indptr[b], block_size, slot_stride};
+      const auto rows = make_rows(k_buf.data(), v_buf.data(), query_seq[i]);
       attend_query_row(q + i * hq * d, rows, query_pos[i] + 1, hq, hkv, d, scale, scratch, out + i * hq * d,
                        nullptr);
     }
+  }
+}
+
+}  // namespace
+
+void paged_kv_write(const float* k, const float* v, const int32_t* slot_mapping, int64_t n, int64_t row,
+                    void* k_cache, void* v_cache, DType cache_dtype) {
+  if (cache_dtype == DType::kBF16) {
+    write_rows16<bf16_bits>(k, v, slot_mapping, n, row, static_cast<uint16_t*>(k_cache),
+                            static_cast<uint16_t*>(v_cache));
+    return;
+  }
+  if (cache_dtype == DType::kF16) {
+    write_rows16<f16_bits>(k, v, slot_mapping, n, row, static_cast<uint16_t*>(k_cache),
+                           static_cast<uint16_t*>(v_cache));
+    return;
+  }
+  const size_t bytes = static_cast<size_t>(row) * sizeof(float);
+  float* kc = static_cast<float*>(k_cache);
+  float* vc = static_cast<float*>(v_cache);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t slot = slot_mapping[i];
+    if (slot < 0) continue;
+    std::memcpy(kc + slot * row, k + i * row, bytes);
+    std::memcpy(vc + slot * row, v + i * row, bytes);
+  }
+}
+
+void paged_attention(const float* q, const void* k_cache, const void* v_cache, DType cache_dtype,
+                     const int32_t* query_seq, const int32_t* query_pos, const int32_t* block_indptr,
+                     const int32_t* block_indices, int64_t block_size, int64_t n, int64_t hq, int64_t hkv, int64_t d,
+                     float scale, float* out) {
+  const int64_t slot_stride = hkv * d;
+  auto blocks_of = [&](int32_t b) { return block_indices + block_indptr[b]; };
+  if (cache_dtype == DType::kF32) {
+    const float* kc = static_cast<const float*>(k_cache);
+    const float* vc = static_cast<const float*>(v_cache);
+    attend_rows(q, query_seq, query_pos, n, hq, hkv, d, scale, out, false, [&](float*, float*, int32_t b) {
+      return PagedKvRows{kc, vc, blocks_of(b), block_size, slot_stride};
+    });
+    return;
+  }
+  const uint16_t* kc = static_cast<const uint16_t*>(k_cache);
+  const uint16_t* vc = static_cast<const uint16_t*>(v_cache);
+  if (cache_dtype == DType::kBF16) {
+    attend_rows(q, query_seq, query_pos, n, hq, hkv, d, scale, out, true, [&](float* kb, float* vb, int32_t b) {
+      return PagedKvRows16<bf16_value>{kc, vc, blocks_of(b), block_size, slot_stride, kb, vb};
+    });
+  } else {
+    attend_rows(q, query_seq, query_pos, n, hq, hkv, d, scale, out, true, [&](float* kb, float* vb, int32_t b) {
+      return PagedKvRows16<f16_value>{kc, vc, blocks_of(b), block_size, slot_stride, kb, vb};
+    });
   }
 }
 

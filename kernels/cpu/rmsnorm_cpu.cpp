@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/dtype_round.h"
 #include "kernels/cpu/lanes8.h"
 
 namespace rlcpp::cpu {
@@ -43,7 +44,8 @@ inline void group_rows(const float* base, int64_t i0, int64_t n, int64_t c, cons
 
 }  // namespace
 
-void rmsnorm_forward(const float* x, const float* weight, float eps, float* out, float* rstd, int64_t n, int64_t c) {
+void rmsnorm_forward(const float* x, const float* weight, float eps, float* out, float* rstd, int64_t n, int64_t c,
+                     DType round) {
   const int64_t groups = (n + kRowGroup - 1) / kRowGroup;
 #pragma omp parallel for if (n * c > kParallelMinWork)
   for (int64_t gi = 0; gi < groups; ++gi) {
@@ -57,7 +59,13 @@ void rmsnorm_forward(const float* x, const float* weight, float eps, float* out,
       float* oi = out + i * c;
       const float r = 1.0f / std::sqrt(sum_sq[i - i0] / static_cast<float>(c) + eps);
       rstd[i] = r;
-      for (int64_t j = 0; j < c; ++j) oi[j] = weight[j] * (xi[j] * r);
+      if (round == DType::kBF16) {
+        for (int64_t j = 0; j < c; ++j) oi[j] = bf16_round(bf16_round(weight[j]) * bf16_round(xi[j] * r));
+      } else if (round == DType::kF16) {
+        for (int64_t j = 0; j < c; ++j) oi[j] = f16_round(f16_round(weight[j]) * f16_round(xi[j] * r));
+      } else {
+        for (int64_t j = 0; j < c; ++j) oi[j] = weight[j] * (xi[j] * r);
+      }
     }
   }
 }

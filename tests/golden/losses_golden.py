@@ -106,6 +106,48 @@ def kl_penalty(logp, ref, estimator):
     raise ValueError(estimator)
 
 
+SAFETY_BOUND = 20.0  # verl's bound on a log-ratio before exp (rollout_corr_helper.py)
+
+
+def bounded_exp(x):
+    return torch.exp(torch.clamp(x, min=-SAFETY_BOUND, max=SAFETY_BOUND))
+
+
+def rollout_correction(old, rollout, mask, rc):
+    """verl's rollout_is weights and rollout_rs mask, and IcePop's M(k); padded (B, L); returns factor, keep,
+    the per-sequence keep (B,) and the share of IS weights at their cap. Constants (detached)."""
+    log_ratio = old - rollout
+    seq_log_ratio = (log_ratio * mask).sum(dim=-1, keepdim=True)
+    seq_count = mask.sum(dim=-1, keepdim=True)
+    weight = torch.ones_like(log_ratio)
+    capped = torch.zeros_like(log_ratio)
+    thr = rc.get("is_threshold", 2.0)
+    if rc.get("is", "none") == "token":
+        raw = bounded_exp(log_ratio)
+        weight, capped = torch.clamp(raw, max=thr), (raw > thr).to(DT)
+    elif rc.get("is", "none") == "sequence":
+        raw = bounded_exp(seq_log_ratio).expand_as(log_ratio)
+        weight, capped = torch.clamp(raw, max=thr), (raw > thr).to(DT)
+    seq_keep = torch.ones(log_ratio.shape[0], 1, dtype=DT)
+    keep = torch.ones_like(log_ratio)
+    lo, hi = rc.get("mask_low", 0.5), rc.get("mask_high", 2.0)
+    mode = rc.get("mask", "none")
+    if mode == "token":
+        rho = bounded_exp(log_ratio)
+        keep = keep * ((rho >= lo) & (rho <= hi)).to(DT)
+    elif mode in ("sequence", "geometric"):
+        agg = seq_log_ratio if mode == "sequence" else torch.where(seq_count > 0, seq_log_ratio / seq_count,
+                                                                   torch.zeros_like(seq_count))
+        rho = bounded_exp(agg)
+        seq_keep = ((rho >= lo) & (rho <= hi)).to(DT)
+        keep = keep * seq_keep.expand_as(log_ratio)
+    if rc.get("icepop", False):
+        rho = bounded_exp(log_ratio)
+        weight = rho
+        keep = keep * ((rho >= rc.get("icepop_low", 0.5)) & (rho <= rc.get("icepop_high", 2.0))).to(DT)
+    return (weight * keep).detach(), keep, seq_keep.squeeze(-1), float(masked_mean(capped, mask))
+
+
 def masked_whiten(values, mask):
     mean = masked_mean(values, mask)
     count = mask.sum()
@@ -117,7 +159,7 @@ def masked_whiten(values, mask):
 # ---------------------------------------------------------------- cases
 def policy_case(name, seed, cfg, lengths=LENGTHS, log_ratio_scale=0.15, with_ref=False, with_entropy=False,
                 with_rollout=False, every_clipped=None, masked_seq=None, ref_scale=0.3, hole_prob=0.15,
-                require_partial=()):
+                require_partial=(), rollout_scale=0.3):
     gen = torch.Generator().manual_seed(seed)
     b = Batch(lengths, gen, hole_prob=hole_prob, masked_seq=masked_seq)
     T = b.T
@@ -132,7 +174,7 @@ def policy_case(name, seed, cfg, lengths=LENGTHS, log_ratio_scale=0.15, with_ref
         old = f32(logp + rand_normal(gen, T, log_ratio_scale))
     ref = f32(logp + rand_normal(gen, T, ref_scale)) if with_ref else None
     entropy = rand_uniform(gen, T, 0.0, 3.0) if with_entropy else None
-    rollout = f32(old + rand_normal(gen, T, 0.3)) if with_rollout else None
+    rollout = f32(old + rand_normal(gen, T, rollout_scale)) if with_rollout else None
 
     logp_p = b.pad(logp).requires_grad_(True)
     old_p, adv_p, mask = b.pad(old), b.pad(adv), b.mask
@@ -155,11 +197,24 @@ def policy_case(name, seed, cfg, lengths=LENGTHS, log_ratio_scale=0.15, with_ref
         pg_clipfrac_lower = torch.zeros((), dtype=DT)
         pg_losses = clip_pg_losses1
     metrics = {}
+    rc = dict(cfg.get("rollout_correction", {}))
     tis_cap = cfg.get("tis_cap", 0.0)
-    if tis_cap > 0:
-        tis = torch.clamp(torch.exp(old_p - b.pad(rollout)), max=tis_cap)
-        pg_losses = pg_losses * tis
-        metrics["tis_ratio"] = float(masked_mean(tis, mask))
+    if tis_cap > 0:  # the older spelling of token TIS
+        rc.update({"is": "token", "is_threshold": tis_cap})
+    rc_mask = rc.get("mask", "none")
+    if rc.get("is", "none") != "none" or rc_mask != "none" or rc.get("icepop", False):
+        factor, keep, seq_keep, capped = rollout_correction(old_p, b.pad(rollout), mask, rc)
+        pg_losses = pg_losses * factor
+        metrics["rollout_corr/is_weight_mean"] = float(masked_mean(factor, mask))
+        if rc_mask != "none" or rc.get("icepop", False):
+            metrics["rollout_corr/masked_frac"] = float(masked_mean(1 - keep, mask))
+        if rc_mask in ("sequence", "geometric"):
+            valid_seq = mask.sum(dim=-1) > 0
+            metrics["rollout_corr/seq_masked_frac"] = float((1 - seq_keep[valid_seq]).mean())
+        if tis_cap > 0:
+            metrics["tis_ratio"] = metrics["rollout_corr/is_weight_mean"]
+        if rc.get("is", "none") != "none" and tis_cap == 0 and not 0 < capped < 1:
+            raise SystemExit(f"{name}: share of capped IS weights {capped}; the case does not exercise the cap")
     mode = cfg.get("agg", "token-mean")
     pg_loss = agg_loss(pg_losses, mask, mode)
     total = pg_loss
@@ -440,6 +495,32 @@ def all_cases():
     cases.append(token_rewards_case("token_rewards_k1", 210, 0.05, "k1"))
     cases.append(token_rewards_case("token_rewards_k3", 211, 0.2, "k3"))
     cases.append(data_metrics_case("data_metrics", 220))
+    # Rollout corrections (verl's rollout_is / rollout_rs, IcePop): the engine's logp 0.5 from old on average, so
+    # every mask drops some tokens or sequences and keeps others.
+    rc_cases = [
+        ("policy_rc_is_token", 230, "token-mean", {"is": "token", "is_threshold": 1.5}, ()),
+        ("policy_rc_is_sequence", 231, "seq-mean-token-mean", {"is": "sequence", "is_threshold": 2.0}, ()),
+        ("policy_rc_mask_token", 232, "token-mean", {"mask": "token", "mask_low": 0.5, "mask_high": 2.0},
+         ("rollout_corr/masked_frac",)),
+        ("policy_rc_mask_sequence", 233, "seq-mean-token-sum", {"mask": "sequence", "mask_low": 0.4,
+                                                                "mask_high": 2.5},
+         ("rollout_corr/masked_frac", "rollout_corr/seq_masked_frac")),
+        ("policy_rc_mask_geometric", 234, "token-mean", {"mask": "geometric", "mask_low": 0.8, "mask_high": 1.25},
+         ("rollout_corr/masked_frac", "rollout_corr/seq_masked_frac")),
+        ("policy_rc_icepop", 235, "seq-mean-token-sum-norm", {"icepop": True, "icepop_low": 0.5, "icepop_high": 2.0},
+         ("rollout_corr/masked_frac",)),
+        ("policy_rc_is_sequence_mask_geometric", 236, "seq-mean-token-mean",
+         {"is": "sequence", "is_threshold": 3.0, "mask": "geometric", "mask_low": 0.8, "mask_high": 1.25},
+         ("rollout_corr/masked_frac", "rollout_corr/seq_masked_frac")),
+        ("policy_rc_icepop_mask_sequence", 237, "token-mean",
+         {"icepop": True, "mask": "sequence", "mask_low": 0.4, "mask_high": 2.5},
+         ("rollout_corr/masked_frac", "rollout_corr/seq_masked_frac")),
+    ]
+    for name, seed, agg, rc, partial in rc_cases:
+        cases.append(policy_case(name, seed, {**base, "agg": agg, "clip_c": 3.0, "kl_coef": 0.05, "entropy_coef": 0.01,
+                                              "rollout_correction": rc},
+                                 log_ratio_scale=0.5, with_ref=True, with_entropy=True, with_rollout=True,
+                                 rollout_scale=0.5, require_partial=("pg_clipfrac",) + partial))
     return cases
 
 

@@ -1,0 +1,139 @@
+#include "bench/rollout_numerics_bench.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+
+#include "bench/bench_common.h"
+#include "core/error.h"
+#include "core/metrics.h"
+#include "core/philox.h"
+#include "kernels/machine_peaks.h"
+#include "model/init.h"
+#include "rollout/engine.h"
+
+namespace rlcpp::bench {
+
+namespace {
+
+ModelNumerics parse_spec(const std::string& spec) {
+  std::string rest = spec;
+  bool invariant = true;
+  if (const size_t slash = rest.find('/'); slash != std::string::npos) {
+    RLCPP_CHECK(rest.substr(slash + 1) == "blas", "bench --numerics '" << spec << "': after / only 'blas'");
+    invariant = false;
+    rest = rest.substr(0, slash);
+  }
+  std::string quant = "none";
+  if (const size_t plus = rest.find('+'); plus != std::string::npos) {
+    quant = rest.substr(plus + 1);
+    rest = rest.substr(0, plus);
+  }
+  return make_numerics(rest, quant, invariant, "bench --numerics (dtype)", "bench --numerics (quantization)");
+}
+
+// Bytes of weights a decode step reads: every packed matrix (panels and scales), or the fp32 matrices OpenBLAS
+// multiplies by.
+int64_t decode_weight_bytes(const Transformer& model, const ParameterStore& params) {
+  PackedWeights w;
+  model.prepare_decode_weights(params, w);
+  const ModelConfig& c = model.config();
+  if (w.for_blas) {
+    const int64_t per_layer = (c.q_dim() + 2 * c.kv_dim()) * c.hidden_size + c.hidden_size * c.q_dim() +
+                              3 * c.hidden_size * c.intermediate_size;
+    return 4 * (c.num_hidden_layers * per_layer + c.vocab_size * c.hidden_size);
+  }
+  auto bytes = [](const ops::PackedWeight& p) {
+    return static_cast<int64_t>(p.panels.nbytes() + (p.scales.defined() ? p.scales.nbytes() : 0));
+  };
+  int64_t total = bytes(w.lm_head);
+  for (const auto& l : w.layers) total += bytes(l.qkv) + bytes(l.o) + bytes(l.gate_up) + bytes(l.down);
+  return total;
+}
+
+Request make_request(const ModelConfig& mc, const RolloutBenchOptions& o) {
+  PhiloxStream rng(11, static_cast<uint64_t>(o.prompt_len));
+  Request r;
+  for (int64_t p = 0; p < o.prompts; ++p) {
+    std::vector<int32_t> t(static_cast<size_t>(o.prompt_len));
+    for (auto& x : t) x = static_cast<int32_t>(rng.below(mc.vocab_size));
+    r.prompts.push_back(std::move(t));
+  }
+  r.n = o.group;
+  r.sampling.temperature = 1.0f;
+  r.sampling.max_new_tokens = o.new_tokens;
+  r.sampling.ignore_eos = true;  // fixed length
+  r.sampling.seed = 1;
+  return r;
+}
+
+struct Entry {
+  std::string spec;
+  std::unique_ptr<Transformer> model;
+  std::unique_ptr<Engine> engine;
+  int64_t weight_bytes = 0;
+  std::vector<double> seconds;
+  RolloutStats stats;
+};
+
+}  // namespace
+
+int run_rollout_numerics_bench(const RolloutBenchOptions& o, const std::string& numerics) {
+  ModelConfig mc = model_preset(o.preset);
+  // The context only sizes the RoPE table and the KV cache's per-sequence limit: the shape's own is enough.
+  mc.max_position_embeddings = std::max<int64_t>(64, (o.prompt_len + o.new_tokens + 15) / 16 * 16);
+  const ParameterStore params = init_random(mc, 1);
+  EngineConfig ec;
+  ec.block_size = o.block_size;
+  ec.max_num_seqs = o.prompts * o.group;
+  ec.max_num_batched_tokens = std::max<int64_t>(mc.max_position_embeddings, o.prompts * o.group * o.prompt_len);
+  const Request req = make_request(mc, o);
+
+  std::vector<Entry> entries;
+  std::stringstream list(numerics);
+  for (std::string spec; std::getline(list, spec, ',');) {
+    Entry e;
+    e.spec = spec;
+    e.model = std::make_unique<Transformer>(mc, parse_spec(spec));
+    e.engine = std::make_unique<Engine>(*e.model, params, ec);
+    e.weight_bytes = decode_weight_bytes(*e.model, params);
+    e.stats = e.engine->generate(req).stats;  // warm-up: packs the weights, faults the cache in
+    entries.push_back(std::move(e));
+  }
+  RLCPP_CHECK(!entries.empty(), "bench --numerics: no numerics given");
+  const double bandwidth = measure_copy_bandwidth(int64_t{256} << 20, 5);
+  std::printf("rollout numerics bench: preset %s (%lld params), %d threads, %lld x %lld seqs, prompt %lld, %lld new "
+              "tokens, temperature 1, fixed length; copy bandwidth %.1f GB/s (read + write)\n",
+              o.preset.c_str(), static_cast<long long>(mc.num_parameters()), omp_get_max_threads(),
+              static_cast<long long>(o.prompts), static_cast<long long>(o.group),
+              static_cast<long long>(o.prompt_len), static_cast<long long>(o.new_tokens), bandwidth / 1e9);
+  // Alternating rounds: a burst of load on the shared machine lands on every entry alike.
+  for (int round = 0; round < o.iters; ++round)
+    for (Entry& e : entries) {
+      Stopwatch w;
+      e.stats = e.engine->generate(req).stats;
+      e.seconds.push_back(w.seconds());
+    }
+  const double base = median_of(entries.front().seconds);
+  std::printf("  %-18s %10s %10s %9s %10s %12s %10s %8s\n", "numerics", "tok/s", "ms/step", "speed", "KV B/tok",
+              "weights MB", "floor ms", "x floor");
+  for (const Entry& e : entries) {
+    const double s = median_of(e.seconds);
+    const double per_step = s / static_cast<double>(e.stats.steps);
+    // A decode step reads every weight once: bytes over the copy bandwidth (which counts read and write).
+    const double floor_s = static_cast<double>(e.weight_bytes) / (bandwidth / 2);
+    std::printf("  %-18s %10.0f %10.2f %8.2fx %10lld %12.1f %10.2f %8.1f\n", e.spec.c_str(),
+                static_cast<double>(e.stats.generated_tokens) / s, 1e3 * per_step, base / s,
+                static_cast<long long>(e.engine->kv_bytes_per_token()), e.weight_bytes / 1e6, 1e3 * floor_s,
+                per_step / floor_s);
+  }
+  std::printf("  (median of %d rounds; speed = the first entry's time over this one's; floor = weight bytes a step "
+              "reads over the read bandwidth, half the copy figure)\n",
+              o.iters);
+  return 0;
+}
+
+}  // namespace rlcpp::bench

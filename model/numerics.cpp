@@ -1,0 +1,63 @@
+#include "model/numerics.h"
+
+#include "core/error.h"
+
+namespace rlcpp {
+
+WeightFormat ModelNumerics::compute_format() const {
+  switch (compute) {
+    case DType::kBF16: return WeightFormat::kBF16;
+    case DType::kF16: return WeightFormat::kF16;
+    default: return WeightFormat::kF32;
+  }
+}
+
+std::string ModelNumerics::describe() const {
+  std::string s = compute_dtype_name(compute);
+  if (is_quantized(linear_weights)) s += std::string("+") + weight_format_name(linear_weights);
+  if (!batch_invariant) s += " (not batch-invariant)";
+  return s;
+}
+
+void ModelNumerics::validate(const std::string& where) const {
+  RLCPP_CHECK(compute == DType::kF32 || compute == DType::kBF16 || compute == DType::kF16,
+              where << ": compute dtype " << dtype_name(compute) << " is not one of fp32, bf16, fp16");
+  RLCPP_CHECK(is_quantized(linear_weights) || linear_weights == compute_format(),
+              where << ": Linear weights in " << weight_format_name(linear_weights) << " under a "
+                    << compute_dtype_name(compute) << " model (expected " << weight_format_name(compute_format())
+                    << ", int8 or fp8_e4m3)");
+}
+
+DType parse_compute_dtype(const std::string& name, const std::string& key) {
+  if (name == "fp32") return DType::kF32;
+  if (name == "bf16") return DType::kBF16;
+  if (name == "fp16") return DType::kF16;
+  RLCPP_FAIL("config key '" << key << "': \"" << name << "\" is not a compute dtype (fp32, bf16, fp16)");
+}
+
+const char* compute_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "fp32";
+    case DType::kBF16: return "bf16";
+    case DType::kF16: return "fp16";
+    default: return dtype_name(dtype);
+  }
+}
+
+WeightFormat parse_quantization(const std::string& name, DType compute, const std::string& key) {
+  if (name == "none") return ModelNumerics{compute}.compute_format();
+  if (name == "int8") return WeightFormat::kInt8;
+  if (name == "fp8_e4m3") return WeightFormat::kFp8E4M3;
+  RLCPP_FAIL("config key '" << key << "': \"" << name << "\" is not a quantization (none, int8, fp8_e4m3)");
+}
+
+ModelNumerics make_numerics(const std::string& dtype, const std::string& quantization, bool batch_invariant,
+                            const std::string& dtype_key, const std::string& quantization_key) {
+  ModelNumerics n;
+  n.compute = parse_compute_dtype(dtype, dtype_key);
+  n.linear_weights = parse_quantization(quantization, n.compute, quantization_key);
+  n.batch_invariant = batch_invariant;
+  return n;
+}
+
+}  // namespace rlcpp

@@ -1,0 +1,48 @@
+// How one role computes (DESIGN.md "Numerics"): the rollout engine and the trainer each run the same model code
+// with their own ModelNumerics, so the mismatch between them can be switched on one source at a time.
+//   compute          fp32 | bf16 | fp16: weights, matmul inputs, activations and the KV cache hold values of
+//                    that dtype (rounded to nearest even at the op boundaries a GPU model of that dtype rounds
+//                    them), every product and reduction accumulates in fp32. fp32 master weights and AdamW
+//                    always; in bf16/fp16 the backward differentiates the fp32 expressions at the rounded
+//                    activations (each rounding is the identity in the backward, as autocast's casts are).
+//   linear_weights   how the decoder layers' Linear weights are stored: the compute dtype's format, or a
+//                    weight-only quantisation (int8, fp8_e4m3, one scale per output channel). The rollout
+//                    engine's only: the trainer always multiplies by its compute dtype's weights.
+//   batch_invariant  true: every product is the packed fma chain (kernels/ops.h), whose per-row result is the
+//                    same bits in any batch, so rollout and trainer log-probs agree exactly when their compute
+//                    dtypes do. false: the cached decode multiplies through OpenBLAS, whose blocking (and sum
+//                    order) depends on the batch, so a prompt's log-probs depend on what it is batched with.
+#pragma once
+
+#include <string>
+
+#include "core/tensor.h"
+#include "kernels/weight_format.h"
+
+namespace rlcpp {
+
+struct ModelNumerics {
+  DType compute = DType::kF32;
+  WeightFormat linear_weights = WeightFormat::kF32;
+  bool batch_invariant = true;
+
+  // The format of every other matrix (lm_head, and Linear weights without quantisation): the compute dtype's.
+  WeightFormat compute_format() const;
+  // "bf16", "bf16+int8", "fp32 (not batch-invariant)", ...
+  std::string describe() const;
+  // Throws naming `where` when linear_weights is neither quantised nor the compute dtype's format.
+  void validate(const std::string& where) const;
+  bool operator==(const ModelNumerics&) const = default;
+};
+
+// "fp32" | "bf16" | "fp16" -> the compute DType; anything else is an error naming `key` and the choices.
+DType parse_compute_dtype(const std::string& name, const std::string& key);
+const char* compute_dtype_name(DType dtype);
+// "none" | "int8" | "fp8_e4m3" -> the Linear weights' format under `compute` ("none": the compute dtype's).
+WeightFormat parse_quantization(const std::string& name, DType compute, const std::string& key);
+
+// Numerics of a role from its config strings (errors name the keys).
+ModelNumerics make_numerics(const std::string& dtype, const std::string& quantization, bool batch_invariant,
+                            const std::string& dtype_key, const std::string& quantization_key);
+
+}  // namespace rlcpp

@@ -1,0 +1,211 @@
+// The rollout engine in each numerics (model/numerics.h): in the trainer's numerics its log-probs are the
+// training forward's bit for bit, whatever the dtype or quantisation; each source of mismatch switched on alone
+// moves them by a dtype-sized amount; the KV cache's bytes follow the dtype; and numerics.batch_invariant
+// decides whether a prompt's log-probs depend on the batch it is decoded in.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "core/philox.h"
+#include "model/init.h"
+#include "model/weight_error.h"
+#include "rollout/engine.h"
+#include "tests/test_models.h"
+
+namespace rlcpp {
+namespace {
+
+ParameterStore scaled_params(const ModelConfig& c, float scale = 3.0f) {
+  ParameterStore p = init_random(c, 3);
+  for (int64_t i = 0; i < p.numel(); ++i) p.flat().data<float>()[i] *= scale;
+  return p;
+}
+
+std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
+  PhiloxStream rng(seed, 0);
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = static_cast<int32_t>(rng.below(vocab));
+  return t;
+}
+
+EngineConfig engine_config() {
+  EngineConfig c;
+  c.block_size = 3;
+  c.max_num_seqs = 512;
+  c.max_num_batched_tokens = 8192;
+  return c;
+}
+
+ModelNumerics numerics(DType compute, WeightFormat linear = WeightFormat::kF32, bool invariant = true) {
+  ModelNumerics n;
+  n.compute = compute;
+  n.linear_weights = is_quantized(linear) ? linear : ModelNumerics{compute}.compute_format();
+  n.batch_invariant = invariant;
+  return n;
+}
+
+// The trainer's log-probs of every sample's response under `model`.
+std::vector<std::vector<float>> trainer_logp(const Transformer& model, const ParameterStore& params,
+                                             const Request& req, const RolloutResult& out) {
+  std::vector<std::vector<float>> logp;
+  for (const Sample& s : out.samples) {
+    std::vector<int32_t> full = req.prompts[static_cast<size_t>(s.prompt_index)];
+    const int64_t len = static_cast<int64_t>(full.size());
+    full.insert(full.end(), s.tokens.begin(), s.tokens.end());
+    Activations acts;
+    model.forward(params, PackedBatch::from_sequences({full}), ForwardOptions{req.sampling.temperature}, acts);
+    logp.emplace_back(acts.logp.data<float>() + len - 1, acts.logp.data<float>() + len - 1 + s.tokens.size());
+  }
+  return logp;
+}
+
+Request group_request(const ModelConfig& cfg) {
+  Request req;
+  for (int p = 0; p < 3; ++p) req.prompts.push_back(random_tokens(5 + 11 * p, cfg.vocab_size, 20 + p));
+  req.n = 3;
+  req.sampling.max_new_tokens = 12;
+  req.sampling.ignore_eos = true;
+  req.sampling.temperature = 0.8f;
+  req.sampling.seed = 7;
+  return req;
+}
+
+class EngineNumerics : public ::testing::TestWithParam<ModelNumerics> {};
+
+TEST_P(EngineNumerics, EqualsTheTrainingForwardInTheSameNumericsBitForBit) {
+  const ModelConfig cfg = small_test_config("qwen2");
+  const ParameterStore params = scaled_params(cfg);
+  const Transformer model(cfg, GetParam());
+  Engine engine(model, params, engine_config());
+  const Request req = group_request(cfg);
+  const RolloutResult out = engine.generate(req);
+  const auto want = trainer_logp(model, params, req, out);
+  for (size_t i = 0; i < out.samples.size(); ++i)
+    for (size_t t = 0; t < want[i].size(); ++t) {
+      ASSERT_TRUE(std::isfinite(out.samples[i].logprobs[t]));
+      ASSERT_EQ(std::memcmp(&out.samples[i].logprobs[t], &want[i][t], sizeof(float)), 0)
+          << GetParam().describe() << " sample " << i << " token " << t << ": engine " << out.samples[i].logprobs[t]
+          << " trainer " << want[i][t];
+    }
+  // The KV cache is stored in the compute dtype.
+  const int64_t bytes = GetParam().compute == DType::kF32 ? 4 : 2;
+  EXPECT_EQ(engine.kv_bytes_per_token(), cfg.kv_bytes_per_token(bytes));
+}
+
+// Against the fp32 trainer each source alone moves the log-probs by about its precision: more than 0, less than a
+// bound that a wrong kernel (e.g. a transposed panel) would exceed by orders of magnitude.
+TEST_P(EngineNumerics, DiffersFromTheFp32TrainerByItsPrecision) {
+  const ModelNumerics n = GetParam();
+  if (n.compute == DType::kF32 && !is_quantized(n.linear_weights)) GTEST_SKIP() << "fp32 is the baseline";
+  const ModelConfig cfg = small_test_config("qwen2");
+  const ParameterStore params = scaled_params(cfg, 1.0f);
+  const Transformer model(cfg, n), fp32(cfg);
+  Engine engine(model, params, engine_config());
+  const Request req = group_request(cfg);
+  const RolloutResult out = engine.generate(req);
+  const auto want = trainer_logp(fp32, params, req, out);
+  double max_diff = 0;
+  for (size_t i = 0; i < out.samples.size(); ++i)
+    for (size_t t = 0; t < want[i].size(); ++t)
+      max_diff = std::max(max_diff, std::fabs(static_cast<double>(out.samples[i].logprobs[t]) - want[i][t]));
+  // Precision of the weights the engine computes with: fp16 2^-11, bf16 2^-8, int8 ~1/254 of the channel max,
+  // e4m3 2^-4 relative; the log-probs move by a few times that at this size.
+  const double bound = is_quantized(n.linear_weights) ? 0.5 : n.compute == DType::kBF16 ? 0.1 : 0.02;
+  EXPECT_GT(max_diff, 0.0) << n.describe();
+  EXPECT_LT(max_diff, bound) << n.describe();
+  const WeightError e = prepared_weight_error(model, params);
+  EXPECT_GT(e.rel_rms, 0.0);
+  EXPECT_LT(e.rel_rms, n.linear_weights == WeightFormat::kFp8E4M3 ? 0.05 : 0.01) << n.describe();
+}
+
+INSTANTIATE_TEST_SUITE_P(Numerics, EngineNumerics,
+                         ::testing::Values(numerics(DType::kF32), numerics(DType::kBF16), numerics(DType::kF16),
+                                           numerics(DType::kF32, WeightFormat::kInt8),
+                                           numerics(DType::kBF16, WeightFormat::kFp8E4M3),
+                                           numerics(DType::kF16, WeightFormat::kInt8)),
+                         [](const auto& info) {
+                           std::string s = compute_dtype_name(info.param.compute);
+                           if (is_quantized(info.param.linear_weights))
+                             s += std::string("_") + weight_format_name(info.param.linear_weights);
+                           return s;
+                         });
+
+// Greedy samples of prompts 0..6 decoded each alone, all 7 in one batch, and among 512 prompts.
+std::vector<RolloutResult> decode_by_batch(const Transformer& model, const ParameterStore& params,
+                                           const ModelConfig& cfg) {
+  std::vector<std::vector<int32_t>> prompts;
+  for (int64_t p = 0; p < 512; ++p) prompts.push_back(random_tokens(9, cfg.vocab_size, 100 + p));
+  auto decode = [&](int64_t begin, int64_t count) {
+    Engine engine(model, params, engine_config());
+    Request req;
+    req.prompts.assign(prompts.begin() + begin, prompts.begin() + begin + count);
+    req.n = 1;
+    req.sampling.max_new_tokens = 40;
+    req.sampling.ignore_eos = true;
+    req.sampling.temperature = 0;  // greedy: the same tokens while the log-probs stay close
+    return engine.generate(req);
+  };
+  RolloutResult alone;
+  for (int64_t p = 0; p < 7; ++p) alone.samples.push_back(decode(p, 1).samples[0]);
+  return {alone, decode(0, 7), decode(0, 512)};
+}
+
+TEST(EngineBatchInvariance, OnlyTheInvariantEngineGivesTheSameLogprobsInEveryBatch) {
+  // W1's widths: OpenBLAS's blocking at these sizes sums a row differently in a batch of 1 than in larger ones.
+  ModelConfig cfg = small_test_config("llama");
+  cfg.hidden_size = 128;
+  cfg.intermediate_size = 352;
+  const ParameterStore params = scaled_params(cfg, 1.0f);
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    for (bool invariant : {true, false}) {
+      const auto runs = decode_by_batch(Transformer(cfg, numerics(dt, WeightFormat::kF32, invariant)), params, cfg);
+      int64_t compared = 0, differing = 0;
+      double max_diff = 0;
+      for (size_t b = 1; b < runs.size(); ++b)
+        for (size_t p = 0; p < 7; ++p) {
+          const Sample &x = runs[0].samples[p], &y = runs[b].samples[p];
+          for (size_t t = 0; t < x.tokens.size() && x.tokens[t] == y.tokens[t]; ++t) {
+            ++compared;
+            differing += std::memcmp(&x.logprobs[t], &y.logprobs[t], sizeof(float)) != 0;
+            max_diff = std::max(max_diff, std::fabs(static_cast<double>(x.logprobs[t]) - y.logprobs[t]));
+          }
+        }
+      const std::string what = std::string(compute_dtype_name(dt)) + (invariant ? " invariant" : " OpenBLAS");
+      EXPECT_GT(compared, 7 * 2 * 20) << what;
+      if (invariant) {
+        EXPECT_EQ(differing, 0) << what << ": max |dlogp| " << max_diff;
+        EXPECT_EQ(compared, 7 * 2 * 40) << what << ": greedy tokens diverged";
+      } else {
+        EXPECT_GT(differing, 0) << what << ": OpenBLAS gave every batch the same bits";
+        EXPECT_LT(max_diff, dt == DType::kF32 ? 1e-4 : 0.1) << what;
+      }
+    }
+  }
+}
+
+TEST(EngineNumericsConfig, BadNamesAreErrorsNamingTheKeyAndChoices) {
+  try {
+    make_numerics("bf32", "none", true, "rollout.dtype", "rollout.quantization");
+    FAIL() << "accepted dtype bf32";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("rollout.dtype"), std::string::npos) << what;
+    EXPECT_NE(what.find("fp32, bf16, fp16"), std::string::npos) << what;
+  }
+  try {
+    make_numerics("bf16", "int4", true, "rollout.dtype", "rollout.quantization");
+    FAIL() << "accepted quantization int4";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("rollout.quantization"), std::string::npos) << what;
+    EXPECT_NE(what.find("none, int8, fp8_e4m3"), std::string::npos) << what;
+  }
+  ModelNumerics bad;
+  bad.compute = DType::kBF16;
+  bad.linear_weights = WeightFormat::kF16;
+  EXPECT_THROW(Transformer(small_test_config(), bad), Error);
+}
+
+}  // namespace
+}  // namespace rlcpp
