@@ -30,8 +30,14 @@ ProbeResult run_consistency_probe(RolloutBackend& rollout, const Transformer& ro
                   << ")| = " << out.engine.max_abs_dlogp << " (mean |dp| " << out.engine.mean_abs_dp << ", k3 "
                   << out.engine.k3 << ") exceeds probe." << (invariant ? "max_abs_dlogp" : "max_abs_dlogp_blas")
                   << " = " << bound << "; the rollout engine is not sampling with the trainer's weights");
-  if (trainer_model && trainer_model != &rollout_model)
+  if (trainer_model && trainer_model != &rollout_model) {
     out.trainer = logprob_mismatch(engine_logp, compute_response_logp(*trainer_model, params, batch, 64, 1.0f));
+    std::vector<size_t> all(batch.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    if (!rollout_model.numerics().same_forward(trainer_model->numerics()))
+      out.where = compare_forward(rollout_model, params, *trainer_model, params, pack_rollout(batch, all).batch,
+                                  1.0f, config.layer_threshold);
+  }
   return out;
 }
 

@@ -15,6 +15,7 @@
 #include "loop/consistency_probe_config.h"
 #include "loop/mismatch.h"
 #include "loop/rollout_backend.h"
+#include "model/forward_comparison.h"
 #include "model/tokenizer.h"
 #include "reward/task.h"
 
@@ -24,6 +25,9 @@ namespace rlcpp {
 struct ProbeResult {
   Mismatch engine;                  // engine vs the trainer's forward in the rollout numerics (probe/*)
   std::optional<Mismatch> trainer;  // engine vs the trainer's own numerics, when they differ (probe_trainer/*)
+  // When they differ: where the two numerics part ways on the probe batch, stage by stage, and their whole
+  // next-token distributions (model/forward_comparison.h; probe_trainer/full_kl, .../first_stage, ...).
+  std::optional<ForwardComparison> where;
 };
 
 // Generates the probe batch with `rollout` (which must be at `version`), scores it with `rollout_model` (the

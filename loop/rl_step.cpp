@@ -9,7 +9,9 @@
 #include "loop/mismatch.h"
 #include "loop/rollout_metrics.h"
 #include "loop/rollout_samples.h"
+#include "model/forward_comparison.h"
 #include "model/weight_error.h"
+#include "trainer/rollout_batch.h"
 #include "reward/reward_result.h"
 #include "trainer/rollout_corr_metrics.h"
 
@@ -64,6 +66,22 @@ void learn_from_batch(RlContext& ctx, ScoredBatch& batch, PhaseTimer& timer, Ste
     for (const auto& [k, v] : logprob_mismatch(rollout_logp, old_logp).metrics()) out.metrics[k] = v;
     for (const auto& [k, v] : rollout_corr_metrics(rollout_logp, old_logp, cfg.mismatch.ratio_bound))
       out.metrics[k] = v;
+    // The whole next-token distributions of the two numerics on the step's first samples (the same forward
+    // numerics give the same bits: nothing to compare).
+    if (ctx.rollout_model && !ctx.rollout_model->numerics().same_forward(ctx.model.numerics()) &&
+        cfg.mismatch.full_vocab_samples > 0) {
+      std::vector<size_t> first(static_cast<size_t>(
+          std::min<int64_t>(cfg.mismatch.full_vocab_samples, static_cast<int64_t>(batch.samples.size()))));
+      for (size_t i = 0; i < first.size(); ++i) first[i] = i;
+      // Untimed: it is measurement, not training (its time shows in timing_s/other).
+      const ForwardComparison full =
+          compare_forward(*ctx.rollout_model, ctx.params, ctx.model, ctx.params,
+                          pack_rollout(batch.samples, first).batch, batch.temperature, cfg.probe.layer_threshold);
+      out.metrics["rollout_corr/full_kl"] = full.full_kl_mean;
+      out.metrics["rollout_corr/full_kl_max"] = full.full_kl_max;
+      out.metrics["rollout_corr/full_tv"] = full.full_tv_mean;
+      out.metrics["rollout_corr/full_tv_max"] = full.full_tv_max;
+    }
     for (size_t i = 0; i < batch.samples.size(); ++i) batch.samples[i].old_logp = std::move(old_logp[i]);
   }
 
@@ -156,6 +174,8 @@ StepResult rl_step(RlContext& ctx, int64_t step, PhaseTimer& timer) {
     for (const auto& [k, v] : probe.engine.metrics("probe/")) out.metrics[k] = v;
     if (probe.trainer)
       for (const auto& [k, v] : probe.trainer->metrics("probe_trainer/")) out.metrics[k] = v;
+    if (probe.where)
+      for (const auto& [k, v] : probe.where->metrics("probe_trainer/")) out.metrics[k] = v;
   }
 
   std::vector<int64_t> trained_position(rollout.samples.size(), -1);  // -1: dropped by filter_groups

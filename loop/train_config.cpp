@@ -71,6 +71,8 @@ void TrainConfig::validate() const {
   rollout_numerics();
   trainer_numerics();
   RLCPP_CHECK(mismatch.ratio_bound >= 1, "config key 'mismatch.ratio_bound': must be >= 1, got " << mismatch.ratio_bound);
+  RLCPP_CHECK(mismatch.full_vocab_samples >= 0,
+              "config key 'mismatch.full_vocab_samples': must be >= 0, got " << mismatch.full_vocab_samples);
   RLCPP_CHECK(rollout.placement == "colocated" || rollout.placement == "split",
               "config key 'rollout.placement': \"" << rollout.placement << "\", expected \"split\" or \"colocated\"");
   RLCPP_CHECK(rollout.num_workers >= 1 && rollout.num_workers <= rollout.prompts_per_step,

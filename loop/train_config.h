@@ -113,11 +113,15 @@ struct NumericsSection {
 // The mismatch figures of every step (rollout_corr/*, trainer/rollout_corr_metrics.h).
 struct MismatchSection {
   double ratio_bound = 2.0;
+  int64_t full_vocab_samples = 8;
 
   template <class V> void visit(V& v) {
     v("ratio_bound", ratio_bound,
       "rollout_corr/ratio_outside_frac counts the tokens whose ratio exp(trainer - rollout) is outside "
       "[1/ratio_bound, ratio_bound]");
+    v("full_vocab_samples", full_vocab_samples,
+      "mixed numerics: rollout_corr/full_kl and full_tv (KL and total variation between the two numerics' whole "
+      "next-token distributions) on this many of each step's samples; 0 = off");
   }
 };
 

@@ -33,6 +33,8 @@ struct ModelNumerics {
   // Throws naming `where` when linear_weights is neither quantised nor the compute dtype's format.
   void validate(const std::string& where) const;
   bool operator==(const ModelNumerics&) const = default;
+  // The same values in the training forward (batch invariance aside: the training forward is always invariant).
+  bool same_forward(const ModelNumerics& o) const { return compute == o.compute && linear_weights == o.linear_weights; }
 };
 
 // "fp32" | "bf16" | "fp16" -> the compute DType; anything else is an error naming `key` and the choices.

@@ -150,6 +150,14 @@ TEST(LoopTrain, EachMismatchSourceAloneShowsInTheMetrics) {
         EXPECT_GT(m["probe/max_abs_dlogp"].get<double>(), 0.0) << src.name;  // OpenBLAS vs the packed forward
         EXPECT_LT(m["probe/max_abs_dlogp"].get<double>(), cfg.probe.max_abs_dlogp_blas) << src.name;
       }
+      if (src.invariant) {  // the whole distributions and the stage-by-stage view of the two numerics
+        EXPECT_GT(m["probe_trainer/full_kl"].get<double>(), 0.0) << src.name;
+        EXPECT_GT(m["rollout_corr/full_tv"].get<double>(), 0.0) << src.name;
+        EXPECT_GE(m["probe_trainer/first_stage"].get<double>(), 0.0) << src.name;
+        // The embedding is rounded to bf16/fp16 but never quantised: int8 and fp8 enter in the layers.
+        const bool rounded_embedding = cfg.rollout.dtype != "fp32" || cfg.trainer.dtype != "fp32";
+        EXPECT_EQ(m["probe_trainer/stage/embed/max_abs"].get<double>() > 0, rounded_embedding) << src.name;
+      }
       EXPECT_EQ(m.contains("weight_sync/rel_rms_err"), src.rollout_rounded) << src.name;
       if (src.rollout_rounded) {
         EXPECT_GT(m["weight_sync/rel_rms_err"].get<double>(), 0.0) << src.name;
@@ -157,6 +165,26 @@ TEST(LoopTrain, EachMismatchSourceAloneShowsInTheMetrics) {
       }
     }
   }
+}
+
+// Bypass mode: the rollout's log-probs are the old ones, so there is no old_logprob phase and nothing to compare.
+TEST(LoopTrain, BypassSkipsTheOldLogprobPhase) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_train_bypass";
+  fs::remove_all(root);
+  TrainConfig cfg = small_run(root / "run", small_train_checkpoint(root / "init"));
+  cfg.steps = 2;
+  cfg.rollout.dtype = "bf16";
+  cfg.algorithm.policy_loss.rollout_correction.bypass = true;
+  const TrainSummary s = run_train(cfg, config_to_json(cfg));
+  for (const Json& m : read_jsonl(fs::path(s.run_dir) / "metrics.jsonl")) {
+    EXPECT_EQ(m["timing_s/old_logprob"].get<double>(), 0.0);
+    EXPECT_EQ(m["timing_share/old_logprob"].get<double>(), 0.0);
+    EXPECT_FALSE(m.contains("mismatch/max_abs_dlogp"));
+    EXPECT_GT(m["timing_s/update_actor"].get<double>(), 0.0);
+    EXPECT_TRUE(m.contains("actor/pg_loss"));
+  }
+  cfg.algorithm.policy_loss.rollout_correction.is = "token";
+  EXPECT_THROW(cfg.validate(), Error);  // a correction against old / rollout = 1 is refused
 }
 
 TEST(LoopTrain, StaleVersionSamplesAreRefused) {
