@@ -619,6 +619,59 @@ void logprob_backward(const Tensor& dlogp, const Tensor* dentropy, const Tensor&
                         targets.data<int32_t>(), temperature, lse.data<float>(), dlogits.data<float>(), n, vocab);
 }
 
+namespace {
+
+void check_truncation(const char* op, const Truncation& t, float temperature) {
+  RLCPP_CHECK(t.top_k >= 0 && t.top_p > 0.0f && t.top_p <= 1.0f,
+              op << ": top_k " << t.top_k << " must be >= 0 and top_p " << t.top_p << " in (0, 1]");
+  RLCPP_CHECK(temperature > 0.0f, op << ": temperature = " << temperature << ", expected > 0");
+}
+
+}  // namespace
+
+void logprob_truncated_forward(const Tensor& logits, const Tensor& targets, float temperature, const Truncation& t,
+                               Tensor& logp, Tensor& lse) {
+  const char* op = "logprob_truncated_forward";
+  if (runs_on_cuda(op, {{"logits", &logits}, {"logp", &logp}, {"lse", &lse}}, {{"targets", &targets}}))
+    no_cuda_kernel(op);
+  expect_rank(op, {"logits", &logits}, 2, "(N,V)");
+  const int64_t n = logits.size(0), vocab = logits.size(1);
+  expect_shape(op, {"targets", &targets}, {n});
+  expect_shape(op, {"logp", &logp}, {n});
+  expect_shape(op, {"lse", &lse}, {n});
+  check_truncation(op, t, temperature);
+  expect_targets(op, targets, vocab);
+  cpu::logprob_truncated_forward(logits.data<float>(), targets.data<int32_t>(), temperature, t, logp.data<float>(),
+                                 lse.data<float>(), n, vocab);
+}
+
+void logprob_truncated_backward(const Tensor& dlogp, const Tensor& logits, const Tensor& targets, float temperature,
+                                const Truncation& t, const Tensor& lse, Tensor& dlogits) {
+  const char* op = "logprob_truncated_backward";
+  if (runs_on_cuda(op, {{"dlogp", &dlogp}, {"logits", &logits}, {"lse", &lse}, {"dlogits", &dlogits}},
+                   {{"targets", &targets}}))
+    no_cuda_kernel(op);
+  expect_rank(op, {"logits", &logits}, 2, "(N,V)");
+  const int64_t n = logits.size(0), vocab = logits.size(1);
+  expect_shape(op, {"dlogp", &dlogp}, {n});
+  expect_shape(op, {"targets", &targets}, {n});
+  expect_shape(op, {"lse", &lse}, {n});
+  expect_shape(op, {"dlogits", &dlogits}, logits.shape());
+  check_truncation(op, t, temperature);
+  expect_targets(op, targets, vocab);
+  cpu::logprob_truncated_backward(dlogp.data<float>(), logits.data<float>(), targets.data<int32_t>(), temperature,
+                                  t, lse.data<float>(), dlogits.data<float>(), n, vocab);
+}
+
+float row_logprob_truncated(const float* row, int64_t vocab_size, int32_t target, float temperature,
+                            const Truncation& t, TruncationScratch& scratch) {
+  RLCPP_CHECK(target >= 0 && target < vocab_size, "row_logprob_truncated: target " << target
+                                                                                   << " outside the vocabulary of "
+                                                                                   << vocab_size);
+  check_truncation("row_logprob_truncated", t, temperature);
+  return cpu::row_logprob_truncated(row, target, temperature, t, scratch, vocab_size, nullptr);
+}
+
 void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p, int64_t step) {
   const char* op = "adamw_step";
   const bool cuda = runs_on_cuda(op, {{"param", &param}, {"grad", &grad}, {"m", &m}, {"v", &v}});

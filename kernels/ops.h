@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "core/tensor.h"
+#include "kernels/truncation.h"
 #include "kernels/weight_format.h"
 
 namespace rlcpp::ops {
@@ -155,6 +156,20 @@ float row_logprob(const float* row, int64_t vocab_size, int32_t target, float te
 // the entropy term.
 void logprob_backward(const Tensor& dlogp, const Tensor* dentropy, const Tensor& logits, const Tensor& targets,
                       float temperature, const Tensor& lse, Tensor& dlogits);
+
+// logprob_space "sampled": the log-prob of each target under softmax(logits / T) restricted to its row's
+// top-k / top-p kept set (kernels/truncation.h: the sampler's rule, replayed on these logits; the target always
+// counts as kept), so the trainer scores the truncated distribution the rollout drew the token from. logp (N),
+// lse (N) = logsumexp over the kept set (0 for a row with target -1). CPU.
+void logprob_truncated_forward(const Tensor& logits, const Tensor& targets, float temperature, const Truncation& t,
+                               Tensor& logp, Tensor& lse);
+// dlogits (N,V) overwritten: dlogp * ([j = target] - p_j) / T over the kept set, 0 outside it (the set is a
+// constant of the sampling, not differentiated).
+void logprob_truncated_backward(const Tensor& dlogp, const Tensor& logits, const Tensor& targets, float temperature,
+                                const Truncation& t, const Tensor& lse, Tensor& dlogits);
+// One row, as the rollout sampler reports it: the bits logprob_truncated_forward gives that row.
+float row_logprob_truncated(const float* row, int64_t vocab_size, int32_t target, float temperature,
+                            const Truncation& t, TruncationScratch& scratch);
 
 struct AdamWParams {
   float lr = 1e-3f;

@@ -15,6 +15,7 @@ void ppo_clip_update(RlContext& ctx, const ScoredBatch& batch, PhaseTimer& timer
     ActorUpdateOptions options;
     options.loss = cfg.algorithm.policy_loss;
     options.temperature = batch.temperature;
+    options.truncation = batch.truncation;
     options.max_response_length = batch.max_response;
     options.total_steps = run_optimizer_steps(cfg);
     return update_actor(ctx.actor, batch.samples, options, cfg.ppo, ctx.update_rng);

@@ -24,6 +24,7 @@ struct ScoredBatch {
   std::vector<int64_t> rollout_index;  // (B) each sample's index in the step's rollout (filter_groups drops some)
   int64_t max_response = 0;            // longest response in tokens
   float temperature = 1.0f;            // the rollout's sampling temperature (logp of softmax(logits / T))
+  Truncation truncation;               // algorithm.logprob_space "sampled": the sampler's top-k / top-p
 };
 
 void grpo_update(RlContext& ctx, ScoredBatch& batch, PhaseTimer& timer, StepResult& out);

@@ -59,7 +59,8 @@ void learn_from_batch(RlContext& ctx, ScoredBatch& batch, PhaseTimer& timer, Ste
     for (RolloutSample& s : batch.samples) s.old_logp = s.rollout_logp;
   } else if (needs_old_logp(cfg)) {
     std::vector<std::vector<float>> old_logp = timer.time(Phase::kOldLogprob, [&] {
-      return compute_response_logp(ctx.model, ctx.params, batch.samples, micro, batch.temperature);
+      return compute_response_logp(ctx.model, ctx.params, batch.samples, micro, batch.temperature,
+                                   batch.truncation);
     });
     std::vector<std::vector<float>> rollout_logp;
     for (const RolloutSample& s : batch.samples) rollout_logp.push_back(s.rollout_logp);
@@ -89,7 +90,8 @@ void learn_from_batch(RlContext& ctx, ScoredBatch& batch, PhaseTimer& timer, Ste
   if (needs_ref_logp(cfg)) {
     RLCPP_CHECK(ctx.reference != nullptr, "rl_step: algorithm.policy_loss.kl_coef > 0 but no reference policy");
     std::vector<std::vector<float>> ref = timer.time(Phase::kRefLogprob, [&] {
-      return compute_response_logp(ctx.model, *ctx.reference, batch.samples, micro, batch.temperature);
+      return compute_response_logp(ctx.model, *ctx.reference, batch.samples, micro, batch.temperature,
+                                   batch.truncation);
     });
     for (size_t i = 0; i < batch.samples.size(); ++i) batch.samples[i].ref_logp = std::move(ref[i]);
   }
@@ -115,6 +117,7 @@ StepResult rl_step(RlContext& ctx, int64_t step, PhaseTimer& timer) {
     for (int64_t p = 0; p < cfg.rollout.prompts_per_step; ++p) problems.push_back(ctx.task.sample_train(ctx.data_rng));
     SamplingParams sampling = cfg.rollout.sampling;
     sampling.seed = step_sampling_seed(cfg.seed, step);
+    sampling.logprob_space = cfg.algorithm.logprob_space;
     request = make_rollout_request(problems, ctx.tokenizer, group, sampling);
     return ctx.rollout.generate(request);
   });
@@ -122,6 +125,8 @@ StepResult rl_step(RlContext& ctx, int64_t step, PhaseTimer& timer) {
   ScoredBatch batch;
   batch.samples = to_rollout_samples(request, rollout);
   batch.temperature = cfg.rollout.sampling.temperature > 0 ? cfg.rollout.sampling.temperature : 1.0f;
+  if (cfg.algorithm.logprob_space == "sampled" && cfg.rollout.sampling.temperature > 0)
+    batch.truncation = Truncation{cfg.rollout.sampling.top_k, cfg.rollout.sampling.top_p};
   for (const auto& [k, v] : rollout_metrics(rollout)) out.metrics[k] = v;
   out.metrics["rollout/policy_version"] = static_cast<double>(ctx.version);
 

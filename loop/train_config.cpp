@@ -70,6 +70,10 @@ ModelNumerics TrainConfig::trainer_numerics() const {
 void TrainConfig::validate() const {
   rollout_numerics();
   trainer_numerics();
+  RLCPP_CHECK(rollout.sampling.logprob_space == "full",
+              "config key 'rollout.sampling.logprob_space': rlcpp train sets it from algorithm.logprob_space (which "
+              "the trainer reads too); set that instead, got \"" << rollout.sampling.logprob_space << "\"");
+  rollout.sampling.validate("config key 'rollout.sampling'", 1 << 30);
   RLCPP_CHECK(mismatch.ratio_bound >= 1, "config key 'mismatch.ratio_bound': must be >= 1, got " << mismatch.ratio_bound);
   RLCPP_CHECK(mismatch.full_vocab_samples >= 0,
               "config key 'mismatch.full_vocab_samples': must be >= 0, got " << mismatch.full_vocab_samples);

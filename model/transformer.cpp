@@ -139,6 +139,10 @@ void Transformer::forward(const ParameterStore& params, const PackedBatch& batch
   acts.num_tokens = N;
   acts.temperature = options.temperature;
   acts.has_entropy = options.entropy;
+  acts.truncation = options.truncation;
+  RLCPP_CHECK(!(options.entropy && options.truncation.active(config_.vocab_size)),
+              "forward: the entropy of a top-k / top-p truncated distribution is not computed (logprob_space "
+              "sampled with an entropy term)");
   acts.tokens = i32_tensor(batch.tokens);
   acts.targets = i32_tensor(batch.targets);
   acts.positions = i32_tensor(batch.positions);
@@ -173,6 +177,11 @@ void Transformer::forward(const ParameterStore& params, const PackedBatch& batch
   ensure(acts.lse, {N});
   ensure(acts.logp, {N});
   linear(acts.xn_final, w.lm_head, pack ? &acts.packed.lm_head : nullptr, acts.logits, dt);
+  if (options.truncation.active(V)) {
+    ops::logprob_truncated_forward(acts.logits, acts.targets, options.temperature, options.truncation, acts.logp,
+                                   acts.lse);
+    return;
+  }
   Tensor* entropy = nullptr;
   if (options.entropy) {
     ensure(acts.entropy, {N});
@@ -197,8 +206,12 @@ void Transformer::backward(const ParameterStore& params, Activations& acts, cons
   if (dentropy) dentropy_t = Tensor::borrow(const_cast<float*>(dentropy), {N});
   auto& S = acts.scratch;
   ensure(S.dlogits, {N, V});
-  ops::logprob_backward(dlogp_t, dentropy ? &dentropy_t : nullptr, acts.logits, acts.targets, acts.temperature,
-                        acts.lse, S.dlogits);
+  if (acts.truncation.active(V))
+    ops::logprob_truncated_backward(dlogp_t, acts.logits, acts.targets, acts.temperature, acts.truncation, acts.lse,
+                                    S.dlogits);
+  else
+    ops::logprob_backward(dlogp_t, dentropy ? &dentropy_t : nullptr, acts.logits, acts.targets, acts.temperature,
+                          acts.lse, S.dlogits);
 
   // The input gradients' weights, packed transposed (CPU).
   const bool pack = params.flat().device() == Device::kCPU;

@@ -29,6 +29,9 @@ namespace rlcpp {
 struct ForwardOptions {
   float temperature = 1.0f;
   bool entropy = false;  // also compute the entropy of each position's tempered distribution
+  // logprob_space "sampled": score each target under the top-k / top-p truncated distribution its rollout drew
+  // it from (kernels/truncation.h; the sampler's rule replayed on these logits). Off by default; no entropy then.
+  Truncation truncation;
 };
 
 // A copy of the matmul weights packed for ops::matmul_packed, the CPU model's Linear product: as they are
@@ -118,6 +121,7 @@ struct Activations {
   } scratch;
   float temperature = 1.0f;
   bool has_entropy = false;
+  Truncation truncation;  // the forward's (backward differentiates the same log-probs)
 };
 
 // One engine step flattened (nano-vllm's model_runner): N query rows of B sequences, prefill and decode mixed.

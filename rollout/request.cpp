@@ -12,6 +12,8 @@ void SamplingParams::validate(const std::string& where, int64_t vocab_size) cons
               where << ": temperature must be finite and >= 0 (0 = greedy), got " << temperature);
   RLCPP_CHECK(top_k >= 0, where << ": top_k must be >= 0 (0 = off), got " << top_k);
   RLCPP_CHECK(std::isfinite(top_p) && top_p > 0 && top_p <= 1, where << ": top_p must be in (0, 1], got " << top_p);
+  RLCPP_CHECK(logprob_space == "full" || logprob_space == "sampled",
+              where << ": logprob_space \"" << logprob_space << "\" is not one of full, sampled");
   RLCPP_CHECK(max_new_tokens >= 1, where << ": max_new_tokens must be >= 1, got " << max_new_tokens);
   for (size_t i = 0; i < stop_tokens.size(); ++i)
     RLCPP_CHECK(stop_tokens[i] >= 0 && stop_tokens[i] < vocab_size,

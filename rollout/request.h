@@ -12,9 +12,10 @@
 namespace rlcpp {
 
 struct SamplingParams {
-  // 0 = greedy (argmax, lowest id on ties). The returned log-probs are always under softmax(logits / T)
-  // over the whole vocabulary, before top-k / top-p truncation (T = 1 for greedy): the distribution the
-  // trainer scores, so the importance ratio is exactly 1 on-policy.
+  // 0 = greedy (argmax, lowest id on ties). The returned log-probs are under softmax(logits / T) over the
+  // whole vocabulary, before top-k / top-p truncation (T = 1 for greedy), or with logprob_space "sampled" under
+  // the truncated distribution the token was drawn from (kernels/truncation.h): the distribution the trainer
+  // scores, so the importance ratio is exactly 1 on-policy.
   float temperature = 1.0f;
   int64_t top_k = 0;     // keep the k most likely tokens; 0 = off
   float top_p = 1.0f;    // keep the smallest most-likely set with mass >= top_p; 1 = off
@@ -22,6 +23,7 @@ struct SamplingParams {
   std::vector<int64_t> stop_tokens;  // finish (reason "stop") after sampling any of these, besides EOS
   bool ignore_eos = false;           // keep going past EOS (fixed-length timing runs)
   uint64_t seed = 0;                 // Philox key of every draw
+  std::string logprob_space = "full";  // "full" | "sampled" (see temperature)
 
   template <class V> void visit(V& v) {
     v("temperature", temperature, "sampling temperature; 0 = greedy");
@@ -31,6 +33,9 @@ struct SamplingParams {
     v("stop_tokens", stop_tokens, "token ids that end a response, besides EOS");
     v("ignore_eos", ignore_eos, "do not stop at EOS (fixed-length benchmarks)");
     v("seed", seed, "sampling seed (Philox key)");
+    v("logprob_space", logprob_space,
+      "\"full\": log-probs under the whole tempered distribution; \"sampled\": under the top-k / top-p "
+      "truncated one the token was drawn from (rlcpp train: set algorithm.logprob_space)");
   }
 
   // Throws naming the field when a value is out of range (`where` prefixes the message).

@@ -3,12 +3,14 @@
 // sample index, position): one 53-bit uniform per sampled token, used for nothing else, so a sample's
 // tokens do not depend on batch composition, scheduling, preemption or which worker runs it.
 // The returned log-prob is of the chosen token under softmax(logits / T) over the WHOLE vocabulary, before
-// truncation (T = 1 for greedy): what the trainer scores.
+// truncation (T = 1 for greedy), or with logprob_space "sampled" over the kept set it was drawn from: what the
+// trainer scores. The kept set is kernels/truncation.h's rule, which the trainer replays.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "kernels/truncation.h"
 #include "rollout/request.h"
 
 namespace rlcpp {
@@ -23,7 +25,8 @@ struct SampleKey {
 struct SampledToken {
   int32_t token = 0;
   // log p(token) under the whole tempered distribution (untempered when greedy), top-k / top-p aside:
-  // ops::row_logprob, the bits the trainer's forward computes from the same logits.
+  // ops::row_logprob, the bits the trainer's forward computes from the same logits; or ("sampled") under the
+  // kept set: ops::row_logprob_truncated, the bits of the trainer's logprob_truncated_forward.
   float logprob = 0;
 };
 
@@ -42,15 +45,11 @@ class Sampler {
   std::vector<double> target_distribution(const float* logits, const SamplingParams& params);
 
  private:
-  // Fills weights_ (exp((l - max) / T)) and order_ with the kept tokens in walk order; returns their mass.
-  double prepare(const float* logits, const SamplingParams& params);
+  // The kept set of `logits` (truncation_kept_set; temperature 1 for greedy) in scratch_.
+  KeptSet prepare(const float* logits, const SamplingParams& params);
 
   int64_t vocab_size_;
-  std::vector<double> weights_;
-  std::vector<int32_t> order_;
-  int64_t kept_ = 0;
-  int32_t argmax_ = 0;
-  double max_logit_ = 0, total_weight_ = 0, inv_temperature_ = 1;
+  TruncationScratch scratch_;
 };
 
 }  // namespace rlcpp

@@ -187,6 +187,28 @@ TEST(LoopTrain, BypassSkipsTheOldLogprobPhase) {
   EXPECT_THROW(cfg.validate(), Error);  // a correction against old / rollout = 1 is refused
 }
 
+// logprob_space "sampled" with top-p sampling: the trainer replays the sampler's kept set, so rollout and
+// trainer still agree exactly, and the ratio is taken in the distribution the tokens came from.
+TEST(LoopTrain, SampledLogprobSpaceKeepsRolloutAndTrainerExact) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_train_sampled_space";
+  fs::remove_all(root);
+  TrainConfig cfg = small_run(root / "run", small_train_checkpoint(root / "init"));
+  cfg.steps = 2;
+  cfg.rollout.sampling.top_p = 0.9f;
+  cfg.algorithm.logprob_space = "sampled";
+  const TrainSummary s = run_train(cfg, config_to_json(cfg));
+  for (const Json& m : read_jsonl(fs::path(s.run_dir) / "metrics.jsonl")) {
+    EXPECT_EQ(m["mismatch/max_abs_dlogp"].get<double>(), 0.0);
+    EXPECT_EQ(m["probe/max_abs_dlogp"].get<double>(), 0.0);
+    EXPECT_TRUE(m.contains("actor/pg_loss"));
+  }
+  cfg.algorithm.policy_loss.entropy_coef = 0.01;
+  EXPECT_THROW(cfg.validate(), Error);  // the truncated distribution's entropy is not computed
+  cfg.algorithm.policy_loss.entropy_coef = 0;
+  cfg.rollout.sampling.logprob_space = "sampled";  // the trainer's key is algorithm.logprob_space
+  EXPECT_THROW(cfg.validate(), Error);
+}
+
 TEST(LoopTrain, StaleVersionSamplesAreRefused) {
   std::vector<Sample> samples(3);
   for (Sample& s : samples) s.policy_version = s.last_policy_version = 4;

@@ -103,6 +103,12 @@ void AlgorithmConfig::validate(const std::string& where) const {
   RLCPP_CHECK(name == "grpo" || name == "ppo" || name == "dpo" || name == "sft",
               key_path(where, "name") << ": unknown algorithm \"" << name
                                       << "\" (expected one of \"grpo\", \"ppo\", \"dpo\", \"sft\")");
+  RLCPP_CHECK(logprob_space == "full" || logprob_space == "sampled",
+              key_path(where, "logprob_space") << ": \"" << logprob_space << "\" is not one of full, sampled");
+  RLCPP_CHECK(logprob_space == "full" || policy_loss.entropy_coef == 0,
+              key_path(where, "logprob_space") << ": \"sampled\" scores the truncated distribution, whose entropy "
+                                               << "is not computed; policy_loss.entropy_coef must be 0, got "
+                                               << policy_loss.entropy_coef);
   advantage.validate(key_path(where, "advantage"));
   policy_loss.validate(key_path(where, "policy_loss"));
   ppo.validate(key_path(where, "ppo"));

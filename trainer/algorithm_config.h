@@ -132,6 +132,7 @@ struct DpoConfig {
 
 struct AlgorithmConfig {
   std::string name = "grpo";  // "grpo" | "ppo" | "dpo" | "sft"
+  std::string logprob_space = "full";  // "full" | "sampled": which distribution rollout and trainer score
   AdvantageConfig advantage;
   PolicyLossConfig policy_loss;
   PpoConfig ppo;
@@ -141,6 +142,10 @@ struct AlgorithmConfig {
 
   template <class V> void visit(V& v) {
     v("name", name, "\"grpo\", \"ppo\", \"dpo\" or \"sft\"; sets the defaults of the keys below");
+    v("logprob_space", logprob_space,
+      "\"full\": rollout and trainer log-probs under the whole tempered distribution (what every framework "
+      "does); \"sampled\": under the top-k / top-p truncated distribution the tokens were drawn from, the "
+      "trainer replaying the sampler's kept set (kernels/truncation.h), so the ratio is not off by the kept mass");
     v("advantage", advantage, "advantage estimator");
     v("policy_loss", policy_loss, "policy loss");
     v("ppo", ppo, "PPO: GAE and the critic's loss");

@@ -73,7 +73,10 @@ EpochsResult update_actor(PolicyUpdater& actor, const std::vector<RolloutSample>
   const bool has_rollout = any_sample_has(samples, &RolloutSample::rollout_logp);
   ForwardOptions fwd;
   fwd.temperature = options.temperature;
-  fwd.entropy = options.entropy || options.loss.entropy_coef > 0;
+  fwd.truncation = options.truncation;
+  // The truncated distribution's entropy is not computed (AlgorithmConfig::validate refuses an entropy bonus).
+  fwd.entropy = (options.entropy || options.loss.entropy_coef > 0) &&
+                !options.truncation.active(actor.model().config().vocab_size);
 
   struct Inputs {  // one micro-batch's per-token inputs in the position layout
     std::vector<float> old_logp, advantages, ref_logp, rollout_logp;

@@ -55,6 +55,7 @@ struct EpochsResult {
 struct ActorUpdateOptions {
   PolicyLossConfig loss;
   float temperature = 1.0f;         // the rollout's sampling temperature: logp of softmax(logits / T)
+  Truncation truncation;            // logprob_space "sampled": the rollout's top-k / top-p, replayed
   int64_t max_response_length = 0;  // seq-mean-token-sum-norm with loss.token_sum_norm 0 divides by this
   bool entropy = true;              // compute the entropy (the "entropy" metric; needed for entropy_coef > 0)
   int64_t total_steps = 1;          // optimizer steps of the whole run, for the LR schedule

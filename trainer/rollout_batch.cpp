@@ -16,13 +16,14 @@ void check_response_array(const std::vector<float>& a, size_t index, const Rollo
 
 std::vector<std::vector<float>> run_forward(const Transformer& model, const ParameterStore& params,
                                             const std::vector<RolloutSample>& samples, int64_t micro_batch_size,
-                                            float temperature) {
+                                            float temperature, const Truncation& truncation = {}) {
   std::vector<size_t> all(samples.size());
   std::iota(all.begin(), all.end(), size_t{0});
   std::vector<std::vector<float>> out(samples.size());
   Activations acts;
   ForwardOptions options;
   options.temperature = temperature;
+  options.truncation = truncation;
   for (const PackedRollout& p : pack_micro_batches(samples, all, micro_batch_size)) {
     model.forward(params, p.batch, options, acts);
     const Tensor& per_position = model.config().value_head ? acts.values : acts.logp;
@@ -97,9 +98,10 @@ std::vector<PackedRollout> pack_micro_batches(const std::vector<RolloutSample>& 
 
 std::vector<std::vector<float>> compute_response_logp(const Transformer& model, const ParameterStore& params,
                                                       const std::vector<RolloutSample>& samples,
-                                                      int64_t micro_batch_size, float temperature) {
+                                                      int64_t micro_batch_size, float temperature,
+                                                      const Truncation& truncation) {
   RLCPP_CHECK(!model.config().value_head, "compute_response_logp: the model is a critic (value head)");
-  return run_forward(model, params, samples, micro_batch_size, temperature);
+  return run_forward(model, params, samples, micro_batch_size, temperature, truncation);
 }
 
 std::vector<std::vector<float>> compute_response_values(const Transformer& critic, const ParameterStore& params,

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "core/tensor.h"
+#include "kernels/truncation.h"
 #include "kernels/weight_format.h"
 
 namespace rlcpp::cpu {
@@ -126,6 +127,15 @@ void swiglu_backward(const float* dout, const float* gate_up, float* dgate_up, f
 float row_logprob(const float* row, int32_t target, float temperature, int64_t v);
 void logprob_forward(const float* logits, const int32_t* targets, float temperature, float* logp, float* lse,
                      float* entropy, int64_t n, int64_t v);
+// logprob_space "sampled" (kernels/truncation.h): log softmax over the row's kept set (the target counted in) at
+// the target; lse (when non-null) = logsumexp over that set.
+float row_logprob_truncated(const float* row, int32_t target, float temperature, const Truncation& t,
+                            TruncationScratch& s, int64_t v, float* lse);
+// Rows with target -1: logp = lse = 0 (forward), dlogits 0 (backward).
+void logprob_truncated_forward(const float* logits, const int32_t* targets, float temperature, const Truncation& t,
+                               float* logp, float* lse, int64_t n, int64_t v);
+void logprob_truncated_backward(const float* dlogp, const float* logits, const int32_t* targets, float temperature,
+                                const Truncation& t, const float* lse, float* dlogits, int64_t n, int64_t v);
 // dlogits (n,v) overwritten; dentropy may be null.
 void logprob_backward(const float* dlogp, const float* dentropy, const float* logits, const int32_t* targets,
                       float temperature, const float* lse, float* dlogits, int64_t n, int64_t v);

@@ -4,6 +4,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/vec_math.h"
+#include "kernels/truncation.h"
 
 namespace rlcpp::cpu {
 namespace {
@@ -44,7 +45,73 @@ float row_entropy(const float* row, float temperature, float lse, int64_t v) {
   return -sum.total();
 }
 
+// logsumexp of z = row / temperature over the entries with in_set[j] = 1: row_lse's sum with the others 0.
+float row_lse_in_set(const float* row, const uint8_t* in_set, float temperature, int64_t v) {
+  float m = -INFINITY;
+  for (int64_t j = 0; j < v; ++j) {
+    const float z = row[j] / temperature;
+    m = in_set[j] && z > m ? z : m;
+  }
+  float buf[kPiece];
+  LaneSum sum;
+  for (int64_t j0 = 0; j0 < v; j0 += kPiece) {
+    const int64_t len = std::min(kPiece, v - j0);
+    for (int64_t j = 0; j < len; ++j) buf[j] = in_set[j0 + j] ? exp_fixed(row[j0 + j] / temperature - m) : 0.0f;
+    sum.add(buf, len);
+  }
+  return m + std::log(sum.total());
+}
+
 }  // namespace
+
+float row_logprob_truncated(const float* row, int32_t target, float temperature, const Truncation& t,
+                            TruncationScratch& s, int64_t v, float* lse) {
+  const KeptSet set = truncation_kept_set(row, v, temperature, t, s);
+  kept_mask(set, target, s, v);
+  const float l = row_lse_in_set(row, s.in_set.data(), temperature, v);
+  if (lse) *lse = l;
+  return row[target] / temperature - l;
+}
+
+void logprob_truncated_forward(const float* logits, const int32_t* targets, float temperature, const Truncation& t,
+                               float* logp, float* lse, int64_t n, int64_t v) {
+#pragma omp parallel if (n * v > kParallelMinWork)
+  {
+    TruncationScratch s;
+#pragma omp for
+    for (int64_t i = 0; i < n; ++i) {
+      if (targets[i] < 0) {
+        logp[i] = lse[i] = 0.0f;
+        continue;
+      }
+      logp[i] = row_logprob_truncated(logits + i * v, targets[i], temperature, t, s, v, &lse[i]);
+    }
+  }
+}
+
+void logprob_truncated_backward(const float* dlogp, const float* logits, const int32_t* targets, float temperature,
+                                const Truncation& t, const float* lse, float* dlogits, int64_t n, int64_t v) {
+  // d logp / dz_j = [j = target] - p_j over the kept set (the set itself is a constant), 0 outside it.
+#pragma omp parallel if (n * v > kParallelMinWork)
+  {
+    TruncationScratch s;
+#pragma omp for
+    for (int64_t i = 0; i < n; ++i) {
+      const float* row = logits + i * v;
+      float* drow = dlogits + i * v;
+      const int32_t target = targets[i];
+      if (target < 0) {
+        std::fill(drow, drow + v, 0.0f);
+        continue;
+      }
+      kept_mask(truncation_kept_set(row, v, temperature, t, s), target, s, v);
+      const float g = dlogp[i];
+      for (int64_t j = 0; j < v; ++j)
+        drow[j] = s.in_set[j] ? -g * exp_fixed(row[j] / temperature - lse[i]) / temperature : 0.0f;
+      drow[target] += g / temperature;
+    }
+  }
+}
 
 float row_logprob(const float* row, int32_t target, float temperature, int64_t v) {
   return row[target] / temperature - row_lse(row, temperature, v);
