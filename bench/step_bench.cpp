@@ -65,7 +65,9 @@ TrainConfig step_config(const StepBenchOptions& o, const std::string& placement,
   const std::string recipe = source_dir() + "/configs/grpo_add3_benchmark.json";
   TrainConfig c;
   try {
-    config_from_json(load_json_file(recipe), c);
+    Json j = load_json_file(recipe);
+    for (const std::string& assignment : o.overrides) apply_override(j, assignment);
+    config_from_json(j, c);
   } catch (const Error& e) {
     throw Error(recipe + ": " + e.what());
   }
@@ -158,9 +160,10 @@ int run_step_bench(const StepBenchOptions& o) {
   const ModelConfig mc = model_preset(o.preset);
   TempDir dir;
   std::printf("step bench: one GRPO step of configs/grpo_add3_benchmark.json (RL part) on preset %s (%lld params), "
-              "random init, fixed-length responses, fp32 CPU, %d threads; median of %d steps after %d\n",
+              "random init, fixed-length responses, CPU, %d threads; median of %d steps after %d\n",
               o.preset.c_str(), static_cast<long long>(mc.num_parameters()), omp_get_max_threads(), o.iters,
               o.warmup);
+  for (const std::string& s : o.overrides) std::printf("  --set %s\n", s.c_str());
   std::fflush(stdout);
   const StepFigures split = run_placement(o, "split", dir.path());
   std::vector<std::pair<std::string, StepFigures>> rows = {{"rlcpp split", split}};

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace rlcpp::bench {
 
@@ -10,6 +11,9 @@ struct StepBenchOptions {
   int iters = 5;           // timed steps per placement (the median is reported)
   bool colocated = true;   // also time the colocated placement (split, the default, is always timed)
   bool peer = true;
+  // key=value overrides of the recipe (rlcpp train's --set), e.g. numerics.batch_invariant=false to time the
+  // cost of invariance, rollout.dtype=bf16.
+  std::vector<std::string> overrides;
 };
 
 // One GRPO step of the add3 recipe (configs/grpo_add3_benchmark.json without its warm start) through the real
