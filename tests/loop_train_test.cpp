@@ -70,6 +70,11 @@ TEST(LoopTrain, ShortGrpoRunRaisesMeanRewardAndTimesItsPhases) {
     // ops::row_logprob), each row whatever its batch: their log-probs agree bit for bit.
     EXPECT_EQ(m["mismatch/max_abs_dlogp"].get<double>(), 0.0);
     EXPECT_EQ(m["mismatch/k3"].get<double>(), 0.0);
+    EXPECT_EQ(m["rollout_corr/kl"].get<double>(), 0.0);  // verl's figures of the same samples
+    EXPECT_EQ(m["rollout_corr/chi2_token"].get<double>(), 0.0);
+    EXPECT_EQ(m["rollout_corr/is_weight_max"].get<double>(), 1.0);
+    EXPECT_GT(m["rollout_corr/tokens"].get<double>(), 0.0);
+    EXPECT_FALSE(m.contains("probe_trainer/max_abs_dlogp"));  // one numerics: nothing else to compare
     EXPECT_EQ(m["probe/max_abs_dlogp"].get<double>(), 0.0);  // after the sync, on the new weights
     EXPECT_GT(m["timing_s/probe"].get<double>(), 0);
     EXPECT_TRUE(m.contains("actor/pg_loss") && m.contains("actor/grad_norm") && m.contains("reward/mean"));
@@ -143,6 +148,10 @@ TEST(LoopTrain, EachMismatchSourceAloneShowsInTheMetrics) {
       EXPECT_GT(m["mismatch/max_abs_dlogp"].get<double>(), 0.0) << src.name;
       EXPECT_LT(m["mismatch/max_abs_dlogp"].get<double>(), 1.0) << src.name;
       EXPECT_GT(m["mismatch/k3"].get<double>(), 0.0) << src.name;
+      EXPECT_GT(m["rollout_corr/k3_kl"].get<double>(), 0.0) << src.name;
+      // E[rho^2] - 1 is >= 0 in expectation only: a batch's estimate may fall below.
+      EXPECT_NE(m["rollout_corr/chi2_token"].get<double>(), 0.0) << src.name;
+      EXPECT_LT(m["rollout_corr/is_ess"].get<double>(), 1.0) << src.name;
       if (src.invariant) {
         EXPECT_EQ(m["probe/max_abs_dlogp"].get<double>(), 0.0) << src.name;
         EXPECT_GT(m["probe_trainer/max_abs_dlogp"].get<double>(), 0.0) << src.name;
