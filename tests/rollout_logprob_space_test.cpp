@@ -50,8 +50,7 @@ TEST(LogprobSpace, SampledLogprobIsTheLogOfTheSamplersTruncatedProbability) {
 
 TEST(LogprobSpace, EngineAndTrainerAgreeBitForBitInTheSampledSpace) {
   const ModelConfig cfg = small_test_config("qwen2");
-  ParameterStore params = init_random(cfg, 3);
-  for (int64_t i = 0; i < params.numel(); ++i) params.flat().data<float>()[i] *= 3.0f;
+  const ParameterStore params = scaled_test_params(cfg);
   for (DType dt : {DType::kF32, DType::kBF16}) {
     ModelNumerics n;
     n.compute = dt;
@@ -62,12 +61,7 @@ TEST(LogprobSpace, EngineAndTrainerAgreeBitForBitInTheSampledSpace) {
     ec.max_num_seqs = 16;
     Engine engine(model, params, ec);
     Request req;
-    PhiloxStream rng(4, 0);
-    for (int p = 0; p < 3; ++p) {
-      std::vector<int32_t> prompt(static_cast<size_t>(4 + 5 * p));
-      for (auto& x : prompt) x = static_cast<int32_t>(rng.below(cfg.vocab_size));
-      req.prompts.push_back(prompt);
-    }
+    for (int p = 0; p < 3; ++p) req.prompts.push_back(random_test_tokens(4 + 5 * p, cfg.vocab_size, 4 + p));
     req.n = 4;
     req.sampling.temperature = 0.9f;
     req.sampling.top_k = 6;

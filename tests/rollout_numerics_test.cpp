@@ -16,19 +16,6 @@
 namespace rlcpp {
 namespace {
 
-ParameterStore scaled_params(const ModelConfig& c, float scale = 3.0f) {
-  ParameterStore p = init_random(c, 3);
-  for (int64_t i = 0; i < p.numel(); ++i) p.flat().data<float>()[i] *= scale;
-  return p;
-}
-
-std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
-  PhiloxStream rng(seed, 0);
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto& x : t) x = static_cast<int32_t>(rng.below(vocab));
-  return t;
-}
-
 EngineConfig engine_config() {
   EngineConfig c;
   c.block_size = 3;
@@ -62,7 +49,7 @@ std::vector<std::vector<float>> trainer_logp(const Transformer& model, const Par
 
 Request group_request(const ModelConfig& cfg) {
   Request req;
-  for (int p = 0; p < 3; ++p) req.prompts.push_back(random_tokens(5 + 11 * p, cfg.vocab_size, 20 + p));
+  for (int p = 0; p < 3; ++p) req.prompts.push_back(random_test_tokens(5 + 11 * p, cfg.vocab_size, 20 + p));
   req.n = 3;
   req.sampling.max_new_tokens = 12;
   req.sampling.ignore_eos = true;
@@ -75,7 +62,7 @@ class EngineNumerics : public ::testing::TestWithParam<ModelNumerics> {};
 
 TEST_P(EngineNumerics, EqualsTheTrainingForwardInTheSameNumericsBitForBit) {
   const ModelConfig cfg = small_test_config("qwen2");
-  const ParameterStore params = scaled_params(cfg);
+  const ParameterStore params = scaled_test_params(cfg);
   const Transformer model(cfg, GetParam());
   Engine engine(model, params, engine_config());
   const Request req = group_request(cfg);
@@ -95,11 +82,12 @@ TEST_P(EngineNumerics, EqualsTheTrainingForwardInTheSameNumericsBitForBit) {
 
 // Against the fp32 trainer each source alone moves the log-probs by about its precision: more than 0, less than a
 // bound that a wrong kernel (e.g. a transposed panel) would exceed by orders of magnitude.
-TEST_P(EngineNumerics, DiffersFromTheFp32TrainerByItsPrecision) {
+class EngineNumericsVsFp32 : public EngineNumerics {};
+
+TEST_P(EngineNumericsVsFp32, DiffersFromTheFp32TrainerByItsPrecision) {
   const ModelNumerics n = GetParam();
-  if (n.compute == DType::kF32 && !is_quantized(n.linear_weights)) GTEST_SKIP() << "fp32 is the baseline";
   const ModelConfig cfg = small_test_config("qwen2");
-  const ParameterStore params = scaled_params(cfg, 1.0f);
+  const ParameterStore params = scaled_test_params(cfg, 1.0f);
   const Transformer model(cfg, n), fp32(cfg);
   Engine engine(model, params, engine_config());
   const Request req = group_request(cfg);
@@ -119,23 +107,28 @@ TEST_P(EngineNumerics, DiffersFromTheFp32TrainerByItsPrecision) {
   EXPECT_LT(e.rel_rms, n.linear_weights == WeightFormat::kFp8E4M3 ? 0.05 : 0.01) << n.describe();
 }
 
+std::string numerics_name(const ::testing::TestParamInfo<ModelNumerics>& info) {
+  std::string s = compute_dtype_name(info.param.compute);
+  if (is_quantized(info.param.linear_weights)) s += std::string("_") + weight_format_name(info.param.linear_weights);
+  return s;
+}
+
+const ModelNumerics kOtherNumerics[] = {numerics(DType::kBF16), numerics(DType::kF16),
+                                        numerics(DType::kF32, WeightFormat::kInt8),
+                                        numerics(DType::kBF16, WeightFormat::kFp8E4M3),
+                                        numerics(DType::kF16, WeightFormat::kInt8)};
+
 INSTANTIATE_TEST_SUITE_P(Numerics, EngineNumerics,
-                         ::testing::Values(numerics(DType::kF32), numerics(DType::kBF16), numerics(DType::kF16),
-                                           numerics(DType::kF32, WeightFormat::kInt8),
-                                           numerics(DType::kBF16, WeightFormat::kFp8E4M3),
-                                           numerics(DType::kF16, WeightFormat::kInt8)),
-                         [](const auto& info) {
-                           std::string s = compute_dtype_name(info.param.compute);
-                           if (is_quantized(info.param.linear_weights))
-                             s += std::string("_") + weight_format_name(info.param.linear_weights);
-                           return s;
-                         });
+                         ::testing::Values(numerics(DType::kF32), kOtherNumerics[0], kOtherNumerics[1],
+                                           kOtherNumerics[2], kOtherNumerics[3], kOtherNumerics[4]),
+                         numerics_name);
+INSTANTIATE_TEST_SUITE_P(Numerics, EngineNumericsVsFp32, ::testing::ValuesIn(kOtherNumerics), numerics_name);
 
 // Greedy samples of prompts 0..6 decoded each alone, all 7 in one batch, and among 512 prompts.
 std::vector<RolloutResult> decode_by_batch(const Transformer& model, const ParameterStore& params,
                                            const ModelConfig& cfg) {
   std::vector<std::vector<int32_t>> prompts;
-  for (int64_t p = 0; p < 512; ++p) prompts.push_back(random_tokens(9, cfg.vocab_size, 100 + p));
+  for (int64_t p = 0; p < 512; ++p) prompts.push_back(random_test_tokens(9, cfg.vocab_size, 100 + p));
   auto decode = [&](int64_t begin, int64_t count) {
     Engine engine(model, params, engine_config());
     Request req;
@@ -156,7 +149,7 @@ TEST(EngineBatchInvariance, OnlyTheInvariantEngineGivesTheSameLogprobsInEveryBat
   ModelConfig cfg = small_test_config("llama");
   cfg.hidden_size = 128;
   cfg.intermediate_size = 352;
-  const ParameterStore params = scaled_params(cfg, 1.0f);
+  const ParameterStore params = scaled_test_params(cfg, 1.0f);
   for (DType dt : {DType::kF32, DType::kBF16}) {
     for (bool invariant : {true, false}) {
       const auto runs = decode_by_batch(Transformer(cfg, numerics(dt, WeightFormat::kF32, invariant)), params, cfg);

@@ -3,6 +3,11 @@
 
 #include <string>
 
+#include <cstdint>
+#include <vector>
+
+#include "core/philox.h"
+#include "model/init.h"
 #include "model/model_config.h"
 
 namespace rlcpp {
@@ -18,6 +23,21 @@ inline ModelConfig small_test_config(const std::string& model_type = "qwen2") {
   c.intermediate_size = 40;
   c.max_position_embeddings = 64;
   return c;
+}
+
+// n token ids below `vocab`, drawn from Philox stream (seed, 0).
+inline std::vector<int32_t> random_test_tokens(int64_t n, int64_t vocab, uint64_t seed) {
+  PhiloxStream rng(seed, 0);
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = static_cast<int32_t>(rng.below(vocab));
+  return t;
+}
+
+// Random weights times `scale`: wider than the 0.02 init, so logits vary between positions and samples differ.
+inline ParameterStore scaled_test_params(const ModelConfig& c, float scale = 3.0f, uint64_t seed = 3) {
+  ParameterStore p = init_random(c, seed);
+  for (int64_t i = 0; i < p.numel(); ++i) p.flat().data<float>()[i] *= scale;
+  return p;
 }
 
 }  // namespace rlcpp

@@ -11,6 +11,17 @@
 namespace rlcpp::cpu {
 namespace {
 
+// Calls at(j, row) for positions j = 0..n-1 of a sequence whose blocks are `blocks`: `row` is the offset of
+// position j's (hkv,d) row in the cache, slot blocks[j / block_size] * block_size + j % block_size.
+template <class At>
+void walk_slots(const int32_t* blocks, int64_t block_size, int64_t slot_stride, int64_t n, const At& at) {
+  for (int64_t b = 0, j0 = 0; j0 < n; ++b, j0 += block_size) {
+    const int64_t first = static_cast<int64_t>(blocks[b]) * block_size * slot_stride;
+    const int64_t count = std::min(block_size, n - j0);
+    for (int64_t t = 0; t < count; ++t) at(j0 + t, first + t * slot_stride);
+  }
+}
+
 // Positions 0.. of one sequence in the cache: position j is in slot blocks[j / block_size] * block_size +
 // j % block_size, each slot a (hkv,d) row.
 struct PagedKvRows {
@@ -20,14 +31,10 @@ struct PagedKvRows {
   int64_t block_size;
   int64_t slot_stride;  // hkv * d
   void gather(int64_t n, const float** k_rows, const float** v_rows) const {
-    for (int64_t b = 0, j0 = 0; j0 < n; ++b, j0 += block_size) {
-      const int64_t first = static_cast<int64_t>(blocks[b]) * block_size * slot_stride;
-      const int64_t count = std::min(block_size, n - j0);
-      for (int64_t t = 0; t < count; ++t) {
-        k_rows[j0 + t] = k_cache + first + t * slot_stride;
-        v_rows[j0 + t] = v_cache + first + t * slot_stride;
-      }
-    }
+    walk_slots(blocks, block_size, slot_stride, n, [&](int64_t j, int64_t row) {
+      k_rows[j] = k_cache + row;
+      v_rows[j] = v_cache + row;
+    });
   }
 };
 
@@ -44,22 +51,16 @@ struct PagedKvRows16 {
   float* k_buf;          // (max_keys, slot_stride) each
   float* v_buf;
   void gather(int64_t n, const float** k_rows, const float** v_rows) const {
-    for (int64_t b = 0, j0 = 0; j0 < n; ++b, j0 += block_size) {
-      const int64_t first = static_cast<int64_t>(blocks[b]) * block_size * slot_stride;
-      const int64_t count = std::min(block_size, n - j0);
-      for (int64_t t = 0; t < count; ++t) {
-        const uint16_t* ks = k_cache + first + t * slot_stride;
-        const uint16_t* vs = v_cache + first + t * slot_stride;
-        float* kd = k_buf + (j0 + t) * slot_stride;
-        float* vd = v_buf + (j0 + t) * slot_stride;
-        for (int64_t c = 0; c < slot_stride; ++c) {
-          kd[c] = kToFloat(ks[c]);
-          vd[c] = kToFloat(vs[c]);
-        }
-        k_rows[j0 + t] = kd;
-        v_rows[j0 + t] = vd;
+    walk_slots(blocks, block_size, slot_stride, n, [&](int64_t j, int64_t row) {
+      float* kd = k_buf + j * slot_stride;
+      float* vd = v_buf + j * slot_stride;
+      for (int64_t c = 0; c < slot_stride; ++c) {
+        kd[c] = kToFloat(k_cache[row + c]);
+        vd[c] = kToFloat(v_cache[row + c]);
       }
-    }
+      k_rows[j] = kd;
+      v_rows[j] = vd;
+    });
   }
 };
 
