@@ -4,6 +4,7 @@
 #include "core/metrics.h"
 #include "loop/evaluation.h"
 #include "model/checkpoint.h"
+#include "model/numerics.h"
 #include "reward/task_registry.h"
 
 namespace rlcpp::cli {
@@ -16,6 +17,8 @@ Command add_eval_command(CLI::App& app) {
     float temperature = 0;
     uint64_t seed = 0;
     int64_t max_new_tokens = -1;
+    std::string dtype = "fp32", quantization = "none";
+    bool batch_invariant = true;
     std::vector<std::string> task_overrides;
   };
   auto a = std::make_shared<Args>();
@@ -26,10 +29,16 @@ Command add_eval_command(CLI::App& app) {
   cmd->add_option("--temperature", a->temperature, "sampling temperature (0 = greedy)");
   cmd->add_option("--seed", a->seed, "sampling seed");
   cmd->add_option("--max-new-tokens", a->max_new_tokens, "response length limit (default: the task's)");
+  cmd->add_option("--dtype", a->dtype, "compute dtype of the engine: fp32, bf16 or fp16 (model/numerics.h)");
+  cmd->add_option("--quantization", a->quantization, "decoder Linear weights: none, int8 or fp8_e4m3");
+  cmd->add_option("--batch-invariant", a->batch_invariant,
+                  "true: packed batch-invariant products; false: OpenBLAS decode (sum order depends on the batch)");
   cmd->add_option("--set", a->task_overrides, "task key, e.g. --set digits=4 --set path=data.jsonl (see rlcpp config)");
   return {cmd, [=]() {
     ParameterStore params = load_model_checkpoint(a->checkpoint);
-    Transformer model(params.config());
+    // The rollout engine generates in these numerics: evaluate a checkpoint as the RL loop's rollouts run it.
+    const Transformer model(params.config(),
+                            make_numerics(a->dtype, a->quantization, a->batch_invariant, "--dtype", "--quantization"));
     TaskConfig tc;
     Json task_json = {{"name", a->task}};
     for (const auto& o : a->task_overrides) apply_override(task_json, o);
@@ -43,9 +52,9 @@ Command add_eval_command(CLI::App& app) {
     opts.max_new_tokens = a->max_new_tokens > 0 ? a->max_new_tokens : task->max_new_tokens();
     Stopwatch watch;
     EvalStats s = evaluate(model, params, *task, CharTokenizer(), opts);
-    std::printf("task %s: %lld problems x %lld samples (%s) in %.1fs\n", task->name().c_str(),
+    std::printf("task %s: %lld problems x %lld samples (%s, %s) in %.1fs\n", task->name().c_str(),
                 static_cast<long long>(s.problems), static_cast<long long>(s.samples_per_problem),
-                a->temperature > 0 ? "sampled" : "greedy", watch.seconds());
+                a->temperature > 0 ? "sampled" : "greedy", model.numerics().describe().c_str(), watch.seconds());
     std::printf("  accuracy     %.2f%%\n  mean reward  %.4f\n", 100.0 * s.accuracy, s.mean_reward);
     for (size_t k = 1; k <= s.pass_at_k.size(); k *= 2)
       std::printf("  pass@%-6zu %.2f%%\n", k, 100.0 * s.pass_at_k[k - 1]);

@@ -6,6 +6,7 @@
 #include "core/metrics.h"
 #include "loop/evaluation.h"
 #include "model/checkpoint.h"
+#include "model/numerics.h"
 #include "rollout/engine.h"
 
 namespace rlcpp::cli {
@@ -69,6 +70,8 @@ Command add_generate_command(CLI::App& app) {
     SamplingParams sampling;
     EngineConfig engine;
     int64_t n = 1;
+    std::string dtype = "fp32", quantization = "none";
+    bool batch_invariant = true;
   };
   auto a = std::make_shared<Args>();
   a->sampling.temperature = 0;
@@ -87,6 +90,10 @@ Command add_generate_command(CLI::App& app) {
   cmd->add_option("--stop", a->sampling.stop_tokens, "token ids that end a response (besides EOS)");
   cmd->add_flag("--ignore-eos", a->sampling.ignore_eos, "keep sampling past EOS");
   cmd->add_option("--out", a->out, "write one JSON line per sample here (default: print)");
+  cmd->add_option("--dtype", a->dtype, "compute dtype of the engine: fp32, bf16 or fp16 (model/numerics.h)");
+  cmd->add_option("--quantization", a->quantization, "decoder Linear weights: none, int8 or fp8_e4m3");
+  cmd->add_option("--batch-invariant", a->batch_invariant,
+                  "true: packed batch-invariant products; false: OpenBLAS decode (sum order depends on the batch)");
   cmd->add_option("--block-size", a->engine.block_size, "KV-cache block size (tokens)");
   cmd->add_option("--num-blocks", a->engine.num_blocks, "KV-cache blocks (0 = automatic)");
   cmd->add_option("--max-num-seqs", a->engine.max_num_seqs, "sequences decoded together");
@@ -94,7 +101,8 @@ Command add_generate_command(CLI::App& app) {
   return {cmd, [=]() {
     RLCPP_CHECK(!a->prompt.empty() || !a->prompts_file.empty(), "generate: give --prompt TEXT or --prompts FILE.jsonl");
     ParameterStore params = load_model_checkpoint(a->checkpoint);
-    Transformer model(params.config());
+    const Transformer model(params.config(),
+                            make_numerics(a->dtype, a->quantization, a->batch_invariant, "--dtype", "--quantization"));
     CharTokenizer tok;
     std::vector<PromptLine> prompts;
     if (!a->prompts_file.empty()) {
@@ -137,10 +145,11 @@ Command add_generate_command(CLI::App& app) {
     if (writer) {
       // With --out, stdout is free for the run's summary and memory report.
       const RolloutStats& st = result.stats;
-      std::printf("generate: %lld samples, %lld tokens in %.2fs (%s tok/s), %lld steps, %lld preemptions; KV %lld "
+      std::printf("generate: %lld samples, %lld tokens in %.2fs (%s tok/s, %s), %lld steps, %lld preemptions; KV %lld "
                   "bytes/token, peak %lld of %lld blocks (%lld without prefix sharing, %.2f MiB saved) -> %s\n",
                   static_cast<long long>(st.sequences), static_cast<long long>(st.generated_tokens), st.wall_s,
                   format_rate(st.generated_tokens / std::max(st.wall_s, 1e-9)).c_str(),
+                  model.numerics().describe().c_str(),
                   static_cast<long long>(st.steps), static_cast<long long>(st.preemptions),
                   static_cast<long long>(st.kv_bytes_per_token), static_cast<long long>(st.peak_blocks_in_use),
                   static_cast<long long>(st.num_blocks), static_cast<long long>(st.peak_blocks_unshared),

@@ -1,9 +1,33 @@
 #include "loop/evaluation.h"
 
+#include <algorithm>
+
 #include "core/error.h"
-#include "model/generate.h"
+#include "rollout/engine.h"
 
 namespace rlcpp {
+
+namespace {
+
+// An engine sized for the request: a KV cache for max_num_seqs sequences of the longest prompt plus the
+// response limit (not of the model's whole context, which for a large model would be most of the memory),
+// and at least the one full-context sequence the engine requires. Fewer blocks than the batch needs would
+// only make the engine preempt and recompute.
+EngineConfig eval_engine_config(const ModelConfig& model, const Request& request, int64_t max_num_seqs) {
+  EngineConfig c;
+  const int64_t sequences = static_cast<int64_t>(request.prompts.size()) * request.n;
+  c.max_num_seqs = std::clamp<int64_t>(sequences, 1, max_num_seqs);
+  int64_t longest = 0;
+  for (const auto& p : request.prompts) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
+  const int64_t tokens = std::min(model.max_position_embeddings, longest + request.sampling.max_new_tokens);
+  const int64_t blocks_per_seq = (tokens + c.block_size - 1) / c.block_size;
+  const int64_t full_context = (model.max_position_embeddings + c.block_size - 1) / c.block_size;
+  c.num_blocks = std::max(full_context, c.max_num_seqs * blocks_per_seq);
+  c.max_num_batched_tokens = std::max(c.max_num_batched_tokens, model.max_position_embeddings);
+  return c;
+}
+
+}  // namespace
 
 std::vector<int32_t> encode_prompt(const CharTokenizer& tokenizer, const std::string& prompt) {
   std::vector<int32_t> ids{tokenizer.bos_id()};
@@ -16,27 +40,30 @@ EvalStats evaluate(const Transformer& model, const ParameterStore& params, const
   RLCPP_CHECK(options.samples >= 1, "evaluate: samples must be >= 1, got " << options.samples);
   RLCPP_CHECK(options.samples == 1 || options.temperature > 0,
               "evaluate: " << options.samples << " samples per problem need a temperature > 0 (greedy gives one)");
+  RLCPP_CHECK(options.max_num_seqs >= 1, "evaluate: max_num_seqs must be >= 1, got " << options.max_num_seqs);
   const std::vector<Problem> problems = task.eval_set(options.problems);
-  std::vector<std::vector<int32_t>> prompts;
-  for (const auto& p : problems)
-    for (int64_t s = 0; s < options.samples; ++s) prompts.push_back(encode_prompt(tokenizer, p.prompt));
-  GenerateOptions gen;
-  gen.max_new_tokens = options.max_new_tokens;
-  gen.temperature = options.temperature;
-  gen.seed = options.seed;
-  const std::vector<Generation> outs = generate(model, params, prompts, gen);
+  Request request;
+  request.n = options.samples;
+  request.sampling.temperature = options.temperature;
+  request.sampling.max_new_tokens = options.max_new_tokens;
+  request.sampling.seed = options.seed;
+  for (size_t i = 0; i < problems.size(); ++i) {
+    request.prompts.push_back(encode_prompt(tokenizer, problems[i].prompt));
+    request.prompt_ids.push_back(i);
+  }
+  Engine engine(model, params, eval_engine_config(model.config(), request, options.max_num_seqs));
+  const RolloutResult result = engine.generate(request);
 
   std::vector<std::vector<SampleOutcome>> outcomes(problems.size());
   std::vector<std::string> labels;
   for (const Problem& p : problems) labels.push_back(task.problem_class(p));
-  for (size_t i = 0; i < problems.size(); ++i) {
-    for (int64_t s = 0; s < options.samples; ++s) {
-      const Generation& g = outs[i * options.samples + s];
-      std::vector<int32_t> body = g.tokens;
-      if (g.finished_by_eos) body.pop_back();
-      RewardResult r = task.score(problems[i], tokenizer.decode(body), g.finished_by_eos);
-      outcomes[i].push_back({r.total, r.correct, static_cast<int64_t>(g.tokens.size())});
-    }
+  for (const Sample& s : result.samples) {  // prompt-major: sample s of problem i at i * samples + s
+    const bool eos = s.finish_reason == FinishReason::kEos;
+    std::vector<int32_t> body = s.tokens;
+    if (eos) body.pop_back();
+    const size_t i = static_cast<size_t>(s.prompt_index);
+    const RewardResult r = task.score(problems[i], tokenizer.decode(body), eos);
+    outcomes[i].push_back({r.total, r.correct, static_cast<int64_t>(s.tokens.size())});
   }
   return compute_eval_stats(outcomes, labels);
 }

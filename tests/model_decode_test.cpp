@@ -1,5 +1,6 @@
-// The cached path (prefill + decode over the paged KV cache) must give the training forward's logits, and
-// generation must be reproducible.
+// The cached path (prefill + decode over the paged KV cache) must give the training forward's logits, the same
+// bits in any batch. Generation on top of it (sampling, stops, reproducibility) is the rollout engine's:
+// rollout_engine_test and loop_evaluation_test.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -9,7 +10,6 @@
 
 #include "core/error.h"
 #include "core/philox.h"
-#include "model/generate.h"
 #include "model/init.h"
 #include "model/transformer.h"
 #include "tests/test_models.h"
@@ -99,38 +99,6 @@ TEST(ModelDecode, DecodeMatchesFullForward) {
       }
     }
   }
-}
-
-TEST(ModelDecode, GenerateIsReproducibleAndBatchIndependent) {
-  const ModelConfig cfg = decode_config();
-  const ParameterStore params = random_params(cfg);
-  const Transformer model(cfg);
-  std::vector<std::vector<int32_t>> prompts;
-  for (int i = 0; i < 9; ++i) prompts.push_back(random_tokens(1 + i % 5, cfg.vocab_size, 100 + i));
-  GenerateOptions opts;
-  opts.max_new_tokens = 12;
-  opts.temperature = 1.0f;
-  opts.seed = 77;
-  const auto all = generate(model, params, prompts, opts);
-  opts.max_batch = 2;
-  const auto pairs = generate(model, params, prompts, opts);
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    EXPECT_EQ(all[i].tokens, pairs[i].tokens) << "prompt " << i;
-    ASSERT_EQ(all[i].logprobs.size(), all[i].tokens.size());
-    for (size_t t = 0; t < all[i].logprobs.size(); ++t) {
-      // generate decodes with packed weights: the batch does not change a bit.
-      EXPECT_EQ(std::memcmp(&all[i].logprobs[t], &pairs[i].logprobs[t], sizeof(float)), 0)
-          << all[i].logprobs[t] << " vs " << pairs[i].logprobs[t];
-      EXPECT_LE(all[i].logprobs[t], 0.0f);
-    }
-  }
-  // The log-prob returned is the training forward's log-prob of the sampled token.
-  std::vector<int32_t> seq = prompts[0];
-  seq.insert(seq.end(), all[0].tokens.begin(), all[0].tokens.end());
-  Activations acts;
-  model.forward(params, PackedBatch::from_sequences({seq}), ForwardOptions{}, acts);
-  for (size_t t = 0; t < all[0].tokens.size(); ++t)
-    EXPECT_NEAR(all[0].logprobs[t], acts.logp.data<float>()[prompts[0].size() - 1 + t], 1e-4);
 }
 
 // With packed weights each row's logits are the same bits whether the sequence is decoded alone, among
