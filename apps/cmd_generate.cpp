@@ -97,7 +97,8 @@ Command add_generate_command(CLI::App& app) {
   cmd->add_option("--block-size", a->engine.block_size, "KV-cache block size (tokens)");
   cmd->add_option("--num-blocks", a->engine.num_blocks, "KV-cache blocks (0 = automatic)");
   cmd->add_option("--max-num-seqs", a->engine.max_num_seqs, "sequences decoded together");
-  cmd->add_option("--max-batched-tokens", a->engine.max_num_batched_tokens, "rows per forward");
+  auto* batched = cmd->add_option("--max-batched-tokens", a->engine.max_num_batched_tokens,
+                                  "rows per forward (default 8192, or the model's context when larger)");
   return {cmd, [=]() {
     RLCPP_CHECK(!a->prompt.empty() || !a->prompts_file.empty(), "generate: give --prompt TEXT or --prompts FILE.jsonl");
     ParameterStore params = load_model_checkpoint(a->checkpoint);
@@ -117,7 +118,12 @@ Command add_generate_command(CLI::App& app) {
       req.prompts.push_back(p.tokens);
       req.prompt_ids.push_back(p.id);
     }
-    Engine engine(model, params, a->engine);
+    EngineConfig engine_config = a->engine;
+    // Any one prefill must fit in a step: a long-context model (e.g. Qwen2.5's 32768) raises the default.
+    if (batched->count() == 0)
+      engine_config.max_num_batched_tokens =
+          std::max(engine_config.max_num_batched_tokens, params.config().max_position_embeddings);
+    Engine engine(model, params, engine_config);
     const RolloutResult result = engine.generate(req);
     const bool text = params.config().vocab_size == tok.vocab_size();
     std::unique_ptr<JsonlWriter> writer;

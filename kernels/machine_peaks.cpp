@@ -61,4 +61,33 @@ double measure_copy_bandwidth(int64_t bytes, int iters) {
   return 2.0 * static_cast<double>(bytes) / seconds;
 }
 
+double measure_read_bandwidth(int64_t bytes, int iters) {
+  RLCPP_CHECK(bytes >= 4 && iters > 0, "measure_read_bandwidth: bytes (>= 4) and iterations must be positive, got "
+                                           << bytes << " bytes, " << iters << " iterations");
+  const int64_t n = bytes / 4;
+  std::vector<float> src(static_cast<size_t>(n), 1.0f);
+  double total = 0;
+  constexpr int64_t kLanes = 64;  // independent partial sums: several vector add chains, so the loads limit
+  const int64_t blocks = n / kLanes;
+  const double seconds = median_seconds(
+      [&] {
+        double sum = 0;
+        // Every thread sums its share; the sum only keeps the reads from being optimised away.
+#pragma omp parallel reduction(+ : sum)
+        {
+          float part[kLanes] = {};
+#pragma omp for schedule(static)
+          for (int64_t b = 0; b < blocks; ++b) {
+            const float* p = src.data() + b * kLanes;
+            for (int64_t j = 0; j < kLanes; ++j) part[j] += p[j];
+          }
+          for (int64_t j = 0; j < kLanes; ++j) sum += part[j];
+        }
+        total += sum;
+      },
+      iters);
+  RLCPP_CHECK(total > 0, "measure_read_bandwidth: the reads did not happen");
+  return 4.0 * static_cast<double>(blocks * kLanes) / seconds;
+}
+
 }  // namespace rlcpp

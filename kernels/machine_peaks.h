@@ -16,4 +16,8 @@ double measure_matmul_flops(int64_t m, int64_t n, int64_t k, int iters);
 // the median of `iters` timed copies after one that also faults the pages in.
 double measure_copy_bandwidth(int64_t bytes, int iters);
 
+// Bytes/s of reading a `bytes`-byte buffer once (a sum on every OpenMP thread): what a decode step, which only
+// reads its weights, is bounded by. The median of `iters` timed passes after one that faults the pages in.
+double measure_read_bandwidth(int64_t bytes, int iters);
+
 }  // namespace rlcpp
