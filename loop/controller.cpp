@@ -137,7 +137,9 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
               static_cast<long long>(config.rollout.group_size), config.rollout.placement.c_str(),
               rollout_model.numerics().describe().c_str(), model.numerics().describe().c_str(), run.path().c_str());
   std::fflush(stdout);
-  start_run_ledger(run.path(), params);
+  const ModelNumerics& rn = rollout_model.numerics();
+  const int64_t compute_bytes = static_cast<int64_t>(dtype_size(rn.compute));
+  start_run_ledger(run.path(), params, {compute_bytes, is_quantized(rn.linear_weights) ? 1 : compute_bytes});
 
   EvalOptions eval_opts;
   eval_opts.problems = config.eval_size;

@@ -37,7 +37,8 @@ struct LedgerFigures {
   double engine_step_s = kNotMeasured;            // mean rollout engine step (prefill steps included)
 };
 
-// Bytes per element the rollout engine keeps (fp32 today; bf16 halves both).
+// Bytes per element the rollout engine keeps: 4 in fp32; bf16/fp16 halve both; int8 and fp8 weights are one
+// byte each (the rule counts every weight so; the embeddings and lm_head actually stay in the compute dtype).
 struct LedgerDtypes {
   int64_t kv_cache = 4;
   int64_t weights = 4;

@@ -49,7 +49,7 @@ MachineFigures measure_machine_figures() {
   return m;
 }
 
-void start_run_ledger(const std::string& run_dir, const ParameterStore& params) {
+void start_run_ledger(const std::string& run_dir, const ParameterStore& params, const LedgerDtypes& dtypes) {
   // Memory first: the measurement's buffers (64 MiB twice) are freed after it, and the peak is reset past them.
   const ProcessMemory memory = read_process_memory();
   const MachineFigures machine = measure_machine_figures();
@@ -59,7 +59,7 @@ void start_run_ledger(const std::string& run_dir, const ParameterStore& params) 
   if (memory.peak_rss_bytes >= 0) figures.resident_bytes = static_cast<double>(memory.peak_rss_bytes);
   figures.matmul_peak_flops = machine.matmul_peak_flops;
   figures.memory_bandwidth = machine.copy_bandwidth;
-  const std::vector<LedgerLine> lines = build_ledger(params.config(), figures);
+  const std::vector<LedgerLine> lines = build_ledger(params.config(), figures, dtypes);
   std::printf("%s  (— : measured as the run goes; `rlcpp report %s` fills them in)\n",
               format_ledger_text(params.config(), lines).c_str(), run_dir.c_str());
   std::fflush(stdout);
@@ -70,6 +70,7 @@ void start_run_ledger(const std::string& run_dir, const ParameterStore& params) 
                          {"matmul_peak_flops", number_or_null(machine.matmul_peak_flops)},
                          {"copy_bytes", machine.copy_bytes},
                          {"copy_bandwidth_bytes_per_s", number_or_null(machine.copy_bandwidth)}}},
+                       {"rollout_bytes", {{"kv_cache", dtypes.kv_cache}, {"weights", dtypes.weights}}},
                        {"lines", ledger_to_json(lines)}};
   write_json_file_atomic((fs::path(run_dir) / "ledger.json").string(), ledger);
 }
@@ -87,6 +88,15 @@ ModelConfig run_model_config(const RunRecords& run) {
   }
   RLCPP_FAIL("report: " << run.dir << " has neither ledger.json nor a checkpoint with config.json, so the "
                         "model's shapes are unknown");
+}
+
+LedgerDtypes run_ledger_dtypes(const RunRecords& run) {
+  LedgerDtypes d;
+  if (!run.ledger.is_object() || !run.ledger.contains("rollout_bytes")) return d;
+  const Json& j = run.ledger["rollout_bytes"];
+  if (std::isfinite(json_number(j, "kv_cache"))) d.kv_cache = j["kv_cache"].get<int64_t>();
+  if (std::isfinite(json_number(j, "weights"))) d.weights = j["weights"].get<int64_t>();
+  return d;
 }
 
 MachineFigures run_machine_figures(const RunRecords& run) {

@@ -26,7 +26,9 @@ MachineFigures measure_machine_figures();
 // At the start of `rlcpp train`: measures the machine, prints the ledger (parameters counted, resident memory
 // so far, machine peaks; the rest shows "—" until the run measures it) and writes RUN_DIR/ledger.json:
 // {"model": config.json of the model, "parameters_counted", "machine": {...}, "lines": the start ledger}.
-void start_run_ledger(const std::string& run_dir, const ParameterStore& params);
+void start_run_ledger(const std::string& run_dir, const ParameterStore& params, const LedgerDtypes& dtypes = {});
+// The rollout engine's element sizes of a run: what ledger.json recorded (fp32 for a run from before).
+LedgerDtypes run_ledger_dtypes(const RunRecords& run);
 
 // The model the run trained: ledger.json's, else the newest checkpoint's config.json; an error naming the run
 // directory when it has neither.

@@ -173,7 +173,7 @@ ReportFiles write_run_report(const ReportOptions& options) {
     }
     r.machine_measured_at_report = !std::isfinite(own.matmul_peak_flops) || !std::isfinite(own.copy_bandwidth);
     r.figures = run_ledger_figures(r.records, here);
-    r.ledger = build_ledger(r.model, r.figures);
+    r.ledger = build_ledger(r.model, r.figures, run_ledger_dtypes(r.records));
     runs.push_back(std::move(r));
   }
 

@@ -144,6 +144,13 @@ TEST(LoopTrain, EachMismatchSourceAloneShowsInTheMetrics) {
     const TrainSummary s = run_train(cfg, config_to_json(cfg));
     const std::vector<Json> metrics = read_jsonl(fs::path(s.run_dir) / "metrics.jsonl");
     ASSERT_EQ(metrics.size(), 2u) << src.name;
+    // The ledger's KV rule uses the rollout's element size, which the engine's own count matches.
+    const Json ledger = load_json_file((fs::path(s.run_dir) / "ledger.json").string());
+    const int64_t kv_bytes = cfg.rollout.dtype == "fp32" ? 4 : 2;
+    EXPECT_EQ(ledger["rollout_bytes"]["kv_cache"].get<int64_t>(), kv_bytes) << src.name;
+    EXPECT_EQ(metrics[0]["rollout/kv_bytes_per_token"].get<double>(),
+              static_cast<double>(load_model_checkpoint(init).config().kv_bytes_per_token(kv_bytes)))
+        << src.name;
     for (const Json& m : metrics) {
       EXPECT_GT(m["mismatch/max_abs_dlogp"].get<double>(), 0.0) << src.name;
       EXPECT_LT(m["mismatch/max_abs_dlogp"].get<double>(), 1.0) << src.name;
