@@ -12,6 +12,8 @@
 #include "core/metrics.h"
 #include "core/philox.h"
 #include "kernels/machine_peaks.h"
+#include "loop/mismatch.h"
+#include "model/forward_comparison.h"
 #include "model/init.h"
 #include "rollout/engine.h"
 
@@ -77,7 +79,42 @@ struct Entry {
   int64_t weight_bytes = 0;
   std::vector<double> seconds;
   RolloutStats stats;
+  RolloutResult last;  // the last timed run's samples (every run of a request gives the same ones)
 };
+
+// The mismatch of an entry's samples against the baseline numerics' training forward on the same tokens: the
+// sampled tokens' max |dlogp| and k3 (loop/mismatch.h) and the whole distributions' total variation.
+struct NumericsGap {
+  Mismatch sampled;
+  double full_tv = 0;
+};
+
+NumericsGap numerics_gap(const Entry& e, const Transformer& baseline, const ParameterStore& params,
+                         const Request& req) {
+  std::vector<std::vector<int32_t>> sequences;
+  std::vector<int32_t> score_from;
+  std::vector<std::vector<float>> engine_logp;
+  for (const Sample& s : e.last.samples) {
+    std::vector<int32_t> seq = req.prompts[static_cast<size_t>(s.prompt_index)];
+    score_from.push_back(static_cast<int32_t>(seq.size()) - 1);
+    seq.insert(seq.end(), s.tokens.begin(), s.tokens.end());
+    sequences.push_back(std::move(seq));
+    engine_logp.push_back(s.logprobs);
+  }
+  const PackedBatch batch = PackedBatch::from_sequences(sequences, score_from);
+  Activations acts;
+  baseline.forward(params, batch, ForwardOptions{req.sampling.temperature}, acts);
+  std::vector<std::vector<float>> trainer_logp;
+  for (size_t b = 0; b < sequences.size(); ++b) {
+    const int32_t first = batch.cu_seqlens[b] + score_from[b];
+    trainer_logp.emplace_back(acts.logp.data<float>() + first,
+                              acts.logp.data<float>() + first + e.last.samples[b].tokens.size());
+  }
+  NumericsGap g;
+  g.sampled = logprob_mismatch(engine_logp, trainer_logp);
+  g.full_tv = compare_forward(*e.model, params, baseline, params, batch, req.sampling.temperature, 0.0).full_tv_mean;
+  return g;
+}
 
 }  // namespace
 
@@ -114,25 +151,29 @@ int run_rollout_numerics_bench(const RolloutBenchOptions& o, const std::string& 
   for (int round = 0; round < o.iters; ++round)
     for (Entry& e : entries) {
       Stopwatch w;
-      e.stats = e.engine->generate(req).stats;
+      e.last = e.engine->generate(req);
       e.seconds.push_back(w.seconds());
+      e.stats = e.last.stats;
     }
   const double base = median_of(entries.front().seconds);
-  std::printf("  %-18s %10s %10s %9s %10s %12s %10s %8s\n", "numerics", "tok/s", "ms/step", "speed", "KV B/tok",
-              "weights MB", "floor ms", "x floor");
+  std::printf("  %-18s %10s %10s %9s %10s %12s %10s %8s %12s %10s %10s\n", "numerics", "tok/s", "ms/step", "speed",
+              "KV B/tok", "weights MB", "floor ms", "x floor", "max|dlogp|", "k3", "full TV");
   for (const Entry& e : entries) {
     const double s = median_of(e.seconds);
     const double per_step = s / static_cast<double>(e.stats.steps);
     // A decode step reads every weight once: its bytes over the read bandwidth.
     const double floor_s = static_cast<double>(e.weight_bytes) / bandwidth;
-    std::printf("  %-18s %10.0f %10.2f %8.2fx %10lld %12.1f %10.2f %8.1f\n", e.spec.c_str(),
+    // Against the first entry's numerics (batch invariance aside: the training forward is invariant).
+    const NumericsGap gap = numerics_gap(e, *entries.front().model, params, req);
+    std::printf("  %-18s %10.0f %10.2f %8.2fx %10lld %12.1f %10.2f %8.1f %12.3g %10.3g %10.3g\n", e.spec.c_str(),
                 static_cast<double>(e.stats.generated_tokens) / s, 1e3 * per_step, base / s,
                 static_cast<long long>(e.engine->kv_bytes_per_token()), e.weight_bytes / 1e6, 1e3 * floor_s,
-                per_step / floor_s);
+                per_step / floor_s, gap.sampled.max_abs_dlogp, gap.sampled.k3, gap.full_tv);
   }
   std::printf("  (median of %d rounds; speed = the first entry's time over this one's; floor = weight bytes a step "
               "reads over the measured read bandwidth; ms/step = a run's wall over its engine steps, prefill "
-              "included)\n",
+              "included; max|dlogp|, k3 (sampled tokens) and full TV (whole distributions) against the first "
+              "entry's numerics on the same tokens)\n",
               o.iters);
   return 0;
 }

@@ -1,6 +1,7 @@
 // `rlcpp bench rollout --numerics fp32,bf16,...`: the same rollout shape through engines in several numerics
 // (model/numerics.h), timed in alternating rounds on this shared machine, with each one's KV bytes per token,
-// the weight bytes a decode step reads, and its distance from that step's bandwidth floor.
+// the weight bytes a decode step reads, its distance from that step's bandwidth floor, and the mismatch of its
+// samples against the first entry's numerics (the training forward on the same tokens).
 #pragma once
 
 #include <string>
