@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "loop/shell_command.h"
 #include "loop/mismatch_report_markdown.h"
 
 namespace rlcpp {
@@ -44,23 +45,6 @@ std::string bucket_key(const std::string& label, const std::string& figure) {
   return "rollout_corr/bucket/" + label + "/" + figure;
 }
 
-// The same small runner as loop/run_report.cpp's (not exposed there): single-quoted for /bin/sh.
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// Runs `command`, returning its exit status and what it printed (stdout and stderr).
-std::pair<int, std::string> run_command(const std::string& command) {
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen((command + " 2>&1").c_str(), "r"), pclose);
-  RLCPP_CHECK(pipe != nullptr, "mismatch: cannot start `" << command << "`");
-  std::string output;
-  std::array<char, 4096> buf;
-  while (size_t n = std::fread(buf.data(), 1, buf.size(), pipe.get())) output.append(buf.data(), n);
-  const int status = pclose(pipe.release());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), output};
-}
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 
 #include "core/error.h"
+#include "loop/shell_command.h"
 #include "loop/report_markdown.h"
 #include "loop/run_ledger.h"
 
@@ -39,22 +40,6 @@ Json rate_column(const std::vector<Json>& records, const std::string& numerator,
   return out;
 }
 
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// Runs `command`, returning its exit status and what it printed (stdout and stderr).
-std::pair<int, std::string> run_command(const std::string& command) {
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen((command + " 2>&1").c_str(), "r"), pclose);
-  RLCPP_CHECK(pipe != nullptr, "report: cannot start `" << command << "`");
-  std::string output;
-  std::array<char, 4096> buf;
-  while (size_t n = std::fread(buf.data(), 1, buf.size(), pipe.get())) output.append(buf.data(), n);
-  const int status = pclose(pipe.release());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), output};
-}
 
 double ppo_epochs(const Json& config) {
   if (config.is_object() && config.contains("ppo") && config["ppo"].is_object()) {
