@@ -106,7 +106,7 @@ DType panel_dtype(WeightFormat format) {
 // and records the shape.
 void shape_packed(PackedWeight& packed, int64_t n, int64_t k, WeightFormat format) {
   const int64_t num_panels = (n + cpu::kPackedPanel - 1) / cpu::kPackedPanel;
-  const Shape shape{num_panels, k, cpu::kPackedPanel};
+  const Shape shape{num_panels, cpu::panel_depth(format, k), cpu::kPackedPanel};
   const DType dtype = panel_dtype(format);
   if (!packed.panels.defined() || packed.panels.shape() != shape || packed.panels.dtype() != dtype ||
       packed.panels.device() != Device::kCPU)
@@ -164,7 +164,8 @@ void check_packed_product(const char* op, const Tensor& x, const PackedWeight& w
   RLCPP_CHECK(round == DType::kF32 || round == DType::kBF16 || round == DType::kF16,
               op << ": cannot round outputs to " << dtype_name(round) << " (F32, BF16 or F16)");
   expect_rank(op, {"x", &x}, 2, "(M,K)");
-  expect_shape(op, {"w.panels", &w.panels}, {(w.n + cpu::kPackedPanel - 1) / cpu::kPackedPanel, w.k, cpu::kPackedPanel});
+  expect_shape(op, {"w.panels", &w.panels},
+               {(w.n + cpu::kPackedPanel - 1) / cpu::kPackedPanel, cpu::panel_depth(w.format, w.k), cpu::kPackedPanel});
   RLCPP_CHECK(x.size(1) == w.k, op << ": x " << shape_str(x.shape()) << " has K = " << x.size(1)
                                    << " but the packed weight is (" << w.n << "," << w.k << ")");
   expect_shape(op, {"y", &y}, {x.size(0), w.n});

@@ -25,7 +25,8 @@ void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor
 
 // A weight w (N,K) in Hugging Face Linear layout, repacked once for matmul_packed: panels of 16 output columns,
 // panels (ceil(N/16), K, 16) with panels[p][k][j] = w[16p + j][k] (zero past N), so 16 outputs read one
-// contiguous K x 16 panel. The panels store `format` (F32, BF16 or F16 tensors; U8 bytes for int8 and e4m3);
+// contiguous K x 16 panel (bf16: (K rounded up to even) x 16, pairs of k interleaved for vdpbf16ps). The panels
+// store `format` (F32, BF16 or F16 tensors; U8 bytes for int8 and e4m3);
 // a quantised format also has scales (ceil(N/16) * 16): output channel n's values are multiplied by scales[n]
 // (for e4m3 that multiplier includes the 2^8 of its fp16 decoding, kernels/cpu/dtype_round.h). It is a copy:
 // pack again whenever w changes.
@@ -36,8 +37,8 @@ struct PackedWeight {
   WeightFormat format = WeightFormat::kF32;
 };
 // Packs w (N,K) into `packed` in `format`, reusing its buffers when the shape and format are unchanged: bf16 and
-// fp16 round every weight to nearest even; int8 and fp8_e4m3 quantise it with one scale per output channel
-// (weight_format.h).
+// fp16 round every weight to nearest even (bf16 subnormals to zero, dtype_round.h bf16_operand); int8 and
+// fp8_e4m3 quantise it with one scale per output channel (weight_format.h).
 void pack_weight(const Tensor& w, PackedWeight& packed, WeightFormat format = WeightFormat::kF32);
 // The (N,K) fp32 values the packed weight multiplies by: w rounded or dequantised (scale * code). The reference
 // of pack_weight, and how a sync measures its quantisation error.
@@ -48,7 +49,8 @@ void pack_weight_transposed(const Tensor& w, PackedWeight& packed);
 // y (M,N) = x (M,K) @ w^T, or y += x @ w^T when accumulate: the CPU model's Linear product, decode and training
 // alike (weights packed once per version instead of on every call, activations read in place). Batch-invariant
 // bit for bit: every output is one fused multiply-add chain over k = 0..K-1 in order, from 0, over the values the
-// panels store (exactly converted to fp32), times the channel scale when quantised, then rounded to `round`
+// panels store (exactly converted to fp32; against bf16 panels x is rounded to bf16 operands first, as a bf16
+// GEMM takes bf16 inputs), times the channel scale when quantised, then rounded to `round`
 // (F32: kept; BF16, F16: to nearest even) and stored, or added to y and rounded again — whatever M, the row's
 // place, or the thread count.
 void matmul_packed(const Tensor& x, const PackedWeight& w, Tensor& y, bool accumulate = false,

@@ -3,9 +3,11 @@
 // epilogue and its 16-bit and quantised panels, RMSNorm, 16-bit KV caches) against the reference definitions.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -161,8 +163,11 @@ TEST_P(PackedFormat, ProductMatchesTheReferenceAndIsBatchInvariant) {
     for (int64_t n = 0; n < 37; ++n) {
       double want = 0, scale = 0;
       for (int64_t k = 0; k < 97; ++k) {
-        want += static_cast<double>(x.data<float>()[m * 97 + k]) * q.data<float>()[n * 97 + k];
-        scale += std::fabs(static_cast<double>(x.data<float>()[m * 97 + k]) * q.data<float>()[n * 97 + k]);
+        // A bf16 product's x operands are bf16 too (as a GPU's bf16 GEMM takes them).
+        const float xv = x.data<float>()[m * 97 + k];
+        const double xk = c.format == WeightFormat::kBF16 ? bf16_operand_reference(xv) : xv;
+        want += xk * q.data<float>()[n * 97 + k];
+        scale += std::fabs(xk * q.data<float>()[n * 97 + k]);
       }
       const float got = y.data<float>()[m * 37 + n];
       ASSERT_FALSE(std::isnan(got));
@@ -205,20 +210,57 @@ INSTANTIATE_TEST_SUITE_P(Formats, PackedFormat,
                                            FormatCase{WeightFormat::kFp8E4M3, 1e-5, 1.0 / 16}),
                          [](const auto& info) { return std::string(weight_format_name(info.param.format)); });
 
-TEST(PackedFormat16, BitsEqualTheFp32ProductOverTheRoundedWeights) {
+TEST(PackedFormat16, BitsEqualTheFp32ProductOverTheRoundedOperands) {
   // A 16-bit panel is the same fma chain over the values it stores: exactly the fp32 product with the weights
-  // rounded first.
-  Rng rng(14);
-  const Tensor w = rng.normal({40, 33}, 0.5f), x = rng.normal({13, 33});
-  for (WeightFormat f : {WeightFormat::kBF16, WeightFormat::kF16}) {
-    ops::PackedWeight packed, reference;
-    ops::pack_weight(w, packed, f);
-    ops::pack_weight(ops::unpack_weight(packed), reference, WeightFormat::kF32);
-    Tensor a = Tensor::empty({13, 40}), b = Tensor::empty({13, 40});
-    ops::matmul_packed(x, packed, a);
-    ops::matmul_packed(x, reference, b);
-    EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0) << weight_format_name(f);
+  // rounded first (and for bf16 the activations too, bf16_operand). Odd and even K, a K longer than the 6-row
+  // tile's, rows past a tile and an M that splits between threads; on AVX512-BF16 the bf16 product runs on
+  // vdpbf16ps, whose pairs of products must give the fma chain's bits.
+  for (const auto [m, n, k] : {std::array<int64_t, 3>{13, 40, 33}, {13, 40, 34}, {1, 70, 1}, {97, 130, 301}, {7, 17, 2}}) {
+    Rng rng(14 + k);
+    const Tensor w = rng.normal({n, k}, 0.5f), x = rng.normal({m, k});
+    for (WeightFormat f : {WeightFormat::kBF16, WeightFormat::kF16}) {
+      ops::PackedWeight packed, reference;
+      ops::pack_weight(w, packed, f);
+      ops::pack_weight(ops::unpack_weight(packed), reference, WeightFormat::kF32);
+      Tensor xr = x.clone();
+      if (f == WeightFormat::kBF16)
+        for (int64_t i = 0; i < xr.numel(); ++i) xr.data<float>()[i] = bf16_operand_reference(xr.data<float>()[i]);
+      Tensor a = Tensor::empty({m, n}), b = Tensor::empty({m, n}), ar = Tensor::empty({m, n});
+      ops::matmul_packed(x, packed, a);
+      ops::matmul_packed(xr, reference, b);
+      EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0) << weight_format_name(f) << " k " << k;
+      // The rounded epilogue and the residual form through the same pairs.
+      ops::matmul_packed_residual(x, packed, b, ar, DType::kBF16);
+      ops::matmul_packed_residual(xr, reference, b, a, DType::kBF16);
+      EXPECT_EQ(std::memcmp(a.raw(), ar.raw(), a.nbytes()), 0) << weight_format_name(f) << " residual, k " << k;
+    }
   }
+}
+
+TEST(PackedFormat16, Bf16OperandsFlushSubnormalsToZero) {
+  // A weight or activation below bf16's smallest normal (2^-126) reads as a zero of its sign on every arm, as
+  // vdpbf16ps reads it (DAZ); the other products of the chain are unchanged.
+  const float tiny = std::ldexp(1.0f, -130), normal = std::ldexp(1.0f, -120);
+  EXPECT_TRUE(same_bits(bf16_operand_reference(tiny), 0.0f));
+  EXPECT_TRUE(same_bits(bf16_operand_reference(-tiny), -0.0f));
+  EXPECT_TRUE(same_bits(bf16_operand_reference(normal), normal));
+  EXPECT_TRUE(same_bits(bf16_operand(-tiny), -0.0f));
+  EXPECT_TRUE(same_bits(bf16_operand(std::numeric_limits<float>::min()), std::numeric_limits<float>::min()));
+  Tensor w = Tensor::empty({2, 4}), x = Tensor::empty({1, 4});
+  const float wv[] = {tiny, 1.0f, 2.0f, -tiny, 0.5f, 0.25f, 3.0f, 1.0f};
+  const float xv[] = {1e30f, tiny, 1.0f, 1e30f};
+  std::copy(wv, wv + 8, w.data<float>());
+  std::copy(xv, xv + 4, x.data<float>());
+  ops::PackedWeight packed;
+  ops::pack_weight(w, packed, WeightFormat::kBF16);
+  const Tensor q = ops::unpack_weight(packed);
+  EXPECT_TRUE(same_bits(q.data<float>()[0], 0.0f));
+  EXPECT_TRUE(same_bits(q.data<float>()[3], -0.0f));
+  Tensor y = Tensor::empty({1, 2});
+  ops::matmul_packed(x, packed, y);
+  // Row 0: tiny*1e30 and -tiny*1e30 read as 0; 1 * tiny reads as 0; 2 * 1 = 2.
+  EXPECT_EQ(y.data<float>()[0], 2.0f);
+  EXPECT_EQ(y.data<float>()[1], bf16_round_reference(0.5f * bf16_round_reference(1e30f)) + 3.0f + bf16_round_reference(1e30f));
 }
 
 TEST(RmsNormRounding, EqualsTheHuggingFaceBf16Expression) {

@@ -34,12 +34,14 @@ inline constexpr int64_t kMaxColumnBlock = 256;
 void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t n, int64_t k,
             float alpha, float beta);
 
-// Matmul against packed weights (ops.h, PackedWeight). panels (ceil(n/16), k, 16) hold w (n,k) with
-// panels[p][kk][j] = w[16p + j][kk] in `format` (zero past n); quantised formats also fill scales
-// (ceil(n/16) * 16), the multiplier of each output channel's decoded values (for e4m3 times 2^8, see
-// dtype_round.h).
+// Matmul against packed weights (ops.h, PackedWeight). panels (ceil(n/16), panel_depth, 16) hold w (n,k) with
+// panels[p][kk][j] = w[16p + j][kk] in `format` (zero past n; bf16 panels interleave pairs of kk, see
+// packed_matmul_cpu.cpp); quantised formats also fill scales (ceil(n/16) * 16), the multiplier of each output
+// channel's decoded values (for e4m3 times 2^8, see dtype_round.h).
 inline constexpr int64_t kPackedPanel = 16;
 size_t panel_element_bytes(WeightFormat format);
+// The panels' second dimension for k inputs: k, or for bf16 k rounded up to even (pairs of k).
+int64_t panel_depth(WeightFormat format, int64_t k);
 void pack_weight(const float* w, void* panels, float* scales, int64_t n, int64_t k, WeightFormat format);
 // w (n,k) = the values a product with the panels multiplies by (dequantised, rounded): the reference of what a
 // packed weight holds.

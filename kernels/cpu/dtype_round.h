@@ -41,6 +41,19 @@ inline float bf16_round(float x) {
 inline uint16_t bf16_bits(float x) { return static_cast<uint16_t>(std::bit_cast<uint32_t>(bf16_round(x)) >> 16); }
 inline float bf16_value(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
 
+// An operand of a bf16 matrix product (kernels/cpu/packed_matmul_cpu.cpp): x rounded to bf16, and a bf16
+// subnormal (|x| < 2^-126 after rounding) flushed to a zero of its sign, as AVX512-BF16's vdpbf16ps reads its
+// inputs (DAZ). Every arm of the product rounds its operands this way, so they read the same values.
+inline float bf16_operand_reference(float x) {
+  const float r = bf16_round_reference(x);
+  return std::fpclassify(r) == FP_SUBNORMAL ? std::copysign(0.0f, r) : r;
+}
+inline uint16_t bf16_operand_bits(float x) {
+  const uint32_t b = std::bit_cast<uint32_t>(bf16_round(x)) >> 16;
+  return static_cast<uint16_t>((b & 0x7F80u) == 0 ? b & 0x8000u : b);
+}
+inline float bf16_operand(float x) { return bf16_value(bf16_operand_bits(x)); }
+
 // ---- fp16: IEEE binary16 (5 exponent bits, bias 15, 10 mantissa bits, subnormals from 2^-24) ----
 
 inline uint16_t f16_bits_reference(float x) {

@@ -12,23 +12,36 @@
 // rounding each), so every arm gives the same bits.
 //
 // Weight formats (ops.h WeightFormat): the panels hold fp32, bf16, fp16, int8 or fp8 e4m3 values, converted to
-// fp32 exactly as they are loaded (bf16: a shift; fp16 and e4m3: one fp16 conversion; int8: an integer
+// fp32 exactly as they are loaded (bf16: a mask or a shift; fp16 and e4m3: one fp16 conversion; int8: an integer
 // conversion), so a 16-bit or 8-bit panel is the same chain over the values it stores, at half or a quarter of
 // the bytes a bandwidth-bound decode reads. Quantised panels carry one scale per output, applied to the finished
 // chain: y = scale[n] * chain. The epilogue then rounds to the compute dtype when asked: y = round(acc), or
 // y = round(residual + round(acc)) into a residual stream, the two roundings a bf16 GPU model makes.
+//
+// bf16 panels are a bf16 matrix product, as a GPU's: both operands are bf16 (x rounded to bf16 on the way in;
+// the activations of a bf16 model already are), subnormals read as zero (dtype_round.h bf16_operand). Their
+// panels store the weights of k = 2p and 2p + 1 side by side in one 32-bit word per output (2p in the upper
+// half), AVX512-BF16's layout: there each vdpbf16ps adds both products of a word to the accumulator, 2p's
+// first, each with one rounding — the same fma chain (a product of two bf16 values is exact in fp32) at twice
+// the products per instruction. The one difference: vdpbf16ps flushes a partial sum below 2^-126 to zero, which
+// the fma arms (a mask and a shift split each word into two fp32 registers) keep.
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dtype_round.h"
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
+#endif
+#if defined(__AVX512BF16__)
+#define RLCPP_DPBF16 1
 #endif
 
 namespace rlcpp::cpu {
@@ -60,6 +73,12 @@ struct Vec {
     return {_mm512_castsi512_ps(_mm512_slli_epi32(u, 16))};
   }
   static Vec load(const F16* p) { return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))}; }
+  // Sixteen words of a bf16 pair panel: the upper halves (the first k of each pair) and the lower halves.
+  static void load_pair(const Bf16* p, Vec& first, Vec& second) {
+    const __m512i u = _mm512_loadu_si512(p);
+    first = {_mm512_castsi512_ps(_mm512_and_si512(u, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))))};
+    second = {_mm512_castsi512_ps(_mm512_slli_epi32(u, 16))};
+  }
   static Vec load(const int8_t* p) {
     return {_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))))};
   }
@@ -103,6 +122,11 @@ struct Vec {
     return {_mm256_castsi256_ps(_mm256_slli_epi32(u, 16))};
   }
   static Vec load(const F16* p) { return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))}; }
+  static void load_pair(const Bf16* p, Vec& first, Vec& second) {
+    const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    first = {_mm256_castsi256_ps(_mm256_and_si256(u, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))))};
+    second = {_mm256_castsi256_ps(_mm256_slli_epi32(u, 16))};
+  }
   static Vec load(const int8_t* p) {
     return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))))};
   }
@@ -142,6 +166,10 @@ struct Vec {
   static Vec load(const float* p) { return {*p}; }
   static Vec load(const Bf16* p) { return {bf16_value(p->bits)}; }
   static Vec load(const F16* p) { return {f16_value(p->bits)}; }
+  static void load_pair(const Bf16* p, Vec& first, Vec& second) {
+    first = {bf16_value(p[1].bits)};
+    second = {bf16_value(p[0].bits)};
+  }
   static Vec load(const int8_t* p) { return {static_cast<float>(*p)}; }
   static Vec load(const Fp8* p) { return {f16_value(e4m3_to_f16_bits_scaled(p->bits))}; }
   static Vec broadcast(float x) { return {x}; }
@@ -180,30 +208,30 @@ struct Epilogue {
   }
 };
 
-// ROWS rows of x times PANELS panels of W values into y, added to `res` (same layout as y; may be y) when given;
-// `cols` (<= PANELS * 16) columns of y exist from `y` on.
-template <class W, int ROWS, int PANELS>
-void tile(const float* x, int64_t ldx, const W* panel, int64_t k, float* y, int64_t ldy, int64_t cols,
-          const float* res, const Epilogue& epilogue) {
-  constexpr int kVecs = PANELS * kVecsPerPanel;  // registers across the tile's columns
-  Vec acc[ROWS][kVecs];
-  for (int r = 0; r < ROWS; ++r)
-    for (int c = 0; c < kVecs; ++c) acc[r][c] = Vec::zero();
-  const int64_t panel_stride = k * kPackedPanel;
-  for (int64_t kk = 0; kk < k; ++kk) {
-    Vec w[kVecs];
-    for (int c = 0; c < kVecs; ++c)
-      w[c] = Vec::load(panel + (c / kVecsPerPanel) * panel_stride + kk * kPackedPanel +
-                       (c % kVecsPerPanel) * Vec::kWidth);
-    for (int r = 0; r < ROWS; ++r) {
-      const Vec xr = Vec::broadcast(x[r * ldx + kk]);
-      for (int c = 0; c < kVecs; ++c) acc[r][c] = Vec::fma(xr, w[c], acc[r][c]);
-    }
-  }
+// Where a panel of W values keeps weight (kk, j) — kk along K, j the output within the panel — and how many
+// rows of K it has: bf16 panels pair k = 2p and 2p + 1 in word j of pair row p (2p in the upper half, a zero
+// lower half after an odd K's last k); the other formats are (K, 16) row-major.
+template <class W>
+constexpr bool kPairPanel = std::is_same_v<W, Bf16>;
+template <class W>
+int64_t panel_depth_of(int64_t k) {
+  return kPairPanel<W> ? (k + 1) / 2 * 2 : k;
+}
+template <class W>
+int64_t panel_offset(int64_t kk, int64_t j) {
+  if constexpr (kPairPanel<W>) return (kk / 2) * 2 * kPackedPanel + 2 * j + (kk % 2 == 0 ? 1 : 0);
+  return kk * kPackedPanel + j;
+}
+
+// A tile's ROWS x kVecs finished chains through the epilogue into y (added to `res` when given, the same
+// layout as y, may be y); `cols` (<= kVecs * kWidth) columns of y exist from `y` on.
+template <int ROWS, int kVecs>
+void store_tile(const Vec (&acc)[ROWS][kVecs], float* y, int64_t ldy, int64_t cols, const float* res,
+                const Epilogue& epilogue) {
   for (int r = 0; r < ROWS; ++r) {
     float* out = y + r * ldy;
     const float* add = res ? res + r * ldy : nullptr;
-    if (cols == PANELS * kPackedPanel) {
+    if (cols == kVecs * Vec::kWidth) {
       for (int c = 0; c < kVecs; ++c) epilogue.apply(acc[r][c], c, add).store(out + c * Vec::kWidth);
     } else {  // the last columns of y: through buffers, the same operations
       float buf[kVecs * Vec::kWidth], res_buf[kVecs * Vec::kWidth] = {};
@@ -214,25 +242,101 @@ void tile(const float* x, int64_t ldx, const W* panel, int64_t k, float* y, int6
   }
 }
 
+// ROWS rows of x (fp32, ldx floats apart) times PANELS panels of W values (`depth` rows of K each) into y, one
+// fma per weight. For bf16 pair panels x holds bf16 operands already (bf16_operand).
 template <class W>
-using TileFn = void (*)(const float*, int64_t, const W*, int64_t, float*, int64_t, int64_t, const float*,
-                        const Epilogue&);
+struct FmaTile {
+  template <int ROWS, int PANELS>
+  static void run(const float* x, int64_t ldx, const W* panel, int64_t depth, int64_t k, float* y, int64_t ldy,
+                  int64_t cols, const float* res, const Epilogue& epilogue) {
+    constexpr int kVecs = PANELS * kVecsPerPanel;  // registers across the tile's columns
+    Vec acc[ROWS][kVecs];
+    for (int r = 0; r < ROWS; ++r)
+      for (int c = 0; c < kVecs; ++c) acc[r][c] = Vec::zero();
+    const int64_t panel_stride = depth * kPackedPanel;
+    if constexpr (kPairPanel<W>) {
+      // Per pair row and register: split the words, then both of each row's fmas, 2p first.
+      for (int64_t kk = 0; kk < k; kk += 2) {
+        const bool second_k = kk + 1 < k;
+        for (int c = 0; c < kVecs; ++c) {
+          Vec first, second;
+          Vec::load_pair(panel + (c / kVecsPerPanel) * panel_stride + kk * kPackedPanel +
+                             (c % kVecsPerPanel) * 2 * Vec::kWidth,
+                         first, second);
+          for (int r = 0; r < ROWS; ++r) acc[r][c] = Vec::fma(Vec::broadcast(x[r * ldx + kk]), first, acc[r][c]);
+          if (second_k)
+            for (int r = 0; r < ROWS; ++r)
+              acc[r][c] = Vec::fma(Vec::broadcast(x[r * ldx + kk + 1]), second, acc[r][c]);
+        }
+      }
+    } else {
+      for (int64_t kk = 0; kk < k; ++kk) {
+        Vec w[kVecs];
+        for (int c = 0; c < kVecs; ++c)
+          w[c] = Vec::load(panel + (c / kVecsPerPanel) * panel_stride + kk * kPackedPanel +
+                           (c % kVecsPerPanel) * Vec::kWidth);
+        for (int r = 0; r < ROWS; ++r) {
+          const Vec xr = Vec::broadcast(x[r * ldx + kk]);
+          for (int c = 0; c < kVecs; ++c) acc[r][c] = Vec::fma(xr, w[c], acc[r][c]);
+        }
+      }
+    }
+    store_tile(acc, y, ldy, cols, res, epilogue);
+  }
+};
 
-// tiles[rows - 1][panels - 1]: every remainder shape of the kRows x kPanels tile.
-template <class W, int ROWS, int... P>
-constexpr std::array<TileFn<W>, sizeof...(P)> row_of_tiles(std::integer_sequence<int, P...>) {
-  return {&tile<W, ROWS, P + 1>...};
-}
-template <class W, int... R>
-constexpr std::array<std::array<TileFn<W>, kPanels>, sizeof...(R)> tile_table(std::integer_sequence<int, R...>) {
-  return {row_of_tiles<W, R + 1>(std::make_integer_sequence<int, kPanels>{})...};
-}
-template <class W>
-constexpr auto kTiles = tile_table<W>(std::make_integer_sequence<int, kRows>{});
+#if defined(RLCPP_DPBF16)
+// The bf16 tile on AVX512-BF16: x as words of bf16 operand pairs (x[2p] in the upper half, ldx words a row),
+// one vdpbf16ps per pair row, register and row; an odd K's last k by one fma.
+struct DpBf16Tile {
+  template <int ROWS, int PANELS>
+  static void run(const uint32_t* x, int64_t ldx, const Bf16* panel, int64_t depth, int64_t k, float* y,
+                  int64_t ldy, int64_t cols, const float* res, const Epilogue& epilogue) {
+    Vec acc[ROWS][PANELS];
+    for (int r = 0; r < ROWS; ++r)
+      for (int c = 0; c < PANELS; ++c) acc[r][c] = Vec::zero();
+    const int64_t panel_stride = depth * kPackedPanel, pairs = k / 2;
+    for (int64_t p = 0; p < pairs; ++p) {
+      __m512bh w[PANELS];
+      for (int c = 0; c < PANELS; ++c)
+        w[c] = (__m512bh)_mm512_loadu_si512(panel + c * panel_stride + p * 2 * kPackedPanel);
+      for (int r = 0; r < ROWS; ++r) {
+        const __m512bh xr = (__m512bh)_mm512_set1_epi32(static_cast<int>(x[r * ldx + p]));
+        for (int c = 0; c < PANELS; ++c) acc[r][c].v = _mm512_dpbf16_ps(acc[r][c].v, w[c], xr);
+      }
+    }
+    if (k % 2 != 0) {
+      for (int c = 0; c < PANELS; ++c) {
+        Vec first, second;
+        Vec::load_pair(panel + c * panel_stride + pairs * 2 * kPackedPanel, first, second);
+        for (int r = 0; r < ROWS; ++r) {
+          const float xr = std::bit_cast<float>(x[r * ldx + pairs] & 0xFFFF0000u);
+          acc[r][c] = Vec::fma(Vec::broadcast(xr), first, acc[r][c]);
+        }
+      }
+    }
+    store_tile(acc, y, ldy, cols, res, epilogue);
+  }
+};
+#endif
 
-template <class W>
-void matmul_panels(const float* x, const W* panels, const float* scales, float* y, int64_t m, int64_t n, int64_t k,
-                   const float* residual, DType round) {
+// tiles[rows - 1][panels - 1]: every remainder shape of the kRows x kPanels tile, for one Tile kind.
+template <class Tile, int ROWS, int... P>
+constexpr auto row_of_tiles(std::integer_sequence<int, P...>) {
+  return std::array{&Tile::template run<ROWS, P + 1>...};
+}
+template <class Tile, int... R>
+constexpr auto tile_table(std::integer_sequence<int, R...>) {
+  return std::array{row_of_tiles<Tile, R + 1>(std::make_integer_sequence<int, kPanels>{})...};
+}
+template <class Tile>
+constexpr auto kTiles = tile_table<Tile>(std::make_integer_sequence<int, kRows>{});
+
+// y = x @ W^T over the tiles of one Tile kind; x has m rows ldx elements apart.
+template <class Tile, class X, class W>
+void run_tiles(const X* x, int64_t ldx, const W* panels, const float* scales, float* y, int64_t m, int64_t n,
+               int64_t k, const float* residual, DType round) {
+  const int64_t depth = panel_depth_of<W>(k);
   const int64_t num_panels = (n + kPackedPanel - 1) / kPackedPanel;
   const int64_t groups = (num_panels + kPanels - 1) / kPanels;
   // Row blocks of near-equal size (32 rows: blocks of 5 and 6 rather than five of 6 and one of 2): a short tile
@@ -253,9 +357,46 @@ void matmul_panels(const float* x, const W* panels, const float* scales, float* 
     const int64_t np = std::min<int64_t>(kPanels, num_panels - p0), nr = (rb + 1) * m / row_blocks - row0;
     const int64_t col0 = p0 * kPackedPanel;
     const Epilogue epilogue{scales ? scales + col0 : nullptr, round};
-    kTiles<W>[nr - 1][np - 1](x + row0 * k, k, panels + p0 * k * kPackedPanel, k, y + row0 * n + col0, n,
-                              std::min<int64_t>(np * kPackedPanel, n - col0),
-                              residual ? residual + row0 * n + col0 : nullptr, epilogue);
+    kTiles<Tile>[nr - 1][np - 1](x + row0 * ldx, ldx, panels + p0 * depth * kPackedPanel, depth, k,
+                                 y + row0 * n + col0, n, std::min<int64_t>(np * kPackedPanel, n - col0),
+                                 residual ? residual + row0 * n + col0 : nullptr, epilogue);
+  }
+}
+
+// The operands of a bf16 product, converted once per call into a buffer of the calling thread (x is small next
+// to the product: m x k against m x k x n), on both cores when the product runs on both.
+template <class T, class Convert>
+const T* bf16_operands(const float* x, int64_t m, int64_t row_len, bool parallel, const Convert& convert) {
+  thread_local std::vector<T> buffer;
+  buffer.resize(static_cast<size_t>(m * row_len));
+  T* out = buffer.data();
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t i = 0; i < m; ++i) convert(i, out + i * row_len);
+  return out;
+}
+
+template <class W>
+void matmul_panels(const float* x, const W* panels, const float* scales, float* y, int64_t m, int64_t n, int64_t k,
+                   const float* residual, DType round) {
+  if constexpr (kPairPanel<W>) {
+    const bool parallel = m * n * k >= kParallelMinMacs && m > 1;
+#if defined(RLCPP_DPBF16)
+    const int64_t words = (k + 1) / 2;
+    const uint32_t* pairs = bf16_operands<uint32_t>(x, m, words, parallel, [&](int64_t i, uint32_t* row) {
+      const float* xi = x + i * k;
+      for (int64_t p = 0; p < k / 2; ++p)
+        row[p] = uint32_t{bf16_operand_bits(xi[2 * p])} << 16 | bf16_operand_bits(xi[2 * p + 1]);
+      if (k % 2 != 0) row[k / 2] = uint32_t{bf16_operand_bits(xi[k - 1])} << 16;
+    });
+    run_tiles<DpBf16Tile>(pairs, words, panels, scales, y, m, n, k, residual, round);
+#else
+    const float* operands = bf16_operands<float>(x, m, k, parallel, [&](int64_t i, float* row) {
+      for (int64_t kk = 0; kk < k; ++kk) row[kk] = bf16_operand(x[i * k + kk]);
+    });
+    run_tiles<FmaTile<W>>(operands, k, panels, scales, y, m, n, k, residual, round);
+#endif
+  } else {
+    run_tiles<FmaTile<W>>(x, k, panels, scales, y, m, n, k, residual, round);
   }
 }
 
@@ -265,7 +406,7 @@ W encode(float w);
 template <>
 float encode<float>(float w) { return w; }
 template <>
-Bf16 encode<Bf16>(float w) { return {bf16_bits(w)}; }
+Bf16 encode<Bf16>(float w) { return {bf16_operand_bits(w)}; }
 template <>
 F16 encode<F16>(float w) { return {f16_bits(w)}; }
 template <>
@@ -293,28 +434,26 @@ void channel_scales(const float* w, int64_t n, int64_t k, WeightFormat format, f
 
 template <class W>
 void pack_panels(const float* w, W* panels, const float* scales, int64_t n, int64_t k) {
-  const int64_t num_panels = (n + kPackedPanel - 1) / kPackedPanel;
+  const int64_t num_panels = (n + kPackedPanel - 1) / kPackedPanel, depth = panel_depth_of<W>(k);
+  std::fill(panels, panels + num_panels * depth * kPackedPanel, encode<W>(0.0f));  // past n, past an odd k
   for (int64_t p = 0; p < num_panels; ++p) {
-    W* dst = panels + p * k * kPackedPanel;
-    for (int64_t j = 0; j < kPackedPanel; ++j) {
+    W* dst = panels + p * depth * kPackedPanel;
+    for (int64_t j = 0; j < kPackedPanel && p * kPackedPanel + j < n; ++j) {
       const int64_t col = p * kPackedPanel + j;
-      if (col < n) {
-        const float* src = w + col * k;
-        const float inv = scales ? 1.0f / scales[col] : 1.0f;
-        for (int64_t kk = 0; kk < k; ++kk) dst[kk * kPackedPanel + j] = encode<W>(scales ? src[kk] * inv : src[kk]);
-      } else {
-        for (int64_t kk = 0; kk < k; ++kk) dst[kk * kPackedPanel + j] = encode<W>(0.0f);
-      }
+      const float* src = w + col * k;
+      const float inv = scales ? 1.0f / scales[col] : 1.0f;
+      for (int64_t kk = 0; kk < k; ++kk) dst[panel_offset<W>(kk, j)] = encode<W>(scales ? src[kk] * inv : src[kk]);
     }
   }
 }
 
 template <class W>
 void unpack_panels(const W* panels, const float* scales, float* w, int64_t n, int64_t k) {
+  const int64_t depth = panel_depth_of<W>(k);
   for (int64_t col = 0; col < n; ++col) {
-    const W* src = panels + (col / kPackedPanel) * k * kPackedPanel + col % kPackedPanel;
+    const W* src = panels + (col / kPackedPanel) * depth * kPackedPanel;
     for (int64_t kk = 0; kk < k; ++kk) {
-      const float v = decode(src[kk * kPackedPanel]);
+      const float v = decode(src[panel_offset<W>(kk, col % kPackedPanel)]);
       w[col * k + kk] = scales ? v * scales[col] : v;
     }
   }
@@ -333,6 +472,10 @@ void with_panel_type(WeightFormat format, const void* panels, Fn fn) {
 }
 
 }  // namespace
+
+int64_t panel_depth(WeightFormat format, int64_t k) {
+  return format == WeightFormat::kBF16 ? panel_depth_of<Bf16>(k) : k;
+}
 
 size_t panel_element_bytes(WeightFormat format) {
   switch (format) {
