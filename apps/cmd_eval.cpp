@@ -2,10 +2,12 @@
 
 #include "apps/commands.h"
 #include "core/metrics.h"
+#include "kernels/temperature.h"
 #include "loop/evaluation.h"
 #include "model/checkpoint.h"
 #include "model/numerics.h"
 #include "reward/task_registry.h"
+#include "rollout/request_wire.h"
 
 namespace rlcpp::cli {
 
@@ -24,10 +26,13 @@ Command add_eval_command(CLI::App& app) {
   auto a = std::make_shared<Args>();
   cmd->add_option("checkpoint", a->checkpoint, "checkpoint directory (model.safetensors + config.json)")->required();
   cmd->add_option("--task", a->task, "task name (add3, add, sub, mul, countdown, dataset)");
-  cmd->add_option("--n", a->n, "held-out problems");
-  cmd->add_option("--samples", a->samples, "samples per problem (pass@k for k <= samples; needs --temperature)");
-  cmd->add_option("--temperature", a->temperature, "sampling temperature (0 = greedy)");
-  cmd->add_option("--seed", a->seed, "sampling seed");
+  const RequestLimits limits;  // a rollout's bounds hold here too: checked before any problem is drawn
+  cmd->add_option("--n", a->n, "held-out problems")->check(CLI::Range(int64_t{1}, limits.max_prompts));
+  cmd->add_option("--samples", a->samples, "samples per problem (pass@k for k <= samples; needs --temperature)")
+      ->check(CLI::Range(int64_t{1}, limits.max_n));
+  cmd->add_option("--temperature", a->temperature,
+                  "sampling temperature: 0 = greedy, else finite and >= 1e-3 (colder overflows fp32)");
+  cmd->add_option("--seed", a->seed, "sampling seed (a non-negative integer)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-new-tokens", a->max_new_tokens, "response length limit (default: the task's)");
   cmd->add_option("--dtype", a->dtype, "compute dtype of the engine: fp32, bf16 or fp16 (model/numerics.h)");
   cmd->add_option("--quantization", a->quantization, "decoder Linear weights: none, int8 or fp8_e4m3");
@@ -35,6 +40,10 @@ Command add_eval_command(CLI::App& app) {
                   "true: packed batch-invariant products; false: OpenBLAS decode (sum order depends on the batch)");
   cmd->add_option("--set", a->task_overrides, "task key, e.g. --set digits=4 --set path=data.jsonl (see rlcpp config)");
   return {cmd, [=]() {
+    check_temperature(a->temperature, "eval --temperature", /*zero_is_greedy=*/true);
+    RLCPP_CHECK(a->n * a->samples <= limits.max_sequences,
+                "eval: --n " << a->n << " x --samples " << a->samples << " is more than " << limits.max_sequences
+                             << " sequences");
     ParameterStore params = load_model_checkpoint(a->checkpoint);
     // The rollout engine generates in these numerics: evaluate a checkpoint as the RL loop's rollouts run it.
     const Transformer model(params.config(),

@@ -1,13 +1,18 @@
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <unordered_map>
 
 #include "apps/commands.h"
+#include "core/json_input.h"
 #include "core/metrics.h"
+#include "kernels/temperature.h"
 #include "loop/evaluation.h"
 #include "model/checkpoint.h"
 #include "model/numerics.h"
 #include "rollout/engine.h"
+#include "rollout/request_wire.h"
 
 namespace rlcpp::cli {
 
@@ -17,6 +22,7 @@ struct PromptLine {
   std::string text;  // empty when the line gave token ids
   std::vector<int32_t> tokens;
   uint64_t id = 0;
+  std::string where = "--prompt";  // FILE:LINE for a line of --prompts
 };
 
 // JSONL: {"prompt": "12+34="} (character tokenizer, BOS prepended) or {"tokens": [1, 5, 7]} (ids as given),
@@ -25,19 +31,26 @@ std::vector<PromptLine> read_prompts(const std::string& path, const CharTokenize
   std::ifstream in(path);
   RLCPP_CHECK(in.good(), "cannot open prompts file '" << path << "'");
   std::vector<PromptLine> out;
+  std::unordered_map<uint64_t, std::string> line_of_id;
   std::string line;
   for (int64_t number = 1; std::getline(in, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = path + ":" + std::to_string(number);
     Json j;
     try {
-      j = Json::parse(line);
-    } catch (const Json::parse_error& e) {
+      j = parse_json_limited(line);
+    } catch (const Json::exception& e) {  // parse_error, or out_of_range (a number like 1e400)
       RLCPP_FAIL(where << ": not JSON: " << e.what());
     }
     RLCPP_CHECK(j.is_object(), where << ": expected an object like {\"prompt\": \"12+34=\"}");
+    for (const auto& [key, value] : j.items())
+      RLCPP_CHECK(key == "prompt" || key == "tokens" || key == "id",
+                  where << ": unknown key \"" << key << "\" (valid keys: prompt, tokens, id)");
+    RLCPP_CHECK(!(j.contains("prompt") && j.contains("tokens")),
+                where << ": gives both \"prompt\" and \"tokens\"; give one");
     PromptLine p;
     p.id = out.size();
+    p.where = where;
     if (auto it = j.find("prompt"); it != j.end()) {
       RLCPP_CHECK(it->is_string(), where << ": \"prompt\" must be a string");
       p.text = it->get<std::string>();
@@ -55,6 +68,12 @@ std::vector<PromptLine> read_prompts(const std::string& path, const CharTokenize
       RLCPP_CHECK(it->is_number_integer() && it->get<int64_t>() >= 0, where << ": \"id\" must be a non-negative integer");
       p.id = it->get<uint64_t>();
     }
+    // The id keys a prompt's random draws: two prompts with one id would get the same samples.
+    const auto [first, fresh] = line_of_id.emplace(p.id, where);
+    RLCPP_CHECK(fresh, where << ": prompt id " << p.id << " is already used by " << first->second
+                             << " (ids key the sampling draws, so they must differ)");
+    RLCPP_CHECK(static_cast<int64_t>(out.size()) < RequestLimits{}.max_prompts,
+                where << ": more than " << RequestLimits{}.max_prompts << " prompts in one generate");
     out.push_back(std::move(p));
   }
   RLCPP_CHECK(!out.empty(), "prompts file '" << path << "' has no prompts");
@@ -81,11 +100,14 @@ Command add_generate_command(CLI::App& app) {
   auto* many = cmd->add_option("--prompts", a->prompts_file,
                                "JSONL of {\"prompt\": text} or {\"tokens\": [ids]}, optional \"id\"");
   one->excludes(many);
-  cmd->add_option("--n", a->n, "samples per prompt (a group shares its prompt's prefill and KV blocks)");
-  cmd->add_option("--temperature", a->sampling.temperature, "sampling temperature (0 = greedy)");
+  const RequestLimits limits;
+  cmd->add_option("--n", a->n, "samples per prompt (a group shares its prompt's prefill and KV blocks)")
+      ->check(CLI::Range(int64_t{1}, limits.max_n));
+  cmd->add_option("--temperature", a->sampling.temperature,
+                  "sampling temperature: 0 = greedy, else finite and >= 1e-3 (colder overflows fp32)");
   cmd->add_option("--top-k", a->sampling.top_k, "keep the k most likely tokens (0 = off)");
   cmd->add_option("--top-p", a->sampling.top_p, "nucleus mass (1 = off)");
-  cmd->add_option("--seed", a->sampling.seed, "sampling seed");
+  cmd->add_option("--seed", a->sampling.seed, "sampling seed (a non-negative integer)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-new-tokens", a->sampling.max_new_tokens, "response length limit");
   cmd->add_option("--stop", a->sampling.stop_tokens, "token ids that end a response (besides EOS)");
   cmd->add_flag("--ignore-eos", a->sampling.ignore_eos, "keep sampling past EOS");
@@ -101,6 +123,7 @@ Command add_generate_command(CLI::App& app) {
                                   "rows per forward (default 8192, or the model's context when larger)");
   return {cmd, [=]() {
     RLCPP_CHECK(!a->prompt.empty() || !a->prompts_file.empty(), "generate: give --prompt TEXT or --prompts FILE.jsonl");
+    check_temperature(a->sampling.temperature, "generate --temperature", /*zero_is_greedy=*/true);
     ParameterStore params = load_model_checkpoint(a->checkpoint);
     const Transformer model(params.config(),
                             make_numerics(a->dtype, a->quantization, a->batch_invariant, "--dtype", "--quantization"));
@@ -111,6 +134,9 @@ Command add_generate_command(CLI::App& app) {
     } else {
       prompts.push_back({a->prompt, encode_prompt(tok, a->prompt), 0});
     }
+    RLCPP_CHECK(static_cast<int64_t>(prompts.size()) * a->n <= limits.max_sequences,
+                "generate: " << prompts.size() << " prompts x --n " << a->n << " is more than "
+                             << limits.max_sequences << " sequences");
     Request req;
     req.n = a->n;
     req.sampling = a->sampling;
@@ -125,6 +151,13 @@ Command add_generate_command(CLI::App& app) {
           std::max(engine_config.max_num_batched_tokens, params.config().max_position_embeddings);
     Engine engine(model, params, engine_config);
     const RolloutResult result = engine.generate(req);
+    // Before any output: a NaN would print as null (JSON) or -nan and pass for a log-prob.
+    for (const Sample& s : result.samples)
+      for (size_t t = 0; t < s.logprobs.size(); ++t)
+        RLCPP_CHECK(std::isfinite(s.logprobs[t]), prompts[s.prompt_index].where
+                                                      << ": sample " << s.sample_index << ": the log-prob of token "
+                                                      << t << " is " << s.logprobs[t]
+                                                      << " (the checkpoint's logits overflow or are not finite)");
     const bool text = params.config().vocab_size == tok.vocab_size();
     std::unique_ptr<JsonlWriter> writer;
     if (!a->out.empty()) {

@@ -15,10 +15,14 @@ Command add_train_command(CLI::App& app) {
                          ->check(CLI::ExistingDirectory);
   config_opt->excludes(resume_opt);
   cmd->add_option("--set", *overrides, "override a key: --set optim.lr=3e-4 (repeatable; not with --resume)");
+  auto allow_config_change = std::make_shared<bool>(false);
+  cmd->add_flag("--allow-config-change", *allow_config_change,
+                "with --resume: continue even though the run's config.json was edited since its last checkpoint "
+                "(the changed keys are printed)");
   return {cmd, [=]() {
     if (!resume_dir->empty()) {
       RLCPP_CHECK(overrides->empty(), "train --resume: --set is not allowed (the run keeps its config.json)");
-      resume_train(*resume_dir);
+      resume_train(*resume_dir, *allow_config_change);
       return 0;
     }
     RLCPP_CHECK(!config_path->empty(), "train: give a CONFIG file or --resume RUN_DIR");

@@ -58,21 +58,95 @@ std::function<void(int64_t, int64_t)> parse_fault(const std::string& spec) {
   };
 }
 
+// The command line of `rlcpp worker` (add_worker_command documents each option).
+struct WorkerArgs {
+  std::string checkpoint, preset, bind, connect, weights, run_dir = "runs/worker", inject_fault;
+  uint64_t init_seed = 1;
+  int64_t policy_version = 0;
+  double max_message_mib = 1024;
+  std::string dtype = "fp32", quantization = "none";
+  bool batch_invariant = true;
+  bool exit_with_parent = false;
+  WorkerOptions worker;
+};
+
+// Loads the model, listens (or connects) and serves until shutdown or SIGTERM; returns the exit status.
+int run_worker(WorkerArgs& a) {
+  RLCPP_CHECK(a.bind.empty() || a.connect.empty(), "worker: give --bind or --connect, not both");
+  RLCPP_CHECK(a.checkpoint.empty() != a.preset.empty(), "worker: give a checkpoint directory or --preset");
+  RLCPP_CHECK(a.max_message_mib > 0, "worker: --max-message-mib must be positive");
+  a.worker.limits.max_message_bytes = static_cast<int64_t>(a.max_message_mib * (1 << 20));
+  if (!a.inject_fault.empty()) a.worker.fault_hook = parse_fault(a.inject_fault);
+  const int stop_fd = block_stop_signals();
+  ParameterStore params = a.checkpoint.empty() ? init_random(model_preset(a.preset), a.init_seed)
+                                               : load_model_checkpoint(a.checkpoint);
+  const Transformer model(params.config(), make_numerics(a.dtype, a.quantization, a.batch_invariant,
+                                                         "worker --dtype", "worker --quantization"));
+  // Declared before the sockets' owners, so that on every way out (a failed bind, an exception while serving)
+  // they are closed before the context's destructor waits for them.
+  zmq::context_t context;
+  WorkerService service(model, params, a.worker, a.policy_version);
+  std::string endpoint;
+  if (!a.connect.empty()) {
+    service.connect(context, a.connect);
+    endpoint = a.connect;
+  } else {
+    std::string bind = a.bind;
+    if (bind.empty()) {
+      std::filesystem::create_directories(a.run_dir);
+      bind = "ipc://" + a.run_dir + "/worker.ipc";
+    }
+    endpoint = service.bind(context, bind);
+  }
+  // Weights published by the trainer replace the live ones between requests; the engine keeps a reference
+  // to the store it reads, so the previous one is released only after the swap.
+  std::unique_ptr<ZmqWeightSubscriber> weights;
+  auto live = std::make_shared<ParameterStore>(params);
+  ServeControl control{nullptr, stop_fd};
+  if (a.exit_with_parent) control.parent = getppid();
+  std::string weights_endpoint;
+  if (!a.weights.empty()) {
+    weights = std::make_unique<ZmqWeightSubscriber>(context, a.weights, /*bind=*/true, params.config(),
+                                                    a.policy_version);
+    weights_endpoint = weights->endpoint();
+    control.extra_socket = &weights->socket();
+    control.on_extra = [&]() {
+      weights->poll(0, [&](ParameterStore w, int64_t version) {
+        auto next = std::make_shared<ParameterStore>(std::move(w));
+        service.engine().set_weights(*next, version);
+        live = next;
+      });
+    };
+  }
+  // One JSON line a launcher can wait for.
+  std::printf("%s\n", Json{{"event", a.connect.empty() ? "listening" : "connected"},
+                           {"weights_endpoint", weights_endpoint},
+                           {"endpoint", endpoint},
+                           {"pid", static_cast<int64_t>(getpid())},
+                           {"kv_bytes_per_token", service.engine().kv_bytes_per_token()},
+                           {"num_blocks", service.engine().num_blocks()}}
+                          .dump()
+                          .c_str());
+  std::fflush(stdout);
+  const int64_t served = service.serve(control);
+  if (!weights_endpoint.empty() && weights_endpoint.rfind("ipc://", 0) == 0) {
+    std::error_code ignored;
+    std::filesystem::remove(weights_endpoint.substr(6), ignored);
+  }
+  if (a.connect.empty() && endpoint.rfind("ipc://", 0) == 0) {
+    std::error_code ignored;  // the socket file of a bound ipc endpoint; a later bind would replace it anyway
+    std::filesystem::remove(endpoint.substr(6), ignored);
+  }
+  std::printf("%s\n", Json{{"event", "stopped"}, {"served", served}}.dump().c_str());
+  close(stop_fd);
+  return 0;
+}
+
 }  // namespace
 
 Command add_worker_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("worker", "serve rollout requests over ZeroMQ (see rollout/README.md)");
-  struct Args {
-    std::string checkpoint, preset, bind, connect, weights, run_dir = "runs/worker", inject_fault;
-    uint64_t init_seed = 1;
-    int64_t policy_version = 0;
-    double max_message_mib = 1024;
-    std::string dtype = "fp32", quantization = "none";
-    bool batch_invariant = true;
-    bool exit_with_parent = false;
-    WorkerOptions worker;
-  };
-  auto a = std::make_shared<Args>();
+  auto a = std::make_shared<WorkerArgs>();
   cmd->add_option("checkpoint", a->checkpoint, "checkpoint directory (model.safetensors + config.json)");
   cmd->add_option("--preset", a->preset, "instead of a checkpoint: random weights of a model preset (tiny, qwen05b)");
   cmd->add_option("--init-seed", a->init_seed, "seed of the random weights with --preset");
@@ -100,72 +174,17 @@ Command add_worker_command(CLI::App& app) {
   cmd->add_option("--inject-fault", a->inject_fault, "kill|stop|exit:REQUEST:STEP, end or hang at that engine step")
       ->group("");
   return {cmd, [=]() {
-    RLCPP_CHECK(a->bind.empty() || a->connect.empty(), "worker: give --bind or --connect, not both");
-    RLCPP_CHECK(a->checkpoint.empty() != a->preset.empty(), "worker: give a checkpoint directory or --preset");
-    RLCPP_CHECK(a->max_message_mib > 0, "worker: --max-message-mib must be positive");
-    a->worker.limits.max_message_bytes = static_cast<int64_t>(a->max_message_mib * (1 << 20));
-    if (!a->inject_fault.empty()) a->worker.fault_hook = parse_fault(a->inject_fault);
-    const int stop_fd = block_stop_signals();
-    ParameterStore params = a->checkpoint.empty() ? init_random(model_preset(a->preset), a->init_seed)
-                                                  : load_model_checkpoint(a->checkpoint);
-    const Transformer model(params.config(), make_numerics(a->dtype, a->quantization, a->batch_invariant,
-                                                           "worker --dtype", "worker --quantization"));
-    WorkerService service(model, params, a->worker, a->policy_version);
-    zmq::context_t context;
-    std::string endpoint;
-    if (!a->connect.empty()) {
-      service.connect(context, a->connect);
-      endpoint = a->connect;
-    } else {
-      std::string bind = a->bind;
-      if (bind.empty()) {
-        std::filesystem::create_directories(a->run_dir);
-        bind = "ipc://" + a->run_dir + "/worker.ipc";
-      }
-      endpoint = service.bind(context, bind);
+    try {
+      return run_worker(*a);
+    } catch (const std::exception& e) {
+      // A worker that cannot serve (a port in use, a bad engine setting) says why on stdout too, as the JSON
+      // line its launcher reads in place of "listening" (loop/worker_process.h); then it fails as any command.
+      std::printf("%s\n", Json{{"event", "error"}, {"message", e.what()}}
+                              .dump(-1, ' ', false, Json::error_handler_t::replace)
+                              .c_str());
+      std::fflush(stdout);
+      throw;
     }
-    // Weights published by the trainer replace the live ones between requests; the engine keeps a reference
-    // to the store it reads, so the previous one is released only after the swap.
-    std::unique_ptr<ZmqWeightSubscriber> weights;
-    auto live = std::make_shared<ParameterStore>(params);
-    ServeControl control{nullptr, stop_fd};
-    if (a->exit_with_parent) control.parent = getppid();
-    std::string weights_endpoint;
-    if (!a->weights.empty()) {
-      weights = std::make_unique<ZmqWeightSubscriber>(context, a->weights, /*bind=*/true, params.config(),
-                                                      a->policy_version);
-      weights_endpoint = weights->endpoint();
-      control.extra_socket = &weights->socket();
-      control.on_extra = [&]() {
-        weights->poll(0, [&](ParameterStore w, int64_t version) {
-          auto next = std::make_shared<ParameterStore>(std::move(w));
-          service.engine().set_weights(*next, version);
-          live = next;
-        });
-      };
-    }
-    // One JSON line a launcher can wait for.
-    std::printf("%s\n", Json{{"event", a->connect.empty() ? "listening" : "connected"},
-                             {"weights_endpoint", weights_endpoint},
-                             {"endpoint", endpoint},
-                             {"pid", static_cast<int64_t>(getpid())},
-                             {"kv_bytes_per_token", service.engine().kv_bytes_per_token()},
-                             {"num_blocks", service.engine().num_blocks()}}
-                            .dump()
-                            .c_str());
-    std::fflush(stdout);
-    const int64_t served = service.serve(control);
-    if (!weights_endpoint.empty() && weights_endpoint.rfind("ipc://", 0) == 0) {
-      std::error_code ignored;
-      std::filesystem::remove(weights_endpoint.substr(6), ignored);
-    }
-    if (a->connect.empty() && endpoint.rfind("ipc://", 0) == 0) {
-      std::error_code ignored;  // the socket file of a bound ipc endpoint; a later bind would replace it anyway
-      std::filesystem::remove(endpoint.substr(6), ignored);
-    }
-    std::printf("%s\n", Json{{"event", "stopped"}, {"served", served}}.dump().c_str());
-    close(stop_fd);
-    return 0;
   }};
 }
 

@@ -2,7 +2,10 @@
 
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <sstream>
+
+#include "core/json_input.h"
 
 namespace rlcpp {
 
@@ -12,8 +15,8 @@ Json load_json_file(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   try {
-    return Json::parse(ss.str());
-  } catch (const Json::parse_error& e) {
+    return parse_json_limited(ss.str());
+  } catch (const Json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
     RLCPP_FAIL("invalid JSON in '" << path << "': " << e.what());
   }
 }
@@ -22,12 +25,18 @@ void apply_override(Json& j, const std::string& assignment) {
   auto eq = assignment.find('=');
   RLCPP_CHECK(eq != std::string::npos && eq > 0,
               "override '" << assignment << "' is not of the form key.path=value");
+  try {
+    (void)Json(assignment).dump();  // the config is JSON, whose text is UTF-8
+  } catch (const Json::type_error& e) {
+    RLCPP_FAIL("override '" << Json(assignment).dump(-1, ' ', false, Json::error_handler_t::replace)
+                            << "' is not UTF-8 text: " << e.what());
+  }
   std::string path = assignment.substr(0, eq);
   std::string text = assignment.substr(eq + 1);
   Json value;
   try {
-    value = Json::parse(text);
-  } catch (const Json::parse_error&) {
+    value = parse_json_limited(text);
+  } catch (const Json::exception&) {  // not JSON (or a number past double): the text itself
     value = text;
   }
   Json* node = &j;
@@ -55,6 +64,33 @@ void write_json_file_atomic(const std::string& path, const Json& j) {
     RLCPP_CHECK(out.good(), "write to '" << tmp << "' failed");
   }
   RLCPP_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename '" << tmp << "' to '" << path << "'");
+}
+
+namespace {
+
+void collect_differences(const Json* before, const Json* after, const std::string& path,
+                         std::vector<std::string>& out) {
+  if (before && after && before->is_object() && after->is_object()) {
+    std::set<std::string> keys;
+    for (const auto& [k, v] : before->items()) keys.insert(k);
+    for (const auto& [k, v] : after->items()) keys.insert(k);
+    for (const std::string& k : keys) {
+      const auto b = before->find(k), a = after->find(k);
+      collect_differences(b == before->end() ? nullptr : &*b, a == after->end() ? nullptr : &*a,
+                          path.empty() ? k : path + "." + k, out);
+    }
+    return;
+  }
+  if (before && after && *before == *after) return;
+  out.push_back(path + ": " + (before ? before->dump() : "(absent)") + " -> " + (after ? after->dump() : "(absent)"));
+}
+
+}  // namespace
+
+std::vector<std::string> config_differences(const Json& before, const Json& after) {
+  std::vector<std::string> out;
+  collect_differences(&before, &after, "", out);
+  return out;
 }
 
 }  // namespace rlcpp

@@ -41,22 +41,30 @@ template <class T> const char* type_name() {
   else return "array";
 }
 
+// A value for an error message: at most `max_chars` of its JSON, any byte that is not UTF-8 shown as U+FFFD (a
+// plain dump() throws on those, and the message would be lost to a type_error).
+inline std::string json_excerpt(const Json& j, size_t max_chars = 120) {
+  std::string s = j.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (s.size() > max_chars) s = s.substr(0, max_chars) + "...";
+  return s;
+}
+
 // Reads a leaf value, throwing with the key path on a type mismatch.
 template <class T> T read_leaf(const Json& j, const std::string& path) {
   if constexpr (std::is_same_v<T, bool>) {
-    RLCPP_CHECK(j.is_boolean(), "config key '" << path << "': expected a boolean, got " << j.dump());
+    RLCPP_CHECK(j.is_boolean(), "config key '" << path << "': expected a boolean, got " << json_excerpt(j));
     return j.get<bool>();
   } else if constexpr (std::is_integral_v<T>) {
-    RLCPP_CHECK(j.is_number_integer(), "config key '" << path << "': expected an integer, got " << j.dump());
+    RLCPP_CHECK(j.is_number_integer(), "config key '" << path << "': expected an integer, got " << json_excerpt(j));
     return j.get<T>();
   } else if constexpr (std::is_floating_point_v<T>) {
-    RLCPP_CHECK(j.is_number(), "config key '" << path << "': expected a number, got " << j.dump());
+    RLCPP_CHECK(j.is_number(), "config key '" << path << "': expected a number, got " << json_excerpt(j));
     return j.get<T>();
   } else if constexpr (std::is_same_v<T, std::string>) {
-    RLCPP_CHECK(j.is_string(), "config key '" << path << "': expected a string, got " << j.dump());
+    RLCPP_CHECK(j.is_string(), "config key '" << path << "': expected a string, got " << json_excerpt(j));
     return j.get<std::string>();
   } else {
-    RLCPP_CHECK(j.is_array(), "config key '" << path << "': expected an array, got " << j.dump());
+    RLCPP_CHECK(j.is_array(), "config key '" << path << "': expected an array, got " << json_excerpt(j));
     T out;
     for (size_t i = 0; i < j.size(); ++i)
       out.push_back(read_leaf<typename T::value_type>(j[i], path + "[" + std::to_string(i) + "]"));
@@ -68,7 +76,7 @@ class Reader {
  public:
   Reader(const Json& j, std::string prefix) : j_(j), prefix_(std::move(prefix)) {
     RLCPP_CHECK(j_.is_object(), "config key '" << (prefix_.empty() ? "<root>" : prefix_)
-                                               << "': expected an object, got " << j_.dump());
+                                               << "': expected an object, got " << json_excerpt(j_));
   }
   template <class T> void operator()(const char* key, T& field, const char* /*doc*/) {
     seen_.push_back(key);
@@ -168,5 +176,9 @@ void apply_override(Json& j, const std::string& assignment);
 
 // Writes `j` to `path` via a temporary file and rename, so a crash never leaves half a file.
 void write_json_file_atomic(const std::string& path, const Json& j);
+
+// The keys whose values differ between two configs, as "a.b: before -> after" (objects compared key by key,
+// anything else as a whole; a key only one side has shows "(absent)"), in key order.
+std::vector<std::string> config_differences(const Json& before, const Json& after);
 
 }  // namespace rlcpp

@@ -1,6 +1,9 @@
 #include "core/wire.h"
 
 #include <algorithm>
+#include <cerrno>
+
+#include "core/json_input.h"
 
 namespace rlcpp {
 
@@ -24,10 +27,12 @@ Json array_descriptors(const WireMessage& m) {
   return list;
 }
 
+// Strings in a header may carry bytes from elsewhere that are not UTF-8 (an error reply quoting the input it
+// refused); they are sent with U+FFFD in their place rather than failing the send.
 std::string encoded_header(const WireMessage& m) {
   Json h = m.header;
   h["arrays"] = array_descriptors(m);
-  return h.dump();
+  return h.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 }  // namespace
@@ -88,7 +93,8 @@ int64_t WireMessage::byte_size() const {
 
 std::vector<zmq::message_t> encode_wire_message(const WireMessage& message) {
   RLCPP_CHECK(message.header.is_object() && message.header.contains("type") && message.header["type"].is_string(),
-              "wire message header needs a string \"type\", got " << message.header.dump());
+              "wire message header needs a string \"type\", got "
+                  << message.header.dump(-1, ' ', false, Json::error_handler_t::replace));
   std::vector<zmq::message_t> frames;
   const std::string header = encoded_header(message);
   frames.emplace_back(header.data(), header.size());
@@ -114,7 +120,7 @@ WireMessage decode_wire_message(std::vector<zmq::message_t>& frames, const WireL
 
   WireMessage m;
   try {
-    m.header = Json::parse(frames[0].to_string_view());
+    m.header = parse_json_limited(frames[0].to_string_view());
   } catch (const Json::exception& e) {
     wire_fail(std::string("header is not valid JSON: ") + e.what());
   }
@@ -229,6 +235,15 @@ bool send_wire_message(zmq::socket_t& socket, const std::vector<zmq::message_t>&
     if (!socket.send(frames[i], flags)) return false;
   }
   return true;
+}
+
+void bind_endpoint(zmq::socket_t& socket, const std::string& endpoint, const std::string& who) {
+  try {
+    socket.bind(endpoint);
+  } catch (const zmq::error_t& e) {
+    const std::string reason = e.num() == EADDRINUSE ? std::string("address in use") : e.what();
+    RLCPP_FAIL(who << ": cannot listen on " << endpoint << ": " << reason);
+  }
 }
 
 void check_local_endpoint(const std::string& endpoint, bool allow_remote) {

@@ -99,6 +99,10 @@ bool receive_frames(zmq::socket_t& socket, int envelope_frames, const WireLimits
 bool send_wire_message(zmq::socket_t& socket, const std::vector<zmq::message_t>& envelope,
                        const WireMessage& message, bool dont_wait = false);
 
+// Binds `socket` to `endpoint`; when it cannot, throws "WHO: cannot listen on ENDPOINT: REASON", REASON being
+// "address in use" when another socket holds the address, else ZeroMQ's message.
+void bind_endpoint(zmq::socket_t& socket, const std::string& endpoint, const std::string& who);
+
 // Endpoint policy: tcp endpoints must be on a loopback address (127.0.0.1, localhost, [::1]) unless
 // `allow_remote`; ipc://, inproc:// are always local. Throws naming the endpoint otherwise.
 void check_local_endpoint(const std::string& endpoint, bool allow_remote);

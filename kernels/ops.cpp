@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/op_checks.h"
+#include "kernels/temperature.h"
 #ifdef RLCPP_WITH_CUDA
 #include "kernels/cuda/cuda_kernels.h"
 #endif
@@ -585,7 +586,7 @@ void logprob_forward(const Tensor& logits, const Tensor& targets, float temperat
   expect_shape(op, {"logp", &logp}, {n});
   expect_shape(op, {"lse", &lse}, {n});
   expect_shape(op, {"entropy", &ent}, {n});
-  RLCPP_CHECK(temperature > 0.0f, op << ": temperature = " << temperature << ", expected > 0");
+  check_temperature(temperature, op, /*zero_is_greedy=*/false);
   if (cuda) no_cuda_kernel(op);
   expect_targets(op, targets, vocab);
   cpu::logprob_forward(logits.data<float>(), targets.data<int32_t>(), temperature, logp.data<float>(),
@@ -595,7 +596,7 @@ void logprob_forward(const Tensor& logits, const Tensor& targets, float temperat
 float row_logprob(const float* row, int64_t vocab_size, int32_t target, float temperature) {
   RLCPP_CHECK(target >= 0 && target < vocab_size, "row_logprob: target " << target << " outside the vocabulary of "
                                                                            << vocab_size);
-  RLCPP_CHECK(temperature > 0, "row_logprob: temperature must be positive, got " << temperature);
+  check_temperature(temperature, "row_logprob", /*zero_is_greedy=*/false);
   return cpu::row_logprob(row, target, temperature, vocab_size);
 }
 
@@ -613,7 +614,7 @@ void logprob_backward(const Tensor& dlogp, const Tensor* dentropy, const Tensor&
   expect_shape(op, {"targets", &targets}, {n});
   expect_shape(op, {"lse", &lse}, {n});
   expect_shape(op, {"dlogits", &dlogits}, logits.shape());
-  RLCPP_CHECK(temperature > 0.0f, op << ": temperature = " << temperature << ", expected > 0");
+  check_temperature(temperature, op, /*zero_is_greedy=*/false);
   if (cuda) no_cuda_kernel(op);
   expect_targets(op, targets, vocab);
   cpu::logprob_backward(dlogp.data<float>(), dentropy ? dentropy->data<float>() : nullptr, logits.data<float>(),
@@ -625,7 +626,7 @@ namespace {
 void check_truncation(const char* op, const Truncation& t, float temperature) {
   RLCPP_CHECK(t.top_k >= 0 && t.top_p > 0.0f && t.top_p <= 1.0f,
               op << ": top_k " << t.top_k << " must be >= 0 and top_p " << t.top_p << " in (0, 1]");
-  RLCPP_CHECK(temperature > 0.0f, op << ": temperature = " << temperature << ", expected > 0");
+  check_temperature(temperature, op, /*zero_is_greedy=*/false);
 }
 
 }  // namespace

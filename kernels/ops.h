@@ -147,7 +147,8 @@ void swiglu_backward(const Tensor& dout, const Tensor& gate_up, Tensor& dgate_up
 void swiglu_backward(const Tensor& dout, const Tensor& gate_up, Tensor& dgate_up, Tensor& act);
 
 // Per-row log-probability of targets under softmax(logits / temperature). logits (N,V), targets (N) int32;
-// a target of -1 marks a row with no target: logp 0 there. logp (N); lse (N) = logsumexp(logits / T) saved
+// a target of -1 marks a row with no target: logp 0 there. Every log-prob op takes a temperature in
+// [kMinTemperature, inf) (kernels/temperature.h). logp (N); lse (N) = logsumexp(logits / T) saved
 // for backward; entropy (N) of the tempered distribution when `entropy` is non-null.
 void logprob_forward(const Tensor& logits, const Tensor& targets, float temperature, Tensor& logp, Tensor& lse,
                      Tensor* entropy);

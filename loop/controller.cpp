@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "core/json_input.h"
 #include "core/metrics.h"
 #include "core/process_memory.h"
 #include "loop/evaluation.h"
@@ -51,7 +52,7 @@ void truncate_jsonl_after_step(const std::string& path, int64_t step) {
   std::ifstream in(path);
   std::string kept;
   for (std::string line; std::getline(in, line);) {
-    const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const Json j = parse_json_limited(line, /*allow_exceptions=*/false);
     if (j.is_object() && j.value("step", int64_t{0}) <= step) kept += line + "\n";
   }
   in.close();
@@ -104,7 +105,8 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   PolicyUpdater actor(model, params, config.optim);
   PhiloxStream data_rng(config.seed, /*stream=*/1);
   PhiloxStream update_rng(config.seed, /*stream=*/2);
-  TrainState state{0, 0, &data_rng, &update_rng};
+  TrainState state{0, 0, &data_rng, &update_rng, config_to_json(config)};
+  remove_unfinished_checkpoints(run.path());
   std::string rollout_checkpoint = resume_checkpoint;
   if (!resume_checkpoint.empty()) {
     load_train_checkpoint(resume_checkpoint, params, actor.optimizer(), state, critic_ckpt);
@@ -169,8 +171,9 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
     if (last || (config.checkpoint_every > 0 && step % config.checkpoint_every == 0)) {
       checkpoint = run.checkpoint_dir(step);
       timer.time(Phase::kCheckpoint, [&] {
-        save_train_checkpoint(checkpoint, params, actor.optimizer(), {step, ctx.version, &data_rng, &update_rng},
-                              critic_ckpt);
+        save_train_checkpoint(checkpoint, params, actor.optimizer(),
+                              {step, ctx.version, &data_rng, &update_rng, state.run_config}, critic_ckpt);
+        prune_checkpoints(run.path(), config.checkpoint_keep_last, rollout_checkpoint);
         return 0;
       });
       summary.checkpoint = checkpoint;
@@ -209,8 +212,8 @@ TrainSummary run_train(const TrainConfig& config, const Json& resolved_config) {
   return train_loop(config, run, "");
 }
 
-TrainSummary resume_train(const std::string& run_dir) {
-  RunDir run = RunDir::open_existing(run_dir);
+TrainSummary resume_train(const std::string& run_dir, bool allow_config_change) {
+  RunDir run = RunDir::open_to_resume(run_dir);
   TrainConfig config;
   try {
     config_from_json(load_json_file(run.file("config.json")), config);
@@ -220,6 +223,18 @@ TrainSummary resume_train(const std::string& run_dir) {
   config.validate();
   const std::string checkpoint = run.latest_checkpoint();
   RLCPP_CHECK(!checkpoint.empty(), "resume: " << run.path() << "/checkpoints holds no complete checkpoint");
+  if (const Json trained_under = checkpoint_run_config(checkpoint); !trained_under.is_null()) {
+    std::string changes;
+    for (const std::string& d : config_differences(trained_under, config_to_json(config)))
+      if (d.rfind("run_dir:", 0) != 0) changes += "\n  " + d;  // the directory may have been moved
+    RLCPP_CHECK(changes.empty() || allow_config_change,
+                "resume: " << run.file("config.json") << " differs from the config " << checkpoint
+                           << " was trained under:" << changes
+                           << "\nrestore those keys, or resume with --allow-config-change to continue under the "
+                              "edited config");
+    if (!changes.empty())
+      std::printf("train: warning: resuming under an edited config (--allow-config-change):%s\n", changes.c_str());
+  }
   return train_loop(config, run, checkpoint);
 }
 

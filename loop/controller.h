@@ -28,7 +28,10 @@ TrainSummary run_train(const TrainConfig& config, const Json& resolved_config);
 // Continues the run in `run_dir` (its config.json) from its newest complete checkpoint: weights, optimizer
 // moments and step count (the critic's too), RNG positions, step and policy version, and the reference saved at
 // the start of the run; metrics.jsonl and samples.jsonl lose the
-// records of steps after that checkpoint, so the finished run's files equal an uninterrupted run's.
-TrainSummary resume_train(const std::string& run_dir);
+// records of steps after that checkpoint, so the finished run's files equal an uninterrupted run's. The run's
+// lock is taken first (a second process resuming it is refused, naming the first). When config.json no longer
+// equals the config the checkpoint was trained under, resuming is refused naming the changed keys, unless
+// `allow_config_change` (then they are printed as a warning and the edited config is used).
+TrainSummary resume_train(const std::string& run_dir, bool allow_config_change = false);
 
 }  // namespace rlcpp

@@ -5,6 +5,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/json_input.h"
 
 namespace rlcpp {
 
@@ -48,8 +49,8 @@ std::vector<PreferenceRecord> read_preference_jsonl(const std::string& path) {
     const std::string where = path + ":" + std::to_string(line);
     Json j;
     try {
-      j = Json::parse(text);
-    } catch (const Json::parse_error& e) {
+      j = parse_json_limited(text);
+    } catch (const Json::exception& e) {  // parse_error, or out_of_range (a number like 1e400)
       RLCPP_FAIL(where << ": invalid JSON (" << e.what() << ")");
     }
     RLCPP_CHECK(j.is_object(), where << ": expected a JSON object {\"prompt\", \"chosen\", \"rejected\"}, got "

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "core/json_input.h"
 
 namespace rlcpp {
 
@@ -21,8 +22,8 @@ std::vector<Json> read_jsonl_objects(const std::string& path, const std::string&
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     Json j;
     try {
-      j = Json::parse(line);
-    } catch (const Json::parse_error& e) {
+      j = parse_json_limited(line);
+    } catch (const Json::exception& e) {  // parse_error, or out_of_range (a number like 1e400)
       RLCPP_FAIL(path << ":" << line_no << ": not valid JSON (" << e.what() << ")");
     }
     RLCPP_CHECK(j.is_object(), path << ":" << line_no << ": expected a JSON object, got " << j.type_name());

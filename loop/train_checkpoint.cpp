@@ -1,11 +1,14 @@
 #include "loop/train_checkpoint.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
 #include "core/config.h"
 #include "core/error.h"
 #include "model/checkpoint.h"
+#include "model/finite_weights.h"
 #include "model/safetensors.h"
 
 namespace rlcpp {
@@ -25,6 +28,9 @@ void restore_rng(const Json& j, PhiloxStream& rng, const std::string& where) {
 void copy_into(Tensor& dst, const Tensor& src, const std::string& what) {
   RLCPP_CHECK(src.dtype() == DType::kF32 && src.numel() == dst.numel(),
               what << ": " << src.numel() << " values, expected " << dst.numel() << " F32");
+  const int64_t bad = first_non_finite(src.data<float>(), src.numel());
+  RLCPP_CHECK(bad < 0, what << ": holds " << src.data<float>()[bad] << " at element " << bad
+                            << ": the optimizer state must be finite");
   std::memcpy(dst.data<float>(), src.data<float>(), dst.nbytes());
 }
 
@@ -59,19 +65,75 @@ void save_train_checkpoint(const std::string& dir, const ParameterStore& params,
                            const TrainState& state, const CriticState* critic) {
   const std::string partial = dir + ".partial";
   fs::remove_all(partial);
-  save_weights_and_moments(partial, params, optimizer);
-  Json j = {{"step", state.step},
-            {"policy_version", state.policy_version},
-            {"optimizer_steps", optimizer.steps_taken()},
-            {"data_rng", rng_json(*state.data_rng)},
-            {"update_rng", rng_json(*state.update_rng)}};
-  if (critic != nullptr) {
-    save_weights_and_moments(partial + "/critic", critic->params, critic->optimizer);
-    j["critic_optimizer_steps"] = critic->optimizer.steps_taken();
+  try {
+    save_weights_and_moments(partial, params, optimizer);
+    Json j = {{"step", state.step},
+              {"policy_version", state.policy_version},
+              {"optimizer_steps", optimizer.steps_taken()},
+              {"data_rng", rng_json(*state.data_rng)},
+              {"update_rng", rng_json(*state.update_rng)}};
+    if (!state.run_config.is_null()) j["run_config"] = state.run_config;
+    if (critic != nullptr) {
+      save_weights_and_moments(partial + "/critic", critic->params, critic->optimizer);
+      j["critic_optimizer_steps"] = critic->optimizer.steps_taken();
+    }
+    write_json_file_atomic(partial + "/state.json", j);
+  } catch (...) {
+    // A full disk: the half-written copy would keep it full. The previous checkpoints are untouched.
+    std::error_code ec;
+    fs::remove_all(partial, ec);
+    throw;
   }
-  write_json_file_atomic(partial + "/state.json", j);
   fs::remove_all(dir);
   fs::rename(partial, dir);
+}
+
+Json checkpoint_run_config(const std::string& dir) {
+  const std::string state_path = dir + "/state.json";
+  const Json j = load_json_file(state_path);
+  return j.is_object() && j.contains("run_config") ? j["run_config"] : Json();
+}
+
+namespace {
+
+// step_N (N all digits) -> N, else -1.
+int64_t step_of(const std::string& name) {
+  if (name.rfind("step_", 0) != 0 || name.size() == 5) return -1;
+  for (size_t i = 5; i < name.size(); ++i)
+    if (name[i] < '0' || name[i] > '9') return -1;
+  return std::stoll(name.substr(5));
+}
+
+}  // namespace
+
+void remove_unfinished_checkpoints(const std::string& run_dir) {
+  const fs::path dir = fs::path(run_dir) / "checkpoints";
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return;
+  std::vector<fs::path> leftovers;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.ends_with(".partial") || name.find(".tmp-") != std::string::npos ||
+        name.find(".old-") != std::string::npos)
+      leftovers.push_back(entry.path());
+  }
+  for (const fs::path& p : leftovers) {
+    fs::remove_all(p, ec);
+    std::printf("checkpoints: removed %s, left by an interrupted write\n", p.string().c_str());
+  }
+}
+
+void prune_checkpoints(const std::string& run_dir, int64_t keep_last, const std::string& pinned) {
+  if (keep_last <= 0) return;
+  std::error_code ec;
+  std::vector<std::pair<int64_t, fs::path>> steps;
+  for (const auto& entry : fs::directory_iterator(fs::path(run_dir) / "checkpoints")) {
+    const int64_t step = step_of(entry.path().filename().string());
+    const bool is_pinned = !pinned.empty() && fs::equivalent(entry.path(), pinned, ec);
+    if (step >= 0 && entry.is_directory() && !is_pinned) steps.emplace_back(step, entry.path());
+  }
+  std::sort(steps.begin(), steps.end());
+  for (size_t i = 0; i + static_cast<size_t>(keep_last) < steps.size(); ++i) fs::remove_all(steps[i].second, ec);
 }
 
 void load_train_checkpoint(const std::string& dir, ParameterStore& params, AdamW& optimizer, TrainState& state,

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/config.h"
 #include "core/philox.h"
 #include "model/adamw.h"
 #include "model/parameters.h"
@@ -26,6 +27,7 @@ struct TrainState {
   int64_t policy_version = 0;  // version the policy holds after `step`
   PhiloxStream* data_rng = nullptr;
   PhiloxStream* update_rng = nullptr;
+  Json run_config;  // the resolved run config the state was reached under (null: not recorded)
 };
 
 // The PPO critic's part of a checkpoint: its weights and its optimizer.
@@ -43,6 +45,17 @@ void save_train_checkpoint(const std::string& dir, const ParameterStore& params,
 // weights and optimizer too (the checkpoint must hold them). Errors name the file.
 void load_train_checkpoint(const std::string& dir, ParameterStore& params, AdamW& optimizer, TrainState& state,
                            const CriticState* critic = nullptr);
+
+// The run config a checkpoint's state was reached under (state.json "run_config"; null for a checkpoint that
+// predates it): what resuming compares the run's config.json with.
+Json checkpoint_run_config(const std::string& dir);
+
+// Removes what interrupted checkpoint writes left in RUN_DIR/checkpoints (step_N.partial, *.tmp-*, *.old-*):
+// called at the start of a run that holds the directory's lock, so nothing there belongs to a live writer.
+void remove_unfinished_checkpoints(const std::string& run_dir);
+// Deletes all but the newest `keep_last` step_N checkpoints (0: keeps all); `pinned` (a split run's worker
+// restarts from its first checkpoint), the reference and anything not named step_N stay.
+void prune_checkpoints(const std::string& run_dir, int64_t keep_last, const std::string& pinned);
 
 // RUN_DIR/checkpoints/reference
 std::string reference_checkpoint_dir(const std::string& run_dir);

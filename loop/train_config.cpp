@@ -1,6 +1,9 @@
 #include "loop/train_config.h"
 
 #include "core/error.h"
+#include "model/model_config.h"
+#include "reward/task_registry.h"
+#include "rollout/request_wire.h"
 
 namespace rlcpp {
 
@@ -67,13 +70,39 @@ ModelNumerics TrainConfig::trainer_numerics() const {
   return make_numerics(trainer.dtype, "none", true, "trainer.dtype", "trainer.quantization");
 }
 
+ModelConfig TrainConfig::policy_model_config() const {
+  const auto of_checkpoint = [](const std::string& dir) {
+    const std::string path = dir + "/config.json";
+    return model_config_from_hf_json(load_json_file(path), path);
+  };
+  if (!init_checkpoint.empty()) return of_checkpoint(init_checkpoint);
+  if (!warm_start.enabled) return rlcpp::model_preset(model_preset);
+  const SftConfig& sft = warm_start.sft;
+  return sft.init_checkpoint.empty() ? rlcpp::model_preset(sft.model_preset) : of_checkpoint(sft.init_checkpoint);
+}
+
 void TrainConfig::validate() const {
   rollout_numerics();
   trainer_numerics();
   RLCPP_CHECK(rollout.sampling.logprob_space == "full",
               "config key 'rollout.sampling.logprob_space': rlcpp train sets it from algorithm.logprob_space (which "
               "the trainer reads too); set that instead, got \"" << rollout.sampling.logprob_space << "\"");
-  rollout.sampling.validate("config key 'rollout.sampling'", 1 << 30);
+  // Everything a worker or the engine would reject, before the warm start or the first step runs.
+  const ModelConfig policy = policy_model_config();
+  rollout.sampling.validate("config key 'rollout.sampling'", policy.vocab_size);
+  try {
+    validate_engine_config(rollout.engine, policy);
+  } catch (const Error& e) {
+    throw Error(std::string("config key 'rollout.engine': ") + e.what());
+  }
+  make_task(task)->check_fits(policy.max_position_embeddings, rollout.sampling.max_new_tokens);
+  const RequestLimits limits;
+  RLCPP_CHECK(rollout.prompts_per_step <= limits.max_prompts && rollout.group_size <= limits.max_n &&
+                  rollout.prompts_per_step * rollout.group_size <= limits.max_sequences,
+              "config keys 'rollout.prompts_per_step' and 'rollout.group_size': "
+                  << rollout.prompts_per_step << " x " << rollout.group_size << " is past a rollout's limits ("
+                  << limits.max_prompts << " prompts, " << limits.max_n << " samples each, " << limits.max_sequences
+                  << " sequences)");
   RLCPP_CHECK(mismatch.ratio_bound >= 1, "config key 'mismatch.ratio_bound': must be >= 1, got " << mismatch.ratio_bound);
   RLCPP_CHECK(mismatch.full_vocab_samples >= 0,
               "config key 'mismatch.full_vocab_samples': must be >= 0, got " << mismatch.full_vocab_samples);
@@ -97,8 +126,10 @@ void TrainConfig::validate() const {
               "config key 'rollout.group_size': online DPO pairs two samples of one prompt, so it must be >= 2, got "
                   << rollout.group_size);
   RLCPP_CHECK(steps >= 1, "config key 'steps': must be >= 1, got " << steps);
-  RLCPP_CHECK(eval_every >= 0 && checkpoint_every >= 0 && eval_size >= 1 && samples_per_step >= 0 && log_every >= 1,
-              "config keys 'eval_every', 'checkpoint_every', 'samples_per_step' must be >= 0, 'eval_size' and "
+  RLCPP_CHECK(eval_every >= 0 && checkpoint_every >= 0 && checkpoint_keep_last >= 0 && eval_size >= 1 &&
+                  samples_per_step >= 0 && log_every >= 1,
+              "config keys 'eval_every', 'checkpoint_every', 'checkpoint_keep_last', 'samples_per_step' must be "
+              ">= 0, 'eval_size' and "
               "'log_every' >= 1");
   RLCPP_CHECK(!filter_groups.enabled || algorithm.name == "grpo",
               "config key 'filter_groups.enabled': only GRPO filters groups (algorithm.name is \""

@@ -147,6 +147,7 @@ struct TrainConfig {
   int64_t eval_every = 20;  // steps; 0 = only at the end
   int64_t eval_size = 1000;
   int64_t checkpoint_every = 0;  // steps; 0 = only at the end
+  int64_t checkpoint_keep_last = 0;  // newest step checkpoints kept; 0 = all
   int64_t samples_per_step = 4;  // lines of samples.jsonl per step
   int64_t log_every = 1;
 
@@ -159,6 +160,10 @@ struct TrainConfig {
   // numerics.batch_invariant; errors name the key.
   ModelNumerics rollout_numerics() const;
   ModelNumerics trainer_numerics() const;
+  // The policy's model config as the run will start it — init_checkpoint's config.json, else the warm start's
+  // or the run's preset — read without loading any weights, so validate() can check the sampling and engine
+  // keys against it before any work.
+  ModelConfig policy_model_config() const;
   template <class V> void visit(V& v) {
     v("run_dir", run_dir, "output directory; when it holds a run already, NAME-2, NAME-3, ... is used");
     v("model_preset", model_preset, "random init preset (tiny | qwen05b) without init_checkpoint or warm start");
@@ -186,6 +191,8 @@ struct TrainConfig {
     v("eval_every", eval_every, "held-out evaluation period in steps (0 = at the end only)");
     v("eval_size", eval_size, "held-out problems per evaluation (greedy)");
     v("checkpoint_every", checkpoint_every, "checkpoint period in steps (0 = at the end only)");
+    v("checkpoint_keep_last", checkpoint_keep_last,
+      "keep only the newest N step checkpoints, deleting older ones after each save (0 = keep all)");
     v("samples_per_step", samples_per_step, "samples written to samples.jsonl per step");
     v("log_every", log_every, "step line period");
   }

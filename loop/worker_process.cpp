@@ -6,12 +6,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <sstream>
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/json_input.h"
 
 extern char** environ;
 
@@ -38,38 +41,73 @@ WorkerProcess::WorkerProcess(const std::string& binary, const std::vector<std::s
   stdout_fd_ = pipe_fds[0];
   RLCPP_CHECK(rc == 0, "worker: cannot start '" << binary << "' (posix_spawn error " << rc << ")");
 
-  // Read lines until the JSON "listening" line.
-  std::string output;
+  // Read lines until the JSON "listening" line. A worker that cannot serve prints an "error" line instead and
+  // exits; one that ends its output (exits) or stays silent is reported as such, with what it printed.
+  std::string output, printed;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(startup_timeout_s);
   while (true) {
     const size_t nl = output.find('\n');
     if (nl != std::string::npos) {
       const std::string line = output.substr(0, nl);
       output.erase(0, nl + 1);
-      Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (j.is_object() && j.value("event", std::string()) == "listening") {
+      Json j = parse_json_limited(line, /*allow_exceptions=*/false);
+      const std::string event = j.is_object() ? j.value("event", std::string()) : std::string();
+      if (event == "listening") {
         endpoint_ = j.value("endpoint", std::string());
         weights_endpoint_ = j.value("weights_endpoint", std::string());
         return;
       }
+      if (event == "error")
+        fail_startup("worker '" + binary + "' could not start: " + j.value("message", std::string("(no message)")),
+                     /*exit_wait_s=*/5);
+      printed += line + "\n";
       continue;
     }
     const double left =
         std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
     pollfd p{stdout_fd_, POLLIN, 0};
     char buf[4096];
-    ssize_t n = 0;
-    if (left > 0 && poll(&p, 1, static_cast<int>(left * 1000) + 1) > 0) n = read(stdout_fd_, buf, sizeof buf);
-    if (n <= 0) {
-      kill(pid_, SIGKILL);  // it may be stuck before its serve loop, where SIGTERM is only read
-      waitpid(pid_, nullptr, 0);
-      pid_ = -1;
-      close(stdout_fd_);  // no destructor runs for a constructor that throws
-      RLCPP_FAIL("worker '" << binary << "' did not start listening within " << startup_timeout_s
-                            << " s (exited or silent); its output: " << output);
+    ssize_t n = -1;  // stays -1 when nothing arrived before the deadline
+    if (left > 0) {
+      const int ready = poll(&p, 1, static_cast<int>(left * 1000) + 1);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready > 0) n = read(stdout_fd_, buf, sizeof buf);
+    }
+    if (n == 0)  // end of its output: it exited (or closed stdout) before listening
+      fail_startup("worker '" + binary + "' stopped before listening; its output: " + printed + output,
+                   /*exit_wait_s=*/5);
+    if (n < 0) {
+      std::ostringstream what;
+      what << "worker '" << binary << "' did not start listening within " << startup_timeout_s
+           << " s; its output: " << printed << output;
+      fail_startup(what.str(), /*exit_wait_s=*/0);
     }
     output.append(buf, static_cast<size_t>(n));
   }
+}
+
+void WorkerProcess::fail_startup(const std::string& what, double exit_wait_s) {
+  // A worker that reported a failure is on its way out: give it `exit_wait_s` to say how it ended, then
+  // SIGKILL, since one stuck before its serve loop reads no SIGTERM.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(exit_wait_s);
+  int status = 0;
+  pid_t waited = waitpid(pid_, &status, WNOHANG);
+  while (waited == 0 && std::chrono::steady_clock::now() < deadline) {
+    usleep(10000);
+    waited = waitpid(pid_, &status, WNOHANG);
+  }
+  std::string ended;
+  if (waited == pid_) {
+    ended = describe_exit_status(status);
+  } else {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    ended = "still ran and was killed (SIGKILL)";
+  }
+  pid_ = -1;
+  close(stdout_fd_);  // no destructor runs for a constructor that throws
+  stdout_fd_ = -1;
+  RLCPP_FAIL(what << " (the worker " << ended << ")");
 }
 
 std::string describe_exit_status(int status) {

@@ -13,8 +13,9 @@ namespace rlcpp {
 
 class WorkerProcess {
  public:
-  // `binary` is the rlcpp executable; `args` follow "worker". Throws with the worker's output when it exits
-  // or stays silent for `startup_timeout_s` before listening.
+  // `binary` is the rlcpp executable; `args` follow "worker". Throws when the worker cannot start: with the
+  // error it reports (its {"event": "error", "message"} line), or with its output when it exits or stays silent
+  // for `startup_timeout_s` before listening; either way with how it ended.
   WorkerProcess(const std::string& binary, const std::vector<std::string>& args, double startup_timeout_s = 60);
   ~WorkerProcess();
   WorkerProcess(const WorkerProcess&) = delete;
@@ -32,6 +33,9 @@ class WorkerProcess {
 
  private:
   void reaped(int status);
+  // Ends a child that failed to start (waits up to exit_wait_s for it to exit, then SIGKILL), reaps it and
+  // throws `what` and how it ended.
+  [[noreturn]] void fail_startup(const std::string& what, double exit_wait_s);
 
   pid_t pid_ = -1;
   int stdout_fd_ = -1;

@@ -12,6 +12,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "model/finite_weights.h"
 #include "model/safetensors.h"
 
 namespace rlcpp {
@@ -86,6 +87,9 @@ class Filler {
         RLCPP_FAIL(file << ": tensor '" << name << "' has dtype " << dtype_name(t.dtype())
                         << "; model parameters must be F32, BF16 or F16");
     }
+    const int64_t bad = first_non_finite(dst, n);
+    RLCPP_CHECK(bad < 0, file << ": tensor '" << name << "' holds " << dst[bad] << " at element " << bad
+                              << ": a checkpoint's weights must be finite (did the run that wrote it diverge?)");
     filled_[it->second] = true;
   }
 
@@ -140,6 +144,8 @@ void save_model_checkpoint(const std::string& dir, const ParameterStore& params,
   const fs::path target = normalized_dir(dir);
   const ModelConfig& cfg = params.config();
   cfg.validate("model config saved to " + target.string());
+  // Before anything is written: a diverged run must not replace a good checkpoint with NaNs.
+  check_finite_weights(params, target.string() + ": refusing to save a checkpoint of non-finite weights");
   std::error_code ec;
   const bool exists = fs::exists(fs::symlink_status(target, ec));
   RLCPP_CHECK(!exists || overwrite, target.string() << ": checkpoint directory already exists; pass overwrite to "
@@ -182,12 +188,35 @@ void save_model_checkpoint(const std::string& dir, const ParameterStore& params,
   if (exists) fs::remove_all(old, ec);
 }
 
+namespace {
+
+// Before allocating the parameters a config.json describes: the weight files must be able to hold them (one
+// byte a parameter at the least), so a wrong vocab_size or hidden_size fails here, naming config.json, instead
+// of allocating gigabytes (or failing in malloc) before the shape check.
+void check_weights_can_hold(const fs::path& dir, const ModelConfig& config, const std::string& config_path) {
+  std::error_code ec;
+  int64_t bytes = 0;
+  for (const auto& entry : fs::directory_iterator(dir, ec))
+    if (entry.path().extension() == ".safetensors") bytes += static_cast<int64_t>(entry.file_size(ec));
+  if (bytes == 0) return;  // no weight files: the loader names what is missing
+  const int64_t params = config.num_parameters();
+  RLCPP_CHECK(params <= bytes, config_path << ": describes a model of " << params << " parameters (vocab_size "
+                                           << config.vocab_size << ", hidden_size " << config.hidden_size
+                                           << ", " << config.num_hidden_layers << " layers) but the weight files in "
+                                           << dir.string() << " hold only " << bytes
+                                           << " bytes: config.json does not match the weights");
+}
+
+}  // namespace
+
 ParameterStore load_model_checkpoint(const std::string& dir) {
   const fs::path d = normalized_dir(dir);
   const std::string config_path = (d / kConfigFile).string();
   RLCPP_CHECK(fs::is_regular_file(config_path),
               config_path << ": not found (is '" << dir << "' a Hugging Face model directory?)");
-  ParameterStore store(model_config_from_hf_json(load_json_file(config_path), config_path));
+  const ModelConfig config = model_config_from_hf_json(load_json_file(config_path), config_path);
+  check_weights_can_hold(d, config, config_path);
+  ParameterStore store(config);
   Filler filler(store);
   const std::string weights_path = (d / kWeightsFile).string();
   if (fs::exists(weights_path)) {

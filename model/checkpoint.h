@@ -15,10 +15,12 @@ namespace rlcpp {
 // Writes into DIR.tmp-XXXXXX and renames it to DIR, so DIR is either absent, the old checkpoint or the
 // complete new one. An existing DIR is an error unless `overwrite`; then the old one is renamed away, the
 // new one renamed in, and the old one deleted. A failed save leaves DIR as it was and no temporary behind.
+// Weights holding a NaN or an infinity are refused before anything is written, naming the tensor.
 void save_model_checkpoint(const std::string& dir, const ParameterStore& params, bool overwrite = false);
 
 // Errors name the file and the tensor: missing or unexpected tensors, shapes that disagree with config.json,
-// dtypes other than F32/BF16/F16, and everything read_safetensors rejects.
+// dtypes other than F32/BF16/F16, a NaN or an infinity among the weights, and everything read_safetensors
+// rejects.
 ParameterStore load_model_checkpoint(const std::string& dir);
 
 }  // namespace rlcpp

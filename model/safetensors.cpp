@@ -11,6 +11,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/json_input.h"
 
 namespace rlcpp {
 
@@ -141,7 +142,7 @@ SafetensorsFile read_safetensors(const std::string& path) {
 
   Json j;
   try {
-    j = Json::parse(header);
+    j = parse_json_limited(header);
   } catch (const Json::exception& e) {
     RLCPP_FAIL(path << ": header is not valid JSON: " << e.what());
   }

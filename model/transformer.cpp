@@ -5,11 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <exception>
 #include <utility>
 
 #include "core/error.h"
+#include "core/parallel_errors.h"
 #include "kernels/ops.h"
+#include "kernels/temperature.h"
 #include "model/layer_ops.h"
 #include "model/transformer_weights.h"
 
@@ -130,7 +131,7 @@ Transformer::LayerWeights Transformer::layer_views(int64_t l, float* span) const
 void Transformer::forward(const ParameterStore& params, const PackedBatch& batch, const ForwardOptions& options,
                           Activations& acts) const {
   batch.validate(config_.vocab_size, config_.max_position_embeddings);
-  RLCPP_CHECK(options.temperature > 0, "forward: temperature must be positive, got " << options.temperature);
+  check_temperature(options.temperature, "forward", /*zero_is_greedy=*/false);
   RLCPP_CHECK(!(config_.value_head && options.entropy), "forward: a value-head model has no token distribution "
                                                         "(entropy requested)");
   const Weights w = views(params);
@@ -276,20 +277,17 @@ void Transformer::pack_weights(const ParameterStore& params, PackedWeights& out,
   }
   if (!config_.value_head) jobs.push_back({&w.lm_head, &out.lm_head, head_format});  // a critic has a score head
   // The matrices are packed side by side on the threads (each is a strided copy, ~0.1 ms for W1's largest).
-  std::vector<std::exception_ptr> errors(jobs.size());
+  ParallelErrors errors(jobs.size());  // one slot per job
 #pragma omp parallel for schedule(dynamic) if (!omp_in_parallel())
   for (size_t j = 0; j < jobs.size(); ++j) {
-    try {
+    errors.run(j, [&] {
       if (transposed)
         ops::pack_weight_transposed(*jobs[j].w, *jobs[j].out);
       else
         ops::pack_weight(*jobs[j].w, *jobs[j].out, jobs[j].format);
-    } catch (...) {
-      errors[j] = std::current_exception();
-    }
+    });
   }
-  for (const auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  errors.rethrow_first();
   // The biases rounded to the compute dtype (fp32 uses the parameters' own).
   const bool round_biases = !transposed && numerics_.compute != DType::kF32;
   for (size_t l = 0; l < w.layers.size(); ++l) {
@@ -423,17 +421,10 @@ Tensor Transformer::forward_cached(const ParameterStore& params, const CachedSte
   if (parts <= 1) {
     run_rows(0, N);
   } else {
-    std::vector<std::exception_ptr> errors(static_cast<size_t>(parts));
+    ParallelErrors errors(static_cast<size_t>(parts));
 #pragma omp parallel for num_threads(static_cast<int>(parts)) schedule(static, 1)
-    for (int64_t t = 0; t < parts; ++t) {
-      try {
-        run_rows(cuts[t], cuts[t + 1]);
-      } catch (...) {
-        errors[static_cast<size_t>(t)] = std::current_exception();
-      }
-    }
-    for (const auto& e : errors)
-      if (e) std::rethrow_exception(e);
+    for (int64_t t = 0; t < parts; ++t) errors.run(static_cast<size_t>(t), [&] { run_rows(cuts[t], cuts[t + 1]); });
+    errors.rethrow_first();
   }
   const int64_t R = static_cast<int64_t>(step.logits_rows.size());
   Tensor last = Tensor::empty({R, C});

@@ -27,7 +27,7 @@
 namespace rlcpp {
 
 struct ForwardOptions {
-  float temperature = 1.0f;
+  float temperature = 1.0f;  // finite and >= kMinTemperature (kernels/temperature.h)
   bool entropy = false;  // also compute the entropy of each position's tempered distribution
   // logprob_space "sampled": score each target under the top-k / top-p truncated distribution its rollout drew
   // it from (kernels/truncation.h; the sampler's rule replayed on these logits). Off by default; no entropy then.

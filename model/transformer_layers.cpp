@@ -12,9 +12,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <exception>
 
 #include "core/error.h"
+#include "core/parallel_errors.h"
 #include "model/layer_ops.h"
 #include "model/transformer_weights.h"
 
@@ -30,27 +30,16 @@ namespace {
 // rethrown after the region (the other chunks still run: a worksharing loop cannot be left early).
 template <class Start, class Body, class Finish>
 void for_chunks(int64_t num_chunks, int threads, const Start& start, const Body& body, const Finish& finish) {
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
+  ParallelErrors errors(static_cast<size_t>(threads));
 #pragma omp parallel num_threads(threads)
   {
     const int t = omp_get_thread_num();
-    try {
-      start(t);
-    } catch (...) {
-      errors[static_cast<size_t>(t)] = std::current_exception();
-    }
+    errors.run(static_cast<size_t>(t), [&] { start(t); });
 #pragma omp for schedule(static)
-    for (int64_t c = 0; c < num_chunks; ++c) {
-      try {
-        if (!errors[static_cast<size_t>(t)]) body(c, t);
-      } catch (...) {
-        errors[static_cast<size_t>(t)] = std::current_exception();
-      }
-    }
+    for (int64_t c = 0; c < num_chunks; ++c) errors.run(static_cast<size_t>(t), [&] { body(c, t); });
     finish(omp_get_num_threads());
   }
-  for (const auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  errors.rethrow_first();
 }
 
 int64_t max_chunk_rows(const std::vector<RowChunk>& chunks) {

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/json_input.h"
 #include "reward/split_hash.h"
 
 namespace rlcpp {
@@ -70,7 +71,7 @@ std::vector<Problem> load_jsonl_problems(const std::string& path, const std::str
     std::string where = "dataset '" + path + "' line " + std::to_string(line_no);
     Json j;
     try {
-      j = Json::parse(line);
+      j = parse_json_limited(line);
     } catch (const Json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
       RLCPP_FAIL(where << ": not valid JSON (" << e.what() << ")");
     }
@@ -106,7 +107,7 @@ std::vector<Problem> load_jsonl_problems(const std::string& path, const std::str
 
 DatasetTask::DatasetTask(const std::string& path, const std::string& test_path, const std::string& charset,
                          uint64_t eval_seed, ScorerSpec scorer)
-    : path_(path), separate_test_file_(!test_path.empty()), eval_seed_(eval_seed), scorer_(scorer) {
+    : path_(path), test_path_(test_path), separate_test_file_(!test_path.empty()), eval_seed_(eval_seed), scorer_(scorer) {
   RLCPP_CHECK(!path.empty(), "config key 'task.path': the dataset task needs a JSONL file");
   RLCPP_CHECK(scorer.kind != ScorerKind::kNumeric || scorer.tolerance >= 0.0,
               "config key 'task.tolerance': " << scorer.tolerance << " is negative");
@@ -175,6 +176,19 @@ std::string DatasetTask::alphabet() const {
   for (int c = 0; c < 256; ++c)
     if (present[c]) out += static_cast<char>(c);
   return out;
+}
+
+void DatasetTask::check_fits(int64_t context, int64_t max_new_tokens) const {
+  for (const auto* problems : {&train_, &test_}) {
+    const std::string& file = problems == &test_ && separate_test_file_ ? test_path_ : path_;
+    for (const Problem& p : *problems) {
+      const int64_t need = 1 + static_cast<int64_t>(p.prompt.size()) + max_new_tokens;  // BOS, one token a byte
+      RLCPP_CHECK(need <= context, "dataset '" << file << "' line " << p.meta["line"].get<int64_t>() << ": the prompt's "
+                                               << p.prompt.size() << " characters + BOS + " << max_new_tokens
+                                               << " new tokens need " << need << " positions, more than the model's "
+                                               << "context of " << context);
+    }
+  }
 }
 
 }  // namespace rlcpp

@@ -36,12 +36,13 @@ class DatasetTask : public Task {
   // Longest reference answer in bytes plus EOS plus one spare.
   int64_t max_new_tokens() const override;
   std::string alphabet() const override;
+  void check_fits(int64_t context, int64_t max_new_tokens) const override;
 
   int64_t train_size() const { return static_cast<int64_t>(train_.size()); }
   int64_t test_size() const { return static_cast<int64_t>(test_.size()); }
 
  private:
-  std::string path_;
+  std::string path_, test_path_;
   bool separate_test_file_;
   uint64_t eval_seed_;
   ScorerSpec scorer_;

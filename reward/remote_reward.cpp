@@ -6,6 +6,7 @@
 #include <zmq.hpp>
 
 #include "core/error.h"
+#include "core/json_input.h"
 
 namespace rlcpp {
 namespace {
@@ -87,7 +88,7 @@ std::string encode_remote_requests(const std::vector<RemoteRequest>& requests, s
 std::vector<RewardResult> parse_remote_reply(const std::string& reply, size_t expected, double correct_threshold) {
   Json j;
   try {
-    j = Json::parse(reply);
+    j = parse_json_limited(reply);
   } catch (const Json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
     std::string head = reply.substr(0, 80);
     RLCPP_FAIL("reply is not JSON (" << e.what() << "); it starts with \"" << head << "\"");

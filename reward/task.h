@@ -48,6 +48,10 @@ class Task {
   // A label grouping problems for per-class accuracy (`rlcpp eval` prints one line per class), e.g. the
   // operands' digit counts "3+2" of add3; "" (the default) when the task has no classes.
   virtual std::string problem_class(const Problem& /*problem*/) const { return ""; }
+  // Fails, naming the problem's source, when a prompt (character tokens after BOS) plus `max_new_tokens`
+  // cannot fit in a model context of `context` tokens: checked when a run starts, not when a batch draws it.
+  // Generated tasks' prompts are a few characters; a dataset checks every line.
+  virtual void check_fits(int64_t /*context*/, int64_t /*max_new_tokens*/) const {}
 };
 
 }  // namespace rlcpp

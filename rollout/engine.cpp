@@ -7,6 +7,8 @@
 
 #include "core/error.h"
 #include "core/metrics.h"
+#include "core/parallel_errors.h"
+#include "model/finite_weights.h"
 
 namespace rlcpp {
 
@@ -30,6 +32,13 @@ int64_t resolve_num_blocks(const EngineConfig& c, const ModelConfig& m, DType kv
 }
 
 const EngineConfig& validated(const EngineConfig& c, const ModelConfig& m) {
+  validate_engine_config(c, m);
+  return c;
+}
+
+}  // namespace
+
+void validate_engine_config(const EngineConfig& c, const ModelConfig& m) {
   RLCPP_CHECK(c.block_size >= 1, "engine config: block_size must be >= 1, got " << c.block_size);
   RLCPP_CHECK(c.num_blocks >= 0, "engine config: num_blocks must be >= 0 (0 = automatic), got " << c.num_blocks);
   RLCPP_CHECK(c.max_kv_cache_mib >= 1, "engine config: max_kv_cache_mib must be >= 1, got " << c.max_kv_cache_mib);
@@ -38,10 +47,7 @@ const EngineConfig& validated(const EngineConfig& c, const ModelConfig& m) {
               "engine config: max_num_batched_tokens " << c.max_num_batched_tokens
                                                        << " must be >= the model's context "
                                                        << m.max_position_embeddings << " so any prefill fits");
-  return c;
 }
-
-}  // namespace
 
 Engine::Engine(const Transformer& model, const ParameterStore& params, const EngineConfig& config,
                int64_t policy_version)
@@ -61,6 +67,8 @@ void Engine::set_weights(const ParameterStore& params, int64_t version) {
   RLCPP_CHECK(params.numel() == model_.config().num_parameters(),
               "engine: new weights have " << params.numel() << " floats, the model has "
                                           << model_.config().num_parameters());
+  // Here rather than as "non-finite logits" in the sampler, steps later; the weights in use stay in place.
+  check_finite_weights(params, "engine: refusing weights of policy version " + std::to_string(version));
   params_ = &params;
   policy_version_ = version;
   packed_stale_ = true;
@@ -128,20 +136,33 @@ void Engine::sample_rows(const Tensor& logits, const SamplingParams& params) {
   const int64_t V = model_.config().vocab_size;
   const int64_t jobs = static_cast<int64_t>(sampled_.size());
   const bool parallel = jobs * V >= kParallelSampleWork && samplers_.size() > 1;
+  // The sampler throws on a row of non-finite logits (overflowing or non-finite weights): kept per thread and
+  // rethrown here, naming the sequence, since an exception must not leave the parallel region.
+  ParallelErrors errors(samplers_.size());
 #pragma omp parallel num_threads(static_cast<int>(samplers_.size())) if (parallel)
   {
-    Sampler& sampler = samplers_[static_cast<size_t>(omp_get_thread_num())];
+    const size_t thread = static_cast<size_t>(omp_get_thread_num());
+    Sampler& sampler = samplers_[thread];
 #pragma omp for schedule(static)
     for (int64_t j = 0; j < jobs; ++j) {
-      SampledRow& r = sampled_[j];
-      const Sequence& seq = *job_sequence_[j];
-      const SampleKey key{params.seed, seq.prompt_id(), static_cast<uint32_t>(seq.sample_index()),
-                          static_cast<uint32_t>(r.position)};
-      const SampledToken t = sampler.sample(logits.data<float>() + r.logits_row * V, params, key);
-      r.token = t.token;
-      r.logprob = t.logprob;
+      errors.run(thread, [&] {
+        SampledRow& r = sampled_[j];
+        const Sequence& seq = *job_sequence_[j];
+        const SampleKey key{params.seed, seq.prompt_id(), static_cast<uint32_t>(seq.sample_index()),
+                            static_cast<uint32_t>(r.position)};
+        try {
+          const SampledToken t = sampler.sample(logits.data<float>() + r.logits_row * V, params, key);
+          r.token = t.token;
+          r.logprob = t.logprob;
+        } catch (const Error& e) {
+          RLCPP_FAIL("engine: sampling token " << r.position << " of prompt " << seq.prompt_index() << " sample "
+                                               << seq.sample_index() << " (policy version " << policy_version_
+                                               << "): " << e.what());
+        }
+      });
     }
   }
+  errors.rethrow_first();
 }
 
 RolloutResult Engine::generate(const Request& request, const StepObserver& observer) {

@@ -35,6 +35,10 @@ struct EngineConfig {
     v("max_num_batched_tokens", max_num_batched_tokens, "rows per forward: decode rows + prefill tokens");
   }
 };
+// The engine config's checks against the model it serves (block_size, num_blocks, limits; max_num_batched_tokens
+// >= the model's context), as the Engine makes them: a run checks its config with them before any work.
+void validate_engine_config(const EngineConfig& config, const ModelConfig& model);
+
 
 // One sampled token of a step.
 struct SampledRow {
@@ -71,7 +75,8 @@ class Engine {
   // New weights for the following steps; their tokens carry `version`. The engine decodes from a packed copy
   // of the weights (PackedWeights), repacked before the next step after every call: a trainer that updates
   // the engine's buffer in place (colocated) must call set_weights with the new version before the engine
-  // sees the change.
+  // sees the change. Weights holding a NaN or an infinity are refused with an error naming the tensor, the
+  // engine's version and packed weights left as they were.
   void set_weights(const ParameterStore& params, int64_t version);
   int64_t policy_version() const { return policy_version_; }
 

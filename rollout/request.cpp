@@ -4,12 +4,12 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "kernels/temperature.h"
 
 namespace rlcpp {
 
 void SamplingParams::validate(const std::string& where, int64_t vocab_size) const {
-  RLCPP_CHECK(std::isfinite(temperature) && temperature >= 0,
-              where << ": temperature must be finite and >= 0 (0 = greedy), got " << temperature);
+  check_temperature(temperature, where, /*zero_is_greedy=*/true);
   RLCPP_CHECK(top_k >= 0, where << ": top_k must be >= 0 (0 = off), got " << top_k);
   RLCPP_CHECK(std::isfinite(top_p) && top_p > 0 && top_p <= 1, where << ": top_p must be in (0, 1], got " << top_p);
   RLCPP_CHECK(logprob_space == "full" || logprob_space == "sampled",

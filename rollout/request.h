@@ -16,7 +16,7 @@ struct SamplingParams {
   // whole vocabulary, before top-k / top-p truncation (T = 1 for greedy), or with logprob_space "sampled" under
   // the truncated distribution the token was drawn from (kernels/truncation.h): the distribution the trainer
   // scores, so the importance ratio is exactly 1 on-policy.
-  float temperature = 1.0f;
+  float temperature = 1.0f;  // 0, or finite and >= kMinTemperature = 1e-3 (kernels/temperature.h)
   int64_t top_k = 0;     // keep the k most likely tokens; 0 = off
   float top_p = 1.0f;    // keep the smallest most-likely set with mass >= top_p; 1 = off
   int64_t max_new_tokens = 16;
@@ -26,7 +26,7 @@ struct SamplingParams {
   std::string logprob_space = "full";  // "full" | "sampled" (see temperature)
 
   template <class V> void visit(V& v) {
-    v("temperature", temperature, "sampling temperature; 0 = greedy");
+    v("temperature", temperature, "sampling temperature: 0 = greedy, else >= 1e-3 (colder overflows fp32)");
     v("top_k", top_k, "keep the k most likely tokens (0 = off)");
     v("top_p", top_p, "nucleus sampling mass (1 = off)");
     v("max_new_tokens", max_new_tokens, "response length limit (tokens)");

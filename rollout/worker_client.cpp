@@ -57,11 +57,7 @@ WorkerClient WorkerClient::listen(zmq::context_t& context, const std::string& en
   zmq::socket_t s(context, zmq::socket_type::router);
   s.set(zmq::sockopt::linger, 1000);
   s.set(zmq::sockopt::maxmsgsize, 2 * options.limits.max_message_bytes);
-  try {
-    s.bind(endpoint);
-  } catch (const zmq::error_t& err) {
-    RLCPP_FAIL("worker client: cannot bind '" << endpoint << "': " << err.what());
-  }
+  bind_endpoint(s, endpoint, "worker client");
   if (bound) *bound = s.get(zmq::sockopt::last_endpoint);
   c.sockets_.push_back(std::move(s));
   Stopwatch waited;

@@ -16,6 +16,13 @@ WorkerService::WorkerService(const Transformer& model, const ParameterStore& par
               "worker: heartbeat_interval_s must be positive, got " << options_.heartbeat_interval_s);
 }
 
+WorkerService::~WorkerService() {
+  if (!socket_) return;
+  const int linger_ms = 0;  // the C call: a destructor must not throw, whatever state the context is in
+  zmq_setsockopt(socket_.handle(), ZMQ_LINGER, &linger_ms, sizeof linger_ms);
+  socket_.close();
+}
+
 void WorkerService::open(zmq::context_t& context, zmq::socket_type type, const std::string& endpoint) {
   RLCPP_CHECK(!socket_, "worker: already bound or connected");
   check_local_endpoint(endpoint, options_.allow_remote);
@@ -29,11 +36,7 @@ void WorkerService::open(zmq::context_t& context, zmq::socket_type type, const s
 
 std::string WorkerService::bind(zmq::context_t& context, const std::string& endpoint) {
   open(context, zmq::socket_type::router, endpoint);
-  try {
-    socket_.bind(endpoint);
-  } catch (const zmq::error_t& e) {
-    RLCPP_FAIL("worker: cannot bind '" << endpoint << "': " << e.what());
-  }
+  bind_endpoint(socket_, endpoint, "worker");
   return socket_.get(zmq::sockopt::last_endpoint);
 }
 

@@ -54,6 +54,11 @@ class WorkerService {
  public:
   WorkerService(const Transformer& model, const ParameterStore& params, const WorkerOptions& options,
                 int64_t policy_version = 0);
+  // Closes a socket that serve did not (bind failed, serve threw) without waiting to flush it, so that the
+  // context it belongs to can terminate: destroy the service before its context.
+  ~WorkerService();
+  WorkerService(const WorkerService&) = delete;
+  WorkerService& operator=(const WorkerService&) = delete;
 
   // Exactly one of bind / connect, before serve. bind returns the endpoint actually bound (a tcp port of
   // '*' resolved), which clients connect to.

@@ -1,11 +1,15 @@
 // The CLI as users meet it: bad input gets an error that names what is wrong and where, and exits non-zero;
 // the subcommands run end to end on a small checkpoint.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
+#include "model/safetensors.h"
 #include "tests/app_test_support.h"
 
 namespace rlcpp {
@@ -64,6 +68,74 @@ TEST_F(Cli, EvalGenerateAndScoreRun) {
   // The shared prefix (BOS, '1', '+') gets the same log-probs in both.
   EXPECT_FLOAT_EQ(a["logprobs"][0].get<float>(), b["logprobs"][0].get<float>());
   EXPECT_FLOAT_EQ(a["logprobs"][1].get<float>(), b["logprobs"][1].get<float>());
+}
+
+// A user error: "rlcpp: error: ..." and status 1. An exception thrown inside an OpenMP region used to abort
+// (signal 6, or 134 through the shell) with no message.
+void expect_error_exit(const CliResult& r, const std::string& message, const std::string& what) {
+  EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 1) << what << ": status " << r.status << "\n" << r.output;
+  EXPECT_NE(r.output.find("rlcpp: error: "), std::string::npos) << what << ":\n" << r.output;
+  EXPECT_NE(r.output.find(message), std::string::npos) << what << ":\n" << r.output;
+}
+
+class NonFiniteCli : public CliTest {
+ protected:
+  // A copy of ckpt/ at NAME/ with `edit` applied to its tensors.
+  std::string edited_checkpoint(const std::string& name, const std::function<void(SafetensorsFile&)>& edit) {
+    fs::copy(dir_ / "ckpt", dir_ / name, fs::copy_options::recursive);
+    const std::string weights = (dir_ / name / "model.safetensors").string();
+    SafetensorsFile f = read_safetensors(weights);
+    edit(f);
+    write_safetensors(weights, std::vector<std::pair<std::string, Tensor>>(f.tensors.begin(), f.tensors.end()),
+                      f.metadata);
+    return (dir_ / name).string();
+  }
+};
+
+TEST_F(NonFiniteCli, CheckpointWithANanWeightIsRefusedAtLoadNamingTheTensor) {
+  const std::string ckpt = edited_checkpoint("nan", [](SafetensorsFile& f) {
+    f.tensors.at("model.layers.0.mlp.up_proj.weight").data<float>()[9] = NAN;
+  });
+  const std::string message = (dir_ / "nan" / "model.safetensors").string() +
+                              ": tensor 'model.layers.0.mlp.up_proj.weight' holds nan at element 9";
+  const std::string in = write("in.jsonl", "{\"text\": \"1+2=3\"}\n");
+  expect_error_exit(run_cli("eval " + ckpt + " --task add3 --n 5"), message, "eval");
+  expect_error_exit(run_cli("generate " + ckpt + " --prompt 1+2="), message, "generate");
+  expect_error_exit(run_cli("score " + ckpt + " --input " + in), message, "score");
+}
+
+// Finite weights whose final norm overflows fp32: every logit is inf or NaN. The engine's sampler throws inside
+// its OpenMP region; generate and eval must exit with the message, score must not print NaN log-probs.
+TEST_F(NonFiniteCli, OverflowingLogitsAreAnErrorNotASignalOrANanOutput) {
+  const std::string ckpt = edited_checkpoint("overflow", [](SafetensorsFile& f) {
+    Tensor& norm = f.tensors.at("model.norm.weight");
+    for (int64_t i = 0; i < norm.numel(); ++i) norm.data<float>()[i] = 3e38f;
+  });
+  expect_error_exit(run_cli("generate " + ckpt + " --prompt 12+34="), "non-finite logits", "generate greedy");
+  const std::string prompts = write("p.jsonl", "{\"prompt\": \"1+2=\"}\n{\"prompt\": \"3+4=\"}\n");
+  expect_error_exit(run_cli("generate " + ckpt + " --prompts " + prompts + " --n 4 --temperature 1 --out " +
+                            (dir_ / "s.jsonl").string()),
+                    "engine: sampling token", "generate sampled");
+  expect_error_exit(run_cli("eval " + ckpt + " --task add3 --n 8"), "non-finite logits", "eval");
+  const std::string in = write("in.jsonl", "\n{\"text\": \"1+2=3\"}\n");
+  const std::string out = (dir_ / "scores.jsonl").string();
+  expect_error_exit(run_cli("score " + ckpt + " --input " + in + " --out " + out),
+                    in + ":2: the log-prob of token 1 is", "score");
+  EXPECT_FALSE(fs::exists(out)) << "nothing is written before the check";
+}
+
+TEST_F(NonFiniteCli, SubnormalTemperatureIsRefusedNamingTheOption) {
+  const std::string ckpt = (dir_ / "ckpt").string();
+  const std::string in = write("in.jsonl", "{\"text\": \"1+2=3\"}\n");
+  for (const std::string& command : {"generate " + ckpt + " --prompt 1+2=", "score " + ckpt + " --input " + in,
+                                     "eval " + ckpt + " --n 5"}) {
+    const std::string name = command.substr(0, command.find(' '));
+    for (const char* t : {"1e-45", "1e-4", "nan", "-1"})
+      expect_error_exit(run_cli(command + " --temperature=" + t), name + " --temperature: temperature ",
+                        command + " --temperature=" + t);
+  }
+  CliResult ok = run_cli("score " + ckpt + " --input " + in + " --temperature 1e-3");
+  EXPECT_EQ(ok.status, 0) << ok.output;  // the documented minimum itself is accepted
 }
 
 TEST_F(Cli, BadScoreLineNamesFileAndLine) {

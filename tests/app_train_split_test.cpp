@@ -62,5 +62,44 @@ TEST(TrainSplit, SplitAndColocatedRunsGiveTheSameSamplesAndMetrics) {
   EXPECT_FALSE(fs::exists(fs::path(b.run_dir) / "worker1_weights.ipc"));
 }
 
+// A worker whose logits overflow (finite weights, a final norm of 3e38) used to abort in its engine's OpenMP
+// region, three times over its restarts, and the run reported only "killed by signal 6". The worker answers
+// with the engine's error and the run stops with it.
+TEST(TrainSplit, AWorkersSamplingErrorReachesTheRunNotASignal) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_split_overflow_test";
+  fs::remove_all(root);
+  ParameterStore init = load_model_checkpoint(small_train_checkpoint(root / "good"));
+  Tensor norm = init.get("model.norm.weight");
+  for (int64_t i = 0; i < norm.numel(); ++i) norm.data<float>()[i] = 3e38f;
+  save_model_checkpoint((root / "init").string(), init);
+
+  TrainConfig c;
+  c.init_checkpoint = (root / "init").string();
+  c.run_dir = (root / "run").string();
+  c.rollout.placement = "split";
+  c.rollout.num_workers = 1;
+  c.rollout.prompts_per_step = 4;
+  c.rollout.group_size = 4;
+  c.rollout.worker_binary = RLCPP_BINARY_DIR "/rlcpp";
+  c.samples_per_step = 16;
+  c.ppo.mini_batch_size = 16;
+  c.ppo.micro_batch_size = 16;
+  c.filter_groups.max_groups = 4;
+  c.steps = 1;
+  c.eval_every = 0;
+  c.eval_size = 4;
+  std::string error = "<no error>";
+  try {
+    run_train(c, config_to_json(c));
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("worker ipc://"), std::string::npos) << error;
+  EXPECT_NE(error.find("engine: sampling token"), std::string::npos) << error;
+  EXPECT_NE(error.find("non-finite logits"), std::string::npos) << error;
+  EXPECT_EQ(error.find("signal"), std::string::npos) << error;
+  fs::remove_all(root);
+}
+
 }  // namespace
 }  // namespace rlcpp

@@ -8,6 +8,7 @@
 // first start only (a mkdir marker) or for every start.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,8 +18,10 @@
 #include <thread>
 
 #include "core/philox.h"
+#include "core/wire.h"
 #include "loop/controller.h"
 #include "loop/rollout_backend.h"
+#include "loop/worker_process.h"
 #include "model/checkpoint.h"
 #include "tests/train_test_support.h"
 
@@ -296,6 +299,179 @@ TEST_F(WorkerFault, WorkerFailingBetweenStepsIsReplacedAtTheNextSync) {
   EXPECT_TRUE(contains(out, "train: worker1 was killed by signal 9 (Killed) during step 1 (weight sync)")) << out;
   EXPECT_TRUE(contains(out, "train: worker0 did not acknowledge weights version 2 within 2 s")) << out;
   EXPECT_TRUE(contains(out, "killed it (SIGKILL) during step 2 (weight sync); restarted")) << out;
+}
+
+// Faults of a single worker process, outside a training run: it cannot start, or it is sent messages that used
+// to throw out of its serve loop, leaving it blocked in zmq_ctx_term with a socket open, deaf to SIGTERM.
+class WorkerProcessFault : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("rlcpp_worker_process_fault_" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string ipc(const std::string& name) const { return "ipc://" + (dir_ / name).string(); }
+
+  fs::path dir_;
+};
+
+const std::string kBinary = RLCPP_BINARY_DIR "/rlcpp";
+
+struct Ended {
+  int status = -1;
+  bool killed = false;  // still running at the limit
+  std::string output;   // stdout and stderr
+  double seconds = 0;
+};
+
+// Runs `rlcpp ARGS`, killing it (SIGKILL) if it has not ended `limit_s` seconds after it started.
+Ended run_with_limit(const std::vector<std::string>& args, double limit_s) {
+  std::vector<std::string> text = {kBinary};
+  text.insert(text.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : text) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int fds[2];
+  EXPECT_EQ(pipe(fds), 0);
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    dup2(fds[1], STDERR_FILENO);
+    close(fds[0]);
+    close(fds[1]);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  Ended e;
+  const auto deadline = start + std::chrono::duration<double>(limit_s);
+  while (true) {
+    const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
+    pollfd p{fds[0], POLLIN, 0};
+    if (left <= 0 || poll(&p, 1, static_cast<int>(left * 1000) + 1) == 0) {
+      e.killed = true;
+      kill(pid, SIGKILL);
+      break;
+    }
+    char buf[4096];
+    const ssize_t n = read(fds[0], buf, sizeof buf);
+    if (n <= 0) break;
+    e.output.append(buf, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  waitpid(pid, &e.status, 0);
+  e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return e;
+}
+
+// The next message on `socket` that is not a heartbeat; fails the test when none comes within 10 s.
+WireMessage next_reply(zmq::socket_t& socket) {
+  ReceivedFrames got;
+  while (receive_frames(socket, 0, WireLimits{}, 10000, got)) {
+    WireMessage m = decode_wire_message(got.frames, WireLimits{});
+    if (m.type() != "heartbeat") return m;
+  }
+  ADD_FAILURE() << "no reply within 10 s";
+  return WireMessage("none");
+}
+
+TEST_F(WorkerProcessFault, PortInUseExitsNonZeroNamingTheAddress) {
+  zmq::context_t ctx;
+  zmq::socket_t holder(ctx, zmq::socket_type::router);
+  holder.set(zmq::sockopt::linger, 0);
+  holder.bind("tcp://127.0.0.1:*");
+  const std::string endpoint = holder.get(zmq::sockopt::last_endpoint);
+  const Ended e = run_with_limit({"worker", "--preset", "tiny", "--bind", endpoint}, 30);
+  EXPECT_FALSE(e.killed) << "the worker still ran after 30 s: " << e.output;
+  EXPECT_TRUE(WIFEXITED(e.status) && WEXITSTATUS(e.status) == 1) << "status " << e.status << ": " << e.output;
+  EXPECT_TRUE(contains(e.output, "cannot listen on " + endpoint + ": address in use")) << e.output;
+  EXPECT_LT(e.seconds, 20) << e.output;
+}
+
+// The launcher (loop/worker_process.h) reports the error the worker gives, at once, not a start-up timeout.
+TEST_F(WorkerProcessFault, LauncherReportsTheErrorOfAWorkerThatCannotListen) {
+  zmq::context_t ctx;
+  zmq::socket_t holder(ctx, zmq::socket_type::router);
+  holder.set(zmq::sockopt::linger, 0);
+  holder.bind("tcp://127.0.0.1:*");
+  const std::string endpoint = holder.get(zmq::sockopt::last_endpoint);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    WorkerProcess worker(kBinary, {"--preset", "tiny", "--bind", endpoint}, /*startup_timeout_s=*/60);
+    FAIL() << "a worker whose port is taken must not start";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_TRUE(contains(what, "could not start: worker: cannot listen on " + endpoint + ": address in use")) << what;
+    EXPECT_TRUE(contains(what, "(the worker exited with status 1)")) << what;
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 20);
+}
+
+// A split run whose engine settings the worker refuses (rollout.engine.block_size = 0) stops with the worker's
+// own message, where it used to wait out the 60 s start-up timeout and show empty output.
+TEST_F(WorkerProcessFault, SplitRolloutReportsTheWorkersOwnError) {
+  const std::string checkpoint = small_train_checkpoint(dir_ / "init");
+  const ParameterStore params = load_model_checkpoint(checkpoint);
+  RolloutSection rollout;
+  rollout.worker_binary = kBinary;
+  rollout.engine.block_size = 0;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    make_split_rollout(rollout, dir_.string(), checkpoint, params, 0);
+    FAIL() << "a worker with block_size 0 must not start";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_TRUE(contains(what, "could not start: engine config: block_size must be >= 1, got 0")) << what;
+    EXPECT_TRUE(contains(what, "(the worker exited with status 1)")) << what;
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 20);
+}
+
+// A header byte that is not UTF-8 and a weights message whose version is a string each get an error reply;
+// the worker keeps serving, and SIGTERM then stops it cleanly.
+TEST_F(WorkerProcessFault, BadMessagesGetErrorRepliesAndSigtermStillStopsTheWorker) {
+  WorkerProcess worker(kBinary, {"--preset", "tiny", "--bind", ipc("w.ipc"), "--weights", ipc("w_weights.ipc")});
+  zmq::context_t ctx;
+  zmq::socket_t requests(ctx, zmq::socket_type::dealer), weights(ctx, zmq::socket_type::dealer);
+  requests.set(zmq::sockopt::linger, 0);
+  weights.set(zmq::sockopt::linger, 0);
+  requests.connect(worker.endpoint());
+  weights.connect(worker.weights_endpoint());
+  auto expect_pong = [&](int64_t id) {
+    WireMessage ping("ping");
+    ping.header["request_id"] = id;
+    send_wire_message(requests, {}, ping);
+    const WireMessage r = next_reply(requests);
+    EXPECT_EQ(r.type(), "pong") << r.header.dump();
+    EXPECT_EQ(r.header.value("request_id", int64_t{-1}), id) << r.header.dump();
+  };
+
+  const std::string not_utf8 = "{\"type\": \"ping\", \"request_id\": 1, \"x\": \"\xff\"}";
+  zmq::message_t header(not_utf8.data(), not_utf8.size());
+  (void)requests.send(header, zmq::send_flags::none);
+  WireMessage r = next_reply(requests);
+  EXPECT_EQ(r.type(), "error") << r.header.dump();
+  EXPECT_TRUE(contains(r.header.value("message", std::string()), "not valid JSON")) << r.header.dump();
+  expect_pong(2);
+
+  WireMessage stale("weights");
+  stale.header["version"] = "3";
+  send_wire_message(weights, {}, stale);
+  r = next_reply(weights);
+  EXPECT_EQ(r.type(), "error") << r.header.dump();
+  EXPECT_TRUE(contains(r.header.value("error", std::string()), "header field 'version' is \"3\", expected an integer"))
+      << r.header.dump();
+  expect_pong(3);
+
+  ASSERT_EQ(kill(worker.pid(), SIGTERM), 0);
+  std::string ended;
+  for (int i = 0; i < 1000 && ended.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ended = worker.exit_reason();
+  }
+  EXPECT_EQ(ended, "exited with status 0");
 }
 
 }  // namespace

@@ -92,6 +92,30 @@ TEST(Wire, RejectsMalformedHeaders) {
   }
 }
 
+// Copying or dumping a value recurses per level, so a header this deep (well under the 1 MiB header limit)
+// would overflow the stack after parsing; it is refused before anything is built (core/json_input.h).
+TEST(Wire, DeeplyNestedHeaderIsAnErrorNotACrash) {
+  auto frames = encode_wire_message(sample_message());
+  const int64_t depth = 200000;
+  set_header(frames, R"({"type":"ping","arrays":)" + std::string(depth, '[') + std::string(depth, ']') + "}");
+  ASSERT_LT(static_cast<int64_t>(frames[0].size()), WireLimits{}.max_header_bytes);
+  const std::string err = decode_error(frames);
+  EXPECT_NE(err.find("header is not valid JSON"), std::string::npos) << err;
+  EXPECT_NE(err.find("nesting deeper than the limit of 128 levels"), std::string::npos) << err;
+}
+
+// A header string that is not UTF-8 (an error reply quoting bytes it refused) is sent with U+FFFD in place of
+// the bad bytes rather than failing the send; a received header holding such a byte is a WireError.
+TEST(Wire, BytesThatAreNotUtf8NeitherFailTheSendNorPassTheDecode) {
+  WireMessage m("error");
+  m.header["message"] = std::string("bad byte \xff here");
+  auto frames = encode_wire_message(m);
+  const WireMessage back = decode_wire_message(frames, {});
+  EXPECT_EQ(back.header["message"], "bad byte \xef\xbf\xbd here");
+  set_header(frames, "{\"type\": \"ping\", \"x\": \"\xff\"}");
+  EXPECT_NE(decode_error(frames).find("not valid JSON"), std::string::npos) << decode_error(frames);
+}
+
 TEST(Wire, EnforcesSizeLimits) {
   WireLimits small;
   small.max_message_bytes = 64;
@@ -146,6 +170,23 @@ TEST(Wire, TooManyFramesIsAnErrorNotACrash) {
   ASSERT_TRUE(receive_frames(router, 1, limits, 2000, got));
   EXPECT_NE(got.error.find("more than"), std::string::npos) << got.error;
   EXPECT_TRUE(got.frames.empty());
+}
+
+TEST(Wire, BindingAnAddressInUseNamesIt) {
+  zmq::context_t ctx;
+  zmq::socket_t holder(ctx, zmq::socket_type::router), second(ctx, zmq::socket_type::router);
+  holder.set(zmq::sockopt::linger, 0);
+  second.set(zmq::sockopt::linger, 0);
+  bind_endpoint(holder, "tcp://127.0.0.1:*", "test");
+  const std::string endpoint = holder.get(zmq::sockopt::last_endpoint);
+  try {
+    bind_endpoint(second, endpoint, "test");
+    FAIL() << "a second bind of " << endpoint << " must fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("test: cannot listen on " + endpoint + ": address in use"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Wire, EndpointsStayLocalUnlessAllowed) {

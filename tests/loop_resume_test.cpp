@@ -4,12 +4,18 @@
 // each checkpoint) and online DPO.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <cstring>
 #include <fstream>
 
 #include "core/error.h"
 #include "loop/controller.h"
+#include "loop/run_dir.h"
+#include "loop/train_checkpoint.h"
 #include "model/checkpoint.h"
 #include "model/init.h"
 #include "tests/train_test_support.h"
@@ -145,6 +151,114 @@ TEST(LoopResume, OnlineDpoRunResumes) {
   double pairs = 0;
   for (const Json& j : read_jsonl(fs::path(r.cut.run_dir) / "metrics.jsonl")) pairs += j["dpo/pairs"].get<double>();
   EXPECT_GT(pairs, 0);
+}
+
+
+// A run directory belongs to one process: a second resume is refused while the first holds it, naming it.
+TEST(LoopResume, SecondProcessOnTheSameRunIsRefused) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_resume_lock_test";
+  fs::remove_all(root);
+  TrainConfig c = resumable_run(root);
+  c.steps = 2;
+  c.run_dir = (root / "run").string();
+  const TrainSummary first = run_train(c, config_to_json(c));
+  {
+    const RunDir held = RunDir::open_to_resume(first.run_dir);  // as another process would hold it
+    try {
+      resume_train(first.run_dir);
+      FAIL() << "resumed a run another holder had";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("is in use"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(std::to_string(::getpid())), std::string::npos) << e.what();
+    }
+    // A fresh run asked for the same directory goes next to it instead.
+    const RunDir fresh = RunDir::create_fresh(first.run_dir);
+    EXPECT_NE(fresh.path(), first.run_dir);
+  }
+  // Released: it resumes (nothing left to do past step 2, so it only finishes).
+  EXPECT_NO_THROW(resume_train(first.run_dir));
+}
+
+TEST(LoopResume, EditedConfigIsRefusedNamingTheChangedKeys) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_resume_edit_test";
+  fs::remove_all(root);
+  TrainConfig c = resumable_run(root);
+  c.steps = 2;
+  c.checkpoint_every = 1;
+  c.run_dir = (root / "run").string();
+  const TrainSummary first = run_train(c, config_to_json(c));
+  fs::remove_all(fs::path(first.run_dir) / "checkpoints/step_2");
+  Json edited = load_json_file(first.run_dir + "/config.json");
+  edited["optim"]["lr"] = 0.01;
+  edited["rollout"]["group_size"] = 4;
+  write_json_file_atomic(first.run_dir + "/config.json", edited);
+  try {
+    resume_train(first.run_dir);
+    FAIL() << "resumed under an edited config without a word";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("optim.lr: 0.003"), std::string::npos) << what;
+    EXPECT_NE(what.find("rollout.group_size: 8 -> 4"), std::string::npos) << what;
+    EXPECT_NE(what.find("--allow-config-change"), std::string::npos) << what;
+  }
+  EXPECT_FALSE(fs::exists(fs::path(first.run_dir) / "checkpoints/step_2"));  // nothing ran
+  const TrainSummary resumed = resume_train(first.run_dir, /*allow_config_change=*/true);
+  EXPECT_EQ(resumed.mean_rewards.size(), 1u);  // step 2, under the edited config
+  EXPECT_EQ(checkpoint_run_config(resumed.checkpoint)["optim"]["lr"], 0.01);
+}
+
+TEST(LoopResume, KeepLastDeletesOlderCheckpointsAndStartCleansUnfinishedWrites) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_resume_keep_test";
+  fs::remove_all(root);
+  TrainConfig c = resumable_run(root);
+  c.steps = 4;
+  c.checkpoint_every = 1;
+  c.checkpoint_keep_last = 2;
+  c.run_dir = (root / "run").string();
+  const TrainSummary first = run_train(c, config_to_json(c));
+  const fs::path ckpts = fs::path(first.run_dir) / "checkpoints";
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(ckpts)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"step_3", "step_4"}));
+
+  // What a killed or disk-full write leaves behind is removed when the run is next started.
+  fs::create_directories(ckpts / "step_5.partial");
+  fs::create_directories(ckpts / "step_5.partial.tmp-AbC123");
+  std::ofstream(ckpts / "step_5.partial" / "model.safetensors") << "half";
+  resume_train(first.run_dir);
+  EXPECT_FALSE(fs::exists(ckpts / "step_5.partial"));
+  EXPECT_FALSE(fs::exists(ckpts / "step_5.partial.tmp-AbC123"));
+  EXPECT_TRUE(fs::exists(ckpts / "step_4"));
+}
+
+TEST(LoopResume, ConfigThatAWorkerWouldRejectFailsBeforeAnyWork) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_resume_validate_test";
+  fs::remove_all(root);
+  const auto error_of = [&](const std::function<void(TrainConfig&)>& edit) {
+    TrainConfig c = resumable_run(root);
+    c.run_dir = (root / "run").string();
+    edit(c);
+    try {
+      run_train(c, config_to_json(c));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error_of([](TrainConfig& c) { c.rollout.prompts_per_step = 100000000; }).find("rollout.prompts_per_step"),
+            std::string::npos);
+  EXPECT_NE(error_of([](TrainConfig& c) { c.rollout.engine.block_size = 0; }).find("rollout.engine"),
+            std::string::npos);
+  EXPECT_NE(error_of([](TrainConfig& c) { c.rollout.sampling.stop_tokens = {99999}; }).find("outside the vocabulary"),
+            std::string::npos);
+  // A subnormal temperature passes "> 0" but makes every log-prob NaN.
+  const std::string cold = error_of([](TrainConfig& c) { c.rollout.sampling.temperature = 1e-45f; });
+  EXPECT_NE(cold.find("config key 'rollout.sampling': temperature 1.4013e-45 is not 0 (greedy) or a finite number "
+                      ">= 0.001"),
+            std::string::npos)
+      << cold;
+  EXPECT_FALSE(fs::exists(root / "run"));  // no run directory was made
 }
 
 }  // namespace

@@ -2,9 +2,11 @@
 // directory, and a second run never overwrites the first.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
+#include "core/error.h"
 #include "loop/sft_run.h"
 #include "model/checkpoint.h"
 
@@ -61,6 +63,40 @@ TEST(LoopSft, ShortRunLearnsAdd3AndWritesItsRunDirectory) {
   EXPECT_EQ(fs::last_write_time(dir / "metrics.jsonl"), before);
   fs::remove_all(dir);
   fs::remove_all(dir.string() + "-2");
+}
+
+// An SFT whose weights overflow (optim.lr 1e308 is inf in fp32) in fewer steps than optim.max_bad_steps used to
+// finish "sft done" with an all-NaN checkpoint. It stops at the step that made them non-finite, writes no
+// checkpoint, and an earlier run's checkpoint stays as it was.
+TEST(LoopSft, DivergedWeightsStopTheRunWithoutACheckpoint) {
+  const fs::path dir = fs::temp_directory_path() / "rlcpp_sft_diverge_test";
+  fs::remove_all(dir);
+  SftConfig cfg = ci_config((dir / "good").string());
+  cfg.steps = 2;
+  cfg.batch_size = 16;
+  cfg.micro_batch_size = 8;  // two micro-batches
+  cfg.checkpoint_every = 1;
+  cfg.eval_size = 10;
+  const SftSummary good = run_sft(cfg, config_to_json(cfg));
+  const ParameterStore before = load_model_checkpoint(good.checkpoint);
+
+  cfg.run_dir = (dir / "diverged").string();
+  cfg.init_checkpoint = good.checkpoint;
+  cfg.optim.lr = 1e308;
+  cfg.optim.schedule = "constant";
+  cfg.steps = 3;
+  std::string error = "<no error>";
+  try {
+    run_sft(cfg, config_to_json(cfg));
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("the weights became non-finite at optimizer step 1"), std::string::npos) << error;
+  EXPECT_NE(error.find("tensor '"), std::string::npos) << error;
+  EXPECT_TRUE(fs::is_empty(dir / "diverged" / "checkpoints"));
+  const ParameterStore after = load_model_checkpoint(good.checkpoint);
+  EXPECT_EQ(std::memcmp(before.flat().raw(), after.flat().raw(), before.flat().nbytes()), 0);
+  fs::remove_all(dir);
 }
 
 }  // namespace

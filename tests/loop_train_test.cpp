@@ -225,6 +225,28 @@ TEST(LoopTrain, SampledLogprobSpaceKeepsRolloutAndTrainerExact) {
   EXPECT_THROW(cfg.validate(), Error);
 }
 
+// optim.lr 1e308 (inf in fp32) with finite losses: the first update makes the weights non-finite. The run stops
+// there with an error naming the step, before the colocated engine samples from them ("non-finite logits"
+// thrown in its parallel region used to abort the process) and before a checkpoint saves them.
+TEST(LoopTrain, AnLrThatOverflowsTheWeightsStopsTheRunWithAnError) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_train_overflow";
+  fs::remove_all(root);
+  TrainConfig cfg = small_run(root / "run", small_train_checkpoint(root / "init"));
+  cfg.steps = 3;
+  cfg.checkpoint_every = 1;
+  cfg.optim.lr = 1e308;
+  std::string error = "<no error>";
+  try {
+    run_train(cfg, config_to_json(cfg));
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("the weights became non-finite at optimizer step 1"), std::string::npos) << error;
+  EXPECT_NE(error.find("tensor '"), std::string::npos) << error;
+  EXPECT_TRUE(fs::is_empty(root / "run" / "checkpoints"));
+  fs::remove_all(root);
+}
+
 TEST(LoopTrain, StaleVersionSamplesAreRefused) {
   std::vector<Sample> samples(3);
   for (Sample& s : samples) s.policy_version = s.last_policy_version = 4;

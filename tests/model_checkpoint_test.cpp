@@ -301,11 +301,55 @@ TEST_F(CheckpointTest, Bf16TensorsAreConvertedExactly) {
 }
 
 TEST_F(CheckpointTest, F16TensorsAreConvertedExactly) {
-  const std::vector<uint16_t> bits = {0x3c00, 0xc000, 0x0001, 0x03ff, 0x0400, 0x7bff, 0x3555, 0x8000, 0x7c00, 0xfc00};
+  // Infinities convert too, and are then refused: NonFiniteWeightsAreRefusedNamingFileAndTensor.
+  const std::vector<uint16_t> bits = {0x3c00, 0xc000, 0x0001, 0x03ff, 0x0400, 0x7bff, 0x3555, 0x8000};
   const std::vector<float> values = {1.0f,     -2.0f,          0x1p-24f, 1023 * 0x1p-24f, 0x1p-14f, 65504.0f,
-                                     0.333251953125f, -0.0f, INFINITY, -INFINITY};
+                                     0.333251953125f, -0.0f};
   write_half_checkpoint(dir(), small_qwen2(), DType::kF16, bits);
   expect_pattern(load_model_checkpoint(dir()), values);
+}
+
+// A diverged run's NaN, or an overflow to inf in a half-precision export, is refused at load naming the file,
+// the tensor and the element, rather than evaluated (0 % accuracy, exit 0) or sampled from.
+TEST_F(CheckpointTest, NonFiniteWeightsAreRefusedNamingFileAndTensor) {
+  save_model_checkpoint(dir(), random_store(small_untied(), 1));
+  edit_weights([](TensorList& list) {
+    for (auto& [name, t] : list)
+      if (name == "model.layers.1.mlp.down_proj.weight") t.data<float>()[5] = NAN;
+  });
+  std::string e = load_error();
+  EXPECT_NE(e.find(weights() + ": tensor 'model.layers.1.mlp.down_proj.weight' holds nan at element 5"),
+            std::string::npos)
+      << e;
+
+  // Every other element F16 +inf (0x7c00), or BF16 -inf (0xff80).
+  for (const auto& [dtype, bits] :
+       {std::pair{DType::kF16, uint16_t{0x7c00}}, std::pair{DType::kBF16, uint16_t{0xff80}}}) {
+    fs::remove_all(dir());
+    write_half_checkpoint(dir(), small_llama(), dtype, {0x3c00, bits});
+    e = load_error();
+    EXPECT_NE(e.find(weights() + ": tensor '"), std::string::npos) << e;
+    EXPECT_NE(e.find(dtype == DType::kF16 ? "holds inf at element" : "holds -inf at element"), std::string::npos) << e;
+  }
+}
+
+// No checkpoint of non-finite weights is written, and the one already at DIR stays as it was.
+TEST_F(CheckpointTest, SaveRefusesNonFiniteWeightsAndKeepsTheOldCheckpoint) {
+  const ParameterStore good = random_store(small_qwen2(), 1);
+  save_model_checkpoint(dir(), good);
+  for (float bad : {NAN, INFINITY, -INFINITY}) {
+    ParameterStore diverged = good.clone();
+    diverged.flat().data<float>()[diverged.offset_of("model.norm.weight") + 3] = bad;
+    const std::string e = error_of([&] { save_model_checkpoint(dir(), diverged, /*overwrite=*/true); });
+    EXPECT_NE(e.find(dir() + ": refusing to save a checkpoint of non-finite weights: tensor 'model.norm.weight' holds"),
+              std::string::npos)
+        << e;
+    EXPECT_NE(e.find("at element 3"), std::string::npos) << e;
+    EXPECT_TRUE(same_bytes(good, load_model_checkpoint(dir()))) << bad;
+    EXPECT_EQ(entries_of_root(), std::vector<std::string>{"ckpt"}) << bad;  // no temporary, no old copy
+    EXPECT_NE(error_of([&] { save_model_checkpoint(dir("fresh"), diverged); }), "<no error>") << bad;
+    EXPECT_FALSE(fs::exists(dir("fresh"))) << bad;
+  }
 }
 
 TEST_F(CheckpointTest, IntegerDtypeIsRejectedNamingTheTensor) {

@@ -152,6 +152,14 @@ TEST_F(SafetensorsTest, RejectsHeaderThatIsNotJson) {
   expect_rejected(write_raw("j.safetensors", "{\"w\": {\"dtype\": ", ""), "", "not valid JSON");
 }
 
+// Under the header size limit but nested 10^6 deep: refused before parsing, where it used to overflow the
+// stack when an error message dumped it.
+TEST_F(SafetensorsTest, RejectsHeaderNestedDeeperThanTheLimit) {
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  expect_rejected(write_raw("deep.safetensors", R"({"__metadata__": )" + deep + "}", ""), "",
+                  "nesting deeper than the limit of 128 levels");
+}
+
 TEST_F(SafetensorsTest, RejectsHeaderThatIsNotAnObject) {
   expect_rejected(write_raw("j.safetensors", "[1, 2]", ""), "", "expected a JSON object");
 }

@@ -100,6 +100,23 @@ TEST_F(DatasetTaskTest, SeparateTestFileIsTheHeldOutSet) {
   for (int i = 0; i < 200; ++i) EXPECT_FALSE(task.is_test(task.sample_train(rng)));
 }
 
+TEST_F(DatasetTaskTest, PromptLongerThanTheContextIsFoundAtTheStartNamingFileAndLine) {
+  std::string train = write_additions("train.jsonl", 0, 100);
+  std::string test = write("test.jsonl", "{\"prompt\": \"1+1=\", \"answer\": \"2\"}\n"
+                                         "{\"prompt\": \"" + std::string(120, '1') + "+1=\", \"answer\": \"2\"}\n");
+  DatasetTask task(train, test, kCharTokenizerCharset, 1, ScorerSpec{});
+  EXPECT_NO_THROW(task.check_fits(256, 8));
+  try {
+    task.check_fits(128, 8);  // 1 + 123 + 8 = 132 positions
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_TRUE(contains(m, "test.jsonl' line 2")) << m;
+    EXPECT_TRUE(contains(m, "need 132 positions")) << m;
+    EXPECT_TRUE(contains(m, "context of 128")) << m;
+  }
+}
+
 TEST_F(DatasetTaskTest, PromptInBothFilesIsAnError) {
   std::string train = write_additions("train.jsonl", 0, 100);
   std::string test = write_additions("test.jsonl", 95, 10);  // lines 1-5 repeat train lines 96-100
@@ -135,6 +152,18 @@ TEST_F(DatasetTaskTest, EveryLineIsValidatedWithItsLineNumber) {
   // Blank lines are skipped but still counted.
   m = error_of(ok + "\n\n   \n{\"prompt\": 5, \"answer\": \"3\"}\n");
   EXPECT_TRUE(contains(m, "line 4")) << m;
+}
+
+// A "meta" nested 10^6 deep used to parse and then overflow the stack when the problem copied it.
+TEST_F(DatasetTaskTest, DeeplyNestedMetaIsAnErrorNamingTheLineAndTheDepthLimit) {
+  const int64_t depth = 1000000;
+  std::string meta;
+  for (int64_t i = 0; i < depth; ++i) meta += R"({"a":)";
+  meta += "1" + std::string(depth, '}');
+  const std::string ok = R"({"prompt": "1+1=", "answer": "2"})";
+  const std::string m = error_of(ok + "\n" + R"({"prompt": "1+2=", "answer": "3", "meta": )" + meta + "}\n");
+  EXPECT_TRUE(contains(m, "line 2") && contains(m, "not valid JSON")) << m;
+  EXPECT_TRUE(contains(m, "nesting deeper than the limit of 128 levels")) << m;
 }
 
 TEST_F(DatasetTaskTest, CharacterTheTokenizerCannotEncodeIsNamed) {

@@ -161,6 +161,9 @@ TEST(RemoteReply, MalformedRepliesSayWhatIsWrong) {
                        "rewards[1].components.a"));
   EXPECT_TRUE(contains(error(R"({"rewards": [{"total": 1, "score": 2}]})", 1), "unknown key 'score'"));
   EXPECT_TRUE(contains(error(R"({"rewards": [{"total": 1, "correct": 1}]})", 1), "rewards[0].correct"));
+  // Nested past the depth limit (it used to overflow the stack when the message dumped it).
+  const std::string deep = R"({"error": )" + std::string(1000000, '[') + std::string(1000000, ']') + "}";
+  EXPECT_TRUE(contains(error(deep, 1), "nesting deeper than the limit of 128 levels")) << error(deep, 1).substr(0, 300);
 }
 
 TEST(RemoteRequest, CarriesTheAnswerAndReplacesInvalidUtf8) {

@@ -327,6 +327,65 @@ TEST(RolloutEngine, InPlaceWeightUpdateIsSeenAfterSetWeights) {
   for (const Sample& s : after.samples) EXPECT_EQ(s.policy_version, 1);
 }
 
+std::string generate_error(Engine& engine, const Request& req) {
+  try {
+    engine.generate(req);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+// Finite weights can still give non-finite logits (here a final norm that overflows). The sampler's error is
+// thrown inside the engine's OpenMP region, where an exception ends the process (std::terminate): it must come
+// out of generate as an rlcpp::Error naming the sequence, in the parallel sampler (16 rows x 4096 logits) and
+// in the serial one.
+TEST(RolloutEngine, NonFiniteLogitsAreAnErrorOutOfTheParallelSampler) {
+  for (const int64_t vocab : {4096, 23}) {
+    ModelConfig cfg = small_config();
+    cfg.vocab_size = vocab;
+    ParameterStore params = scaled_params(cfg);
+    Tensor norm = params.get("model.norm.weight");
+    for (int64_t i = 0; i < norm.numel(); ++i) norm.data<float>()[i] = 3e38f;
+    const Transformer model(cfg);
+    Engine engine(model, params, engine_config(16));
+    Request req;
+    for (int64_t p = 0; p < 16; ++p) req.prompts.push_back(random_tokens(4, vocab, 10 + p));
+    for (const float temperature : {0.0f, 1.0f}) {
+      req.sampling.temperature = temperature;
+      const std::string e = generate_error(engine, req);
+      const std::string where = "vocab " + std::to_string(vocab) + ", temperature " + std::to_string(temperature);
+      EXPECT_NE(e.find("non-finite logits"), std::string::npos) << where << ": " << e;
+      EXPECT_NE(e.find("engine: sampling token 4 of prompt 0 sample 0"), std::string::npos) << where << ": " << e;
+    }
+  }
+}
+
+// A weight version holding a NaN is refused at install, naming the tensor; the engine keeps sampling from the
+// weights and the version it had.
+TEST(RolloutEngine, SetWeightsRefusesNonFiniteWeightsNamingTheTensor) {
+  Fixture f;
+  Engine engine(f.model, f.params, engine_config(16), /*policy_version=*/3);
+  ParameterStore next = scaled_params(f.cfg, 4);
+  next.flat().data<float>()[next.offset_of("model.layers.1.self_attn.o_proj.weight") + 7] = NAN;
+  std::string e = "<no error>";
+  try {
+    engine.set_weights(next, 4);
+  } catch (const Error& err) {
+    e = err.what();
+  }
+  EXPECT_NE(e.find("engine: refusing weights of policy version 4: tensor 'model.layers.1.self_attn.o_proj.weight' "
+                   "holds nan at element 7"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(engine.policy_version(), 3);
+  Request req;
+  req.prompts = {random_tokens(5, f.cfg.vocab_size, 1)};
+  req.sampling.max_new_tokens = 4;
+  Engine fresh(f.model, f.params, engine_config(16), 3);
+  expect_same_samples(fresh.generate(req), engine.generate(req), 0.0, "after a refused install");
+}
+
 TEST(RolloutEngine, RejectsBadRequestsAndConfigsNamingTheField) {
   Fixture f;
   Engine engine(f.model, f.params, engine_config(16));
@@ -355,6 +414,10 @@ TEST(RolloutEngine, RejectsBadRequestsAndConfigsNamingTheField) {
   r = ok;
   r.sampling.temperature = -1;
   EXPECT_NE(error_of(r).find("temperature"), std::string::npos);
+  r.sampling.temperature = 1e-45f;  // > 0, but 1 / T overflows fp32: every log-prob would be NaN
+  EXPECT_NE(error_of(r).find("request sampling: temperature 1.4013e-45 is not 0 (greedy) or a finite number >= 0.001"),
+            std::string::npos)
+      << error_of(r);
   r = ok;
   r.n = 0;
   EXPECT_NE(error_of(r).find("n (samples per prompt)"), std::string::npos);

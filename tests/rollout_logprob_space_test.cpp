@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/error.h"
 #include "core/philox.h"
 #include "kernels/ops.h"
 #include "model/init.h"
@@ -130,6 +131,38 @@ TEST(LogprobSpace, TruncatedBackwardMatchesFiniteDifferences) {
     zero += dlogits.data<float>()[j] == 0.0f;
   }
   EXPECT_GT(zero, 0);  // tokens outside the kept set get no gradient
+}
+
+// The truncated log-prob kernels throw on a row of non-finite logits from inside their OpenMP region (64 rows x
+// 1024 logits run on every thread; 2 x 23 on one): an rlcpp::Error out of the op, not std::terminate.
+TEST(LogprobSpace, NonFiniteLogitsAreAnErrorOutOfTheTruncatedKernels) {
+  for (const auto& [N, V] : std::vector<std::pair<int64_t, int64_t>>{{64, 1024}, {2, 23}}) {
+    for (const float bad : {NAN, INFINITY}) {
+      Tensor logits = Tensor::empty({N, V}), targets = Tensor::empty({N}, DType::kI32);
+      for (int64_t i = 0; i < N; ++i) {
+        const std::vector<float> row = random_logits(V, 70 + i, 3.0f);
+        std::copy(row.begin(), row.end(), logits.data<float>() + i * V);
+        targets.data<int32_t>()[i] = static_cast<int32_t>(i % V);
+      }
+      logits.data<float>()[(N - 1) * V + 5] = bad;  // the last row: a thread other than the first when parallel
+      Tensor logp = Tensor::empty({N}), lse = Tensor::zeros({N}), dlogp = Tensor::zeros({N}),
+             dlogits = Tensor::empty({N, V});
+      const Truncation t{8, 0.9f};
+      const std::string where = std::to_string(N) + " x " + std::to_string(V) + " with " + std::to_string(bad);
+      try {
+        ops::logprob_truncated_forward(logits, targets, 0.8f, t, logp, lse);
+        ADD_FAILURE() << where << ": forward accepted non-finite logits";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("non-finite logits"), std::string::npos) << where << ": " << e.what();
+      }
+      try {
+        ops::logprob_truncated_backward(dlogp, logits, targets, 0.8f, t, lse, dlogits);
+        ADD_FAILURE() << where << ": backward accepted non-finite logits";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("non-finite logits"), std::string::npos) << where << ": " << e.what();
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -243,6 +243,30 @@ TEST(RolloutWorker, BadMessagesGetErrorRepliesAndTheWorkerKeepsServing) {
   expect_same(local.generate(req), got);
 }
 
+// The parser's message for a header byte that is not UTF-8 quotes the byte; the error reply carrying it used to
+// throw on encoding, out of the serve loop. A header nested too deep to copy safely is refused likewise.
+TEST(RolloutWorker, HeadersNotUtf8OrTooDeepGetErrorRepliesAndTheWorkerKeepsServing) {
+  ThreadWorkers w;
+  w.bind(1);
+  RawClient raw(w.ctx, w.endpoints[0]);
+  raw.send_frames({std::string("{\"type\": \"ping\", \"request_id\": 3, \"x\": \"\xff\"}")});
+  WireMessage r = raw.reply();
+  ASSERT_EQ(r.type(), "error") << r.header.dump();
+  EXPECT_NE(r.header["message"].get<std::string>().find("not valid JSON"), std::string::npos) << r.header.dump();
+  raw.send_frames({R"({"type": "ping", "arrays": )" + std::string(200000, '[') + std::string(200000, ']') + "}"});
+  r = raw.reply();
+  ASSERT_EQ(r.type(), "error") << r.header.dump();
+  EXPECT_NE(r.header["message"].get<std::string>().find("nesting deeper than the limit of 128 levels"),
+            std::string::npos)
+      << r.header.dump();
+  WireMessage ping("ping");
+  ping.header["request_id"] = 4;
+  raw.send(ping);
+  r = raw.reply();
+  EXPECT_EQ(r.type(), "pong") << r.header.dump();
+  EXPECT_EQ(r.header["request_id"], 4);
+}
+
 TEST(RolloutWorker, SendsHeartbeatsWhileGenerating) {
   ThreadWorkers w;
   WorkerOptions opts = worker_options();

@@ -299,6 +299,30 @@ TEST(NanGuard, SkipsNonFiniteStepsBitIdenticallyAndStopsAfterMaxBadStepsInARow) 
   EXPECT_EQ(u.bad_steps_total(), 5);
 }
 
+// A finite loss and gradient with an lr that overflows fp32 (1e308 is inf as a float): the update makes the
+// weights non-finite, which no later step can undo, so the step itself stops the run naming the step and the
+// tensor, before a rollout samples from the weights or a checkpoint saves them.
+TEST(NanGuard, AnUpdateThatMakesTheWeightsNonFiniteStopsTheRunNamingTheStep) {
+  const ModelConfig mc = small_model_config();
+  const Transformer model(mc);
+  ParameterStore params = init_random(mc, 42);
+  const auto samples = random_samples(43, 4);
+  std::vector<size_t> all = {0, 1, 2, 3};
+  std::vector<PackedBatch> batches;
+  for (const auto& p : pack_micro_batches(samples, all, 2)) batches.push_back(p.batch);  // two micro-batches
+  ParameterStore diverging = params.clone();
+  OptimConfig oc;
+  oc.lr = 1e308;
+  PolicyUpdater u(model, diverging, oc);
+  const std::string e = error_of([&] { u.step(batches, ForwardOptions{}, token_loss(0.0f), 10); });
+  EXPECT_NE(e.find("the weights became non-finite at optimizer step 1"), std::string::npos) << e;
+  EXPECT_NE(e.find("lower optim.lr): tensor '"), std::string::npos) << e;
+  EXPECT_EQ(u.bad_steps_in_a_row(), 0) << "the loss and gradient were finite";
+  // The same step at the default lr passes.
+  PolicyUpdater sane(model, params, OptimConfig{});
+  EXPECT_FALSE(sane.step(batches, ForwardOptions{}, token_loss(0.0f), 10).skipped);
+}
+
 TEST(UpdateStep, ReportsGradNormLrAndTheMergedLossMetrics) {
   const ModelConfig mc = small_model_config();
   const Transformer model(mc);

@@ -142,6 +142,52 @@ TEST(WeightSyncMessage, ShapeMismatchNamesTheParameter) {
   }
 }
 
+// An intact message of diverged weights (checksum right, a NaN inside) is refused before it reaches the
+// rollout side, naming the tensor and the element.
+TEST(WeightSyncMessage, NonFiniteWeightsAreRefusedNamingTheTensor) {
+  const ModelConfig cfg = small_config();
+  for (const float bad : {NAN, INFINITY, -INFINITY}) {
+    ParameterStore params = init_random(cfg, 18);
+    params.flat().data<float>()[params.offset_of("model.layers.1.mlp.up_proj.weight") + 11] = bad;
+    const WireMessage m = encode_weights(params, 7, 50000);
+    std::vector<float> out(static_cast<size_t>(params.numel()));
+    try {
+      decode_weights(m, params.infos(), params.numel(), out.data());
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const WireError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("version 7 has non-finite weights: tensor 'model.layers.1.mlp.up_proj.weight' holds"),
+                std::string::npos)
+          << what;
+      EXPECT_NE(what.find("at element 11"), std::string::npos) << what;
+    }
+  }
+}
+
+// Over zmq: the subscriber refuses every attempt and never swaps; the publisher's error names the tensor.
+TEST(WeightSyncZmq, NonFiniteWeightsAreRefusedEveryTime) {
+  const ModelConfig cfg = small_config();
+  ParameterStore params = init_random(cfg, 19);
+  params.flat().data<float>()[params.offset_of("model.norm.weight")] = NAN;
+  SubscriberFixture f(cfg);
+  ZmqPublisherOptions o = small_chunks();
+  o.max_attempts = 2;
+  f.serve(2);
+  ZmqWeightPublisher pub(f.ctx, f.sub.endpoint(), false, o);
+  std::string e = "<no error>";
+  try {
+    pub.publish(params, 1);
+  } catch (const Error& err) {
+    e = err.what();
+  }
+  f.server.join();
+  EXPECT_NE(e.find("refused 2 times"), std::string::npos) << e;
+  EXPECT_NE(e.find("non-finite weights: tensor 'model.norm.weight' holds nan at element 0"), std::string::npos) << e;
+  EXPECT_EQ(f.outcomes, (std::vector<bool>{false, false}));
+  EXPECT_EQ(f.received_version, -1);
+  EXPECT_EQ(f.sub.version(), 0);
+}
+
 TEST(WeightSyncZmq, VersionsMustIncrease) {
   const ModelConfig cfg = small_config();
   ParameterStore params = init_random(cfg, 16);
@@ -168,6 +214,34 @@ TEST(WeightSyncZmq, VersionsMustIncrease) {
   g.server.join();
   EXPECT_EQ(g.sub.version(), 4);
   EXPECT_NE(g.sub.last_error().find("not newer"), std::string::npos) << g.sub.last_error();
+}
+
+// A version that is not an integer is refused, naming the field; a string used to throw out of poll (and so
+// out of a worker's serve loop), a fraction to be truncated into a version.
+TEST(WeightSyncZmq, VersionThatIsNotAnIntegerIsRefusedNamingIt) {
+  const ModelConfig cfg = small_config();
+  const ParameterStore params = init_random(cfg, 18);
+  SubscriberFixture f(cfg);
+  f.serve(2);
+  zmq::socket_t dealer(f.ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.connect(f.sub.endpoint());
+  for (const Json& bad : {Json("1"), Json(1.5)}) {
+    WireMessage m = encode_weights(params, 1, 1 << 20);
+    m.header["version"] = bad;
+    send_wire_message(dealer, {}, m);
+    ReceivedFrames in;
+    ASSERT_TRUE(receive_frames(dealer, 0, WireLimits{}, 10000, in)) << "no reply to version " << bad.dump();
+    const WireMessage reply = decode_wire_message(in.frames, WireLimits{});
+    EXPECT_EQ(reply.type(), "error") << reply.header.dump();
+    const std::string error = reply.header.value("error", std::string());
+    EXPECT_NE(error.find("header field 'version' is " + bad.dump() + ", expected an integer"), std::string::npos)
+        << error;
+  }
+  f.server.join();
+  EXPECT_EQ(f.outcomes, (std::vector<bool>{false, false}));
+  EXPECT_EQ(f.sub.version(), 0);
+  EXPECT_EQ(f.received_version, -1);
 }
 
 TEST(WeightSyncInproc, PublishIsAVersionBumpOnTheSharedBuffer) {

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "model/finite_weights.h"
 
 namespace rlcpp {
 
@@ -62,6 +63,13 @@ UpdateResult PolicyUpdater::step(const std::vector<PackedBatch>& micro_batches, 
   }
   bad_in_a_row_ = 0;
   adamw_.step(params_, grads_, static_cast<float>(result.lr));
+  // A finite gradient can still overflow the weights (a huge lr: 1e308 is inf in fp32). They cannot be taken
+  // back, so the run stops here, before a rollout samples from them or a checkpoint saves them.
+  if (const auto bad = find_non_finite(params_.infos(), params_.flat().data<float>()))
+    RLCPP_FAIL("training stopped: the " << (critic ? "critic's " : "") << "weights became non-finite at "
+               << "optimizer step " << adamw_.steps_taken() << " (loss " << result.loss << ", gradient norm "
+               << result.grad_norm << ", lr " << result.lr << "; lower " << (critic ? "critic.optim.lr" : "optim.lr")
+               << "): " << bad->describe());
   return result;
 }
 

@@ -8,7 +8,8 @@
 //
 // NaN guard: a step whose loss or gradient norm is not finite is skipped before AdamW, so the weights, the
 // optimizer moments and its step count stay bit-identical; it is counted, and max_bad_steps skipped steps in a
-// row stop the run with an error (a finite step resets the count).
+// row stop the run with an error (a finite step resets the count). A step whose update leaves the weights
+// non-finite (an overflow: lr too large) stops the run at once, naming the step and the tensor.
 #pragma once
 
 #include <functional>
@@ -45,7 +46,8 @@ class PolicyUpdater {
  public:
   PolicyUpdater(const Transformer& model, ParameterStore& params, const OptimConfig& config);
 
-  // total_steps sizes the LR schedule. Throws when max_bad_steps non-finite steps come in a row.
+  // total_steps sizes the LR schedule. Throws when max_bad_steps non-finite steps come in a row, or when the
+  // update made the weights non-finite.
   UpdateResult step(const std::vector<PackedBatch>& micro_batches, const ForwardOptions& options,
                     const MicroLossFn& loss_fn, int64_t total_steps);
 

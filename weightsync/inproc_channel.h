@@ -1,6 +1,7 @@
 // The `inproc` weight-sync channel (colocated placement): the engine reads the trainer's own parameter buffer,
 // so a publish copies nothing; it is a version bump the subscriber sees between engine steps and acknowledges.
 // Both ends hold copies of one ParameterStore (copies share the buffer); the subscriber checks that they do.
+// Nothing is received, so nothing is checked here: the engine's set_weights refuses non-finite weights.
 #pragma once
 
 #include <atomic>

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <string>
 
+#include "model/finite_weights.h"
+
 namespace rlcpp {
 
 uint64_t weight_checksum(const float* data, int64_t n) {
@@ -118,6 +120,9 @@ int64_t decode_weights(const WireMessage& message, const std::vector<ParameterIn
   if (std::to_string(got) != checksum_text)
     refuse("checksum mismatch for version " + std::to_string(version) + ": header " + checksum_text +
            ", payload " + std::to_string(got));
+  // Intact but diverged (the publisher's weights overflowed): refused before it reaches the engine.
+  if (const auto bad = find_non_finite(expected, out))
+    refuse("version " + std::to_string(version) + " has non-finite weights: " + bad->describe());
   return version;
 }
 

@@ -26,7 +26,8 @@ WireMessage encode_weights(const ParameterStore& params, int64_t version, int64_
 WireLimits weights_limits(int64_t total_floats, int64_t chunk_floats);
 
 // Checks `message` against `expected` (names, shapes, offsets, total size, chunk sizes, checksum) and copies
-// its floats into `out` (numel = the layout's total). Throws WireError naming the first mismatch.
+// its floats into `out` (numel = the layout's total). Throws WireError naming the first mismatch, or the first
+// tensor holding a NaN or an infinity.
 // Returns the message's version.
 int64_t decode_weights(const WireMessage& message, const std::vector<ParameterInfo>& expected, int64_t total_floats,
                        float* out);

@@ -32,7 +32,7 @@ ZmqWeightPublisher::ZmqWeightPublisher(zmq::context_t& ctx, const std::string& e
   RLCPP_CHECK(options_.max_attempts >= 1, "weight sync max_attempts must be >= 1, got " << options_.max_attempts);
   socket_.set(zmq::sockopt::linger, 0);
   if (bind)
-    socket_.bind(endpoint);
+    bind_endpoint(socket_, endpoint, "weight sync publisher");
   else
     socket_.connect(endpoint);
 }
@@ -87,7 +87,7 @@ ZmqWeightSubscriber::ZmqWeightSubscriber(zmq::context_t& ctx, const std::string&
   for (const ParameterInfo& p : layout_) total_floats_ = std::max(total_floats_, p.offset + p.numel());
   socket_.set(zmq::sockopt::linger, 0);
   if (bind)
-    socket_.bind(endpoint);
+    bind_endpoint(socket_, endpoint, "weight sync subscriber");
   else
     socket_.connect(endpoint);
 }
@@ -101,7 +101,13 @@ bool ZmqWeightSubscriber::poll(long timeout_ms, const Swap& swap) {
   try {
     if (!in.error.empty()) throw WireError("weights message refused: " + in.error);
     WireMessage message = decode_wire_message(in.frames, weights_limits(total_floats_, kMinChunkFloats));
-    version = message.header.value("version", int64_t{-1});
+    const auto field = message.header.find("version");
+    if (field == message.header.end() || !field->is_number_integer())
+      throw WireError("weights message refused: header field 'version' is " +
+                      (field == message.header.end() ? std::string("missing")
+                                                     : field->dump(-1, ' ', false, Json::error_handler_t::replace)) +
+                      ", expected an integer");
+    version = field->get<int64_t>();
     if (version <= version_)
       throw WireError("weights message refused: version " + std::to_string(version) + " is not newer than " +
                       std::to_string(version_));
@@ -110,7 +116,7 @@ bool ZmqWeightSubscriber::poll(long timeout_ms, const Swap& swap) {
                                                                              << staged.numel());
     decode_weights(message, layout_, total_floats_, staged.flat().data<float>());
     swap(std::move(staged), version);
-  } catch (const WireError& e) {
+  } catch (const std::exception& e) {  // WireError, or any other failure to take these weights: refused either way
     last_error_ = e.what();
     reply(socket_, in.envelope, "error", version, last_error_);
     return false;

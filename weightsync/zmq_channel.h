@@ -2,7 +2,7 @@
 // message (weightsync/weight_message.h) and waits for the reply; the subscriber verifies the message into a
 // staging buffer, hands the verified buffer to its owner's swap callback (run in the owner's thread, so between
 // engine steps) and only then acknowledges the version. A refused message (bad checksum, cut short, wrong
-// layout, stale version) gets an `error` reply and the publisher sends it again, up to max_attempts.
+// layout, stale version, a NaN or an infinity among the weights) gets an `error` reply and the publisher sends it again, up to max_attempts.
 //
 // Sockets: the subscriber owns a ROUTER (bound or connected), the publisher a DEALER.
 #pragma once

@@ -1,9 +1,13 @@
 // Training attention on the CPU: causal, packed sequences (cu_seqlens), GQA. The forward runs the shared
 // per-query routine (attention_query.h); the backward recomputes probabilities from the saved lse.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
+#include "core/parallel_errors.h"
 #include "kernels/cpu/attention_query.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/lanes8.h"
@@ -72,19 +76,25 @@ void attention_forward(const float* q, const float* k, const float* v, const int
   for (int64_t b = 0; b < num_seqs; ++b)
     for (int32_t i = cu_seqlens[b]; i < cu_seqlens[b + 1]; ++i) seq_start[static_cast<size_t>(i)] = cu_seqlens[b];
   const int64_t max_keys = max_seqlen(cu_seqlens, num_seqs);
+  // A thread whose scratch allocation fails skips its rows; the error is rethrown after the region.
+  ParallelErrors errors(static_cast<size_t>(omp_get_max_threads()));
 #pragma omp parallel if (causal_work(cu_seqlens, num_seqs, hq, d) > kParallelMinWork)
   {
-    AttendScratch scratch(max_keys, hq / hkv);
+    const size_t thread = static_cast<size_t>(omp_get_thread_num());
+    std::optional<AttendScratch> scratch;
+    errors.run(thread, [&] { scratch.emplace(max_keys, hq / hkv); });
     // Later rows of a sequence attend to more keys; dynamic scheduling evens that out (the result per row is
     // the same whichever thread computes it).
 #pragma omp for schedule(dynamic, 8)
     for (int64_t i = 0; i < n; ++i) {
+      if (errors.failed(thread)) continue;
       const int64_t start = seq_start[static_cast<size_t>(i)];
       const ContiguousKvRows rows{k + start * kv_stride, v + start * kv_stride, kv_stride};
-      attend_query_row(q + i * hq * d, rows, i - start + 1, hq, hkv, d, scale, scratch, out + i * hq * d,
+      attend_query_row(q + i * hq * d, rows, i - start + 1, hq, hkv, d, scale, *scratch, out + i * hq * d,
                        lse + i * hq);
     }
   }
+  errors.rethrow_first();
 }
 
 void attention_backward(const float* dout, const float* q, const float* k, const float* v, const float* out,
@@ -99,15 +109,24 @@ void attention_backward(const float* dout, const float* q, const float* k, const
   const int64_t tasks = num_seqs * hkv;
   const int64_t kv_stride = hkv * d;
   const int64_t max_keys = max_seqlen(cu_seqlens, num_seqs);
+  // A thread whose scratch allocation fails skips its tasks; the error is rethrown after the region.
+  ParallelErrors errors(static_cast<size_t>(omp_get_max_threads()));
 #pragma omp parallel if (3 * causal_work(cu_seqlens, num_seqs, hq, d) > kParallelMinWork)
   {
+    const size_t thread = static_cast<size_t>(omp_get_thread_num());
     // Per query row: scaled dS and P over its keys (padded to blocks of eight), and the key/value row pointers.
-    std::vector<float> ds_row(static_cast<size_t>(padded_keys(max_keys)));
-    std::vector<float> p_row(static_cast<size_t>(padded_keys(max_keys)));
-    std::vector<const float*> k_rows(static_cast<size_t>(padded_keys(max_keys)));
-    std::vector<const float*> v_rows(static_cast<size_t>(padded_keys(max_keys)));
+    std::vector<float> ds_row, p_row;
+    std::vector<const float*> k_rows, v_rows;
+    errors.run(thread, [&] {
+      const size_t keys = static_cast<size_t>(padded_keys(max_keys));
+      ds_row.resize(keys);
+      p_row.resize(keys);
+      k_rows.resize(keys);
+      v_rows.resize(keys);
+    });
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < tasks; ++task) {
+      if (errors.failed(thread)) continue;
       const int64_t b = task / hkv;
       const int64_t g = task % hkv;
       const int64_t start = cu_seqlens[b];
@@ -166,6 +185,7 @@ void attention_backward(const float* dout, const float* q, const float* k, const
       }
     }
   }
+  errors.rethrow_first();
 }
 
 }  // namespace rlcpp::cpu

@@ -1,7 +1,10 @@
 // Per-token log-probability and entropy of softmax(logits / T) on the CPU, and their backward.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 
+#include "core/parallel_errors.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/vec_math.h"
 #include "kernels/truncation.h"
@@ -75,8 +78,11 @@ float row_logprob_truncated(const float* row, int32_t target, float temperature,
 
 void logprob_truncated_forward(const float* logits, const int32_t* targets, float temperature, const Truncation& t,
                                float* logp, float* lse, int64_t n, int64_t v) {
+  // truncation_kept_set throws on a row of non-finite logits: rethrown after the region.
+  ParallelErrors errors(static_cast<size_t>(omp_get_max_threads()));
 #pragma omp parallel if (n * v > kParallelMinWork)
   {
+    const size_t thread = static_cast<size_t>(omp_get_thread_num());
     TruncationScratch s;
 #pragma omp for
     for (int64_t i = 0; i < n; ++i) {
@@ -84,16 +90,21 @@ void logprob_truncated_forward(const float* logits, const int32_t* targets, floa
         logp[i] = lse[i] = 0.0f;
         continue;
       }
-      logp[i] = row_logprob_truncated(logits + i * v, targets[i], temperature, t, s, v, &lse[i]);
+      errors.run(thread, [&] {
+        logp[i] = row_logprob_truncated(logits + i * v, targets[i], temperature, t, s, v, &lse[i]);
+      });
     }
   }
+  errors.rethrow_first();
 }
 
 void logprob_truncated_backward(const float* dlogp, const float* logits, const int32_t* targets, float temperature,
                                 const Truncation& t, const float* lse, float* dlogits, int64_t n, int64_t v) {
   // d logp / dz_j = [j = target] - p_j over the kept set (the set itself is a constant), 0 outside it.
+  ParallelErrors errors(static_cast<size_t>(omp_get_max_threads()));
 #pragma omp parallel if (n * v > kParallelMinWork)
   {
+    const size_t thread = static_cast<size_t>(omp_get_thread_num());
     TruncationScratch s;
 #pragma omp for
     for (int64_t i = 0; i < n; ++i) {
@@ -104,13 +115,15 @@ void logprob_truncated_backward(const float* dlogp, const float* logits, const i
         std::fill(drow, drow + v, 0.0f);
         continue;
       }
-      kept_mask(truncation_kept_set(row, v, temperature, t, s), target, s, v);
+      errors.run(thread, [&] { kept_mask(truncation_kept_set(row, v, temperature, t, s), target, s, v); });
+      if (errors.failed(thread)) continue;
       const float g = dlogp[i];
       for (int64_t j = 0; j < v; ++j)
         drow[j] = s.in_set[j] ? -g * exp_fixed(row[j] / temperature - lse[i]) / temperature : 0.0f;
       drow[target] += g / temperature;
     }
   }
+  errors.rethrow_first();
 }
 
 float row_logprob(const float* row, int32_t target, float temperature, int64_t v) {

@@ -1,9 +1,13 @@
 // Paged KV cache on the CPU: scatter new k/v rows into slots, and attention of query rows against the cache
 // through the shared per-query routine (attention_query.h), so results match attention_forward bit for bit.
+#include <omp.h>
+
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <vector>
 
+#include "core/parallel_errors.h"
 #include "kernels/cpu/attention_query.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dtype_round.h"
@@ -87,18 +91,27 @@ void attend_rows(const float* q, const int32_t* query_seq, const int32_t* query_
     max_keys = std::max<int64_t>(max_keys, query_pos[i] + 1);
     work += (query_pos[i] + 1) * hq * d;
   }
+  // A thread whose scratch allocation fails skips its rows; the error is rethrown after the region.
+  ParallelErrors errors(static_cast<size_t>(omp_get_max_threads()));
 #pragma omp parallel if (work > kParallelMinWork)
   {
-    AttendScratch scratch(max_keys, hq / hkv);
-    std::vector<float> k_buf(converts ? static_cast<size_t>(max_keys * hkv * d) : 0);
-    std::vector<float> v_buf(k_buf.size());
+    const size_t thread = static_cast<size_t>(omp_get_thread_num());
+    std::optional<AttendScratch> scratch;
+    std::vector<float> k_buf, v_buf;
+    errors.run(thread, [&] {
+      scratch.emplace(max_keys, hq / hkv);
+      k_buf.resize(converts ? static_cast<size_t>(max_keys * hkv * d) : 0);
+      v_buf.resize(k_buf.size());
+    });
 #pragma omp for schedule(dynamic, 8)
     for (int64_t i = 0; i < n; ++i) {
+      if (errors.failed(thread)) continue;
       const auto rows = make_rows(k_buf.data(), v_buf.data(), query_seq[i]);
-      attend_query_row(q + i * hq * d, rows, query_pos[i] + 1, hq, hkv, d, scale, scratch, out + i * hq * d,
+      attend_query_row(q + i * hq * d, rows, query_pos[i] + 1, hq, hkv, d, scale, *scratch, out + i * hq * d,
                        nullptr);
     }
   }
+  errors.rethrow_first();
 }
 
 }  // namespace

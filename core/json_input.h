@@ -1,0 +1,24 @@
+// Parsing JSON that comes from outside the process: files, dataset and record lines, wire headers, server
+// replies, safetensors headers, command-line overrides. nlohmann's parser itself is iterative, but copying,
+// dumping and comparing a value recurse once per nesting level, so a line of 10^6 '[' parses and then
+// overflows the stack wherever it is first copied. Input nested deeper than kMaxJsonDepth is therefore
+// refused before any value is built.
+#pragma once
+
+#include <string_view>
+
+#include "core/config.h"
+
+namespace rlcpp {
+
+// Arrays and objects inside one another, counting the outermost: `{"a": [1]}` is 2 deep. Far above any
+// config, record or header of ours; a few hundred levels of recursion use a small part of a thread's stack.
+inline constexpr int kMaxJsonDepth = 128;
+
+// Json::parse(text) with the depth limit. Deeper input throws Json::parse_error, like any other malformed input,
+// whose message says "nesting deeper than the limit of 128 levels" and gives the byte offset of the bracket
+// that went one level too deep. With allow_exceptions = false every failure instead returns a discarded value
+// (is_discarded()), as Json::parse(text, nullptr, false) does.
+Json parse_json_limited(std::string_view text, bool allow_exceptions = true);
+
+}  // namespace rlcpp

@@ -1,0 +1,46 @@
+#include "model/finite_weights.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "core/error.h"
+#include "kernels/ops.h"
+
+namespace rlcpp {
+
+int64_t first_non_finite(const float* x, int64_t n) {
+  // The parallel reduction answers for the common, finite case; the scan that finds the element runs only on
+  // failure.
+  if (n == 0 || ops::all_finite(Tensor::borrow(const_cast<float*>(x), {n}))) return -1;
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(x[i])) return i;
+  return -1;
+}
+
+std::string NonFiniteWeight::describe() const {
+  std::ostringstream os;
+  os << "tensor '" << tensor << "' holds " << value << " at element " << index;
+  return os.str();
+}
+
+std::optional<NonFiniteWeight> find_non_finite(const std::vector<ParameterInfo>& layout, const float* data) {
+  // One pass over the whole span first: the tensors are looked at one by one only when it finds something.
+  int64_t end = 0;
+  for (const ParameterInfo& p : layout) end = std::max(end, p.offset + p.numel());
+  if (first_non_finite(data, end) < 0) return std::nullopt;
+  for (const ParameterInfo& p : layout) {
+    const int64_t i = first_non_finite(data + p.offset, p.numel());
+    if (i >= 0) return NonFiniteWeight{p.name, i, data[p.offset + i]};
+  }
+  return std::nullopt;
+}
+
+void check_finite_weights(const ParameterStore& params, const std::string& what) {
+  RLCPP_CHECK(params.flat().device() == Device::kCPU || params.numel() == 0,
+              what << ": checking weights on " << device_name(params.flat().device()) << " is not supported");
+  if (const auto bad = find_non_finite(params.infos(), params.flat().data<float>()))
+    RLCPP_FAIL(what << ": " << bad->describe());
+}
+
+}  // namespace rlcpp
