@@ -2,85 +2,18 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <unordered_map>
 
 #include "apps/commands.h"
-#include "core/json_input.h"
 #include "core/metrics.h"
 #include "kernels/temperature.h"
 #include "loop/evaluation.h"
+#include "loop/input_lines.h"
 #include "model/checkpoint.h"
 #include "model/numerics.h"
 #include "rollout/engine.h"
 #include "rollout/request_wire.h"
 
 namespace rlcpp::cli {
-
-namespace {
-
-struct PromptLine {
-  std::string text;  // empty when the line gave token ids
-  std::vector<int32_t> tokens;
-  uint64_t id = 0;
-  std::string where = "--prompt";  // FILE:LINE for a line of --prompts
-};
-
-// JSONL: {"prompt": "12+34="} (character tokenizer, BOS prepended) or {"tokens": [1, 5, 7]} (ids as given),
-// with an optional "id" (the prompt id that keys sampling; default: the line's index among prompts).
-std::vector<PromptLine> read_prompts(const std::string& path, const CharTokenizer& tok) {
-  std::ifstream in(path);
-  RLCPP_CHECK(in.good(), "cannot open prompts file '" << path << "'");
-  std::vector<PromptLine> out;
-  std::unordered_map<uint64_t, std::string> line_of_id;
-  std::string line;
-  for (int64_t number = 1; std::getline(in, line); ++number) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = path + ":" + std::to_string(number);
-    Json j;
-    try {
-      j = parse_json_limited(line);
-    } catch (const Json::exception& e) {  // parse_error, or out_of_range (a number like 1e400)
-      RLCPP_FAIL(where << ": not JSON: " << e.what());
-    }
-    RLCPP_CHECK(j.is_object(), where << ": expected an object like {\"prompt\": \"12+34=\"}");
-    for (const auto& [key, value] : j.items())
-      RLCPP_CHECK(key == "prompt" || key == "tokens" || key == "id",
-                  where << ": unknown key \"" << key << "\" (valid keys: prompt, tokens, id)");
-    RLCPP_CHECK(!(j.contains("prompt") && j.contains("tokens")),
-                where << ": gives both \"prompt\" and \"tokens\"; give one");
-    PromptLine p;
-    p.id = out.size();
-    p.where = where;
-    if (auto it = j.find("prompt"); it != j.end()) {
-      RLCPP_CHECK(it->is_string(), where << ": \"prompt\" must be a string");
-      p.text = it->get<std::string>();
-      p.tokens = encode_prompt(tok, p.text);
-    } else if (auto t = j.find("tokens"); t != j.end()) {
-      RLCPP_CHECK(t->is_array() && !t->empty(), where << ": \"tokens\" must be a non-empty list of ids");
-      for (const Json& id : *t) {
-        RLCPP_CHECK(id.is_number_integer(), where << ": \"tokens\" holds " << id.dump() << ", expected integers");
-        p.tokens.push_back(id.get<int32_t>());
-      }
-    } else {
-      RLCPP_FAIL(where << ": needs \"prompt\" (text) or \"tokens\" (ids)");
-    }
-    if (auto it = j.find("id"); it != j.end()) {
-      RLCPP_CHECK(it->is_number_integer() && it->get<int64_t>() >= 0, where << ": \"id\" must be a non-negative integer");
-      p.id = it->get<uint64_t>();
-    }
-    // The id keys a prompt's random draws: two prompts with one id would get the same samples.
-    const auto [first, fresh] = line_of_id.emplace(p.id, where);
-    RLCPP_CHECK(fresh, where << ": prompt id " << p.id << " is already used by " << first->second
-                             << " (ids key the sampling draws, so they must differ)");
-    RLCPP_CHECK(static_cast<int64_t>(out.size()) < RequestLimits{}.max_prompts,
-                where << ": more than " << RequestLimits{}.max_prompts << " prompts in one generate");
-    out.push_back(std::move(p));
-  }
-  RLCPP_CHECK(!out.empty(), "prompts file '" << path << "' has no prompts");
-  return out;
-}
-
-}  // namespace
 
 Command add_generate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "sample completions of prompts with a checkpoint (rollout engine)");
@@ -130,7 +63,7 @@ Command add_generate_command(CLI::App& app) {
     CharTokenizer tok;
     std::vector<PromptLine> prompts;
     if (!a->prompts_file.empty()) {
-      prompts = read_prompts(a->prompts_file, tok);
+      prompts = read_prompt_lines(a->prompts_file, tok);
     } else {
       prompts.push_back({a->prompt, encode_prompt(tok, a->prompt), 0});
     }

@@ -5,56 +5,12 @@
 
 #include "apps/commands.h"
 #include "core/error.h"
-#include "core/json_input.h"
 #include "kernels/temperature.h"
 #include "loop/evaluation.h"
+#include "loop/input_lines.h"
 #include "model/checkpoint.h"
 
 namespace rlcpp::cli {
-
-namespace {
-
-// A line is {"text": "12+3=15"} (BOS added, EOS added when "eos": true) or {"tokens": [1, 4, ...]} as is.
-std::vector<int32_t> parse_score_line(const std::string& line, const std::string& where, const CharTokenizer& tok,
-                                      int64_t vocab) {
-  Json j;
-  try {
-    j = parse_json_limited(line);
-  } catch (const Json::exception& e) {  // parse_error, or out_of_range (a number like 1e400)
-    RLCPP_FAIL(where << ": invalid JSON: " << e.what());
-  }
-  RLCPP_CHECK(j.is_object(), where << ": expected an object with \"text\" or \"tokens\"");
-  for (const auto& [key, value] : j.items())
-    RLCPP_CHECK(key == "text" || key == "tokens" || key == "eos",
-                where << ": unknown key \"" << key << "\" (valid keys: text, eos, tokens)");
-  RLCPP_CHECK(!(j.contains("text") && j.contains("tokens")), where << ": gives both \"text\" and \"tokens\"; give one");
-  RLCPP_CHECK(!j.contains("eos") || j["eos"].is_boolean(),
-              where << ": \"eos\" must be true or false, got " << j["eos"].dump());
-  RLCPP_CHECK(!j.contains("eos") || j.contains("text"), where << ": \"eos\" goes with \"text\" (token ids are scored as given)");
-  std::vector<int32_t> ids;
-  if (j.contains("text")) {
-    RLCPP_CHECK(j["text"].is_string(), where << ": \"text\" must be a string");
-    try {
-      ids = encode_prompt(tok, j["text"].get<std::string>());
-    } catch (const Error& e) {
-      RLCPP_FAIL(where << ": " << e.what());
-    }
-    if (j.value("eos", false)) ids.push_back(tok.eos_id());
-  } else if (j.contains("tokens")) {
-    RLCPP_CHECK(j["tokens"].is_array(), where << ": \"tokens\" must be an array of integers");
-    for (const auto& t : j["tokens"]) {
-      RLCPP_CHECK(t.is_number_integer() && t.get<int64_t>() >= 0 && t.get<int64_t>() < vocab,
-                  where << ": token " << t.dump() << " is not an integer id in [0, " << vocab << ")");
-      ids.push_back(t.get<int32_t>());
-    }
-  } else {
-    RLCPP_FAIL(where << ": expected \"text\" or \"tokens\"");
-  }
-  RLCPP_CHECK(ids.size() >= 2, where << ": needs at least two tokens to score one");
-  return ids;
-}
-
-}  // namespace
 
 Command add_score_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("score", "per-token log-probs of given sequences (JSONL in, JSONL out)");

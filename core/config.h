@@ -20,6 +20,14 @@ namespace rlcpp {
 
 using Json = nlohmann::json;
 
+// A value for an error message: at most `max_chars` of its JSON, any byte that is not UTF-8 shown as U+FFFD (a
+// plain dump() throws on those, and the message would be lost to a type_error).
+inline std::string json_excerpt(const Json& j, size_t max_chars = 120) {
+  std::string s = j.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (s.size() > max_chars) s = s.substr(0, max_chars) + "...";
+  return s;
+}
+
 namespace config_detail {
 
 template <class T> struct is_vector : std::false_type {};
@@ -39,14 +47,6 @@ template <class T> const char* type_name() {
   else if constexpr (std::is_floating_point_v<T>) return "number";
   else if constexpr (std::is_same_v<T, std::string>) return "string";
   else return "array";
-}
-
-// A value for an error message: at most `max_chars` of its JSON, any byte that is not UTF-8 shown as U+FFFD (a
-// plain dump() throws on those, and the message would be lost to a type_error).
-inline std::string json_excerpt(const Json& j, size_t max_chars = 120) {
-  std::string s = j.dump(-1, ' ', false, Json::error_handler_t::replace);
-  if (s.size() > max_chars) s = s.substr(0, max_chars) + "...";
-  return s;
 }
 
 // Reads a leaf value, throwing with the key path on a type mismatch.

@@ -9,12 +9,14 @@ and each reply is
 exact answer then EOS, 0.1 for a canonical non-negative integer then EOS, 0 otherwise. The answer comes from
 meta["answer"] when present, else from parsing a prompt "a+b=".
 
-The flags let tests drive the failure modes: --delay (slow server), --malformed MODE (bad replies).
+The flags let tests drive the failure modes: --delay (slow server), --malformed MODE (bad replies), --chaos SEED
+(scripts/soak.sh: a random tenth of the replies late by --chaos-delay seconds, a twentieth dropped).
 Prints "READY <bound endpoint>" on stdout once bound, so `--endpoint tcp://127.0.0.1:*` picks a free port.
 Needs python3-zmq. Stop it with SIGTERM or Ctrl-C.
 """
 import argparse
 import json
+import random
 import re
 import sys
 import time
@@ -75,17 +77,44 @@ def main():
                         help="send bad replies: json (not JSON), count (one reward short), type (strings), "
                              "error (an error reply)")
     parser.add_argument("--plain", action="store_true", help="reply with bare numbers instead of objects")
+    parser.add_argument("--chaos", type=int, default=None,
+                        help="seed: delay a random 10%% of the replies by --chaos-delay seconds and drop 5%% (the "
+                             "socket is closed unanswered and bound again, as a crashed server would be)")
+    parser.add_argument("--chaos-delay", type=float, default=2.0, help="seconds a --chaos delay lasts")
     args = parser.parse_args()
 
     context = zmq.Context()
-    socket = context.socket(zmq.REP)
-    socket.setsockopt(zmq.LINGER, 0)
-    socket.bind(args.endpoint)
-    print("READY", socket.getsockopt_string(zmq.LAST_ENDPOINT), flush=True)
+
+    def bound(endpoint):
+        for _ in range(100):  # a port just released can take a moment to bind again
+            s = context.socket(zmq.REP)
+            s.setsockopt(zmq.LINGER, 0)
+            try:
+                s.bind(endpoint)
+                return s
+            except zmq.ZMQError:
+                s.close()
+                time.sleep(0.05)
+        raise RuntimeError("cannot bind " + endpoint)
+
+    socket = bound(args.endpoint)
+    endpoint = socket.getsockopt_string(zmq.LAST_ENDPOINT)
+    print("READY", endpoint, flush=True)
+    chaos = random.Random(args.chaos) if args.chaos is not None else None
     served = 0
     try:
         while True:
             message = socket.recv()
+            if chaos:
+                r = chaos.random()
+                if r < 0.05:  # dropped: the client times out and resends on a new socket
+                    socket.close()
+                    socket = bound(endpoint)
+                    print("chaos: dropped a request", flush=True)
+                    continue
+                if r < 0.15:
+                    print("chaos: delaying a reply", flush=True)
+                    time.sleep(args.chaos_delay)
             if args.delay > 0 and (args.delay_count < 0 or served < args.delay_count):
                 time.sleep(args.delay)
             socket.send(reply_for(message, args))

@@ -13,6 +13,10 @@
 #include <cmath>
 #include <cstdint>
 
+#if !defined(__FLT16_MAX__) && defined(__F16C__)
+#include <immintrin.h>
+#endif
+
 namespace rlcpp::cpu {
 
 // ---- bf16: the upper 16 bits of a float (8 exponent bits, 7 mantissa bits) ----
@@ -86,10 +90,22 @@ inline float f16_value_reference(uint16_t h) {
 
 inline float f16_round_reference(float x) { return f16_value_reference(f16_bits_reference(x)); }
 
-// The compiler's _Float16 conversions (F16C vcvtps2ph / vcvtph2ps, or software), which round to nearest even.
+#if defined(__FLT16_MAX__)
+// The compiler's _Float16 conversions (F16C vcvtps2ph / vcvtph2ps, or software), which round to nearest even
+// (GCC 12+, clang 15+; loops of them vectorise).
 inline float f16_round(float x) { return static_cast<float>(static_cast<_Float16>(x)); }
 inline uint16_t f16_bits(float x) { return std::bit_cast<uint16_t>(static_cast<_Float16>(x)); }
 inline float f16_value(uint16_t bits) { return static_cast<float>(std::bit_cast<_Float16>(bits)); }
+#elif defined(__F16C__)
+// A compiler without x86 _Float16 (clang 14, the fuzzing build): F16C's scalar conversions, to nearest even.
+inline uint16_t f16_bits(float x) { return static_cast<uint16_t>(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT)); }
+inline float f16_value(uint16_t bits) { return _cvtsh_ss(bits); }
+inline float f16_round(float x) { return f16_value(f16_bits(x)); }
+#else
+inline uint16_t f16_bits(float x) { return f16_bits_reference(x); }
+inline float f16_value(uint16_t bits) { return f16_value_reference(bits); }
+inline float f16_round(float x) { return f16_round_reference(x); }
+#endif
 
 // ---- fp8 e4m3 (OCP E4M3FN: 4 exponent bits, bias 7, 3 mantissa bits, subnormals from 2^-9, max 448) ----
 
