@@ -5,9 +5,11 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "apps/commands.h"
 #include "core/config.h"
+#include "core/curve.h"
 #include "model/checkpoint.h"
 #include "model/init.h"
 #include "rollout/worker_service.h"
@@ -61,6 +63,8 @@ std::function<void(int64_t, int64_t)> parse_fault(const std::string& spec) {
 // The command line of `rlcpp worker` (add_worker_command documents each option).
 struct WorkerArgs {
   std::string checkpoint, preset, bind, connect, weights, run_dir = "runs/worker", inject_fault;
+  std::string curve_key, curve_server;      // a .key and a .pub file (core/curve.h)
+  std::vector<std::string> curve_clients;  // .pub files
   uint64_t init_seed = 1;
   int64_t policy_version = 0;
   double max_message_mib = 1024;
@@ -76,6 +80,11 @@ int run_worker(WorkerArgs& a) {
   RLCPP_CHECK(a.checkpoint.empty() != a.preset.empty(), "worker: give a checkpoint directory or --preset");
   RLCPP_CHECK(a.max_message_mib > 0, "worker: --max-message-mib must be positive");
   a.worker.limits.max_message_bytes = static_cast<int64_t>(a.max_message_mib * (1 << 20));
+  RLCPP_CHECK(!a.curve_key.empty() || (a.curve_clients.empty() && a.curve_server.empty()),
+              "worker: --curve-clients and --curve-server need --curve-key, this worker's own key pair (rlcpp keys)");
+  if (!a.curve_key.empty()) a.worker.curve.keys = load_curve_key_file(a.curve_key);
+  for (const std::string& file : a.curve_clients) a.worker.curve.clients.push_back(load_curve_public_key(file));
+  if (!a.curve_server.empty()) a.worker.curve.server_public = load_curve_public_key(a.curve_server);
   if (!a.inject_fault.empty()) a.worker.fault_hook = parse_fault(a.inject_fault);
   const int stop_fd = block_stop_signals();
   ParameterStore params = a.checkpoint.empty() ? init_random(model_preset(a.preset), a.init_seed)
@@ -85,6 +94,9 @@ int run_worker(WorkerArgs& a) {
   // Declared before the sockets' owners, so that on every way out (a failed bind, an exception while serving)
   // they are closed before the context's destructor waits for them.
   zmq::context_t context;
+  // Admits the --curve-clients keys on the sockets bound with CURVE; outlives them (declared after the context).
+  std::optional<ZapHandler> zap;
+  if (a.worker.curve.configured()) a.worker.curve.zap = &zap.emplace(context);
   WorkerService service(model, params, a.worker, a.policy_version);
   std::string endpoint;
   if (!a.connect.empty()) {
@@ -107,7 +119,7 @@ int run_worker(WorkerArgs& a) {
   std::string weights_endpoint;
   if (!a.weights.empty()) {
     weights = std::make_unique<ZmqWeightSubscriber>(context, a.weights, /*bind=*/true, params.config(),
-                                                    a.policy_version);
+                                                    a.policy_version, a.worker.curve);
     weights_endpoint = weights->endpoint();
     control.extra_socket = &weights->socket();
     control.on_extra = [&]() {
@@ -155,7 +167,12 @@ Command add_worker_command(CLI::App& app) {
   cmd->add_option("--weights", a->weights,
                   "bind a weight-sync subscriber here (weightsync/zmq_channel.h); publishes swap in between requests");
   cmd->add_option("--run-dir", a->run_dir, "where the default endpoint ipc://RUN_DIR/worker.ipc lives");
-  cmd->add_flag("--allow-remote", a->worker.allow_remote, "allow tcp endpoints beyond 127.0.0.1 (other hosts)");
+  cmd->add_option("--curve-key", a->curve_key,
+                  "this worker's CURVE key pair (PREFIX.key of rlcpp keys); needed on tcp endpoints beyond 127.0.0.1");
+  cmd->add_option("--curve-clients", a->curve_clients,
+                  "public keys (FILE.pub[,FILE.pub...]) of the clients admitted on the endpoints it binds")
+      ->delimiter(',');
+  cmd->add_option("--curve-server", a->curve_server, "with --connect: the public key (FILE.pub) of the client it joins");
   cmd->add_option("--name", a->worker.name, "name reported in replies and heartbeats");
   cmd->add_option("--policy-version", a->policy_version, "version carried by samples of these weights");
   cmd->add_option("--heartbeat", a->worker.heartbeat_interval_s, "seconds between heartbeats");

@@ -44,7 +44,8 @@ void save_curve_keys(const std::string& prefix, const CurveKeys& keys);
 // A key pair from a .key file. Refused, naming the file: missing, readable or writable by group or others (like
 // ssh), a key not 40 z85 characters, a public key that does not belong to the secret key.
 CurveKeys load_curve_key_file(const std::string& path);
-// The public key of a .pub file (or of a .key file, whose public-key line it reads).
+// The public key of a .pub file. Refused, naming the file: missing, no public-key line, a bad key, or a secret key
+// in it (a .key file handed out in place of its .pub).
 std::string load_curve_public_key(const std::string& path);
 // Throws naming `what` unless `key` is a 40-character z85 key.
 void check_curve_key(const std::string& key, const std::string& what);
@@ -100,9 +101,10 @@ struct CurveOptions {
 
 // The policy above, for a socket about to bind (or connect to) `endpoint`: makes it a CURVE server (client) when
 // CURVE applies and returns true; returns false for a plain one. Throws, naming `who` and the endpoint, for a
-// non-local endpoint without keys (saying how to make them), or keys without what that side needs.
-bool secure_bind(zmq::socket_t& socket, const std::string& endpoint, const CurveOptions& options,
-                 const std::string& who);
+// non-local endpoint without keys (saying how to make them), or keys without what that side needs (for a server:
+// the admitted client keys and the ZAP handler of `context`, the socket's context).
+bool secure_bind(zmq::context_t& context, zmq::socket_t& socket, const std::string& endpoint,
+                 const CurveOptions& options, const std::string& who);
 bool secure_connect(zmq::socket_t& socket, const std::string& endpoint, const CurveOptions& options,
                     const std::string& who);
 

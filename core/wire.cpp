@@ -246,20 +246,23 @@ void bind_endpoint(zmq::socket_t& socket, const std::string& endpoint, const std
   }
 }
 
-void check_local_endpoint(const std::string& endpoint, bool allow_remote) {
+bool is_local_endpoint(const std::string& endpoint) {
   const auto sep = endpoint.find("://");
   RLCPP_CHECK(sep != std::string::npos && sep > 0,
               "endpoint '" << endpoint << "' is not of the form transport://address (e.g. ipc:///tmp/w.ipc, "
                            << "tcp://127.0.0.1:5555)");
   const std::string transport = endpoint.substr(0, sep), address = endpoint.substr(sep + 3);
-  if (transport == "ipc" || transport == "inproc") return;
-  if (allow_remote) return;
+  if (transport == "ipc" || transport == "inproc") return true;
   RLCPP_CHECK(transport == "tcp", "endpoint '" << endpoint << "': transport '" << transport
-                                               << "' reaches other hosts; pass --allow-remote to use it");
-  std::string host = address.substr(0, address.rfind(':'));
-  const bool loopback = host == "localhost" || host == "[::1]" || host == "::1" || host.rfind("127.", 0) == 0;
-  RLCPP_CHECK(loopback, "endpoint '" << endpoint << "' listens beyond this machine (host '" << host
-                                     << "'); use 127.0.0.1 or ipc://, or pass --allow-remote");
+                                               << "' is not supported; use ipc://, inproc:// or tcp://");
+  // A connect may name a source first ("tcp://SRC;DST:PORT"): where it goes is what follows the last ';'.
+  const size_t semicolon = address.rfind(';');
+  const std::string target = semicolon == std::string::npos ? address : address.substr(semicolon + 1);
+  const std::string host = target.substr(0, target.rfind(':'));
+  // 127.x as an IPv4 literal only: a name such as 127.example.com may resolve anywhere.
+  const bool ipv4_loopback = host.rfind("127.", 0) == 0 &&
+                             host.find_first_not_of("0123456789.") == std::string::npos;
+  return host == "localhost" || host == "[::1]" || host == "::1" || ipv4_loopback;
 }
 
 }  // namespace rlcpp

@@ -103,9 +103,10 @@ bool send_wire_message(zmq::socket_t& socket, const std::vector<zmq::message_t>&
 // "address in use" when another socket holds the address, else ZeroMQ's message.
 void bind_endpoint(zmq::socket_t& socket, const std::string& endpoint, const std::string& who);
 
-// Endpoint policy: tcp endpoints must be on a loopback address (127.0.0.1, localhost, [::1]) unless
-// `allow_remote`; ipc://, inproc:// are always local. Throws naming the endpoint otherwise.
-void check_local_endpoint(const std::string& endpoint, bool allow_remote);
+// Whether `endpoint` stays on this machine: ipc://, inproc://, and tcp:// on a loopback address (127.x, localhost,
+// [::1]); any other tcp host (an address, '*', an interface) reaches beyond it. Throws naming the endpoint when it
+// is not transport://address or its transport is not one of these three. Which endpoints need CURVE: core/curve.h.
+bool is_local_endpoint(const std::string& endpoint);
 
 // ---- template definitions ----
 

@@ -29,17 +29,19 @@ WorkerClient WorkerClient::connect(zmq::context_t& context, const std::vector<st
   RLCPP_CHECK(!endpoints.empty(), "worker client: no worker endpoints given");
   WorkerClient c(context, options);
   for (const std::string& e : endpoints) {
-    check_local_endpoint(e, options.allow_remote);
     c.workers_.push_back({c.sockets_.size(), "", e});
-    c.sockets_.push_back(c.open_dealer(e));
+    c.monitors_.emplace_back();
+    c.sockets_.push_back(c.open_dealer(e, c.monitors_.back()));
   }
   return c;
 }
 
-zmq::socket_t WorkerClient::open_dealer(const std::string& endpoint) const {
+zmq::socket_t WorkerClient::open_dealer(const std::string& endpoint, HandshakeMonitor& monitor) const {
   zmq::socket_t s(*context_, zmq::socket_type::dealer);
   s.set(zmq::sockopt::linger, 1000);
   s.set(zmq::sockopt::maxmsgsize, 2 * options_.limits.max_message_bytes);
+  const bool curve = secure_connect(s, endpoint, options_.curve, "worker client");
+  monitor = HandshakeMonitor(*context_, s, curve);  // before connecting: no event is missed
   try {
     s.connect(endpoint);
   } catch (const zmq::error_t& err) {
@@ -51,15 +53,16 @@ zmq::socket_t WorkerClient::open_dealer(const std::string& endpoint) const {
 WorkerClient WorkerClient::listen(zmq::context_t& context, const std::string& endpoint, int expected,
                                   const WorkerClientOptions& options, std::string* bound) {
   RLCPP_CHECK(expected >= 1, "worker client: expected workers must be >= 1, got " << expected);
-  check_local_endpoint(endpoint, options.allow_remote);
   WorkerClient c(context, options);
   c.router_ = true;
   zmq::socket_t s(context, zmq::socket_type::router);
   s.set(zmq::sockopt::linger, 1000);
   s.set(zmq::sockopt::maxmsgsize, 2 * options.limits.max_message_bytes);
+  secure_bind(context, s, endpoint, options.curve, "worker client");
   bind_endpoint(s, endpoint, "worker client");
   if (bound) *bound = s.get(zmq::sockopt::last_endpoint);
   c.sockets_.push_back(std::move(s));
+  c.monitors_.emplace_back();
   Stopwatch waited;
   Incoming in;
   while (c.num_workers() < expected) {
@@ -75,14 +78,40 @@ void WorkerClient::send(int worker, const WireMessage& message) {
   const Worker& w = workers_[worker];
   std::vector<zmq::message_t> envelope;
   if (router_) envelope.emplace_back(w.identity.data(), w.identity.size());
+  // A refused connection is closed for good and a DEALER without one would block this send forever; the refusal
+  // is reported before the connection goes, so asking first is enough.
+  check_refused(w.socket);
   send_wire_message(sockets_[w.socket], envelope, message);
+}
+
+void WorkerClient::check_refused(size_t socket) {
+  const std::string refused = monitors_[socket].refusal();
+  if (refused.empty()) return;
+  sockets_[socket].set(zmq::sockopt::linger, 0);  // what it queued can never be delivered: nothing to flush
+  for (const Worker& w : workers_)  // a DEALER serves one worker: the one with that socket
+    RLCPP_CHECK(w.socket != socket, "worker client: " << w.name << " refused us: " << refused);
+}
+
+std::string WorkerClient::handshake_note(int worker) const {
+  const std::string& failure = monitors_[workers_[worker].socket].last_failure();
+  return failure.empty() ? "" : " (" + failure + ")";
 }
 
 bool WorkerClient::receive(long timeout_ms, Incoming& in) {
   std::vector<zmq::pollitem_t> items;
   for (auto& s : sockets_) items.push_back({s.handle(), 0, ZMQ_POLLIN, 0});
-  if (zmq::poll(items, std::chrono::milliseconds(std::max<long>(timeout_ms, 0))) == 0) return false;
-  for (size_t i = 0; i < items.size(); ++i) {
+  std::vector<size_t> watched;  // sockets whose monitor is polled, after the sockets
+  for (size_t i = 0; i < monitors_.size(); ++i)
+    if (monitors_[i].handle()) {
+      items.push_back({monitors_[i].handle(), 0, ZMQ_POLLIN, 0});
+      watched.push_back(i);
+    }
+  // A refusal does not go away by waiting: one found fails at once.
+  for (size_t socket : watched) check_refused(socket);
+  const bool ready = zmq::poll(items, std::chrono::milliseconds(std::max<long>(timeout_ms, 0))) > 0;
+  for (size_t socket : watched) check_refused(socket);
+  if (!ready) return false;
+  for (size_t i = 0; i < sockets_.size(); ++i) {
     if (!(items[i].revents & ZMQ_POLLIN)) continue;
     ReceivedFrames got;
     if (!receive_frames(sockets_[i], router_ ? 1 : 0, options_.limits, 0, got)) continue;
@@ -126,7 +155,8 @@ std::vector<Json> WorkerClient::round_trip(const std::string& type, const std::s
     const double left = options_.reply_timeout_s - waited.seconds();
     if (left <= 0) {
       std::string missing;
-      for (const auto& [id, w] : pending) missing += (missing.empty() ? "" : ", ") + workers_[w].name;
+      for (const auto& [id, w] : pending)
+        missing += (missing.empty() ? "" : ", ") + workers_[w].name + handshake_note(w);
       RLCPP_FAIL("worker client: no '" << reply_type << "' within " << options_.reply_timeout_s << " s from "
                                        << missing);
     }
@@ -200,13 +230,13 @@ RolloutResult WorkerClient::generate(const Request& request, WorkerSupervisor* s
     if (silent >= options_.heartbeat_timeout_s) {
       std::ostringstream os;
       os << std::fixed << std::setprecision(1) << "sent no result or heartbeat for " << silent
-         << " s (heartbeat_timeout_s " << options_.heartbeat_timeout_s << ")";
+         << " s (heartbeat_timeout_s " << options_.heartbeat_timeout_s << ")" << handshake_note(c.worker);
       return os.str();
     }
     if (options_.result_timeout_s > 0 && c.sent.seconds() >= options_.result_timeout_s) {
       std::ostringstream os;
       os << std::fixed << std::setprecision(1) << "sent no result within " << c.sent.seconds()
-         << " s (result_timeout_s " << options_.result_timeout_s << ")";
+         << " s (result_timeout_s " << options_.result_timeout_s << ")" << handshake_note(c.worker);
       return os.str();
     }
     return "";
@@ -227,7 +257,7 @@ RolloutResult WorkerClient::generate(const Request& request, WorkerSupervisor* s
         // the old one still queues must not reach the new worker after all.
         zmq::socket_t& old = sockets_[workers_[c.worker].socket];
         old.set(zmq::sockopt::linger, 0);
-        old = open_dealer(workers_[c.worker].name);
+        old = open_dealer(workers_[c.worker].name, monitors_[workers_[c.worker].socket]);
         last_heard[c.worker].reset();
         send_chunk(i);
       }

@@ -6,6 +6,8 @@
 // Without a supervisor that is an error naming the worker; with one, the supervisor replaces the worker on
 // the same endpoint and its unfinished part is sent again with the same prompt ids (so the same samples),
 // while the other workers' results are kept. An error reply from a worker is rethrown with the worker named.
+// A tcp endpoint beyond this machine needs CURVE keys (options.curve, core/curve.h); a worker that refuses the
+// client's key (or disagrees on CURVE) is an error naming the worker and the reason at once, not a timeout.
 #pragma once
 
 #include <zmq.hpp>
@@ -14,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/curve.h"
 #include "core/wire.h"
 #include "rollout/request.h"
 
@@ -24,7 +27,9 @@ struct WorkerClientOptions {
   double heartbeat_timeout_s = 30;  // silence from a busy worker that counts as death
   double result_timeout_s = 0;      // longest wait for one worker's result to a generate; 0 = no limit
   double reply_timeout_s = 10;      // for ping and shutdown replies, and for workers to announce themselves
-  bool allow_remote = false;
+  // Keys for CURVE (needed on a tcp endpoint beyond this machine): connecting, the client's pair and the workers'
+  // public key; listening, the pair, the workers' public keys admitted and the ZAP handler of the context.
+  CurveOptions curve;
 };
 
 // A worker that failed while it owed a generate result.
@@ -77,9 +82,14 @@ class WorkerClient {
   };
 
   WorkerClient(zmq::context_t& context, const WorkerClientOptions& options) : context_(&context), options_(options) {}
-  // A fresh DEALER to a DEALER worker's endpoint: what the replaced worker was sent or had queued is dropped.
-  zmq::socket_t open_dealer(const std::string& endpoint) const;
+  // A fresh DEALER to a bound worker's endpoint, watched by a fresh `monitor`: what the replaced worker was sent
+  // or had queued is dropped.
+  zmq::socket_t open_dealer(const std::string& endpoint, HandshakeMonitor& monitor) const;
+  // " (the last handshake failure)" of the worker's connection, or "": for a timeout's message.
+  std::string handshake_note(int worker) const;
   void send(int worker, const WireMessage& message);
+  // Throws naming the worker when the peer of sockets_[socket] refused our handshake (monitors_).
+  void check_refused(size_t socket);
   // Waits up to timeout_ms for one message from any worker; false on timeout.
   bool receive(long timeout_ms, Incoming& in);
   // Sends `type` to every worker and collects the reply of that type from each.
@@ -88,6 +98,7 @@ class WorkerClient {
   zmq::context_t* context_;
   WorkerClientOptions options_;
   std::vector<zmq::socket_t> sockets_;
+  std::vector<HandshakeMonitor> monitors_;  // one per socket; watching only DEALERs
   bool router_ = false;
   std::vector<Worker> workers_;
   uint64_t next_request_id_ = 1;

@@ -25,13 +25,19 @@ WorkerService::~WorkerService() {
 
 void WorkerService::open(zmq::context_t& context, zmq::socket_type type, const std::string& endpoint) {
   RLCPP_CHECK(!socket_, "worker: already bound or connected");
-  check_local_endpoint(endpoint, options_.allow_remote);
   socket_ = zmq::socket_t(context, type);
+  router_ = type == zmq::socket_type::router;
+  endpoint_ = endpoint;
+  if (router_) {
+    secure_bind(context, socket_, endpoint, options_.curve, "worker");
+  } else {
+    const bool curve = secure_connect(socket_, endpoint, options_.curve, "worker");
+    handshakes_ = HandshakeMonitor(context, socket_, curve);
+  }
   socket_.set(zmq::sockopt::linger, 1000);  // flush the last reply on exit, but never hang on a dead peer
   // A hard guard: ZeroMQ drops a single frame past this without telling us; everything up to it is read and
   // answered with an error when it breaks limits.max_message_bytes.
   socket_.set(zmq::sockopt::maxmsgsize, 2 * options_.limits.max_message_bytes);
-  router_ = type == zmq::socket_type::router;
 }
 
 std::string WorkerService::bind(zmq::context_t& context, const std::string& endpoint) {
@@ -144,8 +150,14 @@ int64_t WorkerService::serve(const ServeControl& control) {
     if (control.extra_socket) items.push_back({control.extra_socket->handle(), 0, ZMQ_POLLIN, 0});
     const size_t stop_item = control.stop_fd >= 0 ? items.size() : 0;
     if (control.stop_fd >= 0) items.push_back({nullptr, control.stop_fd, ZMQ_POLLIN, 0});
+    const size_t handshake_item = handshakes_.handle() ? items.size() : 0;
+    if (handshakes_.handle()) items.push_back({handshakes_.handle(), 0, ZMQ_POLLIN, 0});
     zmq::poll(items.data(), items.size(), std::chrono::milliseconds(tick_ms));
     if (stop_item > 0 && (items[stop_item].revents & ZMQ_POLLIN)) break;
+    if (handshake_item > 0 && (items[handshake_item].revents & ZMQ_POLLIN)) {
+      const std::string refused = handshakes_.refusal();
+      RLCPP_CHECK(refused.empty(), "worker: the client at '" << endpoint_ << "' refused this worker: " << refused);
+    }
     if (extra_item > 0 && (items[extra_item].revents & ZMQ_POLLIN)) control.on_extra();
     if (!(items[0].revents & ZMQ_POLLIN)) {
       if (!router_ && since_beat.seconds() >= options_.heartbeat_interval_s) {

@@ -10,6 +10,9 @@
 // (--connect) it is a DEALER that a client's ROUTER load-balances over. An invalid message gets an error
 // reply and the worker keeps serving. It stops on shutdown, when `stop` is set or `stop_fd` (a signalfd for
 // SIGTERM) becomes readable; a request in flight then gets an error reply.
+// A tcp endpoint beyond this machine needs CURVE keys (core/curve.h): bound, the worker admits only the client
+// public keys it was given (a peer without one gets no reply, its messages never reach the worker); connected, it
+// must know the client's public key, and a client that refuses its key ends serve with an error saying so.
 #pragma once
 
 #include <sys/types.h>
@@ -20,6 +23,7 @@
 #include <functional>
 #include <string>
 
+#include "core/curve.h"
 #include "core/wire.h"
 #include "rollout/engine.h"
 #include "rollout/request_wire.h"
@@ -31,7 +35,9 @@ struct WorkerOptions {
   WireLimits limits;
   RequestLimits request_limits;
   double heartbeat_interval_s = 1.0;
-  bool allow_remote = false;  // listen on / connect to non-loopback tcp addresses
+  // Keys for CURVE (needed on a tcp endpoint beyond this machine); when binding with them, curve.zap must be the
+  // ZAP handler of the context bound in.
+  CurveOptions curve;
   std::string name = "worker";
   // Fault injection for tests (`rlcpp worker --inject-fault`, loop/README.md "Fault handling"): called after
   // every engine step with the number of the generate request being served (from 1) and the step within it.
@@ -84,6 +90,8 @@ class WorkerService {
   Engine engine_;
   zmq::socket_t socket_;
   bool router_ = false;  // bound: replies go to the sender's identity
+  std::string endpoint_;
+  HandshakeMonitor handshakes_;  // connected: a client that refuses our CURVE key
   std::vector<zmq::message_t> envelope_;  // of the message being handled
   int64_t served_ = 0;
   int64_t generate_requests_ = 0;  // received, answered or not

@@ -57,11 +57,11 @@ TEST_F(RolloutCli, BadPromptsFileNamesFileAndLine) {
   EXPECT_NE(r.output.find("bad.jsonl:2"), std::string::npos) << r.output;
 }
 
-TEST_F(RolloutCli, WorkerRefusesRemoteEndpointsUnlessAllowed) {
+TEST_F(RolloutCli, WorkerRefusesRemoteEndpointsWithoutCurveKeys) {
   CliResult r = run_cli("worker --preset tiny --bind tcp://0.0.0.0:5999");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("tcp://0.0.0.0:5999"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("--allow-remote"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--curve-key"), std::string::npos) << r.output;  // how to make and pass keys: app_keys_test
   r = run_cli("worker --preset tiny --bind ipc://" + (dir_ / "w.ipc").string() + " --connect ipc://x");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("not both"), std::string::npos) << r.output;

@@ -189,18 +189,21 @@ TEST(Wire, BindingAnAddressInUseNamesIt) {
   }
 }
 
-TEST(Wire, EndpointsStayLocalUnlessAllowed) {
-  EXPECT_NO_THROW(check_local_endpoint("ipc:///tmp/x.ipc", false));
-  EXPECT_NO_THROW(check_local_endpoint("inproc://x", false));
-  EXPECT_NO_THROW(check_local_endpoint("tcp://127.0.0.1:5555", false));
-  EXPECT_NO_THROW(check_local_endpoint("tcp://localhost:*", false));
-  EXPECT_NO_THROW(check_local_endpoint("tcp://[::1]:5555", false));
-  EXPECT_THROW(check_local_endpoint("tcp://*:5555", false), Error);
-  EXPECT_THROW(check_local_endpoint("tcp://0.0.0.0:5555", false), Error);
-  EXPECT_THROW(check_local_endpoint("tcp://10.1.2.3:5555", false), Error);
-  EXPECT_THROW(check_local_endpoint("pgm://eth0;239.192.1.1:5555", false), Error);
-  EXPECT_THROW(check_local_endpoint("nonsense", false), Error);
-  EXPECT_NO_THROW(check_local_endpoint("tcp://*:5555", true));
+TEST(Wire, OnlyIpcInprocAndLoopbackTcpAreLocal) {
+  EXPECT_TRUE(is_local_endpoint("ipc:///tmp/x.ipc"));
+  EXPECT_TRUE(is_local_endpoint("inproc://x"));
+  EXPECT_TRUE(is_local_endpoint("tcp://127.0.0.1:5555"));
+  EXPECT_TRUE(is_local_endpoint("tcp://127.0.0.2:*"));
+  EXPECT_TRUE(is_local_endpoint("tcp://localhost:*"));
+  EXPECT_TRUE(is_local_endpoint("tcp://[::1]:5555"));
+  EXPECT_FALSE(is_local_endpoint("tcp://*:5555"));
+  EXPECT_FALSE(is_local_endpoint("tcp://0.0.0.0:5555"));
+  EXPECT_FALSE(is_local_endpoint("tcp://10.1.2.3:5555"));
+  EXPECT_FALSE(is_local_endpoint("tcp://eth0:5555"));
+  EXPECT_FALSE(is_local_endpoint("tcp://127.example.com:5555"));     // a name may resolve anywhere
+  EXPECT_FALSE(is_local_endpoint("tcp://127.0.0.1:0;10.1.2.3:5555"));  // a source address, then where it goes
+  EXPECT_THROW(is_local_endpoint("pgm://eth0;239.192.1.1:5555"), Error);
+  EXPECT_THROW(is_local_endpoint("nonsense"), Error);
 }
 
 }  // namespace

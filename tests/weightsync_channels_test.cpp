@@ -3,6 +3,7 @@
 #include <cstring>
 #include <thread>
 
+#include "core/curve.h"
 #include "model/init.h"
 #include "weightsync/inproc_channel.h"
 #include "weightsync/weight_message.h"
@@ -242,6 +243,52 @@ TEST(WeightSyncZmq, VersionThatIsNotAnIntegerIsRefusedNamingIt) {
   EXPECT_EQ(f.outcomes, (std::vector<bool>{false, false}));
   EXPECT_EQ(f.sub.version(), 0);
   EXPECT_EQ(f.received_version, -1);
+}
+
+// A subscriber bound with CURVE acknowledges a publisher whose key it admits; one with another key gets no reply
+// (an error saying the handshake was refused) and the subscriber never sees its weights. Beyond this machine
+// neither side goes without keys.
+TEST(WeightSyncZmq, CurveSubscriberAcceptsAdmittedPublishersOnly) {
+  if (!curve_supported()) GTEST_SKIP() << "this libzmq was built without CURVE";
+  const ModelConfig cfg = small_config();
+  const ParameterStore params = init_random(cfg, 11);
+  zmq::context_t ctx;
+  ZapHandler zap(ctx);
+  const CurveKeys worker = generate_curve_keys(), trainer = generate_curve_keys(), stranger = generate_curve_keys();
+  CurveOptions sub_curve;
+  sub_curve.keys = worker;
+  sub_curve.clients = {trainer.public_key};
+  sub_curve.zap = &zap;
+  ZmqWeightSubscriber sub(ctx, "tcp://127.0.0.1:*", /*bind=*/true, cfg, 0, sub_curve);
+  std::vector<bool> outcomes;
+  std::thread server([&] {
+    for (int i = 0; i < 2; ++i) outcomes.push_back(sub.poll(10000, [](ParameterStore, int64_t) {}));
+  });
+  ZmqPublisherOptions bad = small_chunks();
+  bad.reply_timeout_ms = 500;
+  bad.curve.keys = stranger;
+  bad.curve.server_public = worker.public_key;
+  ZmqWeightPublisher intruder(ctx, sub.endpoint(), false, bad);
+  try {
+    intruder.publish(params, 5);
+    ADD_FAILURE() << "a publisher with an unknown key was answered";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("refused us: authentication failed"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(intruder.publish(params, 6), Error);  // and again, at once: no send blocks on the closed connection
+  ZmqPublisherOptions good = small_chunks();
+  good.curve.keys = trainer;
+  good.curve.server_public = worker.public_key;
+  ZmqWeightPublisher pub(ctx, sub.endpoint(), false, good);
+  EXPECT_EQ(pub.publish(params, 1).attempts, 1);
+  EXPECT_EQ(pub.publish(params, 2).attempts, 1);
+  server.join();
+  EXPECT_EQ(outcomes, (std::vector<bool>{true, true}));
+  EXPECT_EQ(sub.version(), 2);  // version 5 never arrived
+  EXPECT_GE(zap.refused(), 1);
+
+  EXPECT_THROW(ZmqWeightSubscriber(ctx, "tcp://0.0.0.0:0", true, cfg, 0), Error);
+  EXPECT_THROW(ZmqWeightPublisher(ctx, "tcp://10.1.2.3:5555", false, small_chunks()), Error);
 }
 
 TEST(WeightSyncInproc, PublishIsAVersionBumpOnTheSharedBuffer) {

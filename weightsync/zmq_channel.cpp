@@ -31,10 +31,14 @@ ZmqWeightPublisher::ZmqWeightPublisher(zmq::context_t& ctx, const std::string& e
               "weight sync chunk_floats " << options_.chunk_floats << " is below the minimum " << kMinChunkFloats);
   RLCPP_CHECK(options_.max_attempts >= 1, "weight sync max_attempts must be >= 1, got " << options_.max_attempts);
   socket_.set(zmq::sockopt::linger, 0);
-  if (bind)
+  if (bind) {
+    secure_bind(ctx, socket_, endpoint, options_.curve, "weight sync publisher");
     bind_endpoint(socket_, endpoint, "weight sync publisher");
-  else
+  } else {
+    const bool curve = secure_connect(socket_, endpoint, options_.curve, "weight sync publisher");
+    handshakes_ = HandshakeMonitor(ctx, socket_, curve);
     socket_.connect(endpoint);
+  }
 }
 
 std::string ZmqWeightPublisher::endpoint() const { return last_endpoint(socket_); }
@@ -46,20 +50,43 @@ PublishStats ZmqWeightPublisher::publish(const ParameterStore& params, int64_t v
   const WireMessage message = encode_weights(params, version, options_.chunk_floats);
   PublishStats stats;
   stats.version = version;
+  // A subscriber that refused our CURVE handshake has closed the connection for good (a send would then block
+  // forever); the refusal is reported before that, so asking before each send and while waiting is enough.
+  auto check_refused = [&] {
+    const std::string refused = handshakes_.refusal();
+    RLCPP_CHECK(refused.empty(), "weight sync: " << endpoint() << " refused us: " << refused);
+  };
+  // Waits for the next reply until `deadline`; false when none came.
+  auto next_reply = [&](std::chrono::steady_clock::time_point deadline, ReceivedFrames& in) {
+    while (true) {
+      check_refused();
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}, {handshakes_.handle(), 0, ZMQ_POLLIN, 0}};
+      zmq::poll(items, handshakes_.handle() ? 2 : 1, left);
+      if ((items[0].revents & ZMQ_POLLIN) && receive_frames(socket_, 0, WireLimits{}, 0, in)) return true;
+    }
+  };
   for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
     std::vector<zmq::message_t> frames = encode_wire_message(message);
     if (options_.tamper) options_.tamper(frames, attempt);
+    check_refused();
     for (size_t i = 0; i < frames.size(); ++i) {
       stats.bytes += static_cast<int64_t>(frames[i].size());
       socket_.send(frames[i], i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
     }
     stats.attempts = attempt;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.reply_timeout_ms);
     // Replies to an earlier version (a late answer after a timeout) are skipped.
     while (true) {
       ReceivedFrames in;
-      if (!receive_frames(socket_, 0, WireLimits{}, options_.reply_timeout_ms, in))
+      if (!next_reply(deadline, in)) {
+        const std::string& failure = handshakes_.last_failure();
         throw WeightSyncTimeout("weight sync: no reply to version " + std::to_string(version) + " from " +
-                                endpoint() + " within " + std::to_string(options_.reply_timeout_ms) + " ms");
+                                endpoint() + " within " + std::to_string(options_.reply_timeout_ms) + " ms" +
+                                (failure.empty() ? "" : " (" + failure + ")"));
+      }
       RLCPP_CHECK(in.error.empty(), "weight sync: malformed reply: " << in.error);
       const WireMessage r = decode_wire_message(in.frames, WireLimits{});
       if (r.header.value("version", int64_t{-1}) != version && r.type() == "ack") continue;
@@ -79,17 +106,21 @@ PublishStats ZmqWeightPublisher::publish(const ParameterStore& params, int64_t v
 }
 
 ZmqWeightSubscriber::ZmqWeightSubscriber(zmq::context_t& ctx, const std::string& endpoint, bool bind,
-                                         const ModelConfig& config, int64_t current_version)
+                                         const ModelConfig& config, int64_t current_version,
+                                         const CurveOptions& curve)
     : socket_(ctx, zmq::socket_type::router),
       config_(config),
       layout_(parameter_layout(config)),
       version_(current_version) {
   for (const ParameterInfo& p : layout_) total_floats_ = std::max(total_floats_, p.offset + p.numel());
   socket_.set(zmq::sockopt::linger, 0);
-  if (bind)
+  if (bind) {
+    secure_bind(ctx, socket_, endpoint, curve, "weight sync subscriber");
     bind_endpoint(socket_, endpoint, "weight sync subscriber");
-  else
+  } else {
+    secure_connect(socket_, endpoint, curve, "weight sync subscriber");
     socket_.connect(endpoint);
+  }
 }
 
 std::string ZmqWeightSubscriber::endpoint() const { return last_endpoint(socket_); }

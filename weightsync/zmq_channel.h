@@ -4,7 +4,8 @@
 // engine steps) and only then acknowledges the version. A refused message (bad checksum, cut short, wrong
 // layout, stale version, a NaN or an infinity among the weights) gets an `error` reply and the publisher sends it again, up to max_attempts.
 //
-// Sockets: the subscriber owns a ROUTER (bound or connected), the publisher a DEALER.
+// Sockets: the subscriber owns a ROUTER (bound or connected), the publisher a DEALER. A tcp endpoint beyond this
+// machine needs CURVE keys (core/curve.h); the side that binds admits only the public keys it was given.
 #pragma once
 
 #include <zmq.hpp>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/curve.h"
 #include "core/wire.h"
 #include "model/parameters.h"
 
@@ -30,6 +32,7 @@ struct ZmqPublisherOptions {
   int64_t chunk_floats = int64_t{16} << 20;  // 64 MiB chunks
   int max_attempts = 3;
   long reply_timeout_ms = 60000;
+  CurveOptions curve;  // keys, for an endpoint beyond this machine
   // Fault injection for tests: called on the encoded frames before each send (attempt counts from 1).
   std::function<void(std::vector<zmq::message_t>& frames, int attempt)> tamper;
 };
@@ -48,22 +51,25 @@ class ZmqWeightPublisher {
   ZmqWeightPublisher(zmq::context_t& ctx, const std::string& endpoint, bool bind = false,
                      ZmqPublisherOptions options = {});
   // Sends `version` (> the last one published) and waits for its acknowledgement; throws when the subscriber
-  // refuses every attempt, or WeightSyncTimeout when it does not answer within the timeout.
+  // refuses every attempt or refuses our CURVE handshake (at once, naming why), or WeightSyncTimeout when it
+  // does not answer within the timeout.
   PublishStats publish(const ParameterStore& params, int64_t version);
   std::string endpoint() const;  // bound endpoint read back when bound
   int64_t last_version() const { return last_version_; }
 
  private:
   zmq::socket_t socket_;
+  HandshakeMonitor handshakes_;  // connected: says why a subscriber refuses us when a publish times out
   ZmqPublisherOptions options_;
   int64_t last_version_ = -1;
 };
 
 class ZmqWeightSubscriber {
  public:
-  // `layout` is what every publish must match (names, shapes, offsets); `current_version` the weights in use.
+  // `layout` is what every publish must match (names, shapes, offsets); `current_version` the weights in use;
+  // `curve` the keys for an endpoint beyond this machine.
   ZmqWeightSubscriber(zmq::context_t& ctx, const std::string& endpoint, bool bind, const ModelConfig& config,
-                      int64_t current_version);
+                      int64_t current_version, const CurveOptions& curve = {});
   std::string endpoint() const;
 
   // Called with verified weights (a fresh store the callee may keep) and their version.
