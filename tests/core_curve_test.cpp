@@ -11,6 +11,7 @@
 
 #include "core/curve.h"
 #include "core/error.h"
+#include "tests/error_test_support.h"
 
 namespace rlcpp {
 namespace {
@@ -46,16 +47,6 @@ mode_t mode_of(const std::string& path) {
   struct stat st;
   EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
   return st.st_mode & 07777;
-}
-
-// Runs `f`, which must throw an Error containing every one of `needles`.
-template <class F> void expect_error(F f, const std::vector<std::string>& needles) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error containing '" << needles.front() << "'";
-  } catch (const Error& e) {
-    for (const std::string& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
-  }
 }
 
 TEST_F(CurveKeyFiles, SavedPairLoadsBackWithOwnerOnlyKeyFile) {

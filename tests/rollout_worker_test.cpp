@@ -26,6 +26,7 @@
 #include "rollout/request_wire.h"
 #include "rollout/worker_client.h"
 #include "rollout/worker_service.h"
+#include "tests/error_test_support.h"
 #include "tests/test_models.h"
 
 namespace rlcpp {
@@ -369,16 +370,6 @@ int free_tcp_port() {
                   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &size) == 0;
   ::close(fd);
   return ok ? ntohs(a.sin_port) : 0;
-}
-
-// Runs `f`, which must throw an Error whose message holds every one of `needles`.
-template <class F> void expect_error(F f, const std::vector<std::string>& needles) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error containing '" << needles.front() << "'";
-  } catch (const Error& e) {
-    for (const std::string& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
-  }
 }
 
 TEST(RolloutWorker, NonLocalEndpointsAreRefusedWithoutCurveKeys) {
