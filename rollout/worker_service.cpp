@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "core/metrics.h"
 
@@ -66,7 +67,26 @@ bool WorkerService::stop_requested(const ServeControl& control) const {
   return false;
 }
 
-void WorkerService::reply(const WireMessage& message) { send_wire_message(socket_, envelope_, message); }
+void WorkerService::reply(const WireMessage& message) {
+  // A router drops a reply to a peer that has gone; a connected worker's dealer would block until its client is
+  // back, so it waits in ticks, stopping when asked to and giving up after reply_send_timeout_s.
+  if (router_) {
+    send_wire_message(socket_, envelope_, message);
+    return;
+  }
+  Stopwatch waited;
+  while (!send_wire_message(socket_, envelope_, message, /*dont_wait=*/true)) {
+    const bool stop = control_ && stop_requested(*control_);
+    if (stop || waited.seconds() >= options_.reply_send_timeout_s) {
+      std::fprintf(stderr, "worker '%s': dropped a '%s' reply: the client at '%s' %s\n", options_.name.c_str(),
+                   message.type().c_str(), endpoint_.c_str(),
+                   stop ? "was away when the worker was told to stop" : "stayed away past reply_send_timeout_s");
+      return;
+    }
+    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLOUT, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(50));
+  }
+}
 
 void WorkerService::reply_error(int64_t request_id, const std::string& message) {
   WireMessage m("error");
@@ -140,6 +160,13 @@ bool WorkerService::handle(ReceivedFrames& received, const ServeControl& control
 
 int64_t WorkerService::serve(const ServeControl& control) {
   RLCPP_CHECK(socket_, "worker: serve before bind or connect");
+  RLCPP_CHECK(options_.reply_send_timeout_s >= 0,
+              "worker: reply_send_timeout_s must not be negative, got " << options_.reply_send_timeout_s);
+  control_ = &control;
+  struct ClearControl {
+    const ServeControl*& control;
+    ~ClearControl() { control = nullptr; }
+  } clear_control{control_};
   const long tick_ms = std::clamp<long>(static_cast<long>(options_.heartbeat_interval_s * 1000), 1, 100);
   Stopwatch since_beat;
   if (!router_) send_heartbeat(-1, 0, 0);  // hello: a connected worker announces itself

@@ -35,6 +35,9 @@ struct WorkerOptions {
   WireLimits limits;
   RequestLimits request_limits;
   double heartbeat_interval_s = 1.0;
+  // A connected worker (--connect) whose client has gone away cannot send: it waits this long for the client to
+  // come back before it drops the reply (the client, if it returns, asks again), and keeps serving.
+  double reply_send_timeout_s = 30.0;
   // Keys for CURVE (needed on a tcp endpoint beyond this machine); when binding with them, curve.zap must be the
   // ZAP handler of the context bound in.
   CurveOptions curve;
@@ -95,6 +98,7 @@ class WorkerService {
   std::vector<zmq::message_t> envelope_;  // of the message being handled
   int64_t served_ = 0;
   int64_t generate_requests_ = 0;  // received, answered or not
+  const ServeControl* control_ = nullptr;  // of the serve call in progress
 };
 
 }  // namespace rlcpp

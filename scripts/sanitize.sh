@@ -46,9 +46,38 @@ for t in "${tests[@]}"; do
   [[ $t == app_* ]] && targets+=(--target rlcpp)  # they run the CLI
 done
 cmake --build "$build_dir" -j"$(nproc)" "${targets[@]}" >&2
+# Runs a test executable, at most RLCPP_SANITIZE_LIMIT_S seconds (600): past that it prints every thread's stack
+# (gdb) and the test's last lines, and fails, so that a hang names itself instead of using up CI's time.
+run_bounded() {
+  local log limit=${RLCPP_SANITIZE_LIMIT_S:-600} waited=0 pid rc
+  log=$(mktemp)
+  "$@" >"$log" 2>&1 &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null && ((waited < limit)); do
+    sleep 1
+    waited=$((waited + 1))
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "sanitize $mode: $1 still running after ${limit} s; its threads:" >&2
+    gdb -batch -p "$pid" -ex "thread apply all bt" 2>&1 | grep -E "^(Thread|#)" >&2 || true
+    kill -9 "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    rc=124
+  else
+    wait "$pid" && rc=0 || rc=$?
+  fi
+  if ((rc != 0)); then
+    echo "sanitize $mode: $1 failed (exit $rc); its output:" >&2
+    tail -n 200 "$log" >&2
+  else
+    grep -E "^\[  (PASSED|SKIPPED) " "$log" >&2 || true
+  fi
+  rm -f "$log"
+  return $rc
+}
 status=0
 for t in "${tests[@]}"; do
   echo "sanitize $mode: $t" >&2
-  OMP_NUM_THREADS=$([ "$mode" = thread ] && echo 1 || nproc) "$build_dir/$t" --gtest_brief=1 || status=1
+  OMP_NUM_THREADS=$([ "$mode" = thread ] && echo 1 || nproc) run_bounded "$build_dir/$t" || status=1
 done
 exit $status

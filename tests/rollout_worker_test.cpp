@@ -21,6 +21,7 @@
 
 #include "core/curve.h"
 #include "core/error.h"
+#include "core/metrics.h"
 #include "core/philox.h"
 #include "model/init.h"
 #include "rollout/request_wire.h"
@@ -511,6 +512,74 @@ TEST(RolloutWorker, ConnectedCurveWorkersNeedAKeyTheClientAdmits) {
   give_up = true;
   guard.join();
   EXPECT_EQ(client.ping().size(), 1u);  // the admitted worker still serves
+}
+
+// A connected worker whose client vanishes while it generates cannot send its result (its dealer has no peer):
+// it waits reply_send_timeout_s, drops the reply and serves the next client; told to stop meanwhile, it stops.
+// (It used to block in the send forever, so a test's worker thread could never be joined.)
+struct VanishingClient {
+  zmq::context_t ctx;  // its own: gone, with its listener, when the client is
+  zmq::socket_t router{ctx, zmq::socket_type::router};
+  std::vector<zmq::message_t> worker;  // its identity, from its hello
+  explicit VanishingClient(const std::string& endpoint) {
+    router.set(zmq::sockopt::linger, 0);
+    router.bind(endpoint);
+    ReceivedFrames got;
+    if (!receive_frames(router, 1, WireLimits{}, 10000, got)) throw Error("no hello within 10 s");
+    worker = std::move(got.envelope);
+  }
+  WireMessage next_reply() {  // the next message that is not a heartbeat
+    ReceivedFrames got;
+    while (true) {
+      if (!receive_frames(router, 1, WireLimits{}, 10000, got)) throw Error("no reply within 10 s");
+      WireMessage m = decode_wire_message(got.frames, WireLimits{});
+      if (m.type() != "heartbeat") return m;
+    }
+  }
+};
+
+TEST(RolloutWorker, AConnectedWorkerDropsTheReplyToAVanishedClientAndServesTheNext) {
+  for (const bool stop_while_waiting : {false, true}) {
+    SCOPED_TRACE(stop_while_waiting ? "stopped while waiting" : "gives up after the timeout");
+    ThreadWorkers w;
+    std::atomic<bool> client_gone{false};
+    WorkerOptions o = worker_options();
+    o.reply_send_timeout_s = stop_while_waiting ? 1000 : 0.3;
+    o.fault_hook = [&](int64_t, int64_t) {  // generating until the client has gone
+      while (!client_gone) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    };
+    const std::string endpoint = "ipc://" + (std::filesystem::temp_directory_path() /
+                                             ("rlcpp_vanish_" + std::to_string(getpid()) + ".ipc")).string();
+    w.connect_to(endpoint, 1, o);
+    {
+      VanishingClient first(endpoint);
+      send_wire_message(first.router, first.worker, encode_generate_request(test_request(w.cfg, 2), 1));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the worker has taken the request
+    }
+    testing::internal::CaptureStderr();
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));  // the worker has seen the connection close
+    client_gone = true;
+    if (stop_while_waiting) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the worker is waiting to send
+      const Stopwatch stopping;
+      w.stop = true;
+      w.threads[0].join();
+      w.threads.clear();
+      EXPECT_LT(stopping.seconds(), 5.0) << "the worker did not stop while its reply waited";
+      testing::internal::GetCapturedStderr();
+      continue;
+    }
+    VanishingClient second(endpoint);  // the worker reconnects once it has dropped the reply
+    testing::internal::GetCapturedStderr();  // "dropped a 'result' reply", unless ZeroMQ took it into the
+                                             // dying connection's pipe, where it is lost as well
+    WireMessage ping("ping");
+    ping.header["request_id"] = 2;
+    send_wire_message(second.router, second.worker, ping);
+    const WireMessage pong = second.next_reply();
+    ASSERT_EQ(pong.type(), "pong") << pong.header.dump();
+    EXPECT_EQ(pong.header["request_id"], 2);
+    EXPECT_EQ(pong.header["served"], 1) << "the generate request was served, its reply dropped";
+  }
 }
 
 // Worker processes of the built binary over ipc://, stopped by SIGTERM.
