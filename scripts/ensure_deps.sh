@@ -5,8 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ pkg-config libopenblas-openmp-dev libzmq3-dev cppzmq-dev nlohmann-json3-dev
-          libgtest-dev libcli11-dev librandom123-dev libxxhash-dev libbenchmark-dev
-          python3-torch python3-numpy python3-zmq python3-matplotlib)
+          libgtest-dev libcli11-dev librandom123-dev libxxhash-dev libbenchmark-dev libpcre2-dev libutf8proc-dev
+          python3-torch python3-numpy python3-zmq python3-matplotlib python3-venv)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The Python environment of the tests that compare with Hugging Face's libraries: .venv/ (or $RLCPP_VENV), a
+# virtual environment over Debian's python3 that sees its packages (python3-torch, numpy) and adds, from PyPI,
+# the pinned versions below. Quiet when they are all there; prints the environment's python on stdout.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv=${RLCPP_VENV:-$PWD/.venv}
+# transformers 4.49.0 is the newest that runs on Debian's torch 1.13 (4.50 imports torch.distributed.tensor, a
+# torch 2.5 module); it needs tokenizers 0.21.x and huggingface_hub < 1.0, so those are pinned to match.
+requirements=(transformers==4.49.0 tokenizers==0.21.4 huggingface_hub==0.36.2 safetensors==0.8.0)
+if [ ! -x "$venv/bin/python" ]; then
+  /usr/bin/python3 -m venv --system-site-packages "$venv" >&2
+fi
+missing=0
+for r in "${requirements[@]}"; do
+  have=$("$venv/bin/python" -m pip show "${r%%==*}" 2>/dev/null | sed -n 's/^Version: //p' || true)
+  [ "$have" = "${r##*==}" ] || missing=1
+done
+if ((missing)); then
+  echo "rlcpp: installing ${requirements[*]} into $venv (PyPI)" >&2
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "${requirements[@]}" >&2
+fi
+echo "$venv/bin/python"
