@@ -1,7 +1,9 @@
 #include "apps/commands.h"
+#include "core/error.h"
 #include "bench/rollout_bench.h"
 #include "bench/rollout_numerics_bench.h"
 #include "bench/step_bench.h"
+#include "bench/tokenizer_bench.h"
 #include "bench/train_bench.h"
 
 namespace rlcpp::cli {
@@ -12,9 +14,14 @@ Command add_bench_command(CLI::App& app) {
   auto train = std::make_shared<bench::TrainBenchOptions>();
   auto rollout = std::make_shared<bench::RolloutBenchOptions>();
   auto step = std::make_shared<bench::StepBenchOptions>();
-  cmd->add_option("what", *which, "train | rollout | step")
+  auto tokenize = std::make_shared<bench::TokenizerBenchOptions>();
+  cmd->add_option("what", *which, "train | rollout | step | tokenize")
       ->required()
-      ->check(CLI::IsMember({"train", "rollout", "step"}));
+      ->check(CLI::IsMember({"train", "rollout", "step", "tokenize"}));
+  cmd->add_option("--tokenizer", tokenize->tokenizer, "tokenize: a tokenizer.json or a checkpoint directory");
+  cmd->add_option("--input", tokenize->input,
+                  "tokenize: a text file, encoded line by line (default: the project's docs, corpus and code)")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--preset", train->preset, "model preset: tiny (W1) or qwen05b (W2)");
   auto* iters = cmd->add_option("--iters", train->iters, "timed iterations (step: timed GRPO steps, default 5)");
   cmd->add_flag("!--no-peer", train->peer, "skip the PyTorch peer");
@@ -35,6 +42,12 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("--set", step->overrides,
                   "step: override a key of the recipe, e.g. numerics.batch_invariant=false (repeatable)");
   return {cmd, [=]() {
+    if (*which == "tokenize") {
+      RLCPP_CHECK(!tokenize->tokenizer.empty(), "bench tokenize: --tokenizer TOKENIZER_JSON_OR_CHECKPOINT is needed");
+      if (iters->count() > 0) tokenize->iters = train->iters;
+      tokenize->peer = train->peer;
+      return bench::run_tokenizer_bench(*tokenize);
+    }
     if (*which == "step") {
       step->preset = train->preset;
       if (iters->count() > 0) step->iters = train->iters;

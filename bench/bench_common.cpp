@@ -41,7 +41,11 @@ std::string source_dir() {
 }
 
 Json run_torch_peer(const std::string& src, const std::string& args) {
-  const std::string cmd = "/usr/bin/python3 " + src + "/bench/peers/torch_peer.py " + args + " 2>/dev/null";
+  return run_python_peer("/usr/bin/python3", src + "/bench/peers/torch_peer.py", args);
+}
+
+Json run_python_peer(const std::string& python, const std::string& script, const std::string& args) {
+  const std::string cmd = "'" + python + "' '" + script + "' " + args + " 2>/dev/null";
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
   if (!pipe) return nullptr;
   std::string out;
@@ -56,7 +60,7 @@ Json run_torch_peer(const std::string& src, const std::string& args) {
       start = start == 0 ? std::string::npos : out.rfind('{', start - 1);
     }
   }
-  std::fprintf(stderr, "bench: the PyTorch peer did not run (%s)\n", cmd.c_str());
+  std::fprintf(stderr, "bench: the peer did not run (%s)\n", cmd.c_str());
   return nullptr;
 }
 

@@ -22,6 +22,9 @@ double sgemm_gflops(int64_t m, int64_t n, int64_t k);
 // Runs `bench/peers/torch_peer.py ARGS` with Debian's python3 and returns its JSON line; a null Json with the
 // reason printed when the peer cannot run (no torch).
 Json run_torch_peer(const std::string& source_dir, const std::string& args);
+// Runs `PYTHON SCRIPT ARGS` and returns the JSON object it prints last; a null Json, the command printed, when
+// it cannot run.
+Json run_python_peer(const std::string& python, const std::string& script, const std::string& args);
 
 // The source tree (for bench/peers/ and bench/RESULTS.md): $RLCPP_SOURCE_DIR, else the build's source dir.
 std::string source_dir();

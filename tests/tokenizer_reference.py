@@ -5,12 +5,10 @@
                                                 without its regex, ignore_merges, with whole words in the
                                                 vocabulary that no merge reaches (so ignore_merges matters)
   make-gpt2 CORPUS_JSONL OUT_DIR                GPT-2 style: ByteLevel with its own regex and add_prefix_space
-  bench TOKENIZER_JSON TEXT_FILE REPEATS        one thread: encode the file's lines REPEATS times, print MB/s
 """
 import json
 import os
 import sys
-import time
 
 import tokenizers
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -71,20 +69,6 @@ def main():
     elif cmd == "make-gpt2":
         train(sys.argv[2], sys.argv[3], pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=True),
               ["<|endoftext|>"], [], ignore_merges=False)
-    elif cmd == "bench":
-        tok = Tokenizer.from_file(sys.argv[2])
-        with open(sys.argv[3], encoding="utf-8") as f:
-            lines = f.read().split("\n")
-        repeats = int(sys.argv[4])
-        nbytes = sum(len(l.encode("utf-8")) for l in lines) * repeats
-        tok.encode(lines[0], add_special_tokens=False)
-        start = time.perf_counter()
-        n = 0
-        for _ in range(repeats):
-            for l in lines:
-                n += len(tok.encode(l, add_special_tokens=False).ids)
-        s = time.perf_counter() - start
-        print(json.dumps({"seconds": s, "mb_per_s": nbytes / s / 1e6, "tokens": n, "bytes": nbytes}))
     else:
         sys.exit(f"unknown command {cmd}")
 

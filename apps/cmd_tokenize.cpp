@@ -1,0 +1,100 @@
+// `rlcpp tokenize`: a tokenizer.json (or a checkpoint directory holding one) applied to JSONL lines, for users
+// and for checks against other tools: {"text": ...} -> {"ids": [...], "tokens": [...]}, or with --decode
+// {"ids": [...]} -> {"text": ...}.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "apps/commands.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "core/json_input.h"
+#include "model/bpe_tokenizer.h"
+
+namespace rlcpp::cli {
+
+namespace {
+
+std::string tokenizer_json_path(const std::string& given) {
+  if (!std::filesystem::is_directory(given)) return given;
+  const std::string path = (std::filesystem::path(given) / "tokenizer.json").string();
+  RLCPP_CHECK(std::filesystem::exists(path), "tokenize: the directory '" << given << "' has no tokenizer.json");
+  return path;
+}
+
+Json line_object(const std::string& line, const std::string& where, const char* key) {
+  Json j;
+  try {
+    j = parse_json_limited(line);
+  } catch (const Json::exception& e) {
+    RLCPP_FAIL(where << ": not JSON: " << e.what());
+  }
+  RLCPP_CHECK(j.is_object() && j.contains(key) && j.size() == 1,
+              where << ": expected an object with the one key \"" << key << "\", got " << json_excerpt(j));
+  return j;
+}
+
+}  // namespace
+
+Command add_tokenize_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("tokenize", "a tokenizer.json applied to JSONL lines: text -> ids, or --decode");
+  struct Args {
+    std::string tokenizer, input, output;
+    bool decode = false, skip_special = false;
+  };
+  auto a = std::make_shared<Args>();
+  cmd->add_option("tokenizer", a->tokenizer, "a tokenizer.json, or a checkpoint directory holding one")->required();
+  cmd->add_option("--input", a->input, "JSONL: {\"text\": ...} per line ({\"ids\": [...]} with --decode)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--out", a->output, "output JSONL (default: stdout)");
+  cmd->add_flag("--decode", a->decode, "ids -> text: {\"ids\": [...]} lines in, {\"text\": ...} lines out");
+  cmd->add_flag("--skip-special", a->skip_special, "with --decode: leave special tokens out of the text");
+  return {cmd, [=]() {
+    const BpeTokenizer tok = BpeTokenizer::load(tokenizer_json_path(a->tokenizer));
+    std::ifstream in(a->input, std::ios::binary);
+    // Everything is computed before anything is written, so a bad line leaves no partial output file.
+    std::vector<std::string> out_lines;
+    std::string line;
+    for (int64_t n = 1; std::getline(in, line); ++n) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      const std::string where = a->input + ":" + std::to_string(n);
+      try {
+        if (a->decode) {
+          const Json j = line_object(line, where, "ids");
+          RLCPP_CHECK(j["ids"].is_array(), where << ": \"ids\" must be a list of integer ids");
+          std::vector<int32_t> ids;
+          for (const Json& id : j["ids"]) {
+            RLCPP_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < tok.vocab_size(),
+                        where << ": " << json_excerpt(id) << " is not an id in [0, " << tok.vocab_size() << ")");
+            ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+          }
+          out_lines.push_back(Json{{"text", tok.decode(ids, a->skip_special)}}.dump());
+        } else {
+          const Json j = line_object(line, where, "text");
+          RLCPP_CHECK(j["text"].is_string(), where << ": \"text\" must be a string");
+          const std::vector<int32_t> ids = tok.encode(j["text"].get<std::string>());
+          Json tokens = Json::array();
+          for (int32_t id : ids) tokens.push_back(tok.token_text(id));
+          out_lines.push_back(Json{{"ids", ids}, {"tokens", tokens}}.dump());
+        }
+      } catch (const Error& e) {
+        const std::string what = e.what();
+        if (what.rfind(where, 0) == 0) throw;
+        RLCPP_FAIL(where << ": " << what);
+      }
+    }
+    std::ofstream file;
+    if (!a->output.empty()) {
+      file.open(a->output, std::ios::binary);
+      RLCPP_CHECK(file.good(), "tokenize: cannot write '" << a->output << "'");
+    }
+    std::ostream& out = a->output.empty() ? std::cout : file;
+    for (const std::string& l : out_lines) out << l << "\n";
+    out.flush();
+    RLCPP_CHECK(out.good(), "tokenize: writing '" << (a->output.empty() ? "stdout" : a->output) << "' failed");
+    return 0;
+  }};
+}
+
+}  // namespace rlcpp::cli

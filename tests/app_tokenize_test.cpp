@@ -1,0 +1,75 @@
+// `rlcpp tokenize`: text lines to ids and token spellings, and back with --decode, through the CLI, on the
+// Qwen3 tokenizer.json of ../shared/fixtures (equal to Hugging Face's: model_bpe_tokenizer_test.cpp); a bad
+// line names FILE:LINE and writes no output file.
+#include <gtest/gtest.h>
+
+#include "core/config.h"
+#include "tests/app_test_support.h"
+
+namespace rlcpp {
+namespace {
+
+std::string qwen3_dir() {
+  for (const std::string dir : {std::string(RLCPP_SOURCE_DIR) + "/../shared/fixtures/qwen3",
+                                std::string("/work/shared/fixtures/qwen3")})
+    if (std::filesystem::exists(dir + "/tokenizer.json")) return dir;
+  return "";
+}
+
+std::vector<Json> read_jsonl(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<Json> out;
+  std::string line;
+  while (std::getline(in, line)) out.push_back(Json::parse(line));
+  return out;
+}
+
+using TokenizeCli = CliTest;
+
+TEST_F(TokenizeCli, EncodesAndDecodesJsonlLines) {
+  const std::string dir = qwen3_dir();
+  ASSERT_FALSE(dir.empty()) << "the Qwen3 fixture is missing";
+  const std::string texts = write("texts.jsonl", "{\"text\": \"Hello 世界\"}\n\n{\"text\": \"<|im_start|>user\\n2+2?\"}\n");
+  const std::string ids_file = (dir_ / "ids.jsonl").string();
+  CliResult r = run_cli("tokenize " + dir + " --input " + texts + " --out " + ids_file);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::vector<Json> encoded = read_jsonl(ids_file);
+  ASSERT_EQ(encoded.size(), 2u);
+  EXPECT_EQ(encoded[0]["ids"], Json::parse("[9707, 220, 99489]"));  // Hugging Face's ids
+  EXPECT_EQ(encoded[0]["tokens"], Json::parse(R"(["Hello", "Ġ", "ä¸ĸçķĮ"])"));
+  EXPECT_EQ(encoded[1]["ids"][0], 151644);  // <|im_start|>, never split
+  std::string id_lines;
+  for (const Json& e : encoded) id_lines += Json{{"ids", e["ids"]}}.dump() + "\n";
+  const std::string ids_in = write("ids_in.jsonl", id_lines);
+  r = run_cli("tokenize " + dir + "/tokenizer.json --decode --input " + ids_in);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output, "{\"text\":\"Hello 世界\"}\n{\"text\":\"<|im_start|>user\\n2+2?\"}\n");
+  r = run_cli("tokenize " + dir + " --decode --skip-special --input " + ids_in);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("{\"text\":\"user\\n2+2?\"}"), std::string::npos) << r.output;
+}
+
+TEST_F(TokenizeCli, BadLinesAndInputsAreErrorsNamingThemAndWriteNothing) {
+  const std::string dir = qwen3_dir();
+  ASSERT_FALSE(dir.empty());
+  const std::string out = (dir_ / "out.jsonl").string();
+  const std::string bad = write("bad.jsonl", "{\"text\": \"fine\"}\n{\"txt\": \"typo\"}\n");
+  CliResult r = run_cli("tokenize " + dir + " --input " + bad + " --out " + out);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("bad.jsonl:2: expected an object with the one key \"text\""), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  const std::string bad_id = write("bad_ids.jsonl", "{\"ids\": [1, 999999]}\n");
+  r = run_cli("tokenize " + dir + " --decode --input " + bad_id);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("bad_ids.jsonl:1: 999999 is not an id in [0, 151669)"), std::string::npos) << r.output;
+  const std::string not_utf8 = write("latin1.jsonl", "{\"text\": \"caf\xe9\"}\n");
+  r = run_cli("tokenize " + dir + " --input " + not_utf8);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("latin1.jsonl:1: not JSON"), std::string::npos) << r.output;
+  r = run_cli("tokenize " + (dir_ / "ckpt").string() + " --input " + bad);  // a checkpoint without one
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("has no tokenizer.json"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace rlcpp
