@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "reward/expression_parser.h"
+#include "reward/math_answer.h"
 #include "reward/split_hash.h"
 
 namespace rlcpp {
@@ -58,10 +59,11 @@ std::vector<int64_t> read_numbers(const Problem& problem) {
 
 }  // namespace
 
-CountdownTask::CountdownTask(uint64_t eval_seed, ScorerSpec scorer) : eval_seed_(eval_seed), scorer_(scorer) {
+CountdownTask::CountdownTask(uint64_t eval_seed, ScorerSpec scorer, CountdownStyle style)
+    : eval_seed_(eval_seed), scorer_(scorer), style_(style) {
   RLCPP_CHECK(scorer.kind == ScorerKind::kFormat || scorer.kind == ScorerKind::kExact,
-              "config key 'task.scorer': countdown takes \"format\" or \"exact\", got \""
-                  << scorer_kind_name(scorer.kind) << "\"");
+              "config key 'task.scorer': " << name() << " takes \"format\" or \"exact\", got \""
+                                           << scorer_kind_name(scorer.kind) << "\"");
   if (scorer_.kind == ScorerKind::kExact) scorer_.format_score = 0.0;
 }
 
@@ -80,12 +82,20 @@ uint64_t CountdownTask::split_key(std::vector<int64_t> numbers, int64_t target) 
 Problem CountdownTask::make_problem(const std::vector<int64_t>& numbers, int64_t target,
                                     const std::string& solution) const {
   std::ostringstream prompt;
-  prompt << '(';
-  for (size_t i = 0; i < numbers.size(); ++i) prompt << (i ? " " : "") << numbers[i];
-  prompt << ')' << target << '=';
+  if (style_ == CountdownStyle::kWords) {
+    prompt << "Using the numbers ";
+    for (size_t i = 0; i < numbers.size(); ++i)
+      prompt << (i == 0 ? "" : i + 1 == numbers.size() ? " and " : ", ") << numbers[i];
+    prompt << ", each exactly once, with + - * / and parentheses, make " << target
+           << ". Put the final expression after ####.\n";
+  } else {
+    prompt << '(';
+    for (size_t i = 0; i < numbers.size(); ++i) prompt << (i ? " " : "") << numbers[i];
+    prompt << ')' << target << '=';
+  }
   Problem p;
   p.prompt = prompt.str();
-  p.answer = solution;
+  p.answer = style_ == CountdownStyle::kWords ? "#### " + solution : solution;
   p.meta = Json{{"numbers", numbers}, {"target", target}};
   // The key of the numbers in shown order: unique per prompt (split_key sorts them; this does not).
   uint64_t id = 0;
@@ -153,10 +163,22 @@ bool CountdownTask::is_test(const Problem& problem) const {
 }
 
 RewardResult CountdownTask::score(const Problem& problem, const std::string& response, bool terminated) const {
+  if (style_ == CountdownStyle::kCompact) return score_expression(problem, response, terminated);
+  std::optional<std::string_view> line = text_after_last_hashes(response);
+  if (!line) return score_expression(problem, std::nullopt, terminated);
+  std::string_view expression = *line;
+  // "#### 63-(70-20) = 13." states the expression and its value; the expression is what is checked.
+  if (size_t eq = expression.find('='); eq != expression.npos) expression = expression.substr(0, eq);
+  while (!expression.empty() && (expression.back() == ' ' || expression.back() == '.')) expression.remove_suffix(1);
+  return score_expression(problem, std::string(expression), terminated);
+}
+
+RewardResult CountdownTask::score_expression(const Problem& problem, const std::optional<std::string>& expression,
+                                             bool terminated) const {
   std::vector<int64_t> numbers = read_numbers(problem);
   int64_t target = problem.meta["target"].get<int64_t>();
-  ExpressionResult expr = evaluate_expression(response);
-  bool well_formed = expr.well_formed();
+  ExpressionResult expr = expression ? evaluate_expression(*expression) : ExpressionResult{};
+  bool well_formed = expression.has_value() && expr.well_formed();
   bool uses_numbers = false;
   if (well_formed) {
     // Compared as written, so a literal too large for 64 bits is simply not one of the numbers.

@@ -50,7 +50,8 @@ void check_charset(const std::string& text, const std::string& charset, const st
   for (size_t i = 0; i < text.size(); ++i) {
     if (charset.find(text[i]) != std::string::npos) continue;
     RLCPP_FAIL(where << ": " << field << " has character " << describe_character(text, i) << " at offset " << i
-                     << " that the tokenizer cannot encode (task.charset \"" << charset << "\")");
+                     << " that the tokenizer cannot encode (task.charset \"" << charset
+                     << "\"; text needs a model checkpoint with a tokenizer.json and task.charset \"\")");
   }
 }
 

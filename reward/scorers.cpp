@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "reward/math_answer.h"
 
 namespace rlcpp {
 namespace {
@@ -57,8 +58,9 @@ ScorerKind parse_scorer_kind(const std::string& name, const std::string& key_pat
   if (name == "format") return ScorerKind::kFormat;
   if (name == "exact") return ScorerKind::kExact;
   if (name == "numeric") return ScorerKind::kNumeric;
+  if (name == "math") return ScorerKind::kMath;
   RLCPP_FAIL("config key '" << key_path << "': unknown scorer '" << name
-                            << "' (expected \"format\", \"exact\" or \"numeric\")");
+                            << "' (expected \"format\", \"exact\", \"numeric\" or \"math\")");
 }
 
 const char* scorer_kind_name(ScorerKind kind) {
@@ -66,6 +68,7 @@ const char* scorer_kind_name(ScorerKind kind) {
     case ScorerKind::kFormat: return "format";
     case ScorerKind::kExact: return "exact";
     case ScorerKind::kNumeric: return "numeric";
+    case ScorerKind::kMath: return "math";
   }
   return "?";
 }
@@ -126,12 +129,24 @@ RewardResult score_numeric(std::string_view answer, std::string_view response, b
   return make_result(correct ? 1.0 : 0.0, correct, well_formed, terminated);
 }
 
+RewardResult score_math(std::string_view answer, std::string_view response, bool terminated, double format_score) {
+  const ExtractedAnswer reference = reference_math_answer(answer);
+  const ExtractedAnswer given = extract_math_answer(response);
+  const bool well_formed = given.marked();
+  const bool correct = terminated && math_answers_equal(reference, given);
+  RewardResult r = make_result(correct ? 1.0 : (terminated && well_formed ? format_score : 0.0), correct, well_formed,
+                               terminated);
+  r.components.emplace_back("answer_found", given.found() ? 1.0 : 0.0);
+  return r;
+}
+
 RewardResult score_answer(const ScorerSpec& spec, std::string_view answer, std::string_view response,
                           bool terminated) {
   switch (spec.kind) {
     case ScorerKind::kFormat: return score_format(answer, response, terminated, spec.allow_negative, spec.format_score);
     case ScorerKind::kExact: return score_exact(answer, response, terminated);
     case ScorerKind::kNumeric: return score_numeric(answer, response, terminated, spec.tolerance);
+    case ScorerKind::kMath: return score_math(answer, response, terminated, spec.format_score);
   }
   RLCPP_FAIL("score_answer: unknown scorer kind " << static_cast<int>(spec.kind));
 }
@@ -141,7 +156,7 @@ std::string answer_mismatch(const ScorerSpec& spec, std::string_view answer) {
     case ScorerKind::kFormat:
       if (!is_canonical_integer(answer, true))
         return "the 'format' scorer needs a canonical integer answer (like 42 or -7, no leading zeros); use "
-               "scorer 'exact' for other answers";
+               "scorer 'exact' for other answers, or 'math' for worked solutions ending in \"#### N\"";
       return "";
     case ScorerKind::kExact:
       return "";
@@ -149,6 +164,8 @@ std::string answer_mismatch(const ScorerSpec& spec, std::string_view answer) {
       if (!is_decimal_number(answer))
         return "the 'numeric' scorer needs a decimal number answer (like 3, -2 or 0.25)";
       return "";
+    case ScorerKind::kMath:
+      return math_reference_mismatch(answer);
   }
   return "unknown scorer";
 }

@@ -43,6 +43,8 @@ class Task {
   virtual int64_t max_new_tokens() const = 0;
 
   // Every character a prompt or reference answer can contain, so a tokenizer mismatch fails at startup.
+  // "" means free text (any bytes: English prompts, worked solutions): only a tokenizer that encodes any text
+  // (byte-level BPE, task.charset "") can run the task, and make_task refuses it under a non-empty charset.
   virtual std::string alphabet() const = 0;
 
   // A label grouping problems for per-class accuracy (`rlcpp eval` prints one line per class), e.g. the

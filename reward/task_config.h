@@ -24,7 +24,10 @@ struct TaskConfig {
   std::string charset = kCharTokenizerCharset;
 
   template <class V> void visit(V& v) {
-    v("name", name, "task: add3 (add with 3 digits), add, sub, mul (with task.digits), countdown, dataset");
+    v("name", name,
+      "task: add3 (add with 3 digits), add, sub, mul (with task.digits), countdown, countdown_words (English "
+      "prompt, expression after ####), words (generated word problems, answer after ####), dataset; "
+      "countdown_words and words are free text and need task.charset \"\" and a tokenizer.json checkpoint");
     v("digits", digits, "add/sub/mul: digits per operand, operands uniform in [0, 10^digits - 1] (1..9)");
     v("operands", operands,
       "add3/add/sub/mul training draws: \"uniform\" (the task's own) or \"length-balanced\" (each operand's "
@@ -37,11 +40,14 @@ struct TaskConfig {
       "dataset: optional JSONL test file; when empty, a hash of the prompt selects about 10% of `path` as test");
     v("scorer", scorer,
       "format (1 correct, format_score well-formed integer, 0 else) | exact (1 or 0) | numeric (1 within "
-      "tolerance, 0 else); countdown takes format or exact");
-    v("format_score", format_score, "reward of a well-formed but wrong answer under the format scorer");
+      "tolerance, 0 else) | math (final answer after ####, in \\boxed{} or the last number: 1 correct, "
+      "format_score a ####/boxed answer that is wrong, 0 else); countdown takes format or exact, words math "
+      "(format means math) or exact");
+    v("format_score", format_score, "reward of a well-formed but wrong answer under the format and math scorers");
     v("tolerance", tolerance, "numeric scorer: absolute tolerance (0 compares decimal values exactly)");
     v("charset", charset,
-      "characters the tokenizer can encode; prompts and answers are checked against it (empty: no check)");
+      "characters the tokenizer can encode; prompts and answers are checked against it (empty: no check, any "
+      "text: what the text tasks words and countdown_words and text datasets need, with a tokenizer.json)");
   }
 };
 

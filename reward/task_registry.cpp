@@ -4,6 +4,7 @@
 #include "reward/arithmetic_task.h"
 #include "reward/countdown_task.h"
 #include "reward/dataset_task.h"
+#include "reward/word_problem_task.h"
 
 namespace rlcpp {
 namespace {
@@ -52,12 +53,22 @@ std::unique_ptr<Task> make_task(const TaskConfig& cfg) {
     task = std::make_unique<ArithmeticTask>(ArithmeticOp::kMul, cfg.digits, eval_seed, spec, sampling);
   } else if (cfg.name == "countdown") {
     task = std::make_unique<CountdownTask>(eval_seed, spec);
+  } else if (cfg.name == "countdown_words") {
+    task = std::make_unique<CountdownTask>(eval_seed, spec, CountdownStyle::kWords);
+  } else if (cfg.name == "words") {
+    task = std::make_unique<WordProblemTask>(eval_seed, spec);
   } else if (cfg.name == "dataset") {
     task = std::make_unique<DatasetTask>(cfg.path, cfg.test_path, cfg.charset, eval_seed, spec);
   } else {
     RLCPP_FAIL("config key 'task.name': unknown task '"
-               << cfg.name << "' (expected add3, add, sub, mul, countdown or dataset)");
+               << cfg.name << "' (expected add3, add, sub, mul, countdown, countdown_words, words or dataset)");
   }
+  // alphabet() "" is free text: no character set short of "any text" can encode it.
+  RLCPP_CHECK(cfg.charset.empty() || !task->alphabet().empty(),
+              "config key 'task.charset': task '"
+                  << task->name() << "' writes English text (letters, punctuation, newlines), which the charset \""
+                  << cfg.charset << "\" (the character tokenizer's by default) cannot encode; it needs a model "
+                  << "checkpoint with a tokenizer.json (byte-level BPE) and task.charset set to \"\" (any text)");
   if (!cfg.charset.empty()) {
     for (char c : task->alphabet()) {
       RLCPP_CHECK(cfg.charset.find(c) != std::string::npos,
