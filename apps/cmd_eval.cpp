@@ -5,6 +5,7 @@
 #include "kernels/temperature.h"
 #include "loop/evaluation.h"
 #include "model/checkpoint.h"
+#include "model/hf_tokenizer.h"
 #include "model/numerics.h"
 #include "reward/task_registry.h"
 #include "rollout/request_wire.h"
@@ -14,7 +15,7 @@ namespace rlcpp::cli {
 Command add_eval_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("eval", "held-out accuracy, mean reward and pass@k of a checkpoint on a task");
   struct Args {
-    std::string checkpoint, task = "add3";
+    std::string checkpoint, task = "add3", tokenizer;
     int64_t n = 1000, samples = 1;
     float temperature = 0;
     uint64_t seed = 0;
@@ -38,6 +39,9 @@ Command add_eval_command(CLI::App& app) {
   cmd->add_option("--quantization", a->quantization, "decoder Linear weights: none, int8 or fp8_e4m3");
   cmd->add_option("--batch-invariant", a->batch_invariant,
                   "true: packed batch-invariant products; false: OpenBLAS decode (sum order depends on the batch)");
+  cmd->add_option("--tokenizer", a->tokenizer,
+                  "a tokenizer.json or a directory holding one (default: the checkpoint's tokenizer.json when it has "
+                  "one, else the character tokenizer)");
   cmd->add_option("--set", a->task_overrides, "task key, e.g. --set digits=4 --set path=data.jsonl (see rlcpp config)");
   return {cmd, [=]() {
     check_temperature(a->temperature, "eval --temperature", /*zero_is_greedy=*/true);
@@ -52,7 +56,9 @@ Command add_eval_command(CLI::App& app) {
     Json task_json = {{"name", a->task}};
     for (const auto& o : a->task_overrides) apply_override(task_json, o);
     config_from_json(task_json, tc);
-    std::unique_ptr<Task> task = make_task(tc);
+    const std::unique_ptr<Tokenizer> tokenizer =
+        load_tokenizer(choose_tokenizer(a->tokenizer, a->checkpoint), params.config());
+    std::unique_ptr<Task> task = make_task_for(tc, *tokenizer);
     EvalOptions opts;
     opts.problems = a->n;
     opts.samples = a->samples;
@@ -60,7 +66,7 @@ Command add_eval_command(CLI::App& app) {
     opts.seed = a->seed;
     opts.max_new_tokens = a->max_new_tokens > 0 ? a->max_new_tokens : task->max_new_tokens();
     Stopwatch watch;
-    EvalStats s = evaluate(model, params, *task, CharTokenizer(), opts);
+    EvalStats s = evaluate(model, params, *task, *tokenizer, opts);
     std::printf("task %s: %lld problems x %lld samples (%s, %s) in %.1fs\n", task->name().c_str(),
                 static_cast<long long>(s.problems), static_cast<long long>(s.samples_per_problem),
                 a->temperature > 0 ? "sampled" : "greedy", model.numerics().describe().c_str(), watch.seconds());

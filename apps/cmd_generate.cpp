@@ -9,6 +9,7 @@
 #include "loop/evaluation.h"
 #include "loop/input_lines.h"
 #include "model/checkpoint.h"
+#include "model/hf_tokenizer.h"
 #include "model/numerics.h"
 #include "rollout/engine.h"
 #include "rollout/request_wire.h"
@@ -18,7 +19,7 @@ namespace rlcpp::cli {
 Command add_generate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "sample completions of prompts with a checkpoint (rollout engine)");
   struct Args {
-    std::string checkpoint, prompt, prompts_file, out;
+    std::string checkpoint, prompt, prompts_file, out, tokenizer;
     SamplingParams sampling;
     EngineConfig engine;
     int64_t n = 1;
@@ -44,6 +45,9 @@ Command add_generate_command(CLI::App& app) {
   cmd->add_option("--max-new-tokens", a->sampling.max_new_tokens, "response length limit");
   cmd->add_option("--stop", a->sampling.stop_tokens, "token ids that end a response (besides EOS)");
   cmd->add_flag("--ignore-eos", a->sampling.ignore_eos, "keep sampling past EOS");
+  cmd->add_option("--tokenizer", a->tokenizer,
+                  "a tokenizer.json or a directory holding one (default: the checkpoint's tokenizer.json when it has "
+                  "one, else the character tokenizer)");
   cmd->add_option("--out", a->out, "write one JSON line per sample here (default: print)");
   cmd->add_option("--dtype", a->dtype, "compute dtype of the engine: fp32, bf16 or fp16 (model/numerics.h)");
   cmd->add_option("--quantization", a->quantization, "decoder Linear weights: none, int8 or fp8_e4m3");
@@ -60,7 +64,9 @@ Command add_generate_command(CLI::App& app) {
     ParameterStore params = load_model_checkpoint(a->checkpoint);
     const Transformer model(params.config(),
                             make_numerics(a->dtype, a->quantization, a->batch_invariant, "--dtype", "--quantization"));
-    CharTokenizer tok;
+    const std::unique_ptr<Tokenizer> tokenizer =
+        load_tokenizer(choose_tokenizer(a->tokenizer, a->checkpoint), params.config());
+    const Tokenizer& tok = *tokenizer;
     std::vector<PromptLine> prompts;
     if (!a->prompts_file.empty()) {
       prompts = read_prompt_lines(a->prompts_file, tok);
@@ -91,7 +97,8 @@ Command add_generate_command(CLI::App& app) {
                                                       << ": sample " << s.sample_index << ": the log-prob of token "
                                                       << t << " is " << s.logprobs[t]
                                                       << " (the checkpoint's logits overflow or are not finite)");
-    const bool text = params.config().vocab_size == tok.vocab_size();
+    // Text for a tokenizer.json, and for the character tokenizer when the model is one of its vocabulary.
+    const bool text = tok.charset().empty() || params.config().vocab_size == tok.vocab_size();
     std::unique_ptr<JsonlWriter> writer;
     if (!a->out.empty()) {
       std::remove(a->out.c_str());

@@ -9,13 +9,14 @@
 #include "loop/evaluation.h"
 #include "loop/input_lines.h"
 #include "model/checkpoint.h"
+#include "model/hf_tokenizer.h"
 
 namespace rlcpp::cli {
 
 Command add_score_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("score", "per-token log-probs of given sequences (JSONL in, JSONL out)");
   struct Args {
-    std::string checkpoint, input, output;
+    std::string checkpoint, input, output, tokenizer;
     float temperature = 1.0f;
   };
   auto a = std::make_shared<Args>();
@@ -23,6 +24,9 @@ Command add_score_command(CLI::App& app) {
   cmd->add_option("--input", a->input, "JSONL: {\"text\": ..., \"eos\": bool} or {\"tokens\": [...]} per line")
       ->required()
       ->check(CLI::ExistingFile);
+  cmd->add_option("--tokenizer", a->tokenizer,
+                  "a tokenizer.json or a directory holding one (default: the checkpoint's tokenizer.json when it has "
+                  "one, else the character tokenizer)");
   cmd->add_option("--out", a->output, "output JSONL (default: stdout)");
   cmd->add_option("--temperature", a->temperature,
                   "score under softmax(logits / temperature); finite and >= 1e-3 (colder overflows fp32)");
@@ -30,7 +34,9 @@ Command add_score_command(CLI::App& app) {
     check_temperature(a->temperature, "score --temperature", /*zero_is_greedy=*/false);
     ParameterStore params = load_model_checkpoint(a->checkpoint);
     Transformer model(params.config());
-    CharTokenizer tok;
+    const std::unique_ptr<Tokenizer> tokenizer =
+        load_tokenizer(choose_tokenizer(a->tokenizer, a->checkpoint), params.config());
+    const Tokenizer& tok = *tokenizer;
     std::ifstream in(a->input);
     std::vector<std::vector<int32_t>> seqs;
     std::vector<std::string> where;  // FILE:LINE of each sequence

@@ -7,7 +7,7 @@
 namespace rlcpp {
 
 ProbeResult run_consistency_probe(RolloutBackend& rollout, const Transformer& rollout_model,
-                                  const ParameterStore& params, const Task& task, const CharTokenizer& tokenizer,
+                                  const ParameterStore& params, const Task& task, const Tokenizer& tokenizer,
                                   int64_t max_new_tokens, const ProbeConfig& config, int64_t version,
                                   const Transformer* trainer_model) {
   SamplingParams sampling;

@@ -35,7 +35,7 @@ struct ProbeResult {
 // bound (probe.max_abs_dlogp, or max_abs_dlogp_blas for an engine that is not batch-invariant) naming the
 // figures.
 ProbeResult run_consistency_probe(RolloutBackend& rollout, const Transformer& rollout_model,
-                                  const ParameterStore& params, const Task& task, const CharTokenizer& tokenizer,
+                                  const ParameterStore& params, const Task& task, const Tokenizer& tokenizer,
                                   int64_t max_new_tokens, const ProbeConfig& config, int64_t version,
                                   const Transformer* trainer_model = nullptr);
 

@@ -17,6 +17,7 @@
 #include "loop/train_checkpoint.h"
 #include "model/checkpoint.h"
 #include "model/critic.h"
+#include "model/hf_tokenizer.h"
 #include "model/init.h"
 #include "reward/task_registry.h"
 
@@ -29,6 +30,7 @@ ParameterStore initial_policy(const TrainConfig& config, const RunDir& run) {
   if (!config.warm_start.enabled) return init_random(model_preset(config.model_preset), config.seed);
   SftConfig sft = config.warm_start.sft;
   sft.run_dir = run.file("sft");
+  if (sft.tokenizer.empty()) sft.tokenizer = config.tokenizer;
   std::printf("train: SFT warm start in %s\n", sft.run_dir.c_str());
   const SftSummary s = run_sft(sft, config_to_json(sft));
   return load_model_checkpoint(s.checkpoint);
@@ -78,16 +80,15 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   ParameterStore params =
       resume_checkpoint.empty() ? initial_policy(config, run) : load_model_checkpoint(resume_checkpoint);
   const ModelConfig& mc = params.config();
-  CharTokenizer tok;
-  RLCPP_CHECK(mc.vocab_size >= tok.vocab_size(), "train: the model's vocabulary (" << mc.vocab_size
-                                                   << ") is smaller than the character tokenizer's ("
-                                                   << tok.vocab_size() << ")");
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(config.tokenizer_path(), mc);
+  const Tokenizer& tok = *tokenizer;
+  const std::vector<std::string> tokenizer_files_saved = tokenizer_files(tok);  // in every checkpoint
   // The policy's model in each role's numerics (model/numerics.h): the trainer's, and the engine's (the probe
   // scores with it; a colocated engine decodes with it).
   const Transformer model(mc, config.trainer_numerics());
   const Transformer rollout_model(mc, config.rollout_numerics());
   const bool same_numerics = config.trainer_numerics() == config.rollout_numerics();
-  std::unique_ptr<Task> task = make_task(config.task);
+  std::unique_ptr<Task> task = make_task_for(config.task, tok);
   std::unique_ptr<RewardFunction> reward = make_reward_function(config.reward, *task);
   // The frozen initial policy, for a KL term or DPO: saved once at the start, read back on resume.
   std::optional<ParameterStore> reference;
@@ -117,7 +118,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
                 static_cast<long long>(state.policy_version));
   } else if (config.rollout.placement == "split") {
     rollout_checkpoint = run.checkpoint_dir(0);  // the worker starts from it; also a resume point
-    save_train_checkpoint(rollout_checkpoint, params, actor.optimizer(), state, critic_ckpt);
+    save_train_checkpoint(rollout_checkpoint, params, actor.optimizer(), state, critic_ckpt, tokenizer_files_saved);
   }
   JsonlWriter metrics_log(run.file("metrics.jsonl"));
   JsonlWriter samples_log(run.file("samples.jsonl"));
@@ -172,7 +173,8 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
       checkpoint = run.checkpoint_dir(step);
       timer.time(Phase::kCheckpoint, [&] {
         save_train_checkpoint(checkpoint, params, actor.optimizer(),
-                              {step, ctx.version, &data_rng, &update_rng, state.run_config}, critic_ckpt);
+                              {step, ctx.version, &data_rng, &update_rng, state.run_config}, critic_ckpt,
+                              tokenizer_files_saved);
         prune_checkpoints(run.path(), config.checkpoint_keep_last, rollout_checkpoint);
         return 0;
       });

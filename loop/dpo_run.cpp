@@ -12,7 +12,7 @@
 #include "loop/run_dir.h"
 #include "model/checkpoint.h"
 #include "model/init.h"
-#include "model/tokenizer.h"
+#include "model/hf_tokenizer.h"
 #include "reward/task_registry.h"
 #include "trainer/dpo_step.h"
 
@@ -59,7 +59,7 @@ class PairSampler {
   size_t pos_ = 0;
 };
 
-std::vector<PreferencePair> load_pairs(const std::string& path, const CharTokenizer& tok, const ModelConfig& mc) {
+std::vector<PreferencePair> load_pairs(const std::string& path, const Tokenizer& tok, const ModelConfig& mc) {
   return encode_preferences(read_preference_jsonl(path), tok, mc.max_position_embeddings, path);
 }
 
@@ -72,16 +72,14 @@ DpoSummary run_dpo(const DpoRunConfig& config, const Json& resolved_config) {
   const ModelConfig& mc = params.config();
   RLCPP_CHECK(!mc.value_head, "dpo: init_checkpoint " << config.init_checkpoint
                                                       << " is a critic (value head), not a policy");
-  CharTokenizer tok;
-  RLCPP_CHECK(mc.vocab_size >= tok.vocab_size(), "dpo: the model's vocabulary (" << mc.vocab_size
-                                                   << ") is smaller than the character tokenizer's ("
-                                                   << tok.vocab_size() << ")");
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(choose_tokenizer(config.tokenizer, config.init_checkpoint), mc);
+  const Tokenizer& tok = *tokenizer;
   // Data errors surface before the run directory is created.
   const std::vector<PreferencePair> pairs = load_pairs(config.pairs, tok, mc);
   std::vector<PreferencePair> eval_pairs;
   if (!config.eval_pairs.empty()) eval_pairs = load_pairs(config.eval_pairs, tok, mc);
   std::unique_ptr<Task> task;
-  if (config.eval_size > 0) task = make_task(config.task);
+  if (config.eval_size > 0) task = make_task_for(config.task, tok);
 
   const int64_t batches_per_epoch =
       (static_cast<int64_t>(pairs.size()) + config.batch_size - 1) / config.batch_size;
@@ -152,7 +150,7 @@ DpoSummary run_dpo(const DpoRunConfig& config, const Json& resolved_config) {
     }
     if (last || (config.checkpoint_every > 0 && step % config.checkpoint_every == 0)) {
       summary.checkpoint = run.checkpoint_dir(step);
-      save_model_checkpoint(summary.checkpoint, params);
+      save_model_checkpoint(summary.checkpoint, params, /*overwrite=*/false, tokenizer_files(tok));
       record["checkpoint"] = summary.checkpoint;
     }
     record["elapsed_s"] = wall.seconds();

@@ -19,6 +19,7 @@ struct DpoRunConfig {
   std::string run_dir = "runs/dpo_add3";
   std::string model_preset = "tiny";  // used when init_checkpoint is empty
   std::string init_checkpoint;        // policy (and reference) to start from, e.g. an SFT checkpoint
+  std::string tokenizer;              // "" = init_checkpoint's tokenizer.json, else the character tokenizer
   uint64_t seed = 1;
   std::string pairs = "configs/data/add3_prefs.jsonl";
   std::string eval_pairs;  // held-out pairs; empty = none
@@ -39,6 +40,7 @@ struct DpoRunConfig {
     v("run_dir", run_dir, "output directory; when it holds a run already, NAME-2, NAME-3, ... is used");
     v("model_preset", model_preset, "\"tiny\" or \"qwen05b\", random init, when init_checkpoint is empty");
     v("init_checkpoint", init_checkpoint, "checkpoint directory of the policy to start from (also the reference)");
+    v("tokenizer", tokenizer, "a tokenizer.json or a directory holding one; \"\" = init_checkpoint's tokenizer.json when it has one, else the character tokenizer");
     v("seed", seed, "seeds the initial weights (no checkpoint) and the pair order");
     v("pairs", pairs, "JSONL file of {\"prompt\", \"chosen\", \"rejected\"} strings, one pair per line");
     v("eval_pairs", eval_pairs, "held-out JSONL pairs for eval/dpo_* metrics; empty = none");

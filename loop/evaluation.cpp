@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "reward/task_registry.h"
 #include "rollout/engine.h"
 
 namespace rlcpp {
@@ -29,14 +30,21 @@ EngineConfig eval_engine_config(const ModelConfig& model, const Request& request
 
 }  // namespace
 
-std::vector<int32_t> encode_prompt(const CharTokenizer& tokenizer, const std::string& prompt) {
-  std::vector<int32_t> ids{tokenizer.bos_id()};
+std::vector<int32_t> encode_prompt(const Tokenizer& tokenizer, const std::string& prompt) {
+  std::vector<int32_t> ids;
+  if (const std::optional<int32_t> bos = tokenizer.bos_id()) ids.push_back(*bos);
   for (int32_t id : tokenizer.encode(prompt)) ids.push_back(id);
   return ids;
 }
 
+std::unique_ptr<Task> make_task_for(const TaskConfig& config, const Tokenizer& tokenizer) {
+  TaskConfig c = config;
+  if (tokenizer.charset().empty()) c.charset = "";
+  return make_task(c);
+}
+
 EvalStats evaluate(const Transformer& model, const ParameterStore& params, const Task& task,
-                   const CharTokenizer& tokenizer, const EvalOptions& options) {
+                   const Tokenizer& tokenizer, const EvalOptions& options) {
   RLCPP_CHECK(options.samples >= 1, "evaluate: samples must be >= 1, got " << options.samples);
   RLCPP_CHECK(options.samples == 1 || options.temperature > 0,
               "evaluate: " << options.samples << " samples per problem need a temperature > 0 (greedy gives one)");

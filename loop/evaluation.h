@@ -3,12 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "model/tokenizer.h"
 #include "model/transformer.h"
 #include "reward/eval_stats.h"
 #include "reward/task.h"
+#include "reward/task_config.h"
 
 namespace rlcpp {
 
@@ -26,9 +28,12 @@ struct EvalOptions {
 // samples do not depend on how many problems are evaluated, nor (batch-invariant numerics) on how they are
 // batched.
 EvalStats evaluate(const Transformer& model, const ParameterStore& params, const Task& task,
-                   const CharTokenizer& tokenizer, const EvalOptions& options);
+                   const Tokenizer& tokenizer, const EvalOptions& options);
 
 // BOS + prompt characters.
-std::vector<int32_t> encode_prompt(const CharTokenizer& tokenizer, const std::string& prompt);
+std::vector<int32_t> encode_prompt(const Tokenizer& tokenizer, const std::string& prompt);
+
+// make_task with the tokenizer's charset: "" (any text) under a tokenizer.json, the configured one otherwise.
+std::unique_ptr<Task> make_task_for(const TaskConfig& config, const Tokenizer& tokenizer);
 
 }  // namespace rlcpp

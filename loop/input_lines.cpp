@@ -47,7 +47,7 @@ std::vector<int32_t> token_ids(const Json& t, const std::string& where, int64_t 
 
 }  // namespace
 
-PromptLine parse_prompt_line(const std::string& line, const std::string& where, const CharTokenizer& tok,
+PromptLine parse_prompt_line(const std::string& line, const std::string& where, const Tokenizer& tok,
                              uint64_t default_id) {
   const Json j = parse_line(line, where);
   RLCPP_CHECK(j.is_object(), where << ": expected an object like {\"prompt\": \"12+34=\"}");
@@ -76,7 +76,7 @@ PromptLine parse_prompt_line(const std::string& line, const std::string& where, 
   return p;
 }
 
-std::vector<PromptLine> read_prompt_lines(const std::string& path, const CharTokenizer& tok) {
+std::vector<PromptLine> read_prompt_lines(const std::string& path, const Tokenizer& tok) {
   std::ifstream in(path);
   RLCPP_CHECK(in.good(), "cannot open prompts file '" << path << "'");
   const RequestLimits limits;
@@ -99,7 +99,7 @@ std::vector<PromptLine> read_prompt_lines(const std::string& path, const CharTok
   return out;
 }
 
-std::vector<int32_t> parse_score_line(const std::string& line, const std::string& where, const CharTokenizer& tok,
+std::vector<int32_t> parse_score_line(const std::string& line, const std::string& where, const Tokenizer& tok,
                                       int64_t vocab) {
   const Json j = parse_line(line, where);
   RLCPP_CHECK(j.is_object(), where << ": expected an object with \"text\" or \"tokens\"");

@@ -20,15 +20,15 @@ struct PromptLine {
 
 // {"prompt": "12+34="} (character tokenizer, BOS prepended) or {"tokens": [1, 5, 7]} (ids as given, each in
 // [0, 2^31)), with an optional "id" (the prompt id that keys sampling; default `default_id`).
-PromptLine parse_prompt_line(const std::string& line, const std::string& where, const CharTokenizer& tok,
+PromptLine parse_prompt_line(const std::string& line, const std::string& where, const Tokenizer& tok,
                              uint64_t default_id);
 // Every prompt of a file (default ids: the index among prompts); ids must differ, at most
 // RequestLimits::max_prompts prompts.
-std::vector<PromptLine> read_prompt_lines(const std::string& path, const CharTokenizer& tok);
+std::vector<PromptLine> read_prompt_lines(const std::string& path, const Tokenizer& tok);
 
 // {"text": "12+3=15"} (BOS added, EOS added when "eos": true) or {"tokens": [1, 4, ...]} as is, ids in
 // [0, vocab); at least two tokens.
-std::vector<int32_t> parse_score_line(const std::string& line, const std::string& where, const CharTokenizer& tok,
+std::vector<int32_t> parse_score_line(const std::string& line, const std::string& where, const Tokenizer& tok,
                                       int64_t vocab);
 
 }  // namespace rlcpp

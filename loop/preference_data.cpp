@@ -19,22 +19,13 @@ std::string field_of(const Json& j, const char* key, const std::string& where) {
   return it->get<std::string>();
 }
 
-// "'x'" for a printable character, its byte value otherwise.
-std::string describe_char(char c) {
-  const auto u = static_cast<unsigned char>(c);
-  if (u >= 0x20 && u < 0x7f) return std::string("'") + c + "'";
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "byte 0x%02x", u);
-  return buf;
-}
-
-std::vector<int32_t> encode_field(const CharTokenizer& tok, const std::string& text, const char* field,
+std::vector<int32_t> encode_field(const Tokenizer& tok, const std::string& text, const char* field,
                                   const std::string& where) {
-  for (size_t i = 0; i < text.size(); ++i)
-    RLCPP_CHECK(tok.can_encode(text[i]), where << ": field '" << field << "': character " << describe_char(text[i])
-                                               << " at index " << i << " is not in the tokenizer's charset \""
-                                               << tok.charset() << "\"");
-  return tok.encode(text);
+  try {
+    return tok.encode(text);
+  } catch (const Error& e) {
+    RLCPP_FAIL(where << ": field '" << field << "': " << e.what());
+  }
 }
 
 }  // namespace
@@ -66,13 +57,13 @@ std::vector<PreferenceRecord> read_preference_jsonl(const std::string& path) {
 }
 
 std::vector<PreferencePair> encode_preferences(const std::vector<PreferenceRecord>& records,
-                                               const CharTokenizer& tokenizer, int64_t max_positions,
+                                               const Tokenizer& tokenizer, int64_t max_positions,
                                                const std::string& path) {
   std::vector<PreferencePair> out;
   for (const PreferenceRecord& r : records) {
     const std::string where = path + ":" + std::to_string(r.line);
     PreferencePair p;
-    p.prompt = {tokenizer.bos_id()};
+    if (const std::optional<int32_t> bos = tokenizer.bos_id()) p.prompt.push_back(*bos);
     for (int32_t id : encode_field(tokenizer, r.prompt, "prompt", where)) p.prompt.push_back(id);
     p.chosen = encode_field(tokenizer, r.chosen, "chosen", where);
     p.chosen.push_back(tokenizer.eos_id());

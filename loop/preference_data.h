@@ -25,7 +25,7 @@ std::vector<PreferenceRecord> read_preference_jsonl(const std::string& path);
 // Token ids of every record; `path` names the file in errors. A character the tokenizer cannot encode is an
 // error naming PATH:LINE, the field, the character and its index; so is a sequence longer than max_positions.
 std::vector<PreferencePair> encode_preferences(const std::vector<PreferenceRecord>& records,
-                                               const CharTokenizer& tokenizer, int64_t max_positions,
+                                               const Tokenizer& tokenizer, int64_t max_positions,
                                                const std::string& path);
 
 }  // namespace rlcpp

@@ -25,7 +25,7 @@ struct RlContext {
   const TrainConfig& config;
   const Task& task;
   RewardFunction& reward;
-  const CharTokenizer& tokenizer;
+  const Tokenizer& tokenizer;
   const Transformer& model;
   ParameterStore& params;             // the policy the trainer updates
   const ParameterStore* reference;    // frozen initial policy; null unless a KL term or DPO needs it

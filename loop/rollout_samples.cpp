@@ -5,7 +5,7 @@
 
 namespace rlcpp {
 
-Request make_rollout_request(const std::vector<Problem>& problems, const CharTokenizer& tokenizer, int64_t group,
+Request make_rollout_request(const std::vector<Problem>& problems, const Tokenizer& tokenizer, int64_t group,
                              const SamplingParams& sampling) {
   Request request;
   request.n = group;

@@ -15,7 +15,7 @@
 namespace rlcpp {
 
 // One prompt per problem (BOS + prompt characters), prompt ids from the problems, `group` samples each.
-Request make_rollout_request(const std::vector<Problem>& problems, const CharTokenizer& tokenizer, int64_t group,
+Request make_rollout_request(const std::vector<Problem>& problems, const Tokenizer& tokenizer, int64_t group,
                              const SamplingParams& sampling);
 
 // Throws naming the first sample (prompt, index) whose first or last token came from a version other than

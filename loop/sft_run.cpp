@@ -10,7 +10,7 @@
 #include "loop/run_dir.h"
 #include "model/checkpoint.h"
 #include "model/init.h"
-#include "model/tokenizer.h"
+#include "model/hf_tokenizer.h"
 #include "reward/task_registry.h"
 #include "trainer/packed_views.h"
 #include "trainer/sft_loss.h"
@@ -31,7 +31,7 @@ void SftConfig::validate() const {
 namespace {
 
 // One global batch of SFT sequences: BOS + prompt + answer + EOS, scored from the last prompt token on.
-std::vector<PackedBatch> sample_sft_batch(const Task& task, const CharTokenizer& tok, PhiloxStream& rng,
+std::vector<PackedBatch> sample_sft_batch(const Task& task, const Tokenizer& tok, PhiloxStream& rng,
                                           int64_t batch_size, int64_t micro_batch_size) {
   std::vector<PackedBatch> micro;
   for (int64_t begin = 0; begin < batch_size; begin += micro_batch_size) {
@@ -61,12 +61,11 @@ SftSummary run_sft(const SftConfig& config, const Json& resolved_config) {
                               ? init_random(model_preset(config.model_preset), config.seed)
                               : load_model_checkpoint(config.init_checkpoint);
   const ModelConfig& mc = params.config();
-  CharTokenizer tok;
-  RLCPP_CHECK(mc.vocab_size >= tok.vocab_size(), "sft: the model's vocabulary (" << mc.vocab_size
-                                                   << ") is smaller than the character tokenizer's ("
-                                                   << tok.vocab_size() << ")");
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(choose_tokenizer(config.tokenizer, config.init_checkpoint), mc);
+  const Tokenizer& tok = *tokenizer;
+  const std::vector<std::string> tokenizer_files_saved = tokenizer_files(tok);
   Transformer model(mc);
-  std::unique_ptr<Task> task = make_task(config.task);
+  std::unique_ptr<Task> task = make_task_for(config.task, tok);
   PolicyUpdater updater(model, params, config.optim);
   PhiloxStream data_rng(config.seed, /*stream=*/1);
 
@@ -126,7 +125,7 @@ SftSummary run_sft(const SftConfig& config, const Json& resolved_config) {
     }
     if (last || (config.checkpoint_every > 0 && step % config.checkpoint_every == 0)) {
       summary.checkpoint = run.checkpoint_dir(step);
-      save_model_checkpoint(summary.checkpoint, params);
+      save_model_checkpoint(summary.checkpoint, params, /*overwrite=*/false, tokenizer_files_saved);
       record["checkpoint"] = summary.checkpoint;
     }
     metrics.write(record);

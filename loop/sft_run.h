@@ -14,6 +14,7 @@ struct SftConfig {
   std::string run_dir = "runs/sft_add3";
   std::string model_preset = "tiny";  // used when init_checkpoint is empty
   std::string init_checkpoint;        // a checkpoint directory to start from
+  std::string tokenizer;              // "" = init_checkpoint's tokenizer.json, else the character tokenizer
   uint64_t seed = 1;
   TaskConfig task;
   int64_t steps = 1500;
@@ -30,6 +31,7 @@ struct SftConfig {
     v("run_dir", run_dir, "output directory; when it holds a run already, NAME-2, NAME-3, ... is used");
     v("model_preset", model_preset, "\"tiny\" (W1) or \"qwen05b\" (W2), random init, when init_checkpoint is empty");
     v("init_checkpoint", init_checkpoint, "checkpoint directory to start from");
+    v("tokenizer", tokenizer, "a tokenizer.json or a directory holding one; \"\" = init_checkpoint's tokenizer.json when it has one, else the character tokenizer");
     v("seed", seed, "seeds the initial weights and the data order");
     v("task", task, "the task to learn");
     v("steps", steps, "optimizer steps");

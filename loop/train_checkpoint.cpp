@@ -35,8 +35,9 @@ void copy_into(Tensor& dst, const Tensor& src, const std::string& what) {
 }
 
 // DIR/config.json + model.safetensors + trainer_state.safetensors (the optimizer's moments).
-void save_weights_and_moments(const std::string& dir, const ParameterStore& params, AdamW& optimizer) {
-  save_model_checkpoint(dir, params);
+void save_weights_and_moments(const std::string& dir, const ParameterStore& params, AdamW& optimizer,
+                              const std::vector<std::string>& extra_files = {}) {
+  save_model_checkpoint(dir, params, /*overwrite=*/false, extra_files);
   write_safetensors(dir + "/trainer_state.safetensors",
                     {{"exp_avg", optimizer.exp_avg()}, {"exp_avg_sq", optimizer.exp_avg_sq()}});
 }
@@ -62,11 +63,12 @@ void load_weights_and_moments(const std::string& dir, ParameterStore& params, Ad
 }  // namespace
 
 void save_train_checkpoint(const std::string& dir, const ParameterStore& params, AdamW& optimizer,
-                           const TrainState& state, const CriticState* critic) {
+                           const TrainState& state, const CriticState* critic,
+                           const std::vector<std::string>& extra_files) {
   const std::string partial = dir + ".partial";
   fs::remove_all(partial);
   try {
-    save_weights_and_moments(partial, params, optimizer);
+    save_weights_and_moments(partial, params, optimizer, extra_files);
     Json j = {{"step", state.step},
               {"policy_version", state.policy_version},
               {"optimizer_steps", optimizer.steps_taken()},

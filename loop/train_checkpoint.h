@@ -37,8 +37,10 @@ struct CriticState {
 };
 
 // `critic` null: a run without a critic (no critic/ directory).
+// `extra_files` (a tokenizer's) are copied in beside the weights.
 void save_train_checkpoint(const std::string& dir, const ParameterStore& params, AdamW& optimizer,
-                           const TrainState& state, const CriticState* critic = nullptr);
+                           const TrainState& state, const CriticState* critic = nullptr,
+                           const std::vector<std::string>& extra_files = {});
 
 // Loads the policy into `params` (same layout), the optimizer moments and step count into `optimizer`, the
 // RNG positions into state's streams; returns step and version in `state`. With `critic`, the critic's

@@ -1,6 +1,8 @@
 #include "loop/train_config.h"
 
 #include "core/error.h"
+#include "loop/evaluation.h"
+#include "model/hf_tokenizer.h"
 #include "model/model_config.h"
 #include "reward/task_registry.h"
 #include "rollout/request_wire.h"
@@ -81,6 +83,11 @@ ModelConfig TrainConfig::policy_model_config() const {
   return sft.init_checkpoint.empty() ? rlcpp::model_preset(sft.model_preset) : of_checkpoint(sft.init_checkpoint);
 }
 
+std::string TrainConfig::tokenizer_path() const {
+  if (!init_checkpoint.empty() || !warm_start.enabled) return choose_tokenizer(tokenizer, init_checkpoint);
+  return choose_tokenizer(tokenizer, choose_tokenizer(warm_start.sft.tokenizer, warm_start.sft.init_checkpoint));
+}
+
 void TrainConfig::validate() const {
   rollout_numerics();
   trainer_numerics();
@@ -95,7 +102,9 @@ void TrainConfig::validate() const {
   } catch (const Error& e) {
     throw Error(std::string("config key 'rollout.engine': ") + e.what());
   }
-  make_task(task)->check_fits(policy.max_position_embeddings, rollout.sampling.max_new_tokens);
+  // The tokenizer loads and fits the model (its errors name the file), and the task's text fits its charset.
+  make_task_for(task, *load_tokenizer(tokenizer_path(), policy))
+      ->check_fits(policy.max_position_embeddings, rollout.sampling.max_new_tokens);
   const RequestLimits limits;
   RLCPP_CHECK(rollout.prompts_per_step <= limits.max_prompts && rollout.group_size <= limits.max_n &&
                   rollout.prompts_per_step * rollout.group_size <= limits.max_sequences,

@@ -129,6 +129,7 @@ struct TrainConfig {
   std::string run_dir = "runs/grpo_add3";
   std::string model_preset = "tiny";  // random init when neither init_checkpoint nor warm_start is given
   std::string init_checkpoint;
+  std::string tokenizer;  // "" = init_checkpoint's (or the warm start's) tokenizer.json, else the character tokenizer
   WarmStartSection warm_start;
   uint64_t seed = 1;
   TaskConfig task;
@@ -164,10 +165,14 @@ struct TrainConfig {
   // or the run's preset — read without loading any weights, so validate() can check the sampling and engine
   // keys against it before any work.
   ModelConfig policy_model_config() const;
+  // The tokenizer the run uses (model/hf_tokenizer.h choose_tokenizer): tokenizer, else init_checkpoint's, else
+  // the warm start's; "" = the character tokenizer.
+  std::string tokenizer_path() const;
   template <class V> void visit(V& v) {
     v("run_dir", run_dir, "output directory; when it holds a run already, NAME-2, NAME-3, ... is used");
     v("model_preset", model_preset, "random init preset (tiny | qwen05b) without init_checkpoint or warm start");
     v("init_checkpoint", init_checkpoint, "checkpoint directory to start from");
+    v("tokenizer", tokenizer, "a tokenizer.json or a directory holding one; \"\" = init_checkpoint's tokenizer.json when it has one, else the character tokenizer");
     v("warm_start", warm_start, "SFT warm start before RL");
     v("seed", seed, "seeds weights (random init), sampling, data order and mini-batch shuffles");
     v("task", task, "the task (prompts and scorer)");

@@ -253,6 +253,7 @@ struct BpeTokenizer::Impl {
   std::vector<std::string> spelling;                        // by id ("" for a hole)
   std::vector<char> special;                                // by id
   std::vector<AddedToken> added;
+  std::vector<int32_t> prefix;  // of the post-processor
   AddedTokenMatcher raw_matcher, normalized_matcher;  // added tokens matched before / after normalisation
 
   static constexpr size_t kCacheEntries = 200000, kCacheMaxPiece = 256;
@@ -267,6 +268,7 @@ struct BpeTokenizer::Impl {
   void load_added_tokens(const Json& tokens);
   void load_normalizer(const Json& normalizer, const std::string& field);
   void load_pre_tokenizer(const Json& step, const std::string& field);
+  void load_post_processor(const Json& processor, const std::string& field);
 
   std::string normalize(std::string_view text) const;
   void encode_normalized(std::string_view text, std::vector<int32_t>& ids) const;
@@ -434,6 +436,31 @@ void BpeTokenizer::Impl::load_pre_tokenizer(const Json& step, const std::string&
     RLCPP_FAIL(field << ".type '" << type << "' is not supported (Split, ByteLevel and a Sequence of them)");
   }
   pre_tokenizer.push_back(std::move(s));
+}
+
+void BpeTokenizer::Impl::load_post_processor(const Json& processor, const std::string& field) {
+  if (processor.is_null()) return;
+  const std::string type = string_member(processor, "type", field);
+  if (type == "Sequence") {
+    const Json& list = member(processor, "processors", field);
+    RLCPP_CHECK(list.is_array(), field << ".processors must be an array, got " << json_excerpt(list));
+    for (size_t i = 0; i < list.size(); ++i)
+      load_post_processor(list[i], field + ".processors[" + std::to_string(i) + "]");
+    return;
+  }
+  if (type != "TemplateProcessing") return;  // ByteLevel and the like add no tokens
+  const Json& single = member(processor, "single", field);
+  RLCPP_CHECK(single.is_array(), field << ".single must be an array, got " << json_excerpt(single));
+  for (size_t i = 0; i < single.size(); ++i) {
+    const std::string at = field + ".single[" + std::to_string(i) + "]";
+    if (single[i].is_object() && single[i].contains("Sequence")) break;  // the text itself: what follows is after
+    const Json& special_token = member(member(single[i], "SpecialToken", at), "id", at + ".SpecialToken");
+    RLCPP_CHECK(special_token.is_string(), at << ".SpecialToken.id must be a string, got " << json_excerpt(special_token));
+    const auto id = id_of_spelling.find(special_token.get<std::string>());
+    RLCPP_CHECK(id != id_of_spelling.end(),
+                at << ": the special token \"" << special_token.get<std::string>() << "\" is not a token");
+    prefix.push_back(id->second);
+  }
 }
 
 std::string BpeTokenizer::Impl::normalize(std::string_view text) const {
@@ -612,6 +639,7 @@ BpeTokenizer BpeTokenizer::parse(std::string_view json_text, const std::string& 
                   [](const PreTokenizerStep& s) { return s.kind == PreTokenizerStep::kByteLevel; });
   RLCPP_CHECK(byte_level_split, where_of(where, "pre_tokenizer")
                                     << " has no ByteLevel step: only byte-level BPE tokenizers are supported");
+  impl->load_post_processor(root.value("post_processor", Json()), where_of(where, "post_processor"));
   const Json decoder = root.value("decoder", Json());
   if (!decoder.is_null()) {
     const std::string type = string_member(decoder, "type", where_of(where, "decoder"));
@@ -667,6 +695,8 @@ const std::string& BpeTokenizer::token_text(int32_t id) const {
   RLCPP_CHECK(id >= 0 && id < vocab_size(), "tokenizer: id " << id << " is outside [0, " << vocab_size() << ")");
   return impl_->spelling[id];
 }
+
+const std::vector<int32_t>& BpeTokenizer::prefix_ids() const { return impl_->prefix; }
 
 bool BpeTokenizer::is_special(int32_t id) const {
   return id >= 0 && id < vocab_size() && impl_->special[id];

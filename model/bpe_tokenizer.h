@@ -52,6 +52,9 @@ class BpeTokenizer {
   // The token's spelling as tokenizer.json writes it (byte-level characters for vocabulary entries).
   const std::string& token_text(int32_t id) const;
   bool is_special(int32_t id) const;
+  // The ids the file's post-processor puts before a single sequence (a TemplateProcessing such as Llama-3's
+  // <|begin_of_text|>; none for ByteLevel): what encode(text, add_special_tokens=True) adds in front.
+  const std::vector<int32_t>& prefix_ids() const;
 
  private:
   struct Impl;

@@ -140,7 +140,8 @@ void load_shards(const fs::path& dir, Filler& filler) {
 
 }  // namespace
 
-void save_model_checkpoint(const std::string& dir, const ParameterStore& params, bool overwrite) {
+void save_model_checkpoint(const std::string& dir, const ParameterStore& params, bool overwrite,
+                           const std::vector<std::string>& extra_files) {
   const fs::path target = normalized_dir(dir);
   const ModelConfig& cfg = params.config();
   cfg.validate("model config saved to " + target.string());
@@ -166,6 +167,7 @@ void save_model_checkpoint(const std::string& dir, const ParameterStore& params,
     for (const ParameterInfo& info : parameter_layout(cfg)) tensors.emplace_back(info.name, params.get(info.name));
     write_safetensors((tmp / kWeightsFile).string(), tensors, {{"format", "pt"}});
     write_json_file_atomic((tmp / kConfigFile).string(), model_config_to_hf_json(cfg));
+    for (const std::string& file : extra_files) fs::copy_file(file, tmp / fs::path(file).filename());
     if (exists) {
       fs::rename(target, old);
       try {

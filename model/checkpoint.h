@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "model/parameters.h"
 
@@ -16,7 +17,9 @@ namespace rlcpp {
 // complete new one. An existing DIR is an error unless `overwrite`; then the old one is renamed away, the
 // new one renamed in, and the old one deleted. A failed save leaves DIR as it was and no temporary behind.
 // Weights holding a NaN or an infinity are refused before anything is written, naming the tensor.
-void save_model_checkpoint(const std::string& dir, const ParameterStore& params, bool overwrite = false);
+// `extra_files` are copied in beside the weights (a tokenizer's tokenizer.json and tokenizer_config.json).
+void save_model_checkpoint(const std::string& dir, const ParameterStore& params, bool overwrite = false,
+                           const std::vector<std::string>& extra_files = {});
 
 // Errors name the file and the tensor: missing or unexpected tensors, shapes that disagree with config.json,
 // dtypes other than F32/BF16/F16, a NaN or an infinity among the weights, and everything read_safetensors

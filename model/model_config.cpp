@@ -137,6 +137,24 @@ ModelConfig model_config_from_hf_json(const Json& j, const std::string& where) {
   if (j.contains("rope_scaling"))
     RLCPP_CHECK(j["rope_scaling"].is_null(), where << ": rope_scaling " << j["rope_scaling"].dump()
                                                    << " is not supported (expected null)");
+  // transformers >= 5 writes RoPE as "rope_parameters" {"rope_type": "default", "rope_theta": ...} and no
+  // top-level rope_theta (nor rope_scaling); its rope_theta wins over a top-level one, as in transformers.
+  if (j.contains("rope_parameters") && !j["rope_parameters"].is_null()) {
+    const Json& rope = j["rope_parameters"];
+    const std::string rope_where = where + ": rope_parameters";
+    RLCPP_CHECK(rope.is_object(), rope_where << " " << rope.dump() << " is not an object");
+    for (auto it = rope.begin(); it != rope.end(); ++it) {
+      const std::string& key = it.key();
+      const bool plain = ((key == "rope_type" || key == "type") && *it == "default") || key == "rope_theta" ||
+                         (key == "partial_rotary_factor" && it->is_number() && it->get<double>() == 1.0);
+      RLCPP_CHECK(plain, rope_where << " " << rope.dump() << " is not supported (expected rope_type \"default\" "
+                                    << "and rope_theta only; '" << key << "' is " << it->dump() << ")");
+    }
+    read_key(rope, "rope_theta", c.rope_theta, rope_where, false);
+  }
+  // Qwen2's sliding window (layers from max_window_layers on) is not implemented.
+  if (j.contains("use_sliding_window"))
+    RLCPP_CHECK(j["use_sliding_window"] != true, where << ": use_sliding_window true is not supported");
   if (j.contains("mlp_bias"))
     RLCPP_CHECK(j["mlp_bias"] == false, where << ": mlp_bias true is not supported");
   read_value_head(j, where, c);

@@ -66,7 +66,8 @@ ModelConfig model_preset(const std::string& name);
 
 // Hugging Face config.json: reads llama and qwen2 configs (ignoring keys that do not change the
 // computation, e.g. torch_dtype, use_cache); rejects unsupported ones (hidden_act other than silu,
-// rope_scaling) with the file and key named. "architectures" [LlamaForTokenClassification] (or Qwen2's) sets
+// rope_scaling, Qwen2's use_sliding_window) with the file and key named. rope_theta may also come from
+// transformers 5's "rope_parameters" (rope_type "default" only). "architectures" [LlamaForTokenClassification] (or Qwen2's) sets
 // value_head, which needs num_labels 1 (from "num_labels" or "id2label"; Hugging Face's default is 2);
 // writing a value-head config gives that architecture, "num_labels": 1 and the matching id2label/label2id.
 ModelConfig model_config_from_hf_json(const Json& j, const std::string& where);

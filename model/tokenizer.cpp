@@ -13,7 +13,7 @@ constexpr int32_t kCharsetSize = sizeof(kCharset) - 1;
 static_assert(CharTokenizer::kFirstCharId + kCharsetSize <= CharTokenizer::kVocabSize);
 
 // 'x' for printable characters, \xNN otherwise, so the error shows what was actually there.
-std::string describe(char c) {
+std::string describe_char(char c) {
   if (std::isprint(static_cast<unsigned char>(c))) return std::string("'") + c + "'";
   static const char* hex = "0123456789abcdef";
   unsigned char u = static_cast<unsigned char>(c);
@@ -34,7 +34,7 @@ std::vector<int32_t> CharTokenizer::encode(const std::string& text) const {
   ids.reserve(text.size());
   for (size_t i = 0; i < text.size(); ++i) {
     int32_t id = id_of_[static_cast<unsigned char>(text[i])];
-    RLCPP_CHECK(id >= 0, "tokenizer: character " << describe(text[i]) << " at index " << i << " of \"" << text
+    RLCPP_CHECK(id >= 0, "tokenizer: character " << describe_char(text[i]) << " at index " << i << " of \"" << text
                                                  << "\" is not in the charset \"" << kCharset << "\"");
     ids.push_back(id);
   }

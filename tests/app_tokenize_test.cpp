@@ -10,10 +10,8 @@ namespace rlcpp {
 namespace {
 
 std::string qwen3_dir() {
-  for (const std::string dir : {std::string(RLCPP_SOURCE_DIR) + "/../shared/fixtures/qwen3",
-                                std::string("/work/shared/fixtures/qwen3")})
-    if (std::filesystem::exists(dir + "/tokenizer.json")) return dir;
-  return "";
+  const std::string dir = std::string(RLCPP_SOURCE_DIR) + "/../shared/fixtures/qwen3";
+  return std::filesystem::exists(dir + "/tokenizer.json") ? dir : "";
 }
 
 std::vector<Json> read_jsonl(const std::string& path) {

@@ -120,8 +120,8 @@ TEST_F(PreferenceFiles, EveryBadLineIsNamedWithItsField) {
       {R"(["1+2=", "3", "4"])", path + ":1", "expected a JSON object"},
       {good + "\n" + R"({"prompt": "1+2=", "chosen": "3", "rejected": "3"})", path + ":2", "the same"},
       {good + "\n" + R"({"prompt": "1+2=", "chosen": "3", "rejected": "x4"})", path + ":2",
-       "field 'rejected': character 'x' at index 0"},
-      {R"({"prompt": "1+2=\t", "chosen": "3", "rejected": "4"})", path + ":1", "byte 0x09 at index 4"},
+       "field 'rejected': tokenizer: character 'x' at index 0"},
+      {R"({"prompt": "1+2=\t", "chosen": "3", "rejected": "4"})", path + ":1", "character '\\x09' at index 4"},
       {R"({"prompt": "1234567890+1234=", "chosen": "3", "rejected": "4"})", path + ":1", "context of 16"},
       {"\n\n", path, "no preference pairs"},
   };
@@ -137,7 +137,7 @@ TEST_F(PreferenceFiles, ARunWithBadDataFailsBeforeCreatingItsDirectory) {
   DpoRunConfig cfg = ci_config((dir_ / "run").string());
   cfg.pairs = write("bad.jsonl", R"({"prompt": "1+2=", "chosen": "three", "rejected": "4"})");
   const std::string e = error_of([&] { run_dpo(cfg, config_to_json(cfg)); });
-  EXPECT_NE(e.find("bad.jsonl:1: field 'chosen': character 't'"), std::string::npos) << e;
+  EXPECT_NE(e.find("bad.jsonl:1: field 'chosen': tokenizer: character 't'"), std::string::npos) << e;
   EXPECT_FALSE(fs::exists(dir_ / "run"));
 }
 

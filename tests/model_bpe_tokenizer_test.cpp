@@ -1,7 +1,7 @@
 // rlcpp's byte-level BPE against Hugging Face `tokenizers` (tests/tokenizer_reference.py, in .venv): the same
 // ids on a multilingual corpus (English, Chinese, Japanese, Korean, code, emoji, runs of whitespace, CRLF,
-// combining characters that NFC changes, special tokens), for the real Qwen3 tokenizer.json of
-// ../shared/fixtures, a Llama-3-style one (its split regex, ignore_merges) and a GPT-2-style one (ByteLevel's
+// combining characters that NFC changes, special tokens), for the real Qwen3 tokenizer.json
+// (../shared/fixtures/qwen3), a Llama-3-style one (its split regex, ignore_merges) and a GPT-2-style one (ByteLevel's
 // own regex, add_prefix_space) that the library trains in the test; decode gives the library's text back;
 // a malformed tokenizer.json is an error naming the field.
 #include <gtest/gtest.h>
@@ -26,10 +26,10 @@ const std::string kSource = RLCPP_SOURCE_DIR;
 const std::string kCorpus = kSource + "/tests/data/tokenizer_corpus.jsonl";
 const std::string kReference = kSource + "/tests/tokenizer_reference.py";
 
+// The real Qwen3 tokenizer.json of ../shared/fixtures (beside the project root).
 std::string qwen3_tokenizer() {
-  for (const std::string dir : {kSource + "/../shared/fixtures/qwen3", std::string("/work/shared/fixtures/qwen3")})
-    if (fs::exists(dir + "/tokenizer.json")) return dir + "/tokenizer.json";
-  return "";
+  const std::string path = kSource + "/../shared/fixtures/qwen3/tokenizer.json";
+  return fs::exists(path) ? path : "";
 }
 
 std::vector<std::string> corpus_texts() {
@@ -60,6 +60,9 @@ void expect_same_as_library(const std::string& tokenizer_json) {
     SCOPED_TRACE("corpus line " + std::to_string(i + 1) + ": " + Json(texts[i]).dump());
     const std::vector<int32_t> ids = tok.encode(texts[i]);
     EXPECT_EQ(ids, want[i]["ids"].get<std::vector<int32_t>>());
+    std::vector<int32_t> with_special = tok.prefix_ids();
+    with_special.insert(with_special.end(), ids.begin(), ids.end());
+    EXPECT_EQ(with_special, want[i]["ids_with_special"].get<std::vector<int32_t>>());
     EXPECT_EQ(tok.decode(ids), want[i]["decoded"].get<std::string>());
     EXPECT_EQ(tok.decode(ids, /*skip_special=*/true), want[i]["decoded_skip_special"].get<std::string>());
   }
@@ -67,7 +70,7 @@ void expect_same_as_library(const std::string& tokenizer_json) {
 
 TEST(BpeTokenizer, Qwen3IdsEqualTheLibrarysOnTheCorpus) {
   const std::string path = qwen3_tokenizer();
-  ASSERT_FALSE(path.empty()) << "the Qwen3 fixture (../shared/fixtures/qwen3/tokenizer.json) is missing";
+  ASSERT_FALSE(path.empty()) << "../shared/fixtures/qwen3/tokenizer.json is missing";
   expect_same_as_library(path);
 }
 
@@ -81,6 +84,7 @@ TEST(BpeTokenizer, Llama3StyleWithIgnoreMergesEqualsTheLibrary) {
   ASSERT_TRUE(word.has_value());
   EXPECT_EQ(tok.encode(" unreachable"), std::vector<int32_t>{*word});
   EXPECT_GT(tok.encode("unreachable").size(), 1u);  // without the space it is no vocabulary entry
+  EXPECT_EQ(tok.prefix_ids(), std::vector<int32_t>{*tok.token_id("<|begin_of_text|>")});
 }
 
 TEST(BpeTokenizer, Gpt2StyleByteLevelRegexAndPrefixSpaceEqualTheLibrary) {

@@ -1,0 +1,162 @@
+#include "model/chat_template.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/json_input.h"
+
+namespace rlcpp {
+
+namespace {
+
+bool contains(const std::string& s, const char* needle) { return s.find(needle) != std::string::npos; }
+
+std::string strip_chars(const std::string& s, const char* chars, bool left, bool right) {
+  size_t b = 0, e = s.size();
+  if (left) b = s.find_first_not_of(chars);
+  if (b == std::string::npos) return "";
+  if (right) e = s.find_last_not_of(chars) + 1;
+  return s.substr(b, e - b);
+}
+
+// Python's str.strip() on ASCII whitespace, which is Jinja's trim on the texts a chat carries.
+std::string trim(const std::string& s) { return strip_chars(s, " \t\n\r\v\f", true, true); }
+
+// The text of a ChatML template's built-in system message: '<|im_start|>system\n' followed by plain text up to
+// '<|im_end|>' (not by the first message's content); "" when there is none.
+std::string default_system_message(const std::string& tmpl) {
+  const std::string head = "<|im_start|>system\\n";
+  for (size_t at = tmpl.find(head); at != std::string::npos; at = tmpl.find(head, at + 1)) {
+    const size_t begin = at + head.size(), end = tmpl.find("<|im_end|>", begin);
+    if (end == std::string::npos) break;
+    const std::string text = tmpl.substr(begin, end - begin);
+    if (!text.empty() && text.find_first_of("'\"{}+") == std::string::npos) return text;
+  }
+  return "";
+}
+
+std::string after_last(const std::string& s, const std::string& sep) {
+  const size_t at = s.rfind(sep);
+  return at == std::string::npos ? s : s.substr(at + sep.size());
+}
+
+std::string before_first(const std::string& s, const std::string& sep) { return s.substr(0, s.find(sep)); }
+
+}  // namespace
+
+std::vector<ChatMessage> chat_messages_from_json(const Json& messages, const std::string& where) {
+  RLCPP_CHECK(messages.is_array() && !messages.empty(),
+              where << ": \"messages\" must be a non-empty list of {\"role\", \"content\"}, got " << json_excerpt(messages));
+  std::vector<ChatMessage> out;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const Json& m = messages[i];
+    const std::string at = where + ": message " + std::to_string(i);
+    RLCPP_CHECK(m.is_object() && m.contains("role") && m.contains("content") && m["role"].is_string() &&
+                    m["content"].is_string(),
+                at << " must be {\"role\": string, \"content\": string}, got " << json_excerpt(m));
+    for (const auto& [key, value] : m.items())
+      RLCPP_CHECK(key == "role" || key == "content",
+                  at << ": unknown key \"" << key << "\" (role and content; tools are not supported)");
+    const std::string role = m["role"].get<std::string>();
+    RLCPP_CHECK(role == "system" || role == "user" || role == "assistant",
+                at << ": role \"" << role << "\" (expected system, user or assistant)");
+    RLCPP_CHECK(role != "system" || i == 0, at << ": a system message must come first");
+    out.push_back({role, m["content"].get<std::string>()});
+  }
+  return out;
+}
+
+ChatTemplate ChatTemplate::recognise(const std::string& tmpl, const std::string& where) {
+  ChatTemplate t;
+  if (contains(tmpl, "<|im_start|>")) {
+    t.family_ = Family::kChatML;
+    t.thinking_ = contains(tmpl, "reasoning_content") && contains(tmpl, "<think>");
+    t.default_system_ = default_system_message(tmpl);
+    for (size_t at = t.default_system_.find("\\n"); at != std::string::npos; at = t.default_system_.find("\\n", at))
+      t.default_system_.replace(at, 2, "\n");
+    return t;
+  }
+  if (contains(tmpl, "<|start_header_id|>") && contains(tmpl, "<|eot_id|>")) {
+    RLCPP_CHECK(!contains(tmpl, "Cutting Knowledge Date"),
+                where << ": a Llama-3.1+ chat template (it writes today's date into the system header) is not "
+                         "supported; Llama-3's is");
+    t.family_ = Family::kLlama3;
+    return t;
+  }
+  RLCPP_FAIL(where << ": chat_template is not one rlcpp knows: ChatML (Qwen2, Qwen2.5, Qwen3) and Llama-3 are "
+                      "supported (rlcpp renders the family's format, it does not run Jinja)");
+}
+
+std::optional<ChatTemplate> ChatTemplate::of_tokenizer(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::is_directory(path) ? fs::path(path) : fs::path(path).parent_path();
+  const fs::path file = dir / "tokenizer_config.json";
+  if (!fs::exists(file)) return std::nullopt;
+  std::ifstream in(file);
+  std::ostringstream text;
+  text << in.rdbuf();
+  Json config;
+  try {
+    config = parse_json_limited(text.str());
+  } catch (const Json::exception& e) {
+    RLCPP_FAIL(file.string() << ": not valid JSON: " << e.what());
+  }
+  const auto it = config.find("chat_template");
+  if (it == config.end() || it->is_null()) return std::nullopt;
+  RLCPP_CHECK(it->is_string(), file.string() << ": \"chat_template\" must be a string (named templates are not "
+                                                "supported), got " << json_excerpt(*it));
+  return recognise(it->get<std::string>(), file.string());
+}
+
+std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                bool enable_thinking) const {
+  std::string out;
+  if (family_ == Family::kLlama3) {
+    for (size_t i = 0; i < messages.size(); ++i) {
+      if (i == 0) out += "<|begin_of_text|>";
+      out += "<|start_header_id|>" + messages[i].role + "<|end_header_id|>\n\n" + trim(messages[i].content) +
+             "<|eot_id|>";
+    }
+    if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+    return out;
+  }
+  const bool has_system = !messages.empty() && messages[0].role == "system";
+  if (has_system) out += "<|im_start|>system\n" + messages[0].content + "<|im_end|>\n";
+  else if (!default_system_.empty()) out += "<|im_start|>system\n" + default_system_ + "<|im_end|>\n";
+  // Qwen3: the thinking of assistant turns after the last user turn is kept, earlier ones' dropped.
+  size_t last_query = messages.empty() ? 0 : messages.size() - 1;
+  for (size_t i = messages.size(); i-- > 0;)
+    if (messages[i].role == "user") {
+      last_query = i;
+      break;
+    }
+  for (size_t i = has_system ? 1 : 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role != "assistant" || !thinking_) {
+      out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+      continue;
+    }
+    std::string content = m.content, reasoning;
+    if (contains(m.content, "</think>")) {
+      content = strip_chars(after_last(m.content, "</think>"), "\n", true, false);
+      reasoning = strip_chars(after_last(strip_chars(before_first(m.content, "</think>"), "\n", false, true), "<think>"),
+                              "\n", true, false);
+    }
+    const bool last = i + 1 == messages.size();
+    if (i > last_query && (last || !reasoning.empty()))
+      out += "<|im_start|>assistant\n<think>\n" + strip_chars(reasoning, "\n", true, true) + "\n</think>\n\n" +
+             strip_chars(content, "\n", true, false);
+    else
+      out += "<|im_start|>assistant\n" + content;
+    out += "<|im_end|>\n";
+  }
+  if (add_generation_prompt) {
+    out += "<|im_start|>assistant\n";
+    if (thinking_ && !enable_thinking) out += "<think>\n\n</think>\n\n";
+  }
+  return out;
+}
+
+}  // namespace rlcpp

@@ -1,0 +1,117 @@
+// Chat templates against `transformers`' apply_chat_template (tests/tokenizer_reference.py chat, in .venv): the
+// Qwen3 template of ../shared/fixtures (thinking kept or dropped by turn, enable_thinking = false), a Qwen2.5-style
+// one (its default system message) and Llama-3's, on the same conversations; unknown templates and malformed
+// messages are errors naming them.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/config.h"
+#include "model/chat_template.h"
+#include "tests/error_test_support.h"
+#include "tests/python_env.h"
+
+namespace rlcpp {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kSource = RLCPP_SOURCE_DIR;
+const std::string kReference = kSource + "/tests/tokenizer_reference.py";
+const std::string kCorpus = kSource + "/tests/data/tokenizer_corpus.jsonl";
+
+fs::path scratch_dir() {
+  const fs::path dir = fs::temp_directory_path() / ("rlcpp_chat_test_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  return dir;
+}
+
+const Json kCases = Json::parse(R"([
+  {"messages": [{"role": "user", "content": "What is 2+2?"}], "add_generation_prompt": true},
+  {"messages": [{"role": "user", "content": "What is 2+2?"}], "add_generation_prompt": true, "enable_thinking": false},
+  {"messages": [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "  Hi  "}],
+   "add_generation_prompt": true},
+  {"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "q1"},
+                {"role": "assistant", "content": "<think>\nreason one\n</think>\n\nanswer one"},
+                {"role": "user", "content": "q2"},
+                {"role": "assistant", "content": "<think>reason two</think>answer two"}],
+   "add_generation_prompt": false},
+  {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "plain answer"},
+                {"role": "assistant", "content": "second\n\n"}], "add_generation_prompt": false},
+  {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"},
+                {"role": "user", "content": "多语言 🙂\r\n"}], "add_generation_prompt": true},
+  {"messages": [{"role": "system", "content": "\n sys \n"}, {"role": "user", "content": "u"},
+                {"role": "assistant", "content": "x</think>\n\ny"}], "add_generation_prompt": false}
+])");
+
+void expect_same_as_transformers(const std::string& tokenizer_dir, const std::string& tokenizer_config) {
+  const fs::path cases = scratch_dir() / "cases.json", out = scratch_dir() / "rendered.json";
+  std::ofstream(cases) << kCases.dump();
+  ASSERT_TRUE(run_venv_python("'" + kReference + "' chat '" + tokenizer_dir + "' '" + cases.string() + "' '" +
+                              out.string() + "'"));
+  const Json want = Json::parse(std::ifstream(out));
+  const std::optional<ChatTemplate> tmpl = ChatTemplate::of_tokenizer(tokenizer_config);
+  ASSERT_TRUE(tmpl.has_value());
+  for (size_t i = 0; i < kCases.size(); ++i) {
+    SCOPED_TRACE("case " + std::to_string(i) + ": " + kCases[i].dump());
+    const bool thinking = kCases[i].value("enable_thinking", true);
+    EXPECT_EQ(tmpl->apply(chat_messages_from_json(kCases[i]["messages"], "case"),
+                          kCases[i]["add_generation_prompt"].get<bool>(), thinking),
+              want[i].get<std::string>());
+  }
+}
+
+TEST(ChatTemplate, Qwen3FixtureRendersAsTransformersDoes) {
+  const std::string dir = kSource + "/../shared/fixtures/qwen3";
+  ASSERT_TRUE(fs::exists(dir + "/tokenizer_config.json")) << dir << " is missing";
+  EXPECT_EQ(ChatTemplate::of_tokenizer(dir)->family(), ChatTemplate::Family::kChatML);
+  expect_same_as_transformers(dir, dir + "/tokenizer.json");
+}
+
+// A trained tokenizer.json with a template of the family written beside it.
+std::string tokenizer_with_template(const std::string& make, const std::string& name) {
+  const fs::path dir = scratch_dir() / name;
+  EXPECT_TRUE(run_venv_python("'" + kReference + "' " + make + " '" + kCorpus + "' '" + dir.string() + "'"));
+  EXPECT_TRUE(run_venv_python("'" + kReference + "' set-template '" + dir.string() + "' " + name));
+  return dir.string();
+}
+
+TEST(ChatTemplate, Qwen25StyleTemplateAddsItsDefaultSystemMessage) {
+  const std::string dir = tokenizer_with_template("make-gpt2", "qwen25");
+  const ChatTemplate t = *ChatTemplate::of_tokenizer(dir);
+  EXPECT_EQ(t.apply({{"user", "hi"}}, true),
+            "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+            "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+  expect_same_as_transformers(dir, dir);
+}
+
+TEST(ChatTemplate, Llama3TemplateRendersAsTransformersDoes) {
+  const std::string dir = tokenizer_with_template("make-llama3", "llama3");
+  EXPECT_EQ(ChatTemplate::of_tokenizer(dir)->family(), ChatTemplate::Family::kLlama3);
+  expect_same_as_transformers(dir, dir);
+}
+
+TEST(ChatTemplate, UnknownTemplatesAndBadMessagesAreErrors) {
+  expect_error([] { ChatTemplate::recognise("{% for m in messages %}[INST] {{ m.content }}{% endfor %}", "cfg.json"); },
+               {"cfg.json: chat_template is not one rlcpp knows", "ChatML", "Llama-3"});
+  expect_error(
+      [] { ChatTemplate::recognise("<|start_header_id|>...<|eot_id|> Cutting Knowledge Date: Dec 2023", "c.json"); },
+      {"c.json: a Llama-3.1+ chat template"});
+  expect_error([] { chat_messages_from_json(Json::parse(R"([{"role": "tool", "content": "x"}])"), "d.jsonl:3"); },
+               {"d.jsonl:3: message 0: role \"tool\""});
+  expect_error([] { chat_messages_from_json(Json::parse(R"([{"role": "user"}])"), "d.jsonl:4"); },
+               {"d.jsonl:4: message 0 must be {\"role\": string, \"content\": string}"});
+  expect_error([] { chat_messages_from_json(Json::parse(R"([])"), "d.jsonl:5"); }, {"non-empty list"});
+  expect_error(
+      [] {
+        chat_messages_from_json(Json::parse(R"([{"role": "user", "content": "a"}, {"role": "system", "content": "b"}])"),
+                                "d.jsonl:6");
+      },
+      {"message 1: a system message must come first"});
+  EXPECT_FALSE(ChatTemplate::of_tokenizer(scratch_dir().string()).has_value());  // no tokenizer_config.json
+}
+
+}  // namespace
+}  // namespace rlcpp
