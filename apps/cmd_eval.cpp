@@ -16,6 +16,7 @@ Command add_eval_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("eval", "held-out accuracy, mean reward and pass@k of a checkpoint on a task");
   struct Args {
     std::string checkpoint, task = "add3", tokenizer;
+    ChatOptions chat;
     int64_t n = 1000, samples = 1;
     float temperature = 0;
     uint64_t seed = 0;
@@ -42,6 +43,10 @@ Command add_eval_command(CLI::App& app) {
   cmd->add_option("--tokenizer", a->tokenizer,
                   "a tokenizer.json or a directory holding one (default: the checkpoint's tokenizer.json when it has "
                   "one, else the character tokenizer)");
+  cmd->add_flag("--chat", a->chat.enabled,
+                "format each prompt as a user turn of the tokenizer's chat template, with the generation prompt");
+  cmd->add_option("--system", a->chat.system, "with --chat: a system message before the user turn");
+  cmd->add_flag("!--no-thinking", a->chat.enable_thinking, "with --chat, Qwen3 templates: an empty think block");
   cmd->add_option("--set", a->task_overrides, "task key, e.g. --set digits=4 --set path=data.jsonl (see rlcpp config)");
   return {cmd, [=]() {
     check_temperature(a->temperature, "eval --temperature", /*zero_is_greedy=*/true);
@@ -57,7 +62,7 @@ Command add_eval_command(CLI::App& app) {
     for (const auto& o : a->task_overrides) apply_override(task_json, o);
     config_from_json(task_json, tc);
     const std::unique_ptr<Tokenizer> tokenizer =
-        load_tokenizer(choose_tokenizer(a->tokenizer, a->checkpoint), params.config());
+        load_tokenizer(choose_tokenizer(a->tokenizer, a->checkpoint), params.config(), a->chat);
     std::unique_ptr<Task> task = make_task_for(tc, *tokenizer);
     EvalOptions opts;
     opts.problems = a->n;

@@ -20,6 +20,7 @@ Command add_generate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "sample completions of prompts with a checkpoint (rollout engine)");
   struct Args {
     std::string checkpoint, prompt, prompts_file, out, tokenizer;
+    ChatOptions chat;
     SamplingParams sampling;
     EngineConfig engine;
     int64_t n = 1;
@@ -32,7 +33,8 @@ Command add_generate_command(CLI::App& app) {
   cmd->add_option("checkpoint", a->checkpoint, "checkpoint directory")->required();
   auto* one = cmd->add_option("--prompt", a->prompt, "one prompt text, e.g. \"123+456=\"");
   auto* many = cmd->add_option("--prompts", a->prompts_file,
-                               "JSONL of {\"prompt\": text} or {\"tokens\": [ids]}, optional \"id\"");
+                               "JSONL of {\"prompt\": text}, {\"messages\": [{\"role\", \"content\"}, ...]} (chat "
+                               "template) or {\"tokens\": [ids]}, optional \"id\"");
   one->excludes(many);
   const RequestLimits limits;
   cmd->add_option("--n", a->n, "samples per prompt (a group shares its prompt's prefill and KV blocks)")
@@ -48,6 +50,10 @@ Command add_generate_command(CLI::App& app) {
   cmd->add_option("--tokenizer", a->tokenizer,
                   "a tokenizer.json or a directory holding one (default: the checkpoint's tokenizer.json when it has "
                   "one, else the character tokenizer)");
+  cmd->add_flag("--chat", a->chat.enabled,
+                "format each prompt as a user turn of the tokenizer's chat template, with the generation prompt");
+  cmd->add_option("--system", a->chat.system, "with --chat: a system message before the user turn");
+  cmd->add_flag("!--no-thinking", a->chat.enable_thinking, "with --chat, Qwen3 templates: an empty think block");
   cmd->add_option("--out", a->out, "write one JSON line per sample here (default: print)");
   cmd->add_option("--dtype", a->dtype, "compute dtype of the engine: fp32, bf16 or fp16 (model/numerics.h)");
   cmd->add_option("--quantization", a->quantization, "decoder Linear weights: none, int8 or fp8_e4m3");
@@ -65,7 +71,7 @@ Command add_generate_command(CLI::App& app) {
     const Transformer model(params.config(),
                             make_numerics(a->dtype, a->quantization, a->batch_invariant, "--dtype", "--quantization"));
     const std::unique_ptr<Tokenizer> tokenizer =
-        load_tokenizer(choose_tokenizer(a->tokenizer, a->checkpoint), params.config());
+        load_tokenizer(choose_tokenizer(a->tokenizer, a->checkpoint), params.config(), a->chat);
     const Tokenizer& tok = *tokenizer;
     std::vector<PromptLine> prompts;
     if (!a->prompts_file.empty()) {

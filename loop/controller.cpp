@@ -31,6 +31,7 @@ ParameterStore initial_policy(const TrainConfig& config, const RunDir& run) {
   SftConfig sft = config.warm_start.sft;
   sft.run_dir = run.file("sft");
   if (sft.tokenizer.empty()) sft.tokenizer = config.tokenizer;
+  sft.chat = config.chat;  // SFT and RL see the same prompts
   std::printf("train: SFT warm start in %s\n", sft.run_dir.c_str());
   const SftSummary s = run_sft(sft, config_to_json(sft));
   return load_model_checkpoint(s.checkpoint);
@@ -80,7 +81,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   ParameterStore params =
       resume_checkpoint.empty() ? initial_policy(config, run) : load_model_checkpoint(resume_checkpoint);
   const ModelConfig& mc = params.config();
-  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(config.tokenizer_path(), mc);
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(config.tokenizer_path(), mc, config.chat);
   const Tokenizer& tok = *tokenizer;
   const std::vector<std::string> tokenizer_files_saved = tokenizer_files(tok);  // in every checkpoint
   // The policy's model in each role's numerics (model/numerics.h): the trainer's, and the engine's (the probe

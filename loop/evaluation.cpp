@@ -31,10 +31,12 @@ EngineConfig eval_engine_config(const ModelConfig& model, const Request& request
 }  // namespace
 
 std::vector<int32_t> encode_prompt(const Tokenizer& tokenizer, const std::string& prompt) {
-  std::vector<int32_t> ids;
-  if (const std::optional<int32_t> bos = tokenizer.bos_id()) ids.push_back(*bos);
-  for (int32_t id : tokenizer.encode(prompt)) ids.push_back(id);
-  return ids;
+  return tokenizer.encode_prompt(prompt, Json());
+}
+
+std::vector<int32_t> encode_prompt(const Tokenizer& tokenizer, const Problem& problem) {
+  const auto messages = problem.meta.is_object() ? problem.meta.find("messages") : problem.meta.end();
+  return tokenizer.encode_prompt(problem.prompt, messages == problem.meta.end() ? Json() : *messages);
 }
 
 std::unique_ptr<Task> make_task_for(const TaskConfig& config, const Tokenizer& tokenizer) {
@@ -56,7 +58,7 @@ EvalStats evaluate(const Transformer& model, const ParameterStore& params, const
   request.sampling.max_new_tokens = options.max_new_tokens;
   request.sampling.seed = options.seed;
   for (size_t i = 0; i < problems.size(); ++i) {
-    request.prompts.push_back(encode_prompt(tokenizer, problems[i].prompt));
+    request.prompts.push_back(encode_prompt(tokenizer, problems[i]));
     request.prompt_ids.push_back(i);
   }
   Engine engine(model, params, eval_engine_config(model.config(), request, options.max_num_seqs));

@@ -31,7 +31,10 @@ EvalStats evaluate(const Transformer& model, const ParameterStore& params, const
                    const Tokenizer& tokenizer, const EvalOptions& options);
 
 // BOS + prompt characters.
+// A prompt's ids (Tokenizer::encode_prompt): BOS + text, or the chat template's rendering when the tokenizer
+// formats chats; a problem whose meta holds "messages" (a dataset line's conversation) is that conversation.
 std::vector<int32_t> encode_prompt(const Tokenizer& tokenizer, const std::string& prompt);
+std::vector<int32_t> encode_prompt(const Tokenizer& tokenizer, const Problem& problem);
 
 // make_task with the tokenizer's charset: "" (any text) under a tokenizer.json, the configured one otherwise.
 std::unique_ptr<Task> make_task_for(const TaskConfig& config, const Tokenizer& tokenizer);

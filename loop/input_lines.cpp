@@ -51,8 +51,9 @@ PromptLine parse_prompt_line(const std::string& line, const std::string& where, 
                              uint64_t default_id) {
   const Json j = parse_line(line, where);
   RLCPP_CHECK(j.is_object(), where << ": expected an object like {\"prompt\": \"12+34=\"}");
-  check_keys(j, where, {"prompt", "tokens", "id"});
-  RLCPP_CHECK(!(j.contains("prompt") && j.contains("tokens")), where << ": gives both \"prompt\" and \"tokens\"; give one");
+  check_keys(j, where, {"prompt", "messages", "tokens", "id"});
+  RLCPP_CHECK(j.contains("prompt") + j.contains("messages") + j.contains("tokens") <= 1,
+              where << ": gives more than one of \"prompt\", \"messages\" and \"tokens\"; give one");
   PromptLine p;
   p.id = default_id;
   p.where = where;
@@ -64,10 +65,18 @@ PromptLine parse_prompt_line(const std::string& line, const std::string& where, 
     } catch (const Error& e) {
       RLCPP_FAIL(where << ": " << e.what());
     }
+  } else if (auto m = j.find("messages"); m != j.end()) {
+    try {
+      p.tokens = tok.encode_prompt("", *m);
+    } catch (const Error& e) {
+      RLCPP_FAIL(where << ": " << e.what());
+    }
+    const Json& last = m->back();  // encode_prompt checked the shape: the user turn the model answers
+    p.text = last["content"].get<std::string>();
   } else if (auto t = j.find("tokens"); t != j.end()) {
     p.tokens = token_ids(*t, where, std::numeric_limits<int32_t>::max());  // the engine checks the vocabulary
   } else {
-    RLCPP_FAIL(where << ": needs \"prompt\" (text) or \"tokens\" (ids)");
+    RLCPP_FAIL(where << ": needs \"prompt\" (text), \"messages\" (a conversation) or \"tokens\" (ids)");
   }
   if (auto it = j.find("id"); it != j.end()) {
     RLCPP_CHECK(it->is_number_unsigned(), where << ": \"id\" must be a non-negative integer, got " << json_excerpt(*it));

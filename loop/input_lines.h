@@ -18,7 +18,8 @@ struct PromptLine {
   std::string where = "--prompt";  // FILE:LINE for a line of --prompts
 };
 
-// {"prompt": "12+34="} (character tokenizer, BOS prepended) or {"tokens": [1, 5, 7]} (ids as given, each in
+// {"prompt": "12+34="} (encode_prompt: BOS and the text, or a chat turn), {"messages": [{"role": "user",
+// "content": ...}, ...]} (the tokenizer's chat template) or {"tokens": [1, 5, 7]} (ids as given, each in
 // [0, 2^31)), with an optional "id" (the prompt id that keys sampling; default `default_id`).
 PromptLine parse_prompt_line(const std::string& line, const std::string& where, const Tokenizer& tok,
                              uint64_t default_id);

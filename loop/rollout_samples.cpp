@@ -11,7 +11,7 @@ Request make_rollout_request(const std::vector<Problem>& problems, const Tokeniz
   request.n = group;
   request.sampling = sampling;
   for (const Problem& p : problems) {
-    request.prompts.push_back(encode_prompt(tokenizer, p.prompt));
+    request.prompts.push_back(encode_prompt(tokenizer, p));
     request.prompt_ids.push_back(p.id);
   }
   return request;

@@ -39,7 +39,7 @@ std::vector<PackedBatch> sample_sft_batch(const Task& task, const Tokenizer& tok
     std::vector<int32_t> score_from;
     for (int64_t i = begin; i < begin + micro_batch_size; ++i) {
       Problem p = task.sample_train(rng);
-      std::vector<int32_t> ids = encode_prompt(tok, p.prompt);
+      std::vector<int32_t> ids = encode_prompt(tok, p);
       score_from.push_back(static_cast<int32_t>(ids.size()) - 1);
       for (int32_t id : tok.encode(p.answer)) ids.push_back(id);
       ids.push_back(tok.eos_id());
@@ -61,7 +61,7 @@ SftSummary run_sft(const SftConfig& config, const Json& resolved_config) {
                               ? init_random(model_preset(config.model_preset), config.seed)
                               : load_model_checkpoint(config.init_checkpoint);
   const ModelConfig& mc = params.config();
-  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(choose_tokenizer(config.tokenizer, config.init_checkpoint), mc);
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(choose_tokenizer(config.tokenizer, config.init_checkpoint), mc, config.chat);
   const Tokenizer& tok = *tokenizer;
   const std::vector<std::string> tokenizer_files_saved = tokenizer_files(tok);
   Transformer model(mc);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/config.h"
+#include "model/chat_template.h"
 #include "reward/task_config.h"
 #include "trainer/optim_config.h"
 
@@ -17,6 +18,7 @@ struct SftConfig {
   std::string tokenizer;              // "" = init_checkpoint's tokenizer.json, else the character tokenizer
   uint64_t seed = 1;
   TaskConfig task;
+  ChatOptions chat;
   int64_t steps = 1500;
   int64_t batch_size = 256;        // sequences per optimizer step
   int64_t micro_batch_size = 128;  // sequences per forward/backward (gradients accumulate)
@@ -34,6 +36,7 @@ struct SftConfig {
     v("tokenizer", tokenizer, "a tokenizer.json or a directory holding one; \"\" = init_checkpoint's tokenizer.json when it has one, else the character tokenizer");
     v("seed", seed, "seeds the initial weights and the data order");
     v("task", task, "the task to learn");
+    v("chat", chat, "prompts as chat turns (a tokenizer.json with a chat template)");
     v("steps", steps, "optimizer steps");
     v("batch_size", batch_size, "sequences per optimizer step");
     v("micro_batch_size", micro_batch_size, "sequences per forward/backward; gradients accumulate");

@@ -133,6 +133,7 @@ struct TrainConfig {
   WarmStartSection warm_start;
   uint64_t seed = 1;
   TaskConfig task;
+  ChatOptions chat;
   RewardConfig reward;
   RolloutSection rollout;
   TrainerSection trainer;
@@ -176,6 +177,7 @@ struct TrainConfig {
     v("warm_start", warm_start, "SFT warm start before RL");
     v("seed", seed, "seeds weights (random init), sampling, data order and mini-batch shuffles");
     v("task", task, "the task (prompts and scorer)");
+    v("chat", chat, "prompts as chat turns of the tokenizer's chat template (the SFT warm start uses the same)");
     v("reward", reward, "local scorer or a reward server");
     v("rollout", rollout, "rollout batch, sampling, numerics and engine");
     v("trainer", trainer, "the trainer's numerics");

@@ -26,6 +26,20 @@ struct ChatMessage {
 // [{"role": ..., "content": ...}, ...]; errors name `where` and the message.
 std::vector<ChatMessage> chat_messages_from_json(const Json& messages, const std::string& where);
 
+// How a run formats its prompts (config key "chat"; `rlcpp eval` / `generate` --chat, --system, --no-thinking).
+struct ChatOptions {
+  bool enabled = false;  // each prompt becomes a user turn of the checkpoint's chat template
+  std::string system;    // a system message before it ("" = none, or the template's default)
+  bool enable_thinking = true;  // Qwen3: false puts an empty <think></think> after the generation prompt
+  template <class V> void visit(V& v) {
+    v("enabled", enabled,
+      "format each prompt as a user turn of the tokenizer's chat template (tokenizer_config.json beside "
+      "tokenizer.json), with the generation prompt");
+    v("system", system, "system message before the user turn (\"\" = none, or the template's default)");
+    v("enable_thinking", enable_thinking, "Qwen3 templates: false closes the think block at once");
+  }
+};
+
 class ChatTemplate {
  public:
   enum class Family { kChatML, kLlama3 };

@@ -33,8 +33,11 @@ std::string config_token(const Json& config, const char* key, const std::string&
 
 }  // namespace
 
-HfTokenizer::HfTokenizer(const std::string& path, const ModelConfig& model)
-    : json_path_(json_file_of(path)), bpe_(BpeTokenizer::load(json_path_)) {
+HfTokenizer::HfTokenizer(const std::string& path, const ModelConfig& model, const ChatOptions& chat)
+    : json_path_(json_file_of(path)), bpe_(BpeTokenizer::load(json_path_)), chat_(chat) {
+  template_ = ChatTemplate::of_tokenizer(json_path_);
+  RLCPP_CHECK(!chat.enabled || template_, "chat formatting (chat.enabled / --chat) needs a \"chat_template\" in the "
+                                          "tokenizer_config.json beside " << json_path_ << "; there is none");
   RLCPP_CHECK(bpe_.vocab_size() <= model.vocab_size,
               json_path_ << ": the tokenizer's ids reach " << bpe_.vocab_size() - 1 << ", past the model's vocabulary of "
                          << model.vocab_size << " (config.json vocab_size)");
@@ -90,20 +93,37 @@ std::string HfTokenizer::decode(const std::vector<int32_t>& ids) const {
   return text;
 }
 
+std::vector<int32_t> HfTokenizer::encode_prompt(const std::string& text, const Json& messages) const {
+  if (messages.is_null() && !chat_.enabled) return Tokenizer::encode_prompt(text, messages);
+  RLCPP_CHECK(template_, "a conversation (\"messages\") needs a \"chat_template\" in the tokenizer_config.json "
+                         "beside " << json_path_ << "; there is none");
+  std::vector<ChatMessage> turns;
+  if (messages.is_null()) turns.push_back({"user", text});
+  else turns = chat_messages_from_json(messages, "prompt");
+  if (!chat_.system.empty() && turns.front().role != "system") turns.insert(turns.begin(), {"system", chat_.system});
+  RLCPP_CHECK(turns.back().role == "user", "prompt: a conversation to continue must end with a user message, not '"
+                                               << turns.back().role << "'");
+  // The template writes any BOS itself (Llama-3's <|begin_of_text|>), as apply_chat_template(tokenize=True) does.
+  return encode(template_->apply(turns, /*add_generation_prompt=*/true, chat_.enable_thinking));
+}
+
 std::vector<std::string> HfTokenizer::files() const {
   std::vector<std::string> out{json_path_};
   if (!config_path_.empty()) out.push_back(config_path_);
   return out;
 }
 
-std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path, const ModelConfig& model) {
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path, const ModelConfig& model,
+                                          const ChatOptions& chat) {
   if (path.empty()) {
+    RLCPP_CHECK(!chat.enabled, "chat formatting (chat.enabled / --chat) needs a checkpoint or tokenizer with a "
+                               "tokenizer.json and a chat template; the character tokenizer has none");
     RLCPP_CHECK(model.vocab_size >= CharTokenizer::kVocabSize,
                 "the model's vocabulary (" << model.vocab_size << ") is smaller than the character tokenizer's ("
                                            << CharTokenizer::kVocabSize << ")");
     return std::make_unique<CharTokenizer>();
   }
-  return std::make_unique<HfTokenizer>(path, model);
+  return std::make_unique<HfTokenizer>(path, model, chat);
 }
 
 std::string choose_tokenizer(const std::string& configured, const std::string& checkpoint) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "model/bpe_tokenizer.h"
+#include "model/chat_template.h"
 #include "model/model_config.h"
 #include "model/tokenizer.h"
 
@@ -16,7 +17,8 @@ class HfTokenizer final : public Tokenizer {
  public:
   // `path`: a tokenizer.json, or a directory holding one (and perhaps tokenizer_config.json). Fails, naming
   // the file, when its vocabulary does not fit the model's or the model's EOS is not one of its tokens.
-  HfTokenizer(const std::string& path, const ModelConfig& model);
+  // `chat`: how prompts are formatted; enabled needs a chat_template in the tokenizer_config.json beside it.
+  HfTokenizer(const std::string& path, const ModelConfig& model, const ChatOptions& chat = {});
 
   std::vector<int32_t> encode(const std::string& text) const override { return bpe_.encode(text); }
   std::string decode(const std::vector<int32_t>& ids) const override;
@@ -25,6 +27,8 @@ class HfTokenizer final : public Tokenizer {
   int32_t vocab_size() const override { return bpe_.vocab_size(); }
   std::string charset() const override { return ""; }
   std::string describe() const override { return "the tokenizer.json at " + json_path_; }
+  std::vector<int32_t> encode_prompt(const std::string& text, const Json& messages) const override;
+  const std::optional<ChatTemplate>& chat_template() const { return template_; }
 
   const BpeTokenizer& bpe() const { return bpe_; }
   // The files to copy beside a saved checkpoint: tokenizer.json and, when there is one, tokenizer_config.json.
@@ -35,10 +39,14 @@ class HfTokenizer final : public Tokenizer {
   BpeTokenizer bpe_;
   std::optional<int32_t> bos_;
   int32_t eos_ = 0;
+  ChatOptions chat_;
+  std::optional<ChatTemplate> template_;
 };
 
-// `path` "" = the character tokenizer; otherwise an HfTokenizer of that tokenizer.json or directory.
-std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path, const ModelConfig& model);
+// `path` "" = the character tokenizer (which has no chat formatting); otherwise an HfTokenizer of that
+// tokenizer.json or directory.
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path, const ModelConfig& model,
+                                          const ChatOptions& chat = {});
 // The tokenizer a run or command uses: `configured` when given, else `checkpoint` when that directory holds a
 // tokenizer.json, else "" (the character tokenizer).
 std::string choose_tokenizer(const std::string& configured, const std::string& checkpoint);

@@ -24,6 +24,15 @@ std::string describe_char(char c) {
 
 std::string char_tokenizer_charset() { return kCharset; }
 
+std::vector<int32_t> Tokenizer::encode_prompt(const std::string& text, const Json& messages) const {
+  RLCPP_CHECK(messages.is_null(), "a conversation (\"messages\") needs a tokenizer.json with a chat template; "
+                                      << describe() << " has none");
+  std::vector<int32_t> ids;
+  if (const std::optional<int32_t> bos = bos_id()) ids.push_back(*bos);
+  for (int32_t id : encode(text)) ids.push_back(id);
+  return ids;
+}
+
 CharTokenizer::CharTokenizer() {
   for (int32_t& id : id_of_) id = -1;
   for (int32_t i = 0; i < kCharsetSize; ++i) id_of_[static_cast<unsigned char>(kCharset[i])] = kFirstCharId + i;

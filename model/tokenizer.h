@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "core/config.h"
+
 namespace rlcpp {
 
 class Tokenizer {
@@ -31,6 +33,10 @@ class Tokenizer {
   virtual std::string charset() const = 0;
   // For messages: "the character tokenizer", "the tokenizer.json at DIR".
   virtual std::string describe() const = 0;
+  // A prompt's ids: BOS (when set) and the text. A tokenizer that formats prompts as chats
+  // (model/hf_tokenizer.h) renders the text as a user turn through its chat template instead, and a
+  // conversation (`messages`: [{"role", "content"}, ...], not null) always goes through the template.
+  virtual std::vector<int32_t> encode_prompt(const std::string& text, const Json& messages) const;
 };
 
 // "0123456789+-*= ()/": the character with index i has id 3 + i.

@@ -55,6 +55,31 @@ void check_charset(const std::string& text, const std::string& charset, const st
   }
 }
 
+// What identifies a problem: its prompt, or its conversation's JSON.
+std::string problem_key(const Problem& p) {
+  const auto m = p.meta.find("messages");
+  return m == p.meta.end() ? p.prompt : m->dump();
+}
+
+// {"messages": [{"role": "system" | "user" | "assistant", "content": ...}, ...], ending with a user turn (the
+// model answers it); the chat template renders it when the prompt is encoded.
+void check_messages(const Json& messages, const std::string& where, const std::string& charset) {
+  RLCPP_CHECK(messages.is_array() && !messages.empty(),
+              where << ": \"messages\" must be a non-empty list of {\"role\", \"content\"}");
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const Json& m = messages[i];
+    const std::string at = where + ": message " + std::to_string(i);
+    RLCPP_CHECK(m.is_object() && m.size() == 2 && m.contains("role") && m.contains("content") && m["role"].is_string() &&
+                    m["content"].is_string(),
+                at << " must be {\"role\": string, \"content\": string}");
+    const std::string role = m["role"].get<std::string>();
+    RLCPP_CHECK(role == "user" || role == "assistant" || (role == "system" && i == 0),
+                at << ": role \"" << role << "\" (system first, then user and assistant)");
+    check_charset(m["content"].get<std::string>(), charset, at, "content");
+  }
+  RLCPP_CHECK(messages.back()["role"] == "user", where << ": the last message must be the user's (the model answers it)");
+}
+
 }  // namespace
 
 std::vector<Problem> load_jsonl_problems(const std::string& path, const std::string& charset,
@@ -78,10 +103,18 @@ std::vector<Problem> load_jsonl_problems(const std::string& path, const std::str
     }
     RLCPP_CHECK(j.is_object(), where << ": expected an object {\"prompt\": ..., \"answer\": ...}, got " << line);
     for (auto it = j.begin(); it != j.end(); ++it) {
-      RLCPP_CHECK(it.key() == "prompt" || it.key() == "answer" || it.key() == "meta",
-                  where << ": unknown key '" << it.key() << "' (valid keys: prompt, answer, meta)");
+      RLCPP_CHECK(it.key() == "prompt" || it.key() == "messages" || it.key() == "answer" || it.key() == "meta",
+                  where << ": unknown key '" << it.key() << "' (valid keys: prompt or messages, answer, meta)");
     }
-    RLCPP_CHECK(j.contains("prompt") && j["prompt"].is_string(), where << ": \"prompt\" must be a string");
+    RLCPP_CHECK(j.contains("prompt") != j.contains("messages"),
+                where << ": give one of \"prompt\" (text) and \"messages\" (a conversation)");
+    if (j.contains("messages")) {
+      check_messages(j["messages"], where, charset);
+      j["prompt"] = j["messages"].back()["content"];  // the user turn the model answers
+      RLCPP_CHECK(!j.contains("meta") || (j["meta"].is_object() && !j["meta"].contains("messages")),
+                  where << ": \"meta\" must be an object without \"messages\"");
+    }
+    RLCPP_CHECK(j["prompt"].is_string(), where << ": \"prompt\" must be a string");
     RLCPP_CHECK(j.contains("answer") && j["answer"].is_string(), where << ": \"answer\" must be a string");
     RLCPP_CHECK(!j.contains("meta") || j["meta"].is_object(), where << ": \"meta\" must be an object");
     Problem p;
@@ -93,13 +126,14 @@ std::vector<Problem> load_jsonl_problems(const std::string& path, const std::str
     check_charset(p.answer, charset, where, "answer");
     std::string mismatch = answer_mismatch(scorer, p.answer);
     RLCPP_CHECK(mismatch.empty(), where << ": answer \"" << p.answer << "\": " << mismatch);
-    auto [it, inserted] = answer_of.try_emplace(p.prompt, p.answer, line_no);
+    p.meta = j.contains("meta") ? j["meta"] : Json::object();
+    if (j.contains("messages")) p.meta["messages"] = j["messages"];
+    p.meta["line"] = line_no;
+    auto [it, inserted] = answer_of.try_emplace(problem_key(p), p.answer, line_no);
     RLCPP_CHECK(inserted || it->second.first == p.answer,
                 where << ": prompt \"" << p.prompt << "\" has answer \"" << p.answer << "\" but line "
                       << it->second.second << " gives it \"" << it->second.first << "\"");
-    p.meta = j.contains("meta") ? j["meta"] : Json::object();
-    p.meta["line"] = line_no;
-    p.id = fnv1a64(p.prompt);
+    p.id = fnv1a64(problem_key(p));
     problems.push_back(std::move(p));
   }
   RLCPP_CHECK(!in.bad(), "dataset file '" << path << "': read error after line " << line_no);
@@ -118,9 +152,9 @@ DatasetTask::DatasetTask(const std::string& path, const std::string& test_path, 
     train_ = std::move(all);
     test_ = load_jsonl_problems(test_path, charset, scorer_);
     std::unordered_map<std::string, int64_t> train_line;
-    for (const Problem& p : train_) train_line.emplace(p.prompt, p.meta["line"].get<int64_t>());
+    for (const Problem& p : train_) train_line.emplace(problem_key(p), p.meta["line"].get<int64_t>());
     for (const Problem& p : test_) {
-      auto it = train_line.find(p.prompt);
+      auto it = train_line.find(problem_key(p));
       RLCPP_CHECK(it == train_line.end(), "dataset '" << test_path << "' line " << p.meta["line"].get<int64_t>()
                                                       << ": prompt \"" << p.prompt << "\" is also in '" << path
                                                       << "' line " << it->second
@@ -129,7 +163,7 @@ DatasetTask::DatasetTask(const std::string& path, const std::string& test_path, 
   } else {
     for (Problem& p : all) (is_test_key(p.id) ? test_ : train_).push_back(std::move(p));
   }
-  for (const Problem& p : test_) test_prompts_.insert(p.prompt);
+  for (const Problem& p : test_) test_prompts_.insert(problem_key(p));
   RLCPP_CHECK(!train_.empty(), "dataset '" << path << "': no training problems (" << test_.size()
                                            << " problems, all in the test split)");
   RLCPP_CHECK(!test_.empty(), "dataset '" << path << "': the held-out split is empty ("
@@ -152,8 +186,8 @@ std::vector<Problem> DatasetTask::eval_set(int64_t n) const {
 }
 
 bool DatasetTask::is_test(const Problem& problem) const {
-  if (separate_test_file_) return test_prompts_.count(problem.prompt) > 0;
-  return is_test_key(fnv1a64(problem.prompt));
+  if (separate_test_file_) return test_prompts_.count(problem_key(problem)) > 0;
+  return is_test_key(fnv1a64(problem_key(problem)));
 }
 
 RewardResult DatasetTask::score(const Problem& problem, const std::string& response, bool terminated) const {
@@ -183,9 +217,15 @@ void DatasetTask::check_fits(int64_t context, int64_t max_new_tokens) const {
   for (const auto* problems : {&train_, &test_}) {
     const std::string& file = problems == &test_ && separate_test_file_ ? test_path_ : path_;
     for (const Problem& p : *problems) {
-      const int64_t need = 1 + static_cast<int64_t>(p.prompt.size()) + max_new_tokens;  // BOS, one token a byte
+      // At most one token a byte, and BOS; a conversation's template adds a few markers per message.
+      int64_t prompt_bytes = static_cast<int64_t>(p.prompt.size());
+      if (const auto m = p.meta.find("messages"); m != p.meta.end()) {
+        prompt_bytes = 0;
+        for (const Json& message : *m) prompt_bytes += static_cast<int64_t>(message["content"].get<std::string>().size()) + 16;
+      }
+      const int64_t need = 1 + prompt_bytes + max_new_tokens;
       RLCPP_CHECK(need <= context, "dataset '" << file << "' line " << p.meta["line"].get<int64_t>() << ": the prompt's "
-                                               << p.prompt.size() << " characters + BOS + " << max_new_tokens
+                                               << prompt_bytes << " characters + BOS + " << max_new_tokens
                                                << " new tokens need " << need << " positions, more than the model's "
                                                << "context of " << context);
     }

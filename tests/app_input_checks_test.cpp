@@ -32,7 +32,7 @@ TEST_F(InputChecks, GeneratePromptLinesWithOneIdOrBadKeysAreRefused) {
   const std::string unknown = write("unknown.jsonl", "{\"prompt\": \"1+2=\", \"n\": 4}\n");
   expect_error(run_cli("generate " + ckpt + " --prompts " + unknown), unknown + ":1: unknown key \"n\"", "unknown key");
   const std::string both = write("both.jsonl", "{\"prompt\": \"1+2=\", \"tokens\": [1, 4]}\n");
-  expect_error(run_cli("generate " + ckpt + " --prompts " + both), both + ":1: gives both", "prompt and tokens");
+  expect_error(run_cli("generate " + ckpt + " --prompts " + both), both + ":1: gives more than one of", "prompt and tokens");
   // Distinct ids run.
   const std::string ok = write("ok.jsonl", "{\"prompt\": \"1+2=\", \"id\": 7}\n{\"prompt\": \"3+4=\", \"id\": 8}\n");
   const CliResult r = run_cli("generate " + ckpt + " --prompts " + ok + " --temperature 1");

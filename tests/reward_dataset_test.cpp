@@ -154,6 +154,33 @@ TEST_F(DatasetTaskTest, EveryLineIsValidatedWithItsLineNumber) {
   EXPECT_TRUE(contains(m, "line 4")) << m;
 }
 
+// A line may give a conversation instead of a prompt: the chat template renders it when it is encoded. Its
+// JSON is its identity (split, duplicates); the last user turn is its prompt text.
+TEST_F(DatasetTaskTest, ConversationLinesLoadWithTheirMessagesAndAreValidated) {
+  const std::string one = R"({"messages": [{"role": "system", "content": "Be exact."},
+      {"role": "user", "content": "What is 2+3?"}], "answer": "5", "meta": {"k": 1}})";
+  std::string joined = one;
+  joined.erase(std::remove(joined.begin(), joined.end(), '\n'), joined.end());
+  const std::vector<Problem> problems = load_jsonl_problems(write("chat.jsonl", joined + "\n"), "", ScorerSpec{});
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].prompt, "What is 2+3?");
+  EXPECT_EQ(problems[0].meta["messages"].size(), 2u);
+  EXPECT_EQ(problems[0].meta["k"], 1);
+  const auto error = [&](const std::string& line) { return error_of(line + "\n", ScorerSpec{}, ""); };
+  std::string m = error(R"({"prompt": "x", "messages": [{"role": "user", "content": "x"}], "answer": "1"})");
+  EXPECT_TRUE(contains(m, "line 1") && contains(m, "give one of \"prompt\" (text) and \"messages\"")) << m;
+  m = error(R"({"messages": [], "answer": "1"})");
+  EXPECT_TRUE(contains(m, "\"messages\" must be a non-empty list")) << m;
+  m = error(R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}], "answer": "1"})");
+  EXPECT_TRUE(contains(m, "the last message must be the user's")) << m;
+  m = error(R"({"messages": [{"role": "user", "content": "q"}, {"role": "system", "content": "s"}, {"role": "user", "content": "q"}], "answer": "1"})");
+  EXPECT_TRUE(contains(m, "message 1: role \"system\" (system first")) << m;
+  m = error(R"({"messages": [{"role": "user", "content": 5}], "answer": "1"})");
+  EXPECT_TRUE(contains(m, "message 0 must be {\"role\": string, \"content\": string}")) << m;
+  m = error_of(R"({"messages": [{"role": "user", "content": "abc"}], "answer": "1"})" "\n");
+  EXPECT_TRUE(contains(m, "message 0: content has character 'a'")) << m;
+}
+
 // A "meta" nested 10^6 deep used to parse and then overflow the stack when the problem copied it.
 TEST_F(DatasetTaskTest, DeeplyNestedMetaIsAnErrorNamingTheLineAndTheDepthLimit) {
   const int64_t depth = 1000000;

@@ -1,0 +1,128 @@
+// Text tasks end to end on a Qwen-vocabulary model: a checkpoint carrying the Qwen3 tokenizer.json of
+// ../shared/fixtures (and its chat template) trains the words task with GRPO for two steps, its prompts rendered
+// as ChatML turns; every checkpoint it writes carries the tokenizer, which later commands pick up by themselves.
+// And the chat formatting of prompts: one user turn, an optional system message, a dataset's conversation.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "loop/controller.h"
+#include "loop/evaluation.h"
+#include "model/checkpoint.h"
+#include "model/hf_tokenizer.h"
+#include "model/init.h"
+#include "tests/error_test_support.h"
+#include "tests/train_test_support.h"
+
+namespace rlcpp {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kQwen3 = std::string(RLCPP_SOURCE_DIR) + "/../shared/fixtures/qwen3";
+
+// W1's shape with Qwen's vocabulary and EOS (<|im_end|>), a context long enough for word problems.
+ModelConfig qwen_vocab_config() {
+  ModelConfig c = model_preset("tiny");
+  c.model_type = "qwen2";
+  c.vocab_size = 151936;
+  c.bos_token_id = 151643;
+  c.eos_token_id = 151645;
+  c.max_position_embeddings = 1024;
+  c.tie_word_embeddings = true;
+  return c;
+}
+
+TEST(ChatPrompts, PromptsBecomeChatTurnsOfTheTemplate) {
+  ASSERT_TRUE(fs::exists(kQwen3 + "/tokenizer.json")) << kQwen3 << " is missing";
+  const ModelConfig mc = qwen_vocab_config();
+  const HfTokenizer plain(kQwen3, mc);
+  EXPECT_FALSE(plain.bos_id().has_value());  // Qwen puts nothing before a prompt
+  EXPECT_EQ(plain.encode_prompt("2+2=", Json()), plain.encode("2+2="));
+  ChatOptions chat;
+  chat.enabled = true;
+  chat.system = "Answer briefly.";
+  const HfTokenizer chatty(kQwen3, mc, chat);
+  EXPECT_EQ(chatty.encode_prompt("What is 2+2?", Json()),
+            chatty.encode("<|im_start|>system\nAnswer briefly.<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n"
+                          "<|im_start|>assistant\n"));
+  // A conversation goes through the template even without chat.enabled; a system message of its own wins.
+  const Json conversation = Json::parse(R"([{"role": "system", "content": "S"}, {"role": "user", "content": "q"},
+      {"role": "assistant", "content": "a"}, {"role": "user", "content": "q2"}])");
+  EXPECT_EQ(plain.encode_prompt("", conversation),
+            plain.encode("<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\na"
+                         "<|im_end|>\n<|im_start|>user\nq2<|im_end|>\n<|im_start|>assistant\n"));
+  expect_error([&] { plain.encode_prompt("", Json::parse(R"([{"role": "user", "content": "q"},
+      {"role": "assistant", "content": "a"}])")); }, {"must end with a user message"});
+  chat.enable_thinking = false;
+  chat.system.clear();
+  EXPECT_EQ(HfTokenizer(kQwen3, mc, chat).encode_prompt("hi", Json()),
+            plain.encode("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+  // No chat formatting without a tokenizer.json and its template.
+  expect_error([&] { load_tokenizer("", mc, chat); }, {"the character tokenizer has none"});
+  expect_error([&] { CharTokenizer().encode_prompt("", conversation); }, {"needs a tokenizer.json with a chat template"});
+  const fs::path bare = fs::temp_directory_path() / "rlcpp_chat_bare";
+  fs::create_directories(bare);
+  fs::copy_file(kQwen3 + "/tokenizer.json", bare / "tokenizer.json", fs::copy_options::overwrite_existing);
+  expect_error([&] { HfTokenizer(bare.string(), mc, chat); }, {"needs a \"chat_template\"", "there is none"});
+  fs::remove_all(bare);
+  // The model's vocabulary must hold the tokenizer's ids.
+  ModelConfig small = mc;
+  small.vocab_size = 1000;
+  expect_error([&] { HfTokenizer(kQwen3, small, {}); }, {"past the model's vocabulary of 1000"});
+}
+
+TEST(TextTask, WordsTrainsOnAQwenVocabularyModelWithChatPromptsAndItsCheckpointsCarryTheTokenizer) {
+  ASSERT_TRUE(fs::exists(kQwen3 + "/tokenizer.json")) << kQwen3 << " is missing";
+  const fs::path root = fs::temp_directory_path() / "rlcpp_text_task_test";
+  fs::remove_all(root);
+  const ParameterStore init = init_random(qwen_vocab_config(), 3);
+  save_model_checkpoint((root / "init").string(), init, false,
+                        {kQwen3 + "/tokenizer.json", kQwen3 + "/tokenizer_config.json"});
+  TrainConfig c;
+  c.run_dir = (root / "run").string();
+  c.init_checkpoint = (root / "init").string();  // its tokenizer.json is used by itself
+  c.task.name = "words";
+  c.chat.enabled = true;
+  c.rollout.placement = "colocated";
+  c.rollout.prompts_per_step = 2;
+  c.rollout.group_size = 2;
+  c.rollout.sampling.max_new_tokens = 8;
+  c.rollout.sampling.temperature = 1.0f;
+  c.ppo.mini_batch_size = 4;
+  c.ppo.micro_batch_size = 2;  // two micro-batches per update
+  c.steps = 2;
+  c.eval_every = 0;
+  c.eval_size = 2;
+  c.samples_per_step = 4;
+  const TrainSummary s = run_train(c, config_to_json(c));
+  const std::vector<Json> metrics = read_jsonl(fs::path(s.run_dir) / "metrics.jsonl");
+  ASSERT_EQ(metrics.size(), 2u);
+  const std::vector<Json> samples = read_jsonl(fs::path(s.run_dir) / "samples.jsonl");
+  ASSERT_FALSE(samples.empty());
+  for (const Json& line : samples) {
+    EXPECT_NE(line["prompt"].get<std::string>().find("####"), std::string::npos) << line.dump();
+    EXPECT_TRUE(line["response"].is_string());
+  }
+  // The final checkpoint carries the tokenizer; loading it picks the tokenizer up without being told.
+  ASSERT_FALSE(s.checkpoint.empty());
+  EXPECT_TRUE(fs::exists(fs::path(s.checkpoint) / "tokenizer.json"));
+  EXPECT_TRUE(fs::exists(fs::path(s.checkpoint) / "tokenizer_config.json"));
+  EXPECT_EQ(choose_tokenizer("", s.checkpoint), s.checkpoint);
+  const ParameterStore trained = load_model_checkpoint(s.checkpoint);
+  const std::unique_ptr<Tokenizer> tok = load_tokenizer(choose_tokenizer("", s.checkpoint), trained.config(), c.chat);
+  EXPECT_EQ(tok->charset(), "");
+  // The rollout's prompt is the ChatML rendering of the problem's text.
+  TaskConfig tc;
+  tc.name = "words";
+  const std::unique_ptr<Task> task = make_task_for(tc, *tok);
+  const Problem p = task->eval_set(1)[0];
+  const std::vector<int32_t> ids = encode_prompt(*tok, p);
+  EXPECT_EQ(ids, dynamic_cast<const HfTokenizer&>(*tok).bpe().encode("<|im_start|>user\n" + p.prompt +
+                                                                     "<|im_end|>\n<|im_start|>assistant\n"));
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace rlcpp
