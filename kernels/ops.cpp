@@ -379,22 +379,29 @@ void rope_backward(Tensor& dx, const Tensor& positions, const Tensor& table) {
 }
 
 namespace {
-// The checks rope_split_qkv and rope_backward_merge_qkv share: q (N,Hq,D), k and v (N,Hkv,D), qkv
-// (N, (Hq + 2 Hkv) D), positions (N) inside the table, table (max_positions, D), D even.
-void check_rope_qkv(const char* op, const Tensor& qkv, const char* qkv_name, const Tensor& q, const char* q_name,
-                    const Tensor& k, const char* k_name, const Tensor& v, const char* v_name,
-                    const Tensor& positions, const Tensor& table) {
-  if (runs_on_cuda(op, {{qkv_name, &qkv}, {q_name, &q}, {k_name, &k}, {v_name, &v}, {"table", &table}},
-                   {{"positions", &positions}}))
-    no_cuda_kernel(op);
+// The shapes every split of the fused qkv product (and its merge) checks: q (N,Hq,D), k and v (N,Hkv,D), qkv
+// (N, (Hq + 2 Hkv) D).
+void check_qkv_shapes(const char* op, const Tensor& qkv, const char* qkv_name, const Tensor& q, const char* q_name,
+                      const Tensor& k, const char* k_name, const Tensor& v, const char* v_name) {
   expect_rank(op, {q_name, &q}, 3, "(N,Hq,D)");
   expect_rank(op, {k_name, &k}, 3, "(N,Hkv,D)");
   expect_shape(op, {v_name, &v}, k.shape());
   RLCPP_CHECK(k.size(0) == q.size(0) && k.size(2) == q.size(2),
               op << ": " << k_name << " " << shape_str(k.shape()) << " does not match " << q_name << " "
                  << shape_str(q.shape()));
+  expect_shape(op, {qkv_name, &qkv}, {q.size(0), (q.size(1) + 2 * k.size(1)) * q.size(2)});
+}
+
+// The checks rope_split_qkv and rope_backward_merge_qkv share: the shapes above, positions (N) inside the
+// table, table (max_positions, D), D even.
+void check_rope_qkv(const char* op, const Tensor& qkv, const char* qkv_name, const Tensor& q, const char* q_name,
+                    const Tensor& k, const char* k_name, const Tensor& v, const char* v_name,
+                    const Tensor& positions, const Tensor& table) {
+  if (runs_on_cuda(op, {{qkv_name, &qkv}, {q_name, &q}, {k_name, &k}, {v_name, &v}, {"table", &table}},
+                   {{"positions", &positions}}))
+    no_cuda_kernel(op);
+  check_qkv_shapes(op, qkv, qkv_name, q, q_name, k, k_name, v, v_name);
   const int64_t n = q.size(0), d = q.size(2);
-  expect_shape(op, {qkv_name, &qkv}, {n, (q.size(1) + 2 * k.size(1)) * d});
   expect_shape(op, {"positions", &positions}, {n});
   expect_rank(op, {"table", &table}, 2, "(max_positions,D)");
   RLCPP_CHECK(table.size(1) == d, op << ": table " << shape_str(table.shape()) << " is for head_dim " << table.size(1)
@@ -417,6 +424,22 @@ void rope_backward_merge_qkv(const Tensor& dq, const Tensor& dk, const Tensor& d
   cpu::rope_backward_merge_qkv(dq.data<float>(), dk.data<float>(), dv.data<float>(), positions.data<int32_t>(),
                                table.data<float>(), dqkv.data<float>(), dq.size(0), dq.size(1), dk.size(1),
                                dq.size(2));
+}
+
+void split_qkv(const Tensor& qkv, Tensor& q, Tensor& k, Tensor& v) {
+  const char* op = "split_qkv";
+  if (runs_on_cuda(op, {{"qkv", &qkv}, {"q", &q}, {"k", &k}, {"v", &v}})) no_cuda_kernel(op);
+  check_qkv_shapes(op, qkv, "qkv", q, "q", k, "k", v, "v");
+  cpu::split_qkv(qkv.data<float>(), q.data<float>(), k.data<float>(), v.data<float>(), q.size(0), q.size(1),
+                 k.size(1), q.size(2));
+}
+
+void merge_qkv(const Tensor& dq, const Tensor& dk, const Tensor& dv, Tensor& dqkv) {
+  const char* op = "merge_qkv";
+  if (runs_on_cuda(op, {{"dq", &dq}, {"dk", &dk}, {"dv", &dv}, {"dqkv", &dqkv}})) no_cuda_kernel(op);
+  check_qkv_shapes(op, dqkv, "dqkv", dq, "dq", dk, "dk", dv, "dv");
+  cpu::merge_qkv(dq.data<float>(), dk.data<float>(), dv.data<float>(), dqkv.data<float>(), dq.size(0), dq.size(1),
+                 dk.size(1), dq.size(2));
 }
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, float scale,

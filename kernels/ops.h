@@ -110,6 +110,12 @@ void rope_split_qkv(const Tensor& qkv, const Tensor& positions, const Tensor& ta
 // rope_backward in place and copying the blocks in. CPU only.
 void rope_backward_merge_qkv(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& positions,
                              const Tensor& table, Tensor& dqkv);
+// The fused qkv product's output (N, (Hq + 2 Hkv) D) split into q (N,Hq,D), k and v (N,Hkv,D) as they are, no
+// RoPE: Qwen3 normalises each head of q and k (q_norm, k_norm: rmsnorm_forward over (N*H, D)) before
+// rope_forward. CPU only.
+void split_qkv(const Tensor& qkv, Tensor& q, Tensor& k, Tensor& v);
+// Its backward: dqkv (N, (Hq + 2 Hkv) D) = [dq | dk | dv] row by row. CPU only.
+void merge_qkv(const Tensor& dq, const Tensor& dk, const Tensor& dv, Tensor& dqkv);
 
 // Causal attention over packed sequences. q (N,Hq,D), k and v (N,Hkv,D), Hq a multiple of Hkv (GQA: query
 // head h reads kv head h / (Hq/Hkv)). cu_seqlens (B+1) int32: sequence b is rows [cu[b], cu[b+1]); a row

@@ -20,7 +20,7 @@ std::pair<double, std::string> parameter_formula(const ModelConfig& m) {
   const double V = static_cast<double>(m.vocab_size), C = static_cast<double>(m.hidden_size);
   const double L = static_cast<double>(m.num_hidden_layers), F = static_cast<double>(m.intermediate_size);
   const double Hq = static_cast<double>(m.num_attention_heads), Hkv = static_cast<double>(m.num_key_value_heads);
-  const double d = C / Hq;
+  const double d = static_cast<double>(m.head_dim());  // config.json's head_dim, or C / Hq
   double per_layer = 2 * C                 // input and post-attention RMSNorm weights
                      + C * (Hq + 2 * Hkv) * d  // q, k, v projections
                      + Hq * d * C              // o projection
@@ -33,6 +33,10 @@ std::pair<double, std::string> parameter_formula(const ModelConfig& m) {
   if (m.has_o_bias()) {
     per_layer += C;
     layer += " + C";
+  }
+  if (m.has_qk_norm()) {  // Qwen3's q_norm and k_norm over each head
+    per_layer += 2 * d;
+    layer += " + 2·d";
   }
   double n = V * C + L * per_layer + C;  // embedding, layers, final norm
   std::string head;

@@ -21,7 +21,7 @@ ParameterStore init_random(const ModelConfig& cfg, uint64_t seed) {
       for (int64_t k = 0; k < n; ++k) w[k] = kInitializerRange * rng.normal();
     } else if (info.name.ends_with(".bias")) {
       for (int64_t k = 0; k < n; ++k) w[k] = 0.0f;
-    } else {  // RMSNorm weights, the only other 1-D parameters
+    } else {  // RMSNorm weights (the layers' two, Qwen3's q_norm and k_norm, the final), the only other 1-D parameters
       for (int64_t k = 0; k < n; ++k) w[k] = 1.0f;
     }
   }

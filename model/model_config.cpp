@@ -8,8 +8,9 @@ void ModelConfig::validate(const std::string& where) const {
   auto positive = [&](const char* key, int64_t v) {
     RLCPP_CHECK(v > 0, where << ": " << key << " must be positive, got " << v);
   };
-  RLCPP_CHECK(model_type == "llama" || model_type == "qwen2",
-              where << ": model_type '" << model_type << "' is not supported (expected \"llama\" or \"qwen2\")");
+  RLCPP_CHECK(model_type == "llama" || model_type == "qwen2" || model_type == "qwen3",
+              where << ": model_type '" << model_type
+                    << "' is not supported (expected \"llama\", \"qwen2\" or \"qwen3\")");
   positive("vocab_size", vocab_size);
   positive("hidden_size", hidden_size);
   positive("num_hidden_layers", num_hidden_layers);
@@ -17,9 +18,11 @@ void ModelConfig::validate(const std::string& where) const {
   positive("num_key_value_heads", num_key_value_heads);
   positive("intermediate_size", intermediate_size);
   positive("max_position_embeddings", max_position_embeddings);
-  RLCPP_CHECK(hidden_size % num_attention_heads == 0, where << ": hidden_size " << hidden_size
-                                                             << " is not a multiple of num_attention_heads "
-                                                             << num_attention_heads);
+  RLCPP_CHECK(explicit_head_dim >= 0, where << ": head_dim must be positive (or 0: hidden_size / "
+                                             << "num_attention_heads), got " << explicit_head_dim);
+  RLCPP_CHECK(explicit_head_dim > 0 || hidden_size % num_attention_heads == 0,
+              where << ": hidden_size " << hidden_size << " is not a multiple of num_attention_heads "
+                    << num_attention_heads << " (and no head_dim is given)");
   RLCPP_CHECK(num_attention_heads % num_key_value_heads == 0,
               where << ": num_attention_heads " << num_attention_heads << " is not a multiple of num_key_value_heads "
                     << num_key_value_heads);
@@ -37,6 +40,7 @@ int64_t ModelConfig::num_parameters() const {
   int64_t per_layer = 2 * C + C * (q_dim() + 2 * kv_dim()) + q_dim() * C + 3 * C * F;
   if (has_qkv_bias()) per_layer += q_dim() + 2 * kv_dim();
   if (has_o_bias()) per_layer += C;
+  if (has_qk_norm()) per_layer += 2 * head_dim();
   const int64_t head = value_head ? C + 1 : (tie_word_embeddings ? 0 : vocab_size * C);
   return vocab_size * C + head + num_hidden_layers * per_layer + C;
 }
@@ -123,12 +127,16 @@ ModelConfig model_config_from_hf_json(const Json& j, const std::string& where) {
   read_key(j, "bos_token_id", c.bos_token_id, where, false);
   read_key(j, "eos_token_id", c.eos_token_id, where, false);
   read_key(j, "pad_token_id", c.pad_token_id, where, false);
+  // An explicit head_dim is kept only where it is not hidden_size / num_attention_heads, so a config.json that
+  // spells out the default reads as one that leaves it out. Qwen3Config defaults head_dim to 128.
+  int64_t head_dim = c.model_type == "qwen3" ? 128 : 0;
   if (j.contains("head_dim") && !j["head_dim"].is_null()) {
-    int64_t hd = 0;
-    read_key(j, "head_dim", hd, where, false);
-    RLCPP_CHECK(hd == c.head_dim(), where << ": head_dim " << hd << " differs from hidden_size/num_attention_heads "
-                                          << c.head_dim() << " (not supported)");
+    read_key(j, "head_dim", head_dim, where, false);
+    RLCPP_CHECK(head_dim > 0, where << ": head_dim " << head_dim << " must be positive");
   }
+  const bool default_head_dim = c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads == 0 &&
+                                head_dim == c.hidden_size / c.num_attention_heads;
+  c.explicit_head_dim = default_head_dim ? 0 : head_dim;
   if (j.contains("hidden_act")) {
     std::string act;
     read_key(j, "hidden_act", act, where, false);
@@ -152,9 +160,16 @@ ModelConfig model_config_from_hf_json(const Json& j, const std::string& where) {
     }
     read_key(rope, "rope_theta", c.rope_theta, rope_where, false);
   }
-  // Qwen2's sliding window (layers from max_window_layers on) is not implemented.
+  // Qwen2's and Qwen3's sliding window (layers from max_window_layers on) is not implemented.
   if (j.contains("use_sliding_window"))
     RLCPP_CHECK(j["use_sliding_window"] != true, where << ": use_sliding_window true is not supported");
+  if (j.contains("layer_types") && !j["layer_types"].is_null()) {
+    const Json& types = j["layer_types"];
+    RLCPP_CHECK(types.is_array(), where << ": layer_types " << types.dump() << " is not an array");
+    for (const Json& t : types)
+      RLCPP_CHECK(t == "full_attention", where << ": layer_types entry " << t.dump()
+                                               << " is not supported (expected \"full_attention\")");
+  }
   if (j.contains("mlp_bias"))
     RLCPP_CHECK(j["mlp_bias"] == false, where << ": mlp_bias true is not supported");
   read_value_head(j, where, c);
@@ -164,10 +179,8 @@ ModelConfig model_config_from_hf_json(const Json& j, const std::string& where) {
 
 Json model_config_to_hf_json(const ModelConfig& c) {
   Json j;
-  bool qwen = c.model_type == "qwen2";
-  const char* arch = c.value_head ? (qwen ? "Qwen2ForTokenClassification" : "LlamaForTokenClassification")
-                                  : (qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM");
-  j["architectures"] = Json::array({arch});
+  const std::string family = c.model_type == "qwen2" ? "Qwen2" : c.model_type == "qwen3" ? "Qwen3" : "Llama";
+  j["architectures"] = Json::array({family + (c.value_head ? "ForTokenClassification" : "ForCausalLM")});
   if (c.value_head) {
     j["num_labels"] = 1;
     j["id2label"] = {{"0", "LABEL_0"}};
@@ -184,7 +197,7 @@ Json model_config_to_hf_json(const ModelConfig& c) {
   j["rms_norm_eps"] = c.rms_norm_eps;
   j["rope_theta"] = c.rope_theta;
   j["tie_word_embeddings"] = c.tie_word_embeddings;
-  if (!qwen) j["attention_bias"] = c.attention_bias;
+  if (c.model_type != "qwen2") j["attention_bias"] = c.attention_bias;  // Qwen2Config has no such key
   j["hidden_act"] = "silu";
   j["head_dim"] = c.head_dim();
   j["bos_token_id"] = c.bos_token_id;

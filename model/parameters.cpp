@@ -28,6 +28,10 @@ std::vector<ParameterInfo> parameter_layout(const ModelConfig& cfg) {
     }
     add(p + "self_attn.o_proj.weight", {C, qd});
     if (cfg.has_o_bias()) add(p + "self_attn.o_proj.bias", {C});
+    if (cfg.has_qk_norm()) {
+      add(p + "self_attn.q_norm.weight", {cfg.head_dim()});
+      add(p + "self_attn.k_norm.weight", {cfg.head_dim()});
+    }
     add(p + "post_attention_layernorm.weight", {C});
     add(p + "mlp.gate_proj.weight", {F, C});
     add(p + "mlp.up_proj.weight", {F, C});

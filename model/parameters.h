@@ -10,6 +10,7 @@
 //         -> together the fused qkv matrix ((Hq + 2 Hkv) * D, C)
 //     self_attn.q_proj.bias, k_proj.bias, v_proj.bias (when has_qkv_bias) -> fused qkv bias
 //     self_attn.o_proj.weight (C, Hq*D), self_attn.o_proj.bias (C) when has_o_bias
+//     self_attn.q_norm.weight (D), self_attn.k_norm.weight (D) when has_qk_norm (Qwen3)
 //     post_attention_layernorm.weight (C)
 //     mlp.gate_proj.weight (F, C), mlp.up_proj.weight (F, C) -> fused gate_up matrix (2F, C)
 //     mlp.down_proj.weight (C, F)

@@ -81,7 +81,8 @@ Transformer::Transformer(const ModelConfig& config, const ModelNumerics& numeric
     LayerOffsets o{offset(p + "input_layernorm.weight"), offset(p + "self_attn.q_proj.weight"),
                    offset(p + "self_attn.q_proj.bias"), offset(p + "self_attn.o_proj.weight"),
                    offset(p + "self_attn.o_proj.bias"), offset(p + "post_attention_layernorm.weight"),
-                   offset(p + "mlp.gate_proj.weight"), offset(p + "mlp.down_proj.weight"), -1, -1};
+                   offset(p + "mlp.gate_proj.weight"), offset(p + "mlp.down_proj.weight"),
+                   offset(p + "self_attn.q_norm.weight"), offset(p + "self_attn.k_norm.weight"), -1, -1};
     for (const auto& info : layout)
       if (info.name.rfind(p, 0) == 0) {
         o.begin = o.begin < 0 ? info.offset : std::min(o.begin, info.offset);
@@ -125,6 +126,8 @@ Transformer::LayerWeights Transformer::layer_views(int64_t l, float* span) const
   L.ln2 = view(o.ln2, {C});
   L.gate_up = view(o.gate_up, {2 * F, C});
   L.down = view(o.down, {C, F});
+  if (o.q_norm >= 0) L.q_norm = view(o.q_norm, {config_.head_dim()});
+  if (o.k_norm >= 0) L.k_norm = view(o.k_norm, {config_.head_dim()});
   return L;
 }
 
@@ -153,7 +156,7 @@ void Transformer::forward(const ParameterStore& params, const PackedBatch& batch
   // CPU weights go through the packed kernel, as in forward_cached, so both compute the same bits, and the layers
   // run chunk by chunk on the threads.
   const bool pack = params.flat().device() == Device::kCPU;
-  if (pack) pack_weights(params, acts.packed);
+  if (pack) acts.packed.layers.resize(1);  // one layer's panels at a time (forward_layers)
   acts.chunks = plan_row_chunks(batch.cu_seqlens, pack ? kChunkRows : std::max<int64_t>(N, 1));
 
   // The residual stream lives in the kept activations: layer l writes layer l+1's x (or x_final) in place, so
@@ -162,7 +165,7 @@ void Transformer::forward(const ParameterStore& params, const PackedBatch& batch
   ensure(acts.layers[0].x, {N, C});
   ops::embedding_forward(w.embed, acts.tokens, acts.layers[0].x);
   ops::round_to(acts.layers[0].x, dt);
-  forward_layers(w, pack ? &acts.packed : nullptr, pack, acts);
+  forward_layers(w, pack ? &acts.packed.layers[0] : nullptr, pack, acts);
   ensure(acts.rstd_final, {N});
   ensure(acts.xn_final, {N, C});
   ops::rmsnorm_forward(acts.x_final, w.final_norm, static_cast<float>(config_.rms_norm_eps), acts.xn_final,
@@ -177,6 +180,7 @@ void Transformer::forward(const ParameterStore& params, const PackedBatch& batch
   ensure(acts.logits, {N, V});
   ensure(acts.lse, {N});
   ensure(acts.logp, {N});
+  if (pack) run_pack_jobs({{&w.lm_head, &acts.packed.lm_head, numerics_.compute_format()}}, /*transposed=*/false);
   linear(acts.xn_final, w.lm_head, pack ? &acts.packed.lm_head : nullptr, acts.logits, dt);
   if (options.truncation.active(V)) {
     ops::logprob_truncated_forward(acts.logits, acts.targets, options.temperature, options.truncation, acts.logp,
@@ -216,7 +220,7 @@ void Transformer::backward(const ParameterStore& params, Activations& acts, cons
 
   // The input gradients' weights, packed transposed (CPU).
   const bool pack = params.flat().device() == Device::kCPU;
-  if (pack) pack_weights(params, S.wt, /*transposed=*/true);
+  if (pack) run_pack_jobs({{&w.lm_head, &S.wt.lm_head, WeightFormat::kF32}}, /*transposed=*/true);
   ensure(S.dxn_final, {N, C});
   ops::matmul(S.dlogits, true, acts.xn_final, false, g.lm_head, 1.0f, 1.0f);
   linear_input_grad(S.dlogits, w.lm_head, pack ? &S.wt.lm_head : nullptr, S.dxn_final);
@@ -240,7 +244,6 @@ void Transformer::backward_values(const ParameterStore& params, Activations& act
   ensure(S.dxn_final, {N, C});
   ops::matmul(dv, false, w.score_w, false, S.dxn_final);
   const bool pack = params.flat().device() == Device::kCPU;
-  if (pack) pack_weights(params, S.wt, /*transposed=*/true);
   backward_body(w, pack, g, acts);
 }
 
@@ -250,8 +253,55 @@ void Transformer::backward_body(const Weights& w, bool packed, Weights& g, Activ
   ensure(S.dx, {N, C});  // gradient of the residual stream, accumulated in place from 0
   std::memset(S.dx.data<float>(), 0, N * C * sizeof(float));
   ops::rmsnorm_backward(S.dxn_final, acts.x_final, w.final_norm, acts.rstd_final, S.dx, g.final_norm);
-  backward_layers(w, packed ? &S.wt : nullptr, packed, g, acts);
+  if (packed) S.wt.layers.resize(1);  // one layer's transposed panels at a time (backward_layers)
+  backward_layers(w, packed ? &S.wt.layers[0] : nullptr, packed, g, acts);
   ops::embedding_backward(S.dx, acts.tokens, g.embed);
+}
+
+void Transformer::run_pack_jobs(const std::vector<PackJob>& jobs, bool transposed) const {
+  // The matrices are packed side by side on the threads (each is a strided copy, ~0.1 ms for W1's largest).
+  ParallelErrors errors(jobs.size());  // one slot per job
+#pragma omp parallel for schedule(dynamic) if (!omp_in_parallel())
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    errors.run(j, [&] {
+      if (transposed)
+        ops::pack_weight_transposed(*jobs[j].weight, *jobs[j].out);
+      else
+        ops::pack_weight(*jobs[j].weight, *jobs[j].out, jobs[j].format);
+    });
+  }
+  errors.rethrow_first();
+}
+
+namespace {
+
+// The forward's panels are in the numerics' formats (the Linear layers possibly quantised, lm_head in the
+// compute dtype); the backward's transposes are the fp32 master weights.
+WeightFormat linear_pack_format(const ModelNumerics& n, bool transposed) {
+  return transposed ? WeightFormat::kF32 : n.linear_weights;
+}
+
+// A forward layer's biases rounded to the compute dtype (fp32, and the backward, use the parameters' own).
+void round_biases(const Tensor& qkv_b, const Tensor& o_b, const ModelNumerics& n, bool transposed,
+                  PackedWeights::Layer& out) {
+  const bool round = !transposed && n.compute != DType::kF32;
+  auto rounded = [&](const Tensor& b) {
+    if (!round || !b.defined()) return Tensor();
+    Tensor r = b.clone();
+    ops::round_to(r, n.compute);
+    return r;
+  };
+  out.qkv_b = rounded(qkv_b);
+  out.o_b = rounded(o_b);
+}
+
+}  // namespace
+
+void Transformer::pack_layer(const LayerWeights& W, PackedWeights::Layer& out, bool transposed) const {
+  const WeightFormat f = linear_pack_format(numerics_, transposed);
+  run_pack_jobs({{&W.qkv_w, &out.qkv, f}, {&W.o_w, &out.o, f}, {&W.gate_up, &out.gate_up, f}, {&W.down, &out.down, f}},
+                transposed);
+  round_biases(W.qkv_b, W.o_b, numerics_, transposed, out);
 }
 
 void Transformer::pack_weights(const ParameterStore& params, PackedWeights& out, bool transposed) const {
@@ -259,47 +309,19 @@ void Transformer::pack_weights(const ParameterStore& params, PackedWeights& out,
   out.layers.resize(w.layers.size());
   out.for_blas = false;
   out.blas = ParameterStore();
-  // The forward's panels are in the numerics' formats (the Linear layers possibly quantised, lm_head in the
-  // compute dtype); the backward's transposes are the fp32 master weights.
-  const WeightFormat linear_format = transposed ? WeightFormat::kF32 : numerics_.linear_weights;
-  const WeightFormat head_format = transposed ? WeightFormat::kF32 : numerics_.compute_format();
-  struct Job {
-    const Tensor* w;
-    ops::PackedWeight* out;
-    WeightFormat format;
-  };
-  std::vector<Job> jobs;
+  const WeightFormat linear_format = linear_pack_format(numerics_, transposed);
+  std::vector<PackJob> jobs;
   for (size_t l = 0; l < w.layers.size(); ++l) {
     jobs.push_back({&w.layers[l].qkv_w, &out.layers[l].qkv, linear_format});
     jobs.push_back({&w.layers[l].o_w, &out.layers[l].o, linear_format});
     jobs.push_back({&w.layers[l].gate_up, &out.layers[l].gate_up, linear_format});
     jobs.push_back({&w.layers[l].down, &out.layers[l].down, linear_format});
   }
-  if (!config_.value_head) jobs.push_back({&w.lm_head, &out.lm_head, head_format});  // a critic has a score head
-  // The matrices are packed side by side on the threads (each is a strided copy, ~0.1 ms for W1's largest).
-  ParallelErrors errors(jobs.size());  // one slot per job
-#pragma omp parallel for schedule(dynamic) if (!omp_in_parallel())
-  for (size_t j = 0; j < jobs.size(); ++j) {
-    errors.run(j, [&] {
-      if (transposed)
-        ops::pack_weight_transposed(*jobs[j].w, *jobs[j].out);
-      else
-        ops::pack_weight(*jobs[j].w, *jobs[j].out, jobs[j].format);
-    });
-  }
-  errors.rethrow_first();
-  // The biases rounded to the compute dtype (fp32 uses the parameters' own).
-  const bool round_biases = !transposed && numerics_.compute != DType::kF32;
-  for (size_t l = 0; l < w.layers.size(); ++l) {
-    auto rounded = [&](const Tensor& b) {
-      if (!round_biases || !b.defined()) return Tensor();
-      Tensor r = b.clone();
-      ops::round_to(r, numerics_.compute);
-      return r;
-    };
-    out.layers[l].qkv_b = rounded(w.layers[l].qkv_b);
-    out.layers[l].o_b = rounded(w.layers[l].o_b);
-  }
+  if (!config_.value_head)  // a critic has a score head
+    jobs.push_back({&w.lm_head, &out.lm_head, transposed ? WeightFormat::kF32 : numerics_.compute_format()});
+  run_pack_jobs(jobs, transposed);
+  for (size_t l = 0; l < w.layers.size(); ++l)
+    round_biases(w.layers[l].qkv_b, w.layers[l].o_b, numerics_, transposed, out.layers[l]);
   out.source = params.flat().data<float>();
   out.transposed = transposed;
 }
@@ -380,6 +402,13 @@ Tensor Transformer::forward_cached(const ParameterStore& params, const CachedSte
   Tensor q = Tensor::empty({N, Hq, D}), k = Tensor::empty({N, Hkv, D}), v = Tensor::empty({N, Hkv, D});
   Tensor att = Tensor::empty({N, Hq * D});
   Tensor gate_up = Tensor::empty({N, 2 * F}), act = Tensor::empty({N, F});
+  Tensor q_pre, k_pre, q_rstd, k_rstd;  // Qwen3's q_norm and k_norm
+  if (config_.has_qk_norm()) {
+    q_pre = Tensor::empty({N, Hq, D});
+    k_pre = Tensor::empty({N, Hkv, D});
+    q_rstd = Tensor::empty({N, Hq});
+    k_rstd = Tensor::empty({N, Hkv});
+  }
   // Rows [r0, r1) through every layer, in row views of the step's buffers, the residual stream x updated in
   // place. Every op works row by row, so a range gets exactly the values the whole step would give its rows.
   auto run_rows = [&](int64_t r0, int64_t r1) {
@@ -393,6 +422,12 @@ Tensor Transformer::forward_cached(const ParameterStore& params, const CachedSte
     r.q = rows_of(q);
     r.k = rows_of(k);
     r.v = rows_of(v);
+    if (config_.has_qk_norm()) {
+      r.q_pre = rows_of(q_pre);
+      r.k_pre = rows_of(k_pre);
+      r.q_rstd = rows_of(q_rstd);
+      r.k_rstd = rows_of(k_rstd);
+    }
     r.att = rows_of(att);
     r.gate_up = rows_of(gate_up);
     r.xn = rows_of(xn);

@@ -1,4 +1,4 @@
-// The Llama-family transformer and the one model API every algorithm uses (DESIGN.md):
+// The Llama-family transformer (Llama, Qwen2, Qwen3) and the one model API every algorithm uses (DESIGN.md):
 //   forward(batch)   -> per-token log p(target | prefix) at a temperature (and entropy), activations kept;
 //   backward(dlogp)  -> parameter gradients, accumulated into a ParameterStore of the same layout.
 // forward_cached runs prefill and decode over a paged KV cache for the rollout side. Both paths run the one layer
@@ -64,6 +64,9 @@ struct PackedWeights {
 struct LayerActivations {
   Tensor x;        // (N,C) block input (residual stream)
   Tensor q, k, v;  // (N,Hq,D), (N,Hkv,D), (N,Hkv,D), after RoPE
+  // Qwen3 (q_norm, k_norm): q and k as projected, before their norms, and the norms' rstd (N,Hq), (N,Hkv).
+  // Kept rather than recomputed in the backward: recomputing them would take the qkv product again.
+  Tensor q_pre, k_pre, q_rstd, k_rstd;
   Tensor att;      // (N,Hq*D) attention output before o_proj
   Tensor lse;      // (N,Hq)
   Tensor h;        // (N,C) after the attention residual
@@ -75,6 +78,7 @@ struct LayerActivations {
 struct ChunkScratch {
   Tensor xn, rstd, qkv, act;                           // forward, and recomputed in the backward
   Tensor dxn, dact, dgate_up, datt, dq, dk, dv, dqkv;  // backward
+  Tensor dq_pre, dk_pre;                               // backward through q_norm, k_norm (Qwen3)
   Tensor layer_grads;
 };
 
@@ -86,6 +90,7 @@ struct LayerRows {
   Tensor out;        // (n,C) layer output (may be x or h)
   Tensor positions;  // (n) int32
   Tensor q, k, v;    // (n,Hq,D), (n,Hkv,D), (n,Hkv,D) after RoPE
+  Tensor q_pre, k_pre, q_rstd, k_rstd;  // Qwen3: q, k before q_norm, k_norm; their rstd (n,Hq), (n,Hkv)
   Tensor att;        // (n,Hq*D)
   Tensor gate_up;    // (n,2F)
   Tensor xn, rstd, qkv, act;  // scratch: (n,C), (n), (n,(Hq+2Hkv)D), (n,F)
@@ -174,7 +179,7 @@ class Transformer {
  private:
   // Offsets (in floats) of each layer's weights in the flat parameter buffer; -1 when absent.
   struct LayerOffsets {
-    int64_t ln1, qkv_w, qkv_b, o_w, o_b, ln2, gate_up, down;
+    int64_t ln1, qkv_w, qkv_b, o_w, o_b, ln2, gate_up, down, q_norm, k_norm;
     int64_t begin, end;  // the span of all the layer's parameters
   };
   struct Weights;  // per-layer views, built per call from a ParameterStore
@@ -183,11 +188,12 @@ class Transformer {
   // Views of layer l's parameters in a buffer holding that layer's span only (a thread's gradients).
   LayerWeights layer_views(int64_t l, float* span) const;
   // From dL/d(final norm output) (N,C) down to the embedding; shared by both heads.
-  // From acts.scratch.dxn_final down; `packed`: acts.scratch.wt holds the weights packed transposed (CPU),
-  // else the products go through ops::matmul.
+  // From acts.scratch.dxn_final down; `packed`: the weights go through the packed kernel transposed (CPU), one
+  // layer at a time in acts.scratch.wt.layers[0], else the products go through ops::matmul.
   void backward_body(const Weights& w, bool packed, Weights& g, Activations& acts) const;
   // The one layer body (transformer_layers.cpp) of the training forward and the cached decode, in the model's
-  // numerics: norm, qkv (+ bias), RoPE, attention, o + residual, norm, gate_up, SwiGLU, down + residual.
+  // numerics: norm, qkv (+ bias), (Qwen3: q_norm, k_norm per head,) RoPE, attention, o + residual, norm, gate_up,
+  // SwiGLU, down + residual.
   // P: the layer's packed weights (else OpenBLAS on W); biases from P when it has rounded ones.
   void layer_body(const LayerWeights& W, const PackedWeights::Layer* P, LayerRows& r,
                   const LayerAttention& attend) const;
@@ -198,10 +204,22 @@ class Transformer {
   void layer_backward(const LayerWeights& W, const PackedWeights::Layer* P, LayerWeights& G,
                       const LayerActivations& A, Tensor& dx, const RowChunk& rows, const Tensor& positions,
                       ChunkScratch& s) const;
-  // All layers forward / backward over acts.chunks: side by side on the threads when `chunked`.
-  void forward_layers(const Weights& w, const PackedWeights* packed, bool chunked, Activations& acts) const;
-  void backward_layers(const Weights& w, const PackedWeights* packed, bool chunked, Weights& g,
+  // All layers forward / backward over acts.chunks: side by side on the threads when `chunked`. `packed`: the
+  // one layer's worth of panels (CPU) into which each layer's weights are packed just before it runs (transposed
+  // for the backward), so that training holds one layer of panels, not a second copy of the model; null: the
+  // products go through ops::matmul.
+  void forward_layers(const Weights& w, PackedWeights::Layer* packed, bool chunked, Activations& acts) const;
+  void backward_layers(const Weights& w, PackedWeights::Layer* packed, bool chunked, Weights& g,
                        Activations& acts) const;
+  // Packs the given matrices side by side on the threads (forward formats, or transposed fp32).
+  struct PackJob {
+    const Tensor* weight;
+    ops::PackedWeight* out;
+    WeightFormat format;
+  };
+  void run_pack_jobs(const std::vector<PackJob>& jobs, bool transposed) const;
+  // One layer's panels (and its biases rounded to the compute dtype, for the forward).
+  void pack_layer(const LayerWeights& W, PackedWeights::Layer& out, bool transposed) const;
 
   ModelConfig config_;
   ModelNumerics numerics_;

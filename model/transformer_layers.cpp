@@ -60,7 +60,8 @@ void ensure_chunk_buffers(ChunkScratch& s, int64_t rows, const ModelConfig& c) {
 
 void Transformer::layer_body(const LayerWeights& W, const PackedWeights::Layer* P, LayerRows& r,
                              const LayerAttention& attend) const {
-  const int64_t n = r.x.size(0), Hq = config_.num_attention_heads, D = config_.head_dim();
+  const int64_t n = r.x.size(0), Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads;
+  const int64_t D = config_.head_dim();
   const float eps = static_cast<float>(config_.rms_norm_eps);
   const DType dt = numerics_.compute;
   // Biases: the rounded copies of the prepared weights, or the parameters' own (fp32, or the OpenBLAS decode,
@@ -74,7 +75,19 @@ void Transformer::layer_body(const LayerWeights& W, const PackedWeights::Layer* 
     ops::add_bias(r.qkv, qkv_b);
     ops::round_to(r.qkv, dt);
   }
-  ops::rope_split_qkv(r.qkv, r.positions, rope_, r.q, r.k, r.v);
+  if (W.q_norm.defined()) {
+    // Qwen3: each head of q and of k through its RMSNorm (rows of D), then RoPE. The norm rounds its output as
+    // Hugging Face's Qwen3RMSNorm in that dtype does; RoPE's output is rounded below, as without the norms.
+    ops::split_qkv(r.qkv, r.q_pre, r.k_pre, r.v);
+    Tensor q_heads = r.q.reshape({n * Hq, D}), k_heads = r.k.reshape({n * Hkv, D});
+    Tensor q_rstd = r.q_rstd.reshape({n * Hq}), k_rstd = r.k_rstd.reshape({n * Hkv});
+    ops::rmsnorm_forward(r.q_pre.reshape({n * Hq, D}), W.q_norm, eps, q_heads, q_rstd, dt);
+    ops::rmsnorm_forward(r.k_pre.reshape({n * Hkv, D}), W.k_norm, eps, k_heads, k_rstd, dt);
+    ops::rope_forward(r.q, r.positions, rope_);
+    ops::rope_forward(r.k, r.positions, rope_);
+  } else {
+    ops::rope_split_qkv(r.qkv, r.positions, rope_, r.q, r.k, r.v);
+  }
   ops::round_to(r.q, dt);  // v is a copy of rounded values already
   ops::round_to(r.k, dt);
   Tensor att3 = r.att.reshape({n, Hq, D});
@@ -105,6 +118,12 @@ void Transformer::layer_forward(const LayerWeights& W, const PackedWeights::Laye
   r.q = A.q.slice_rows(b, e);
   r.k = A.k.slice_rows(b, e);
   r.v = A.v.slice_rows(b, e);
+  if (config_.has_qk_norm()) {
+    r.q_pre = A.q_pre.slice_rows(b, e);
+    r.k_pre = A.k_pre.slice_rows(b, e);
+    r.q_rstd = A.q_rstd.slice_rows(b, e);
+    r.k_rstd = A.k_rstd.slice_rows(b, e);
+  }
   r.att = A.att.slice_rows(b, e);
   r.gate_up = A.gate_up.slice_rows(b, e);
   r.xn = s.xn.slice_rows(0, n);
@@ -121,7 +140,7 @@ void Transformer::layer_backward(const LayerWeights& W, const PackedWeights::Lay
                                  const LayerActivations& A, Tensor& dx_all, const RowChunk& rows,
                                  const Tensor& positions, ChunkScratch& s) const {
   const int64_t b = rows.begin, e = rows.end, n = e - b;
-  const int64_t Hq = config_.num_attention_heads, D = config_.head_dim();
+  const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
   const float eps = static_cast<float>(config_.rms_norm_eps), scale = 1.0f / std::sqrt(static_cast<float>(D));
   const Tensor x = A.x.slice_rows(b, e), pos = positions.slice_rows(b, e);
   const Tensor q = A.q.slice_rows(b, e), k = A.k.slice_rows(b, e), v = A.v.slice_rows(b, e);
@@ -142,13 +161,28 @@ void Transformer::layer_backward(const LayerWeights& W, const PackedWeights::Lay
   ops::linear_weight_grad(dgate_up, xn, G.gate_up);
   linear_input_grad(dgate_up, W.gate_up, P ? &P->gate_up : nullptr, dxn);
   ops::rmsnorm_backward(dxn, h, W.ln2, rstd, dx, G.ln2);  // dx is now d/dh
-  // Attention: h = x + o(attn(rope(qkv(norm1(x))))); norm1(x) is recomputed.
+  // Attention: h = x + o(attn(rope(qkv(norm1(x))))) (Qwen3: rope(qk_norm(.)) on q and k); norm1(x) is recomputed.
   linear_input_grad(dx, W.o_w, P ? &P->o : nullptr, datt);
   ops::linear_weight_grad(dx, att, G.o_w);
   if (G.o_b.defined()) ops::bias_backward(dx, G.o_b);
   ops::attention_backward(datt.reshape({n, Hq, D}), q, k, v, att.reshape({n, Hq, D}), lse, rows.cu_seqlens, scale,
                           dq, dk, dv);
-  ops::rope_backward_merge_qkv(dq, dk, dv, pos, rope_, dqkv);
+  if (W.q_norm.defined()) {
+    // Through RoPE, then through q_norm and k_norm (rows of D) at the kept pre-norm q, k and rstd.
+    ops::rope_backward(dq, pos, rope_);
+    ops::rope_backward(dk, pos, rope_);
+    Tensor dq_pre = s.dq_pre.slice_rows(0, n), dk_pre = s.dk_pre.slice_rows(0, n);
+    dq_pre.fill_zero();  // rmsnorm_backward accumulates dx
+    dk_pre.fill_zero();
+    Tensor dq_pre_heads = dq_pre.reshape({n * Hq, D}), dk_pre_heads = dk_pre.reshape({n * Hkv, D});
+    ops::rmsnorm_backward(dq.reshape({n * Hq, D}), A.q_pre.slice_rows(b, e).reshape({n * Hq, D}), W.q_norm,
+                          A.q_rstd.slice_rows(b, e).reshape({n * Hq}), dq_pre_heads, G.q_norm);
+    ops::rmsnorm_backward(dk.reshape({n * Hkv, D}), A.k_pre.slice_rows(b, e).reshape({n * Hkv, D}), W.k_norm,
+                          A.k_rstd.slice_rows(b, e).reshape({n * Hkv}), dk_pre_heads, G.k_norm);
+    ops::merge_qkv(dq_pre, dk_pre, dv, dqkv);
+  } else {
+    ops::rope_backward_merge_qkv(dq, dk, dv, pos, rope_, dqkv);
+  }
   if (G.qkv_b.defined()) ops::bias_backward(dqkv, G.qkv_b);
   ops::rmsnorm_forward(x, W.ln1, eps, xn, rstd, numerics_.compute);
   ops::linear_weight_grad(dqkv, xn, G.qkv_w);
@@ -156,7 +190,7 @@ void Transformer::layer_backward(const LayerWeights& W, const PackedWeights::Lay
   ops::rmsnorm_backward(dxn, x, W.ln1, rstd, dx, G.ln1);  // dx is now d/dx of this block
 }
 
-void Transformer::forward_layers(const Weights& w, const PackedWeights* packed, bool chunked,
+void Transformer::forward_layers(const Weights& w, PackedWeights::Layer* packed, bool chunked,
                                  Activations& acts) const {
   const int64_t N = acts.num_tokens, C = config_.hidden_size, F = config_.intermediate_size;
   const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
@@ -168,6 +202,12 @@ void Transformer::forward_layers(const Weights& w, const PackedWeights* packed, 
     ensure(A.q, {N, Hq, D});
     ensure(A.k, {N, Hkv, D});
     ensure(A.v, {N, Hkv, D});
+    if (config_.has_qk_norm()) {
+      ensure(A.q_pre, {N, Hq, D});
+      ensure(A.k_pre, {N, Hkv, D});
+      ensure(A.q_rstd, {N, Hq});
+      ensure(A.k_rstd, {N, Hkv});
+    }
     ensure(A.att, {N, Hq * D});
     ensure(A.lse, {N, Hq});
     ensure(A.gate_up, {N, 2 * F});
@@ -179,8 +219,9 @@ void Transformer::forward_layers(const Weights& w, const PackedWeights* packed, 
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     auto& A = acts.layers[static_cast<size_t>(l)];
     Tensor& x_next = l + 1 < config_.num_hidden_layers ? acts.layers[static_cast<size_t>(l) + 1].x : acts.x_final;
-    const PackedWeights::Layer* P = packed ? &packed->layers[static_cast<size_t>(l)] : nullptr;
     const LayerWeights& W = w.layers[static_cast<size_t>(l)];
+    if (packed) pack_layer(W, *packed, /*transposed=*/false);
+    const PackedWeights::Layer* P = packed;
     for_chunks(
         static_cast<int64_t>(acts.chunks.size()), threads, [](int) {},
         [&](int64_t c, int t) {
@@ -191,7 +232,7 @@ void Transformer::forward_layers(const Weights& w, const PackedWeights* packed, 
   }
 }
 
-void Transformer::backward_layers(const Weights& w, const PackedWeights* packed, bool chunked, Weights& g,
+void Transformer::backward_layers(const Weights& w, PackedWeights::Layer* packed, bool chunked, Weights& g,
                                   Activations& acts) const {
   const int64_t C = config_.hidden_size, F = config_.intermediate_size;
   const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
@@ -210,14 +251,19 @@ void Transformer::backward_layers(const Weights& w, const PackedWeights* packed,
     ensure(s.dk, {rows, Hkv, D});
     ensure(s.dv, {rows, Hkv, D});
     ensure(s.dqkv, {rows, qkv_dim});
+    if (config_.has_qk_norm()) {
+      ensure(s.dq_pre, {rows, Hq, D});
+      ensure(s.dk_pre, {rows, Hkv, D});
+    }
     if (chunked) ensure(s.layer_grads, {span});
   }
   for (int64_t l = config_.num_hidden_layers - 1; l >= 0; --l) {
     const LayerOffsets& o = layer_offsets_[static_cast<size_t>(l)];
     RLCPP_CHECK(o.end - o.begin == span, "backward: layer " << l << " has " << o.end - o.begin
                                                               << " parameters, layer 0 " << span);
-    const PackedWeights::Layer* P = packed ? &packed->layers[static_cast<size_t>(l)] : nullptr;
     const LayerWeights& W = w.layers[static_cast<size_t>(l)];
+    if (packed) pack_layer(W, *packed, /*transposed=*/true);
+    const PackedWeights::Layer* P = packed;
     LayerWeights& G = g.layers[static_cast<size_t>(l)];
     if (!chunked) {  // one chunk, gradients straight into G
       for (const auto& chunk : acts.chunks)

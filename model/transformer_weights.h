@@ -9,6 +9,7 @@ namespace rlcpp {
 
 struct Transformer::LayerWeights {
   Tensor ln1, qkv_w, qkv_b, o_w, o_b, ln2, gate_up, down;
+  Tensor q_norm, k_norm;  // Qwen3: (D) each, undefined otherwise
 };
 
 struct Transformer::Weights {

@@ -411,6 +411,32 @@ TEST(Rope, SplitAndMergeOfTheFusedQkvEqualTheSeparateSteps) {
                         "rope_backward_merge_qkv: positions[0] = 16 is outside [0, 16)");
 }
 
+// The plain split and merge (no RoPE; Qwen3 normalises q and k between the split and the rotation): the blocks
+// of each row, and the split of the merge is the identity.
+TEST(Rope, PlainSplitAndMergeOfTheFusedQkvCopyTheBlocks) {
+  Rng rng(23);
+  const int64_t n = 9, hq = 6, hkv = 2, d = 4, qd = hq * d, kd = hkv * d, row = qd + 2 * kd;
+  Tensor qkv = rng.normal({n, row});
+  Guarded q({n, hq, d}), k({n, hkv, d}), v({n, hkv, d});
+  ops::split_qkv(qkv, q.t(), k.t(), v.t());
+  EXPECT_TRUE(q.guards_intact() && k.guards_intact() && v.guards_intact());
+  for (int64_t i = 0; i < n; ++i) {
+    const float* src = qkv.data<float>() + i * row;
+    EXPECT_EQ(std::memcmp(q.data() + i * qd, src, qd * sizeof(float)), 0) << "row " << i;
+    EXPECT_EQ(std::memcmp(k.data() + i * kd, src + qd, kd * sizeof(float)), 0) << "row " << i;
+    EXPECT_EQ(std::memcmp(v.data() + i * kd, src + qd + kd, kd * sizeof(float)), 0) << "row " << i;
+  }
+  Guarded back({n, row});
+  ops::merge_qkv(q.t(), k.t(), v.t(), back.t());
+  EXPECT_TRUE(back.guards_intact());
+  EXPECT_EQ(std::memcmp(back.data(), qkv.data<float>(), qkv.nbytes()), 0);
+
+  Tensor bad = Tensor::empty({n, row - d});
+  EXPECT_ERROR_MENTIONS(error_of([&] { ops::split_qkv(bad, q.t(), k.t(), v.t()); }), "split_qkv: qkv has shape");
+  Tensor short_v = Tensor::empty({n, hkv + 1, d});
+  EXPECT_ERROR_MENTIONS(error_of([&] { ops::merge_qkv(q.t(), k.t(), short_v, back.t()); }), "merge_qkv: dv has shape");
+}
+
 // ---------------------------------------------------------------- swiglu
 
 TEST(SwiGlu, ForwardMatchesLoopAndBackwardMatchesFiniteDifferences) {

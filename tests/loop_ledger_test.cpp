@@ -68,6 +68,13 @@ TEST(Ledger, ParameterFormulaCountsEveryLayoutVariant) {
   ModelConfig critic = model_preset("tiny");
   critic.value_head = true;
   configs.push_back(critic);
+  ModelConfig qwen3 = model_preset("tiny");  // q/k norms, and a head_dim other than C / Hq
+  qwen3.model_type = "qwen3";
+  qwen3.explicit_head_dim = 2 * qwen3.hidden_size / qwen3.num_attention_heads;
+  configs.push_back(qwen3);
+  ModelConfig qwen3_bias = qwen3;
+  qwen3_bias.attention_bias = true;
+  configs.push_back(qwen3_bias);
   for (const ModelConfig& c : configs) {
     int64_t counted = 0;
     for (const ParameterInfo& p : parameter_layout(c)) counted += p.numel();

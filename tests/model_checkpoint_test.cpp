@@ -51,6 +51,20 @@ ModelConfig small_untied() {  // separate lm_head, llama q/k/v/o bias
   return c;
 }
 
+ModelConfig small_qwen3() {  // q_norm / k_norm, no bias, head_dim 6 != 16 / 4
+  ModelConfig c = small_qwen2();
+  c.model_type = "qwen3";
+  c.explicit_head_dim = 6;
+  return c;
+}
+
+ModelConfig small_qwen3_bias() {  // qwen3 attention_bias: q/k/v/o bias, separate lm_head
+  ModelConfig c = small_qwen3();
+  c.attention_bias = true;
+  c.tie_word_embeddings = false;
+  return c;
+}
+
 // Every float distinct and random, so a parameter landing in the wrong place cannot go unnoticed.
 ParameterStore random_store(const ModelConfig& cfg, uint64_t seed) {
   ParameterStore s(cfg);
@@ -134,17 +148,24 @@ TEST_P(CheckpointRoundTrip, IsBitExactAndKeepsConfig) {
   EXPECT_EQ(f.tensors.count("lm_head.weight"), cfg.tie_word_embeddings ? 0u : 1u);
   EXPECT_EQ(f.tensors.count("model.layers.1.self_attn.k_proj.bias"), cfg.has_qkv_bias() ? 1u : 0u);
   EXPECT_EQ(f.tensors.count("model.layers.1.self_attn.o_proj.bias"), cfg.has_o_bias() ? 1u : 0u);
-  EXPECT_EQ(load_json_file(config())["architectures"][0],
-            cfg.model_type == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM");
+  EXPECT_EQ(f.tensors.count("model.layers.1.self_attn.q_norm.weight"), cfg.has_qk_norm() ? 1u : 0u);
+  EXPECT_EQ(f.tensors.count("model.layers.1.self_attn.k_norm.weight"), cfg.has_qk_norm() ? 1u : 0u);
+  const Json written = load_json_file(config());
+  EXPECT_EQ(written["architectures"][0], cfg.model_type == "qwen2"   ? "Qwen2ForCausalLM"
+                                         : cfg.model_type == "qwen3" ? "Qwen3ForCausalLM"
+                                                                     : "LlamaForCausalLM");
+  EXPECT_EQ(written["head_dim"], cfg.head_dim());
   EXPECT_EQ(entries_of_root(), std::vector<std::string>{"ckpt"});  // no temporaries left behind
 }
 
 std::string config_name(const ::testing::TestParamInfo<ModelConfig>& info) {
-  const char* names[] = {"TiedLlama", "Qwen2QkvBias", "UntiedLlamaWithBias"};
+  const char* names[] = {"TiedLlama", "Qwen2QkvBias", "UntiedLlamaWithBias", "Qwen3QkNorm", "UntiedQwen3WithBias"};
   return names[info.index];
 }
 
-INSTANTIATE_TEST_SUITE_P(Configs, CheckpointRoundTrip, ::testing::Values(small_llama(), small_qwen2(), small_untied()),
+INSTANTIATE_TEST_SUITE_P(Configs, CheckpointRoundTrip,
+                         ::testing::Values(small_llama(), small_qwen2(), small_untied(), small_qwen3(),
+                                           small_qwen3_bias()),
                          config_name);
 
 TEST_F(CheckpointTest, InitRandomModelRoundTrips) {

@@ -19,6 +19,11 @@ namespace {
 
 ModelConfig decode_config() { return small_test_config("qwen2"); }
 
+// The decode-equals-forward and bit-exactness tests run for every model family (tests/test_models.h).
+class ModelDecodeByFamily : public ::testing::TestWithParam<std::string> {};
+INSTANTIATE_TEST_SUITE_P(Families, ModelDecodeByFamily, ::testing::ValuesIn(kTestFamilies),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
 constexpr float kWeightScale = 3.0f;
 
 ParameterStore random_params(const ModelConfig& c) {
@@ -67,8 +72,8 @@ std::vector<std::vector<float>> cached_logits(const Transformer& model, const Pa
   return out;
 }
 
-TEST(ModelDecode, DecodeMatchesFullForward) {
-  const ModelConfig cfg = decode_config();
+TEST_P(ModelDecodeByFamily, DecodeMatchesFullForward) {
+  const ModelConfig cfg = small_test_config(GetParam());
   const ParameterStore params = random_params(cfg);
   const Transformer model(cfg);
   PackedWeights packed;
@@ -103,8 +108,8 @@ TEST(ModelDecode, DecodeMatchesFullForward) {
 
 // With packed weights each row's logits are the same bits whether the sequence is decoded alone, among
 // others, or recomputed as part of a prefill: every op of forward_cached works row by row in a fixed order.
-TEST(ModelDecode, PackedDecodeLogitsAreBitIdenticalWhateverTheBatch) {
-  const ModelConfig cfg = decode_config();
+TEST_P(ModelDecodeByFamily, PackedDecodeLogitsAreBitIdenticalWhateverTheBatch) {
+  const ModelConfig cfg = small_test_config(GetParam());
   const ParameterStore params = random_params(cfg);
   const Transformer model(cfg);
   PackedWeights packed;
@@ -168,8 +173,8 @@ CachedStep prefill_step(const std::vector<std::vector<int32_t>>& seqs, int64_t b
 
 // A large step runs as one range of sequences per thread: the logits and the cache come out the same bits on
 // one thread and on two, and when the rows of sequences interleave (no range split possible).
-TEST(ModelDecode, CachedForwardIsTheSameOnOneOrTwoThreadsAndInAnyRowOrder) {
-  const ModelConfig cfg = decode_config();
+TEST_P(ModelDecodeByFamily, CachedForwardIsTheSameOnOneOrTwoThreadsAndInAnyRowOrder) {
+  const ModelConfig cfg = small_test_config(GetParam());
   const ParameterStore params = random_params(cfg);
   const Transformer model(cfg);
   PackedWeights packed;

@@ -1,7 +1,7 @@
 // The llm.c-style golden test: tests/golden/torch_llama.py (plain PyTorch, no transformers) loads a checkpoint
 // rlcpp wrote, runs a fixed batch and writes logits, loss, every parameter gradient and 5 AdamW steps; rlcpp
-// must reproduce them. The same comparison must FAIL when a weight is transposed or the RoPE convention
-// differs, so the test is shown to be able to catch those bugs.
+// must reproduce them. The same comparison must FAIL when a weight is transposed, the RoPE convention differs
+// or Qwen3's q/k norms sit after RoPE, so the test is shown to be able to catch those bugs.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -51,6 +51,18 @@ ModelConfig small_config(const std::string& kind) {
     c.attention_bias = true;
     c.num_key_value_heads = 4;
     c.tie_word_embeddings = false;
+  } else if (kind == "qwen3_gqa") {  // q_norm / k_norm, no bias, head_dim 16 != 48 / 4, tied
+    c.model_type = "qwen3";
+    c.explicit_head_dim = 16;
+    c.rope_theta = 1e6;
+    c.rms_norm_eps = 1e-6;
+  } else if (kind == "qwen3_bias") {  // attention_bias: q/k/v/o bias, untied, MQA, head_dim 8 != 48 / 4
+    c.model_type = "qwen3";
+    c.explicit_head_dim = 8;
+    c.attention_bias = true;
+    c.num_key_value_heads = 1;
+    c.tie_word_embeddings = false;
+    c.rms_norm_eps = 1e-6;
   }
   return c;
 }
@@ -208,7 +220,8 @@ TEST_P(ModelGolden, LogitsLossGradientsAndAdamWMatchPyTorch) {
   fs::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(Configs, ModelGolden, ::testing::Values("llama_tied_gqa", "qwen2_untied", "llama_bias"));
+INSTANTIATE_TEST_SUITE_P(Configs, ModelGolden,
+                         ::testing::Values("llama_tied_gqa", "qwen2_untied", "llama_bias", "qwen3_gqa", "qwen3_bias"));
 
 // The comparison above must be able to fail: a transposed square weight, or the other RoPE convention
 // (GPT-J interleaved pairs instead of Hugging Face's rotate-half), must push the logits past the tolerance.
@@ -241,6 +254,37 @@ TEST(ModelGoldenSensitivity, TransposedWeightOrOtherRopeConventionFails) {
   const Golden interleaved = run_reference(dir, params, batch, "--adamw-steps 0 --rope-convention interleaved");
   EXPECT_GT(rel_error(ours.acts.logits.data<float>(), interleaved["logits"].data<float>(), n), 1e-3)
       << "the interleaved RoPE convention went unnoticed";
+  const Golden same = run_reference(dir, params, batch, "--adamw-steps 0");
+  EXPECT_LE(rel_error(ours.acts.logits.data<float>(), same["logits"].data<float>(), n), 1e-4);
+  fs::remove_all(dir);
+}
+
+// Qwen3's q_norm and k_norm sit between the projections and RoPE: the same reference with the norms after RoPE
+// (a plausible misreading; RMSNorm commutes with the rotation only when the weight does) must fail the logits'
+// tolerance, as must one with q_norm's and k_norm's weights swapped.
+TEST(ModelGoldenSensitivity, QkNormAfterRopeOrSwappedFails) {
+  if (!torch_available()) GTEST_SKIP() << "/usr/bin/python3 has no torch (apt-get install python3-torch)";
+  const ModelConfig cfg = small_config("qwen3_gqa");
+  const ParameterStore params = make_params(cfg, 11);
+  const GoldenBatch batch = make_batch(cfg.vocab_size);
+  const fs::path dir = fs::temp_directory_path() / "rlcpp_golden_qk_norm";
+  const Transformer model(cfg);
+  const PackedBatch packed = PackedBatch::from_sequences(batch.sequences, batch.score_from);
+  const RlcppRun ours = run_rlcpp(model, params, packed);
+  const int64_t n = ours.acts.logits.numel();
+
+  const Golden after = run_reference(dir, params, batch, "--adamw-steps 0 --qk-norm-placement after_rope");
+  EXPECT_GT(rel_error(ours.acts.logits.data<float>(), after["logits"].data<float>(), n), 1e-3)
+      << "q/k norm after RoPE went unnoticed";
+  ParameterStore swapped = params.clone();
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".self_attn.";
+    Tensor q = swapped.get(p + "q_norm.weight"), k = swapped.get(p + "k_norm.weight");
+    for (int64_t i = 0; i < q.numel(); ++i) std::swap(q.data<float>()[i], k.data<float>()[i]);
+  }
+  const Golden swapped_ref = run_reference(dir, swapped, batch, "--adamw-steps 0");
+  EXPECT_GT(rel_error(ours.acts.logits.data<float>(), swapped_ref["logits"].data<float>(), n), 1e-3)
+      << "q_norm and k_norm swapped went unnoticed";
   const Golden same = run_reference(dir, params, batch, "--adamw-steps 0");
   EXPECT_LE(rel_error(ours.acts.logits.data<float>(), same["logits"].data<float>(), n), 1e-4);
   fs::remove_all(dir);

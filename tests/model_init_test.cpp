@@ -28,6 +28,28 @@ TEST(InitRandom, NormsAreOnesAndBiasesZeros) {
   EXPECT_EQ(checked, 4 * (2 + 3) + 1);  // per layer: 2 norms, 3 biases; plus the final norm
 }
 
+TEST(InitRandom, Qwen3QkNormsAreOnesAndItsBiasesZeros) {
+  ModelConfig c = model_preset("tiny");
+  c.model_type = "qwen3";
+  c.attention_bias = true;
+  c.explicit_head_dim = 16;
+  ParameterStore s = init_random(c, 1);
+  int norms = 0, biases = 0;
+  for (const auto& info : s.infos()) {
+    if (info.shape.size() != 1) continue;
+    const bool bias = info.name.ends_with(".bias");
+    if (info.name.ends_with("q_norm.weight") || info.name.ends_with("k_norm.weight")) {
+      EXPECT_EQ(info.shape, Shape{16}) << info.name;
+      ++norms;
+    }
+    biases += bias;
+    Tensor t = s.get(info.name);
+    for (int64_t i = 0; i < t.numel(); ++i) ASSERT_EQ(t.data<float>()[i], bias ? 0.0f : 1.0f) << info.name;
+  }
+  EXPECT_EQ(norms, 2 * 4);   // q_norm and k_norm in each of 4 layers
+  EXPECT_EQ(biases, 4 * 4);  // q, k, v and o bias (attention_bias) in each layer
+}
+
 TEST(InitRandom, MatricesAreNormalWithStd002) {
   ParameterStore s = init_random(qwen2_tiny(), 1);
   for (const auto& info : s.infos()) {

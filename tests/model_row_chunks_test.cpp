@@ -72,8 +72,13 @@ std::vector<std::vector<int32_t>> random_sequences(int64_t count, int64_t vocab,
   return seqs;
 }
 
-TEST(ChunkedTraining, ManyChunksEqualTheSequencesOneByOne) {
-  const ModelConfig c = small_test_config("qwen2");  // q/k/v biases: their gradients are summed per thread too
+// qwen2's q/k/v biases and qwen3's q/k norms: their gradients are summed per thread too.
+class ChunkedTraining : public ::testing::TestWithParam<std::string> {};
+INSTANTIATE_TEST_SUITE_P(Families, ChunkedTraining, ::testing::Values("qwen2", "qwen3"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+TEST_P(ChunkedTraining, ManyChunksEqualTheSequencesOneByOne) {
+  const ModelConfig c = small_test_config(GetParam());
   const Transformer model(c);
   ParameterStore params = init_random(c, 11);
   for (int64_t i = 0; i < params.numel(); ++i) params.flat().data<float>()[i] *= 5.0f;

@@ -60,13 +60,14 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
 }
 
 TEST(ValueHeadConfig, HuggingFaceTokenClassificationRoundTrip) {
-  for (const char* type : {"llama", "qwen2"}) {
+  for (const auto& [type, arch] :
+       {std::pair{"llama", "LlamaForTokenClassification"}, {"qwen2", "Qwen2ForTokenClassification"},
+        {"qwen3", "Qwen3ForTokenClassification"}}) {
     ModelConfig c = small_config();
     c.model_type = type;
     c.value_head = true;
     const Json j = model_config_to_hf_json(c);
-    EXPECT_EQ(j["architectures"][0], std::string(type == std::string("llama") ? "LlamaForTokenClassification"
-                                                                             : "Qwen2ForTokenClassification"));
+    EXPECT_EQ(j["architectures"][0], std::string(arch));
     EXPECT_EQ(j["num_labels"], 1);
     EXPECT_EQ(j["id2label"].size(), 1u);
     EXPECT_TRUE(model_config_from_hf_json(j, "config.json").value_head);
@@ -265,9 +266,10 @@ double rel_error(const float* a, const float* b, int64_t n) {
 TEST(ValueHeadGolden, ValuesAndGradientsMatchPyTorch) {
   if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "/usr/bin/python3 has no torch (apt-get install python3-torch)";
-  for (const char* type : {"llama", "qwen2"}) {
+  for (const char* type : {"llama", "qwen2", "qwen3"}) {
     ModelConfig mc = small_config();
     mc.model_type = type;
+    if (mc.model_type == "qwen3") mc.explicit_head_dim = 12;  // q_norm / k_norm over head_dim != 32 / 4
     ParameterStore critic = critic_from_policy(init_random(mc, 21), 22);
     PhiloxStream rng(23, 0);
     for (const auto& info : critic.infos()) {  // norms and biases off their trivial values

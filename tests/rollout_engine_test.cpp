@@ -40,6 +40,8 @@ EngineConfig engine_config(int64_t block_size, int64_t max_num_seqs = 64, int64_
 }
 
 struct Fixture {
+  Fixture() = default;
+  explicit Fixture(const std::string& family) : cfg(small_test_config(family)) {}
   ModelConfig cfg = small_config();
   ParameterStore params = scaled_params(cfg);
   Transformer model{cfg};
@@ -71,11 +73,17 @@ void expect_same_samples(const RolloutResult& a, const RolloutResult& b, double 
   }
 }
 
+// The bit-exactness tests run for every model family (tests/test_models.h): Qwen3's q/k norms are one more
+// row-by-row op in the one layer body, and must keep decode and training equal.
+class RolloutEngineByFamily : public ::testing::TestWithParam<std::string> {};
+INSTANTIATE_TEST_SUITE_P(Families, RolloutEngineByFamily, ::testing::ValuesIn(kTestFamilies),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
 // The engine's logits and log-probs are the training forward's, bit for bit: both run the packed matmul (one
 // fma chain per output), the same per-query attention and the same log-softmax (ops::row_logprob). So the
 // trainer's recomputed old log-probs equal the rollout's, at any temperature.
-TEST(RolloutEngine, PagedDecodeEqualsTheTrainingForwardBitForBit) {
-  Fixture f;
+TEST_P(RolloutEngineByFamily, PagedDecodeEqualsTheTrainingForwardBitForBit) {
+  Fixture f(GetParam());
   const int64_t V = f.cfg.vocab_size;
   for (float temperature : {1.0f, 0.7f}) {
     for (int64_t block_size : {1, 3, 16}) {
@@ -129,8 +137,8 @@ TEST(RolloutEngine, PagedDecodeEqualsTheTrainingForwardBitForBit) {
 // and the same log-probs bit for bit: the engine decodes with ops::matmul_packed, whose every output is one
 // fma chain whatever the rows sharing the call, and the other ops work row by row (rollout/README.md). With
 // OpenBLAS (Transformer::forward_cached without packed weights) the log-probs moved by ~1e-6.
-TEST(RolloutEngine, LogprobsDoNotDependOnBatchComposition) {
-  const ModelConfig cfg = small_config();
+TEST_P(RolloutEngineByFamily, LogprobsDoNotDependOnBatchComposition) {
+  const ModelConfig cfg = small_test_config(GetParam());
   const Transformer model(cfg);
   const int64_t V = cfg.vocab_size;
   const std::vector<int32_t> x = random_tokens(9, V, 1), y = random_tokens(23, V, 2), z = random_tokens(4, V, 3);
@@ -159,8 +167,8 @@ TEST(RolloutEngine, LogprobsDoNotDependOnBatchComposition) {
 
 // Tokens and log-probs must be identical, bit for bit: a 1-row decode, a 7-row batch and a recomputing prefill
 // compute each row the same way.
-TEST(RolloutEngine, SameSeedSameSamplesAcrossBatchLimitsAndPreemption) {
-  Fixture f;
+TEST_P(RolloutEngineByFamily, SameSeedSameSamplesAcrossBatchLimitsAndPreemption) {
+  Fixture f(GetParam());
   Request req;
   for (int p = 0; p < 6; ++p) req.prompts.push_back(random_tokens(1 + 7 * p, f.cfg.vocab_size, 50 + p));
   req.n = 4;

@@ -49,8 +49,12 @@ TEST(LogprobSpace, SampledLogprobIsTheLogOfTheSamplersTruncatedProbability) {
   }
 }
 
-TEST(LogprobSpace, EngineAndTrainerAgreeBitForBitInTheSampledSpace) {
-  const ModelConfig cfg = small_test_config("qwen2");
+class LogprobSpaceByFamily : public ::testing::TestWithParam<std::string> {};
+INSTANTIATE_TEST_SUITE_P(Families, LogprobSpaceByFamily, ::testing::ValuesIn(kTestFamilies),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+TEST_P(LogprobSpaceByFamily, EngineAndTrainerAgreeBitForBitInTheSampledSpace) {
+  const ModelConfig cfg = small_test_config(GetParam());
   const ParameterStore params = scaled_test_params(cfg);
   for (DType dt : {DType::kF32, DType::kBF16}) {
     ModelNumerics n;

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
 #include "core/philox.h"
 #include "model/init.h"
@@ -58,12 +59,18 @@ Request group_request(const ModelConfig& cfg) {
   return req;
 }
 
-class EngineNumerics : public ::testing::TestWithParam<ModelNumerics> {};
+// Parameterised by (numerics, model family): every family's layer body rounds at its own op boundaries in the
+// engine exactly as in the trainer.
+class EngineNumerics : public ::testing::TestWithParam<std::tuple<ModelNumerics, std::string>> {
+ protected:
+  ModelNumerics numerics_param() const { return std::get<0>(GetParam()); }
+  ModelConfig model_config() const { return small_test_config(std::get<1>(GetParam())); }
+};
 
 TEST_P(EngineNumerics, EqualsTheTrainingForwardInTheSameNumericsBitForBit) {
-  const ModelConfig cfg = small_test_config("qwen2");
+  const ModelConfig cfg = model_config();
   const ParameterStore params = scaled_test_params(cfg);
-  const Transformer model(cfg, GetParam());
+  const Transformer model(cfg, numerics_param());
   Engine engine(model, params, engine_config());
   const Request req = group_request(cfg);
   const RolloutResult out = engine.generate(req);
@@ -72,11 +79,11 @@ TEST_P(EngineNumerics, EqualsTheTrainingForwardInTheSameNumericsBitForBit) {
     for (size_t t = 0; t < want[i].size(); ++t) {
       ASSERT_TRUE(std::isfinite(out.samples[i].logprobs[t]));
       ASSERT_EQ(std::memcmp(&out.samples[i].logprobs[t], &want[i][t], sizeof(float)), 0)
-          << GetParam().describe() << " sample " << i << " token " << t << ": engine " << out.samples[i].logprobs[t]
-          << " trainer " << want[i][t];
+          << numerics_param().describe() << " sample " << i << " token " << t << ": engine "
+          << out.samples[i].logprobs[t] << " trainer " << want[i][t];
     }
   // The KV cache is stored in the compute dtype.
-  const int64_t bytes = GetParam().compute == DType::kF32 ? 4 : 2;
+  const int64_t bytes = numerics_param().compute == DType::kF32 ? 4 : 2;
   EXPECT_EQ(engine.kv_bytes_per_token(), cfg.kv_bytes_per_token(bytes));
 }
 
@@ -85,8 +92,8 @@ TEST_P(EngineNumerics, EqualsTheTrainingForwardInTheSameNumericsBitForBit) {
 class EngineNumericsVsFp32 : public EngineNumerics {};
 
 TEST_P(EngineNumericsVsFp32, DiffersFromTheFp32TrainerByItsPrecision) {
-  const ModelNumerics n = GetParam();
-  const ModelConfig cfg = small_test_config("qwen2");
+  const ModelNumerics n = numerics_param();
+  const ModelConfig cfg = model_config();
   const ParameterStore params = scaled_test_params(cfg, 1.0f);
   const Transformer model(cfg, n), fp32(cfg);
   Engine engine(model, params, engine_config());
@@ -107,10 +114,11 @@ TEST_P(EngineNumericsVsFp32, DiffersFromTheFp32TrainerByItsPrecision) {
   EXPECT_LT(e.rel_rms, n.linear_weights == WeightFormat::kFp8E4M3 ? 0.05 : 0.01) << n.describe();
 }
 
-std::string numerics_name(const ::testing::TestParamInfo<ModelNumerics>& info) {
-  std::string s = compute_dtype_name(info.param.compute);
-  if (is_quantized(info.param.linear_weights)) s += std::string("_") + weight_format_name(info.param.linear_weights);
-  return s;
+std::string numerics_name(const ::testing::TestParamInfo<std::tuple<ModelNumerics, std::string>>& info) {
+  const ModelNumerics& n = std::get<0>(info.param);
+  std::string s = compute_dtype_name(n.compute);
+  if (is_quantized(n.linear_weights)) s += std::string("_") + weight_format_name(n.linear_weights);
+  return s + "_" + std::get<1>(info.param);
 }
 
 const ModelNumerics kOtherNumerics[] = {numerics(DType::kBF16), numerics(DType::kF16),
@@ -119,10 +127,14 @@ const ModelNumerics kOtherNumerics[] = {numerics(DType::kBF16), numerics(DType::
                                         numerics(DType::kF16, WeightFormat::kInt8)};
 
 INSTANTIATE_TEST_SUITE_P(Numerics, EngineNumerics,
-                         ::testing::Values(numerics(DType::kF32), kOtherNumerics[0], kOtherNumerics[1],
-                                           kOtherNumerics[2], kOtherNumerics[3], kOtherNumerics[4]),
+                         ::testing::Combine(::testing::Values(numerics(DType::kF32), kOtherNumerics[0],
+                                                              kOtherNumerics[1], kOtherNumerics[2],
+                                                              kOtherNumerics[3], kOtherNumerics[4]),
+                                            ::testing::ValuesIn(kTestFamilies)),
                          numerics_name);
-INSTANTIATE_TEST_SUITE_P(Numerics, EngineNumericsVsFp32, ::testing::ValuesIn(kOtherNumerics), numerics_name);
+INSTANTIATE_TEST_SUITE_P(Numerics, EngineNumericsVsFp32,
+                         ::testing::Combine(::testing::ValuesIn(kOtherNumerics), ::testing::ValuesIn(kTestFamilies)),
+                         numerics_name);
 
 // Greedy samples of prompts 0..6 decoded each alone, all 7 in one batch, and among 512 prompts.
 std::vector<RolloutResult> decode_by_batch(const Transformer& model, const ParameterStore& params,

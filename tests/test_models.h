@@ -22,8 +22,12 @@ inline ModelConfig small_test_config(const std::string& model_type = "qwen2") {
   c.num_key_value_heads = 2;
   c.intermediate_size = 40;
   c.max_position_embeddings = 64;
+  if (model_type == "qwen3") c.explicit_head_dim = 12;  // q_norm / k_norm, and head_dim != 32 / 4
   return c;
 }
+
+// The families the family-parameterised tests run over (INSTANTIATE_TEST_SUITE_P(..., ValuesIn(kTestFamilies))).
+inline const std::vector<std::string> kTestFamilies = {"llama", "qwen2", "qwen3"};
 
 // n token ids below `vocab`, drawn from Philox stream (seed, 0).
 inline std::vector<int32_t> random_test_tokens(int64_t n, int64_t vocab, uint64_t seed) {

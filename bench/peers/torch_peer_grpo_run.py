@@ -57,8 +57,11 @@ def padded_forward(model, tokens, positions, key_valid, cache=None, start=0):
 def attend(attn, x, cos, sin, allowed, cache, layer, start):
     """The golden model's Attention.forward with per-row RoPE and a padding mask. x (B, T, C)."""
     b, t, _ = x.shape
-    q = attn.q_proj(x).view(b, t, attn.hq, attn.d).transpose(1, 2)  # (B, Hq, T, D)
-    k = attn.k_proj(x).view(b, t, attn.hkv, attn.d).transpose(1, 2)  # (B, Hkv, T, D)
+    q = attn.q_proj(x).view(b, t, attn.hq, attn.d)
+    k = attn.k_proj(x).view(b, t, attn.hkv, attn.d)
+    if attn.qk_norm:  # Qwen3: q_norm / k_norm on each head, before RoPE
+        q, k = attn.q_norm(q), attn.k_norm(k)
+    q, k = q.transpose(1, 2), k.transpose(1, 2)  # (B, Hq, T, D), (B, Hkv, T, D)
     v = attn.v_proj(x).view(b, t, attn.hkv, attn.d).transpose(1, 2)
     q, k = llama_model.apply_rope(q, cos, sin), llama_model.apply_rope(k, cos, sin)
     if cache is not None:

@@ -98,6 +98,10 @@ void rope_split_qkv(const float* qkv, const int32_t* positions, const float* tab
 // dqkv (n, (hq + 2 hkv) D) = [rope_backward(dq) | rope_backward(dk) | dv] in one pass (the same bits).
 void rope_backward_merge_qkv(const float* dq, const float* dk, const float* dv, const int32_t* positions,
                              const float* table, float* dqkv, int64_t n, int64_t hq, int64_t hkv, int64_t head_dim);
+// The split and merge alone (no rotation): q, k, v = the blocks of qkv; dqkv = [dq | dk | dv].
+void split_qkv(const float* qkv, float* q, float* k, float* v, int64_t n, int64_t hq, int64_t hkv, int64_t head_dim);
+void merge_qkv(const float* dq, const float* dk, const float* dv, float* dqkv, int64_t n, int64_t hq, int64_t hkv,
+               int64_t head_dim);
 
 // Packed causal GQA attention. q (n,hq,d), k and v (n,hkv,d), cu_seqlens (num_seqs+1) with cu[num_seqs] = n.
 // out (n,hq,d), lse (n,hq).

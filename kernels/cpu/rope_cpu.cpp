@@ -82,4 +82,19 @@ void rope_backward_merge_qkv(const float* dq, const float* dk, const float* dv, 
   copy_rows(dv, kd, dqkv + qd + kd, row, n, kd);
 }
 
+void split_qkv(const float* qkv, float* q, float* k, float* v, int64_t n, int64_t hq, int64_t hkv, int64_t head_dim) {
+  const int64_t qd = hq * head_dim, kd = hkv * head_dim, row = qd + 2 * kd;
+  copy_rows(qkv, row, q, qd, n, qd);
+  copy_rows(qkv + qd, row, k, kd, n, kd);
+  copy_rows(qkv + qd + kd, row, v, kd, n, kd);
+}
+
+void merge_qkv(const float* dq, const float* dk, const float* dv, float* dqkv, int64_t n, int64_t hq, int64_t hkv,
+               int64_t head_dim) {
+  const int64_t qd = hq * head_dim, kd = hkv * head_dim, row = qd + 2 * kd;
+  copy_rows(dq, qd, dqkv, row, n, qd);
+  copy_rows(dk, kd, dqkv + qd, row, n, kd);
+  copy_rows(dv, kd, dqkv + qd + kd, row, n, kd);
+}
+
 }  // namespace rlcpp::cpu

@@ -34,6 +34,10 @@ SMALL_CONFIGS = {
     "qwen2_mqa": dict(model_type="qwen2", vocab_size=17, hidden_size=32, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=1, intermediate_size=24,
                       rms_norm_eps=1e-6, rope_theta=1e6, tie_word_embeddings=True),
+    # Qwen3: q_norm / k_norm, no bias, head_dim 12 != hidden_size / num_attention_heads = 8, GQA.
+    "qwen3_gqa": dict(model_type="qwen3", vocab_size=19, hidden_size=32, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, intermediate_size=24, head_dim=12,
+                      rms_norm_eps=1e-6, rope_theta=1e6, tie_word_embeddings=True),
 }
 
 
@@ -62,9 +66,10 @@ def naive_rope(x, pos, theta, interleaved=False):
     return out
 
 
-def naive_logits(sd, cfg, tokens, interleaved_rope=False, kv_head_of=None):
+def naive_logits(sd, cfg, tokens, interleaved_rope=False, kv_head_of=None, qk_norm_after_rope=False):
     """logits (T, V) float64 for one sequence. kv_head_of(h, hq, hkv) maps a query head to its kv head
-    (default HF's repeat_kv: h // (hq / hkv))."""
+    (default HF's repeat_kv: h // (hq / hkv)). Qwen3's q_norm / k_norm go on each head before RoPE
+    (after it with qk_norm_after_rope, the bug a negative control plants)."""
     sd = {k: v.detach().double() for k, v in sd.items()}
     kv_head_of = kv_head_of or (lambda h, hq, hkv: h // (hq // hkv))
     hq, hkv, d, eps = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim, cfg.rms_norm_eps
@@ -78,11 +83,21 @@ def naive_logits(sd, cfg, tokens, interleaved_rope=False, kv_head_of=None):
             out = sd[pre + name + ".weight"] @ v
             return out if bias is None else out + bias
 
+        def head_norm(name, heads):  # (H, D): each head's D values through the norm `name`, when the model has it
+            if pre + name not in sd:
+                return heads
+            return torch.stack([naive_rmsnorm(head, sd[pre + name], eps) for head in heads])
+
+        def project(name, norm, hi, t, heads):  # q or k of one position: projection, (norm,) RoPE
+            y = linear(name, hi).view(heads, d)
+            if not qk_norm_after_rope:
+                y = head_norm(norm, y)
+            y = naive_rope(y, t, cfg.rope_theta, interleaved_rope)
+            return head_norm(norm, y) if qk_norm_after_rope else y
+
         h = [naive_rmsnorm(xi, sd[pre + "input_layernorm.weight"], eps) for xi in x]
-        q = [naive_rope(linear("self_attn.q_proj", hi).view(hq, d), t, cfg.rope_theta, interleaved_rope)
-             for t, hi in enumerate(h)]
-        k = [naive_rope(linear("self_attn.k_proj", hi).view(hkv, d), t, cfg.rope_theta, interleaved_rope)
-             for t, hi in enumerate(h)]
+        q = [project("self_attn.q_proj", "self_attn.q_norm.weight", hi, t, hq) for t, hi in enumerate(h)]
+        k = [project("self_attn.k_proj", "self_attn.k_norm.weight", hi, t, hkv) for t, hi in enumerate(h)]
         v = [linear("self_attn.v_proj", hi).view(hkv, d) for hi in h]
         for t in range(n):
             heads = []
@@ -166,6 +181,11 @@ def check_checkpoint_round_trip():
     names = set(dict(make_model("qwen2_mqa").named_parameters()))
     assert "model.layers.0.self_attn.k_proj.bias" in names and "model.layers.0.self_attn.o_proj.bias" not in names
     assert "lm_head.weight" not in names, "a tied model must not own an lm_head parameter"
+    names = dict(make_model("qwen3_gqa").named_parameters())
+    assert names["model.layers.1.self_attn.q_norm.weight"].shape == (12,), "q_norm is over one head's head_dim"
+    assert names["model.layers.1.self_attn.k_norm.weight"].shape == (12,), "k_norm is over one head's head_dim"
+    assert names["model.layers.0.self_attn.q_proj.weight"].shape == (48, 32), "q_proj is (Hq * head_dim, C)"
+    assert "model.layers.0.self_attn.q_proj.bias" not in names, "qwen3 without attention_bias has no q bias"
 
 
 def check_rope_rotate_half():
@@ -209,6 +229,9 @@ def check_model_vs_naive():
         expect_close(f"{name} fp64 logits vs naive", got64, want, 1e-6)
         expect_close(f"{name} fp32 logits vs naive", got32, want, 1e-4)
         expect_far(f"{name} with interleaved RoPE", got64, naive_logits(sd, cfg, toks, interleaved_rope=True), 1e-3)
+        if cfg.has_qk_norm:
+            expect_far(f"{name} with q/k norm after RoPE", got64,
+                       naive_logits(sd, cfg, toks, qk_norm_after_rope=True), 1e-3)
         if cfg.num_key_value_heads not in (1, cfg.num_attention_heads):
             wrong = naive_logits(sd, cfg, toks, kv_head_of=lambda h, hq, hkv: h % hkv)
             expect_far(f"{name} with kv head h % Hkv", got64, wrong, 1e-3)
@@ -259,7 +282,7 @@ def check_loss_and_logp():
 
 def check_gradcheck():
     """Every gradient of the batch loss against finite differences, float64, two configs."""
-    for name in ("qwen2_mqa", "llama_untied_bias"):
+    for name in ("qwen2_mqa", "llama_untied_bias", "qwen3_gqa"):
         fields = dict(SMALL_CONFIGS[name], hidden_size=8, num_hidden_layers=1, intermediate_size=6, vocab_size=7,
                       num_attention_heads=2, num_key_value_heads=1 if name == "qwen2_mqa" else 2)
         model = llama_model.randomize_(llama_model.LlamaForCausalLM(llama_model.LlamaConfig(**fields)), 11).double()

@@ -1,12 +1,14 @@
-"""Pure-PyTorch Llama / Qwen2 causal LM, written to compute exactly what Hugging Face transformers'
-LlamaForCausalLM and Qwen2ForCausalLM compute in fp32 (eager attention, no rope scaling, silu MLP).
+"""Pure-PyTorch Llama / Qwen2 / Qwen3 causal LM, written to compute exactly what Hugging Face transformers'
+LlamaForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM compute in fp32 (eager attention, no rope scaling, silu
+MLP). Qwen3 is Qwen2's decoder with q/k/v (and o) bias only when attention_bias, an explicit head_dim, and
+q_norm / k_norm: an RMSNorm over each head of q and of k, after the projections and before RoPE.
 
 It is rlcpp's golden reference (tests/golden/torch_llama.py) and the model of the PyTorch CPU peer
 (bench/peers/torch_peer.py). Module and parameter names are Hugging Face's, so `named_parameters()` yields
 model.embed_tokens.weight, model.layers.{i}.self_attn.q_proj.weight, ..., lm_head.weight (untied only).
 
 Shapes: B batch, T tokens in this call, S = start_pos + T keys, C hidden, Hq query heads, Hkv key/value heads,
-D head_dim = C / Hq, F intermediate, V vocab.
+D head_dim (config.json's, else C / Hq), F intermediate, V vocab.
 """
 
 import json
@@ -24,9 +26,13 @@ import safetensors_io
 _KEYS_WITHOUT_EFFECT = {
     "architectures", "bos_token_id", "eos_token_id", "pad_token_id", "torch_dtype", "use_cache",
     "initializer_range", "max_position_embeddings", "transformers_version", "max_window_layers",
-    "attention_dropout", "pretraining_tp", "sliding_window", "rope_scaling", "hidden_act", "head_dim",
+    "attention_dropout", "pretraining_tp", "sliding_window", "rope_scaling", "hidden_act",
     "mlp_bias", "use_sliding_window", "dtype", "layer_types",
 }
+
+# Negative control of the golden test (torch_llama.py --qk-norm-placement after_rope): Qwen3's q_norm / k_norm
+# applied after RoPE instead of before it. rlcpp must NOT match the model this gives.
+QK_NORM_AFTER_ROPE = False
 
 
 @dataclass
@@ -43,35 +49,41 @@ class LlamaConfig:
     tie_word_embeddings: bool = True
     attention_bias: bool = False
     max_position_embeddings: int = 64
+    head_dim: int = 0  # 0: hidden_size // num_attention_heads (set in __post_init__)
+
+    def __post_init__(self):
+        if not self.head_dim and self.num_attention_heads > 0 and self.hidden_size % self.num_attention_heads == 0:
+            self.head_dim = self.hidden_size // self.num_attention_heads
 
     @property
-    def head_dim(self):
-        return self.hidden_size // self.num_attention_heads
-
-    @property
-    def has_qkv_bias(self):  # Qwen2 always has q/k/v bias; Llama when attention_bias
+    def has_qkv_bias(self):  # Qwen2 always has q/k/v bias; Llama and Qwen3 when attention_bias
         return self.model_type == "qwen2" or self.attention_bias
 
     @property
-    def has_o_bias(self):  # Qwen2 never has o_proj bias
-        return self.model_type == "llama" and self.attention_bias
+    def has_o_bias(self):  # Qwen2 never has o_proj bias; Llama and Qwen3 when attention_bias
+        return self.model_type != "qwen2" and self.attention_bias
+
+    @property
+    def has_qk_norm(self):  # Qwen3's q_norm and k_norm
+        return self.model_type == "qwen3"
 
     def validate(self, where):
         def fail(key, value, expected):
             raise ValueError(f"{where}: {key} = {value!r}, expected {expected}")
-        if self.model_type not in ("llama", "qwen2"):
-            fail("model_type", self.model_type, '"llama" or "qwen2"')
+        if self.model_type not in ("llama", "qwen2", "qwen3"):
+            fail("model_type", self.model_type, '"llama", "qwen2" or "qwen3"')
         for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                     "num_key_value_heads", "intermediate_size"):
             if getattr(self, key) <= 0:
                 fail(key, getattr(self, key), "a positive integer")
-        if self.hidden_size % self.num_attention_heads:
-            fail("hidden_size", self.hidden_size, f"a multiple of num_attention_heads {self.num_attention_heads}")
+        if not self.head_dim:
+            fail("hidden_size", self.hidden_size, f"a multiple of num_attention_heads {self.num_attention_heads} "
+                 f"(no head_dim given)")
         if self.num_attention_heads % self.num_key_value_heads:
             fail("num_key_value_heads", self.num_key_value_heads,
                  f"a divisor of num_attention_heads {self.num_attention_heads}")
-        if self.head_dim % 2:
-            fail("hidden_size", self.hidden_size, "an even head_dim (RoPE rotates pairs)")
+        if self.head_dim <= 0 or self.head_dim % 2:
+            fail("head_dim", self.head_dim, "positive and even (RoPE rotates pairs)")
         if not self.rms_norm_eps > 0:
             fail("rms_norm_eps", self.rms_norm_eps, "> 0")
         if not self.rope_theta > 0:
@@ -93,6 +105,9 @@ class LlamaConfig:
             raise ValueError(f"{where}: mlp_bias = true is not supported (expected false)")
         if j.get("use_sliding_window", False):
             raise ValueError(f"{where}: use_sliding_window = true is not supported (expected false)")
+        if any(t != "full_attention" for t in j.get("layer_types") or []):
+            raise ValueError(f"{where}: layer_types = {j['layer_types']!r} is not supported (expected "
+                             f"\"full_attention\" only)")
         cfg = LlamaConfig(
             model_type=need("model_type"),
             vocab_size=int(need("vocab_size")),
@@ -106,12 +121,10 @@ class LlamaConfig:
             tie_word_embeddings=bool(j.get("tie_word_embeddings", False)),
             attention_bias=bool(j.get("attention_bias", False)),
             max_position_embeddings=int(j.get("max_position_embeddings", 64)),
+            # Qwen3Config's default head_dim is 128; LlamaConfig's and Qwen2's hidden_size / num_attention_heads.
+            head_dim=int(j.get("head_dim") or (128 if j.get("model_type") == "qwen3" else 0)),
         )
         cfg.validate(where)
-        head_dim = j.get("head_dim")
-        if head_dim is not None and head_dim != cfg.head_dim:
-            raise ValueError(f"{where}: head_dim = {head_dim}, expected hidden_size / num_attention_heads "
-                             f"= {cfg.head_dim}")
         unknown = set(j) - set(asdict(cfg)) - _KEYS_WITHOUT_EFFECT - {"model_type"}
         if unknown:
             raise ValueError(f"{where}: unknown keys {sorted(unknown)} (they might change the computation)")
@@ -119,9 +132,9 @@ class LlamaConfig:
 
     def to_hf_json(self):
         j = asdict(self)
-        j["architectures"] = ["Qwen2ForCausalLM" if self.model_type == "qwen2" else "LlamaForCausalLM"]
+        family = {"qwen2": "Qwen2", "qwen3": "Qwen3"}.get(self.model_type, "Llama")
+        j["architectures"] = [family + "ForCausalLM"]
         j["hidden_act"] = "silu"
-        j["head_dim"] = self.head_dim
         j["torch_dtype"] = "float32"
         if self.model_type == "qwen2":
             del j["attention_bias"]  # Qwen2Config has no such key: its q/k/v bias is fixed
@@ -182,13 +195,22 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(c, self.hkv * d, bias=cfg.has_qkv_bias)
         self.v_proj = nn.Linear(c, self.hkv * d, bias=cfg.has_qkv_bias)
         self.o_proj = nn.Linear(self.hq * d, c, bias=cfg.has_o_bias)
+        if cfg.has_qk_norm:  # Qwen3: one RMSNorm over each head's D values of q, one of k
+            self.q_norm = RMSNorm(d, cfg.rms_norm_eps)
+            self.k_norm = RMSNorm(d, cfg.rms_norm_eps)
+        self.qk_norm = cfg.has_qk_norm
 
     def forward(self, x, cos, sin, cache=None, layer=0, start_pos=0):  # x (B, T, C) -> (B, T, C)
         b, t, _ = x.shape
-        q = self.q_proj(x).view(b, t, self.hq, self.d).transpose(1, 2)  # (B, Hq, T, D)
-        k = self.k_proj(x).view(b, t, self.hkv, self.d).transpose(1, 2)  # (B, Hkv, T, D)
-        v = self.v_proj(x).view(b, t, self.hkv, self.d).transpose(1, 2)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        q = self.q_proj(x).view(b, t, self.hq, self.d)  # (B, T, Hq, D)
+        k = self.k_proj(x).view(b, t, self.hkv, self.d)  # (B, T, Hkv, D)
+        v = self.v_proj(x).view(b, t, self.hkv, self.d).transpose(1, 2)  # (B, Hkv, T, D)
+        norm_first = self.qk_norm and not QK_NORM_AFTER_ROPE
+        if norm_first:  # as Qwen3Attention: q_norm(q_proj(x)), then RoPE
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = apply_rope(q.transpose(1, 2), cos, sin), apply_rope(k.transpose(1, 2), cos, sin)  # (B, H, T, D)
+        if self.qk_norm and not norm_first:
+            q, k = self.q_norm(q), self.k_norm(k)
         if cache is not None:
             cache.k[layer, :, :, start_pos:start_pos + t] = k
             cache.v[layer, :, :, start_pos:start_pos + t] = v
@@ -276,7 +298,7 @@ def randomize_(model, seed):
     with torch.no_grad():
         for name, p in model.named_parameters():
             noise = torch.randn(p.shape, generator=gen, dtype=torch.float64)
-            if name.endswith("layernorm.weight") or name == "model.norm.weight":
+            if name.endswith("norm.weight"):  # input/post_attention_layernorm, q_norm, k_norm, model.norm
                 value = 1.0 + 0.1 * noise
             elif name.endswith(".bias"):
                 value = 0.1 * noise

@@ -4,7 +4,8 @@ model (llama_model.py) in fp32 on a batch of sequences, and writes logits, log-p
 and, optionally, K AdamW steps to a safetensors file the C++ tests compare against.
 
   torch_llama.py --model DIR --batch BATCH.json --out OUT.safetensors [--adamw-steps K --lr 1e-3
-                 --beta1 0.9 --beta2 0.95 --eps 1e-8 --weight-decay 0.1 --temperature 1.0]
+                 --beta1 0.9 --beta2 0.95 --eps 1e-8 --weight-decay 0.1 --temperature 1.0
+                 --rope-convention rotate_half --qk-norm-placement before_rope]
   torch_llama.py --write-random-checkpoint DIR --config '{"model_type": "llama", ...}' --seed S
   torch_llama.py --selftest
 
@@ -94,6 +95,8 @@ def use_interleaved_rope():
 def run_golden(args):
     if args.rope_convention == "interleaved":
         use_interleaved_rope()
+    if args.qk_norm_placement == "after_rope":
+        llama_model.QK_NORM_AFTER_ROPE = True
     model = llama_model.load_checkpoint(args.model)
     sequences, masks = load_batch(args.batch, model.config.vocab_size)
     if not args.temperature > 0:
@@ -148,6 +151,8 @@ def parse_args(argv):
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--rope-convention", choices=["rotate_half", "interleaved"], default="rotate_half",
                    help="interleaved (GPT-J pairs 2i, 2i+1) is a negative control: rlcpp must NOT match it")
+    p.add_argument("--qk-norm-placement", choices=["before_rope", "after_rope"], default="before_rope",
+                   help="Qwen3's q_norm / k_norm; after_rope is a negative control: rlcpp must NOT match it")
     p.add_argument("--config", default="{}", help="JSON of LlamaConfig fields (with --write-random-checkpoint)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
