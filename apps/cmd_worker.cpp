@@ -1,11 +1,15 @@
 // `rlcpp worker`: a rollout worker process (rollout/worker_service.h) serving generate requests over ZeroMQ.
+#include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
+#include <thread>
 
 #include "apps/commands.h"
 #include "core/config.h"
@@ -32,6 +36,38 @@ int block_stop_signals() {
   RLCPP_CHECK(fd >= 0, "worker: signalfd failed");
   return fd;
 }
+
+// A stop signal during start-up (loading a large checkpoint, packing its weights) ends the process at once:
+// nothing is bound or written yet, so there is nothing to clean up. Watching ends when start-up does; from then
+// on the serve loop reads the signalfd. The watcher only polls it, so a signal it did not act on stays pending.
+class StartupStopWatch {
+ public:
+  explicit StartupStopWatch(int stop_fd) : done_fd_(eventfd(0, EFD_CLOEXEC)) {
+    RLCPP_CHECK(done_fd_ >= 0, "worker: eventfd failed");
+    thread_ = std::thread([this, stop_fd] {
+      pollfd fds[2] = {{stop_fd, POLLIN, 0}, {done_fd_, POLLIN, 0}};
+      while (::poll(fds, 2, -1) < 0 && errno == EINTR) {
+      }
+      if ((fds[0].revents & POLLIN) && !(fds[1].revents & POLLIN)) {
+        std::printf("%s\n", Json{{"event", "stopped"}, {"served", 0}, {"during", "start-up"}}.dump().c_str());
+        std::fflush(stdout);
+        std::_Exit(0);
+      }
+    });
+  }
+  void finished() {
+    if (!thread_.joinable()) return;
+    const uint64_t one = 1;
+    (void)!::write(done_fd_, &one, sizeof one);
+    thread_.join();
+    ::close(done_fd_);
+  }
+  ~StartupStopWatch() { finished(); }
+
+ private:
+  int done_fd_;
+  std::thread thread_;
+};
 
 // `--inject-fault ACTION:REQUEST:STEP` (tests of the trainer's fault handling): after engine step STEP of the
 // REQUEST-th generate request this process ends abruptly (kill: SIGKILL to itself; exit: _exit(3), no
@@ -87,6 +123,7 @@ int run_worker(WorkerArgs& a) {
   if (!a.curve_server.empty()) a.worker.curve.server_public = load_curve_public_key(a.curve_server);
   if (!a.inject_fault.empty()) a.worker.fault_hook = parse_fault(a.inject_fault);
   const int stop_fd = block_stop_signals();
+  StartupStopWatch startup(stop_fd);
   ParameterStore params = a.checkpoint.empty() ? init_random(model_preset(a.preset), a.init_seed)
                                                : load_model_checkpoint(a.checkpoint);
   const Transformer model(params.config(), make_numerics(a.dtype, a.quantization, a.batch_invariant,
@@ -130,6 +167,7 @@ int run_worker(WorkerArgs& a) {
       });
     };
   }
+  startup.finished();
   // One JSON line a launcher can wait for.
   std::printf("%s\n", Json{{"event", a.connect.empty() ? "listening" : "connected"},
                            {"weights_endpoint", weights_endpoint},

@@ -26,5 +26,6 @@ Command add_report_command(CLI::App& app);
 Command add_mismatch_command(CLI::App& app);
 Command add_keys_command(CLI::App& app);
 Command add_tokenize_command(CLI::App& app);
+Command add_export_command(CLI::App& app);
 
 }  // namespace rlcpp::cli

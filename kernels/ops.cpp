@@ -200,6 +200,18 @@ void round_to(Tensor& x, DType dtype) {
   cpu::round_to(x.data<float>(), x.numel(), dtype);
 }
 
+Tensor stored_as(const Tensor& x, DType dtype) {
+  const char* op = "stored_as";
+  RLCPP_CHECK(x.dtype() == DType::kF32, op << ": x must be F32, got " << dtype_name(x.dtype()));
+  if (runs_on_cuda(op, {{"x", &x}})) no_cuda_kernel(op);
+  if (dtype == DType::kF32) return x.clone();
+  RLCPP_CHECK(dtype == DType::kBF16 || dtype == DType::kF16,
+              op << ": cannot store as " << dtype_name(dtype) << " (F32, BF16 or F16)");
+  Tensor out = Tensor::empty(x.shape(), dtype, Device::kCPU);
+  cpu::store_as(x.data<float>(), x.numel(), dtype, out.data<uint16_t>());
+  return out;
+}
+
 void linear_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw) {
   const char* op = "linear_weight_grad";
   const bool cuda = runs_on_cuda(op, {{"dy", &dy}, {"x", &x}, {"dw", &dw}});

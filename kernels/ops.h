@@ -64,6 +64,8 @@ void matmul_packed_residual(const Tensor& x, const PackedWeight& w, const Tensor
 // activations of a bf16 or fp16 model are fp32 tensors holding such values: they are rounded at the op
 // boundaries a GPU model of that dtype rounds them, and computed on in fp32 in between.
 void round_to(Tensor& x, DType dtype);
+// x (F32, CPU) as a new tensor of `dtype`: BF16 or F16 bits of round_to's values, or a copy for F32.
+Tensor stored_as(const Tensor& x, DType dtype);
 
 // dw (N,K) += dy (M,N)^T @ x (M,K), the weight gradient of a Linear layer. On the CPU the operands are read in
 // place (no copies; for a chunk of rows that is already in cache) and every output is one fma chain over the

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/config.h"
+#include "kernels/ops.h"
 #include "core/error.h"
 #include "model/finite_weights.h"
 #include "model/safetensors.h"
@@ -141,7 +142,9 @@ void load_shards(const fs::path& dir, Filler& filler) {
 }  // namespace
 
 void save_model_checkpoint(const std::string& dir, const ParameterStore& params, bool overwrite,
-                           const std::vector<std::string>& extra_files) {
+                           const std::vector<std::string>& extra_files, DType dtype) {
+  RLCPP_CHECK(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16,
+              dir << ": a checkpoint is saved in F32, BF16 or F16, not " << dtype_name(dtype));
   const fs::path target = normalized_dir(dir);
   const ModelConfig& cfg = params.config();
   cfg.validate("model config saved to " + target.string());
@@ -164,9 +167,12 @@ void save_model_checkpoint(const std::string& dir, const ParameterStore& params,
   const fs::path old = target.string() + ".old-" + tmpl.substr(tmpl.size() - 6);
   try {
     std::vector<std::pair<std::string, Tensor>> tensors;
-    for (const ParameterInfo& info : parameter_layout(cfg)) tensors.emplace_back(info.name, params.get(info.name));
+    for (const ParameterInfo& info : parameter_layout(cfg))
+      tensors.emplace_back(info.name, dtype == DType::kF32 ? params.get(info.name) : ops::stored_as(params.get(info.name), dtype));
     write_safetensors((tmp / kWeightsFile).string(), tensors, {{"format", "pt"}});
-    write_json_file_atomic((tmp / kConfigFile).string(), model_config_to_hf_json(cfg));
+    Json config = model_config_to_hf_json(cfg);
+    if (dtype != DType::kF32) config["torch_dtype"] = dtype == DType::kBF16 ? "bfloat16" : "float16";
+    write_json_file_atomic((tmp / kConfigFile).string(), config);
     for (const std::string& file : extra_files) fs::copy_file(file, tmp / fs::path(file).filename());
     if (exists) {
       fs::rename(target, old);

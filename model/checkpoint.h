@@ -18,8 +18,10 @@ namespace rlcpp {
 // new one renamed in, and the old one deleted. A failed save leaves DIR as it was and no temporary behind.
 // Weights holding a NaN or an infinity are refused before anything is written, naming the tensor.
 // `extra_files` are copied in beside the weights (a tokenizer's tokenizer.json and tokenizer_config.json).
+// `dtype` F32 (the default: training resumes from exactly these weights), or BF16 / F16 (rounded to nearest
+// even; config.json's torch_dtype says which) for a smaller checkpoint to share (`rlcpp export`).
 void save_model_checkpoint(const std::string& dir, const ParameterStore& params, bool overwrite = false,
-                           const std::vector<std::string>& extra_files = {});
+                           const std::vector<std::string>& extra_files = {}, DType dtype = DType::kF32);
 
 // Errors name the file and the tensor: missing or unexpected tensors, shapes that disagree with config.json,
 // dtypes other than F32/BF16/F16, a NaN or an infinity among the weights, and everything read_safetensors

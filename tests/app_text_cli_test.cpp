@@ -1,6 +1,7 @@
 // generate and eval through the CLI on a checkpoint that carries a tokenizer.json (the Qwen3 one of
 // ../shared/fixtures): prompts are text or chat turns (--chat, {"messages": ...} lines), responses come back as
-// text, and the words task evaluates; without --chat support in the tokenizer the error says why.
+// text, and the words task evaluates; without --chat support in the tokenizer the error says why. export writes
+// a bf16 copy with the tokenizer beside it.
 #include <gtest/gtest.h>
 
 #include "core/config.h"
@@ -57,6 +58,24 @@ TEST_F(TextCli, GenerateAndEvalUseTheCheckpointsTokenizer) {
   r = run_cli("eval " + ckpt + " --task words --n 3");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("tokenizer.json"), std::string::npos) << r.output;
+}
+
+// export writes a bf16 Hugging Face directory with the tokenizer beside it, which the other commands open.
+TEST_F(TextCli, ExportWritesABf16DirectoryWithItsTokenizer) {
+  ASSERT_TRUE(std::filesystem::exists(kQwen3 + "/tokenizer.json")) << kQwen3 << " is missing";
+  const std::string out = (dir_ / "qwen_bf16").string();
+  CliResult r = run_cli("export " + qwen_ + " " + out + " --dtype bf16");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(out + "/tokenizer.json"));
+  EXPECT_TRUE(std::filesystem::exists(out + "/tokenizer_config.json"));
+  EXPECT_EQ(Json::parse(std::ifstream(out + "/config.json"))["torch_dtype"], "bfloat16");
+  EXPECT_LT(std::filesystem::file_size(out + "/model.safetensors"),
+            std::filesystem::file_size(qwen_ + "/model.safetensors") / 2 + 4096);
+  r = run_cli("generate " + out + " --prompt Hi --max-new-tokens 2");
+  EXPECT_EQ(r.status, 0) << r.output;
+  r = run_cli("export " + qwen_ + " " + out);  // never over an existing directory
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("already exists"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -325,8 +325,9 @@ struct Ended {
   double seconds = 0;
 };
 
-// Runs `rlcpp ARGS`, killing it (SIGKILL) if it has not ended `limit_s` seconds after it started.
-Ended run_with_limit(const std::vector<std::string>& args, double limit_s) {
+// Runs `rlcpp ARGS`, killing it (SIGKILL) if it has not ended `limit_s` seconds after it started; with
+// sigterm_after_s >= 0, sends it SIGTERM that long after it started.
+Ended run_with_limit(const std::vector<std::string>& args, double limit_s, double sigterm_after_s = -1) {
   std::vector<std::string> text = {kBinary};
   text.insert(text.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -347,14 +348,23 @@ Ended run_with_limit(const std::vector<std::string>& args, double limit_s) {
   close(fds[1]);
   Ended e;
   const auto deadline = start + std::chrono::duration<double>(limit_s);
+  const auto sigterm_at = start + std::chrono::duration<double>(sigterm_after_s);
+  bool sigterm_sent = sigterm_after_s < 0;
   while (true) {
-    const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
+    const auto now = std::chrono::steady_clock::now();
+    if (!sigterm_sent && now >= sigterm_at) {
+      kill(pid, SIGTERM);
+      sigterm_sent = true;
+    }
+    const auto next = sigterm_sent ? deadline : std::min(deadline, sigterm_at);
+    const double left = std::chrono::duration<double>(next - now).count();
     pollfd p{fds[0], POLLIN, 0};
-    if (left <= 0 || poll(&p, 1, static_cast<int>(left * 1000) + 1) == 0) {
+    if (std::chrono::steady_clock::now() >= deadline) {
       e.killed = true;
       kill(pid, SIGKILL);
       break;
     }
+    if (poll(&p, 1, static_cast<int>(std::max(0.0, left) * 1000) + 1) == 0) continue;
     char buf[4096];
     const ssize_t n = read(fds[0], buf, sizeof buf);
     if (n <= 0) break;
@@ -375,6 +385,18 @@ WireMessage next_reply(zmq::socket_t& socket) {
   }
   ADD_FAILURE() << "no reply within 10 s";
   return WireMessage("none");
+}
+
+// SIGTERM while the worker is still starting (making and packing the 0.5B preset's 494 M weights takes seconds)
+// ends it at once with status 0, before it listens; it used to finish starting first.
+TEST_F(WorkerProcessFault, SigtermDuringStartUpEndsTheWorkerAtOnce) {
+  const Ended e = run_with_limit({"worker", "--preset", "qwen05b", "--bind", ipc("early.ipc")}, 60,
+                                 /*sigterm_after_s=*/0.2);
+  EXPECT_FALSE(e.killed) << e.output;
+  EXPECT_TRUE(WIFEXITED(e.status) && WEXITSTATUS(e.status) == 0) << "status " << e.status << ": " << e.output;
+  EXPECT_TRUE(contains(e.output, "\"during\":\"start-up\"")) << e.output;
+  EXPECT_FALSE(contains(e.output, "listening")) << e.output;
+  EXPECT_LT(e.seconds, 2.0) << e.output;
 }
 
 TEST_F(WorkerProcessFault, PortInUseExitsNonZeroNamingTheAddress) {

@@ -111,6 +111,29 @@ TEST(RoundTo, TensorOpEqualsTheReferencePerElement) {
   EXPECT_THROW(ops::round_to(same, DType::kI32), Error);
 }
 
+// stored_as (a checkpoint's BF16 / F16 tensors): the bits of the reference rounding, read back as round_to's values.
+TEST(StoredAs, BitsAreTheReferenceRoundingsBits) {
+  Rng rng(4);
+  const Tensor x = rng.normal({5, 61}, 30.0f);
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    const Tensor y = ops::stored_as(x, dt);
+    ASSERT_EQ(y.dtype(), dt);
+    ASSERT_EQ(y.shape(), x.shape());
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const uint16_t bits = y.data<uint16_t>()[i];
+      const float v = x.data<float>()[i];
+      const uint16_t want = dt == DType::kBF16
+                                ? static_cast<uint16_t>(std::bit_cast<uint32_t>(bf16_round_reference(v)) >> 16)
+                                : f16_bits_reference(v);
+      ASSERT_EQ(bits, want) << dtype_name(dt) << " element " << i;
+    }
+  }
+  const Tensor copy = ops::stored_as(x, DType::kF32);
+  EXPECT_EQ(std::memcmp(copy.raw(), x.raw(), x.nbytes()), 0);
+  EXPECT_THROW(ops::stored_as(x, DType::kI32), Error);
+  EXPECT_THROW(ops::stored_as(ops::stored_as(x, DType::kBF16), DType::kF16), Error);  // the input must be F32
+}
+
 // The reference of a packed product: y[m][n] = scale[n] * sum_k x[m][k] w_q[n][k] in double, w_q the values the
 // format stores (rounded, or the quantised codes).
 struct FormatCase {

@@ -237,6 +237,22 @@ TEST_P(HfParity, RlcppCheckpointOpensInTransformersWithTheSameLogits) {
   EXPECT_LE(diff, kFp32Tolerance);
 }
 
+// A bf16 (or fp16) checkpoint rlcpp writes (`rlcpp export --dtype bf16`) opens in transformers with the logits rlcpp
+// computes from the same file: the rounded weights, read back exactly on both sides.
+TEST_P(HfParity, Bf16And16BitCheckpointsRlcppWritesOpenInTransformers) {
+  const ParameterStore params = parity_params(cfg_, 15);
+  for (const auto& [dtype, name] : {std::pair{DType::kBF16, "rlcpp_bf16"}, {DType::kF16, "rlcpp_fp16"}}) {
+    save_model_checkpoint((dir_ / name).string(), params, false, {}, dtype);
+    const SafetensorsFile f = read_safetensors((dir_ / name / "model.safetensors").string());
+    for (const auto& [tensor, t] : f.tensors) EXPECT_EQ(t.dtype(), dtype) << tensor;
+    const ParameterStore loaded = load_model_checkpoint((dir_ / name).string());
+    const double diff = max_abs_diff(hf_logits(name), rlcpp_logits(loaded, seqs_));
+    report(std::string("rlcpp ") + name + " -> transformers", diff);
+    EXPECT_LE(diff, kFp32Tolerance);
+    EXPECT_GT(max_abs_diff(rlcpp_logits(loaded, seqs_), rlcpp_logits(params, seqs_)), 0.0) << "the weights were rounded";
+  }
+}
+
 TEST_P(HfParity, TransformersCheckpointSavedByRlcppReopensInTransformers) {
   const Tensor original = make_hf("hf", 14);
   save_model_checkpoint((dir_ / "resaved").string(), load_model_checkpoint((dir_ / "hf").string()));

@@ -1,0 +1,35 @@
+// `rlcpp export`: a checkpoint rewritten as a Hugging Face directory in bf16 or fp16 (or fp32), with its
+// tokenizer files, for sharing and for other tools; training checkpoints stay fp32 so that a run resumes exactly.
+#include <cstdio>
+
+#include "apps/commands.h"
+#include "core/error.h"
+#include "model/checkpoint.h"
+#include "model/hf_tokenizer.h"
+
+namespace rlcpp::cli {
+
+Command add_export_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("export", "a checkpoint as a Hugging Face directory in bf16, fp16 or fp32");
+  struct Args {
+    std::string checkpoint, out, dtype = "bf16", tokenizer;
+  };
+  auto a = std::make_shared<Args>();
+  cmd->add_option("checkpoint", a->checkpoint, "checkpoint directory")->required();
+  cmd->add_option("out", a->out, "the directory to write (must not exist)")->required();
+  cmd->add_option("--dtype", a->dtype, "bf16, fp16 or fp32 (weights rounded to nearest even)")
+      ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
+  cmd->add_option("--tokenizer", a->tokenizer,
+                  "tokenizer files to copy in (default: the checkpoint's tokenizer.json and tokenizer_config.json)");
+  return {cmd, [=]() {
+    const ParameterStore params = load_model_checkpoint(a->checkpoint);
+    const DType dtype = a->dtype == "bf16" ? DType::kBF16 : a->dtype == "fp16" ? DType::kF16 : DType::kF32;
+    const std::unique_ptr<Tokenizer> tok = load_tokenizer(choose_tokenizer(a->tokenizer, a->checkpoint), params.config());
+    save_model_checkpoint(a->out, params, /*overwrite=*/false, tokenizer_files(*tok), dtype);
+    std::printf("export: %s -> %s (%s, %lld parameters%s)\n", a->checkpoint.c_str(), a->out.c_str(), a->dtype.c_str(),
+                static_cast<long long>(params.numel()), tokenizer_files(*tok).empty() ? "" : ", with its tokenizer");
+    return 0;
+  }};
+}
+
+}  // namespace rlcpp::cli
