@@ -81,7 +81,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   ParameterStore params =
       resume_checkpoint.empty() ? initial_policy(config, run) : load_model_checkpoint(resume_checkpoint);
   const ModelConfig& mc = params.config();
-  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(config.tokenizer_path(), mc, config.chat);
+  const std::unique_ptr<Tokenizer> tokenizer = run_tokenizer(config.tokenizer_path(), config.tokenizer, mc, config.chat);
   const Tokenizer& tok = *tokenizer;
   const std::vector<std::string> tokenizer_files_saved = tokenizer_files(tok);  // in every checkpoint
   // The policy's model in each role's numerics (model/numerics.h): the trainer's, and the engine's (the probe

@@ -72,7 +72,7 @@ DpoSummary run_dpo(const DpoRunConfig& config, const Json& resolved_config) {
   const ModelConfig& mc = params.config();
   RLCPP_CHECK(!mc.value_head, "dpo: init_checkpoint " << config.init_checkpoint
                                                       << " is a critic (value head), not a policy");
-  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(choose_tokenizer(config.tokenizer, config.init_checkpoint), mc);
+  const std::unique_ptr<Tokenizer> tokenizer = run_tokenizer(choose_tokenizer(config.tokenizer, config.init_checkpoint), config.tokenizer, mc, {});
   const Tokenizer& tok = *tokenizer;
   // Data errors surface before the run directory is created.
   const std::vector<PreferencePair> pairs = load_pairs(config.pairs, tok, mc);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "model/hf_tokenizer.h"
 #include "reward/task_registry.h"
 #include "rollout/engine.h"
 
@@ -37,6 +38,16 @@ std::vector<int32_t> encode_prompt(const Tokenizer& tokenizer, const std::string
 std::vector<int32_t> encode_prompt(const Tokenizer& tokenizer, const Problem& problem) {
   const auto messages = problem.meta.is_object() ? problem.meta.find("messages") : problem.meta.end();
   return tokenizer.encode_prompt(problem.prompt, messages == problem.meta.end() ? Json() : *messages);
+}
+
+std::unique_ptr<Tokenizer> run_tokenizer(const std::string& path, const std::string& configured,
+                                         const ModelConfig& model, const ChatOptions& chat) {
+  try {
+    return load_tokenizer(path, model, chat);
+  } catch (const Error& e) {
+    if (configured.empty()) throw;
+    throw Error("config key 'tokenizer' (" + configured + "): " + e.what());
+  }
 }
 
 std::unique_ptr<Task> make_task_for(const TaskConfig& config, const Tokenizer& tokenizer) {

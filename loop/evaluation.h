@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "model/chat_template.h"
 #include "model/tokenizer.h"
 #include "model/transformer.h"
 #include "reward/eval_stats.h"
@@ -35,6 +36,11 @@ EvalStats evaluate(const Transformer& model, const ParameterStore& params, const
 // formats chats; a problem whose meta holds "messages" (a dataset line's conversation) is that conversation.
 std::vector<int32_t> encode_prompt(const Tokenizer& tokenizer, const std::string& prompt);
 std::vector<int32_t> encode_prompt(const Tokenizer& tokenizer, const Problem& problem);
+
+// load_tokenizer(path) for a run; when the config's `tokenizer` key gave it (`configured` not ""), an error
+// names that key.
+std::unique_ptr<Tokenizer> run_tokenizer(const std::string& path, const std::string& configured,
+                                         const ModelConfig& model, const ChatOptions& chat);
 
 // make_task with the tokenizer's charset: "" (any text) under a tokenizer.json, the configured one otherwise.
 std::unique_ptr<Task> make_task_for(const TaskConfig& config, const Tokenizer& tokenizer);

@@ -54,18 +54,18 @@ std::vector<PackedBatch> sample_sft_batch(const Task& task, const Tokenizer& tok
 
 SftSummary run_sft(const SftConfig& config, const Json& resolved_config) {
   config.validate();
-  RunDir run = RunDir::create_with_config(config.run_dir, resolved_config);
-  JsonlWriter metrics(run.file("metrics.jsonl"));
-
   ParameterStore params = config.init_checkpoint.empty()
                               ? init_random(model_preset(config.model_preset), config.seed)
                               : load_model_checkpoint(config.init_checkpoint);
   const ModelConfig& mc = params.config();
-  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(choose_tokenizer(config.tokenizer, config.init_checkpoint), mc, config.chat);
+  const std::unique_ptr<Tokenizer> tokenizer = run_tokenizer(choose_tokenizer(config.tokenizer, config.init_checkpoint), config.tokenizer, mc, config.chat);
   const Tokenizer& tok = *tokenizer;
   const std::vector<std::string> tokenizer_files_saved = tokenizer_files(tok);
   Transformer model(mc);
   std::unique_ptr<Task> task = make_task_for(config.task, tok);
+  // The run directory only once the model, its tokenizer and the task are known to be good.
+  RunDir run = RunDir::create_with_config(config.run_dir, resolved_config);
+  JsonlWriter metrics(run.file("metrics.jsonl"));
   PolicyUpdater updater(model, params, config.optim);
   PhiloxStream data_rng(config.seed, /*stream=*/1);
 

@@ -103,7 +103,7 @@ void TrainConfig::validate() const {
     throw Error(std::string("config key 'rollout.engine': ") + e.what());
   }
   // The tokenizer loads and fits the model (its errors name the file), and the task's text fits its charset.
-  make_task_for(task, *load_tokenizer(tokenizer_path(), policy, chat))
+  make_task_for(task, *run_tokenizer(tokenizer_path(), tokenizer, policy, chat))
       ->check_fits(policy.max_position_embeddings, rollout.sampling.max_new_tokens);
   const RequestLimits limits;
   RLCPP_CHECK(rollout.prompts_per_step <= limits.max_prompts && rollout.group_size <= limits.max_n &&

@@ -40,7 +40,7 @@ HfTokenizer::HfTokenizer(const std::string& path, const ModelConfig& model, cons
                                           "tokenizer_config.json beside " << json_path_ << "; there is none");
   RLCPP_CHECK(bpe_.vocab_size() <= model.vocab_size,
               json_path_ << ": the tokenizer's ids reach " << bpe_.vocab_size() - 1 << ", past the model's vocabulary of "
-                         << model.vocab_size << " (config.json vocab_size)");
+                         << model.vocab_size << " (its vocab_size)");
   RLCPP_CHECK(model.eos_token_id >= 0 && model.eos_token_id < bpe_.vocab_size() &&
                   !bpe_.token_text(static_cast<int32_t>(model.eos_token_id)).empty(),
               json_path_ << ": the model's eos_token_id " << model.eos_token_id << " is not one of its tokens");

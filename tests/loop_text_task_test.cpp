@@ -73,6 +73,21 @@ TEST(ChatPrompts, PromptsBecomeChatTurnsOfTheTemplate) {
   expect_error([&] { HfTokenizer(kQwen3, small, {}); }, {"past the model's vocabulary of 1000"});
 }
 
+// A tokenizer that cannot be used is found before any work, naming the config key, and leaves no run directory.
+TEST(TextTask, ABadTokenizerKeyIsAnErrorBeforeAnyWork) {
+  TrainConfig c;
+  c.tokenizer = "/nonexistent/tokenizer.json";
+  expect_error([&] { c.validate(); }, {"config key 'tokenizer' (/nonexistent/tokenizer.json)", "cannot open"});
+  c.tokenizer = kQwen3;  // fine as a tokenizer, but its ids do not fit the tiny preset's 32
+  expect_error([&] { c.validate(); }, {"config key 'tokenizer'", "past the model's vocabulary of 32"});
+  SftConfig s;
+  s.run_dir = (fs::temp_directory_path() / "rlcpp_bad_tokenizer_sft").string();
+  fs::remove_all(s.run_dir);
+  s.tokenizer = kQwen3;
+  expect_error([&] { run_sft(s, config_to_json(s)); }, {"config key 'tokenizer'", "past the model's vocabulary"});
+  EXPECT_FALSE(fs::exists(s.run_dir));
+}
+
 TEST(TextTask, WordsTrainsOnAQwenVocabularyModelWithChatPromptsAndItsCheckpointsCarryTheTokenizer) {
   ASSERT_TRUE(fs::exists(kQwen3 + "/tokenizer.json")) << kQwen3 << " is missing";
   const fs::path root = fs::temp_directory_path() / "rlcpp_text_task_test";
