@@ -1,6 +1,7 @@
 #include <cstdio>
 
 #include "apps/commands.h"
+#include "apps/tokenizer_options.h"
 #include "core/metrics.h"
 #include "kernels/temperature.h"
 #include "loop/evaluation.h"
@@ -40,13 +41,8 @@ Command add_eval_command(CLI::App& app) {
   cmd->add_option("--quantization", a->quantization, "decoder Linear weights: none, int8 or fp8_e4m3");
   cmd->add_option("--batch-invariant", a->batch_invariant,
                   "true: packed batch-invariant products; false: OpenBLAS decode (sum order depends on the batch)");
-  cmd->add_option("--tokenizer", a->tokenizer,
-                  "a tokenizer.json or a directory holding one (default: the checkpoint's tokenizer.json when it has "
-                  "one, else the character tokenizer)");
-  cmd->add_flag("--chat", a->chat.enabled,
-                "format each prompt as a user turn of the tokenizer's chat template, with the generation prompt");
-  cmd->add_option("--system", a->chat.system, "with --chat: a system message before the user turn");
-  cmd->add_flag("!--no-thinking", a->chat.enable_thinking, "with --chat, Qwen3 templates: an empty think block");
+  add_tokenizer_option(cmd, a->tokenizer);
+  add_chat_options(cmd, a->chat);
   cmd->add_option("--set", a->task_overrides, "task key, e.g. --set digits=4 --set path=data.jsonl (see rlcpp config)");
   return {cmd, [=]() {
     check_temperature(a->temperature, "eval --temperature", /*zero_is_greedy=*/true);

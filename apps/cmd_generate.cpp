@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "apps/commands.h"
+#include "apps/tokenizer_options.h"
 #include "core/metrics.h"
 #include "kernels/temperature.h"
 #include "loop/evaluation.h"
@@ -47,13 +48,8 @@ Command add_generate_command(CLI::App& app) {
   cmd->add_option("--max-new-tokens", a->sampling.max_new_tokens, "response length limit");
   cmd->add_option("--stop", a->sampling.stop_tokens, "token ids that end a response (besides EOS)");
   cmd->add_flag("--ignore-eos", a->sampling.ignore_eos, "keep sampling past EOS");
-  cmd->add_option("--tokenizer", a->tokenizer,
-                  "a tokenizer.json or a directory holding one (default: the checkpoint's tokenizer.json when it has "
-                  "one, else the character tokenizer)");
-  cmd->add_flag("--chat", a->chat.enabled,
-                "format each prompt as a user turn of the tokenizer's chat template, with the generation prompt");
-  cmd->add_option("--system", a->chat.system, "with --chat: a system message before the user turn");
-  cmd->add_flag("!--no-thinking", a->chat.enable_thinking, "with --chat, Qwen3 templates: an empty think block");
+  add_tokenizer_option(cmd, a->tokenizer);
+  add_chat_options(cmd, a->chat);
   cmd->add_option("--out", a->out, "write one JSON line per sample here (default: print)");
   cmd->add_option("--dtype", a->dtype, "compute dtype of the engine: fp32, bf16 or fp16 (model/numerics.h)");
   cmd->add_option("--quantization", a->quantization, "decoder Linear weights: none, int8 or fp8_e4m3");

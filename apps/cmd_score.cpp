@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "apps/commands.h"
+#include "apps/tokenizer_options.h"
 #include "core/error.h"
 #include "kernels/temperature.h"
 #include "loop/evaluation.h"
@@ -24,9 +25,7 @@ Command add_score_command(CLI::App& app) {
   cmd->add_option("--input", a->input, "JSONL: {\"text\": ..., \"eos\": bool} or {\"tokens\": [...]} per line")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("--tokenizer", a->tokenizer,
-                  "a tokenizer.json or a directory holding one (default: the checkpoint's tokenizer.json when it has "
-                  "one, else the character tokenizer)");
+  add_tokenizer_option(cmd, a->tokenizer);
   cmd->add_option("--out", a->output, "output JSONL (default: stdout)");
   cmd->add_option("--temperature", a->temperature,
                   "score under softmax(logits / temperature); finite and >= 1e-3 (colder overflows fp32)");

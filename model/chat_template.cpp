@@ -1,11 +1,8 @@
 #include "model/chat_template.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "core/error.h"
-#include "core/json_input.h"
 
 namespace rlcpp {
 
@@ -94,20 +91,16 @@ std::optional<ChatTemplate> ChatTemplate::of_tokenizer(const std::string& path) 
   const fs::path dir = fs::is_directory(path) ? fs::path(path) : fs::path(path).parent_path();
   const fs::path file = dir / "tokenizer_config.json";
   if (!fs::exists(file)) return std::nullopt;
-  std::ifstream in(file);
-  std::ostringstream text;
-  text << in.rdbuf();
-  Json config;
-  try {
-    config = parse_json_limited(text.str());
-  } catch (const Json::exception& e) {
-    RLCPP_FAIL(file.string() << ": not valid JSON: " << e.what());
-  }
+  return of_tokenizer_config(load_json_file(file.string()), file.string());
+}
+
+std::optional<ChatTemplate> ChatTemplate::of_tokenizer_config(const Json& config, const std::string& where) {
+  RLCPP_CHECK(config.is_object(), where << ": expected a JSON object, got " << json_excerpt(config));
   const auto it = config.find("chat_template");
   if (it == config.end() || it->is_null()) return std::nullopt;
-  RLCPP_CHECK(it->is_string(), file.string() << ": \"chat_template\" must be a string (named templates are not "
-                                                "supported), got " << json_excerpt(*it));
-  return recognise(it->get<std::string>(), file.string());
+  RLCPP_CHECK(it->is_string(), where << ": \"chat_template\" must be a string (named templates are not "
+                                        "supported), got " << json_excerpt(*it));
+  return recognise(it->get<std::string>(), where);
 }
 
 std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt,

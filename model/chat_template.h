@@ -48,6 +48,8 @@ class ChatTemplate {
   static ChatTemplate recognise(const std::string& chat_template, const std::string& where);
   // tokenizer_config.json's template in `dir` (or beside a tokenizer.json path); none when it has none.
   static std::optional<ChatTemplate> of_tokenizer(const std::string& path);
+  // The template of a tokenizer_config.json already read (`where`: its path); none when it has none.
+  static std::optional<ChatTemplate> of_tokenizer_config(const Json& config, const std::string& where);
 
   // The prompt text; with add_generation_prompt the assistant's header follows, for the model to continue.
   std::string apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt,

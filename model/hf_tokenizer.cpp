@@ -1,12 +1,9 @@
 #include "model/hf_tokenizer.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "core/config.h"
 #include "core/error.h"
-#include "core/json_input.h"
 
 namespace rlcpp {
 
@@ -35,9 +32,6 @@ std::string config_token(const Json& config, const char* key, const std::string&
 
 HfTokenizer::HfTokenizer(const std::string& path, const ModelConfig& model, const ChatOptions& chat)
     : json_path_(json_file_of(path)), bpe_(BpeTokenizer::load(json_path_)), chat_(chat) {
-  template_ = ChatTemplate::of_tokenizer(json_path_);
-  RLCPP_CHECK(!chat.enabled || template_, "chat formatting (chat.enabled / --chat) needs a \"chat_template\" in the "
-                                          "tokenizer_config.json beside " << json_path_ << "; there is none");
   RLCPP_CHECK(bpe_.vocab_size() <= model.vocab_size,
               json_path_ << ": the tokenizer's ids reach " << bpe_.vocab_size() - 1 << ", past the model's vocabulary of "
                          << model.vocab_size << " (its vocab_size)");
@@ -52,18 +46,15 @@ HfTokenizer::HfTokenizer(const std::string& path, const ModelConfig& model, cons
     bos_ = bpe_.prefix_ids()[0];
   }
   const fs::path config_file = fs::path(json_path_).parent_path() / "tokenizer_config.json";
-  if (!fs::exists(config_file)) return;
-  config_path_ = config_file.string();
-  std::ifstream in(config_path_);
-  std::ostringstream text;
-  text << in.rdbuf();
-  Json config;
-  try {
-    config = parse_json_limited(text.str());
-  } catch (const Json::exception& e) {
-    RLCPP_FAIL(config_path_ << ": not valid JSON: " << e.what());
-  }
-  RLCPP_CHECK(config.is_object(), config_path_ << ": expected a JSON object");
+  if (fs::exists(config_file)) read_tokenizer_config(config_file.string());
+  RLCPP_CHECK(!chat.enabled || template_, "chat formatting (chat.enabled / --chat) needs a \"chat_template\" in the "
+                                          "tokenizer_config.json beside " << json_path_ << "; there is none");
+}
+
+void HfTokenizer::read_tokenizer_config(const std::string& file) {
+  config_path_ = file;
+  const Json config = load_json_file(file);
+  template_ = ChatTemplate::of_tokenizer_config(config, file);  // checks that it is an object
   const auto add_bos = config.find("add_bos_token");
   if (!bos_ && add_bos != config.end() && add_bos->is_boolean() && add_bos->get<bool>()) {
     const std::string bos = config_token(config, "bos_token", config_path_);

@@ -35,6 +35,9 @@ class HfTokenizer final : public Tokenizer {
   std::vector<std::string> files() const;
 
  private:
+  // The BOS (add_bos_token + bos_token) and the chat template of tokenizer_config.json.
+  void read_tokenizer_config(const std::string& file);
+
   std::string json_path_, config_path_;
   BpeTokenizer bpe_;
   std::optional<int32_t> bos_;
