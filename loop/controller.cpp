@@ -123,11 +123,14 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   }
   JsonlWriter metrics_log(run.file("metrics.jsonl"));
   JsonlWriter samples_log(run.file("samples.jsonl"));
-  std::unique_ptr<RolloutBackend> rollout =
-      config.rollout.placement == "split"
-          ? make_split_rollout(config.rollout, run.path(), rollout_checkpoint, params, state.policy_version,
-                               config.rollout_numerics())
-          : make_colocated_rollout(rollout_model, params, config.rollout.engine, state.policy_version);
+  std::unique_ptr<RolloutBackend> rollout;
+  if (config.rollout.placement == "split")
+    rollout = make_split_rollout(config.rollout, run.path(), rollout_checkpoint, params, state.policy_version,
+                                 config.rollout_numerics());
+  else if (config.rollout.placement == "remote")
+    rollout = make_remote_rollout(config.rollout, run.path(), params, state.policy_version, config.rollout_numerics());
+  else
+    rollout = make_colocated_rollout(rollout_model, params, config.rollout.engine, state.policy_version);
   RlContext ctx{config, *task, *reward, tok, model, params, reference ? &*reference : nullptr,
                 actor, *rollout, data_rng, update_rng, state.policy_version, critic ? &critic->updater : nullptr,
                 same_numerics ? nullptr : &rollout_model};

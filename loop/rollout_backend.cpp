@@ -56,9 +56,7 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
     // Several heartbeats fit in the silence that counts as death.
     const double heartbeat_s = std::min(1.0, rollout.worker_heartbeat_timeout_s / 5);
     std::vector<std::string> endpoints;
-    publisher_options_.chunk_floats =
-        std::min<int64_t>(publisher_options_.chunk_floats, std::max<int64_t>(params.numel(), 4096));
-    publisher_options_.reply_timeout_ms = static_cast<long>(rollout.worker_timeout_s * 1000);
+    publisher_options_ = worker_publisher_options(rollout, params);
     for (int64_t w = 0; w < rollout.num_workers; ++w) {
       const std::string name = "worker" + std::to_string(w);
       names_.push_back(name);
@@ -202,6 +200,13 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
 };
 
 }  // namespace
+
+ZmqPublisherOptions worker_publisher_options(const RolloutSection& rollout, const ParameterStore& params) {
+  ZmqPublisherOptions options;
+  options.chunk_floats = std::min<int64_t>(options.chunk_floats, std::max<int64_t>(params.numel(), 4096));
+  options.reply_timeout_ms = static_cast<long>(rollout.worker_timeout_s * 1000);
+  return options;
+}
 
 std::unique_ptr<RolloutBackend> make_colocated_rollout(const Transformer& model, const ParameterStore& params,
                                                        const EngineConfig& engine, int64_t version) {

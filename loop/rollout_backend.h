@@ -2,7 +2,9 @@
 // trainer's own weights (sync = an inproc version bump), or `split`, one `rlcpp worker` child process over
 // ipc:// in the run directory per `rollout.num_workers` (the request's prompts split among them), each fed by
 // the zmq weight-sync channel after every update. A split worker that exits, is killed or stops answering is
-// restarted and its unfinished prompts re-issued (loop/README.md "Fault handling").
+// restarted and its unfinished prompts re-issued (loop/README.md "Fault handling"); or `remote`, `rlcpp worker`
+// processes the user started (other hosts, CURVE-authenticated), fed like split ones but never restarted by the
+// trainer: a failed one stops the run, to be resumed once it serves again.
 #pragma once
 
 #include <map>
@@ -12,6 +14,7 @@
 #include "loop/train_config.h"
 #include "model/transformer.h"
 #include "rollout/engine.h"
+#include "weightsync/zmq_channel.h"
 
 namespace rlcpp {
 
@@ -41,5 +44,16 @@ std::unique_ptr<RolloutBackend> make_colocated_rollout(const Transformer& model,
 std::unique_ptr<RolloutBackend> make_split_rollout(const RolloutSection& rollout, const std::string& run_dir,
                                                    const std::string& checkpoint, const ParameterStore& params,
                                                    int64_t version, const ModelNumerics& numerics = {});
+
+// Connects to the workers of rollout.remote (bound at its endpoints, started by the user), checks that each
+// answers and computes in `numerics`, and brings every one to `params` at `version` (whatever it held).
+// `run_dir` is named in the failure messages (the run to resume).
+std::unique_ptr<RolloutBackend> make_remote_rollout(const RolloutSection& rollout, const std::string& run_dir,
+                                                    const ParameterStore& params, int64_t version,
+                                                    const ModelNumerics& numerics = {});
+
+// How split and remote rollouts publish `params`: chunks no larger than the model, acknowledgement within
+// rollout.worker_timeout_s.
+ZmqPublisherOptions worker_publisher_options(const RolloutSection& rollout, const ParameterStore& params);
 
 }  // namespace rlcpp

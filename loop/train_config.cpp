@@ -1,6 +1,8 @@
 #include "loop/train_config.h"
 
+#include "core/curve.h"
 #include "core/error.h"
+#include "core/wire.h"
 #include "loop/evaluation.h"
 #include "model/hf_tokenizer.h"
 #include "model/model_config.h"
@@ -88,6 +90,61 @@ std::string TrainConfig::tokenizer_path() const {
   return choose_tokenizer(tokenizer, choose_tokenizer(warm_start.sft.tokenizer, warm_start.sft.init_checkpoint));
 }
 
+namespace {
+
+// rollout.remote, when the placement is "remote" (and nothing in it otherwise): the lists agree, every endpoint
+// is one a trainer may reach (beyond this machine only with keys), and the key files load.
+void validate_remote_workers(const RolloutSection& rollout) {
+  const RemoteWorkersSection& r = rollout.remote;
+  if (rollout.placement != "remote") {
+    RLCPP_CHECK(r.endpoints.empty() && r.weights_endpoints.empty() && r.key.empty() && r.worker_keys.empty(),
+                "config key 'rollout.remote': set, but rollout.placement is \"" << rollout.placement
+                                                                               << "\" (remote workers need \"remote\")");
+    return;
+  }
+  const size_t n = r.endpoints.size();
+  RLCPP_CHECK(n >= 1, "config key 'rollout.remote.endpoints': the remote placement needs at least one worker "
+                      "endpoint (each `rlcpp worker CKPT --bind tcp://HOST:PORT --weights tcp://HOST:PORT2`)");
+  RLCPP_CHECK(static_cast<int64_t>(n) <= rollout.prompts_per_step,
+              "config key 'rollout.remote.endpoints': " << n << " workers for " << rollout.prompts_per_step
+                                                        << " prompts per step (rollout.prompts_per_step)");
+  RLCPP_CHECK(r.weights_endpoints.size() == n,
+              "config key 'rollout.remote.weights_endpoints': " << r.weights_endpoints.size() << " endpoints for " << n
+                                                                << " workers (one per rollout.remote.endpoints entry)");
+  RLCPP_CHECK(r.worker_keys.empty() || r.worker_keys.size() == 1 || r.worker_keys.size() == n,
+              "config key 'rollout.remote.worker_keys': " << r.worker_keys.size() << " keys for " << n
+                                                          << " workers (one per worker, or one for all)");
+  RLCPP_CHECK(r.key.empty() == r.worker_keys.empty(),
+              "config keys 'rollout.remote.key' and 'rollout.remote.worker_keys': give both (CURVE: the trainer's "
+              "PREFIX.key and the workers' .pub files) or neither");
+  auto check_endpoint = [&](const std::string& key, const std::string& e) {
+    bool local = false;
+    try {
+      local = is_local_endpoint(e);
+    } catch (const Error& err) {
+      RLCPP_FAIL("config key '" << key << "': " << err.what());
+    }
+    RLCPP_CHECK(e.rfind("inproc://", 0) != 0, "config key '" << key << "': '" << e
+                                                             << "' is inproc://, which no other process can reach");
+    RLCPP_CHECK(local || !r.key.empty(),
+                "config key '" << key << "': '" << e << "' reaches beyond this machine, which needs CURVE keys: "
+                               << "`rlcpp keys PREFIX` on each side, then rollout.remote.key = the trainer's "
+                               << "PREFIX.key and rollout.remote.worker_keys = the workers' .pub files");
+  };
+  for (const std::string& e : r.endpoints) check_endpoint("rollout.remote.endpoints", e);
+  for (const std::string& e : r.weights_endpoints) check_endpoint("rollout.remote.weights_endpoints", e);
+  if (r.key.empty()) return;
+  RLCPP_CHECK(curve_supported(), "config key 'rollout.remote.key': this libzmq was built without CURVE");
+  try {
+    load_curve_key_file(r.key);
+    for (const std::string& file : r.worker_keys) load_curve_public_key(file);
+  } catch (const Error& e) {
+    RLCPP_FAIL("config key 'rollout.remote': " << e.what());
+  }
+}
+
+}  // namespace
+
 void TrainConfig::validate() const {
   rollout_numerics();
   trainer_numerics();
@@ -115,8 +172,10 @@ void TrainConfig::validate() const {
   RLCPP_CHECK(mismatch.ratio_bound >= 1, "config key 'mismatch.ratio_bound': must be >= 1, got " << mismatch.ratio_bound);
   RLCPP_CHECK(mismatch.full_vocab_samples >= 0,
               "config key 'mismatch.full_vocab_samples': must be >= 0, got " << mismatch.full_vocab_samples);
-  RLCPP_CHECK(rollout.placement == "colocated" || rollout.placement == "split",
-              "config key 'rollout.placement': \"" << rollout.placement << "\", expected \"split\" or \"colocated\"");
+  RLCPP_CHECK(rollout.placement == "colocated" || rollout.placement == "split" || rollout.placement == "remote",
+              "config key 'rollout.placement': \"" << rollout.placement
+                                                    << "\", expected \"split\", \"colocated\" or \"remote\"");
+  validate_remote_workers(rollout);
   RLCPP_CHECK(rollout.num_workers >= 1 && rollout.num_workers <= rollout.prompts_per_step,
               "config key 'rollout.num_workers': must be in [1, prompts_per_step " << rollout.prompts_per_step
                                                                                   << "], got " << rollout.num_workers);

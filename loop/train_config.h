@@ -24,8 +24,31 @@
 
 namespace rlcpp {
 
+// rollout.placement = "remote": `rlcpp worker` processes the user started (on other hosts), each bound at its own
+// request and weight-sync endpoints; the trainer connects to them, brings them to its policy at the start
+// (a rebase publish: whatever weights and version they held) and after every update.
+struct RemoteWorkersSection {
+  std::vector<std::string> endpoints;          // each worker's request endpoint (its --bind)
+  std::vector<std::string> weights_endpoints;  // each worker's --weights endpoint, in the same order
+  std::string key;                             // the trainer's CURVE key pair (PREFIX.key of rlcpp keys)
+  std::vector<std::string> worker_keys;        // the workers' public keys (.pub): one per endpoint, or one for all
+
+  template <class V> void visit(V& v) {
+    v("endpoints", endpoints,
+      "remote: the workers' request endpoints (each `rlcpp worker --bind`), e.g. [\"tcp://10.0.0.8:5600\"]; a "
+      "rollout's prompts are divided among them");
+    v("weights_endpoints", weights_endpoints,
+      "remote: each worker's weight-sync endpoint (its --weights), in the order of endpoints");
+    v("key", key,
+      "remote: the trainer's CURVE key pair (PREFIX.key of `rlcpp keys PREFIX`); needed for any endpoint beyond "
+      "this machine, and then every connection is authenticated and encrypted");
+    v("worker_keys", worker_keys,
+      "remote: the workers' public keys (PREFIX.pub), one per endpoint or one shared by all");
+  }
+};
+
 struct RolloutSection {
-  std::string placement = "split";  // "split" (one worker process over ipc://) | "colocated" (in-process engine)
+  std::string placement = "split";  // "split" | "colocated" (in-process engine) | "remote" (workers started by you)
   std::string dtype = "fp32";         // the engine's compute dtype (model/numerics.h)
   std::string quantization = "none";  // the engine's Linear weights: none | int8 | fp8_e4m3
   std::string worker_binary;         // the rlcpp executable for split workers; "" = this executable
@@ -34,7 +57,8 @@ struct RolloutSection {
   int64_t group_size = 8;
   SamplingParams sampling;  // seed is derived per step from the run seed (the field is ignored)
   EngineConfig engine;
-  // split: fault handling (loop/README.md "Fault handling")
+  RemoteWorkersSection remote;
+  // split and remote: fault handling (loop/README.md "Fault handling")
   double worker_heartbeat_timeout_s = 30;  // silence from a generating worker (heartbeats every <= 1 s)
   double worker_timeout_s = 600;           // longest wait for a worker's result or weight acknowledgement
   int64_t max_worker_restarts = 3;         // per step; past it the run stops
@@ -42,7 +66,8 @@ struct RolloutSection {
   template <class V> void visit(V& v) {
     v("placement", placement,
       "split: one `rlcpp worker` process over ipc:// in the run dir, weights pushed over zmq after each update; "
-      "colocated: the engine runs in the trainer process and sync is a version bump");
+      "colocated: the engine runs in the trainer process and sync is a version bump; remote: workers you started "
+      "(other hosts), listed in rollout.remote, fed over zmq like split ones");
     v("dtype", dtype,
       "the rollout engine's compute dtype: fp32, bf16 or fp16 (weights, matmul inputs, activations and KV cache "
       "in that dtype, fp32 accumulation; model/numerics.h)");
@@ -54,13 +79,16 @@ struct RolloutSection {
     v("prompts_per_step", prompts_per_step, "prompts per rollout batch");
     v("group_size", group_size, "samples per prompt (the GRPO group)");
     v("sampling", sampling, "sampling parameters (sampling.seed is replaced by one derived from the run seed)");
-    v("engine", engine, "rollout engine knobs (rollout/README.md)");
+    v("engine", engine, "rollout engine knobs (rollout/README.md); remote workers use their own command line's");
+    v("remote", remote, "remote: the workers' endpoints and CURVE keys (loop/README.md \"Remote workers\")");
     v("worker_heartbeat_timeout_s", worker_heartbeat_timeout_s,
       "split: a generating worker heartbeats at least every second; one silent this long (hung, stopped) is "
-      "killed, restarted with the current weights and its unfinished prompts re-issued");
+      "killed, restarted with the current weights and its unfinished prompts re-issued; remote: the run stops "
+      "naming it (also the wait for a remote worker's first answer)");
     v("worker_timeout_s", worker_timeout_s,
       "split: longest wait for a worker's result to its share of a rollout, or for its acknowledgement of a "
-      "weight sync, before it is killed and restarted as above (generous: a slow step is not a fault)");
+      "weight sync, before it is killed and restarted as above (generous: a slow step is not a fault); remote: "
+      "the run stops naming it");
     v("max_worker_restarts", max_worker_restarts,
       "split: worker restarts allowed within one step (a worker that exited, was killed or timed out); one "
       "more failure stops the run naming the worker and what happened; 0 = the first failure stops it");

@@ -82,6 +82,7 @@ class Engine {
 
   const EngineConfig& config() const { return config_; }
   const ModelConfig& model_config() const { return model_.config(); }
+  const ModelNumerics& numerics() const { return model_.numerics(); }
   int64_t num_blocks() const { return cache_.num_blocks; }
   // The cache's bytes over its slots: 2 * layers * kv_heads * head_dim * 4 (fp32) or 2 (bf16, fp16).
   int64_t kv_bytes_per_token() const;

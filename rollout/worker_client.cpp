@@ -27,20 +27,26 @@ std::string printable(const std::string& identity) {
 WorkerClient WorkerClient::connect(zmq::context_t& context, const std::vector<std::string>& endpoints,
                                    const WorkerClientOptions& options) {
   RLCPP_CHECK(!endpoints.empty(), "worker client: no worker endpoints given");
+  RLCPP_CHECK(options.server_publics.empty() || options.server_publics.size() == endpoints.size(),
+              "worker client: " << options.server_publics.size() << " worker public keys for " << endpoints.size()
+                                << " endpoints");
   WorkerClient c(context, options);
   for (const std::string& e : endpoints) {
     c.workers_.push_back({c.sockets_.size(), "", e});
     c.monitors_.emplace_back();
-    c.sockets_.push_back(c.open_dealer(e, c.monitors_.back()));
+    c.sockets_.push_back(c.open_dealer(c.num_workers() - 1, c.monitors_.back()));
   }
   return c;
 }
 
-zmq::socket_t WorkerClient::open_dealer(const std::string& endpoint, HandshakeMonitor& monitor) const {
+zmq::socket_t WorkerClient::open_dealer(int worker, HandshakeMonitor& monitor) const {
+  const std::string& endpoint = workers_[worker].name;
   zmq::socket_t s(*context_, zmq::socket_type::dealer);
   s.set(zmq::sockopt::linger, 1000);
   s.set(zmq::sockopt::maxmsgsize, 2 * options_.limits.max_message_bytes);
-  const bool curve = secure_connect(s, endpoint, options_.curve, "worker client");
+  CurveOptions curve_options = options_.curve;
+  if (!options_.server_publics.empty()) curve_options.server_public = options_.server_publics[worker];
+  const bool curve = secure_connect(s, endpoint, curve_options, "worker client");
   monitor = HandshakeMonitor(*context_, s, curve);  // before connecting: no event is missed
   try {
     s.connect(endpoint);
@@ -257,7 +263,7 @@ RolloutResult WorkerClient::generate(const Request& request, WorkerSupervisor* s
         // the old one still queues must not reach the new worker after all.
         zmq::socket_t& old = sockets_[workers_[c.worker].socket];
         old.set(zmq::sockopt::linger, 0);
-        old = open_dealer(workers_[c.worker].name, monitors_[workers_[c.worker].socket]);
+        old = open_dealer(c.worker, monitors_[workers_[c.worker].socket]);
         last_heard[c.worker].reset();
         send_chunk(i);
       }

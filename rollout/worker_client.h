@@ -30,6 +30,9 @@ struct WorkerClientOptions {
   // Keys for CURVE (needed on a tcp endpoint beyond this machine): connecting, the client's pair and the workers'
   // public key; listening, the pair, the workers' public keys admitted and the ZAP handler of the context.
   CurveOptions curve;
+  // connect(): each worker's own public key, in endpoint order, when the workers have key pairs of their own
+  // (empty: curve.server_public for all).
+  std::vector<std::string> server_publics;
 };
 
 // A worker that failed while it owed a generate result.
@@ -84,7 +87,7 @@ class WorkerClient {
   WorkerClient(zmq::context_t& context, const WorkerClientOptions& options) : context_(&context), options_(options) {}
   // A fresh DEALER to a bound worker's endpoint, watched by a fresh `monitor`: what the replaced worker was sent
   // or had queued is dropped.
-  zmq::socket_t open_dealer(const std::string& endpoint, HandshakeMonitor& monitor) const;
+  zmq::socket_t open_dealer(int worker, HandshakeMonitor& monitor) const;
   // " (the last handshake failure)" of the worker's connection, or "": for a timeout's message.
   std::string handshake_note(int worker) const;
   void send(int worker, const WireMessage& message);

@@ -139,6 +139,7 @@ bool WorkerService::handle(ReceivedFrames& received, const ServeControl& control
       pong.header["worker"] = options_.name;
       pong.header["kv_bytes_per_token"] = engine_.kv_bytes_per_token();
       pong.header["num_blocks"] = engine_.num_blocks();
+      pong.header["numerics"] = engine_.numerics().describe();
       reply(pong);
     } else if (type == "shutdown") {
       WireMessage bye("bye");

@@ -181,7 +181,10 @@ TEST(RolloutWorker, ConnectedWorkersRegisterAndServe) {
   expect_same(local.generate(req), client.generate(req));
   const std::vector<Json> pongs = client.ping();
   ASSERT_EQ(pongs.size(), 2u);
-  for (const Json& p : pongs) EXPECT_EQ(p["type"], "pong");
+  for (const Json& p : pongs) {
+    EXPECT_EQ(p["type"], "pong");
+    EXPECT_EQ(p["numerics"], w.model.numerics().describe());  // checked by a trainer against its config
+  }
 }
 
 TEST(RolloutWorker, BadMessagesGetErrorRepliesAndTheWorkerKeepsServing) {

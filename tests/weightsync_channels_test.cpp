@@ -217,6 +217,53 @@ TEST(WeightSyncZmq, VersionsMustIncrease) {
   EXPECT_NE(g.sub.last_error().find("not newer"), std::string::npos) << g.sub.last_error();
 }
 
+// A trainer that (re)starts brings a subscriber that outlived the previous one (a remote worker) to its policy
+// with a rebase publish: taken although not newer, then versions count on from it; a 'rebase' that is not a
+// boolean, or a negative version, is refused naming it.
+TEST(WeightSyncZmq, ARebasePublishIsTakenWhateverTheSubscribersVersion) {
+  const ModelConfig cfg = small_config();
+  ParameterStore params = init_random(cfg, 21);
+  SubscriberFixture f(cfg);
+  f.serve(5);
+  ZmqPublisherOptions o = small_chunks();
+  o.max_attempts = 1;
+  ZmqWeightPublisher earlier(f.ctx, f.sub.endpoint(), false, o);
+  earlier.publish(init_random(cfg, 22), 7);  // the previous trainer's last version
+  ZmqWeightPublisher trainer(f.ctx, f.sub.endpoint(), false, o);
+  EXPECT_THROW(trainer.publish(params, 3), Error);  // not newer, no rebase: refused
+  EXPECT_EQ(f.sub.version(), 7);
+  EXPECT_EQ(trainer.publish(params, 3, /*rebase=*/true).attempts, 1);
+  ZmqWeightPublisher stale(f.ctx, f.sub.endpoint(), false, o);
+  EXPECT_THROW(stale.publish(params, 3), Error);  // from now on 3 is the version to beat
+  params.flat().data<float>()[0] += 1.0f;
+  trainer.publish(params, 4);
+  f.server.join();
+  EXPECT_EQ(f.outcomes, (std::vector<bool>{true, false, true, false, true}));
+  EXPECT_EQ(f.sub.version(), 4);
+  EXPECT_TRUE(bit_equal(f.received, params));
+
+  SubscriberFixture g(cfg);
+  g.serve(2);
+  zmq::socket_t dealer(g.ctx, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.connect(g.sub.endpoint());
+  const std::vector<std::pair<Json, std::string>> bad = {
+      {Json("yes"), "header field 'rebase' is \"yes\", expected true or false"},
+      {Json(true), "version -1 is not newer than 0 (a rebase needs a version >= 0)"}};
+  for (const auto& [rebase, expected] : bad) {
+    WireMessage m = encode_weights(params, rebase.is_boolean() ? -1 : 1, 1 << 20);
+    m.header["rebase"] = rebase;
+    send_wire_message(dealer, {}, m);
+    ReceivedFrames in;
+    ASSERT_TRUE(receive_frames(dealer, 0, WireLimits{}, 10000, in)) << "no reply to rebase " << rebase.dump();
+    const WireMessage reply = decode_wire_message(in.frames, WireLimits{});
+    EXPECT_EQ(reply.type(), "error") << reply.header.dump();
+    EXPECT_NE(reply.header.value("error", std::string()).find(expected), std::string::npos) << reply.header.dump();
+  }
+  g.server.join();
+  EXPECT_EQ(g.sub.version(), 0);
+}
+
 // A version that is not an integer is refused, naming the field; a string used to throw out of poll (and so
 // out of a worker's serve loop), a fraction to be truncated into a version.
 TEST(WeightSyncZmq, VersionThatIsNotAnIntegerIsRefusedNamingIt) {

@@ -43,11 +43,12 @@ ZmqWeightPublisher::ZmqWeightPublisher(zmq::context_t& ctx, const std::string& e
 
 std::string ZmqWeightPublisher::endpoint() const { return last_endpoint(socket_); }
 
-PublishStats ZmqWeightPublisher::publish(const ParameterStore& params, int64_t version) {
+PublishStats ZmqWeightPublisher::publish(const ParameterStore& params, int64_t version, bool rebase) {
   RLCPP_CHECK(version > last_version_,
               "weight sync: version " << version << " published after " << last_version_ << " (must increase)");
   const auto start = std::chrono::steady_clock::now();
-  const WireMessage message = encode_weights(params, version, options_.chunk_floats);
+  WireMessage message = encode_weights(params, version, options_.chunk_floats);
+  if (rebase) message.header["rebase"] = true;
   PublishStats stats;
   stats.version = version;
   // A subscriber that refused our CURVE handshake has closed the connection for good (a send would then block
@@ -139,9 +140,14 @@ bool ZmqWeightSubscriber::poll(long timeout_ms, const Swap& swap) {
                                                      : field->dump(-1, ' ', false, Json::error_handler_t::replace)) +
                       ", expected an integer");
     version = field->get<int64_t>();
-    if (version <= version_)
+    const auto rebase = message.header.find("rebase");
+    if (rebase != message.header.end() && !rebase->is_boolean())
+      throw WireError("weights message refused: header field 'rebase' is " +
+                      rebase->dump(-1, ' ', false, Json::error_handler_t::replace) + ", expected true or false");
+    const bool rebased = rebase != message.header.end() && rebase->get<bool>();
+    if (version < 0 || (!rebased && version <= version_))
       throw WireError("weights message refused: version " + std::to_string(version) + " is not newer than " +
-                      std::to_string(version_));
+                      std::to_string(version_) + (rebased ? " (a rebase needs a version >= 0)" : ""));
     ParameterStore staged(config_);
     RLCPP_CHECK(staged.numel() == total_floats_, "weight sync: layout size " << total_floats_ << " != store size "
                                                                              << staged.numel());

@@ -52,8 +52,10 @@ class ZmqWeightPublisher {
                      ZmqPublisherOptions options = {});
   // Sends `version` (> the last one published) and waits for its acknowledgement; throws when the subscriber
   // refuses every attempt or refuses our CURVE handshake (at once, naming why), or WeightSyncTimeout when it
-  // does not answer within the timeout.
-  PublishStats publish(const ParameterStore& params, int64_t version);
+  // does not answer within the timeout. `rebase`: the first publish of a trainer that (re)started, to a
+  // subscriber that outlives trainers (a remote worker): taken even when not newer than the subscriber's
+  // version, which then counts on from `version`.
+  PublishStats publish(const ParameterStore& params, int64_t version, bool rebase = false);
   std::string endpoint() const;  // bound endpoint read back when bound
   int64_t last_version() const { return last_version_; }
 

@@ -1,0 +1,232 @@
+// rlcpp train with rollout.placement = "remote": `rlcpp worker` processes started on their own (here on this
+// machine, bound on every interface as on another host, so CURVE is required), each with its own key pair,
+// admitting only the trainer's public key. The run samples exactly what a colocated run samples, whatever
+// weights the workers started with; a failed worker stops the run naming it, and the run resumes once the
+// worker serves again at its address; a trainer the workers do not admit, or a worker in other numerics, is
+// refused before any step.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <unistd.h>
+
+#include <memory>
+
+#include "core/curve.h"
+#include "core/metrics.h"
+#include "loop/controller.h"
+#include "loop/worker_process.h"
+#include "model/checkpoint.h"
+#include "model/init.h"
+#include "tests/train_test_support.h"
+
+namespace rlcpp {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool has(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+
+// "tcp://0.0.0.0:PORT" -> PORT
+std::string port_of(const std::string& endpoint) { return endpoint.substr(endpoint.rfind(':') + 1); }
+
+class TrainRemote : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!curve_supported()) GTEST_SKIP() << "this libzmq was built without CURVE";
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    root_ = fs::temp_directory_path() / ("rlcpp_remote_" + std::string(info->name()));
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+    for (const char* name : {"trainer", "w0", "w1", "stranger"})
+      save_curve_keys((root_ / name).string(), generate_curve_keys());
+    small_train_checkpoint(root_ / "init");
+    // The workers load other weights of the same shape: what they sample with must come from the trainer.
+    ModelConfig mc = load_model_checkpoint((root_ / "init").string()).config();
+    save_model_checkpoint((root_ / "other").string(), init_random(mc, 9));
+  }
+  void TearDown() override {
+    workers_.clear();
+    fs::remove_all(root_);
+  }
+
+  // Starts worker `name` (key pair root_/name.key) bound on every interface at the given ports ("*" = any free
+  // one), admitting only the trainer's key.
+  WorkerProcess& start_worker(const std::string& name, const std::string& port = "*",
+                              const std::string& weights_port = "*", std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {(root_ / "other").string(),
+                                     "--bind",
+                                     "tcp://0.0.0.0:" + port,
+                                     "--weights",
+                                     "tcp://0.0.0.0:" + weights_port,
+                                     "--curve-key",
+                                     (root_ / (name + ".key")).string(),
+                                     "--curve-clients",
+                                     (root_ / "trainer.pub").string(),
+                                     "--name",
+                                     name,
+                                     "--heartbeat",
+                                     "0.2",
+                                     "--exit-with-parent"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    workers_.push_back(std::make_unique<WorkerProcess>(RLCPP_BINARY_DIR "/rlcpp", args));
+    return *workers_.back();
+  }
+
+  TrainConfig base_config() const {
+    TrainConfig c;
+    c.init_checkpoint = (root_ / "init").string();
+    c.rollout.prompts_per_step = 8;
+    c.rollout.group_size = 8;
+    c.rollout.worker_heartbeat_timeout_s = 10;
+    c.ppo.mini_batch_size = 32;
+    c.ppo.micro_batch_size = 32;
+    c.optim.lr = 3e-3;
+    c.steps = 4;
+    c.eval_every = 0;
+    c.eval_size = 10;
+    return c;
+  }
+
+  // The remote placement over `workers` (reached through loopback, with CURVE since keys are given).
+  TrainConfig remote_config(const std::vector<WorkerProcess*>& workers, const std::string& trainer_key) const {
+    TrainConfig c = base_config();
+    c.run_dir = (root_ / "remote").string();
+    c.rollout.placement = "remote";
+    c.rollout.remote.key = (root_ / (trainer_key + ".key")).string();
+    for (size_t w = 0; w < workers.size(); ++w) {
+      c.rollout.remote.endpoints.push_back("tcp://127.0.0.1:" + port_of(workers[w]->endpoint()));
+      c.rollout.remote.weights_endpoints.push_back("tcp://127.0.0.1:" + port_of(workers[w]->weights_endpoint()));
+      c.rollout.remote.worker_keys.push_back((root_ / ("w" + std::to_string(w) + ".pub")).string());
+    }
+    return c;
+  }
+
+  TrainSummary colocated_run() const {
+    TrainConfig c = base_config();
+    c.run_dir = (root_ / "colocated").string();
+    c.rollout.placement = "colocated";
+    return run_train(c, config_to_json(c));
+  }
+
+  static std::string train_error(const TrainConfig& c) {
+    try {
+      run_train(c, config_to_json(c));
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "<no error>";
+  }
+
+  fs::path root_;
+  std::vector<std::unique_ptr<WorkerProcess>> workers_;
+};
+
+void expect_same_run(const fs::path& a, const fs::path& b) {
+  EXPECT_EQ(read_jsonl(a / "samples.jsonl"), read_jsonl(b / "samples.jsonl"));
+  const std::vector<Json> ma = read_jsonl(a / "metrics.jsonl"), mb = read_jsonl(b / "metrics.jsonl");
+  ASSERT_EQ(ma.size(), mb.size());
+  for (size_t i = 0; i < ma.size(); ++i) {
+    for (const auto& [key, value] : ma[i].items()) {
+      if (run_dependent_key(key) || key.rfind("rollout/worker", 0) == 0 || key == "rollout/reissued_prompts") continue;
+      EXPECT_EQ(value, mb[i][key]) << "step " << i + 1 << " key " << key;
+    }
+    EXPECT_EQ(mb[i]["mismatch/max_abs_dlogp"], 0.0) << "step " << i + 1;  // workers and trainer agree
+  }
+}
+
+TEST_F(TrainRemote, AuthenticatedRemoteWorkersSampleWhatAColocatedRunSamples) {
+  WorkerProcess& w0 = start_worker("w0");
+  WorkerProcess& w1 = start_worker("w1");
+  const TrainConfig remote = remote_config({&w0, &w1}, "trainer");
+  const TrainSummary r = run_train(remote, config_to_json(remote));
+  const TrainSummary c = colocated_run();
+  ASSERT_EQ(r.mean_rewards.size(), 4u);
+  expect_same_run(c.run_dir, r.run_dir);
+  EXPECT_GT(read_jsonl(fs::path(r.run_dir) / "metrics.jsonl")[0]["timing_s/weight_sync"].get<double>(), 0);
+  // The workers outlive the run, serving on.
+  EXPECT_EQ(w0.exit_reason(), "");
+  EXPECT_EQ(w1.exit_reason(), "");
+}
+
+TEST_F(TrainRemote, AFailedWorkerStopsTheRunNamingItAndTheRunResumesOnceItServesAgain) {
+  // w0 exits abruptly during its fifth generate request (each step sends it two: the rollout and the probe's
+  // prompts), in step 3.
+  WorkerProcess& w0 = start_worker("w0", "*", "*", {"--inject-fault", "exit:5:1"});
+  WorkerProcess& w1 = start_worker("w1");
+  TrainConfig remote = remote_config({&w0, &w1}, "trainer");
+  remote.checkpoint_every = 1;
+  remote.rollout.worker_heartbeat_timeout_s = 3;  // how soon the silent worker is found
+  const std::string error = train_error(remote);
+  std::printf("the failed run: %s\n", error.c_str());
+  EXPECT_TRUE(has(error, "tcp://127.0.0.1:" + port_of(w0.endpoint()))) << error;
+  EXPECT_TRUE(has(error, "rlcpp train --resume " + remote.run_dir)) << error;
+  const size_t done = read_jsonl(fs::path(remote.run_dir) / "metrics.jsonl").size();
+  EXPECT_EQ(done, 2u);
+
+  // The same worker started again at its address, from its own (other) weights at version 0; w1 kept the version
+  // of the last step, which is the checkpoint's too (not newer): both are brought to the checkpoint's policy.
+  const std::string port = port_of(w0.endpoint()), weights_port = port_of(w0.weights_endpoint());
+  for (int i = 0; i < 100 && w0.exit_reason().empty(); ++i) usleep(20000);
+  EXPECT_NE(w0.exit_reason(), "");
+  start_worker("w0", port, weights_port);
+  const TrainSummary resumed = resume_train(remote.run_dir);
+  EXPECT_EQ(resumed.mean_rewards.size(), 4 - done);
+  expect_same_run(colocated_run().run_dir, remote.run_dir);
+}
+
+TEST_F(TrainRemote, ATrainerTheWorkersDoNotAdmitOrWhoseNumericsDifferIsRefusedBeforeAnyStep) {
+  WorkerProcess& w0 = start_worker("w0", "*", "*", {"--dtype", "bf16"});
+  TrainConfig stranger = remote_config({&w0}, "stranger");
+  stranger.rollout.worker_heartbeat_timeout_s = 60;  // refused at once, not after this wait
+  Stopwatch took;
+  const std::string refused = train_error(stranger);
+  EXPECT_LT(took.seconds(), 30);
+  EXPECT_TRUE(has(refused, "refused us")) << refused;
+  EXPECT_TRUE(has(refused, "authentication failed")) << refused;
+  EXPECT_FALSE(fs::exists(fs::path(stranger.run_dir) / "metrics.jsonl") &&
+               !read_jsonl(fs::path(stranger.run_dir) / "metrics.jsonl").empty());
+
+  const std::string numerics = train_error(remote_config({&w0}, "trainer"));
+  EXPECT_TRUE(has(numerics, "computes in bf16, the run's rollout numerics are fp32")) << numerics;
+  EXPECT_TRUE(has(numerics, "--dtype")) << numerics;
+}
+
+TEST(TrainRemoteConfig, RemoteWorkerSettingsAreCheckedBeforeAnyWork) {
+  auto error = [](const TrainConfig& c) {
+    try {
+      c.validate();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("<no error>");
+  };
+  TrainConfig c;
+  c.rollout.placement = "remote";
+  EXPECT_TRUE(has(error(c), "'rollout.remote.endpoints': the remote placement needs at least one")) << error(c);
+  c.rollout.remote.endpoints = {"tcp://10.1.2.3:5600"};
+  EXPECT_TRUE(has(error(c), "'rollout.remote.weights_endpoints': 0 endpoints for 1 workers")) << error(c);
+  c.rollout.remote.weights_endpoints = {"tcp://10.1.2.3:5601"};
+  EXPECT_TRUE(has(error(c), "'rollout.remote.endpoints': 'tcp://10.1.2.3:5600' reaches beyond this machine"))
+      << error(c);
+  c.rollout.remote.key = "/nonexistent/trainer.key";
+  EXPECT_TRUE(has(error(c), "give both")) << error(c);
+  c.rollout.remote.worker_keys = {"/nonexistent/w0.pub"};
+  EXPECT_TRUE(has(error(c), "config key 'rollout.remote'")) << error(c);
+  EXPECT_TRUE(has(error(c), "/nonexistent/trainer.key")) << error(c);
+  c.rollout.remote.worker_keys = {"a.pub", "b.pub"};
+  EXPECT_TRUE(has(error(c), "2 keys for 1 workers")) << error(c);
+
+  TrainConfig split;
+  split.rollout.remote.endpoints = {"tcp://127.0.0.1:5600"};
+  EXPECT_TRUE(has(error(split), "rollout.placement is \"split\"")) << error(split);
+  TrainConfig local;  // loopback needs no keys
+  local.rollout.placement = "remote";
+  local.rollout.remote.endpoints = {"tcp://127.0.0.1:5600"};
+  local.rollout.remote.weights_endpoints = {"ipc:///tmp/w0_weights.ipc"};
+  EXPECT_EQ(error(local), "<no error>");
+  local.rollout.remote.weights_endpoints = {"inproc://w"};
+  EXPECT_TRUE(has(error(local), "inproc://")) << error(local);
+}
+
+}  // namespace
+}  // namespace rlcpp
