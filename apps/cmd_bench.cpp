@@ -24,7 +24,15 @@ Command add_bench_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--preset", train->preset, "model preset: tiny (W1) or qwen05b (W2)");
   auto* iters = cmd->add_option("--iters", train->iters, "timed iterations (step: timed GRPO steps, default 5)");
-  cmd->add_flag("!--no-peer", train->peer, "skip the PyTorch peer");
+  cmd->add_flag("!--no-peer", train->peer, "skip every peer");
+  auto peers = std::make_shared<std::string>();
+  cmd->add_option("--peers", *peers,
+                  "peers run beside rlcpp, comma-separated (default torch: Debian's PyTorch 1.13 scripts); the real "
+                  "systems of scripts/install_peers.sh: train: pytorch2 (eager and torch.compile); rollout: "
+                  "llama.cpp, vllm; step: trl (TRL's GRPOTrainer)");
+  cmd->add_option("--dtype", rollout->dtype, "rollout: rlcpp's and the peers' dtype, fp32 or bf16");
+  cmd->add_option("--long-tail", rollout->long_tail_sequences,
+                  "rollout: sequences of the long-tail shape (54 new tokens each; 0 = skip it)");
   cmd->add_option("--batch", train->batch, "train: sequences per step");
   cmd->add_option("--seq", train->seq, "train: tokens per sequence");
   cmd->add_option("--prompts", rollout->prompts, "rollout: prompts");
@@ -42,6 +50,7 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("--set", step->overrides,
                   "step: override a key of the recipe, e.g. numerics.batch_invariant=false (repeatable)");
   return {cmd, [=]() {
+    if (!peers->empty()) train->peers = rollout->peers = step->peers = *peers;
     if (*which == "tokenize") {
       RLCPP_CHECK(!tokenize->tokenizer.empty(), "bench tokenize: --tokenizer TOKENIZER_JSON_OR_CHECKPOINT is needed");
       if (iters->count() > 0) tokenize->iters = train->iters;

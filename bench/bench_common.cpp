@@ -4,8 +4,12 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 
+#include <stdlib.h>
+
+#include "core/error.h"
 #include "core/metrics.h"
 #include "kernels/machine_peaks.h"
 
@@ -38,6 +42,17 @@ double sgemm_gflops(int64_t m, int64_t n, int64_t k) {
 std::string source_dir() {
   const char* env = std::getenv("RLCPP_SOURCE_DIR");
   return env ? env : RLCPP_SOURCE_DIR;
+}
+
+TempDir::TempDir(const std::string& tag) {
+  std::string pattern = (std::filesystem::temp_directory_path() / ("rlcpp_" + tag + ".XXXXXX")).string();
+  RLCPP_CHECK(mkdtemp(pattern.data()) != nullptr, "bench: cannot create a directory like " << pattern);
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
 }
 
 Json run_torch_peer(const std::string& src, const std::string& args) {

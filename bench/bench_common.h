@@ -29,4 +29,17 @@ Json run_python_peer(const std::string& python, const std::string& script, const
 // The source tree (for bench/peers/ and bench/RESULTS.md): $RLCPP_SOURCE_DIR, else the build's source dir.
 std::string source_dir();
 
+// A fresh directory TMP/rlcpp_TAG.XXXXXX, removed with everything in it when this goes out of scope.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 }  // namespace rlcpp::bench

@@ -4,8 +4,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "bench/bench_common.h"
+#include "bench/real_peers.h"
+#include "core/error.h"
+#include "model/checkpoint.h"
 #include "core/metrics.h"
 #include "core/philox.h"
 #include "model/init.h"
@@ -53,12 +57,40 @@ void time_shape(Engine& engine, const Request& req, int iters, ShapeResult& r) {
   r.tokens_per_s = static_cast<double>(r.stats.generated_tokens) / r.seconds;
 }
 
-// The peer's figures for one shape, or nulls.
+// The Debian PyTorch peer's figures for one shape, or nulls.
 Json peer_shape(bool enabled, int64_t prompts, int64_t group, int64_t prompt_len, int64_t new_tokens) {
   if (!enabled) return nullptr;
   return run_torch_peer(source_dir(), "rollout --prompts " + std::to_string(prompts) + " --group " +
                                           std::to_string(group) + " --prompt-len " + std::to_string(prompt_len) +
                                           " --new-tokens " + std::to_string(new_tokens) + " --threads best");
+}
+
+// The real peers (llama.cpp, vLLM) on one shape, each loading the bench's weights from `checkpoint`.
+std::vector<PeerFigure> real_peers_shape(const std::vector<std::string>& peers, const std::string& checkpoint,
+                                         const std::string& dtype, int64_t prompts, int64_t group,
+                                         int64_t prompt_len, int64_t new_tokens, int iters) {
+  std::vector<PeerFigure> out;
+  const std::string shape = " --prompts " + std::to_string(prompts) + " --group " + std::to_string(group) +
+                            " --prompt-len " + std::to_string(prompt_len) + " --new-tokens " +
+                            std::to_string(new_tokens) + " --iters " + std::to_string(std::max(1, iters / 3)) +
+                            " --warmup 1 --threads " + std::to_string(omp_get_max_threads());
+  auto run = [&](const std::string& peer, const std::string& args, const std::string& label) {
+    const PeerRun r = run_real_peer(peer, "rollout --checkpoint '" + checkpoint + "'" + args + shape);
+    out.push_back(peer_figure(r, "tokens_per_s"));
+    out.back().name += label;
+    if (!r.result.is_null()) std::printf("    %s peer: %s\n", peer.c_str(), r.result.dump().c_str());
+  };
+  for (const std::string& peer : peers) {
+    if (peer == "vllm") {
+      run(peer, std::string(" --dtype ") + (dtype == "bf16" ? "bfloat16" : "float32"), "");
+    } else {
+      // llama.cpp twice: its KV cache in the compute dtype (rlcpp's arithmetic), and in f16, its default.
+      const std::string d = dtype == "bf16" ? "bf16" : "f32";
+      run(peer, " --dtype " + d + " --kv-type " + d, " KV " + d);
+      run(peer, " --dtype " + d + " --kv-type f16", " KV f16 (its default)");
+    }
+  }
+  return out;
 }
 
 void print_shape(const char* name, const ShapeResult& r, const Json& peer) {
@@ -92,41 +124,62 @@ void print_memory(const char* name, const RolloutStats& s, int64_t sequences, in
 }  // namespace
 
 int run_rollout_bench(const RolloutBenchOptions& o) {
+  RLCPP_CHECK(o.dtype == "fp32" || o.dtype == "bf16", "bench rollout --dtype: fp32 or bf16, got '" << o.dtype << "'");
+  const std::vector<std::string> real = o.peer ? real_peers_in(o.peers, {"llama.cpp", "vllm"})
+                                               : std::vector<std::string>{};
+  const bool torch_peer = o.peer && list_has(o.peers, "torch") && o.preset == "tiny" && o.dtype == "fp32";
   const ModelConfig mc = model_preset(o.preset);
   const ParameterStore params = init_random(mc, 1);
-  const Transformer model(mc);
+  const Transformer model(mc, make_numerics(o.dtype, "none", true, "bench rollout --dtype", ""));
+  // The same weights for the real peers, as a Hugging Face directory.
+  std::optional<TempDir> checkpoint;
+  if (!real.empty()) {
+    checkpoint.emplace("rollout_bench_ckpt");
+    save_model_checkpoint(checkpoint->path() + "/model", params);
+  }
+  auto compare = [&](const ShapeResult& r, int64_t prompts, int64_t group, int64_t new_tokens) {
+    if (real.empty()) return;
+    const std::vector<PeerFigure> figures =
+        real_peers_shape(real, checkpoint->path() + "/model", o.dtype, prompts, group, o.prompt_len, new_tokens, o.iters);
+    for (const std::string& row : comparison_rows("rlcpp (" + o.dtype + ")", r.tokens_per_s, figures, "tok/s", true))
+      std::printf("%s\n", row.c_str());
+  };
   EngineConfig ec;
   ec.block_size = o.block_size;
   ec.max_num_seqs = std::max<int64_t>(o.prompts * o.group, o.long_tail_sequences);
   ec.max_num_batched_tokens = std::max<int64_t>(8192, o.prompts * o.group * o.prompt_len);
   Engine engine(model, params, ec);
 
-  std::printf("rollout bench: preset %s (%lld params), fp32 CPU, %d threads, temperature 1, fixed length; KV %lld "
+  std::printf("rollout bench: preset %s (%lld params), %s CPU, %d threads, temperature 1, fixed length; KV %lld "
               "bytes/token, cache %lld blocks of %lld\n",
-              o.preset.c_str(), static_cast<long long>(mc.num_parameters()), omp_get_max_threads(),
+              o.preset.c_str(), static_cast<long long>(mc.num_parameters()), o.dtype.c_str(), omp_get_max_threads(),
               static_cast<long long>(engine.kv_bytes_per_token()), static_cast<long long>(engine.num_blocks()),
               static_cast<long long>(o.block_size));
   const Request main_req = make_request(mc, o.prompts, o.group, o.prompt_len, o.new_tokens);
   ShapeResult main_shape;
   time_shape(engine, main_req, o.iters, main_shape);
-  const Json main_peer = peer_shape(o.peer, o.prompts, o.group, o.prompt_len, o.new_tokens);
+  const Json main_peer = peer_shape(torch_peer, o.prompts, o.group, o.prompt_len, o.new_tokens);
   time_shape(engine, main_req, o.iters, main_shape);
   char name[128];
   std::snprintf(name, sizeof name, "%lld x %lld seqs, prompt %lld, %lld new", static_cast<long long>(o.prompts),
                 static_cast<long long>(o.group), static_cast<long long>(o.prompt_len),
                 static_cast<long long>(o.new_tokens));
   print_shape(name, main_shape, main_peer);
+  compare(main_shape, o.prompts, o.group, o.new_tokens);
+  if (o.long_tail_sequences == 0) return 0;
 
   const Request tail_req = make_request(mc, o.long_tail_sequences, 1, o.prompt_len, o.long_tail_new_tokens);
   ShapeResult tail;
   time_shape(engine, tail_req, o.iters, tail);
-  const Json tail_peer = peer_shape(o.peer, o.long_tail_sequences, 1, o.prompt_len, o.long_tail_new_tokens);
+  const Json tail_peer = peer_shape(torch_peer, o.long_tail_sequences, 1, o.prompt_len, o.long_tail_new_tokens);
   time_shape(engine, tail_req, o.iters, tail);
   std::snprintf(name, sizeof name, "long tail: %lld seqs, %lld new", static_cast<long long>(o.long_tail_sequences),
                 static_cast<long long>(o.long_tail_new_tokens));
   print_shape(name, tail, tail_peer);
+  compare(tail, o.long_tail_sequences, 1, o.long_tail_new_tokens);
+  if (o.preset != "tiny") return 0;
 
-  std::printf("  memory (KV cache, fp32):\n");
+  std::printf("  memory (KV cache, %s):\n", o.dtype.c_str());
   print_memory("main shape", main_shape.stats, o.prompts * o.group, o.prompt_len + o.new_tokens);
   const Request shared_req = make_request(mc, o.prompts, o.group, o.shared_prompt_len, o.new_tokens);
   const RolloutStats shared = engine.generate(shared_req).stats;

@@ -17,10 +17,13 @@ struct RolloutBenchOptions {
   int64_t block_size = 16;
   int iters = 10;  // timed runs per shape on each side of the peer
   bool peer = true;
+  std::string peers = "torch";  // torch (Debian's PyTorch 1.13 peer, W1 fp32), llama.cpp, vllm
+  std::string dtype = "fp32";   // rlcpp's compute dtype and the peers' (fp32 or bf16)
 };
 
-// Rollout tokens/s (fixed-length sampling at temperature 1) on the W1 shapes of BENCHMARKS.md next to the
-// PyTorch peer, plus the KV-cache memory report. Returns 0.
+// Rollout tokens/s (fixed-length sampling at temperature 1) on the W1 shapes of BENCHMARKS.md (the long tail
+// skipped when long_tail_sequences is 0) next to the peers of `peers` on the same weights, plus the KV-cache
+// memory report (W1 only). Returns 0.
 int run_rollout_bench(const RolloutBenchOptions& options);
 
 }  // namespace rlcpp::bench

@@ -9,9 +9,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "bench/bench_common.h"
+#include "bench/real_peers.h"
+#include "model/checkpoint.h"
+#include "model/init.h"
 #include "core/error.h"
 #include "loop/controller.h"
 #include "model/model_config.h"
@@ -31,24 +35,6 @@ const std::map<std::string, std::vector<std::string>> kPhasesOfColumn = {
     {"sync", {"weight_sync"}},
     {"probe", {"probe"}},
     {"other", {"advantage", "ref_logprob", "values", "other"}},
-};
-
-// A temporary directory removed with everything in it when this goes out of scope.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "rlcpp_step_bench.XXXXXX").string();
-    RLCPP_CHECK(mkdtemp(pattern.data()) != nullptr, "bench step: cannot create a directory like " << pattern);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
 };
 
 struct StepFigures {
@@ -158,7 +144,7 @@ int run_step_bench(const StepBenchOptions& o) {
   RLCPP_CHECK(o.warmup >= 0 && o.iters >= 1, "bench step: --warmup must be >= 0 and --iters >= 1, got "
                                                   << o.warmup << " and " << o.iters);
   const ModelConfig mc = model_preset(o.preset);
-  TempDir dir;
+  TempDir dir("step_bench");
   std::printf("step bench: one GRPO step of configs/grpo_add3_benchmark.json (RL part) on preset %s (%lld params), "
               "random init, fixed-length responses, CPU, %d threads; median of %d steps after %d\n",
               o.preset.c_str(), static_cast<long long>(mc.num_parameters()), omp_get_max_threads(), o.iters,
@@ -175,7 +161,7 @@ int run_step_bench(const StepBenchOptions& o) {
   const int64_t prompt_len = std::lround(split.tokens / static_cast<double>(sequences)) - new_tokens;
   const int64_t minibatches = cfg.ppo.mini_batch_size > 0 ? sequences / cfg.ppo.mini_batch_size : 1;
   Json peer = nullptr;
-  if (o.peer && o.preset == "tiny")
+  if (o.peer && list_has(o.peers, "torch") && o.preset == "tiny")
     peer = run_torch_peer(source_dir(), "grpo-step --prompts " + std::to_string(cfg.rollout.prompts_per_step) +
                                             " --group " + std::to_string(cfg.rollout.group_size) + " --prompt-len " +
                                             std::to_string(prompt_len) + " --new-tokens " +
@@ -183,6 +169,18 @@ int run_step_bench(const StepBenchOptions& o) {
                                             std::to_string(minibatches) + " --iters " + std::to_string(o.iters) +
                                             " --warmup 1 --threads best");
   if (o.colocated) rows.emplace_back("rlcpp colocated", run_placement(o, "colocated", dir.path()));
+  // TRL's own GRPOTrainer, the same recipe on a random model of the same shape.
+  std::optional<PeerRun> trl;
+  if (o.peer && !real_peers_in(o.peers, {"trl"}).empty()) {
+    const std::string checkpoint = dir.path() + "/trl_init";
+    save_model_checkpoint(checkpoint, init_random(mc, 1));
+    trl = run_real_peer("trl", "step --checkpoint '" + checkpoint + "' --prompts " +
+                                   std::to_string(cfg.rollout.prompts_per_step) + " --group " +
+                                   std::to_string(cfg.rollout.group_size) + " --new-tokens " +
+                                   std::to_string(new_tokens) + " --minibatches " + std::to_string(minibatches) +
+                                   " --iters " + std::to_string(o.iters) + " --warmup 1 --threads " +
+                                   std::to_string(omp_get_max_threads()));
+  }
 
   std::printf("\nstep bench: %lld prompts x %lld, %lld new tokens, %lld mini-batches; step excludes eval and "
               "checkpoint\n",
@@ -222,6 +220,19 @@ int run_step_bench(const StepBenchOptions& o) {
       out["ratio_colocated"] = peer_s / rows[1].second.step_s;
     }
     std::printf("  (goal >= 2x)\n");
+  }
+  if (trl) {
+    std::printf("  step time against TRL's GRPOTrainer (its responses end at EOS, rlcpp's are fixed-length):\n");
+    const PeerFigure figure = peer_figure(*trl, "step_ms");
+    for (const auto& [name, f] : rows)
+      for (const std::string& row : comparison_rows(name, 1e3 * f.step_s, {figure}, "ms", false))
+        std::printf("%s\n", row.c_str());
+    if (!trl->result.is_null()) {
+      std::printf("  trl peer: %s\n", trl->result.dump().c_str());
+      out["trl"] = trl->result;
+    } else {
+      out["trl"] = {{"skipped", trl->skipped}};
+    }
   }
   const double sync_share = shares(split).at("sync");
   std::printf("  weight sync (split, zmq over ipc://): %.1f ms = %.2f%% of the step (goal < 2%%)\n",

@@ -11,6 +11,7 @@ struct StepBenchOptions {
   int iters = 5;           // timed steps per placement (the median is reported)
   bool colocated = true;   // also time the colocated placement (split, the default, is always timed)
   bool peer = true;
+  std::string peers = "torch";  // torch (Debian's PyTorch 1.13 grpo-step), trl (TRL's GRPOTrainer)
   // key=value overrides of the recipe (rlcpp train's --set), e.g. numerics.batch_invariant=false to time the
   // cost of invariance, rollout.dtype=bf16.
   std::vector<std::string> overrides;
@@ -18,7 +19,8 @@ struct StepBenchOptions {
 
 // One GRPO step of the add3 recipe (configs/grpo_add3_benchmark.json without its warm start) through the real
 // controller (run_train) from a random model, split and colocated, with its phase shares, next to the PyTorch
-// peer's `grpo-step` of the same shapes. Responses are fixed-length (ignore_eos), as the peer's. Returns 0.
+// peer's `grpo-step` of the same shapes, and TRL's GRPOTrainer with the same recipe (peers "trl"). Responses
+// are fixed-length (ignore_eos), as the PyTorch peer's. Returns 0.
 int run_step_bench(const StepBenchOptions& options);
 
 }  // namespace rlcpp::bench

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "bench/bench_common.h"
+#include "bench/real_peers.h"
 #include "core/philox.h"
 #include "model/init.h"
 #include "trainer/update_step.h"
@@ -83,7 +84,7 @@ int run_train_bench(const TrainBenchOptions& o) {
               "the W1-shape peak\n",
               100 * median_of(mfu_big), 100 * *std::min_element(mfu_big.begin(), mfu_big.end()),
               100 * *std::max_element(mfu_big.begin(), mfu_big.end()), 100 * median_of(mfu_w1));
-  if (o.peer && o.preset == "tiny") {
+  if (o.peer && list_has(o.peers, "torch") && o.preset == "tiny") {
     Json peer = run_torch_peer(source_dir(), "train --batch " + std::to_string(o.batch) + " --seq " +
                                                  std::to_string(o.seq) + " --threads best");
     if (!peer.is_null() && peer.contains("step_ms")) {
@@ -92,6 +93,29 @@ int run_train_bench(const TrainBenchOptions& o) {
                   peer.value("threads", Json("?")).dump().c_str(), peer_ms, tokens / (peer_ms / 1e3));
       std::printf("  ratio rlcpp / peer: %.2fx faster\n", peer_ms / (1e3 * step_s));
     }
+  }
+  const std::vector<std::string> real = o.peer ? real_peers_in(o.peers, {"pytorch2"}) : std::vector<std::string>{};
+  if (!real.empty()) {
+    // Hugging Face's own model class under PyTorch 2, eager and compiled, on the same shape.
+    const PeerRun run = run_real_peer("pytorch2", "train --preset " + o.preset + " --batch " + std::to_string(o.batch) +
+                                                      " --seq " + std::to_string(o.seq) + " --threads best");
+    std::vector<PeerFigure> figures = {peer_figure(run, "modes.eager.tokens_per_s"),
+                                       peer_figure(run, "modes.compile.tokens_per_s")};
+    figures[0].name += " eager";
+    figures[1].name += " torch.compile";
+    const double peak = median_of(peaks_big);
+    for (PeerFigure& f : figures)
+      if (f.measured()) {
+        char mfu[64];
+        std::snprintf(mfu, sizeof mfu, "MFU %.0f%%", 100 * flops_per_token * f.value / 1e9 / peak);
+        f.note = mfu;
+      }
+    char name[96];
+    std::snprintf(name, sizeof name, "rlcpp fwd+bwd+AdamW (MFU %.0f%%)", 100 * achieved / peak);
+    std::printf("  fwd+bwd+AdamW, tokens/s (MFU against the 2048^3 sgemm peak, %.1f GFLOP/s):\n", peak);
+    for (const std::string& row : comparison_rows(name, tokens / step_s, figures, "tok/s", true))
+      std::printf("%s\n", row.c_str());
+    if (!run.result.is_null()) std::printf("  pytorch2 peer: %s\n", run.result.dump().c_str());
   }
   return 0;
 }

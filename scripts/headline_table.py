@@ -55,8 +55,8 @@ def fmt_reached(r):
     return "not reached" if r is None else f"{r[0]:.1f} s (step {r[1]})"
 
 
-def table(rlcpp, peer, levels, rlcpp_step_s, peer_summary):
-    lines = ["| held-out accuracy | rlcpp train wall | PyTorch peer train wall | peer / rlcpp |",
+def table(rlcpp, peer, levels, rlcpp_step_s, peer_summary, peer_name="PyTorch peer"):
+    lines = [f"| held-out accuracy | rlcpp train wall | {peer_name} train wall | peer / rlcpp |",
              "| --- | --- | --- | --- |"]
     for level in levels:
         a, b = first_reaching(rlcpp, level / 100), first_reaching(peer, level / 100)
@@ -86,7 +86,7 @@ def table(rlcpp, peer, levels, rlcpp_step_s, peer_summary):
     return "\n".join(lines) + "\n"
 
 
-def plot(rlcpp, peer, path):
+def plot(rlcpp, peer, path, peer_name="PyTorch peer"):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -94,7 +94,7 @@ def plot(rlcpp, peer, path):
     except ImportError:
         return False
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, curve in (("rlcpp", rlcpp), ("PyTorch peer", peer)):
+    for name, curve in (("rlcpp", rlcpp), (peer_name, peer)):
         ax.plot([r["train_wall_s"] for r in curve], [100 * r["accuracy"] for r in curve], marker="o", label=name)
     ax.set_xlabel("GRPO training wall time (s, eval excluded)")
     ax.set_ylabel("held-out accuracy (%)")
@@ -112,6 +112,7 @@ def main(argv):
     p.add_argument("--rlcpp-start", required=True, help="`rlcpp eval` JSON of the warm-start checkpoint")
     p.add_argument("--peer", required=True, help="the peer's grpo-run --out file")
     p.add_argument("--peer-summary", default="", help="the peer's grpo-run JSON object (for its step time)")
+    p.add_argument("--peer-name", default="PyTorch peer", help="the peer's name in the table and the plot")
     p.add_argument("--out-dir", required=True)
     p.add_argument("--levels", default="60,70,80,85,90")
     args = p.parse_args(argv)
@@ -131,11 +132,11 @@ def main(argv):
     with open(os.path.join(args.out_dir, "rlcpp_curve.jsonl"), "w") as f:
         for row in rlcpp:
             f.write(json.dumps(row) + "\n")
-    text = table(rlcpp, peer, levels, rlcpp_step_s, peer_summary)
+    text = table(rlcpp, peer, levels, rlcpp_step_s, peer_summary, args.peer_name)
     with open(os.path.join(args.out_dir, "table.md"), "w") as f:
         f.write(text)
     print(text, end="")
-    if plot(rlcpp, peer, os.path.join(args.out_dir, "curve.png")):
+    if plot(rlcpp, peer, os.path.join(args.out_dir, "curve.png"), args.peer_name):
         print(f"plot: {os.path.join(args.out_dir, 'curve.png')}")
     return 0
 
