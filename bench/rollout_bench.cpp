@@ -12,6 +12,7 @@
 #include "model/checkpoint.h"
 #include "core/metrics.h"
 #include "core/philox.h"
+#include "kernels/machine_peaks.h"
 #include "model/init.h"
 #include "rollout/engine.h"
 
@@ -108,6 +109,30 @@ void print_shape(const char* name, const ShapeResult& r, const Json& peer) {
   }
 }
 
+// At batch 1 a decode step reads every weight once (the tied embedding as lm_head): weight bytes over the read
+// bandwidth of this machine is the floor of a token. Each engine's time per generated token (its whole rollout
+// over the tokens generated, so the prompt's prefill is included) against it.
+void print_decode_floor(const ParameterStore& params, const std::string& dtype, const ShapeResult& rlcpp,
+                        const std::vector<PeerFigure>& peers) {
+  const double bytes = static_cast<double>(params.numel()) * (dtype == "bf16" ? 2 : 4);
+  // The floor must not be above what an engine reached: the best of several measurements (this shared
+  // machine's bandwidth varies by 2x between minutes).
+  double bandwidth = 0;
+  for (int i = 0; i < 3; ++i) bandwidth = std::max(bandwidth, measure_read_bandwidth(int64_t{1} << 30, 5));
+  const double floor_ms = 1e3 * bytes / bandwidth;
+  std::printf("  decode floor: %.2f GB of %s weights / %.1f GB/s read bandwidth (best of 3 now) = %.1f ms a step; "
+              "ms per generated token (whole rollout / its tokens, the prompt's prefill included) and distance from "
+              "it:\n",
+              bytes / 1e9, dtype.c_str(), bandwidth / 1e9, floor_ms);
+  auto row = [&](const std::string& name, double tokens_per_s) {
+    const double step_ms = 1e3 / tokens_per_s;
+    std::printf("    %-54s %8.1f ms  %.2fx the floor\n", name.c_str(), step_ms, step_ms / floor_ms);
+  };
+  row("rlcpp (" + dtype + ")", rlcpp.tokens_per_s);
+  for (const PeerFigure& p : peers)
+    if (p.measured()) row(p.name, p.value);
+}
+
 void print_memory(const char* name, const RolloutStats& s, int64_t sequences, int64_t context) {
   const double mib = 1.0 / (1 << 20);
   std::printf("  %-34s peak %lld blocks of %lld tokens = %.2f MiB; without prefix sharing %lld blocks = %.2f MiB; "
@@ -138,16 +163,19 @@ int run_rollout_bench(const RolloutBenchOptions& o) {
     save_model_checkpoint(checkpoint->path() + "/model", params);
   }
   auto compare = [&](const ShapeResult& r, int64_t prompts, int64_t group, int64_t new_tokens) {
-    if (real.empty()) return;
+    if (real.empty()) return std::vector<PeerFigure>{};
     const std::vector<PeerFigure> figures =
         real_peers_shape(real, checkpoint->path() + "/model", o.dtype, prompts, group, o.prompt_len, new_tokens, o.iters);
     for (const std::string& row : comparison_rows("rlcpp (" + o.dtype + ")", r.tokens_per_s, figures, "tok/s", true))
       std::printf("%s\n", row.c_str());
+    return figures;
   };
   EngineConfig ec;
   ec.block_size = o.block_size;
   ec.max_num_seqs = std::max<int64_t>(o.prompts * o.group, o.long_tail_sequences);
-  ec.max_num_batched_tokens = std::max<int64_t>(8192, o.prompts * o.group * o.prompt_len);
+  // Any prefill of the model's context fits (the engine requires it; buffers grow only to the rows run).
+  ec.max_num_batched_tokens =
+      std::max<int64_t>({8192, mc.max_position_embeddings, o.prompts * o.group * o.prompt_len});
   Engine engine(model, params, ec);
 
   std::printf("rollout bench: preset %s (%lld params), %s CPU, %d threads, temperature 1, fixed length; KV %lld "
@@ -165,7 +193,8 @@ int run_rollout_bench(const RolloutBenchOptions& o) {
                 static_cast<long long>(o.group), static_cast<long long>(o.prompt_len),
                 static_cast<long long>(o.new_tokens));
   print_shape(name, main_shape, main_peer);
-  compare(main_shape, o.prompts, o.group, o.new_tokens);
+  const std::vector<PeerFigure> main_figures = compare(main_shape, o.prompts, o.group, o.new_tokens);
+  if (o.preset != "tiny" && o.prompts * o.group == 1) print_decode_floor(params, o.dtype, main_shape, main_figures);
   if (o.long_tail_sequences == 0) return 0;
 
   const Request tail_req = make_request(mc, o.long_tail_sequences, 1, o.prompt_len, o.long_tail_new_tokens);

@@ -1,7 +1,10 @@
 #include "bench/train_bench.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <vector>
 
 #include "bench/bench_common.h"
@@ -13,6 +16,19 @@
 namespace rlcpp::bench {
 
 int run_train_bench(const TrainBenchOptions& o) {
+  // The real peer first, before this process holds a model: a W2 model with AdamW here and one in the peer do
+  // not fit in memory together.
+  const std::vector<std::string> real = o.peer ? real_peers_in(o.peers, {"pytorch2"}) : std::vector<std::string>{};
+  std::optional<PeerRun> pytorch2;
+  if (!real.empty()) {
+    // Hugging Face's own model class under PyTorch 2, eager and compiled, on the same shape.
+    // W1: 1 and 2 threads, the better kept; a W2 step takes tens of seconds: this process's threads, fewer steps.
+    const std::string timing = o.preset == "tiny" ? " --threads best"
+                                                  : " --threads " + std::to_string(omp_get_max_threads()) +
+                                                        " --iters 2 --warmup 1";
+    pytorch2 = run_real_peer("pytorch2", "train --preset " + o.preset + " --batch " + std::to_string(o.batch) +
+                                                      " --seq " + std::to_string(o.seq) + timing);
+  }
   const ModelConfig mc = model_preset(o.preset);
   ParameterStore params = init_random(mc, 1);
   Transformer model(mc);
@@ -94,11 +110,8 @@ int run_train_bench(const TrainBenchOptions& o) {
       std::printf("  ratio rlcpp / peer: %.2fx faster\n", peer_ms / (1e3 * step_s));
     }
   }
-  const std::vector<std::string> real = o.peer ? real_peers_in(o.peers, {"pytorch2"}) : std::vector<std::string>{};
-  if (!real.empty()) {
-    // Hugging Face's own model class under PyTorch 2, eager and compiled, on the same shape.
-    const PeerRun run = run_real_peer("pytorch2", "train --preset " + o.preset + " --batch " + std::to_string(o.batch) +
-                                                      " --seq " + std::to_string(o.seq) + " --threads best");
+  if (pytorch2) {
+    const PeerRun& run = *pytorch2;
     std::vector<PeerFigure> figures = {peer_figure(run, "modes.eager.tokens_per_s"),
                                        peer_figure(run, "modes.compile.tokens_per_s")};
     figures[0].name += " eager";

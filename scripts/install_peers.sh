@@ -62,6 +62,13 @@ EOF
   "$v/bin/pip" install -r "$dl/requirements.txt"
   "$v/bin/pip" install --no-deps "$wheel"
   rm -rf "$dl"
+  # vLLM's CPU guide preloads tcmalloc (bench/peers/vllm_rollout.py does when present): ~2x here.
+  if [ ! -e /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 ] && command -v apt-get >/dev/null; then
+    local sudo_cmd=""
+    [ "$(id -u)" -eq 0 ] || sudo_cmd=sudo
+    $sudo_cmd apt-get install -y libtcmalloc-minimal4 ||
+      echo "install_peers: libtcmalloc-minimal4 not installed; vLLM will run without it (slower)" >&2
+  fi
   touch "$v/.done"
 }
 
