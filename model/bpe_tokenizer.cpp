@@ -63,6 +63,10 @@ std::optional<std::string> bytes_of_spelling(std::string_view spelling) {
   return out;
 }
 
+// The bound on the ids of a table of `entries` tokens: room for holes (reserved ids), none for a table that is
+// mostly empty; never past 2^30.
+int64_t dense_id_limit(int64_t entries) { return std::min<int64_t>(2 * entries + 1024, int64_t{1} << 30); }
+
 // ---- regexes (PCRE2, Unicode properties on, JIT-compiled) ----
 
 struct Pcre2CodeDeleter {
@@ -296,9 +300,13 @@ void BpeTokenizer::Impl::load_model(const Json& model) {
   const Json& vocab = member(model, "vocab", field);
   RLCPP_CHECK(vocab.is_object(), field << ".vocab must be an object of token -> id, got " << json_excerpt(vocab));
   int32_t max_id = -1;
+  // Ids index a dense table: one far past the vocabulary's size (a typo, a hostile file) would make a small
+  // file allocate gigabytes before anything else is checked.
+  const int64_t id_limit = dense_id_limit(static_cast<int64_t>(vocab.size()));
   for (const auto& [token, id] : vocab.items()) {
-    RLCPP_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < (int64_t{1} << 30),
-                field << ".vocab[\"" << token << "\"] must be an id in [0, 2^30), got " << json_excerpt(id));
+    RLCPP_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < id_limit,
+                field << ".vocab[\"" << token << "\"] must be an id in [0, " << id_limit << ") (ids are dense: at "
+                      << "most twice the " << vocab.size() << " entries, + 1024), got " << json_excerpt(id));
     max_id = std::max(max_id, id.get<int32_t>());
   }
   spelling.assign(static_cast<size_t>(max_id + 1), "");
@@ -352,13 +360,16 @@ void BpeTokenizer::Impl::load_added_tokens(const Json& tokens) {
   if (tokens.is_null()) return;
   RLCPP_CHECK(tokens.is_array(), field << " must be an array, got " << json_excerpt(tokens));
   added.reserve(tokens.size());
+  const int64_t id_limit = dense_id_limit(static_cast<int64_t>(spelling.size() + tokens.size()));
   for (size_t i = 0; i < tokens.size(); ++i) {
     const std::string at = field + "[" + std::to_string(i) + "]";
     const Json& t = tokens[i];
     AddedToken a;
     const Json& id = member(t, "id", at);
-    RLCPP_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < (int64_t{1} << 30),
-                at << ".id must be an id in [0, 2^30), got " << json_excerpt(id));
+    RLCPP_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < id_limit,
+                at << ".id must be an id in [0, " << id_limit << ") (ids are dense: at most twice the vocabulary's "
+                   << spelling.size() << " ids and the " << tokens.size() << " added tokens, + 1024), got "
+                   << json_excerpt(id));
     a.id = id.get<int32_t>();
     a.content = string_member(t, "content", at);
     RLCPP_CHECK(!a.content.empty(), at << ".content is empty");

@@ -140,6 +140,14 @@ TEST(BpeTokenizer, MalformedFilesAreErrorsNamingTheField) {
   expect_error([&] { BpeTokenizer::parse(with("\"b\": 1", "\"b\": \"one\""), "t.json"); },
                {"model.vocab[\"b\"] must be an id"});
   expect_error([&] { BpeTokenizer::parse(base.substr(0, 40), "t.json"); }, {"t.json: not valid JSON"});
+  // An id far past the table's size used to allocate a table of 2^30 entries (34 GB) from a 100-byte file (found
+  // by fuzz_tokenizer, out of memory); ids leave room for holes, not for a mostly empty table.
+  expect_error([&] { BpeTokenizer::parse(with("\"b\": 1", "\"b\": 999999999"), "t.json"); },
+               {"model.vocab[\"b\"] must be an id in [0, 1030)", "got 999999999"});
+  EXPECT_EQ(BpeTokenizer::parse(with("\"b\": 1", "\"b\": 1029"), "t.json").vocab_size(), 1030);
+  const std::string added = R"(, "added_tokens": [{"id": 999999999, "content": "<x>", "special": true}]})";
+  expect_error([&] { BpeTokenizer::parse(base.substr(0, base.rfind('}')) + added, "t.json"); },
+               {"added_tokens[0].id must be an id in [0, 1032)", "got 999999999"});
   expect_error([&] { BpeTokenizer::parse(std::string(500, '[') + std::string(500, ']'), "t.json"); },
                {"nesting deeper than the limit"});
   expect_error(
