@@ -140,7 +140,8 @@ PeerFigure peer_figure(const PeerRun& run, const std::string& key) {
   const Json& r = run.result;
   for (const char* version_key : {"vllm", "llama_cpp_python", "trl", "torch"})
     if (r.contains(version_key) && r[version_key].is_string()) {
-      f.name += " " + r[version_key].get<std::string>();
+      f.name += ' ';
+      f.name += r[version_key].get<std::string>();
       break;
     }
   std::vector<std::string> details;
