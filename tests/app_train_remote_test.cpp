@@ -157,7 +157,6 @@ TEST_F(TrainRemote, AFailedWorkerStopsTheRunNamingItAndTheRunResumesOnceItServes
   remote.checkpoint_every = 1;
   remote.rollout.worker_heartbeat_timeout_s = 3;  // how soon the silent worker is found
   const std::string error = train_error(remote);
-  std::printf("the failed run: %s\n", error.c_str());
   EXPECT_TRUE(has(error, "tcp://127.0.0.1:" + port_of(w0.endpoint()))) << error;
   EXPECT_TRUE(has(error, "rlcpp train --resume " + remote.run_dir)) << error;
   const size_t done = read_jsonl(fs::path(remote.run_dir) / "metrics.jsonl").size();

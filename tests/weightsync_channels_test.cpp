@@ -48,6 +48,23 @@ struct SubscriberFixture {
   }
 };
 
+// A hand-made publisher (a DEALER) sending messages the real one never would; error() sends one and returns the
+// subscriber's error reply ("<no reply>" / "<ack>" otherwise).
+struct RawPublisher {
+  zmq::socket_t dealer;
+  RawPublisher(zmq::context_t& ctx, const std::string& endpoint) : dealer(ctx, zmq::socket_type::dealer) {
+    dealer.set(zmq::sockopt::linger, 0);
+    dealer.connect(endpoint);
+  }
+  std::string error(const WireMessage& m) {
+    send_wire_message(dealer, {}, m);
+    ReceivedFrames in;
+    if (!receive_frames(dealer, 0, WireLimits{}, 10000, in)) return "<no reply>";
+    const WireMessage reply = decode_wire_message(in.frames, WireLimits{});
+    return reply.type() == "error" ? reply.header.value("error", std::string("<no message>")) : "<" + reply.type() + ">";
+  }
+};
+
 ZmqPublisherOptions small_chunks() {
   ZmqPublisherOptions o;
   o.chunk_floats = 50000;  // several chunks for the tiny model
@@ -244,21 +261,15 @@ TEST(WeightSyncZmq, ARebasePublishIsTakenWhateverTheSubscribersVersion) {
 
   SubscriberFixture g(cfg);
   g.serve(2);
-  zmq::socket_t dealer(g.ctx, zmq::socket_type::dealer);
-  dealer.set(zmq::sockopt::linger, 0);
-  dealer.connect(g.sub.endpoint());
+  RawPublisher raw(g.ctx, g.sub.endpoint());
   const std::vector<std::pair<Json, std::string>> bad = {
       {Json("yes"), "header field 'rebase' is \"yes\", expected true or false"},
       {Json(true), "version -1 is not newer than 0 (a rebase needs a version >= 0)"}};
   for (const auto& [rebase, expected] : bad) {
     WireMessage m = encode_weights(params, rebase.is_boolean() ? -1 : 1, 1 << 20);
     m.header["rebase"] = rebase;
-    send_wire_message(dealer, {}, m);
-    ReceivedFrames in;
-    ASSERT_TRUE(receive_frames(dealer, 0, WireLimits{}, 10000, in)) << "no reply to rebase " << rebase.dump();
-    const WireMessage reply = decode_wire_message(in.frames, WireLimits{});
-    EXPECT_EQ(reply.type(), "error") << reply.header.dump();
-    EXPECT_NE(reply.header.value("error", std::string()).find(expected), std::string::npos) << reply.header.dump();
+    const std::string error = raw.error(m);
+    EXPECT_NE(error.find(expected), std::string::npos) << error;
   }
   g.server.join();
   EXPECT_EQ(g.sub.version(), 0);
@@ -271,18 +282,11 @@ TEST(WeightSyncZmq, VersionThatIsNotAnIntegerIsRefusedNamingIt) {
   const ParameterStore params = init_random(cfg, 18);
   SubscriberFixture f(cfg);
   f.serve(2);
-  zmq::socket_t dealer(f.ctx, zmq::socket_type::dealer);
-  dealer.set(zmq::sockopt::linger, 0);
-  dealer.connect(f.sub.endpoint());
+  RawPublisher raw(f.ctx, f.sub.endpoint());
   for (const Json& bad : {Json("1"), Json(1.5)}) {
     WireMessage m = encode_weights(params, 1, 1 << 20);
     m.header["version"] = bad;
-    send_wire_message(dealer, {}, m);
-    ReceivedFrames in;
-    ASSERT_TRUE(receive_frames(dealer, 0, WireLimits{}, 10000, in)) << "no reply to version " << bad.dump();
-    const WireMessage reply = decode_wire_message(in.frames, WireLimits{});
-    EXPECT_EQ(reply.type(), "error") << reply.header.dump();
-    const std::string error = reply.header.value("error", std::string());
+    const std::string error = raw.error(m);
     EXPECT_NE(error.find("header field 'version' is " + bad.dump() + ", expected an integer"), std::string::npos)
         << error;
   }

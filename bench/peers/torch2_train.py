@@ -166,7 +166,7 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     if args.threads == "best":
-        argv = [a for a in sys.argv[1:]]
+        argv = list(sys.argv[1:])
         if "--threads" in argv:
             i = argv.index("--threads")
             del argv[i:i + 2]
