@@ -3,9 +3,10 @@
 // scores, log p(token) under the TRUNCATED distribution the token was drawn from (softmax over the kept set)
 // instead of the whole vocabulary's: without it every framework's importance ratio is off by the kept mass.
 //
-// The rule, in double: w_j = exp((l_j - max_l) / T); order = tokens by w descending, the lower id first among
+// The rule: w_j = exp_fixed((l_j - max_l) / T) in float (kernels/cpu/vec_math.h: vectorised, the value every
+// kernel uses), summed in double in a fixed order; order = tokens by w descending, the lower id first among
 // equals; top_k > 0 keeps the first min(top_k, V); top_p < 1 then keeps the shortest prefix of those whose mass
-// reaches top_p times their total (at least one token). Both sides call this function on their own logits, so
+// reaches top_p times their total (at least one token; only that prefix is ever sorted). Both sides call this function on their own logits, so
 // when the logits agree bit for bit the kept sets do.
 #pragma once
 
@@ -22,7 +23,7 @@ struct Truncation {
 
 // Per-thread buffers sized to the vocabulary.
 struct TruncationScratch {
-  std::vector<double> weights;  // (V) exp((l - max) / T)
+  std::vector<double> weights;  // (V) exp_fixed((l - max) / T)
   std::vector<int32_t> order;   // (V) the kept tokens first, in walk order
   std::vector<uint8_t> in_set;  // (V) 1 for a kept token (kept_mask fills it)
 };

@@ -57,7 +57,8 @@ ForwardComparison compare_forward(const Transformer& a, const ParameterStore& a_
               "compare_forward: the two models have different shapes");
   RLCPP_CHECK(temperature > 0, "compare_forward: temperature must be positive, got " << temperature);
   Activations xa, xb;
-  const ForwardOptions options{temperature};
+  ForwardOptions options;
+  options.temperature = temperature;
   a.forward(a_params, batch, options, xa);
   b.forward(b_params, batch, options, xb);
   const int64_t L = a.config().num_hidden_layers, V = a.config().vocab_size;

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/philox.h"
 #include "rollout/sampler.h"
 
 namespace rlcpp {
@@ -188,7 +189,37 @@ TEST(Sampler, TargetDistributionAgreesWithTheReference) {
   p.top_p = 0.9f;
   const auto got = sampler.target_distribution(kLogits.data(), p);
   const auto want = expected_distribution(kLogits, 0.8f, 7, 0.9f);
-  for (size_t j = 0; j < want.size(); ++j) EXPECT_NEAR(got[j], want[j], 1e-12) << j;
+  // The sampler's weights are float exponentials (within 2 ulp), the reference's double ones.
+  for (size_t j = 0; j < want.size(); ++j) EXPECT_NEAR(got[j], want[j], 1e-6 * want[j]) << j;
+}
+
+// Over a real vocabulary (Qwen's 151,936) the nucleus is found by sorting a growing prefix only; its kept set
+// must be the one a full sort of the same weights gives, for flat and peaked rows and small and large top_p,
+// and the sampled-from distribution the reference's.
+TEST(Sampler, NucleusOverAFullVocabularyIsTheFullSortsPrefix) {
+  const int64_t V = 151936;
+  PhiloxStream rng(42, 0);
+  std::vector<float> logits(static_cast<size_t>(V));
+  for (const float scale : {0.5f, 2.0f, 8.0f}) {
+    for (float& x : logits) x = scale * rng.normal();
+    for (const float top_p : {0.3f, 0.9f, 0.999f}) {
+      TruncationScratch s;
+      const KeptSet k = truncation_kept_set(logits.data(), V, 1.0f, Truncation{0, top_p}, s);
+      std::vector<int32_t> order(static_cast<size_t>(V));
+      std::iota(order.begin(), order.end(), 0);
+      const std::vector<double>& w = s.weights;
+      std::sort(order.begin(), order.end(),
+                [&](int32_t a, int32_t b) { return w[a] > w[b] || (w[a] == w[b] && a < b); });
+      double total = 0, cum = 0;
+      for (const double x : w) total += x;
+      int64_t kept = 0;
+      while (kept < V && cum < static_cast<double>(top_p) * total) cum += w[order[kept++]];
+      ASSERT_EQ(k.kept, kept) << "scale " << scale << " top_p " << top_p;
+      EXPECT_TRUE(std::equal(order.begin(), order.begin() + kept, s.order.begin())) << scale << " " << top_p;
+      EXPECT_NEAR(k.mass, cum, 1e-9 * cum);
+      EXPECT_NEAR(k.total, total, 1e-9 * total);
+    }
+  }
 }
 
 TEST(Sampler, RejectsNonFiniteLogits) {
