@@ -6,8 +6,8 @@
 // The rule: w_j = exp_fixed((l_j - max_l) / T) in float (kernels/cpu/vec_math.h: vectorised, the value every
 // kernel uses), summed in double in a fixed order; order = tokens by w descending, the lower id first among
 // equals; top_k > 0 keeps the first min(top_k, V); top_p < 1 then keeps the shortest prefix of those whose mass
-// reaches top_p times their total (at least one token; only that prefix is ever sorted). Both sides call this function on their own logits, so
-// when the logits agree bit for bit the kept sets do.
+// reaches top_p times their total (at least one token; only that prefix is ever sorted). Both sides call this
+// function on their own logits, so when the logits agree bit for bit the kept sets do.
 #pragma once
 
 #include <cstdint>

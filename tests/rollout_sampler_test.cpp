@@ -194,8 +194,7 @@ TEST(Sampler, TargetDistributionAgreesWithTheReference) {
 }
 
 // Over a real vocabulary (Qwen's 151,936) the nucleus is found by sorting a growing prefix only; its kept set
-// must be the one a full sort of the same weights gives, for flat and peaked rows and small and large top_p,
-// and the sampled-from distribution the reference's.
+// must be the one a full sort of the same weights gives, for flat and peaked rows and small and large top_p.
 TEST(Sampler, NucleusOverAFullVocabularyIsTheFullSortsPrefix) {
   const int64_t V = 151936;
   PhiloxStream rng(42, 0);
