@@ -30,26 +30,18 @@ void find_argmax(const float* logits, int64_t V, KeptSet& k) {
     }
 }
 
-// w_j = exp_fixed((l_j - max) / T) in float, widened; the total in eight double lanes combined in a fixed tree.
+// w_j = exp_fixed((l_j - max) / T) in float, widened; returns their total, summed in double lanes.
 double fill_weights(const float* logits, int64_t V, float max_logit, float temperature, double* w) {
   constexpr int64_t kPiece = 1024;
   float buf[kPiece];
-  double lane[8] = {};
+  cpu::LaneSumOf<double> total;
   for (int64_t j0 = 0; j0 < V; j0 += kPiece) {
     const int64_t len = std::min(kPiece, V - j0);
     for (int64_t j = 0; j < len; ++j) buf[j] = cpu::exp_fixed((logits[j0 + j] - max_logit) / temperature);
-    int64_t j = 0;
-    for (; j + 8 <= len; j += 8)
-      for (int i = 0; i < 8; ++i) {
-        w[j0 + j + i] = buf[j + i];
-        lane[i] += buf[j + i];
-      }
-    for (int i = 0; j < len; ++j, ++i) {
-      w[j0 + j] = buf[j];
-      lane[i] += buf[j];
-    }
+    std::copy(buf, buf + len, w + j0);
+    total.add(buf, len);
   }
-  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+  return total.total();
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -313,22 +312,13 @@ TEST(WeightSyncZmq, CurveSubscriberAcceptsAdmittedPublishersOnly) {
   sub_curve.clients = {trainer.public_key};
   sub_curve.zap = &zap;
   ZmqWeightSubscriber sub(ctx, "tcp://127.0.0.1:*", /*bind=*/true, cfg, 0, sub_curve);
-  // Serves until it took versions 1 and 2, or a minute passed; joined however the test ends.
+  // Serves until it took versions 1 and 2, or a minute passed; stopped and joined however the test ends.
   int64_t taken = 0;
-  std::atomic<bool> stop{false};
-  std::thread server([&] {
+  std::jthread server([&](std::stop_token stop) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (taken < 2 && !stop && std::chrono::steady_clock::now() < deadline)
+    while (taken < 2 && !stop.stop_requested() && std::chrono::steady_clock::now() < deadline)
       if (sub.poll(200, [](ParameterStore, int64_t) {})) ++taken;
   });
-  struct Joiner {
-    std::thread& t;
-    std::atomic<bool>& stop;
-    ~Joiner() {
-      stop = true;
-      if (t.joinable()) t.join();
-    }
-  } joiner{server, stop};
   {
     ZmqPublisherOptions bad = small_chunks();
     bad.reply_timeout_ms = 500;
@@ -350,7 +340,7 @@ TEST(WeightSyncZmq, CurveSubscriberAcceptsAdmittedPublishersOnly) {
   ZmqWeightPublisher pub(ctx, sub.endpoint(), false, good);
   EXPECT_EQ(pub.publish(params, 1).attempts, 1);
   EXPECT_EQ(pub.publish(params, 2).attempts, 1);
-  stop = true;
+  server.request_stop();
   server.join();
   EXPECT_EQ(taken, 2);
   EXPECT_EQ(sub.version(), 2);  // version 5 never arrived

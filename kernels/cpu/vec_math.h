@@ -37,10 +37,11 @@ inline float exp_fixed(float x) {
   return x < kMinArg ? 0.0f : (x > kMaxArg ? (x != x ? x : __builtin_inff()) : (x != x ? x : y));
 }
 
-// A float sum in eight lanes combined in a fixed tree: vectorises, and the order depends only on how many
-// values were added. add() may be called repeatedly on consecutive pieces whose lengths are multiples of 8
-// (the last piece may be shorter).
-class LaneSum {
+// A sum of floats in eight lanes of `Acc` (float, or double for a long row's total) combined in a fixed tree:
+// vectorises, and the order depends only on how many values were added. add() may be called repeatedly on
+// consecutive pieces whose lengths are multiples of 8 (the last piece may be shorter).
+template <typename Acc>
+class LaneSumOf {
  public:
   void add(const float* x, int64_t n) {
     int64_t i = 0;
@@ -48,13 +49,14 @@ class LaneSum {
       for (int j = 0; j < 8; ++j) lane_[j] += x[i + j];
     for (int j = 0; i < n; ++i, ++j) lane_[j] += x[i];
   }
-  float total() const {
+  Acc total() const {
     return ((lane_[0] + lane_[1]) + (lane_[2] + lane_[3])) + ((lane_[4] + lane_[5]) + (lane_[6] + lane_[7]));
   }
 
  private:
-  float lane_[8] = {};
+  Acc lane_[8] = {};
 };
+using LaneSum = LaneSumOf<float>;
 
 inline float sum_fixed_order(const float* x, int64_t n) {
   LaneSum s;
