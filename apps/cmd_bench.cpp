@@ -47,6 +47,9 @@ Command add_bench_command(CLI::App& app) {
                   "baseline)");
   cmd->add_option("--warmup", step->warmup, "step: GRPO steps before the timed ones");
   cmd->add_flag("!--no-colocated", step->colocated, "step: time the split placement only");
+  cmd->add_option("--algorithms", step->algorithms,
+                  "step: also time these algorithms' steps next to GRPO's, e.g. gspo,cispo,reinforce_pp,ppo,dpo")
+      ->delimiter(',');
   cmd->add_option("--set", step->overrides,
                   "step: override a key of the recipe, e.g. numerics.batch_invariant=false (repeatable)");
   return {cmd, [=]() {

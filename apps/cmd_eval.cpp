@@ -2,6 +2,7 @@
 
 #include "apps/commands.h"
 #include "apps/tokenizer_options.h"
+#include "core/error.h"
 #include "core/metrics.h"
 #include "kernels/temperature.h"
 #include "loop/evaluation.h"
@@ -65,6 +66,9 @@ Command add_eval_command(CLI::App& app) {
     opts.samples = a->samples;
     opts.temperature = a->temperature;
     opts.seed = a->seed;
+    RLCPP_CHECK(a->max_new_tokens == -1 || a->max_new_tokens >= 1,
+                "eval: --max-new-tokens must be >= 1 (or left out for the task's " << task->max_new_tokens()
+                                                                                 << "), got " << a->max_new_tokens);
     opts.max_new_tokens = a->max_new_tokens > 0 ? a->max_new_tokens : task->max_new_tokens();
     Stopwatch watch;
     EvalStats s = evaluate(model, params, *task, *tokenizer, opts);

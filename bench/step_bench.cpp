@@ -47,11 +47,15 @@ struct StepFigures {
 
 // The recipe of configs/grpo_add3_benchmark.json, RL part only: random init (no warm start), `steps` steps, eval and
 // checkpoint only at the last step (kept out of the figures), fixed-length responses.
-TrainConfig step_config(const StepBenchOptions& o, const std::string& placement, const std::string& run_dir) {
+// `algorithm` ("" = the recipe's GRPO): another algorithm of trainer/algorithm.h with its own defaults.
+TrainConfig step_config(const StepBenchOptions& o, const std::string& placement, const std::string& run_dir,
+                        const std::string& algorithm = "") {
   const std::string recipe = source_dir() + "/configs/grpo_add3_benchmark.json";
   TrainConfig c;
   try {
     Json j = load_json_file(recipe);
+    // Another algorithm starts from its own defaults (the recipe's algorithm section is GRPO's).
+    if (!algorithm.empty()) j["algorithm"] = Json{{"name", algorithm}};
     for (const std::string& assignment : o.overrides) apply_override(j, assignment);
     config_from_json(j, c);
   } catch (const Error& e) {
@@ -74,8 +78,9 @@ TrainConfig step_config(const StepBenchOptions& o, const std::string& placement,
   return c;
 }
 
-StepFigures run_placement(const StepBenchOptions& o, const std::string& placement, const std::string& dir) {
-  const TrainConfig cfg = step_config(o, placement, dir + "/" + placement);
+StepFigures run_placement(const StepBenchOptions& o, const std::string& placement, const std::string& dir,
+                          const std::string& algorithm = "") {
+  const TrainConfig cfg = step_config(o, placement, dir + "/" + placement + algorithm, algorithm);
   const TrainSummary summary = run_train(cfg, config_to_json(cfg));
   std::ifstream in(summary.run_dir + "/metrics.jsonl");
   RLCPP_CHECK(in, "bench step: " << summary.run_dir << "/metrics.jsonl is missing");
@@ -233,6 +238,21 @@ int run_step_bench(const StepBenchOptions& o) {
     } else {
       out["trl"] = {{"skipped", trl->skipped}};
     }
+  }
+  if (!o.algorithms.empty()) {
+    // Each algorithm's step from the same recipe (its own defaults for the algorithm section), split placement.
+    // advantage, ref_logprob (a KL to the reference) and values (PPO's critic) are in "other".
+    std::printf("\n  algorithms (split; the ratio is the step time over GRPO's above):\n");
+    Json algos = Json::object();
+    for (const std::string& name : o.algorithms) {
+      const StepFigures f = run_placement(o, "split", dir.path(), name);
+      char label[64];
+      std::snprintf(label, sizeof label, "%s (%.2fx)", name.c_str(), f.step_s / split.step_s);
+      print_row(label, 1e3 * f.step_s, f.tokens, shares(f), all_present);
+      algos[name] = figures_json(f);
+      algos[name]["ratio_to_grpo"] = f.step_s / split.step_s;
+    }
+    out["algorithms"] = algos;
   }
   const double sync_share = shares(split).at("sync");
   std::printf("  weight sync (split, zmq over ipc://): %.1f ms = %.2f%% of the step (goal < 2%%)\n",

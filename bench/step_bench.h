@@ -15,6 +15,9 @@ struct StepBenchOptions {
   // key=value overrides of the recipe (rlcpp train's --set), e.g. numerics.batch_invariant=false to time the
   // cost of invariance, rollout.dtype=bf16.
   std::vector<std::string> overrides;
+  // Also time these algorithms' steps (trainer/algorithm.h names, each with its own defaults), split placement,
+  // in the same run, next to GRPO's.
+  std::vector<std::string> algorithms;
 };
 
 // One GRPO step of the add3 recipe (configs/grpo_add3_benchmark.json without its warm start) through the real

@@ -258,7 +258,14 @@ bool is_local_endpoint(const std::string& endpoint) {
   // A connect may name a source first ("tcp://SRC;DST:PORT"): where it goes is what follows the last ';'.
   const size_t semicolon = address.rfind(';');
   const std::string target = semicolon == std::string::npos ? address : address.substr(semicolon + 1);
-  const std::string host = target.substr(0, target.rfind(':'));
+  const size_t colon = target.rfind(':');
+  const std::string host = target.substr(0, colon);
+  // libzmq takes "tcp://host:99999" and listens on the port modulo 2^16: refuse what is no port.
+  const std::string port = colon == std::string::npos ? "" : target.substr(colon + 1);
+  const bool wildcard = port == "*" || port == "0";
+  RLCPP_CHECK(wildcard || (!port.empty() && port.size() <= 5 &&
+                           port.find_first_not_of("0123456789") == std::string::npos && std::stol(port) <= 65535),
+              "endpoint '" << endpoint << "': port '" << port << "' is not a port (1..65535, or * for any)");
   // 127.x as an IPv4 literal only: a name such as 127.example.com may resolve anywhere.
   const bool ipv4_loopback = host.rfind("127.", 0) == 0 &&
                              host.find_first_not_of("0123456789.") == std::string::npos;

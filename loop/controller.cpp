@@ -20,6 +20,7 @@
 #include "model/hf_tokenizer.h"
 #include "model/init.h"
 #include "reward/task_registry.h"
+#include "trainer/algorithm.h"
 
 namespace rlcpp {
 
@@ -91,9 +92,10 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   const bool same_numerics = config.trainer_numerics() == config.rollout_numerics();
   std::unique_ptr<Task> task = make_task_for(config.task, tok);
   std::unique_ptr<RewardFunction> reward = make_reward_function(config.reward, *task);
+  const AlgorithmNeeds needs = find_algorithm(config.algorithm.name).needs(config.algorithm);
   // The frozen initial policy, for a KL term or DPO: saved once at the start, read back on resume.
   std::optional<ParameterStore> reference;
-  if (config.algorithm.name == "dpo" || config.algorithm.policy_loss.kl_coef > 0) {
+  if (needs.reference) {
     if (resume_checkpoint.empty()) {
       reference = params.clone();
       save_reference_checkpoint(run.path(), *reference);
@@ -102,7 +104,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
     }
   }
   std::unique_ptr<Critic> critic;
-  if (config.algorithm.name == "ppo") critic = std::make_unique<Critic>(params, config);
+  if (needs.critic) critic = std::make_unique<Critic>(params, config);
   const CriticState* critic_ckpt = critic ? &critic->state : nullptr;
   PolicyUpdater actor(model, params, config.optim);
   PhiloxStream data_rng(config.seed, /*stream=*/1);

@@ -20,7 +20,8 @@ namespace rlcpp {
 
 void DpoRunConfig::validate() const {
   RLCPP_CHECK(!pairs.empty(), "config key 'pairs': a JSONL file of preference pairs is required");
-  RLCPP_CHECK(epochs >= 1, "config key 'epochs': must be >= 1, got " << epochs);
+  // 1e6 passes: far past any use, and epochs x batches per epoch cannot overflow.
+  RLCPP_CHECK(epochs >= 1 && epochs <= 1000000, "config key 'epochs': must be in [1, 1000000], got " << epochs);
   RLCPP_CHECK(steps >= 0, "config key 'steps': must be >= 0 (0 = from epochs), got " << steps);
   RLCPP_CHECK(batch_size >= 1, "config key 'batch_size': must be >= 1, got " << batch_size);
   RLCPP_CHECK(micro_batch_size >= 1 && micro_batch_size <= batch_size,

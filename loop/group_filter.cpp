@@ -1,7 +1,7 @@
 #include "loop/group_filter.h"
 
 #include "core/error.h"
-#include "loop/algorithm_update.h"
+#include "trainer/scored_batch.h"
 
 namespace rlcpp {
 

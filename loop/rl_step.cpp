@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "loop/algorithm_update.h"
 #include "loop/consistency_probe.h"
 #include "loop/group_filter.h"
 #include "loop/mismatch.h"
@@ -11,6 +10,7 @@
 #include "loop/rollout_samples.h"
 #include "model/forward_comparison.h"
 #include "model/weight_error.h"
+#include "trainer/algorithm.h"
 #include "trainer/rollout_batch.h"
 #include "reward/reward_result.h"
 #include "trainer/rollout_corr_metrics.h"
@@ -38,26 +38,20 @@ void add_reward_metrics(const std::vector<RewardResult>& results, std::map<std::
     if (name != "total") out["reward/" + name] = mean;
 }
 
-// DPO scores only its pairs, with the policy and the reference, inside its update: a forward of the whole batch
-// would be ~40 % of its step for the mismatch/* metrics alone (the probe still checks the engine after each
-// sync). The reference logp of the batch is needed only for a KL term (in the loss or in the reward).
-bool needs_old_logp(const TrainConfig& cfg) { return cfg.algorithm.name != "dpo"; }
-bool needs_ref_logp(const TrainConfig& cfg) {
-  return cfg.algorithm.name != "dpo" && cfg.algorithm.policy_loss.kl_coef > 0;
-}
-
 // Phases 3-6 on the batch that is trained on: old log-probs (and their mismatch against the engine's), reference
-// log-probs, then the algorithm's advantages and updates.
+// log-probs, each as the algorithm needs them, then the algorithm's advantages and updates.
 void learn_from_batch(RlContext& ctx, ScoredBatch& batch, PhaseTimer& timer, StepResult& out) {
   const TrainConfig& cfg = ctx.config;
   const int64_t micro = cfg.ppo.micro_batch_size;
+  const Algorithm& algorithm = find_algorithm(cfg.algorithm.name);
+  const AlgorithmNeeds needs = algorithm.needs(cfg.algorithm);
 
   // 3 old log-probs (the policy the update starts from) and the mismatch against the engine's: mismatch/* and
   // verl's rollout_corr/* figures. In bypass mode the rollout's own log-probs are the old ones (no phase 3).
   const bool bypass = cfg.algorithm.policy_loss.rollout_correction.bypass;
-  if (needs_old_logp(cfg) && bypass) {
+  if (needs.old_logp && bypass) {
     for (RolloutSample& s : batch.samples) s.old_logp = s.rollout_logp;
-  } else if (needs_old_logp(cfg)) {
+  } else if (needs.old_logp) {
     std::vector<std::vector<float>> old_logp = timer.time(Phase::kOldLogprob, [&] {
       return compute_response_logp(ctx.model, ctx.params, batch.samples, micro, batch.temperature,
                                    batch.truncation);
@@ -87,8 +81,8 @@ void learn_from_batch(RlContext& ctx, ScoredBatch& batch, PhaseTimer& timer, Ste
   }
 
   // 4 reference log-probs, only when a KL term needs them
-  if (needs_ref_logp(cfg)) {
-    RLCPP_CHECK(ctx.reference != nullptr, "rl_step: algorithm.policy_loss.kl_coef > 0 but no reference policy");
+  if (needs.ref_logp) {
+    RLCPP_CHECK(ctx.reference != nullptr, "rl_step: " << cfg.algorithm.name << " needs the reference policy");
     std::vector<std::vector<float>> ref = timer.time(Phase::kRefLogprob, [&] {
       return compute_response_logp(ctx.model, *ctx.reference, batch.samples, micro, batch.temperature,
                                    batch.truncation);
@@ -97,10 +91,9 @@ void learn_from_batch(RlContext& ctx, ScoredBatch& batch, PhaseTimer& timer, Ste
   }
 
   // 5-6 the algorithm: advantages (values), updates
-  if (cfg.algorithm.name == "grpo") grpo_update(ctx, batch, timer, out);
-  else if (cfg.algorithm.name == "ppo") ppo_update(ctx, batch, timer, out);
-  else if (cfg.algorithm.name == "dpo") dpo_update(ctx, batch, timer, out);
-  else RLCPP_FAIL("config key 'algorithm.name': \"" << cfg.algorithm.name << "\" has no RL step");
+  UpdateContext update{cfg.algorithm,       cfg.ppo,    cfg.rollout.group_size, cfg.run_optimizer_steps(),
+                       ctx.actor,           ctx.critic, ctx.reference,          ctx.update_rng};
+  algorithm.update(update, batch, timer, out.metrics);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-// One RL step of `rlcpp train` through its phases (DESIGN.md "one RL step"): rollout, reward, old_logprob
-// (GRPO, PPO), ref_logprob (a KL term needs it), then the algorithm's part (loop/algorithm_update.h: values, advantage,
-// update_actor, update_critic), then weight_sync and probe. Eval and checkpoint belong to the controller. Each
+// One RL step of `rlcpp train` through its phases (DESIGN.md "one RL step"): rollout, reward, old_logprob and
+// ref_logprob as the algorithm needs them, then the algorithm's own part (trainer/algorithm.h: values, advantage,
+// update_critic, update_actor), then weight_sync and probe. Eval and checkpoint belong to the controller. Each
 // phase is timed on the step's PhaseTimer.
 #pragma once
 
@@ -11,7 +11,7 @@
 
 #include "core/config.h"
 #include "core/philox.h"
-#include "loop/phase_timer.h"
+#include "core/phase_timer.h"
 #include "loop/train_config.h"
 #include "model/tokenizer.h"
 #include "reward/reward_function.h"
@@ -28,13 +28,13 @@ struct RlContext {
   const Tokenizer& tokenizer;
   const Transformer& model;
   ParameterStore& params;             // the policy the trainer updates
-  const ParameterStore* reference;    // frozen initial policy; null unless a KL term or DPO needs it
+  const ParameterStore* reference;    // frozen initial policy; null unless the algorithm needs it (a KL, DPO)
   PolicyUpdater& actor;
   RolloutBackend& rollout;            // colocated engine or split worker
   PhiloxStream& data_rng;
   PhiloxStream& update_rng;
   int64_t version = 0;                // the policy version the engine samples with
-  PolicyUpdater* critic = nullptr;    // PPO: the value-head model's updater (its model and weights); else null
+  PolicyUpdater* critic = nullptr;    // an algorithm with a critic (PPO): the value-head model's updater; else null
   // The policy's model in the rollout engine's numerics (dtype, quantisation): the probe scores with it. Null
   // when the roles' numerics are the same (then `model` serves).
   const Transformer* rollout_model = nullptr;
@@ -48,7 +48,7 @@ struct StepResult {
   int64_t tokens = 0;                     // prompt + response tokens of the batch
 };
 
-// The step of config.algorithm.name: "grpo" (group advantages), "ppo" (critic + GAE) or "dpo" (online pairs).
+// The step of the algorithm config.algorithm.name (trainer/algorithm.h).
 StepResult rl_step(RlContext& ctx, int64_t step, PhaseTimer& timer);
 
 }  // namespace rlcpp

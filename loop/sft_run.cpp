@@ -12,7 +12,7 @@
 #include "model/init.h"
 #include "model/hf_tokenizer.h"
 #include "reward/task_registry.h"
-#include "trainer/packed_views.h"
+#include "trainer/loss_layout.h"
 #include "trainer/sft_loss.h"
 #include "trainer/update_step.h"
 

@@ -154,6 +154,16 @@ void load_train_checkpoint(const std::string& dir, ParameterStore& params, AdamW
     if (critic != nullptr) critic->optimizer.set_steps_taken(j.at("critic_optimizer_steps").get<int64_t>());
     state.step = j.at("step").get<int64_t>();
     state.policy_version = j.at("policy_version").get<int64_t>();
+    // A state.json edited or copied from elsewhere must not replay or skip steps over saved checkpoints.
+    fs::path folder = fs::path(dir).lexically_normal();
+    if (folder.filename().empty()) folder = folder.parent_path();
+    const int64_t folder_step = step_of(folder.filename().string());
+    RLCPP_CHECK(state.step >= 0 && (folder_step < 0 || state.step == folder_step),
+                "resume: " << state_path << ": step " << state.step << " does not match its checkpoint folder "
+                           << folder.filename().string() << " (the checkpoint of step N is step_N)");
+    RLCPP_CHECK(state.policy_version >= 0 && optimizer.steps_taken() >= 0,
+                "resume: " << state_path << ": policy_version " << state.policy_version << " and optimizer_steps "
+                           << optimizer.steps_taken() << " must be >= 0");
     restore_rng(j.at("data_rng"), *state.data_rng, state_path + " data_rng");
     restore_rng(j.at("update_rng"), *state.update_rng, state_path + " update_rng");
   } catch (const Json::exception& e) {

@@ -8,6 +8,7 @@
 #include "model/model_config.h"
 #include "reward/task_registry.h"
 #include "rollout/request_wire.h"
+#include "trainer/algorithm.h"
 
 namespace rlcpp {
 
@@ -35,22 +36,10 @@ CriticSection::CriticSection() {
   optim.grad_clip = 1.0;
 }
 
-namespace {
-
-bool is_train_algorithm(const std::string& name) { return name == "grpo" || name == "ppo" || name == "dpo"; }
-
-void check_train_algorithm(const std::string& name) {
-  RLCPP_CHECK(is_train_algorithm(name), "config key 'algorithm.name': \"" << name << "\" is not an RL algorithm of "
-                                                                         << "rlcpp train; expected \"grpo\", "
-                                                                         << "\"ppo\" or \"dpo\"");
-}
-
-}  // namespace
-
 void config_from_json(const Json& j, TrainConfig& cfg) {
   if (j.is_object() && j.contains("algorithm") && j["algorithm"].is_object() && j["algorithm"].contains("name")) {
     const std::string name = config_detail::read_leaf<std::string>(j["algorithm"]["name"], "algorithm.name");
-    check_train_algorithm(name);
+    find_algorithm(name);  // names the key and the registered algorithms
     cfg.algorithm = algorithm_defaults(name);
   }
   config_detail::Reader reader(j, "");
@@ -62,6 +51,12 @@ int64_t TrainConfig::update_batch_size() const {
   const int64_t groups =
       filter_groups.enabled && filter_groups.max_groups > 0 ? filter_groups.max_groups : rollout.prompts_per_step;
   return groups * rollout.group_size;
+}
+
+int64_t TrainConfig::run_optimizer_steps() const {
+  const int64_t batch_size = update_batch_size();
+  const int64_t mini = ppo.mini_batch_size > 0 ? ppo.mini_batch_size : batch_size;
+  return steps * ppo.epochs * ((batch_size + mini - 1) / mini);
 }
 
 ModelNumerics TrainConfig::rollout_numerics() const {
@@ -179,9 +174,13 @@ void TrainConfig::validate() const {
   RLCPP_CHECK(rollout.num_workers >= 1 && rollout.num_workers <= rollout.prompts_per_step,
               "config key 'rollout.num_workers': must be in [1, prompts_per_step " << rollout.prompts_per_step
                                                                                   << "], got " << rollout.num_workers);
-  RLCPP_CHECK(rollout.worker_heartbeat_timeout_s > 0 && rollout.worker_timeout_s > 0,
+  // At most a week: the timeouts become milliseconds in a long, which a larger value overflows.
+  constexpr double kMaxTimeoutS = 7 * 24 * 3600;
+  RLCPP_CHECK(rollout.worker_heartbeat_timeout_s > 0 && rollout.worker_timeout_s > 0 &&
+                  rollout.worker_heartbeat_timeout_s <= kMaxTimeoutS && rollout.worker_timeout_s <= kMaxTimeoutS,
               "config keys 'rollout.worker_heartbeat_timeout_s' and 'rollout.worker_timeout_s' must be positive "
-              "seconds, got " << rollout.worker_heartbeat_timeout_s << " and " << rollout.worker_timeout_s);
+              "seconds, at most a week (604800), got " << rollout.worker_heartbeat_timeout_s << " and "
+                                                       << rollout.worker_timeout_s);
   RLCPP_CHECK(rollout.max_worker_restarts >= 0,
               "config key 'rollout.max_worker_restarts': must be >= 0, got " << rollout.max_worker_restarts);
   RLCPP_CHECK(probe.prompts >= 0 && probe.max_abs_dlogp >= 0,
@@ -189,19 +188,24 @@ void TrainConfig::validate() const {
   RLCPP_CHECK(rollout.prompts_per_step >= 1 && rollout.group_size >= 1,
               "config keys 'rollout.prompts_per_step' and 'rollout.group_size' must be >= 1, got "
                   << rollout.prompts_per_step << " and " << rollout.group_size);
-  check_train_algorithm(algorithm.name);
-  RLCPP_CHECK(algorithm.name != "dpo" || rollout.group_size >= 2,
-              "config key 'rollout.group_size': online DPO pairs two samples of one prompt, so it must be >= 2, got "
-                  << rollout.group_size);
+  const AlgorithmNeeds needs = find_algorithm(algorithm.name).needs(algorithm);
+  RLCPP_CHECK(rollout.group_size >= needs.min_group_size,
+              "config key 'rollout.group_size': " << algorithm.name << " needs at least " << needs.min_group_size
+                                                  << " samples of each prompt (online DPO pairs two of them), got "
+                                                  << rollout.group_size);
   RLCPP_CHECK(steps >= 1, "config key 'steps': must be >= 1, got " << steps);
+  RLCPP_CHECK(rollout.sampling.seed == 0,
+              "config key 'rollout.sampling.seed': rlcpp train draws each step's sampling seed from the run's "
+              "'seed'; set that instead (got " << rollout.sampling.seed << ")");
   RLCPP_CHECK(eval_every >= 0 && checkpoint_every >= 0 && checkpoint_keep_last >= 0 && eval_size >= 1 &&
                   samples_per_step >= 0 && log_every >= 1,
               "config keys 'eval_every', 'checkpoint_every', 'checkpoint_keep_last', 'samples_per_step' must be "
               ">= 0, 'eval_size' and "
               "'log_every' >= 1");
-  RLCPP_CHECK(!filter_groups.enabled || algorithm.name == "grpo",
-              "config key 'filter_groups.enabled': only GRPO filters groups (algorithm.name is \""
-                  << algorithm.name << "\"; a PPO critic learns from every group, DPO pairs skip tied groups)");
+  RLCPP_CHECK(!filter_groups.enabled || needs.group_advantages,
+              "config key 'filter_groups.enabled': only group-advantage algorithms (grpo, gspo, cispo) filter groups "
+              "(algorithm.name is \"" << algorithm.name << "\"; a PPO critic and REINFORCE++'s batch whitening learn "
+              "from every group, DPO pairs skip tied groups)");
   RLCPP_CHECK(filter_groups.max_groups >= 0 && filter_groups.max_groups <= rollout.prompts_per_step,
               "config key 'filter_groups.max_groups': must be in [0, rollout.prompts_per_step "
                   << rollout.prompts_per_step << "], got " << filter_groups.max_groups);
@@ -216,7 +220,7 @@ void TrainConfig::validate() const {
   algorithm.validate("algorithm");
   ppo.validate("ppo");
   optim.validate();
-  if (algorithm.name == "ppo") {
+  if (needs.critic) {
     try {
       critic.optim.validate();
     } catch (const Error& e) {  // OptimConfig names its keys 'optim.*'; these are 'critic.optim.*'

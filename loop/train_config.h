@@ -1,4 +1,4 @@
-// The `rlcpp train CONFIG` run config: everything a GRPO, PPO or online DPO run needs, with the add3 GRPO
+// The `rlcpp train CONFIG` run config: everything a GRPO-family, REINFORCE++, PPO or online DPO run needs, with the add3 GRPO
 // recipe of ../shared/BENCHMARKS.md as the defaults (64 prompts x 8, temperature 1, 6 new tokens, PPO-clip 0.2,
 // two mini-batches of 32 groups, AdamW lr 1e-4 betas 0.9/0.95, no weight decay, grad clip 1.0).
 //
@@ -55,7 +55,7 @@ struct RolloutSection {
   int64_t num_workers = 1;           // split: worker processes sharing each rollout
   int64_t prompts_per_step = 64;
   int64_t group_size = 8;
-  SamplingParams sampling;  // seed is derived per step from the run seed (the field is ignored)
+  SamplingParams sampling;  // seed must stay 0: each step's is derived from the run seed
   EngineConfig engine;
   RemoteWorkersSection remote;
   // split and remote: fault handling (loop/README.md "Fault handling")
@@ -78,7 +78,8 @@ struct RolloutSection {
     v("worker_binary", worker_binary, "rlcpp executable that runs split workers (\"\" = this one)");
     v("prompts_per_step", prompts_per_step, "prompts per rollout batch");
     v("group_size", group_size, "samples per prompt (the GRPO group)");
-    v("sampling", sampling, "sampling parameters (sampling.seed is replaced by one derived from the run seed)");
+    v("sampling", sampling, "sampling parameters (sampling.seed must stay 0: each step's seed is derived from the "
+                            "run's seed)");
     v("engine", engine, "rollout engine knobs (rollout/README.md); remote workers use their own command line's");
     v("remote", remote, "remote: the workers' endpoints and CURVE keys (loop/README.md \"Remote workers\")");
     v("worker_heartbeat_timeout_s", worker_heartbeat_timeout_s,
@@ -186,6 +187,9 @@ struct TrainConfig {
   // Samples of a step's update batch as planned: prompts_per_step x group_size, or filter_groups.max_groups
   // groups when set (a filtered step may train on fewer).
   int64_t update_batch_size() const;
+  // Optimizer steps of the whole run, for the LR schedule: steps x epochs x mini-batches of the planned update
+  // batch (with filter_groups a step may train on fewer samples).
+  int64_t run_optimizer_steps() const;
   // Each role's numerics (model/numerics.h) from rollout.dtype / rollout.quantization / trainer.dtype /
   // numerics.batch_invariant; errors name the key.
   ModelNumerics rollout_numerics() const;
@@ -212,8 +216,9 @@ struct TrainConfig {
     v("numerics", numerics, "numerics shared by both roles");
     v("mismatch", mismatch, "the rollout/trainer mismatch figures of each step");
     v("algorithm", algorithm,
-      "the algorithm (name: grpo | ppo | dpo; it sets the defaults of the other algorithm.* keys), advantage "
-      "estimator (grpo, drgrpo, rloo; gae for ppo), policy loss, PPO value loss, DPO beta");
+      "the algorithm (name: grpo | gspo | cispo | reinforce_pp | reinforce_pp_baseline | ppo | dpo; it sets the "
+      "defaults of the other algorithm.* keys), advantage estimator (grpo, drgrpo, rloo; gae for ppo), policy "
+      "loss, PPO value loss, DPO beta");
     v("critic", critic, "ppo: the critic's optimizer");
     v("ppo", ppo,
       "epochs and mini-batches over each rollout batch (actor and critic). dpo: a mini-batch holds the pairs of "

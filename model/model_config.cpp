@@ -4,22 +4,36 @@
 
 namespace rlcpp {
 
+namespace {
+
+// Bounds far past any real model of the family (Qwen2.5-1M: 1,010,000 positions; vocabularies ~256k; 128
+// layers), so that products of sizes cannot overflow and a wrong config.json fails here, naming its key, instead
+// of in an allocation (or a segfault) later.
+constexpr int64_t kMaxSize = int64_t{1} << 24;             // any width, vocabulary or head count
+constexpr int64_t kMaxLayers = 4096;
+constexpr int64_t kMaxPositions = int64_t{1} << 22;        // the RoPE table holds one row per position
+constexpr double kMaxParameters = 4.0 * (int64_t{1} << 40);  // 4.4 T
+
+}  // namespace
+
 void ModelConfig::validate(const std::string& where) const {
-  auto positive = [&](const char* key, int64_t v) {
+  auto positive = [&](const char* key, int64_t v, int64_t max = kMaxSize) {
     RLCPP_CHECK(v > 0, where << ": " << key << " must be positive, got " << v);
+    RLCPP_CHECK(v <= max, where << ": " << key << " " << v << " is past the largest supported, " << max);
   };
   RLCPP_CHECK(model_type == "llama" || model_type == "qwen2" || model_type == "qwen3",
               where << ": model_type '" << model_type
                     << "' is not supported (expected \"llama\", \"qwen2\" or \"qwen3\")");
   positive("vocab_size", vocab_size);
   positive("hidden_size", hidden_size);
-  positive("num_hidden_layers", num_hidden_layers);
+  positive("num_hidden_layers", num_hidden_layers, kMaxLayers);
   positive("num_attention_heads", num_attention_heads);
   positive("num_key_value_heads", num_key_value_heads);
   positive("intermediate_size", intermediate_size);
-  positive("max_position_embeddings", max_position_embeddings);
+  positive("max_position_embeddings", max_position_embeddings, kMaxPositions);
   RLCPP_CHECK(explicit_head_dim >= 0, where << ": head_dim must be positive (or 0: hidden_size / "
                                              << "num_attention_heads), got " << explicit_head_dim);
+  if (explicit_head_dim > 0) positive("head_dim", explicit_head_dim);
   RLCPP_CHECK(explicit_head_dim > 0 || hidden_size % num_attention_heads == 0,
               where << ": hidden_size " << hidden_size << " is not a multiple of num_attention_heads "
                     << num_attention_heads << " (and no head_dim is given)");
@@ -29,6 +43,14 @@ void ModelConfig::validate(const std::string& where) const {
   RLCPP_CHECK(head_dim() % 2 == 0, where << ": head_dim " << head_dim() << " must be even for RoPE");
   RLCPP_CHECK(rms_norm_eps > 0, where << ": rms_norm_eps must be positive, got " << rms_norm_eps);
   RLCPP_CHECK(rope_theta > 0, where << ": rope_theta must be positive, got " << rope_theta);
+  // In double: the int64 count of num_parameters() overflows for sizes near the bounds above.
+  const double C = static_cast<double>(hidden_size), F = static_cast<double>(intermediate_size);
+  const double q = static_cast<double>(num_attention_heads) * static_cast<double>(head_dim());
+  const double kv = static_cast<double>(num_key_value_heads) * static_cast<double>(head_dim());
+  const double params = static_cast<double>(vocab_size) * C * 2 +
+                        static_cast<double>(num_hidden_layers) * (C * (q + 2 * kv) + q * C + 3 * C * F);
+  RLCPP_CHECK(params <= kMaxParameters, where << ": these sizes make " << params << " parameters, past the largest "
+                                              << "supported (" << kMaxParameters << ")");
   for (auto [key, id] : {std::pair{"bos_token_id", bos_token_id}, {"eos_token_id", eos_token_id},
                          {"pad_token_id", pad_token_id}})
     RLCPP_CHECK(id >= 0 && id < vocab_size, where << ": " << key << " " << id << " outside the vocabulary of "

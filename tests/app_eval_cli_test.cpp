@@ -73,6 +73,12 @@ TEST_F(EvalCli, BadNumericsNameTheOptionAndTheChoices) {
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("'--quantization'"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("none, int8, fp8_e4m3"), std::string::npos) << r.output;
+  // A response limit of 0 or below used to fall back to the task's without a word.
+  for (const char* bad : {"0", "-5"}) {
+    r = run_cli("eval " + ckpt + " --task add3 --n 5 --max-new-tokens " + bad);
+    EXPECT_NE(r.status, 0);
+    EXPECT_NE(r.output.find("--max-new-tokens must be >= 1"), std::string::npos) << r.output;
+  }
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/wire.h"
+#include "tests/error_test_support.h"
 
 namespace rlcpp {
 namespace {
@@ -204,6 +205,15 @@ TEST(Wire, OnlyIpcInprocAndLoopbackTcpAreLocal) {
   EXPECT_FALSE(is_local_endpoint("tcp://127.0.0.1:0;10.1.2.3:5555"));  // a source address, then where it goes
   EXPECT_THROW(is_local_endpoint("pgm://eth0;239.192.1.1:5555"), Error);
   EXPECT_THROW(is_local_endpoint("nonsense"), Error);
+}
+
+// libzmq binds "tcp://127.0.0.1:99999" to port 99999 mod 2^16 without a word.
+TEST(Wire, TcpPortOutOfRangeIsAnError) {
+  for (const char* bad : {"tcp://127.0.0.1:99999", "tcp://127.0.0.1:65536", "tcp://127.0.0.1:-1", "tcp://127.0.0.1:",
+                          "tcp://127.0.0.1:12ab", "tcp://127.0.0.1"})
+    expect_error([&] { is_local_endpoint(bad); }, {bad, "is not a port"});
+  EXPECT_TRUE(is_local_endpoint("tcp://127.0.0.1:65535"));
+  EXPECT_TRUE(is_local_endpoint("tcp://127.0.0.1:0"));
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
-#include "loop/algorithm_update.h"
+#include "trainer/scored_batch.h"
 #include "loop/group_filter.h"
 #include "loop/train_config.h"
 

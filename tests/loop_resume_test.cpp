@@ -18,6 +18,7 @@
 #include "loop/train_checkpoint.h"
 #include "model/checkpoint.h"
 #include "model/init.h"
+#include "tests/error_test_support.h"
 #include "tests/train_test_support.h"
 
 namespace rlcpp {
@@ -41,6 +42,11 @@ bool same_weights(const std::string& a, const std::string& b) {
   const ParameterStore wb = load_model_checkpoint(b);
   return wa.numel() == wb.numel() &&
          std::memcmp(wa.flat().data<float>(), wb.flat().data<float>(), wa.flat().nbytes()) == 0;
+}
+
+std::string read_file_text(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 // 5 steps, checkpoints every 2, shuffled mini-batches (the update RNG must be restored too).
@@ -259,6 +265,44 @@ TEST(LoopResume, ConfigThatAWorkerWouldRejectFailsBeforeAnyWork) {
             std::string::npos)
       << cold;
   EXPECT_FALSE(fs::exists(root / "run"));  // no run directory was made
+  // Keys that would run wrong rather than fail: a negative learning rate from the cosine floor, weight decay
+  // that grows the weights, a timeout that overflows into "expired", a sampling seed the run would ignore.
+  EXPECT_NE(error_of([](TrainConfig& c) { c.optim.min_lr_ratio = -1; }).find("optim.min_lr_ratio"), std::string::npos);
+  EXPECT_NE(error_of([](TrainConfig& c) { c.optim.weight_decay = -1; }).find("optim.weight_decay"), std::string::npos);
+  EXPECT_NE(error_of([](TrainConfig& c) { c.rollout.worker_timeout_s = 1e16; }).find("rollout.worker_timeout_s"),
+            std::string::npos);
+  EXPECT_NE(error_of([](TrainConfig& c) { c.rollout.sampling.seed = 5; }).find("rollout.sampling.seed"),
+            std::string::npos);
+  EXPECT_FALSE(fs::exists(root / "run"));
+}
+
+// A state.json whose step is not its folder's would replay (or skip) steps over the checkpoints and metrics
+// already saved: refused, naming the file, and nothing of the run is touched.
+TEST(LoopResume, StateWhoseStepIsNotItsFoldersIsRefusedAndNothingIsOverwritten) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_resume_state_step_test";
+  fs::remove_all(root);
+  TrainConfig c = resumable_run(root);
+  c.run_dir = (root / "run").string();
+  const TrainSummary s = run_train(c, config_to_json(c));
+  const fs::path state = fs::path(s.checkpoint) / "state.json";
+  const std::string metrics_before = read_file_text(fs::path(s.run_dir) / "metrics.jsonl");
+  const auto checkpoints_before = std::distance(fs::directory_iterator(fs::path(s.run_dir) / "checkpoints"),
+                                                fs::directory_iterator{});
+  const Json original = load_json_file(state.string());
+  for (int64_t step : {int64_t{-5}, int64_t{1}, int64_t{100}}) {
+    Json edited = original;
+    edited["step"] = step;
+    std::ofstream(state) << edited.dump();
+    expect_error([&] { resume_train(s.run_dir); },
+                 {state.string(), "step " + std::to_string(step) + " does not match its checkpoint folder step_5"});
+    EXPECT_EQ(read_file_text(fs::path(s.run_dir) / "metrics.jsonl"), metrics_before) << "step " << step;
+    EXPECT_EQ(std::distance(fs::directory_iterator(fs::path(s.run_dir) / "checkpoints"), fs::directory_iterator{}),
+              checkpoints_before);
+  }
+  Json negative = original;
+  negative["policy_version"] = -2;
+  std::ofstream(state) << negative.dump();
+  expect_error([&] { resume_train(s.run_dir); }, {state.string(), "policy_version -2"});
 }
 
 }  // namespace

@@ -132,6 +132,33 @@ TEST(ModelConfigHeadDim, ExplicitHeadDimForEveryFamily) {
   EXPECT_NE(error_of(j).find("head_dim -2 must be positive"), std::string::npos) << error_of(j);
 }
 
+// Sizes past any real model fail in the config check naming file and key, not in an allocation or a segfault
+// (max_position_embeddings 2^62 used to segfault building the RoPE table; num_hidden_layers 2^62 overflowed the
+// parameter count past the weight-file check into a 24 GB allocation).
+TEST(ModelConfigBounds, HugeSizesAreErrorsNamingTheKey) {
+  const auto with = [](const char* key, Json value) {
+    Json j = qwen3_06b_config();
+    j[key] = value;
+    return error_of(j);
+  };
+  const int64_t huge = int64_t{1} << 62;
+  for (const char* key : {"max_position_embeddings", "num_hidden_layers", "hidden_size", "vocab_size",
+                          "intermediate_size", "num_attention_heads", "head_dim"}) {
+    const std::string e = with(key, huge);
+    EXPECT_NE(e.find("config.json: " + std::string(key) + " " + std::to_string(huge) + " is past the largest"),
+              std::string::npos)
+        << key << ": " << e;
+  }
+  EXPECT_NE(with("max_position_embeddings", 100000000).find("max_position_embeddings 100000000 is past"),
+            std::string::npos);
+  // Each size in bounds, their product past 4.4 T parameters.
+  Json j = qwen3_06b_config();
+  j["num_hidden_layers"] = 4096;
+  j["intermediate_size"] = 1 << 24;
+  EXPECT_NE(error_of(j).find("parameters, past the largest supported"), std::string::npos) << error_of(j);
+  EXPECT_EQ(error_of(qwen3_06b_config()), "<no error>");
+}
+
 TEST(ModelConfigFamilies, UnknownModelTypeNamesTheChoices) {
   Json j = qwen3_06b_config();
   j["model_type"] = "qwen3_moe";

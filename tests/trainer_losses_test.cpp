@@ -174,6 +174,17 @@ void check_gae(const Json& c) {
   expect_close(g.returns, c["expected"]["returns"], "returns");
 }
 
+// REINFORCE++: discounted returns, then whitened over the batch (the algorithm's two calls).
+void check_reinforce_adv(const Json& c) {
+  const Json& in = c["inputs"];
+  auto cu = ints(in["cu"]);
+  auto mask = floats(in["mask"]), rewards = floats(in["rewards"]);
+  std::vector<float> returns = discounted_returns(cu, mask, rewards, c["config"]["gamma"].get<double>());
+  expect_close(returns, c["expected"]["returns"], "returns");
+  whiten_masked(returns, mask);
+  expect_close(returns, c["expected"]["advantages"], "advantages");
+}
+
 void check_token_rewards(const Json& c) {
   const Json& in = c["inputs"];
   auto cu = ints(in["cu"]);
@@ -218,13 +229,14 @@ int check_kind(const Json& doc, const std::string& kind) {
     else if (kind == "gae") check_gae(c);
     else if (kind == "token_rewards") check_token_rewards(c);
     else if (kind == "data_metrics") check_data_metrics(c);
+    else if (kind == "reinforce_adv") check_reinforce_adv(c);
     else ADD_FAILURE() << "unknown case kind " << kind;
   }
   return n;
 }
 
 const char* const kKinds[] = {"policy", "value", "sft", "dpo", "kl", "group_adv", "gae", "token_rewards",
-                              "data_metrics"};
+                              "data_metrics", "reinforce_adv"};
 
 TEST(LossesGolden, PolicyLossAndGradientMatchTorch) { EXPECT_GE(check_kind(committed_doc(), "policy"), 20); }
 TEST(LossesGolden, ValueLossAndGradientMatchTorch) { EXPECT_GE(check_kind(committed_doc(), "value"), 7); }
@@ -235,6 +247,9 @@ TEST(LossesGolden, GroupAdvantagesMatchVerlFormulas) { EXPECT_GE(check_kind(comm
 TEST(LossesGolden, GaeMatchesVerlFormulas) { EXPECT_GE(check_kind(committed_doc(), "gae"), 3); }
 TEST(LossesGolden, KlInRewardMatchesVerlFormulas) { EXPECT_GE(check_kind(committed_doc(), "token_rewards"), 2); }
 TEST(LossesGolden, DataMetricsMatchTorch) { EXPECT_GE(check_kind(committed_doc(), "data_metrics"), 1); }
+TEST(LossesGolden, ReinforcePlusPlusAdvantagesMatchVerlFormulas) {
+  EXPECT_GE(check_kind(committed_doc(), "reinforce_adv"), 2);
+}
 
 // Every option of the issue has a case; a regenerated file that dropped one fails here.
 TEST(LossesGolden, CoversEveryOptionAndEdgeCase) {
@@ -253,7 +268,9 @@ TEST(LossesGolden, CoversEveryOptionAndEdgeCase) {
         "policy_rc_icepop_mask_sequence",
         "value_no_clip", "value_first_update_tie", "value_at_clip_bound",
         "dpo_beta_0.1", "kl_k3", "adv_grpo", "adv_drgrpo", "adv_rloo", "adv_grpo_no_std", "gae_0.99_0.95_whiten",
-        "token_rewards_k1", "data_metrics"})
+        "token_rewards_k1", "data_metrics", "policy_gspo_token_mean", "policy_gspo_paper_band_kl_entropy",
+        "policy_gspo_seq_log_ratio_clamp", "policy_gspo_rollout_correction", "policy_cispo_token_mean",
+        "policy_cispo_both_bounds_kl", "adv_reinforce_pp_gamma1", "adv_reinforce_pp_gamma0.9"})
     EXPECT_TRUE(names.count(name)) << name;
 }
 
@@ -279,7 +296,29 @@ TEST(LossesGolden, EveryRolloutCorrectionCaseFailsWithTheCorrectionIgnored) {
     }
     EXPECT_GT(moved, 0);
   }
-  EXPECT_EQ(cases, 8);
+  EXPECT_EQ(cases, 9);
+}
+
+// The GSPO and CISPO cases test their own loss: computed as the vanilla token-ratio loss instead, each case's
+// gradient moves away from torch's on some token (GSPO: the sequence's ratio in place of the token's; CISPO: the
+// clipped weight detached, so clipped tokens keep a gradient).
+TEST(LossesGolden, GspoAndCispoCasesDifferFromTheTokenRatioLoss) {
+  int cases = 0;
+  for (const Json& c : committed_doc()["cases"]) {
+    if (c["kind"] != "policy" || c["config"].value("loss_mode", "vanilla") == "vanilla") continue;
+    SCOPED_TRACE("golden case " + c["name"].get<std::string>());
+    ++cases;
+    auto cfg = config_of<PolicyLossConfig>(c["config"]);
+    cfg.loss_mode = "vanilla";
+    const LossOutput vanilla = run_policy(c, cfg);
+    int moved = 0;
+    for (size_t t = 0; t < vanilla.dlogp.size(); ++t) {
+      const double want = c["expected"]["dlogp"][t].get<double>();
+      moved += std::abs(vanilla.dlogp[t] - want) > kAbsTol + kRelTol * std::abs(want) ? 1 : 0;
+    }
+    EXPECT_GT(moved, 0);
+  }
+  EXPECT_EQ(cases, 6);
 }
 
 bool torch_available() {

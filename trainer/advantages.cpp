@@ -142,6 +142,22 @@ GaeResult gae(std::span<const int64_t> cu, std::span<const float> mask, std::spa
   return out;
 }
 
+std::vector<float> discounted_returns(std::span<const int64_t> cu, std::span<const float> mask,
+                                      std::span<const float> rewards, double gamma) {
+  check_offsets(cu, rewards.size(), "discounted_returns");
+  check_token_array(mask, rewards.size(), "discounted_returns: mask");
+  std::vector<float> returns(rewards.size(), 0.0f);
+  for (size_t i = 0; i + 1 < cu.size(); ++i) {
+    double running = 0;
+    for (int64_t t = cu[i + 1] - 1; t >= cu[i]; --t) {
+      running = rewards[t] + gamma * running;
+      returns[t] = static_cast<float>(running);
+      running *= mask[t];
+    }
+  }
+  return returns;
+}
+
 void whiten_masked(std::span<float> values, std::span<const float> mask, bool shift_mean) {
   RLCPP_CHECK(values.size() == mask.size(), "whiten_masked: " << values.size() << " values but " << mask.size()
                                                               << " mask entries");

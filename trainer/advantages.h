@@ -8,6 +8,10 @@
 //   tokens  = broadcast_to_tokens(cu, mask, adv)
 // PPO:
 //   rewards = token_level_rewards(...);  gae(cu, mask, rewards, values, gamma, lambda, whiten)
+// REINFORCE++:
+//   rewards = token_level_rewards(...);  adv = discounted_returns(cu, mask, rewards, gamma), whiten_masked(adv)
+// REINFORCE++-baseline:
+//   seq = sum_per_sequence(...) - group mean;  adv = broadcast_to_tokens(...), whiten_masked(adv)
 //
 // Layout: see loss_normalizer.h (cu offsets, per-token arrays of T floats).
 #pragma once
@@ -62,6 +66,12 @@ struct GaeResult {
 // where tokens with mask 0 (e.g. tool outputs) are skipped: they carry next_value and gae through unchanged.
 GaeResult gae(std::span<const int64_t> cu, std::span<const float> mask, std::span<const float> rewards,
               std::span<const float> values, double gamma, double lambda, bool whiten);
+
+// verl compute_reinforce_plus_plus_outcome_advantage's returns, per sequence from its last token backwards:
+//   G_t = r_t + gamma G,  then G = G_t mask[t]
+// (so a token with mask 0, e.g. a tool output, keeps its own return but passes none to the tokens before it).
+std::vector<float> discounted_returns(std::span<const int64_t> cu, std::span<const float> mask,
+                                      std::span<const float> rewards, double gamma);
 
 // verl masked_whiten: (x - mean) / sqrt(var + 1e-8) with the masked mean and unbiased (Bessel) variance over
 // the whole array; shift_mean = false adds the mean back. Entries with mask 0 become 0. With a mask sum of 1

@@ -3,6 +3,7 @@
 #include <initializer_list>
 
 #include "core/error.h"
+#include "trainer/algorithm.h"
 #include "trainer/kl.h"
 #include "trainer/loss_normalizer.h"
 
@@ -48,18 +49,23 @@ void RolloutCorrectionConfig::validate(const std::string& where) const {
 }
 
 void AdvantageConfig::validate(const std::string& where) const {
-  RLCPP_CHECK(estimator == "grpo" || estimator == "drgrpo" || estimator == "rloo" || estimator == "gae",
-              key_path(where, "estimator") << ": unknown advantage estimator \"" << estimator
-                                           << "\" (expected one of \"grpo\", \"drgrpo\", \"rloo\", \"gae\")");
+  check_choice(estimator, {"grpo", "drgrpo", "rloo", "gae", "reinforce_pp", "reinforce_pp_baseline"},
+               key_path(where, "estimator"));
   RLCPP_CHECK(eps > 0, key_path(where, "eps") << ": must be positive, got " << eps);
+  RLCPP_CHECK(gamma >= 0 && gamma <= 1, key_path(where, "gamma") << ": must be in [0, 1], got " << gamma);
 }
 
 void PolicyLossConfig::validate(const std::string& where) const {
-  RLCPP_CHECK(clip_low >= 0 && clip_low < 1,
-              key_path(where, "clip_low") << ": must be in [0, 1) so that 1 - clip_low > 0, got " << clip_low);
+  check_choice(loss_mode, {"vanilla", "gspo", "cispo"}, key_path(where, "loss_mode"));
+  RLCPP_CHECK(clip_low >= 0 && clip_low <= 1,
+              key_path(where, "clip_low") << ": must be in [0, 1] so that 1 - clip_low >= 0 (1: no lower bound), got "
+                                          << clip_low);
   RLCPP_CHECK(clip_high >= 0, key_path(where, "clip_high") << ": must be >= 0, got " << clip_high);
   RLCPP_CHECK(clip_c == 0 || clip_c > 1,
               key_path(where, "clip_c") << ": must be 0 (dual clip off) or greater than 1, got " << clip_c);
+  RLCPP_CHECK(clip_c == 0 || loss_mode == "vanilla",
+              key_path(where, "clip_c") << ": the dual clip belongs to the vanilla PPO-clip loss; loss_mode \""
+                                        << loss_mode << "\" has none (set clip_c to 0)");
   parse_loss_agg(agg, key_path(where, "agg"));
   RLCPP_CHECK(token_sum_norm >= 0, key_path(where, "token_sum_norm") << ": must be >= 0, got " << token_sum_norm);
   RLCPP_CHECK(kl_coef >= 0, key_path(where, "kl_coef") << ": must be >= 0, got " << kl_coef);
@@ -100,9 +106,7 @@ void DpoConfig::validate(const std::string& where) const {
 }
 
 void AlgorithmConfig::validate(const std::string& where) const {
-  RLCPP_CHECK(name == "grpo" || name == "ppo" || name == "dpo" || name == "sft",
-              key_path(where, "name") << ": unknown algorithm \"" << name
-                                      << "\" (expected one of \"grpo\", \"ppo\", \"dpo\", \"sft\")");
+  const Algorithm& algorithm = find_algorithm(name, key_path(where, "name"));
   RLCPP_CHECK(logprob_space == "full" || logprob_space == "sampled",
               key_path(where, "logprob_space") << ": \"" << logprob_space << "\" is not one of full, sampled");
   RLCPP_CHECK(logprob_space == "full" || policy_loss.entropy_coef == 0,
@@ -113,25 +117,13 @@ void AlgorithmConfig::validate(const std::string& where) const {
   policy_loss.validate(key_path(where, "policy_loss"));
   ppo.validate(key_path(where, "ppo"));
   dpo.validate(key_path(where, "dpo"));
-  if (name == "ppo")
-    RLCPP_CHECK(advantage.estimator == "gae", key_path(where, "advantage.estimator")
-                                                  << ": PPO trains a critic and needs \"gae\", got \""
-                                                  << advantage.estimator << "\"");
-  if (name == "grpo")
-    RLCPP_CHECK(advantage.estimator != "gae", key_path(where, "advantage.estimator")
-                                                  << ": GRPO has no critic; \"gae\" needs algorithm.name \"ppo\"");
+  algorithm.validate(*this, where.empty() ? "algorithm" : where);
 }
 
 AlgorithmConfig algorithm_defaults(const std::string& name) {
   AlgorithmConfig c;
   c.name = name;
-  if (name == "ppo") {
-    c.advantage.estimator = "gae";
-    // Classic RLHF: a per-token k1 penalty on the reward (verl's algorithm.kl_ctrl.kl_coef default).
-    c.policy_loss.kl_in_reward = true;
-    c.policy_loss.kl_estimator = "k1";
-    c.policy_loss.kl_coef = 0.001;
-  }
+  find_algorithm(name).set_defaults(c);
   c.validate("");
   return c;
 }
@@ -140,9 +132,7 @@ AlgorithmConfig algorithm_config_from_json(const Json& j, const std::string& whe
   RLCPP_CHECK(j.is_object(), where << ": expected an object, got " << j.dump());
   std::string name = "grpo";
   if (j.contains("name")) name = config_detail::read_leaf<std::string>(j["name"], key_path(where, "name"));
-  RLCPP_CHECK(name == "grpo" || name == "ppo" || name == "dpo" || name == "sft",
-              key_path(where, "name") << ": unknown algorithm \"" << name
-                                      << "\" (expected one of \"grpo\", \"ppo\", \"dpo\", \"sft\")");
+  find_algorithm(name, key_path(where, "name"));
   AlgorithmConfig c = algorithm_defaults(name);
   // The reader's prefix makes errors name the full key path, e.g. 'algorithm.policy_loss.clip_lo'.
   config_detail::Reader reader(j, where);

@@ -1,6 +1,7 @@
 // Options of the RL algorithms (JSON key "algorithm"): advantage estimator, policy loss, PPO critic, DPO.
-// algorithm_defaults(name) gives each algorithm's defaults (PPO: GAE and a k1 KL penalty in the reward, as in
-// classic RLHF; GRPO: group advantages, no KL); algorithm_config_from_json starts from those and applies the file.
+// algorithm_defaults(name) gives each algorithm's defaults (its Algorithm's set_defaults, trainer/algorithm.h:
+// PPO gets GAE and a k1 KL penalty in the reward, as in classic RLHF; GSPO its sequence-level clip range);
+// algorithm_config_from_json starts from those and applies the file.
 #pragma once
 
 #include <string>
@@ -10,9 +11,10 @@
 namespace rlcpp {
 
 struct AdvantageConfig {
-  std::string estimator = "grpo";  // "grpo" | "drgrpo" | "rloo" | "gae"
+  std::string estimator = "grpo";  // "grpo" | "drgrpo" | "rloo" | "gae" | "reinforce_pp" | "reinforce_pp_baseline"
   bool norm_by_std = true;
   double eps = 1e-6;
+  double gamma = 1.0;  // reinforce_pp: discount of the token returns
 
   // (r - mean) / (std + eps) for "grpo" with norm_by_std; "drgrpo" (and "grpo" without it) use r - mean.
   bool divides_by_std() const { return estimator == "grpo" && norm_by_std; }
@@ -20,9 +22,12 @@ struct AdvantageConfig {
 
   template <class V> void visit(V& v) {
     v("estimator", estimator,
-      "\"grpo\" (group mean/std), \"drgrpo\" (group mean only), \"rloo\" (leave-one-out mean), \"gae\" (critic)");
+      "\"grpo\" (group mean/std), \"drgrpo\" (group mean only), \"rloo\" (leave-one-out mean) for grpo, gspo "
+      "and cispo; \"gae\" (critic) for ppo; \"reinforce_pp\" / \"reinforce_pp_baseline\" for those algorithms "
+      "(set by algorithm.name)");
     v("norm_by_std", norm_by_std, "grpo: divide by the group's standard deviation (false = Dr.GRPO)");
     v("eps", eps, "grpo: added to the group standard deviation");
+    v("gamma", gamma, "reinforce_pp: discount per token of the returns (verl algorithm.gamma)");
   }
 };
 
@@ -66,6 +71,7 @@ struct RolloutCorrectionConfig {
 };
 
 struct PolicyLossConfig {
+  std::string loss_mode = "vanilla";  // "vanilla" (PPO-clip) | "gspo" | "cispo" (verl actor.policy_loss.loss_mode)
   double clip_low = 0.2;   // ratio clipped below at 1 - clip_low
   double clip_high = 0.2;  // and above at 1 + clip_high (DAPO clip-higher: e.g. 0.28)
   double clip_c = 0.0;     // dual clip for negative advantages: 0 = off, else > 1 (e.g. 3)
@@ -83,8 +89,14 @@ struct PolicyLossConfig {
   void validate(const std::string& where) const;
 
   template <class V> void visit(V& v) {
-    v("clip_low", clip_low, "PPO clip: the ratio is clipped below at 1 - clip_low");
-    v("clip_high", clip_high, "PPO clip: the ratio is clipped above at 1 + clip_high (DAPO clip-higher: 0.28)");
+    v("loss_mode", loss_mode,
+      "\"vanilla\": PPO-clip on each token's ratio; \"gspo\": PPO-clip on the sequence's ratio exp(mean of logp - "
+      "old_logp) (GSPO); \"cispo\": -sg(clip(ratio)) A logp, every token keeps its gradient (CISPO). Set by "
+      "algorithm.name (grpo and ppo: vanilla)");
+    v("clip_low", clip_low, "PPO clip: the ratio is clipped below at 1 - clip_low (cispo: the IS weight; 1 = no "
+                            "lower bound)");
+    v("clip_high", clip_high, "PPO clip: the ratio is clipped above at 1 + clip_high (DAPO clip-higher: 0.28; "
+                              "cispo: the IS weight's cap)");
     v("clip_c", clip_c, "dual clip: for negative advantages the loss is at most -A * clip_c; 0 = off, else > 1");
     v("agg", agg, "loss aggregation: \"token-mean\", \"seq-mean-token-sum\", \"seq-mean-token-mean\", "
                   "\"seq-mean-token-sum-norm\" (over the global batch)");
@@ -131,7 +143,7 @@ struct DpoConfig {
 };
 
 struct AlgorithmConfig {
-  std::string name = "grpo";  // "grpo" | "ppo" | "dpo" | "sft"
+  std::string name = "grpo";  // a registered Algorithm (trainer/algorithm.h)
   std::string logprob_space = "full";  // "full" | "sampled": which distribution rollout and trainer score
   AdvantageConfig advantage;
   PolicyLossConfig policy_loss;
@@ -141,7 +153,8 @@ struct AlgorithmConfig {
   void validate(const std::string& where) const;
 
   template <class V> void visit(V& v) {
-    v("name", name, "\"grpo\", \"ppo\", \"dpo\" or \"sft\"; sets the defaults of the keys below");
+    v("name", name, "\"grpo\", \"gspo\", \"cispo\", \"reinforce_pp\", \"reinforce_pp_baseline\", \"ppo\" or "
+                    "\"dpo\" (trainer/README.md); sets the defaults of the keys below");
     v("logprob_space", logprob_space,
       "\"full\": rollout and trainer log-probs under the whole tempered distribution (what every framework "
       "does); \"sampled\": under the top-k / top-p truncated distribution the tokens were drawn from, the "

@@ -16,6 +16,10 @@ void OptimConfig::validate() const {
   RLCPP_CHECK(schedule == "constant" || schedule == "linear_warmup" || schedule == "cosine",
               "config key 'optim.schedule': '" << schedule << "' is not one of constant, linear_warmup, cosine");
   RLCPP_CHECK(warmup_steps >= 0, "config key 'optim.warmup_steps': must be >= 0, got " << warmup_steps);
+  RLCPP_CHECK(min_lr_ratio >= 0 && min_lr_ratio <= 1,
+              "config key 'optim.min_lr_ratio': the cosine schedule's floor as a fraction of lr must be in [0, 1], "
+              "got " << min_lr_ratio);
+  RLCPP_CHECK(weight_decay >= 0, "config key 'optim.weight_decay': must be >= 0, got " << weight_decay);
   RLCPP_CHECK(max_bad_steps >= 1, "config key 'optim.max_bad_steps': must be >= 1, got " << max_bad_steps);
 }
 

@@ -50,6 +50,58 @@ ClipTerm clip_term(double ratio, double adv, const PolicyLossConfig& cfg) {
   return c;
 }
 
+// Per sequence, GSPO's log of the sequence ratio: the masked mean of logp - old_logp (verl divides by the mask
+// sum clamped to >= 1).
+std::vector<double> sequence_log_ratios(const PolicyLossInputs& in) {
+  std::vector<double> out(in.cu.size() - 1, 0.0);
+  for (size_t i = 0; i + 1 < in.cu.size(); ++i) {
+    double sum = 0, count = 0;
+    for (int64_t t = in.cu[i]; t < in.cu[i + 1]; ++t) {
+      sum += static_cast<double>(in.mask[t]) * (static_cast<double>(in.logp[t]) - in.old_logp[t]);
+      count += in.mask[t];
+    }
+    out[i] = sum / std::max(count, 1.0);
+  }
+  return out;
+}
+
+// One token's policy-gradient term under cfg.loss_mode: its loss and d loss / d logp (before the aggregation
+// weight and the rollout correction), and whether it counts as clipped.
+struct PgTerm {
+  double loss = 0;
+  double dlogp = 0;
+  bool clipped = false;
+  bool clipped_lower = false;
+};
+
+// vanilla: PPO-clip on the token's ratio exp(clamp(logp - old_logp, -20, 20)).
+PgTerm vanilla_term(double logp, double old_logp, double adv, const PolicyLossConfig& cfg) {
+  const double raw = logp - old_logp;
+  const bool raw_passes = raw >= -kLogRatioBound && raw <= kLogRatioBound;
+  const double ratio = std::exp(std::clamp(raw, -kLogRatioBound, kLogRatioBound));
+  const ClipTerm c = clip_term(ratio, adv, cfg);
+  // d ratio / d logp = ratio inside the log-ratio clamp, 0 outside.
+  return {c.loss, c.dratio * (raw_passes ? ratio : 0.0), c.clipped, c.clipped_lower};
+}
+
+// gspo: every token of sequence i carries the sequence's ratio s_i = exp(min(seq_log_ratio_i, 10)) as its value
+// and the gradient of its own logp: log s_{i,t} = sg(log s_i) + logp_t - sg(logp_t) (GSPO's token form), so
+// d s_{i,t} / d logp_t = s_i where the clamp at 10 passes.
+PgTerm gspo_term(double seq_log_ratio, double adv, const PolicyLossConfig& cfg) {
+  constexpr double kSeqLogRatioMax = 10.0;  // verl's clamp of the sequence log-ratio
+  const double s = std::exp(std::min(seq_log_ratio, kSeqLogRatioMax));
+  const ClipTerm c = clip_term(s, adv, cfg);
+  return {c.loss, c.dratio * (seq_log_ratio <= kSeqLogRatioMax ? s : 0.0), c.clipped, false};
+}
+
+// cispo: -sg(clamp(ratio, 1 - clip_low, 1 + clip_high)) A logp: the clipped ratio is a constant weight, so every
+// token keeps a gradient (-A times its weight); "clipped" counts the tokens whose weight was clamped.
+PgTerm cispo_term(double logp, double old_logp, double adv, const PolicyLossConfig& cfg) {
+  const double ratio = std::exp(std::clamp(logp - old_logp, -kLogRatioBound, kLogRatioBound));
+  const double weight = std::clamp(ratio, 1.0 - cfg.clip_low, 1.0 + cfg.clip_high);
+  return {-adv * weight * logp, -adv * weight, weight != ratio, false};
+}
+
 }  // namespace
 
 LossNormalizer policy_loss_normalizer(const PolicyLossConfig& cfg, std::span<const int64_t> cu,
@@ -84,6 +136,11 @@ LossOutput policy_loss(const PolicyLossInputs& in, const PolicyLossConfig& cfg, 
     correction = rollout_correction(correction_cfg, in.cu, in.old_logp, *in.rollout_logp, in.mask);
 
   const std::vector<double> w = norm.token_weights(in.cu, in.mask);
+  const bool gspo = cfg.loss_mode == "gspo", cispo = cfg.loss_mode == "cispo";
+  RLCPP_CHECK(gspo || cispo || cfg.loss_mode == "vanilla",
+              "policy_loss: unknown loss_mode \"" << cfg.loss_mode << "\" (expected vanilla, gspo or cispo)");
+  const std::vector<double> seq_log_ratio = gspo ? sequence_log_ratios(in) : std::vector<double>{};
+  size_t seq = 0;  // the sequence of token t
   LossOutput out;
   out.dlogp.assign(T, 0.0f);
   if (cfg.entropy_coef > 0) out.dentropy.assign(T, 0.0f);
@@ -91,20 +148,19 @@ LossOutput policy_loss(const PolicyLossInputs& in, const PolicyLossConfig& cfg, 
   double pg_loss = 0, entropy_agg = 0, kl_agg = 0;
   double clipped = 0, clipped_lower = 0, ppo_kl = 0, mask_sum = 0;
   for (size_t t = 0; t < T; ++t) {
+    while (static_cast<int64_t>(t) >= in.cu[seq + 1]) ++seq;
     const double m = in.mask[t];
     mask_sum += m;
-    const double raw = static_cast<double>(in.logp[t]) - in.old_logp[t];
-    const bool raw_passes = raw >= -kLogRatioBound && raw <= kLogRatioBound;
-    const double log_ratio = std::clamp(raw, -kLogRatioBound, kLogRatioBound);
-    const double ratio = std::exp(log_ratio);
-    const ClipTerm c = clip_term(ratio, in.advantages[t], cfg);
+    const double logp = in.logp[t], old_logp = in.old_logp[t], adv = in.advantages[t];
+    const PgTerm c = gspo    ? gspo_term(seq_log_ratio[seq], adv, cfg)
+                     : cispo ? cispo_term(logp, old_logp, adv, cfg)
+                             : vanilla_term(logp, old_logp, adv, cfg);
     const double weight = correction ? correction->factor[t] : 1.0;  // a constant: no gradient through it
     pg_loss += w[t] * weight * c.loss;
-    // d ratio / d logp = ratio inside the log-ratio clamp, 0 outside.
-    double dlogp = w[t] * weight * c.dratio * (raw_passes ? ratio : 0.0);
+    double dlogp = w[t] * weight * c.dlogp;
     clipped += m * (c.clipped ? 1.0 : 0.0);
     clipped_lower += m * (c.clipped_lower ? 1.0 : 0.0);
-    ppo_kl += m * -log_ratio;
+    ppo_kl += m * -std::clamp(logp - old_logp, -kLogRatioBound, kLogRatioBound);
     if (has_ref) {
       const KlTerm kl = kl_estimate(in.logp[t], (*in.ref_logp)[t], kl_est);
       kl_agg += w[t] * kl.value;

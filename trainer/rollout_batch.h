@@ -4,7 +4,7 @@
 // Layout: sample i is prompt (P tokens, BOS first) + response (R tokens, EOS included when sampled). Packed,
 // it occupies positions [cu[i], cu[i+1]) of the micro-batch, and response token j is the target of position
 // cu[i] + P - 1 + j. Every per-token array of trainer/ (logp, advantages, values, ...) uses that position
-// layout (loss_offsets / target_mask of packed_views.h): entries of positions without a response target are 0
+// layout (loss_offsets / target_mask of loss_layout.h): entries of positions without a response target are 0
 // with mask 0. Values follow the same alignment (model/transformer.h): values at position cu[i] + P - 1 + j
 // estimate the return from response token j on.
 #pragma once

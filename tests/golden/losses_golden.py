@@ -181,13 +181,24 @@ def policy_case(name, seed, cfg, lengths=LENGTHS, log_ratio_scale=0.15, with_ref
     ent_p = b.pad(entropy).requires_grad_(True) if with_entropy else None
 
     lo, hi, c = cfg["clip_low"], cfg["clip_high"], cfg.get("clip_c", 0.0)
+    loss_mode = cfg.get("loss_mode", "vanilla")
     negative_approx_kl = torch.clamp(logp_p - old_p, min=-20.0, max=20.0)
     ratio = torch.exp(negative_approx_kl)
     ppo_kl = masked_mean(-negative_approx_kl, mask)
-    pg_losses1 = -adv_p * ratio
-    pg_losses2 = -adv_p * torch.clamp(ratio, 1 - lo, 1 + hi)
-    clip_pg_losses1 = torch.maximum(pg_losses1, pg_losses2)
-    pg_clipfrac = masked_mean(torch.gt(pg_losses2, pg_losses1).to(DT), mask)
+    if loss_mode == "gspo":  # verl compute_policy_loss_gspo: the sequence ratio, straight-through per token
+        seq_lengths = mask.sum(dim=-1).clamp(min=1.0)
+        seq_log_ratio = ((logp_p - old_p) * mask).sum(dim=-1) / seq_lengths
+        log_s = logp_p - logp_p.detach() + seq_log_ratio.detach().unsqueeze(-1)
+        ratio = torch.exp(torch.clamp(log_s, max=10.0))
+    if loss_mode == "cispo":  # MiniMax-M1: -sg(clip(r)) A logp
+        weight = torch.clamp(ratio, 1 - lo, 1 + hi).detach()
+        clip_pg_losses1 = -adv_p * weight * logp_p
+        pg_clipfrac = masked_mean(((ratio < 1 - lo) | (ratio > 1 + hi)).to(DT), mask)
+    else:
+        pg_losses1 = -adv_p * ratio
+        pg_losses2 = -adv_p * torch.clamp(ratio, 1 - lo, 1 + hi)
+        clip_pg_losses1 = torch.maximum(pg_losses1, pg_losses2)
+        pg_clipfrac = masked_mean(torch.gt(pg_losses2, pg_losses1).to(DT), mask)
     if c > 0:
         pg_losses3 = -adv_p * c
         clip_pg_losses2 = torch.min(pg_losses3, clip_pg_losses1)
@@ -420,6 +431,23 @@ def token_rewards_case(name, seed, kl_coef, estimator):
                          "metrics": metrics}}
 
 
+def reinforce_case(name, seed, gamma):
+    gen = torch.Generator().manual_seed(seed)
+    b = Batch(LENGTHS, gen, hole_prob=0.2)
+    rewards = rand_normal(gen, b.T, 0.3)
+    r, mask = b.pad(rewards), b.mask
+    returns = torch.zeros_like(r)
+    running = torch.zeros(b.B, dtype=DT)
+    for t in reversed(range(b.L)):  # verl compute_reinforce_plus_plus_outcome_advantage
+        running = r[:, t] + gamma * running
+        returns[:, t] = running
+        running = running * mask[:, t]
+    adv = masked_whiten(returns, mask) * mask
+    return {"name": name, "kind": "reinforce_adv", "config": {"gamma": gamma},
+            "inputs": {"cu": b.cu, "mask": vec(b.mask_flat), "rewards": vec(rewards)},
+            "expected": {"advantages": vec(b.unpad(adv)), "returns": vec(b.unpad(returns))}}
+
+
 def data_metrics_case(name, seed):
     gen = torch.Generator().manual_seed(seed)
     b = Batch(LENGTHS, gen, hole_prob=0.2)
@@ -521,6 +549,32 @@ def all_cases():
                                               "rollout_correction": rc},
                                  log_ratio_scale=0.5, with_ref=True, with_entropy=True, with_rollout=True,
                                  rollout_scale=0.5, require_partial=("pg_clipfrac",) + partial))
+    # GSPO: the sequence ratio against a clip wide enough that some sequences are clipped and some not; the
+    # paper's (3e-4, 4e-4) band with a KL and entropy; sequence log-ratios past the clamp at 10.
+    cases.append(policy_case("policy_gspo_token_mean", 240, {**base, "loss_mode": "gspo", "clip_low": 0.02,
+                                                             "clip_high": 0.02}, log_ratio_scale=0.3,
+                             require_partial=("pg_clipfrac",)))
+    cases.append(policy_case("policy_gspo_paper_band_kl_entropy", 241,
+                             {**base, "loss_mode": "gspo", "clip_low": 3e-4, "clip_high": 4e-4,
+                              "agg": "seq-mean-token-mean", "kl_coef": 0.05, "entropy_coef": 0.01},
+                             log_ratio_scale=0.002, with_ref=True, with_entropy=True,
+                             require_partial=("pg_clipfrac",)))
+    cases.append(policy_case("policy_gspo_seq_log_ratio_clamp", 242, {**base, "loss_mode": "gspo"},
+                             log_ratio_scale=15.0, masked_seq=3))
+    cases.append(policy_case("policy_gspo_rollout_correction", 243,
+                             {**base, "loss_mode": "gspo", "agg": "seq-mean-token-sum",
+                              "rollout_correction": {"is": "token", "is_threshold": 1.5}},
+                             log_ratio_scale=0.3, with_rollout=True, rollout_scale=0.5))
+    # CISPO: no lower bound (clip_low 1) and a cap that binds on some tokens; with a lower bound too.
+    cases.append(policy_case("policy_cispo_token_mean", 250, {**base, "loss_mode": "cispo", "clip_low": 1.0,
+                                                              "clip_high": 0.28},
+                             log_ratio_scale=0.5, require_partial=("pg_clipfrac",)))
+    cases.append(policy_case("policy_cispo_both_bounds_kl", 251,
+                             {**base, "loss_mode": "cispo", "clip_low": 0.2, "clip_high": 0.2,
+                              "agg": "seq-mean-token-mean", "kl_coef": 0.05},
+                             log_ratio_scale=0.5, with_ref=True, require_partial=("pg_clipfrac",)))
+    cases.append(reinforce_case("adv_reinforce_pp_gamma1", 260, 1.0))
+    cases.append(reinforce_case("adv_reinforce_pp_gamma0.9", 261, 0.9))
     return cases
 
 

@@ -3,24 +3,25 @@
 // returns (algorithm.ppo: gamma, lambda, whitening over the batch), then the critic's and the actor's updates
 // over the same mini-batch plan settings (ppo.*). verl's order: the critic is updated first.
 #include "core/error.h"
-#include "loop/algorithm_update.h"
-#include "loop/response_layout.h"
 #include "trainer/advantages.h"
+#include "trainer/algorithm.h"
 #include "trainer/data_metrics.h"
 #include "trainer/kl.h"
+#include "trainer/loss_layout.h"
 
 namespace rlcpp {
 
-void ppo_update(RlContext& ctx, ScoredBatch& batch, PhaseTimer& timer, StepResult& out) {
-  const TrainConfig& cfg = ctx.config;
-  const AlgorithmConfig& algo = cfg.algorithm;
-  RLCPP_CHECK(ctx.critic != nullptr, "ppo_update: algorithm.name \"ppo\" needs a critic (RlContext::critic)");
+namespace {
+
+void ppo_update(UpdateContext& ctx, ScoredBatch& batch, PhaseTimer& timer, StepMetrics& out) {
+  const AlgorithmConfig& algo = ctx.algo;
+  RLCPP_CHECK(ctx.critic != nullptr, "ppo: algorithm.name \"ppo\" needs a critic (UpdateContext::critic)");
   PolicyUpdater& critic = *ctx.critic;
   std::vector<RolloutSample>& samples = batch.samples;
 
   // values: the critic's predictions the update starts from (old values)
   std::vector<std::vector<float>> values = timer.time(Phase::kValues, [&] {
-    return compute_response_values(critic.model(), critic.params(), samples, cfg.ppo.micro_batch_size);
+    return compute_response_values(critic.model(), critic.params(), samples, ctx.plan.micro_batch_size);
   });
   for (size_t i = 0; i < samples.size(); ++i) samples[i].old_values = std::move(values[i]);
 
@@ -51,22 +52,53 @@ void ppo_update(RlContext& ctx, ScoredBatch& batch, PhaseTimer& timer, StepResul
     const std::vector<float> seq_rewards = sum_per_sequence(layout.cu, rewards.rewards);
     const LossMetrics data =
         data_metrics({layout.cu, layout.mask, batch.scores, seq_rewards, g.advantages, g.returns, old_values});
-    for (const auto& [k, v] : data.values("critic/")) out.metrics[k] = v;
-    for (const auto& [k, v] : rewards.metrics.values("actor/")) out.metrics[k] = v;
+    for (const auto& [k, v] : data.values("critic/")) out[k] = v;
+    for (const auto& [k, v] : rewards.metrics.values("actor/")) out[k] = v;
     return 0;
   });
 
-  const int64_t total_steps = run_optimizer_steps(cfg);
   const EpochsResult critic_update = timer.time(Phase::kUpdateCritic, [&] {
     CriticUpdateOptions options;
     options.value_clip = algo.ppo.value_clip;
     options.agg = algo.ppo.value_agg;
-    options.total_steps = total_steps;
-    return update_critic(critic, samples, options, cfg.ppo, ctx.update_rng);
+    options.total_steps = ctx.total_optimizer_steps;
+    return update_critic(critic, samples, options, ctx.plan, ctx.rng);
   });
-  for (const auto& [k, v] : critic_update.metrics("critic/")) out.metrics[k] = v;
+  for (const auto& [k, v] : critic_update.metrics("critic/")) out[k] = v;
 
-  ppo_clip_update(ctx, batch, timer, out);
+  policy_update(ctx, batch, timer, out);
+}
+
+class Ppo final : public Algorithm {
+ public:
+  const char* name() const override { return "ppo"; }
+  // Classic RLHF: GAE, and a per-token k1 penalty on the reward (verl's algorithm.kl_ctrl.kl_coef default).
+  void set_defaults(AlgorithmConfig& cfg) const override {
+    cfg.advantage.estimator = "gae";
+    cfg.policy_loss.kl_in_reward = true;
+    cfg.policy_loss.kl_estimator = "k1";
+    cfg.policy_loss.kl_coef = 0.001;
+  }
+  void validate(const AlgorithmConfig& cfg, const std::string& where) const override {
+    RLCPP_CHECK(cfg.advantage.estimator == "gae", where << ".advantage.estimator: PPO trains a critic and needs "
+                                                        << "\"gae\", got \"" << cfg.advantage.estimator << "\"");
+  }
+  AlgorithmNeeds needs(const AlgorithmConfig& cfg) const override {
+    AlgorithmNeeds n;
+    n.reference = n.ref_logp = needs_reference_for_kl(cfg);
+    n.critic = true;
+    return n;
+  }
+  void update(UpdateContext& ctx, ScoredBatch& batch, PhaseTimer& timer, StepMetrics& out) const override {
+    ppo_update(ctx, batch, timer, out);
+  }
+};
+
+}  // namespace
+
+const Algorithm& ppo_algorithm() {
+  static const Ppo algorithm;
+  return algorithm;
 }
 
 }  // namespace rlcpp

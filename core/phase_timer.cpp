@@ -1,4 +1,4 @@
-#include "loop/phase_timer.h"
+#include "core/phase_timer.h"
 
 namespace rlcpp {
 

@@ -1,8 +1,18 @@
-#include "loop/response_layout.h"
+#include "trainer/loss_layout.h"
 
 #include "core/error.h"
 
 namespace rlcpp {
+
+std::vector<int64_t> loss_offsets(const PackedBatch& batch) {
+  return std::vector<int64_t>(batch.cu_seqlens.begin(), batch.cu_seqlens.end());
+}
+
+std::vector<float> target_mask(const PackedBatch& batch) {
+  std::vector<float> mask(batch.targets.size());
+  for (size_t i = 0; i < mask.size(); ++i) mask[i] = batch.targets[i] >= 0 ? 1.0f : 0.0f;
+  return mask;
+}
 
 ResponseLayout response_layout(const std::vector<RolloutSample>& samples) {
   ResponseLayout l;
