@@ -61,12 +61,10 @@ std::vector<LedgerLine> build_ledger(const ModelConfig& model, const LedgerFigur
   lines.push_back({"parameters", "parameters N", n_formula, n, "", "counted in the parameter store", f.parameters,
                    "measured/formula", ratio_of(f.parameters, n)});
 
-  const bool on_device = std::isfinite(f.device_bytes);
-  const double memory = on_device ? f.device_bytes : f.resident_bytes;
   lines.push_back({"training_memory", "training memory (fp32 AdamW)",
                    "16 B·N = (4 weights + 4 grads + 4 m + 4 v)·" + num(n), 16 * n, "B",
-                   on_device ? "peak device memory" : "peak resident memory of the trainer (VmHWM)", memory,
-                   "measured/formula", ratio_of(memory, 16 * n)});
+                   "peak resident memory of the trainer (VmHWM)", f.resident_bytes, "measured/formula",
+                   ratio_of(f.resident_bytes, 16 * n)});
 
   const double kv = 2 * L * Hkv * d * static_cast<double>(dtypes.kv_cache);
   lines.push_back({"kv_bytes_per_token", "KV cache per token",

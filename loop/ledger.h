@@ -28,7 +28,6 @@ constexpr double kNotMeasured = std::numeric_limits<double>::quiet_NaN();
 struct LedgerFigures {
   double parameters = kNotMeasured;               // counted in the parameter store
   double resident_bytes = kNotMeasured;           // peak resident memory of the trainer process (VmHWM)
-  double device_bytes = kNotMeasured;             // peak device memory (CUDA runs); replaces resident_bytes
   double engine_kv_bytes_per_token = kNotMeasured;  // the rollout engine's own figure
   double train_tokens_per_s = kNotMeasured;       // tokens through forward + backward per second of update
   double engine_tokens_per_s = kNotMeasured;      // prefill + generated tokens per second of rollout

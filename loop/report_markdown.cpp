@@ -186,8 +186,10 @@ std::string report_markdown(const std::vector<ReportRun>& runs) {
   os << "\n![mismatch](plots/mismatch.png)\n\n"
         "How far the engine's log-probs of the sampled tokens sit from the trainer's (old_logprob) for the same "
         "weights: max |Δlogp|, mean |Δp| and the k3 KL estimate, per step; dashed, the consistency probe after "
-        "each weight sync. Float rounding gives ~1e-7..1e-5 in fp32; 0 means bit-identical (batch-invariant "
-        "mode); a jump means the engine samples with other weights or other numerics.\n";
+        "each weight sync. 0 means bit-identical: the engine and the trainer compute in the same numerics with "
+        "batch-invariant kernels (numerics.batch_invariant, the default); with batch_invariant false float rounding "
+        "gives ~1e-7..1e-5 in fp32, and other rollout numerics (rollout.dtype, rollout.quantization) give more; a "
+        "jump means the engine samples with other weights.\n";
 
   os << "\n## Response lengths\n\n![response lengths](plots/response_length.png)\n\n"
         "Left: mean response length per step (tokens, EOS included) with the min–max range and the 90th "

@@ -124,8 +124,6 @@ LedgerFigures run_ledger_figures(const RunRecords& run, const MachineFigures& ma
       const double v = record_number(r, key);
       if (std::isfinite(v) && !(v <= f.resident_bytes)) f.resident_bytes = v;  // NaN start: take the first
     }
-    const double device = record_number(r, "memory/device_peak_bytes");
-    if (std::isfinite(device) && !(device <= f.device_bytes)) f.device_bytes = device;
     const double kv = record_number(r, "rollout/kv_bytes_per_token");
     if (std::isfinite(kv)) f.engine_kv_bytes_per_token = kv;
   }

@@ -78,6 +78,17 @@ Json report_series(const RunRecords& run, double training_memory_formula_bytes) 
   s["reward_mean"] = column(m, "reward/mean");
 
   Json eval = {{"step", Json::array()}, {"elapsed_s", Json::array()}, {"accuracy", Json::array()}};
+  // A warm-started run starts from its SFT's final accuracy: step 0, before the first RL step.
+  const std::string warm_start = run.dir + "/sft/metrics.jsonl";
+  if (std::filesystem::exists(warm_start)) {
+    const std::vector<Json> sft = read_jsonl_objects(warm_start, "step");
+    const double acc = sft.empty() ? NAN : record_number(sft.back(), "eval/accuracy");
+    if (std::isfinite(acc)) {
+      eval["step"].push_back(0);
+      eval["elapsed_s"].push_back(0);
+      eval["accuracy"].push_back(acc);
+    }
+  }
   for (const Json& r : m) {
     const double acc = record_number(r, "eval/accuracy");
     if (!std::isfinite(acc)) continue;

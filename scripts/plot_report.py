@@ -79,17 +79,21 @@ def against_step_and_time(runs, out_dir, name, title, ylabel, pick, written, per
 
 
 def plot_phase_shares(runs, out_dir, written):
-    """Stacked bars of each step's phase shares; one panel per run (bars cannot overlay)."""
+    """Each step's phase shares stacked; one panel per run (stacks cannot overlay). Stacked areas, not bars: a
+    few hundred narrow bars alias into white stripes."""
     fig, axes = plt.subplots(len(runs), 1, figsize=(11, 3.2 * len(runs)), squeeze=False)
     for ax, run in zip(axes[:, 0], runs):
         steps = values(run["step"])
         names, shares = run["phases"]["names"], run["phases"]["shares"]
-        bottom = [0.0] * len(steps)
-        width = 0.8 if len(steps) < 2 else 0.8 * min(b - a for a, b in zip(steps, steps[1:]) if b > a)
-        for i, (name, row) in enumerate(zip(names, shares)):
-            heights = [0.0 if math.isnan(v) else 100.0 * v for v in values(row)]
-            ax.bar(steps, heights, width=width, bottom=bottom, label=name, color=PHASE_COLORS[i % len(PHASE_COLORS)])
-            bottom = [b + h for b, h in zip(bottom, heights)]
+        rows = [[0.0 if math.isnan(v) else 100.0 * v for v in values(row)] for row in shares]
+        colors = [PHASE_COLORS[i % len(PHASE_COLORS)] for i in range(len(names))]
+        if len(steps) == 1:  # an area needs two points
+            bottom = 0.0
+            for name, row, color in zip(names, rows, colors):
+                ax.bar(steps, row, width=0.8, bottom=bottom, label=name, color=color)
+                bottom += row[0]
+        else:
+            ax.stackplot(steps, *rows, labels=names, colors=colors, step="mid", linewidth=0)
         ax.set_ylim(0, 105)
         ax.set_ylabel("share of step time (%)")
         step_axis(ax)

@@ -66,11 +66,16 @@ TEST_F(InputChecks, ConfigJsonThatDoesNotMatchItsWeightsFailsBeforeAllocating) {
     std::ifstream in(dir_ / "huge" / "config.json");
     j = Json::parse(in);
   }
-  j["vocab_size"] = 1000000000;  // 128 G parameters: malloc would fail, or swap for minutes
+  j["vocab_size"] = 10000000;  // 1.3 G parameters: a 5 GB allocation for weight files of a few hundred kB
   std::ofstream(dir_ / "huge" / "config.json") << j.dump();
-  const CliResult r = run_cli("eval " + (dir_ / "huge").string() + " --n 5");
-  expect_error(r, (dir_ / "huge" / "config.json").string() + ": describes a model of", "vocab_size 1e9");
-  EXPECT_NE(r.output.find("vocab_size 1000000000"), std::string::npos) << r.output;
+  CliResult r = run_cli("eval " + (dir_ / "huge").string() + " --n 5");
+  expect_error(r, (dir_ / "huge" / "config.json").string() + ": describes a model of", "vocab_size 1e7");
+  EXPECT_NE(r.output.find("vocab_size 10000000"), std::string::npos) << r.output;
+  j["vocab_size"] = 1000000000;  // past any real vocabulary: refused by the config check itself
+  std::ofstream(dir_ / "huge" / "config.json") << j.dump();
+  r = run_cli("eval " + (dir_ / "huge").string() + " --n 5");
+  expect_error(r, (dir_ / "huge" / "config.json").string() + ": vocab_size 1000000000 is past the largest supported",
+               "vocab_size 1e9");
 }
 
 }  // namespace
