@@ -242,10 +242,12 @@ int run_step_bench(const StepBenchOptions& o) {
   if (!o.algorithms.empty()) {
     // Each algorithm's step from the same recipe (its own defaults for the algorithm section), split placement.
     // advantage, ref_logprob (a KL to the reference) and values (PPO's critic) are in "other".
-    std::printf("\n  algorithms (split; the ratio is the step time over GRPO's above):\n");
     Json algos = Json::object();
-    for (const std::string& name : o.algorithms) {
-      const StepFigures f = run_placement(o, "split", dir.path(), name);
+    std::vector<std::pair<std::string, StepFigures>> figures;  // all runs first: their logs would split the table
+    for (const std::string& name : o.algorithms) figures.emplace_back(name, run_placement(o, "split", dir.path(), name));
+    std::printf("\n  algorithms (split; the ratio is the step time over GRPO's above; with the random model every "
+                "reward is 0, so dpo finds no pair and makes no update):\n");
+    for (const auto& [name, f] : figures) {
       char label[64];
       std::snprintf(label, sizeof label, "%s (%.2fx)", name.c_str(), f.step_s / split.step_s);
       print_row(label, 1e3 * f.step_s, f.tokens, shares(f), all_present);
