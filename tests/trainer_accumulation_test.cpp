@@ -139,6 +139,30 @@ TEST(Accumulation, PolicyLossOverFourMicroBatchesEqualsFullBatch) {
   }
 }
 
+// GSPO's ratio is a function of the whole sequence, CISPO's weight of each token: micro-batches of whole sequences
+// give the full batch's loss, gradient and metrics in every aggregation, with a KL, an entropy bonus and TIS.
+TEST(Accumulation, GspoAndCispoLossesOverFourMicroBatchesEqualFullBatch) {
+  const Batch b = random_batch(13);
+  const Micro all = micro(b, 0, 23);
+  for (const char* mode : {"gspo", "cispo"}) {
+    PolicyLossConfig cfg = full_policy_config();
+    cfg.loss_mode = mode;
+    cfg.clip_c = 0;  // the dual clip is the vanilla loss's
+    cfg.clip_low = cfg.clip_high = 0.05;
+    cfg.validate("case");
+    for (LossAgg agg : kAggs) {
+      const std::string what = std::string(mode) + " " + loss_agg_name(agg);
+      const auto norm = LossNormalizer::over_batch(agg, b.cu, b.mask, kTokenSumNorm);
+      const LossOutput full = policy_loss(policy_inputs(b, all), cfg, norm);
+      const double clipped = full.metrics.value("pg_clipfrac");
+      EXPECT_TRUE(clipped > 0 && clipped < 1) << what << ": the batch must be clipped in part, got " << clipped;
+      const LossOutput acc =
+          accumulate(b, [&](const Micro& m) { return policy_loss(policy_inputs(b, m), cfg, norm); });
+      expect_same_output(acc, full, what);
+    }
+  }
+}
+
 // Each rollout correction, the sequence-level ones above all (their weight or rejection is a function of the
 // whole sequence): 4 micro-batches of whole sequences give the full batch's loss, gradient and metrics. Bands
 // are set where this batch's ratios (rollout 0.2 from old per token) fall on both sides of them.

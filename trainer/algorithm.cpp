@@ -45,15 +45,30 @@ std::vector<std::string> algorithm_names() {
   return names;
 }
 
+void set_kl_in_reward_defaults(AlgorithmConfig& cfg) {
+  cfg.policy_loss.kl_in_reward = true;
+  cfg.policy_loss.kl_estimator = "k1";
+  cfg.policy_loss.kl_coef = 0.001;
+}
+
+TokenRewards kl_penalised_token_rewards(const ScoredBatch& batch, const ResponseLayout& layout,
+                                        const PolicyLossConfig& loss, StepMetrics& out) {
+  const double reward_kl = loss.kl_in_reward ? loss.kl_coef : 0.0;
+  std::vector<float> old_logp, ref_logp;
+  if (reward_kl > 0) {
+    old_logp = layout.flatten(batch.samples, &RolloutSample::old_logp, "old_logp");
+    ref_logp = layout.flatten(batch.samples, &RolloutSample::ref_logp, "ref_logp");
+  }
+  TokenRewards tr = token_level_rewards(layout.cu, layout.mask, batch.scores, old_logp, ref_logp, reward_kl,
+                                        parse_kl_estimator(loss.kl_estimator, "algorithm.policy_loss.kl_estimator"));
+  for (const auto& [k, v] : tr.metrics.values("actor/")) out[k] = v;
+  return tr;
+}
+
 std::vector<float> kl_penalised_scores(const ScoredBatch& batch, const PolicyLossConfig& loss, StepMetrics& out) {
   if (!(loss.kl_in_reward && loss.kl_coef > 0)) return batch.scores;
   const ResponseLayout layout = response_layout(batch.samples);
-  const TokenRewards tr = token_level_rewards(
-      layout.cu, layout.mask, batch.scores, layout.flatten(batch.samples, &RolloutSample::old_logp, "old_logp"),
-      layout.flatten(batch.samples, &RolloutSample::ref_logp, "ref_logp"), loss.kl_coef,
-      parse_kl_estimator(loss.kl_estimator, "algorithm.policy_loss.kl_estimator"));
-  for (const auto& [k, v] : tr.metrics.values("actor/")) out[k] = v;
-  return sum_per_sequence(layout.cu, tr.rewards);
+  return sum_per_sequence(layout.cu, kl_penalised_token_rewards(batch, layout, loss, out).rewards);
 }
 
 void set_sequence_advantages(ScoredBatch& batch, const std::vector<float>& per_sample) {

@@ -21,7 +21,9 @@
 
 #include "core/philox.h"
 #include "core/phase_timer.h"
+#include "trainer/advantages.h"
 #include "trainer/algorithm_config.h"
+#include "trainer/loss_layout.h"
 #include "trainer/ppo_epochs.h"
 #include "trainer/scored_batch.h"
 #include "trainer/update_step.h"
@@ -71,8 +73,13 @@ const Algorithm& find_algorithm(const std::string& name, const std::string& key 
 std::vector<std::string> algorithm_names();
 
 // Pieces the algorithms share (trainer/algorithm.cpp):
-// The score of each sample minus kl_coef x its summed per-token KL(old, ref) when the KL is in the reward
-// (verl sums the token-level rewards of a sequence); the KL penalty's metrics go to `out` under actor/.
+// Classic RLHF's KL: k1 per token in the reward, coefficient 0.001 (verl's algorithm.kl_ctrl.kl_coef default).
+void set_kl_in_reward_defaults(AlgorithmConfig& cfg);
+// The token rewards of the batch in `layout` (the score on each response's last token, minus kl_coef x
+// KL(old, ref) per token when the KL is in the reward); the KL penalty's metrics go to `out` under actor/.
+TokenRewards kl_penalised_token_rewards(const ScoredBatch& batch, const ResponseLayout& layout,
+                                        const PolicyLossConfig& loss, StepMetrics& out);
+// Their sum per sample: the score minus its summed KL (verl sums the token-level rewards of a sequence).
 std::vector<float> kl_penalised_scores(const ScoredBatch& batch, const PolicyLossConfig& loss, StepMetrics& out);
 // Sets every response token's advantage to its sample's entry of `per_sample`.
 void set_sequence_advantages(ScoredBatch& batch, const std::vector<float>& per_sample);

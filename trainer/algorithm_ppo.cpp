@@ -28,16 +28,7 @@ void ppo_update(UpdateContext& ctx, ScoredBatch& batch, PhaseTimer& timer, StepM
   // advantage: token rewards -> GAE over each response, whitened over the batch
   timer.time(Phase::kAdvantage, [&] {
     const ResponseLayout layout = response_layout(samples);
-    const PolicyLossConfig& loss = algo.policy_loss;
-    const double reward_kl = loss.kl_in_reward ? loss.kl_coef : 0.0;
-    std::vector<float> old_logp, ref_logp;
-    if (reward_kl > 0) {
-      old_logp = layout.flatten(samples, &RolloutSample::old_logp, "old_logp");
-      ref_logp = layout.flatten(samples, &RolloutSample::ref_logp, "ref_logp");
-    }
-    const TokenRewards rewards =
-        token_level_rewards(layout.cu, layout.mask, batch.scores, old_logp, ref_logp, reward_kl,
-                            parse_kl_estimator(loss.kl_estimator, "algorithm.policy_loss.kl_estimator"));
+    const TokenRewards rewards = kl_penalised_token_rewards(batch, layout, algo.policy_loss, out);
     const std::vector<float> old_values = layout.flatten(samples, &RolloutSample::old_values, "old_values");
     const GaeResult g =
         gae(layout.cu, layout.mask, rewards.rewards, old_values, algo.ppo.gamma, algo.ppo.lambda, algo.ppo.whiten);
@@ -53,7 +44,6 @@ void ppo_update(UpdateContext& ctx, ScoredBatch& batch, PhaseTimer& timer, StepM
     const LossMetrics data =
         data_metrics({layout.cu, layout.mask, batch.scores, seq_rewards, g.advantages, g.returns, old_values});
     for (const auto& [k, v] : data.values("critic/")) out[k] = v;
-    for (const auto& [k, v] : rewards.metrics.values("actor/")) out[k] = v;
     return 0;
   });
 
@@ -72,12 +62,10 @@ void ppo_update(UpdateContext& ctx, ScoredBatch& batch, PhaseTimer& timer, StepM
 class Ppo final : public Algorithm {
  public:
   const char* name() const override { return "ppo"; }
-  // Classic RLHF: GAE, and a per-token k1 penalty on the reward (verl's algorithm.kl_ctrl.kl_coef default).
+  // Classic RLHF: GAE, and a per-token k1 penalty on the reward.
   void set_defaults(AlgorithmConfig& cfg) const override {
     cfg.advantage.estimator = "gae";
-    cfg.policy_loss.kl_in_reward = true;
-    cfg.policy_loss.kl_estimator = "k1";
-    cfg.policy_loss.kl_coef = 0.001;
+    set_kl_in_reward_defaults(cfg);
   }
   void validate(const AlgorithmConfig& cfg, const std::string& where) const override {
     RLCPP_CHECK(cfg.advantage.estimator == "gae", where << ".advantage.estimator: PPO trains a critic and needs "

@@ -31,9 +31,7 @@ class ReinforcePP final : public Algorithm {
   const char* name() const override { return "reinforce_pp"; }
   void set_defaults(AlgorithmConfig& cfg) const override {
     cfg.advantage.estimator = "reinforce_pp";
-    cfg.policy_loss.kl_in_reward = true;
-    cfg.policy_loss.kl_estimator = "k1";
-    cfg.policy_loss.kl_coef = 0.001;
+    set_kl_in_reward_defaults(cfg);
   }
   void validate(const AlgorithmConfig& cfg, const std::string& where) const override {
     check_estimator(cfg, where, name());
@@ -41,18 +39,8 @@ class ReinforcePP final : public Algorithm {
   AlgorithmNeeds needs(const AlgorithmConfig& cfg) const override { return reinforce_needs(cfg); }
   void update(UpdateContext& ctx, ScoredBatch& batch, PhaseTimer& timer, StepMetrics& out) const override {
     timer.time(Phase::kAdvantage, [&] {
-      const PolicyLossConfig& loss = ctx.algo.policy_loss;
       const ResponseLayout layout = response_layout(batch.samples);
-      const double reward_kl = loss.kl_in_reward ? loss.kl_coef : 0.0;
-      std::vector<float> old_logp, ref_logp;
-      if (reward_kl > 0) {
-        old_logp = layout.flatten(batch.samples, &RolloutSample::old_logp, "old_logp");
-        ref_logp = layout.flatten(batch.samples, &RolloutSample::ref_logp, "ref_logp");
-      }
-      const TokenRewards rewards =
-          token_level_rewards(layout.cu, layout.mask, batch.scores, old_logp, ref_logp, reward_kl,
-                              parse_kl_estimator(loss.kl_estimator, "algorithm.policy_loss.kl_estimator"));
-      for (const auto& [k, v] : rewards.metrics.values("actor/")) out[k] = v;
+      const TokenRewards rewards = kl_penalised_token_rewards(batch, layout, ctx.algo.policy_loss, out);
       std::vector<float> adv = discounted_returns(layout.cu, layout.mask, rewards.rewards, ctx.algo.advantage.gamma);
       whiten_masked(adv, layout.mask);
       std::vector<std::vector<float>> per_sample = layout.split(adv);
