@@ -203,9 +203,10 @@ void TrainConfig::validate() const {
               ">= 0, 'eval_size' and "
               "'log_every' >= 1");
   RLCPP_CHECK(!filter_groups.enabled || needs.group_advantages,
-              "config key 'filter_groups.enabled': only group-advantage algorithms (grpo, gspo, cispo) filter groups "
-              "(algorithm.name is \"" << algorithm.name << "\"; a PPO critic and REINFORCE++'s batch whitening learn "
-              "from every group, DPO pairs skip tied groups)");
+              "config key 'filter_groups.enabled': only algorithms with group-relative advantages (grpo, gspo, cispo, "
+              "reinforce_pp_baseline) filter groups (algorithm.name is \"" << algorithm.name << "\"; a PPO critic and "
+              "REINFORCE++'s batch-whitened returns learn from every group, DPO pairs skip tied groups): set "
+              "filter_groups.enabled to false");
   RLCPP_CHECK(filter_groups.max_groups >= 0 && filter_groups.max_groups <= rollout.prompts_per_step,
               "config key 'filter_groups.max_groups': must be in [0, rollout.prompts_per_step "
                   << rollout.prompts_per_step << "], got " << filter_groups.max_groups);

@@ -43,6 +43,19 @@ TrainConfig small_run(const fs::path& dir, const std::string& init) {
   return c;
 }
 
+// 30 steps of `algorithm` (its defaults) from a policy after 80 SFT steps (rewards vary from the start): 64
+// prompts x 4, two optimizer steps per batch (the second is off-policy, so the clips act), lr 1e-3.
+TrainConfig from_sft_policy(const fs::path& root, const std::string& algorithm) {
+  TrainConfig c = small_run(root / "run", small_sft_checkpoint(root / "policy", one_digit_add(), 80));
+  c.algorithm = algorithm_defaults(algorithm);
+  c.rollout.prompts_per_step = 64;
+  c.rollout.group_size = 4;
+  c.ppo.mini_batch_size = 128;
+  c.optim.lr = 1e-3;
+  c.steps = 30;
+  return c;
+}
+
 // Mean of metrics[i][key] over steps [begin, end) (0-based); NaN when a step lacks the key.
 double window_mean(const std::vector<Json>& metrics, const std::string& key, size_t begin, size_t end) {
   double sum = 0;
@@ -53,14 +66,9 @@ double window_mean(const std::vector<Json>& metrics, const std::string& key, siz
 TEST(LoopAlgorithms, PpoTrainsItsCriticAndRaisesTheReward) {
   const fs::path root = fs::temp_directory_path() / "rlcpp_algorithms_ppo_test";
   fs::remove_all(root);
-  TrainConfig c = small_run(root / "run", small_sft_checkpoint(root / "policy", one_digit_add(), 80));
-  c.algorithm = algorithm_defaults("ppo");  // GAE (gamma = lambda = 1), whitened; k1 KL 0.001 in the reward
-  c.rollout.prompts_per_step = 64;
-  c.rollout.group_size = 4;
-  c.ppo.mini_batch_size = 128;  // two optimizer steps per batch for the actor and the critic
-  c.optim.lr = 1e-3;
+  // GAE (gamma = lambda = 1), whitened; k1 KL 0.001 in the reward; the critic takes two steps per batch too.
+  TrainConfig c = from_sft_policy(root, "ppo");
   c.critic.optim.lr = 3e-3;
-  c.steps = 30;
   const TrainSummary s = run_train(c, config_to_json(c));
   const std::vector<Json> m = read_jsonl(fs::path(s.run_dir) / "metrics.jsonl");
   ASSERT_EQ(m.size(), 30u);
@@ -138,13 +146,7 @@ TEST_P(NewAlgorithm, RaisesTheRewardOnAddition) {
   const std::string name = GetParam();
   const fs::path root = fs::temp_directory_path() / ("rlcpp_algorithms_" + name + "_test");
   fs::remove_all(root);
-  TrainConfig c = small_run(root / "run", small_sft_checkpoint(root / "policy", one_digit_add(), 80));
-  c.algorithm = algorithm_defaults(name);
-  c.rollout.prompts_per_step = 64;
-  c.rollout.group_size = 4;
-  c.ppo.mini_batch_size = 128;  // two optimizer steps per batch: the second is off-policy, so the clips act
-  c.optim.lr = 1e-3;
-  c.steps = 30;
+  const TrainConfig c = from_sft_policy(root, name);
   const TrainSummary s = run_train(c, config_to_json(c));
   const std::vector<Json> m = read_jsonl(fs::path(s.run_dir) / "metrics.jsonl");
   ASSERT_EQ(m.size(), 30u);

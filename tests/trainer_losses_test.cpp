@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -337,115 +336,6 @@ TEST(LossesGolden, FreshGoldenFileMatches) {
   EXPECT_EQ(fresh["cases"].size(), committed_doc()["cases"].size())
       << "the script's cases differ from the committed file: regenerate tests/golden/losses_golden.json";
   for (const char* kind : kKinds) EXPECT_GT(check_kind(fresh, kind), 0) << kind;
-}
-
-// ---------------------------------------------------------------- checks at the boundaries
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-TEST(LossConfig, UnknownAggregationNamesKeyAndChoices) {
-  const std::string e = error_of([] {
-    algorithm_config_from_json(Json::parse(R"({"policy_loss": {"agg": "mean"}})"), "algorithm");
-  });
-  EXPECT_NE(e.find("algorithm.policy_loss.agg"), std::string::npos) << e;
-  EXPECT_NE(e.find("\"mean\""), std::string::npos) << e;
-  EXPECT_NE(e.find("seq-mean-token-sum-norm"), std::string::npos) << e;
-}
-
-TEST(LossConfig, BadValuesNameTheirKey) {
-  auto error_for = [](const char* text) {
-    return error_of([&] { algorithm_config_from_json(Json::parse(text), "algorithm"); });
-  };
-  EXPECT_NE(error_for(R"({"policy_loss": {"clip_c": 0.5}})").find("algorithm.policy_loss.clip_c"), std::string::npos);
-  EXPECT_NE(error_for(R"({"policy_loss": {"kl_estimator": "k4"}})").find("algorithm.policy_loss.kl_estimator"),
-            std::string::npos);
-  EXPECT_NE(error_for(R"({"advantage": {"estimator": "ppo"}})").find("algorithm.advantage.estimator"),
-            std::string::npos);
-  EXPECT_NE(error_for(R"({"dpo": {"beta": 0}})").find("algorithm.dpo.beta"), std::string::npos);
-  EXPECT_NE(error_for(R"({"ppo": {"gamma": 1.5}})").find("algorithm.ppo.gamma"), std::string::npos);
-  EXPECT_NE(error_for(R"({"name": "a2c"})").find("algorithm.name"), std::string::npos);
-  EXPECT_NE(error_for(R"({"policy_loss": {"clip_lo": 0.1}})").find("'algorithm.policy_loss.clip_lo'"),
-            std::string::npos);
-  EXPECT_NE(error_for(R"({"name": "grpo", "advantage": {"estimator": "gae"}})").find("algorithm.advantage"),
-            std::string::npos);
-}
-
-TEST(LossConfig, PpoDefaultsPutK1KlInTheReward) {
-  const AlgorithmConfig ppo = algorithm_config_from_json(Json::parse(R"({"name": "ppo"})"), "algorithm");
-  EXPECT_EQ(ppo.advantage.estimator, "gae");
-  EXPECT_TRUE(ppo.policy_loss.kl_in_reward);
-  EXPECT_EQ(ppo.policy_loss.kl_estimator, "k1");
-  EXPECT_GT(ppo.policy_loss.kl_coef, 0.0);
-  const AlgorithmConfig grpo = algorithm_config_from_json(Json::parse(R"({"ppo": {"gamma": 0.9}})"), "algorithm");
-  EXPECT_EQ(grpo.name, "grpo");
-  EXPECT_EQ(grpo.advantage.estimator, "grpo");
-  EXPECT_EQ(grpo.policy_loss.kl_coef, 0.0);
-  EXPECT_EQ(grpo.ppo.gamma, 0.9);
-  EXPECT_EQ(algorithm_defaults("dpo").dpo.beta, 0.1);
-  // A file may still override the PPO defaults.
-  const AlgorithmConfig ppo_loss_kl = algorithm_config_from_json(
-      Json::parse(R"({"name": "ppo", "policy_loss": {"kl_in_reward": false, "kl_estimator": "k3"}})"), "algorithm");
-  EXPECT_FALSE(ppo_loss_kl.policy_loss.kl_in_reward);
-  EXPECT_EQ(ppo_loss_kl.policy_loss.kl_estimator, "k3");
-}
-
-TEST(LossInputs, MissingOrMisSizedArraysAreErrors) {
-  std::vector<int64_t> cu = {0, 2, 3};
-  std::vector<float> x = {-1.0f, -0.5f, -2.0f}, mask = {1, 1, 1}, shorter = {0.0f, 0.0f};
-  PolicyLossConfig cfg;
-  auto norm = LossNormalizer::over_batch(LossAgg::kTokenMean, cu, mask);
-  cfg.kl_coef = 0.1;
-  EXPECT_NE(error_of([&] { policy_loss({cu, x, x, x, mask}, cfg, norm); }).find("ref_logp"), std::string::npos);
-  cfg.kl_coef = 0;
-  EXPECT_NE(error_of([&] { policy_loss({cu, x, x, shorter, mask}, cfg, norm); }).find("advantages"),
-            std::string::npos);
-  std::vector<int64_t> bad_cu = {0, 2, 4};
-  EXPECT_NE(error_of([&] { policy_loss({bad_cu, x, x, x, mask}, cfg, norm); }).find("offsets"), std::string::npos);
-  cfg.entropy_coef = 0.01;
-  EXPECT_NE(error_of([&] { policy_loss({cu, x, x, x, mask}, cfg, norm); }).find("entropy"), std::string::npos);
-  EXPECT_THROW(LossNormalizer::over_batch(LossAgg::kSeqMeanTokenSumNorm, cu, mask, 0.0), Error);
-}
-
-TEST(LossInputs, TokenSumNormDefaultsToTheMaxResponseLength) {
-  std::vector<int64_t> cu = {0, 2, 2, 5};
-  std::vector<float> mask = {1, 0, 1, 1, 1};
-  PolicyLossConfig cfg;
-  cfg.agg = "seq-mean-token-sum-norm";
-  LossNormalizer n = policy_loss_normalizer(cfg, cu, mask, 64);
-  EXPECT_EQ(n.agg, LossAgg::kSeqMeanTokenSumNorm);
-  EXPECT_EQ(n.token_sum_norm, 64.0);
-  EXPECT_EQ(n.num_tokens, 4.0);
-  EXPECT_EQ(n.num_seqs, 2.0);  // the empty response does not count
-  cfg.token_sum_norm = 100;
-  EXPECT_EQ(policy_loss_normalizer(cfg, cu, mask, 64).token_sum_norm, 100.0);
-  cfg.token_sum_norm = 0;
-  EXPECT_THROW(policy_loss_normalizer(cfg, cu, mask, 0), Error);  // no constant to divide by
-}
-
-TEST(LossInputs, NoGradientFlowsToMaskedTokens) {
-  std::vector<int64_t> cu = {0, 4};
-  std::vector<float> logp = {-1.0f, -0.5f, -2.0f, -0.1f}, old = {-1.1f, -0.4f, -2.2f, -0.3f},
-                     adv = {1.0f, -1.0f, 0.5f, 2.0f}, ref = {-1.3f, -0.2f, -1.0f, -0.2f},
-                     entropy = {1.0f, 2.0f, 0.5f, 0.1f}, mask = {1, 0, 1, 0};
-  PolicyLossConfig cfg;
-  cfg.kl_coef = 0.1;
-  cfg.entropy_coef = 0.01;
-  for (const char* agg : {"token-mean", "seq-mean-token-sum", "seq-mean-token-mean"}) {
-    auto norm = LossNormalizer::over_batch(parse_loss_agg(agg, "agg"), cu, mask);
-    LossOutput out = policy_loss({cu, logp, old, adv, mask, ref, entropy}, cfg, norm);
-    EXPECT_EQ(out.dlogp[1], 0.0f) << agg;
-    EXPECT_EQ(out.dlogp[3], 0.0f) << agg;
-    EXPECT_EQ(out.dentropy[3], 0.0f) << agg;
-    EXPECT_NE(out.dlogp[0], 0.0f) << agg;
-    EXPECT_NE(out.dlogp[2], 0.0f) << agg;
-  }
 }
 
 }  // namespace

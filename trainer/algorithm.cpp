@@ -39,12 +39,6 @@ const Algorithm& find_algorithm(const std::string& name, const std::string& key)
   RLCPP_FAIL("config key '" << key << "': unknown algorithm \"" << name << "\" (expected one of " << known << ")");
 }
 
-std::vector<std::string> algorithm_names() {
-  std::vector<std::string> names;
-  for (const Algorithm* a : registry()) names.emplace_back(a->name());
-  return names;
-}
-
 void set_kl_in_reward_defaults(AlgorithmConfig& cfg) {
   cfg.policy_loss.kl_in_reward = true;
   cfg.policy_loss.kl_estimator = "k1";
@@ -77,6 +71,11 @@ void set_sequence_advantages(ScoredBatch& batch, const std::vector<float>& per_s
                                           << " samples");
   for (size_t i = 0; i < batch.samples.size(); ++i)
     batch.samples[i].advantages.assign(batch.samples[i].response.size(), per_sample[i]);
+}
+
+void set_token_advantages(ScoredBatch& batch, const ResponseLayout& layout, std::span<const float> per_token) {
+  std::vector<std::vector<float>> per_sample = layout.split(per_token);
+  for (size_t i = 0; i < batch.samples.size(); ++i) batch.samples[i].advantages = std::move(per_sample[i]);
 }
 
 void policy_update(UpdateContext& ctx, const ScoredBatch& batch, PhaseTimer& timer, StepMetrics& out) {

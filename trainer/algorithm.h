@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -70,7 +71,6 @@ class Algorithm {
 
 // The algorithm called `name`; the error names `key`, the value and every registered name.
 const Algorithm& find_algorithm(const std::string& name, const std::string& key = "algorithm.name");
-std::vector<std::string> algorithm_names();
 
 // Pieces the algorithms share (trainer/algorithm.cpp):
 // Classic RLHF's KL: k1 per token in the reward, coefficient 0.001 (verl's algorithm.kl_ctrl.kl_coef default).
@@ -83,6 +83,8 @@ TokenRewards kl_penalised_token_rewards(const ScoredBatch& batch, const Response
 std::vector<float> kl_penalised_scores(const ScoredBatch& batch, const PolicyLossConfig& loss, StepMetrics& out);
 // Sets every response token's advantage to its sample's entry of `per_sample`.
 void set_sequence_advantages(ScoredBatch& batch, const std::vector<float>& per_sample);
+// Sets the advantages from one value per response token of `layout` (the batch's response_layout).
+void set_token_advantages(ScoredBatch& batch, const ResponseLayout& layout, std::span<const float> per_token);
 // The policy's update (phase update_actor): plan.epochs passes of mini-batches over the batch with
 // algo.policy_loss; samples need advantages. Metrics under actor/.
 void policy_update(UpdateContext& ctx, const ScoredBatch& batch, PhaseTimer& timer, StepMetrics& out);

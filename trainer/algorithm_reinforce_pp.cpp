@@ -43,8 +43,7 @@ class ReinforcePP final : public Algorithm {
       const TokenRewards rewards = kl_penalised_token_rewards(batch, layout, ctx.algo.policy_loss, out);
       std::vector<float> adv = discounted_returns(layout.cu, layout.mask, rewards.rewards, ctx.algo.advantage.gamma);
       whiten_masked(adv, layout.mask);
-      std::vector<std::vector<float>> per_sample = layout.split(adv);
-      for (size_t i = 0; i < batch.samples.size(); ++i) batch.samples[i].advantages = std::move(per_sample[i]);
+      set_token_advantages(batch, layout, adv);
       return 0;
     });
     policy_update(ctx, batch, timer, out);
@@ -72,8 +71,7 @@ class ReinforcePPBaseline final : public Algorithm {
       const ResponseLayout layout = response_layout(batch.samples);
       std::vector<float> adv = broadcast_to_tokens(layout.cu, layout.mask, centred);
       whiten_masked(adv, layout.mask);
-      std::vector<std::vector<float>> per_sample = layout.split(adv);
-      for (size_t i = 0; i < batch.samples.size(); ++i) batch.samples[i].advantages = std::move(per_sample[i]);
+      set_token_advantages(batch, layout, adv);
       return 0;
     });
     policy_update(ctx, batch, timer, out);
