@@ -1,6 +1,7 @@
 #include <cstdio>
 
 #include "apps/commands.h"
+#include "apps/seed_option.h"
 #include "apps/tokenizer_options.h"
 #include "core/error.h"
 #include "core/metrics.h"
@@ -36,7 +37,7 @@ Command add_eval_command(CLI::App& app) {
       ->check(CLI::Range(int64_t{1}, limits.max_n));
   cmd->add_option("--temperature", a->temperature,
                   "sampling temperature: 0 = greedy, else finite and >= 1e-3 (colder overflows fp32)");
-  cmd->add_option("--seed", a->seed, "sampling seed (a non-negative integer)")->check(CLI::NonNegativeNumber);
+  add_seed_option(cmd, "--seed", a->seed, "sampling seed (a non-negative integer)");
   cmd->add_option("--max-new-tokens", a->max_new_tokens, "response length limit (default: the task's)");
   cmd->add_option("--dtype", a->dtype, "compute dtype of the engine: fp32, bf16 or fp16 (model/numerics.h)");
   cmd->add_option("--quantization", a->quantization, "decoder Linear weights: none, int8 or fp8_e4m3");

@@ -3,7 +3,9 @@
 #include <cstdio>
 #include <fstream>
 
+#include "apps/output_path.h"
 #include "apps/commands.h"
+#include "apps/seed_option.h"
 #include "apps/tokenizer_options.h"
 #include "core/metrics.h"
 #include "kernels/temperature.h"
@@ -44,7 +46,7 @@ Command add_generate_command(CLI::App& app) {
                   "sampling temperature: 0 = greedy, else finite and >= 1e-3 (colder overflows fp32)");
   cmd->add_option("--top-k", a->sampling.top_k, "keep the k most likely tokens (0 = off)");
   cmd->add_option("--top-p", a->sampling.top_p, "nucleus mass (1 = off)");
-  cmd->add_option("--seed", a->sampling.seed, "sampling seed (a non-negative integer)")->check(CLI::NonNegativeNumber);
+  add_seed_option(cmd, "--seed", a->sampling.seed, "sampling seed (a non-negative integer)");
   cmd->add_option("--max-new-tokens", a->sampling.max_new_tokens, "response length limit");
   cmd->add_option("--stop", a->sampling.stop_tokens, "token ids that end a response (besides EOS)");
   cmd->add_flag("--ignore-eos", a->sampling.ignore_eos, "keep sampling past EOS");
@@ -63,6 +65,7 @@ Command add_generate_command(CLI::App& app) {
   return {cmd, [=]() {
     RLCPP_CHECK(!a->prompt.empty() || !a->prompts_file.empty(), "generate: give --prompt TEXT or --prompts FILE.jsonl");
     check_temperature(a->sampling.temperature, "generate --temperature", /*zero_is_greedy=*/true);
+    check_output_is_not_an_input(a->out, {a->prompts_file}, "generate");
     ParameterStore params = load_model_checkpoint(a->checkpoint);
     const Transformer model(params.config(),
                             make_numerics(a->dtype, a->quantization, a->batch_invariant, "--dtype", "--quantization"));
@@ -75,6 +78,11 @@ Command add_generate_command(CLI::App& app) {
     } else {
       prompts.push_back({a->prompt, encode_prompt(tok, a->prompt), 0});
     }
+    const int64_t context = params.config().max_position_embeddings;
+    for (const PromptLine& p : prompts)
+      RLCPP_CHECK(static_cast<int64_t>(p.tokens.size()) < context,
+                  p.where << ": the prompt has " << p.tokens.size() << " tokens; the model's context of " << context
+                          << " leaves no room for a new token");
     RLCPP_CHECK(static_cast<int64_t>(prompts.size()) * a->n <= limits.max_sequences,
                 "generate: " << prompts.size() << " prompts x --n " << a->n << " is more than "
                              << limits.max_sequences << " sequences");

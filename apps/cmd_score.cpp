@@ -3,6 +3,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "apps/output_path.h"
 #include "apps/commands.h"
 #include "apps/tokenizer_options.h"
 #include "core/error.h"
@@ -31,6 +32,7 @@ Command add_score_command(CLI::App& app) {
                   "score under softmax(logits / temperature); finite and >= 1e-3 (colder overflows fp32)");
   return {cmd, [=]() {
     check_temperature(a->temperature, "score --temperature", /*zero_is_greedy=*/false);
+    check_output_is_not_an_input(a->output, {a->input}, "score");
     ParameterStore params = load_model_checkpoint(a->checkpoint);
     Transformer model(params.config());
     const std::unique_ptr<Tokenizer> tokenizer =
@@ -44,7 +46,11 @@ Command add_score_command(CLI::App& app) {
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       where.push_back(a->input + ":" + std::to_string(n));
       seqs.push_back(parse_score_line(line, where.back(), tok, params.config().vocab_size));
+      const int64_t context = params.config().max_position_embeddings;
+      RLCPP_CHECK(static_cast<int64_t>(seqs.back().size()) <= context,
+                  where.back() << ": " << seqs.back().size() << " tokens, more than the model's context of " << context);
     }
+    RLCPP_CHECK(!seqs.empty(), a->input << ": no input lines (one JSON object per line)");
     PackedBatch batch = PackedBatch::from_sequences(seqs);
     Activations acts;
     ForwardOptions fwd;

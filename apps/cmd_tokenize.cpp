@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "apps/output_path.h"
 #include "apps/commands.h"
 #include "core/config.h"
 #include "core/error.h"
@@ -51,6 +52,7 @@ Command add_tokenize_command(CLI::App& app) {
   cmd->add_flag("--decode", a->decode, "ids -> text: {\"ids\": [...]} lines in, {\"text\": ...} lines out");
   cmd->add_flag("--skip-special", a->skip_special, "with --decode: leave special tokens out of the text");
   return {cmd, [=]() {
+    check_output_is_not_an_input(a->output, {a->input, tokenizer_json_path(a->tokenizer)}, "tokenize");
     const BpeTokenizer tok = BpeTokenizer::load(tokenizer_json_path(a->tokenizer));
     std::ifstream in(a->input, std::ios::binary);
     // Everything is computed before anything is written, so a bad line leaves no partial output file.
@@ -84,6 +86,7 @@ Command add_tokenize_command(CLI::App& app) {
         RLCPP_FAIL(where << ": " << what);
       }
     }
+    RLCPP_CHECK(!out_lines.empty(), a->input << ": no input lines (one JSON object per line)");
     std::ofstream file;
     if (!a->output.empty()) {
       file.open(a->output, std::ios::binary);

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "apps/commands.h"
+#include "apps/seed_option.h"
 #include "core/config.h"
 #include "core/curve.h"
 #include "model/checkpoint.h"
@@ -114,7 +115,9 @@ struct WorkerArgs {
 int run_worker(WorkerArgs& a) {
   RLCPP_CHECK(a.bind.empty() || a.connect.empty(), "worker: give --bind or --connect, not both");
   RLCPP_CHECK(a.checkpoint.empty() != a.preset.empty(), "worker: give a checkpoint directory or --preset");
-  RLCPP_CHECK(a.max_message_mib > 0, "worker: --max-message-mib must be positive");
+  // At least a header's room; at most 64 GiB (ZeroMQ's frame cap is twice it, and a generate request is tokens).
+  RLCPP_CHECK(a.max_message_mib >= 1 && a.max_message_mib <= 65536,
+              "worker: --max-message-mib must be in [1, 65536], got " << a.max_message_mib);
   a.worker.limits.max_message_bytes = static_cast<int64_t>(a.max_message_mib * (1 << 20));
   RLCPP_CHECK(!a.curve_key.empty() || (a.curve_clients.empty() && a.curve_server.empty()),
               "worker: --curve-clients and --curve-server need --curve-key, this worker's own key pair (rlcpp keys)");
@@ -199,7 +202,7 @@ Command add_worker_command(CLI::App& app) {
   auto a = std::make_shared<WorkerArgs>();
   cmd->add_option("checkpoint", a->checkpoint, "checkpoint directory (model.safetensors + config.json)");
   cmd->add_option("--preset", a->preset, "instead of a checkpoint: random weights of a model preset (tiny, qwen05b)");
-  cmd->add_option("--init-seed", a->init_seed, "seed of the random weights with --preset");
+  add_seed_option(cmd, "--init-seed", a->init_seed, "seed of the random weights with --preset");
   cmd->add_option("--bind", a->bind, "listen at this endpoint (ipc://PATH, tcp://127.0.0.1:PORT)");
   cmd->add_option("--connect", a->connect, "connect to a client that listens at this endpoint");
   cmd->add_option("--weights", a->weights,

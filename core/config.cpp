@@ -1,6 +1,7 @@
 #include "core/config.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -10,6 +11,8 @@
 namespace rlcpp {
 
 Json load_json_file(const std::string& path) {
+  std::error_code ec;
+  RLCPP_CHECK(!std::filesystem::is_directory(path, ec), "'" << path << "' is a directory, not a JSON file");
   std::ifstream in(path);
   RLCPP_CHECK(in.good(), "cannot open JSON file '" << path << "'");
   std::stringstream ss;

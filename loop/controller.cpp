@@ -162,6 +162,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
     rollout->begin_step(step);
     StepResult r = rl_step(ctx, step, timer);
     const bool last = step == config.steps;
+    if (last) actor.check_some_step_applied("train " + run.path());
     std::optional<double> accuracy;
     if (last || (config.eval_every > 0 && step % config.eval_every == 0)) {
       // Greedy held-out generation in the rollout numerics: the policy as the engine runs it.
@@ -223,8 +224,12 @@ TrainSummary run_train(const TrainConfig& config, const Json& resolved_config) {
 TrainSummary resume_train(const std::string& run_dir, bool allow_config_change) {
   RunDir run = RunDir::open_to_resume(run_dir);
   TrainConfig config;
+  const Json saved = load_json_file(run.file("config.json"));
+  RLCPP_CHECK(!saved.is_object() || saved.contains("rollout") || !saved.contains("batch_size"),
+              "resume: " << run.path() << " is the run of `rlcpp sft` or `rlcpp dpo` (its config.json has "
+                         << "batch_size and no rollout section); train --resume continues `rlcpp train` runs only");
   try {
-    config_from_json(load_json_file(run.file("config.json")), config);
+    config_from_json(saved, config);
   } catch (const Error& e) {
     throw Error(run.file("config.json") + ": " + e.what());
   }

@@ -125,6 +125,7 @@ DpoSummary run_dpo(const DpoRunConfig& config, const Json& resolved_config) {
     Json record = {{"step", step}, {"skipped", r.skipped}, {"tokens", r.tokens}, {"step_s", dt}};
     for (const auto& [name, value] : step_metrics(r, "actor/")) record[name] = value;
     const bool last = step == total_steps;
+    if (last) updater.check_some_step_applied("dpo " + run.path());
     if (last || (config.eval_every > 0 && step % config.eval_every == 0)) {
       Stopwatch eval_watch;
       if (!eval_pairs.empty()) {

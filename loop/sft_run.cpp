@@ -111,6 +111,7 @@ SftSummary run_sft(const SftConfig& config, const Json& resolved_config) {
                    {"lr", r.lr},             {"skipped", r.skipped},   {"tokens", r.tokens},
                    {"step_s", dt},           {"elapsed_s", wall.seconds()}};
     const bool last = step == config.steps;
+    if (last) updater.check_some_step_applied("sft " + run.path());
     if (last || (config.eval_every > 0 && step % config.eval_every == 0)) {
       Stopwatch eval_watch;
       EvalStats ev = evaluate(model, params, *task, tok, eval_opts);

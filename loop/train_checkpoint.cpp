@@ -25,12 +25,19 @@ void restore_rng(const Json& j, PhiloxStream& rng, const std::string& where) {
   rng.restore(j["index"].get<uint64_t>(), j["buffered"].get<int>());
 }
 
-void copy_into(Tensor& dst, const Tensor& src, const std::string& what) {
+// non_negative: AdamW's second moment (a negative one would make sqrt(v) NaN at the first update).
+void copy_into(Tensor& dst, const Tensor& src, const std::string& what, bool non_negative) {
   RLCPP_CHECK(src.dtype() == DType::kF32 && src.numel() == dst.numel(),
               what << ": " << src.numel() << " values, expected " << dst.numel() << " F32");
   const int64_t bad = first_non_finite(src.data<float>(), src.numel());
   RLCPP_CHECK(bad < 0, what << ": holds " << src.data<float>()[bad] << " at element " << bad
                             << ": the optimizer state must be finite");
+  if (non_negative) {
+    const float* v = src.data<float>();
+    for (int64_t i = 0; i < src.numel(); ++i)
+      RLCPP_CHECK(v[i] >= 0, what << ": holds " << v[i] << " at element " << i
+                                  << ": AdamW's second moment is never negative (a corrupt or edited file)");
+  }
   std::memcpy(dst.data<float>(), src.data<float>(), dst.nbytes());
 }
 
@@ -55,8 +62,9 @@ void load_weights_and_moments(const std::string& dir, ParameterStore& params, Ad
   for (const char* name : {"exp_avg", "exp_avg_sq"}) {
     const auto it = trainer_state.tensors.find(name);
     RLCPP_CHECK(it != trainer_state.tensors.end(), "resume: " << path << " has no " << name);
-    copy_into(std::string(name) == "exp_avg" ? optimizer.exp_avg() : optimizer.exp_avg_sq(), it->second,
-              path + " " + name);
+    const bool second_moment = std::string(name) == "exp_avg_sq";
+    copy_into(second_moment ? optimizer.exp_avg_sq() : optimizer.exp_avg(), it->second, path + " " + name,
+              second_moment);
   }
 }
 

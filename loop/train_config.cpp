@@ -1,5 +1,7 @@
 #include "loop/train_config.h"
 
+#include <filesystem>
+
 #include "core/curve.h"
 #include "core/error.h"
 #include "core/wire.h"
@@ -70,14 +72,18 @@ ModelNumerics TrainConfig::trainer_numerics() const {
 }
 
 ModelConfig TrainConfig::policy_model_config() const {
-  const auto of_checkpoint = [](const std::string& dir) {
+  const auto of_checkpoint = [](const std::string& dir, const char* key) {
+    RLCPP_CHECK(std::filesystem::is_directory(dir),
+                "config key '" << key << "': '" << dir << "' is not a checkpoint directory (it does not exist or is "
+                               << "not a directory)");
     const std::string path = dir + "/config.json";
     return model_config_from_hf_json(load_json_file(path), path);
   };
-  if (!init_checkpoint.empty()) return of_checkpoint(init_checkpoint);
+  if (!init_checkpoint.empty()) return of_checkpoint(init_checkpoint, "init_checkpoint");
   if (!warm_start.enabled) return rlcpp::model_preset(model_preset);
   const SftConfig& sft = warm_start.sft;
-  return sft.init_checkpoint.empty() ? rlcpp::model_preset(sft.model_preset) : of_checkpoint(sft.init_checkpoint);
+  return sft.init_checkpoint.empty() ? rlcpp::model_preset(sft.model_preset)
+                                     : of_checkpoint(sft.init_checkpoint, "warm_start.sft.init_checkpoint");
 }
 
 std::string TrainConfig::tokenizer_path() const {

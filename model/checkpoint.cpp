@@ -141,6 +141,22 @@ void load_shards(const fs::path& dir, Filler& filler) {
 
 }  // namespace
 
+namespace {
+
+// A weight past the dtype's largest finite value would be stored as an infinity (fp16: |w| >= 65520).
+void check_representable(const ParameterStore& params, DType dtype, const std::string& target) {
+  for (const ParameterInfo& info : parameter_layout(params.config())) {
+    Tensor rounded = params.get(info.name).clone();
+    ops::round_to(rounded, dtype);
+    const int64_t at = first_non_finite(rounded.data<float>(), rounded.numel());
+    RLCPP_CHECK(at < 0, target << ": tensor '" << info.name << "' element " << at << " = "
+                               << params.get(info.name).data<float>()[at] << " overflows " << dtype_name(dtype)
+                               << " (it would be stored as an infinity); nothing was written (save in a wider dtype)");
+  }
+}
+
+}  // namespace
+
 void save_model_checkpoint(const std::string& dir, const ParameterStore& params, bool overwrite,
                            const std::vector<std::string>& extra_files, DType dtype) {
   RLCPP_CHECK(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16,
@@ -150,10 +166,11 @@ void save_model_checkpoint(const std::string& dir, const ParameterStore& params,
   cfg.validate("model config saved to " + target.string());
   // Before anything is written: a diverged run must not replace a good checkpoint with NaNs.
   check_finite_weights(params, target.string() + ": refusing to save a checkpoint of non-finite weights");
+  if (dtype != DType::kF32) check_representable(params, dtype, target.string());
   std::error_code ec;
   const bool exists = fs::exists(fs::symlink_status(target, ec));
-  RLCPP_CHECK(!exists || overwrite, target.string() << ": checkpoint directory already exists; pass overwrite to "
-                                                    << "replace it");
+  RLCPP_CHECK(!exists || overwrite, target.string() << ": already exists; nothing was written (remove it or choose "
+                                                    << "another directory)");
   RLCPP_CHECK(!exists || fs::is_directory(target), target.string() << ": exists and is not a directory");
   if (target.has_parent_path()) {
     fs::create_directories(target.parent_path(), ec);
@@ -204,8 +221,12 @@ namespace {
 void check_weights_can_hold(const fs::path& dir, const ModelConfig& config, const std::string& config_path) {
   std::error_code ec;
   int64_t bytes = 0;
-  for (const auto& entry : fs::directory_iterator(dir, ec))
-    if (entry.path().extension() == ".safetensors") bytes += static_cast<int64_t>(entry.file_size(ec));
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.path().extension() != ".safetensors") continue;
+    RLCPP_CHECK(entry.is_regular_file(ec), entry.path().string() << ": is a directory or not a regular file, not a "
+                                                                  << "safetensors file");
+    bytes += static_cast<int64_t>(entry.file_size(ec));
+  }
   if (bytes == 0) return;  // no weight files: the loader names what is missing
   const int64_t params = config.num_parameters();
   RLCPP_CHECK(params <= bytes, config_path << ": describes a model of " << params << " parameters (vocab_size "
@@ -220,8 +241,10 @@ void check_weights_can_hold(const fs::path& dir, const ModelConfig& config, cons
 ParameterStore load_model_checkpoint(const std::string& dir) {
   const fs::path d = normalized_dir(dir);
   const std::string config_path = (d / kConfigFile).string();
-  RLCPP_CHECK(fs::is_regular_file(config_path),
+  RLCPP_CHECK(fs::exists(config_path),
               config_path << ": not found (is '" << dir << "' a Hugging Face model directory?)");
+  RLCPP_CHECK(fs::is_regular_file(config_path), config_path << ": is not a file (a directory?); expected the "
+                                                            << "model's config.json");
   const ModelConfig config = model_config_from_hf_json(load_json_file(config_path), config_path);
   check_weights_can_hold(d, config, config_path);
   ParameterStore store(config);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -117,6 +118,9 @@ DType safetensors_dtype(const std::string& name, const std::string& where) {
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {
+  std::error_code ec;
+  RLCPP_CHECK(!std::filesystem::is_directory(path, ec), path << ": is a directory or not a regular file, not a "
+                                                              << "safetensors file");
   std::ifstream in(path, std::ios::binary);
   RLCPP_CHECK(in.good(), path << ": cannot open safetensors file");
   in.seekg(0, std::ios::end);

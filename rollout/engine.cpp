@@ -39,9 +39,17 @@ const EngineConfig& validated(const EngineConfig& c, const ModelConfig& m) {
 }  // namespace
 
 void validate_engine_config(const EngineConfig& c, const ModelConfig& m) {
-  RLCPP_CHECK(c.block_size >= 1, "engine config: block_size must be >= 1, got " << c.block_size);
+  RLCPP_CHECK(c.block_size >= 1 && c.block_size <= (int64_t{1} << 20),
+              "engine config: block_size must be in [1, 1048576], got " << c.block_size);
   RLCPP_CHECK(c.num_blocks >= 0, "engine config: num_blocks must be >= 0 (0 = automatic), got " << c.num_blocks);
-  RLCPP_CHECK(c.max_kv_cache_mib >= 1, "engine config: max_kv_cache_mib must be >= 1, got " << c.max_kv_cache_mib);
+  RLCPP_CHECK(c.max_kv_cache_mib >= 1 && c.max_kv_cache_mib <= (int64_t{1} << 30),
+              "engine config: max_kv_cache_mib must be in [1, 2^30], got " << c.max_kv_cache_mib);
+  // One block (at most fp32 entries) must fit the cache's cap: a huge block_size would allocate it regardless.
+  const int64_t block_bytes = c.block_size * m.kv_bytes_per_token(4);
+  RLCPP_CHECK(block_bytes <= (c.max_kv_cache_mib << 20),
+              "engine config: block_size " << c.block_size << " makes one KV-cache block " << block_bytes
+                                           << " bytes, more than max_kv_cache_mib " << c.max_kv_cache_mib
+                                           << " MiB; use a block of tens of tokens (default 16)");
   RLCPP_CHECK(c.max_num_seqs >= 1, "engine config: max_num_seqs must be >= 1, got " << c.max_num_seqs);
   RLCPP_CHECK(c.max_num_batched_tokens >= m.max_position_embeddings,
               "engine config: max_num_batched_tokens " << c.max_num_batched_tokens

@@ -80,3 +80,83 @@ TEST_F(InputChecks, ConfigJsonThatDoesNotMatchItsWeightsFailsBeforeAllocating) {
 
 }  // namespace
 }  // namespace rlcpp
+
+namespace rlcpp {
+namespace {
+
+// The second sweep of bad inputs (issue 14, session 10): each used to be accepted, misreported or destructive.
+TEST_F(InputChecks, OutputOntoTheInputAndEmptyInputsAreRefusedAndTheInputIsKept) {
+  const std::string ckpt = (dir_ / "ckpt").string();
+  const std::string lines = "{\"text\": \"1+2=3\"}\n";
+  const std::string in = write("in.jsonl", lines);
+  expect_error(run_cli("score " + ckpt + " --input " + in + " --out " + in), "is the input file", "score --out = input");
+  const std::string prompts = write("prompts.jsonl", "{\"prompt\": \"1+2=\"}\n");
+  expect_error(run_cli("generate " + ckpt + " --prompts " + prompts + " --out " + prompts), "is the input file",
+               "generate --out = --prompts");
+  const std::string tok = std::string(RLCPP_SOURCE_DIR) + "/../shared/fixtures/qwen3/tokenizer.json";
+  expect_error(run_cli("tokenize " + tok + " --input " + in + " --out " + in), "is the input file",
+               "tokenize --out = input");
+  std::ifstream kept(in);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), lines);
+  const std::string empty = write("empty.jsonl", "\n");
+  expect_error(run_cli("score " + ckpt + " --input " + empty), empty + ": no input lines", "score of nothing");
+  expect_error(run_cli("tokenize " + tok + " --input " + empty), empty + ": no input lines", "tokenize of nothing");
+}
+
+TEST_F(InputChecks, OutOfRangeOptionsNameTheOption) {
+  const std::string ckpt = (dir_ / "ckpt").string();
+  expect_error(run_cli("generate " + ckpt + " --prompt 1+2= --seed 99999999999999999999"),
+               "must be an integer in [0, 18446744073709551615]", "seed past 2^64");
+  expect_error(run_cli("generate " + ckpt + " --prompt 1+2= --block-size 100000000"),
+               "block_size must be in [1, 1048576], got 100000000", "huge KV block");
+  for (const char* mib : {"1e-9", "1e30", "8796093022208"})
+    expect_error(run_cli("worker " + ckpt + " --bind tcp://127.0.0.1:0 --max-message-mib " + mib),
+                 "--max-message-mib must be in [1, 65536]", std::string("--max-message-mib ") + mib);
+  // export never writes into an existing directory, and says what to do instead of naming a flag it lacks.
+  const CliResult r = run_cli("export " + ckpt + " " + ckpt);
+  expect_error(r, "already exists; nothing was written", "export onto a checkpoint");
+  EXPECT_EQ(r.output.find("pass overwrite"), std::string::npos) << r.output;
+}
+
+TEST_F(InputChecks, InputsLongerThanTheContextNameTheirLine) {
+  const std::string ckpt = (dir_ / "ckpt").string();
+  std::string sum = "1";
+  for (int i = 0; i < 100; ++i) sum += "+1";  // 201 characters, past the tiny model's context of 64
+  const std::string score_in = write("long.jsonl", "{\"text\": \"1+2=3\"}\n{\"text\": \"" + sum + "\"}\n");
+  expect_error(run_cli("score " + ckpt + " --input " + score_in), score_in + ":2: 202 tokens, more than the model's "
+               "context of 64", "score of a long line");
+  const std::string prompts = write("longp.jsonl", "{\"prompt\": \"" + sum + "\"}\n");
+  expect_error(run_cli("generate " + ckpt + " --prompts " + prompts), prompts + ":1: the prompt has 202 tokens",
+               "generate of a long prompt");
+  expect_error(run_cli("generate " + ckpt + " --prompt " + sum), "--prompt: the prompt has 202 tokens",
+               "generate --prompt long");
+}
+
+TEST_F(InputChecks, CheckpointFilesThatAreDirectoriesAreNamed) {
+  fs::copy(dir_ / "ckpt", dir_ / "weights_dir", fs::copy_options::recursive);
+  fs::remove(dir_ / "weights_dir" / "model.safetensors");
+  fs::create_directory(dir_ / "weights_dir" / "model.safetensors");
+  expect_error(run_cli("eval " + (dir_ / "weights_dir").string() + " --n 2"),
+               (dir_ / "weights_dir" / "model.safetensors").string() + ": is a directory or not a regular file", "weights as a directory");
+  fs::copy(dir_ / "ckpt", dir_ / "config_dir", fs::copy_options::recursive);
+  fs::remove(dir_ / "config_dir" / "config.json");
+  fs::create_directory(dir_ / "config_dir" / "config.json");
+  expect_error(run_cli("eval " + (dir_ / "config_dir").string() + " --n 2"),
+               (dir_ / "config_dir" / "config.json").string() + ": is not a file", "config.json as a directory");
+}
+
+TEST_F(InputChecks, TrainResumeOfAnSftRunSaysWhatTheRunIs) {
+  const std::string run = (dir_ / "sft").string();
+  const CliResult sft = run_cli("sft " + std::string(RLCPP_SOURCE_DIR) + "/configs/sft_add3.json --set steps=1 "
+                                "--set eval_size=5 --set eval_every=0 --set run_dir=" + run);
+  ASSERT_EQ(sft.status, 0) << sft.output;
+  expect_error(run_cli("train --resume " + run), "is the run of `rlcpp sft` or `rlcpp dpo`", "resume of an sft run");
+  const std::string missing = (dir_ / "nonexistent").string();
+  expect_error(run_cli("train " + std::string(RLCPP_SOURCE_DIR) + "/configs/grpo_add3.json --set init_checkpoint=" +
+                       missing + " --set run_dir=" + (dir_ / "x").string()),
+               "config key 'init_checkpoint': '" + missing + "' is not a checkpoint directory", "no init checkpoint");
+  EXPECT_FALSE(fs::exists(dir_ / "x"));
+}
+
+}  // namespace
+}  // namespace rlcpp

@@ -18,6 +18,7 @@
 #include "loop/train_checkpoint.h"
 #include "model/checkpoint.h"
 #include "model/init.h"
+#include "model/safetensors.h"
 #include "tests/error_test_support.h"
 #include "tests/train_test_support.h"
 
@@ -303,6 +304,15 @@ TEST(LoopResume, StateWhoseStepIsNotItsFoldersIsRefusedAndNothingIsOverwritten) 
   negative["policy_version"] = -2;
   std::ofstream(state) << negative.dump();
   expect_error([&] { resume_train(s.run_dir); }, {state.string(), "policy_version -2"});
+  std::ofstream(state) << original.dump();
+
+  // A negative AdamW second moment (sqrt of it: NaN at the first update) is refused at load, naming the element.
+  const std::string moments = (fs::path(s.checkpoint) / "trainer_state.safetensors").string();
+  SafetensorsFile f = read_safetensors(moments);
+  f.tensors.at("exp_avg_sq").data<float>()[7] = -1.0f;
+  write_safetensors(moments, {{"exp_avg", f.tensors.at("exp_avg")}, {"exp_avg_sq", f.tensors.at("exp_avg_sq")}});
+  expect_error([&] { resume_train(s.run_dir); }, {moments + " exp_avg_sq: holds -1 at element 7", "never negative"});
+  EXPECT_EQ(read_file_text(fs::path(s.run_dir) / "metrics.jsonl"), metrics_before);
 }
 
 }  // namespace

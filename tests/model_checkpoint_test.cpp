@@ -373,6 +373,22 @@ TEST_F(CheckpointTest, SaveRefusesNonFiniteWeightsAndKeepsTheOldCheckpoint) {
   }
 }
 
+// A weight past fp16's range would be written as an infinity (`rlcpp export --dtype fp16`): refused, naming the
+// tensor; 65504 (fp16's largest) and bf16's far wider range still save.
+TEST_F(CheckpointTest, SaveInANarrowDtypeRefusesWeightsThatWouldOverflow) {
+  ParameterStore big = random_store(small_qwen2(), 1);
+  float* w = big.flat().data<float>() + big.offset_of("model.norm.weight");
+  w[2] = 70000.0f;
+  const std::string e = error_of([&] { save_model_checkpoint(dir(), big, false, {}, DType::kF16); });
+  EXPECT_NE(e.find("tensor 'model.norm.weight' element 2 = 70000 overflows F16"), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(dir()));
+  EXPECT_TRUE(entries_of_root().empty());
+  save_model_checkpoint(dir("bf16"), big, false, {}, DType::kBF16);
+  w[2] = 65504.0f;
+  save_model_checkpoint(dir("fp16"), big, false, {}, DType::kF16);
+  EXPECT_EQ(load_model_checkpoint(dir("fp16")).get("model.norm.weight").data<float>()[2], 65504.0f);
+}
+
 TEST_F(CheckpointTest, IntegerDtypeIsRejectedNamingTheTensor) {
   save_model_checkpoint(dir(), random_store(small_llama(), 1));
   edit_weights([](TensorList& list) {

@@ -299,6 +299,25 @@ TEST(NanGuard, SkipsNonFiniteStepsBitIdenticallyAndStopsAfterMaxBadStepsInARow) 
   EXPECT_EQ(u.bad_steps_total(), 5);
 }
 
+// A run shorter than max_bad_steps whose every step is non-finite (e.g. dpo.beta 1e308) used to end with exit 0
+// and the initial weights; the run checks at its last step that some step was applied.
+TEST(NanGuard, ARunWhoseEveryStepWasSkippedIsAnError) {
+  const ModelConfig mc = small_model_config();
+  const Transformer model(mc);
+  ParameterStore params = init_random(mc, 40);
+  PolicyUpdater u(model, params, OptimConfig{});  // max_bad_steps 5
+  const std::vector<size_t> all = {0, 1, 2, 3};
+  std::vector<PackedBatch> batches;
+  for (const auto& p : pack_micro_batches(random_samples(41, 4), all, 2)) batches.push_back(p.batch);
+  u.check_some_step_applied("no step yet");  // nothing asked: nothing to report
+  ASSERT_TRUE(u.step(batches, ForwardOptions{}, token_loss(NAN), 10).skipped);
+  ASSERT_TRUE(u.step(batches, ForwardOptions{}, token_loss(INFINITY), 10).skipped);
+  const std::string e = error_of([&] { u.check_some_step_applied("dpo runs/x"); });
+  EXPECT_NE(e.find("dpo runs/x: all 2 optimizer steps had a non-finite loss or gradient norm"), std::string::npos) << e;
+  ASSERT_FALSE(u.step(batches, ForwardOptions{}, token_loss(0.0f), 10).skipped);
+  u.check_some_step_applied("one step applied");
+}
+
 // A finite loss and gradient with an lr that overflows fp32 (1e308 is inf as a float): the update makes the
 // weights non-finite, which no later step can undo, so the step itself stops the run naming the step and the
 // tensor, before a rollout samples from the weights or a checkpoint saves them.

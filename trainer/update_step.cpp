@@ -50,6 +50,7 @@ UpdateResult PolicyUpdater::step(const std::vector<PackedBatch>& micro_batches, 
     result.tokens += micro_batches[m].num_tokens();
   }
   result.grad_norm = clip_grad_norm(grads_, config_.grad_clip);
+  ++steps_asked_;
   if (!std::isfinite(result.loss) || !std::isfinite(result.grad_norm)) {
     result.skipped = true;
     ++bad_total_;
@@ -71,6 +72,13 @@ UpdateResult PolicyUpdater::step(const std::vector<PackedBatch>& micro_batches, 
                << result.grad_norm << ", lr " << result.lr << "; lower " << (critic ? "critic.optim.lr" : "optim.lr")
                << "): " << bad->describe());
   return result;
+}
+
+void PolicyUpdater::check_some_step_applied(const std::string& what) const {
+  RLCPP_CHECK(steps_asked_ == 0 || bad_total_ < steps_asked_,
+              what << ": all " << steps_asked_ << " optimizer steps had a non-finite loss or gradient norm and were "
+                   << "skipped: the weights were never updated (lower optim.lr or the loss's scale, e.g. "
+                   << "algorithm.dpo.beta / dpo.beta, or check the data)");
 }
 
 std::map<std::string, double> step_metrics(const UpdateResult& result, const std::string& prefix) {

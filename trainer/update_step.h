@@ -58,6 +58,10 @@ class PolicyUpdater {
   const ParameterStore& grads() const { return grads_; }
   int64_t bad_steps_in_a_row() const { return bad_in_a_row_; }
   int64_t bad_steps_total() const { return bad_total_; }
+  // Throws "WHAT: all N optimizer steps ... were skipped" when every step this updater was asked for had a
+  // non-finite loss or gradient (fewer than max_bad_steps of them, so none stopped the run): a run that ends
+  // so has not trained at all. Call it at a run's last step, before its final checkpoint.
+  void check_some_step_applied(const std::string& what) const;
 
  private:
   const Transformer& model_;
@@ -68,6 +72,7 @@ class PolicyUpdater {
   Activations acts_;
   int64_t bad_in_a_row_ = 0;
   int64_t bad_total_ = 0;
+  int64_t steps_asked_ = 0;
 };
 
 }  // namespace rlcpp

@@ -115,6 +115,8 @@ ZmqWeightSubscriber::ZmqWeightSubscriber(zmq::context_t& ctx, const std::string&
       version_(current_version) {
   for (const ParameterInfo& p : layout_) total_floats_ = std::max(total_floats_, p.offset + p.numel());
   socket_.set(zmq::sockopt::linger, 0);
+  // No frame larger than a whole publish is read (ZeroMQ drops the connection of a peer that sends one).
+  socket_.set(zmq::sockopt::maxmsgsize, weights_limits(total_floats_, kMinChunkFloats).max_message_bytes);
   if (bind) {
     secure_bind(ctx, socket_, endpoint, curve, "weight sync subscriber");
     bind_endpoint(socket_, endpoint, "weight sync subscriber");
