@@ -145,7 +145,11 @@ int run_worker(WorkerArgs& a) {
   } else {
     std::string bind = a.bind;
     if (bind.empty()) {
-      std::filesystem::create_directories(a.run_dir);
+      std::error_code ec;
+      std::filesystem::create_directories(a.run_dir, ec);
+      RLCPP_CHECK(!ec && std::filesystem::is_directory(a.run_dir),
+                  "worker: --run-dir '" << a.run_dir << "' cannot be made a directory"
+                                        << (ec ? ": " + ec.message() : std::string(" (a file is there)")));
       bind = "ipc://" + a.run_dir + "/worker.ipc";
     }
     endpoint = service.bind(context, bind);

@@ -1,6 +1,8 @@
 #include "core/json_input.h"
 
+#include <set>
 #include <string>
+#include <vector>
 
 namespace rlcpp {
 
@@ -42,7 +44,25 @@ Json parse_json_limited(std::string_view text, bool allow_exceptions) {
     throw Json::parse_error::create(
         101, deep + 1, "nesting deeper than the limit of " + std::to_string(kMaxJsonDepth) + " levels", nullptr);
   }
-  return Json::parse(text, nullptr, allow_exceptions);
+  std::vector<std::set<std::string>> open_objects;  // the keys seen so far in each object being parsed
+  const Json::parser_callback_t no_duplicates = [&](int, Json::parse_event_t event, Json& parsed) {
+    if (event == Json::parse_event_t::object_start) {
+      open_objects.emplace_back();
+    } else if (event == Json::parse_event_t::object_end) {
+      open_objects.pop_back();
+    } else if (event == Json::parse_event_t::key && !open_objects.back().insert(parsed.get<std::string>()).second) {
+      throw Json::other_error::create(501, "duplicate key \"" + parsed.get<std::string>() + "\"", nullptr);
+    }
+    return true;
+  };
+  if (!allow_exceptions) {
+    try {
+      return Json::parse(text, no_duplicates, true);
+    } catch (const Json::exception&) {
+      return Json(Json::value_t::discarded);
+    }
+  }
+  return Json::parse(text, no_duplicates, true);
 }
 
 }  // namespace rlcpp

@@ -17,8 +17,10 @@ inline constexpr int kMaxJsonDepth = 128;
 
 // Json::parse(text) with the depth limit. Deeper input throws Json::parse_error, like any other malformed input,
 // whose message says "nesting deeper than the limit of 128 levels" and gives the byte offset of the bracket
-// that went one level too deep. With allow_exceptions = false every failure instead returns a discarded value
-// (is_discarded()), as Json::parse(text, nullptr, false) does.
+// that went one level too deep. A key given twice in one object (which Json::parse resolves silently by
+// keeping the last) throws Json::other_error "duplicate key \"K\"": a config with two "lr" or a safetensors
+// header with two tensors of one name is an error, not a choice. With allow_exceptions = false every failure
+// instead returns a discarded value (is_discarded()), as Json::parse(text, nullptr, false) does.
 Json parse_json_limited(std::string_view text, bool allow_exceptions = true);
 
 }  // namespace rlcpp

@@ -51,16 +51,41 @@ void print_step_line(const TrainConfig& cfg, int64_t step, const StepResult& r, 
   std::fflush(stdout);
 }
 
-// Drops the records of steps after `step` (written by an interrupted run past its last checkpoint).
+// Drops the records of steps after `step` (written by an interrupted run past its last checkpoint), and a last
+// line cut short by the interruption (no newline). Any other line that is not a record of a later step is kept
+// as it is: it is not the resume's to judge. The file is replaced atomically (a crash here loses nothing).
 void truncate_jsonl_after_step(const std::string& path, int64_t step) {
-  std::ifstream in(path);
-  std::string kept;
-  for (std::string line; std::getline(in, line);) {
-    const Json j = parse_json_limited(line, /*allow_exceptions=*/false);
-    if (j.is_object() && j.value("step", int64_t{0}) <= step) kept += line + "\n";
-  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in.good()) return;
+  const std::string text{std::istreambuf_iterator<char>(in), {}};
   in.close();
-  std::ofstream(path, std::ios::trunc) << kept;
+  std::string kept;
+  int64_t dropped = 0;
+  for (size_t begin = 0; begin < text.size();) {
+    const size_t end = text.find('\n', begin);
+    if (end == std::string::npos) {  // cut short mid-write
+      std::printf("train: %s: dropping a last line cut short (%zu bytes, no newline)\n", path.c_str(),
+                  text.size() - begin);
+      break;
+    }
+    const std::string_view line(text.data() + begin, end - begin);
+    const Json j = parse_json_limited(line, /*allow_exceptions=*/false);
+    const bool later = j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
+                       j["step"].get<int64_t>() > step;
+    if (later)
+      ++dropped;
+    else
+      kept.append(line).push_back('\n');
+    begin = end + 1;
+  }
+  if (dropped == 0 && kept.size() == text.size()) return;
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << kept;
+    RLCPP_CHECK(out.good(), "resume: cannot write '" << tmp << "'");
+  }
+  RLCPP_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "resume: cannot rename '" << tmp << "' to '" << path << "'");
 }
 
 // The PPO critic: a value-head model started from the policy's body (value head drawn from the run seed), with
@@ -208,6 +233,11 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
       print_step_line(config, step, r, timer, accuracy, step_seconds_total / steps_done);
   }
   summary.seconds = wall.seconds();
+  if (state.step >= config.steps) {  // resumed at its last step: nothing was left to run
+    summary.checkpoint = resume_checkpoint;
+    std::printf("train: %s had already finished its %lld steps; nothing to do\n", run.path().c_str(),
+                static_cast<long long>(config.steps));
+  }
   std::printf("train done in %s: held-out accuracy %.1f%%, checkpoint %s\n", format_duration(summary.seconds).c_str(),
               100.0 * summary.final_accuracy, summary.checkpoint.c_str());
   return summary;

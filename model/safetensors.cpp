@@ -95,7 +95,9 @@ Entry parse_entry(const std::string& path, const std::string& name, const Json& 
 }
 
 // Rejects tensors whose byte ranges share bytes (empty tensors overlap nothing at the ends of a range).
-void check_no_overlap(const std::string& path, std::vector<const Entry*> entries) {
+// The tensors' byte ranges tile the data buffer, as the format requires (the reference reader refuses the rest):
+// no overlap, no gap, nothing after the last one — bytes no tensor owns mean a damaged or spliced file.
+void check_layout(const std::string& path, std::vector<const Entry*> entries, uint64_t buffer_bytes) {
   std::sort(entries.begin(), entries.end(), [](const Entry* a, const Entry* b) {
     return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
   });
@@ -105,8 +107,16 @@ void check_no_overlap(const std::string& path, std::vector<const Entry*> entries
       RLCPP_FAIL(path << ": tensor '" << e->name << "' bytes [" << e->begin << ", " << e->end
                       << ") overlap tensor '" << reach->name << "' bytes [" << reach->begin << ", " << reach->end
                       << ")");
+    if (e->begin != e->end) {
+      const uint64_t covered = reach ? reach->end : 0;
+      RLCPP_CHECK(e->begin <= covered, path << ": bytes [" << covered << ", " << e->begin << ") of the data buffer "
+                                            << "belong to no tensor (before tensor '" << e->name << "')");
+    }
     if (!reach || e->end > reach->end) reach = e;
   }
+  const uint64_t covered = reach ? reach->end : 0;
+  RLCPP_CHECK(covered == buffer_bytes, path << ": " << buffer_bytes - covered << " bytes after the last tensor's data "
+                                            << "belong to no tensor (a damaged or appended-to file)");
 }
 
 }  // namespace
@@ -168,7 +178,7 @@ SafetensorsFile read_safetensors(const std::string& path) {
   }
   std::vector<const Entry*> by_offset;
   for (const auto& e : entries) by_offset.push_back(&e);
-  check_no_overlap(path, by_offset);
+  check_layout(path, by_offset, buffer_bytes);
 
   // Every range is checked, so reading in offset order allocates at most the file's size.
   std::sort(by_offset.begin(), by_offset.end(), [](const Entry* a, const Entry* b) { return a->begin < b->begin; });

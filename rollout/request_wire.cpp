@@ -1,6 +1,7 @@
 #include "rollout/request_wire.h"
 
 #include <cmath>
+#include <cstdint>
 
 namespace rlcpp {
 
@@ -8,21 +9,21 @@ namespace {
 
 [[noreturn]] void fail(const std::string& message) { throw WireError(message); }
 
-uint64_t read_request_id(const Json& h) {
-  auto it = h.find("request_id");
-  if (it == h.end() || !it->is_number_integer() || it->get<int64_t>() < 0)
-    fail("header 'request_id' must be a non-negative integer");
-  return it->get<uint64_t>();
-}
-
+// An integer past int64 (nlohmann stores 2^63..2^64-1 unsigned) would wrap in get<int64_t>(): it is out of
+// range, and the message shows the number as it was sent.
 int64_t read_int(const Json& h, const char* key, int64_t lo, int64_t hi) {
   auto it = h.find(key);
   if (it == h.end() || !it->is_number_integer()) fail(std::string("header '") + key + "' must be an integer");
-  const int64_t v = it->get<int64_t>();
-  if (v < lo || v > hi)
-    fail(std::string("header '") + key + "' is " + std::to_string(v) + ", expected " + std::to_string(lo) + ".." +
+  const bool past_int64 = it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX);
+  const int64_t v = past_int64 ? 0 : it->get<int64_t>();
+  if (past_int64 || v < lo || v > hi)
+    fail(std::string("header '") + key + "' is " + it->dump() + ", expected " + std::to_string(lo) + ".." +
          std::to_string(hi));
   return v;
+}
+
+uint64_t read_request_id(const Json& h) {
+  return static_cast<uint64_t>(read_int(h, "request_id", 0, INT64_MAX));
 }
 
 // Offsets (count+1) into a flat array of `total` elements: start at 0, never decrease, end at total.
@@ -41,7 +42,9 @@ void check_offsets(const std::vector<int64_t>& offsets, int64_t total, const cha
 
 int64_t header_request_id(const Json& header) {
   auto it = header.find("request_id");
-  return it != header.end() && it->is_number_integer() ? it->get<int64_t>() : -1;
+  if (it == header.end() || !it->is_number_integer()) return -1;
+  if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) return -1;
+  return it->get<int64_t>();
 }
 
 WireMessage encode_generate_request(const Request& request, uint64_t request_id) {

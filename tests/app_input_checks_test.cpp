@@ -112,6 +112,9 @@ TEST_F(InputChecks, OutOfRangeOptionsNameTheOption) {
   for (const char* mib : {"1e-9", "1e30", "8796093022208"})
     expect_error(run_cli("worker " + ckpt + " --bind tcp://127.0.0.1:0 --max-message-mib " + mib),
                  "--max-message-mib must be in [1, 65536]", std::string("--max-message-mib ") + mib);
+  const std::string file = write("a_file", "x");
+  expect_error(run_cli("worker " + ckpt + " --run-dir " + file), "--run-dir '" + file + "' cannot be made a directory",
+               "worker --run-dir onto a file");
   // export never writes into an existing directory, and says what to do instead of naming a flag it lacks.
   const CliResult r = run_cli("export " + ckpt + " " + ckpt);
   expect_error(r, "already exists; nothing was written", "export onto a checkpoint");

@@ -66,6 +66,12 @@ TEST_F(KeysCli, WritesAKeyPairOwnerOnlyAndNeverOverwrites) {
   const CliResult nowhere = run_cli("keys " + (dir_ / "no" / "such" / "dir" / "w").string());
   EXPECT_NE(nowhere.status, 0);
   EXPECT_TRUE(has(nowhere.output, "cannot create")) << nowhere.output;
+
+  // A directory as the prefix would write the hidden files DIR/.key and DIR/.pub.
+  const CliResult directory = run_cli("keys " + dir_.string() + "/");
+  EXPECT_NE(directory.status, 0);
+  EXPECT_TRUE(has(directory.output, "names a directory; give a file prefix")) << directory.output;
+  EXPECT_FALSE(fs::exists(dir_ / ".key"));
 }
 
 TEST_F(KeysCli, RemoteWorkerWithoutKeysIsRefusedSayingHowToMakeThem) {

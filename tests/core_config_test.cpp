@@ -147,6 +147,23 @@ TEST(JsonInput, DepthLimitCountsBracketsOutsideStrings) {
   EXPECT_EQ(parse_json_limited(R"({"a": [1, {"b": 2}]})")["a"][1]["b"], 2);
 }
 
+// Json::parse keeps the last of two equal keys; outside input with one is refused, at any depth.
+TEST(JsonInput, DuplicateKeysAreRefused) {
+  auto error_of_parse = [](const std::string& text) -> std::string {
+    try {
+      parse_json_limited(text);
+    } catch (const Json::exception& e) {
+      return e.what();
+    }
+    return "<no error>";
+  };
+  EXPECT_NE(error_of_parse(R"({"lr": 1, "lr": 2})").find("duplicate key \"lr\""), std::string::npos);
+  EXPECT_NE(error_of_parse(R"({"optim": {"a": [{"x": 1, "x": 1}]}})").find("duplicate key \"x\""), std::string::npos);
+  EXPECT_TRUE(parse_json_limited(R"({"a": 1, "a": 2})", /*allow_exceptions=*/false).is_discarded());
+  // The same key in different objects is fine.
+  EXPECT_EQ(parse_json_limited(R"({"a": {"a": 1}, "b": [{"a": 2}, {"a": 3}]})")["b"][1]["a"], 3);
+}
+
 // A config file nested 10^6 deep used to parse and then overflow the stack in the first copy or dump.
 TEST(Config, DeeplyNestedFileIsAnErrorNamingTheDepthLimit) {
   const std::string path =

@@ -244,6 +244,20 @@ TEST_F(SafetensorsTest, EmptyTensorsOverlapNothing) {
   EXPECT_EQ(f.tensors.at("b").data<float>()[0], 3.0f);
 }
 
+// The ranges must tile the buffer: trailing bytes, a gap and a tensor name given twice (JSON keeps the last one
+// silently) are refused.
+TEST_F(SafetensorsTest, RejectsBytesNoTensorOwnsAndDuplicateNames) {
+  const std::string one = R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})";
+  expect_rejected(write_raw("trail.safetensors", one, floats_bytes({1, 2, 3})), "",
+                  "4 bytes after the last tensor's data belong to no tensor");
+  const std::string gap = R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+    "b": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]}})";
+  expect_rejected(write_raw("gap.safetensors", gap, floats_bytes({1, 2, 3})), "b", "bytes [4, 8) of the data buffer");
+  const std::string twice = R"({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+    "w": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})";
+  expect_rejected(write_raw("twice.safetensors", twice, floats_bytes({1, 2})), "", "duplicate key \"w\"");
+}
+
 TEST_F(SafetensorsTest, RejectsByteSizeThatDisagreesWithShape) {
   std::string header = R"({"w": {"dtype": "BF16", "shape": [3], "data_offsets": [0, 8]}})";
   expect_rejected(write_raw("z.safetensors", header, floats_bytes({1, 2})), "w",

@@ -238,6 +238,14 @@ TEST(RolloutWorker, BadMessagesGetErrorRepliesAndTheWorkerKeepsServing) {
   many.header["n"] = 1000000;
   raw.send(many);
   expect_error("n", "'n' is 1000000");
+  // Integers past int64 are named as sent, not wrapped to negative numbers.
+  many.header["n"] = uint64_t{9223372036854775808ull};
+  raw.send(many);
+  expect_error("n past int64", "'n' is 9223372036854775808, expected 1..");
+  WireMessage huge_id = encode_generate_request(req, 9);
+  huge_id.header["request_id"] = uint64_t{18446744073709551615ull};
+  raw.send(huge_id);
+  expect_error("request_id past int64", "'request_id' is 18446744073709551615, expected 0..9223372036854775807");
   WireMessage odd = encode_generate_request(req, 10);
   odd.header["sampling"]["top_p"] = "high";
   raw.send(odd);
