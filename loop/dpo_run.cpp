@@ -1,6 +1,7 @@
 #include "loop/dpo_run.h"
 
 #include <cstdio>
+#include <optional>
 #include <memory>
 #include <numeric>
 
@@ -90,14 +91,17 @@ DpoSummary run_dpo(const DpoRunConfig& config, const Json& resolved_config) {
   JsonlWriter metrics(run.file("metrics.jsonl"));
 
   Transformer model(mc);
-  const ParameterStore reference = params.clone();  // frozen
+  std::optional<ParameterStore> frozen;  // the reference (none for SimPO)
+  if (config.dpo.uses_reference()) frozen = params.clone();
+  const ParameterStore* reference = frozen ? &*frozen : nullptr;
   PolicyUpdater updater(model, params, config.optim);
   PairSampler sampler(pairs.size(), config.seed);
 
-  std::printf("dpo: %s, %lld parameters, %zu pairs from %s, beta %g, %lld steps of %lld pairs (%lld per "
+  std::printf("dpo: %s, %lld parameters, %zu pairs from %s, loss %s, beta %g, %lld steps of %lld pairs (%lld per "
               "micro-batch), run %s\n",
               config.init_checkpoint.empty() ? config.model_preset.c_str() : config.init_checkpoint.c_str(),
-              static_cast<long long>(mc.num_parameters()), pairs.size(), config.pairs.c_str(), config.dpo.beta,
+              static_cast<long long>(mc.num_parameters()), pairs.size(), config.pairs.c_str(),
+              config.dpo.loss_type.c_str(), config.dpo.beta,
               static_cast<long long>(total_steps), static_cast<long long>(config.batch_size),
               static_cast<long long>(config.micro_batch_size), run.path().c_str());
   std::fflush(stdout);

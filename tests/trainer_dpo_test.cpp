@@ -40,7 +40,7 @@ TEST(DpoStep, LossIsLogTwoAtTheReference) {
   DpoConfig cfg;
   cfg.beta = 0.5;
   const auto pairs = toy_pairs(81, 8);
-  const UpdateResult r = dpo_step(u, reference, pairs, cfg, 3, 10);  // 3 micro-batches: 3 + 3 + 2 pairs
+  const UpdateResult r = dpo_step(u, &reference, pairs, cfg, 3, 10);  // 3 micro-batches: 3 + 3 + 2 pairs
   EXPECT_NEAR(r.loss, std::log(2.0), 1e-6);
   EXPECT_NEAR(r.metrics.value("dpo_loss"), std::log(2.0), 1e-6);
   EXPECT_EQ(r.metrics.value("dpo_reward_margin"), 0.0);
@@ -49,7 +49,7 @@ TEST(DpoStep, LossIsLogTwoAtTheReference) {
   EXPECT_FALSE(same_bytes(params.flat(), reference.flat())) << "the policy moved";
   EXPECT_TRUE(same_bytes(reference.flat(), reference_before.flat())) << "the reference is frozen";
   // After the step the policy is ahead of its reference on these pairs.
-  const LossMetrics after = dpo_evaluate(model, params, reference, pairs, cfg, 4);
+  const LossMetrics after = dpo_evaluate(model, params, &reference, pairs, cfg, 4);
   EXPECT_LT(after.value("dpo_loss"), std::log(2.0));
   EXPECT_GT(after.value("dpo_reward_margin"), 0.0);
 }
@@ -66,7 +66,7 @@ TEST(DpoStep, OneAndFourMicroBatchesGiveTheSameStep) {
     OptimConfig oc;
     oc.grad_clip = 0;
     PolicyUpdater u(model, params, oc);
-    UpdateResult r = dpo_step(u, reference, pairs, DpoConfig{}, micro, 10);
+    UpdateResult r = dpo_step(u, &reference, pairs, DpoConfig{}, micro, 10);
     return std::pair{r, u.grads().clone()};
   };
   const auto [one, g1] = run(8);
@@ -89,14 +89,14 @@ TEST(DpoStep, RaisesTheMarginAndPairAccuracyOnAToyPreferenceSet) {
   DpoConfig cfg;
   cfg.beta = 0.5;
   const auto train = toy_pairs(85, 64), held_out = toy_pairs(86, 32);
-  const LossMetrics before = dpo_evaluate(model, params, reference, held_out, cfg, 16);
+  const LossMetrics before = dpo_evaluate(model, params, &reference, held_out, cfg, 16);
   constexpr int kSteps = 30, kBatch = 16;
   for (int step = 0; step < kSteps; ++step) {
     const std::span<const PreferencePair> batch(train.data() + (step * kBatch) % train.size(), kBatch);
-    ASSERT_FALSE(dpo_step(u, reference, batch, cfg, 8, kSteps).skipped);
+    ASSERT_FALSE(dpo_step(u, &reference, batch, cfg, 8, kSteps).skipped);
   }
-  const LossMetrics on_train = dpo_evaluate(model, params, reference, train, cfg, 16);
-  const LossMetrics on_held_out = dpo_evaluate(model, params, reference, held_out, cfg, 16);
+  const LossMetrics on_train = dpo_evaluate(model, params, &reference, train, cfg, 16);
+  const LossMetrics on_held_out = dpo_evaluate(model, params, &reference, held_out, cfg, 16);
   std::printf("held-out: loss %.4f -> %.4f, margin %.3f -> %.3f, accuracy %.2f -> %.2f (train accuracy %.2f)\n",
               before.value("dpo_loss"), on_held_out.value("dpo_loss"), before.value("dpo_reward_margin"),
               on_held_out.value("dpo_reward_margin"), before.value("dpo_accuracy"), on_held_out.value("dpo_accuracy"),
@@ -106,6 +106,58 @@ TEST(DpoStep, RaisesTheMarginAndPairAccuracyOnAToyPreferenceSet) {
   EXPECT_GT(on_train.value("dpo_reward_margin"), 0.5);
   EXPECT_GE(on_held_out.value("dpo_accuracy"), 0.8);
   EXPECT_LT(on_held_out.value("dpo_loss"), 0.5);
+}
+
+// Every preference loss (trainer/dpo_loss.h) learns the toy preference: SimPO without a reference at all.
+class DpoVariant : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(DpoVariant, LearnsTheToyPreference) {
+  const std::string variant = GetParam();
+  const ModelConfig mc = small_model_config();
+  const Transformer model(mc);
+  ParameterStore params = init_random(mc, 84);
+  const ParameterStore frozen = params.clone();
+  DpoConfig cfg;
+  cfg.beta = 0.5;
+  if (variant == "cdpo") cfg.label_smoothing = 0.1;
+  if (variant == "robust") cfg.loss_type = "robust", cfg.label_smoothing = 0.2;
+  if (variant == "ipo") cfg.loss_type = "ipo", cfg.beta = 0.1;
+  if (variant == "simpo") cfg.loss_type = "simpo", cfg.beta = 2.0, cfg.simpo_gamma = 0.5;
+  const ParameterStore* reference = cfg.uses_reference() ? &frozen : nullptr;
+  OptimConfig oc;
+  oc.lr = 3e-3;
+  PolicyUpdater u(model, params, oc);
+  const auto train = toy_pairs(85, 64), held_out = toy_pairs(86, 32);
+  const LossMetrics before = dpo_evaluate(model, params, reference, held_out, cfg, 16);
+  constexpr int kSteps = 30, kBatch = 16;
+  for (int step = 0; step < kSteps; ++step) {
+    const std::span<const PreferencePair> batch(train.data() + (step * kBatch) % train.size(), kBatch);
+    ASSERT_FALSE(dpo_step(u, reference, batch, cfg, 8, kSteps).skipped);
+  }
+  const LossMetrics after = dpo_evaluate(model, params, reference, held_out, cfg, 16);
+  std::printf("%s: held-out loss %.4f -> %.4f, margin %.3f -> %.3f, accuracy %.2f -> %.2f\n", variant.c_str(),
+              before.value("dpo_loss"), after.value("dpo_loss"), before.value("dpo_reward_margin"),
+              after.value("dpo_reward_margin"), before.value("dpo_accuracy"), after.value("dpo_accuracy"));
+  EXPECT_LT(after.value("dpo_loss"), before.value("dpo_loss"));
+  EXPECT_GT(after.value("dpo_reward_margin"), before.value("dpo_reward_margin") + 0.1);  // ipo: 0 -> 0.15
+  EXPECT_GE(after.value("dpo_accuracy"), 0.8);
+}
+
+INSTANTIATE_TEST_SUITE_P(DpoStep, DpoVariant, ::testing::Values("cdpo", "robust", "ipo", "simpo"),
+                         [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
+
+TEST(DpoStep, LossesWithAReferenceRefuseToRunWithoutOne) {
+  const ModelConfig mc = small_model_config();
+  const Transformer model(mc);
+  ParameterStore params = init_random(mc, 84);
+  PolicyUpdater u(model, params, OptimConfig{});
+  const auto pairs = toy_pairs(85, 4);
+  try {
+    dpo_step(u, nullptr, pairs, DpoConfig{}, 2, 1);
+    FAIL() << "sigmoid DPO ran without a reference";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("loss_type sigmoid needs the reference policy"), std::string::npos) << e.what();
+  }
 }
 
 TEST(DpoOnline, PairsFromRolloutGroupsTakeTheBestAndWorstResponse) {

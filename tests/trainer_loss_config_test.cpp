@@ -43,6 +43,13 @@ TEST(LossConfig, BadValuesNameTheirKey) {
   EXPECT_NE(error_for(R"({"advantage": {"estimator": "ppo"}})").find("algorithm.advantage.estimator"),
             std::string::npos);
   EXPECT_NE(error_for(R"({"dpo": {"beta": 0}})").find("algorithm.dpo.beta"), std::string::npos);
+  EXPECT_NE(error_for(R"({"dpo": {"loss_type": "hinge"}})").find("algorithm.dpo.loss_type: \"hinge\" is not one of"),
+            std::string::npos);
+  EXPECT_NE(error_for(R"({"dpo": {"label_smoothing": 0.5}})").find("algorithm.dpo.label_smoothing: must be in [0, 0.5)"),
+            std::string::npos);
+  EXPECT_NE(error_for(R"({"dpo": {"loss_type": "ipo", "label_smoothing": 0.1}})").find("ipo has no label smoothing"),
+            std::string::npos);
+  EXPECT_NE(error_for(R"({"dpo": {"simpo_gamma": -1}})").find("algorithm.dpo.simpo_gamma"), std::string::npos);
   EXPECT_NE(error_for(R"({"ppo": {"gamma": 1.5}})").find("algorithm.ppo.gamma"), std::string::npos);
   EXPECT_NE(error_for(R"({"name": "a2c"})").find("algorithm.name"), std::string::npos);
   EXPECT_NE(error_for(R"({"policy_loss": {"clip_lo": 0.1}})").find("'algorithm.policy_loss.clip_lo'"),

@@ -1,5 +1,6 @@
 #include "trainer/algorithm_config.h"
 
+#include <cmath>
 #include <initializer_list>
 
 #include "core/error.h"
@@ -102,7 +103,16 @@ void PpoConfig::validate(const std::string& where) const {
 }
 
 void DpoConfig::validate(const std::string& where) const {
-  RLCPP_CHECK(beta > 0, key_path(where, "beta") << ": must be positive, got " << beta);
+  RLCPP_CHECK(beta > 0 && std::isfinite(beta), key_path(where, "beta") << ": must be positive and finite, got "
+                                                                        << beta);
+  RLCPP_CHECK(loss_type == "sigmoid" || loss_type == "robust" || loss_type == "ipo" || loss_type == "simpo",
+              key_path(where, "loss_type") << ": \"" << loss_type << "\" is not one of sigmoid, robust, ipo, simpo");
+  RLCPP_CHECK(label_smoothing >= 0 && label_smoothing < 0.5,
+              key_path(where, "label_smoothing") << ": must be in [0, 0.5), got " << label_smoothing);
+  RLCPP_CHECK(loss_type != "ipo" || label_smoothing == 0,
+              key_path(where, "label_smoothing") << ": ipo has no label smoothing, got " << label_smoothing);
+  RLCPP_CHECK(simpo_gamma >= 0 && std::isfinite(simpo_gamma),
+              key_path(where, "simpo_gamma") << ": must be >= 0 and finite, got " << simpo_gamma);
 }
 
 void AlgorithmConfig::validate(const std::string& where) const {

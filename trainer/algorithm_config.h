@@ -134,12 +134,29 @@ struct PpoConfig {
   }
 };
 
+// The preference losses of TRL's DPOTrainer (loss_type) and CPOTrainer (SimPO), trainer/dpo_loss.h.
 struct DpoConfig {
   double beta = 0.1;
+  std::string loss_type = "sigmoid";  // "sigmoid" | "robust" | "ipo" | "simpo"
+  double label_smoothing = 0.0;       // sigmoid: cDPO; robust: rDPO; simpo: as sigmoid. In [0, 0.5)
+  double simpo_gamma = 0.5;           // simpo: the target reward margin gamma (TRL CPOConfig.simpo_gamma)
 
+  // Every loss but SimPO's compares the policy with a frozen reference.
+  bool uses_reference() const { return loss_type != "simpo"; }
   void validate(const std::string& where) const;
 
-  template <class V> void visit(V& v) { v("beta", beta, "DPO temperature on the log-ratio margin"); }
+  template <class V> void visit(V& v) {
+    v("beta", beta, "temperature on the margin (DPO/cDPO/rDPO: 0.1; IPO: the regulariser tau, target margin "
+                    "1/(2 beta); SimPO: 2.0 in its paper)");
+    v("loss_type", loss_type,
+      "\"sigmoid\" (DPO, -log sigmoid(beta z), z = summed log-ratio margin; with label_smoothing: cDPO), "
+      "\"robust\" (rDPO: unbiased under label noise label_smoothing), \"ipo\" ((z - 1/(2 beta))^2 on the "
+      "length-averaged log-ratios), \"simpo\" (reference-free: -log sigmoid(beta (mean logp chosen - mean logp "
+      "rejected) - simpo_gamma)); TRL's names");
+    v("label_smoothing", label_smoothing, "the assumed probability that a pair's preference is flipped, in [0, 0.5): "
+                                          "sigmoid/simpo (conservative DPO) and robust (rDPO)");
+    v("simpo_gamma", simpo_gamma, "simpo: target margin gamma (>= 0)");
+  }
 };
 
 struct AlgorithmConfig {

@@ -4,7 +4,8 @@
 // a mini-batch holds the pairs of ppo.mini_batch_size / group_size prompt groups (0 = all of the step's
 // pairs), ppo.micro_batch_size sequences (micro_batch_size / 2 pairs) go through each forward/backward, the
 // pairs are shuffled per epoch when ppo.shuffle, and ppo.epochs passes are made. A step without a pair makes
-// no update (dpo/pairs 0).
+// no update (dpo/pairs 0). algorithm.dpo.loss_type picks the preference loss (sigmoid, robust, ipo, or the
+// reference-free simpo: trainer/dpo_loss.h).
 #include <algorithm>
 
 #include "core/error.h"
@@ -16,7 +17,8 @@ namespace rlcpp {
 namespace {
 
 void dpo_update(UpdateContext& ctx, ScoredBatch& batch, PhaseTimer& timer, StepMetrics& out) {
-  RLCPP_CHECK(ctx.reference != nullptr, "dpo: algorithm.name \"dpo\" needs the reference policy");
+  RLCPP_CHECK(ctx.reference != nullptr || !ctx.algo.dpo.uses_reference(),
+              "dpo: loss_type " << ctx.algo.dpo.loss_type << " needs the reference policy");
   const std::vector<PreferencePair> pairs = timer.time(
       Phase::kAdvantage, [&] { return pairs_from_rollout(batch.samples, batch.scores, batch.group_ids); });
   out["dpo/pairs"] = static_cast<double>(pairs.size());
@@ -34,7 +36,7 @@ void dpo_update(UpdateContext& ctx, ScoredBatch& batch, PhaseTimer& timer, StepM
     for (const std::vector<size_t>& indices : mini_batch_plan(pairs.size(), plan_cfg, ctx.rng)) {
       mini.clear();
       for (size_t i : indices) mini.push_back(pairs[i]);
-      UpdateResult r = dpo_step(ctx.actor, *ctx.reference, mini, ctx.algo.dpo, micro_pairs, total_steps);
+      UpdateResult r = dpo_step(ctx.actor, ctx.reference, mini, ctx.algo.dpo, micro_pairs, total_steps);
       result.skipped += r.skipped ? 1 : 0;
       result.steps.push_back(std::move(r));
     }
@@ -55,10 +57,10 @@ void dpo_update(UpdateContext& ctx, ScoredBatch& batch, PhaseTimer& timer, StepM
 class Dpo final : public Algorithm {
  public:
   const char* name() const override { return "dpo"; }
-  AlgorithmNeeds needs(const AlgorithmConfig&) const override {
+  AlgorithmNeeds needs(const AlgorithmConfig& cfg) const override {
     AlgorithmNeeds n;
     n.old_logp = false;
-    n.reference = true;
+    n.reference = cfg.dpo.uses_reference();  // SimPO has none
     n.min_group_size = 2;  // a pair is two samples of one prompt
     return n;
   }

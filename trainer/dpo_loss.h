@@ -1,9 +1,16 @@
-// Direct Preference Optimization, sigmoid loss, against a frozen reference:
-//   s_i    = sum_{t in i} mask_t logp_t   (and r_i likewise from ref_logp)
-//   z      = beta ((s_c - r_c) - (s_j - r_j))    for a pair (chosen c, rejected j)
-//   loss   = sum over the micro-batch's pairs of -log sigmoid(z), divided by the pairs of the GLOBAL batch
-//   dL/dlogp_t = -beta sigmoid(-z) mask_t / num_pairs on the chosen tokens, the opposite on the rejected ones
-// Metrics (TRL's quantities): dpo_loss, dpo_reward_chosen (beta (s_c - r_c)), dpo_reward_rejected,
+// The preference losses against a frozen reference (TRL DPOTrainer loss_type) and without one (SimPO, TRL
+// CPOTrainer), for pairs (chosen c, rejected j) of sequences in the batch. Per sequence i:
+//   sum:  s_i = sum_t mask_t (logp_t - ref_logp_t)                        (sigmoid, robust)
+//   mean: s_i = sum_t mask_t (logp_t - ref_logp_t) / sum_t mask_t         (ipo)
+//         s_i = sum_t mask_t logp_t / sum_t mask_t                        (simpo: no reference)
+// z = s_c - s_j, eps = label_smoothing, and per pair
+//   sigmoid (DPO; cDPO with eps > 0):  -(1 - eps) log sigmoid(beta z) - eps log sigmoid(-beta z)
+//   robust (rDPO):                     (-(1 - eps) log sigmoid(beta z) + eps log sigmoid(-beta z)) / (1 - 2 eps)
+//   ipo:                               (z - 1 / (2 beta))^2
+//   simpo:                             as sigmoid, on u = beta z - simpo_gamma
+// loss = the micro-batch's pairs' sum divided by the pairs of the GLOBAL batch; dL/dlogp_t = dL/dz ds/dlogp_t
+// (mask_t, or mask_t / sum mask for the means) on the chosen tokens, the opposite on the rejected ones.
+// Metrics (TRL's quantities): dpo_loss, dpo_reward_chosen (beta s_c), dpo_reward_rejected,
 // dpo_reward_margin (chosen - rejected), dpo_accuracy (share of pairs with chosen reward > rejected reward).
 #pragma once
 
@@ -30,7 +37,7 @@ std::vector<DpoPair> pair_by_reward(std::span<const float> rewards, std::span<co
 struct DpoInputs {
   std::span<const int64_t> cu;      // (B+1) sequence offsets
   std::span<const float> logp;      // (T) current policy: the differentiated input
-  std::span<const float> ref_logp;  // (T) frozen reference
+  std::span<const float> ref_logp;  // (T) frozen reference; empty for simpo (cfg.uses_reference() false)
   std::span<const float> mask;      // (T)
   std::span<const DpoPair> pairs;   // pairs among this micro-batch's sequences
 };

@@ -63,16 +63,19 @@ std::vector<PreferencePair> pairs_from_rollout(const std::vector<RolloutSample>&
   return out;
 }
 
-UpdateResult dpo_step(PolicyUpdater& policy, const ParameterStore& reference, std::span<const PreferencePair> pairs,
+UpdateResult dpo_step(PolicyUpdater& policy, const ParameterStore* reference, std::span<const PreferencePair> pairs,
                       const DpoConfig& cfg, int64_t micro_batch_pairs, int64_t total_steps) {
   RLCPP_CHECK(!pairs.empty(), "dpo_step: no preference pairs");
+  RLCPP_CHECK(reference != nullptr || !cfg.uses_reference(), "dpo_step: loss_type " << cfg.loss_type
+                                                                 << " needs the reference policy");
   const std::vector<RolloutSample> samples = pair_samples(pairs);
   const std::vector<PackedRollout> micro = pair_micro_batches(samples, micro_batch_pairs);
   std::vector<std::vector<float>> ref_logp;
   std::vector<PackedBatch> batches;
   Activations ref_acts;
   for (const PackedRollout& p : micro) {
-    ref_logp.push_back(forward_logp(policy.model(), reference, p.batch, ref_acts));
+    ref_logp.push_back(cfg.uses_reference() ? forward_logp(policy.model(), *reference, p.batch, ref_acts)
+                                            : std::vector<float>{});
     batches.push_back(p.batch);
   }
   const double global_pairs = static_cast<double>(pairs.size());
@@ -83,14 +86,17 @@ UpdateResult dpo_step(PolicyUpdater& policy, const ParameterStore& reference, st
   return policy.step(batches, ForwardOptions{}, loss, total_steps);
 }
 
-LossMetrics dpo_evaluate(const Transformer& model, const ParameterStore& params, const ParameterStore& reference,
+LossMetrics dpo_evaluate(const Transformer& model, const ParameterStore& params, const ParameterStore* reference,
                          std::span<const PreferencePair> pairs, const DpoConfig& cfg, int64_t micro_batch_pairs) {
   RLCPP_CHECK(!pairs.empty(), "dpo_evaluate: no preference pairs");
+  RLCPP_CHECK(reference != nullptr || !cfg.uses_reference(), "dpo_evaluate: loss_type " << cfg.loss_type
+                                                                     << " needs the reference policy");
   const std::vector<RolloutSample> samples = pair_samples(pairs);
   LossMetrics metrics;
   Activations acts;
   for (const PackedRollout& p : pair_micro_batches(samples, micro_batch_pairs)) {
-    const std::vector<float> ref_logp = forward_logp(model, reference, p.batch, acts);
+    const std::vector<float> ref_logp =
+        cfg.uses_reference() ? forward_logp(model, *reference, p.batch, acts) : std::vector<float>{};
     const std::vector<float> logp = forward_logp(model, params, p.batch, acts);
     metrics.merge(micro_loss(p, logp, ref_logp, cfg, static_cast<double>(pairs.size())).metrics);
   }

@@ -30,11 +30,12 @@ std::vector<PreferencePair> pairs_from_rollout(const std::vector<RolloutSample>&
 // One optimizer step on `pairs` (the step's global batch), micro_batch_pairs pairs per forward/backward. The
 // step's metrics are dpo_loss, dpo_reward_chosen, dpo_reward_rejected, dpo_reward_margin, dpo_accuracy, all
 // measured before the update (at the policy the step starts from).
-UpdateResult dpo_step(PolicyUpdater& policy, const ParameterStore& reference, std::span<const PreferencePair> pairs,
+// reference: the frozen policy; null when the loss has none (cfg.uses_reference() false: SimPO).
+UpdateResult dpo_step(PolicyUpdater& policy, const ParameterStore* reference, std::span<const PreferencePair> pairs,
                       const DpoConfig& cfg, int64_t micro_batch_pairs, int64_t total_steps);
 
 // The same metrics for `params` without an update (a held-out preference set).
-LossMetrics dpo_evaluate(const Transformer& model, const ParameterStore& params, const ParameterStore& reference,
+LossMetrics dpo_evaluate(const Transformer& model, const ParameterStore& params, const ParameterStore* reference,
                          std::span<const PreferencePair> pairs, const DpoConfig& cfg, int64_t micro_batch_pairs);
 
 }  // namespace rlcpp

@@ -313,7 +313,10 @@ def sft_case(name, seed, agg, lengths=LENGTHS):
                                      "sft_nll": float(masked_mean(-lp.detach(), b.mask))}}}
 
 
-def dpo_case(name, seed, beta, pairs, lengths=(6, 4, 1, 8, 3, 5), global_pairs=None):
+def dpo_case(name, seed, beta, pairs, lengths=(6, 4, 1, 8, 3, 5), global_pairs=None, loss_type="sigmoid",
+             label_smoothing=0.0, simpo_gamma=0.5):
+    """TRL's DPOTrainer.dpo_loss (sigmoid, robust, ipo; IPO on length-averaged log-probs, as TRL averages
+    all_logps by the completion size for ipo) and CPOTrainer's simpo (reference-free, averaged, margin gamma)."""
     gen = torch.Generator().manual_seed(seed)
     b = Batch(lengths, gen, hole_prob=0.1)
     logp = rand_uniform(gen, b.T, -4.0, -0.05)
@@ -321,12 +324,29 @@ def dpo_case(name, seed, beta, pairs, lengths=(6, 4, 1, 8, 3, 5), global_pairs=N
     lp = b.pad(logp).requires_grad_(True)
     s = (lp * b.mask).sum(dim=-1)
     r = (b.pad(ref) * b.mask).sum(dim=-1)
+    if loss_type in ("ipo", "simpo"):
+        size = b.mask.sum(dim=-1).clamp(min=1.0)
+        s, r = s / size, r / size
+    if loss_type == "simpo":
+        r = torch.zeros_like(r)
     n = float(global_pairs if global_pairs is not None else len(pairs))
     chosen = torch.stack([beta * (s[c] - r[c]) for c, _ in pairs])
     rejected = torch.stack([beta * (s[j] - r[j]) for _, j in pairs])
-    loss = -F.logsigmoid(chosen - rejected).sum() / n
+    logits = (chosen - rejected) / beta  # the policy's log-ratio margin minus the reference's
+    ls = label_smoothing
+    if loss_type == "sigmoid":
+        losses = -F.logsigmoid(beta * logits) * (1 - ls) - F.logsigmoid(-beta * logits) * ls
+    elif loss_type == "robust":
+        losses = (-F.logsigmoid(beta * logits) * (1 - ls) + F.logsigmoid(-beta * logits) * ls) / (1 - 2 * ls)
+    elif loss_type == "ipo":
+        losses = (logits - 1 / (2 * beta)) ** 2
+    else:  # simpo, as TRL's CPOTrainer writes it
+        logits = logits - simpo_gamma / beta
+        losses = -F.logsigmoid(beta * logits) * (1 - ls) - F.logsigmoid(-beta * logits) * ls
+    loss = losses.sum() / n
     loss.backward()
-    return {"name": name, "kind": "dpo", "config": {"beta": beta}, "global_num_pairs": n,
+    config = {"beta": beta, "loss_type": loss_type, "label_smoothing": label_smoothing, "simpo_gamma": simpo_gamma}
+    return {"name": name, "kind": "dpo", "config": config, "global_num_pairs": n,
             "inputs": {"cu": b.cu, "logp": vec(logp), "ref_logp": vec(ref), "mask": vec(b.mask_flat),
                        "pairs": [list(p) for p in pairs]},
             "expected": {"loss": float(loss), "dlogp": vec(b.unpad(lp.grad)),
@@ -509,6 +529,15 @@ def all_cases():
     cases.append(dpo_case("dpo_beta_0.1", 170, 0.1, [(0, 1), (3, 2), (5, 4)]))
     cases.append(dpo_case("dpo_beta_0.5_micro_batch_of_global", 171, 0.5, [(1, 3), (4, 0)], global_pairs=6))
     cases.append(dpo_case("dpo_large_margin", 172, 8.0, [(0, 5), (2, 1)]))
+    cases.append(dpo_case("dpo_cdpo_label_smoothing", 173, 0.5, [(0, 1), (3, 2), (5, 4)], label_smoothing=0.1))
+    cases.append(dpo_case("dpo_robust", 174, 0.5, [(0, 1), (3, 2), (5, 4)], loss_type="robust",
+                          label_smoothing=0.2))
+    cases.append(dpo_case("dpo_ipo", 175, 0.1, [(0, 1), (3, 2), (5, 4)], loss_type="ipo"))
+    cases.append(dpo_case("dpo_ipo_micro_batch_of_global", 176, 0.5, [(1, 3), (4, 0)], loss_type="ipo",
+                          global_pairs=6))
+    cases.append(dpo_case("dpo_simpo", 177, 2.0, [(0, 1), (3, 2), (5, 4)], loss_type="simpo", simpo_gamma=0.5))
+    cases.append(dpo_case("dpo_simpo_label_smoothing", 178, 2.5, [(0, 5), (2, 1)], loss_type="simpo",
+                          simpo_gamma=1.0, label_smoothing=0.15))
     for est in ("k1", "k2", "k3"):
         cases.append(kl_case(f"kl_{est}", 180 + len(cases), est))
     cases.append(kl_case("kl_low_var_kl_alias", 185, "low_var_kl"))
