@@ -5,6 +5,20 @@
 
 namespace rlcpp {
 
+int64_t count_informative_groups(std::span<const float> scores, int64_t group_size) {
+  const size_t g = static_cast<size_t>(group_size);
+  RLCPP_CHECK(g >= 1 && scores.size() % g == 0,
+              "count_informative_groups: " << scores.size() << " scores are not whole groups of " << group_size);
+  int64_t informative = 0;
+  for (size_t first = 0; first < scores.size(); first += g)
+    for (size_t i = first + 1; i < first + g; ++i)
+      if (scores[i] != scores[first]) {
+        ++informative;
+        break;
+      }
+  return informative;
+}
+
 void filter_informative_groups(ScoredBatch& batch, int64_t group_size, const FilterGroupsConfig& cfg,
                                std::map<std::string, double>& metrics) {
   const size_t n = batch.samples.size();

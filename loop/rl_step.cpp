@@ -1,10 +1,12 @@
 #include "loop/rl_step.h"
 
 #include <cmath>
+#include <iterator>
 
 #include "core/error.h"
 #include "loop/consistency_probe.h"
 #include "loop/group_filter.h"
+#include "reward/overlong_penalty.h"
 #include "loop/mismatch.h"
 #include "loop/rollout_metrics.h"
 #include "loop/rollout_samples.h"
@@ -22,6 +24,12 @@ namespace {
 // Sampling seed of a step: distinct per step and run seed, so no two steps reuse Philox draws.
 uint64_t step_sampling_seed(uint64_t run_seed, int64_t step) {
   return run_seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(step);
+}
+
+// The seed of a step's refill draw (draw >= 1; draw 0 uses the step's seed): its prompt ids restart at 0, so
+// its seed must differ from every step's.
+uint64_t draw_sampling_seed(uint64_t run_seed, int64_t step, int64_t draw) {
+  return step_sampling_seed(run_seed, step) ^ (0xD1B54A32D192ED03ull * static_cast<uint64_t>(draw));
 }
 
 // Mean of every reward component over the batch (reward/<name>), plus the mean and std of the total.
@@ -96,6 +104,71 @@ void learn_from_batch(RlContext& ctx, ScoredBatch& batch, PhaseTimer& timer, Ste
   algorithm.update(update, batch, timer, out.metrics);
 }
 
+// One draw of prompt groups: phases 1 (rollout) and 2 (reward) on rollout.prompts_per_step fresh problems.
+struct Draw {
+  std::vector<Problem> problems;
+  RolloutResult rollout;
+  std::vector<RolloutSample> samples;
+  std::vector<RewardResult> rewards;
+};
+
+Draw draw_and_score(RlContext& ctx, uint64_t seed, PhaseTimer& timer) {
+  const TrainConfig& cfg = ctx.config;
+  Draw d;
+  // 1 rollout
+  Request request;
+  d.rollout = timer.time(Phase::kRollout, [&] {
+    for (int64_t p = 0; p < cfg.rollout.prompts_per_step; ++p) d.problems.push_back(ctx.task.sample_train(ctx.data_rng));
+    SamplingParams sampling = cfg.rollout.sampling;
+    sampling.seed = seed;
+    sampling.logprob_space = cfg.algorithm.logprob_space;
+    request = make_rollout_request(d.problems, ctx.tokenizer, cfg.rollout.group_size, sampling);
+    return ctx.rollout.generate(request);
+  });
+  check_sample_versions(d.rollout.samples, ctx.version);
+  d.samples = to_rollout_samples(request, d.rollout);
+
+  // 2 reward
+  d.rewards = timer.time(Phase::kReward, [&] {
+    std::vector<RewardQuery> queries;
+    for (const Sample& s : d.rollout.samples)
+      queries.push_back({&d.problems[static_cast<size_t>(s.prompt_index)], ctx.tokenizer.decode(s.tokens),
+                         s.finish_reason == FinishReason::kEos});
+    return ctx.reward.score(queries);
+  });
+  RLCPP_CHECK(d.rewards.size() == d.samples.size(), "reward: " << d.rewards.size() << " results for "
+                                                               << d.samples.size() << " samples");
+  if (cfg.reward.overlong_buffer.enabled) {  // DAPO's soft overlong punishment, on either reward's results
+    std::vector<int64_t> lengths;
+    for (const Sample& s : d.rollout.samples) lengths.push_back(static_cast<int64_t>(s.tokens.size()));
+    apply_overlong_penalty(d.rewards, lengths, cfg.rollout.sampling.max_new_tokens, cfg.reward.overlong_buffer);
+  }
+  return d;
+}
+
+// Appends a later draw to the step's first: its prompt indices follow the earlier ones; counters and times add
+// up (the draws ran one after another).
+void append_draw(Draw& all, Draw&& more) {
+  const int64_t offset = static_cast<int64_t>(all.problems.size());
+  for (Sample& s : more.rollout.samples) s.prompt_index += offset;
+  std::move(more.problems.begin(), more.problems.end(), std::back_inserter(all.problems));
+  std::move(more.rollout.samples.begin(), more.rollout.samples.end(), std::back_inserter(all.rollout.samples));
+  std::move(more.samples.begin(), more.samples.end(), std::back_inserter(all.samples));
+  std::move(more.rewards.begin(), more.rewards.end(), std::back_inserter(all.rewards));
+  RolloutStats& s = all.rollout.stats;
+  const RolloutStats& m = more.rollout.stats;
+  s.sequences += m.sequences;
+  s.generated_tokens += m.generated_tokens;
+  s.prefill_tokens += m.prefill_tokens;
+  s.prefill_tokens_saved += m.prefill_tokens_saved;
+  s.steps += m.steps;
+  s.preemptions += m.preemptions;
+  s.wall_s += m.wall_s;
+  s.forward_s += m.forward_s;
+  s.sample_s += m.sample_s;
+  s.schedule_s += m.schedule_s;
+}
+
 }  // namespace
 
 StepResult rl_step(RlContext& ctx, int64_t step, PhaseTimer& timer) {
@@ -103,36 +176,35 @@ StepResult rl_step(RlContext& ctx, int64_t step, PhaseTimer& timer) {
   const int64_t group = cfg.rollout.group_size;
   StepResult out;
 
-  // 1 rollout
-  std::vector<Problem> problems;
-  Request request;
-  RolloutResult rollout = timer.time(Phase::kRollout, [&] {
-    for (int64_t p = 0; p < cfg.rollout.prompts_per_step; ++p) problems.push_back(ctx.task.sample_train(ctx.data_rng));
-    SamplingParams sampling = cfg.rollout.sampling;
-    sampling.seed = step_sampling_seed(cfg.seed, step);
-    sampling.logprob_space = cfg.algorithm.logprob_space;
-    request = make_rollout_request(problems, ctx.tokenizer, group, sampling);
-    return ctx.rollout.generate(request);
-  });
-  check_sample_versions(rollout.samples, ctx.version);
+  // 1-2 rollout and reward; with refilled dynamic sampling (filter_groups.max_draws > 1) more draws of fresh
+  // prompt groups, each with its own sampling seed, until max_groups groups have a reward spread or the cap.
+  const FilterGroupsConfig& filter = cfg.filter_groups;
+  Draw drawn = draw_and_score(ctx, step_sampling_seed(cfg.seed, step), timer);
+  int64_t draws = 1;
+  const auto scores_of = [](const Draw& d) {
+    std::vector<float> scores;
+    for (const RewardResult& r : d.rewards) scores.push_back(static_cast<float>(r.total));
+    return scores;
+  };
+  if (filter.enabled && filter.max_draws > 1) {
+    while (count_informative_groups(scores_of(drawn), group) < filter.max_groups && draws < filter.max_draws) {
+      append_draw(drawn, draw_and_score(ctx, draw_sampling_seed(cfg.seed, step, draws), timer));
+      ++draws;
+    }
+    const int64_t informative = count_informative_groups(scores_of(drawn), group);
+    out.metrics["filter/draws"] = static_cast<double>(draws);
+    out.metrics["filter/cap_reached"] = informative < filter.max_groups ? 1.0 : 0.0;
+  }
+  std::vector<Problem>& problems = drawn.problems;
+  const RolloutResult& rollout = drawn.rollout;
+  std::vector<RewardResult>& rewards = drawn.rewards;
   ScoredBatch batch;
-  batch.samples = to_rollout_samples(request, rollout);
+  batch.samples = std::move(drawn.samples);
   batch.temperature = cfg.rollout.sampling.temperature > 0 ? cfg.rollout.sampling.temperature : 1.0f;
   if (cfg.algorithm.logprob_space == "sampled" && cfg.rollout.sampling.temperature > 0)
     batch.truncation = Truncation{cfg.rollout.sampling.top_k, cfg.rollout.sampling.top_p};
   for (const auto& [k, v] : rollout_metrics(rollout)) out.metrics[k] = v;
   out.metrics["rollout/policy_version"] = static_cast<double>(ctx.version);
-
-  // 2 reward
-  std::vector<RewardResult> rewards = timer.time(Phase::kReward, [&] {
-    std::vector<RewardQuery> queries;
-    for (const Sample& s : rollout.samples)
-      queries.push_back({&problems[static_cast<size_t>(s.prompt_index)], ctx.tokenizer.decode(s.tokens),
-                         s.finish_reason == FinishReason::kEos});
-    return ctx.reward.score(queries);
-  });
-  RLCPP_CHECK(rewards.size() == batch.samples.size(), "reward: " << rewards.size() << " results for "
-                                                                 << batch.samples.size() << " samples");
   add_reward_metrics(rewards, out.metrics);
   out.mean_reward = out.metrics["reward/mean"];
   for (size_t i = 0; i < batch.samples.size(); ++i) {

@@ -213,9 +213,15 @@ void TrainConfig::validate() const {
               "reinforce_pp_baseline) filter groups (algorithm.name is \"" << algorithm.name << "\"; a PPO critic and "
               "REINFORCE++'s batch-whitened returns learn from every group, DPO pairs skip tied groups): set "
               "filter_groups.enabled to false");
-  RLCPP_CHECK(filter_groups.max_groups >= 0 && filter_groups.max_groups <= rollout.prompts_per_step,
-              "config key 'filter_groups.max_groups': must be in [0, rollout.prompts_per_step "
-                  << rollout.prompts_per_step << "], got " << filter_groups.max_groups);
+  RLCPP_CHECK(filter_groups.max_draws >= 1 && filter_groups.max_draws <= 1000,
+              "config key 'filter_groups.max_draws': must be in [1, 1000], got " << filter_groups.max_draws);
+  RLCPP_CHECK(filter_groups.max_draws == 1 || (filter_groups.enabled && filter_groups.max_groups > 0),
+              "config key 'filter_groups.max_draws': refilling (" << filter_groups.max_draws << " draws) needs "
+              "filter_groups.enabled and a filter_groups.max_groups > 0 to fill");
+  const int64_t drawable = rollout.prompts_per_step * filter_groups.max_draws;
+  RLCPP_CHECK(filter_groups.max_groups >= 0 && filter_groups.max_groups <= drawable,
+              "config key 'filter_groups.max_groups': must be in [0, rollout.prompts_per_step x "
+              "filter_groups.max_draws = " << drawable << "], got " << filter_groups.max_groups);
   const int64_t batch = update_batch_size();
   RLCPP_CHECK(ppo.mini_batch_size == 0 || ppo.mini_batch_size % rollout.group_size == 0,
               "config key 'ppo.mini_batch_size': " << ppo.mini_batch_size << " must hold whole groups of "
@@ -224,6 +230,7 @@ void TrainConfig::validate() const {
                                                                                  << " is larger than the rollout "
                                                                                     "batch of "
                                                                                  << batch);
+  reward.overlong_buffer.validate("reward.overlong_buffer", rollout.sampling.max_new_tokens);
   algorithm.validate("algorithm");
   ppo.validate("ppo");
   optim.validate();

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "reward/overlong_penalty.h"
 #include "reward/remote_reward.h"
 #include "reward/task.h"
 
@@ -13,10 +14,12 @@ namespace rlcpp {
 struct RewardConfig {
   std::string type = "local";
   RemoteRewardConfig remote;
+  OverlongBufferConfig overlong_buffer;  // applied by the controller on top of either (it knows the lengths)
 
   template <class V> void visit(V& v) {
     v("type", type, "local (the task's scorer) | remote (a reward server, see reward/README.md)");
     v("remote", remote, "reward server settings, used when type is remote");
+    v("overlong_buffer", overlong_buffer, "DAPO's soft overlong punishment (reward/overlong_penalty.h)");
   }
 };
 

@@ -172,6 +172,65 @@ INSTANTIATE_TEST_SUITE_P(LoopAlgorithms, NewAlgorithm,
                          ::testing::Values("gspo", "cispo", "reinforce_pp", "reinforce_pp_baseline"),
                          [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
+// Refilled dynamic sampling (filter_groups.max_draws) and DAPO's overlong punishment, in one run from the SFT'd
+// policy: 16 prompts a draw, 14 informative groups wanted, at most 4 draws a step.
+TEST(LoopAlgorithms, RefilledDynamicSamplingDrawsUntilMaxGroupsAndOverlongResponsesArePenalised) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_algorithms_refill_test";
+  fs::remove_all(root);
+  TrainConfig c = from_sft_policy(root, "grpo");
+  c.rollout.prompts_per_step = 16;
+  c.filter_groups.enabled = true;
+  c.filter_groups.max_groups = 14;
+  c.filter_groups.max_draws = 4;
+  c.ppo.mini_batch_size = 0;
+  c.reward.overlong_buffer.enabled = true;
+  c.reward.overlong_buffer.len = 4;  // of max_new_tokens 6: a 3-token response ("12<eos>") loses 0.25
+  c.steps = 6;
+  const TrainSummary s = run_train(c, config_to_json(c));
+  const std::vector<Json> m = read_jsonl(fs::path(s.run_dir) / "metrics.jsonl");
+  ASSERT_EQ(m.size(), 6u);
+  int refilled = 0;
+  for (const Json& j : m) {
+    const double draws = j["filter/draws"].get<double>();
+    EXPECT_GE(draws, 1);
+    EXPECT_LE(draws, 4);
+    refilled += draws > 1;
+    // Each draw is 16 prompts of 4: the rollout grew with the draws.
+    EXPECT_EQ(j["rollout/generated_tokens"].get<double>() > 0, true);
+    if (j["filter/cap_reached"].get<double>() == 0) {
+      EXPECT_EQ(j["filter/kept_groups"].get<double>(), 14) << "step " << j["step"];
+      EXPECT_GE(j["filter/informative_groups"].get<double>(), 14) << "step " << j["step"];
+    } else {
+      EXPECT_EQ(draws, 4) << "step " << j["step"];
+      EXPECT_LT(j["filter/informative_groups"].get<double>(), 14) << "step " << j["step"];
+    }
+    EXPECT_LE(j["reward/overlong_penalty"].get<double>(), 0.0);
+    EXPECT_GE(j["reward/overlong"].get<double>(), 0.0);
+  }
+  // The SFT'd policy has a spread in 11-16 of 16 groups (measured): about half the steps need a second draw.
+  EXPECT_GE(refilled, 2);
+  EXPECT_LT(window_mean(m, "reward/overlong_penalty", 0, 6), 0.0);  // two-digit sums reach into the buffer
+
+  // Greedy sampling gives each group n equal answers: no group ever has a spread, every step stops at its cap
+  // and trains on nothing.
+  TrainConfig r = small_run(root / "random", small_train_checkpoint(root / "init"));
+  r.rollout.prompts_per_step = 8;
+  r.rollout.group_size = 4;
+  r.filter_groups = c.filter_groups;
+  r.filter_groups.max_groups = 4;
+  r.filter_groups.max_draws = 3;
+  r.rollout.sampling.temperature = 0;
+  r.ppo.mini_batch_size = 0;
+  r.steps = 2;
+  const TrainSummary rs = run_train(r, config_to_json(r));
+  for (const Json& j : read_jsonl(fs::path(rs.run_dir) / "metrics.jsonl")) {
+    EXPECT_EQ(j["filter/draws"].get<double>(), 3);
+    EXPECT_EQ(j["filter/cap_reached"].get<double>(), 1);
+    EXPECT_EQ(j["filter/skipped_update"].get<double>(), 1);
+    EXPECT_EQ(j["filter/informative_groups"].get<double>(), 0);
+  }
+}
+
 std::string config_error(const std::function<void(Json&)>& edit) {
   Json j = config_to_json(TrainConfig{});
   edit(j);

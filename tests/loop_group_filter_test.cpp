@@ -70,6 +70,15 @@ TEST(GroupFilter, RefusesABatchThatIsNotPromptMajor) {
   EXPECT_THROW(filter_informative_groups(odd, 2, FilterGroupsConfig{true, 0}, m), Error);
 }
 
+TEST(GroupFilter, CountsGroupsWithASpread) {
+  const std::vector<float> scores = {1, 1, 0, 0, 0, 1, 0.5f, 0.5f};
+  EXPECT_EQ(count_informative_groups(scores, 2), 1);
+  EXPECT_EQ(count_informative_groups(scores, 4), 2);
+  EXPECT_EQ(count_informative_groups(scores, 1), 0);
+  EXPECT_EQ(count_informative_groups(scores, 8), 1);
+  EXPECT_THROW(count_informative_groups(scores, 3), Error);
+}
+
 TEST(GroupFilter, ConfigChecksNameTheirKeys) {
   TrainConfig c;
   c.filter_groups.enabled = true;
@@ -84,7 +93,25 @@ TEST(GroupFilter, ConfigChecksNameTheirKeys) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("filter_groups.max_groups"), std::string::npos) << e.what();
   }
-  c.filter_groups.max_groups = 0;
+  // With refill, max_groups may reach over several draws' prompts.
+  c.filter_groups.max_draws = 2;
+  EXPECT_NO_THROW(c.validate());
+  EXPECT_EQ(c.update_batch_size(), 129 * 8);
+  c.filter_groups.max_groups = 257;
+  auto error_of_validate = [&] {
+    try {
+      c.validate();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("<no error>");
+  };
+  EXPECT_NE(error_of_validate().find("x filter_groups.max_draws = 256], got 257"), std::string::npos);
+  c.filter_groups.max_groups = 0;  // refill needs a target
+  EXPECT_NE(error_of_validate().find("'filter_groups.max_draws': refilling (2 draws) needs"), std::string::npos);
+  c.filter_groups.max_draws = 0;
+  EXPECT_NE(error_of_validate().find("'filter_groups.max_draws': must be in [1, 1000], got 0"), std::string::npos);
+  c.filter_groups.max_draws = 1;
   EXPECT_EQ(c.update_batch_size(), 128 * 8);
   c.algorithm = algorithm_defaults("ppo");
   try {
