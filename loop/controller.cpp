@@ -128,6 +128,14 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
       reference = load_reference_checkpoint(run.path());
     }
   }
+  // On-policy distillation's teacher, in the trainer's numerics (its vocabulary and context were checked with the
+  // config).
+  std::optional<ParameterStore> teacher;
+  std::unique_ptr<Transformer> teacher_model;
+  if (needs.teacher_logp) {
+    teacher = load_model_checkpoint(config.algorithm.distill.teacher);
+    teacher_model = std::make_unique<Transformer>(teacher->config(), config.trainer_numerics());
+  }
   std::unique_ptr<Critic> critic;
   if (needs.critic) critic = std::make_unique<Critic>(params, config);
   const CriticState* critic_ckpt = critic ? &critic->state : nullptr;
@@ -160,7 +168,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
     rollout = make_colocated_rollout(rollout_model, params, config.rollout.engine, state.policy_version);
   RlContext ctx{config, *task, *reward, tok, model, params, reference ? &*reference : nullptr,
                 actor, *rollout, data_rng, update_rng, state.policy_version, critic ? &critic->updater : nullptr,
-                same_numerics ? nullptr : &rollout_model};
+                same_numerics ? nullptr : &rollout_model, teacher_model.get(), teacher ? &*teacher : nullptr};
 
   std::printf("train: %s, %s, %lld parameters, task %s, %lld steps of %lld prompts x %lld, placement %s, "
               "numerics rollout %s / trainer %s, run %s\n",

@@ -88,8 +88,16 @@ void learn_from_batch(RlContext& ctx, ScoredBatch& batch, PhaseTimer& timer, Ste
     for (size_t i = 0; i < batch.samples.size(); ++i) batch.samples[i].old_logp = std::move(old_logp[i]);
   }
 
-  // 4 reference log-probs, only when a KL term needs them
-  if (needs.ref_logp) {
+  // 4 reference log-probs, only when a KL term needs them; the teacher's, for distillation
+  if (needs.teacher_logp) {
+    RLCPP_CHECK(ctx.teacher != nullptr && ctx.teacher_model != nullptr,
+                "rl_step: " << cfg.algorithm.name << " needs the teacher (algorithm.distill.teacher)");
+    std::vector<std::vector<float>> teacher = timer.time(Phase::kRefLogprob, [&] {
+      return compute_response_logp(*ctx.teacher_model, *ctx.teacher, batch.samples, micro, batch.temperature,
+                                   batch.truncation);
+    });
+    for (size_t i = 0; i < batch.samples.size(); ++i) batch.samples[i].ref_logp = std::move(teacher[i]);
+  } else if (needs.ref_logp) {
     RLCPP_CHECK(ctx.reference != nullptr, "rl_step: " << cfg.algorithm.name << " needs the reference policy");
     std::vector<std::vector<float>> ref = timer.time(Phase::kRefLogprob, [&] {
       return compute_response_logp(ctx.model, *ctx.reference, batch.samples, micro, batch.temperature,

@@ -38,6 +38,9 @@ struct RlContext {
   // The policy's model in the rollout engine's numerics (dtype, quantisation): the probe scores with it. Null
   // when the roles' numerics are the same (then `model` serves).
   const Transformer* rollout_model = nullptr;
+  // On-policy distillation (needs().teacher_logp): the teacher's model and weights (algorithm.distill.teacher).
+  const Transformer* teacher_model = nullptr;
+  const ParameterStore* teacher = nullptr;
 };
 
 struct StepResult {

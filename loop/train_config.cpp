@@ -71,14 +71,21 @@ ModelNumerics TrainConfig::trainer_numerics() const {
   return make_numerics(trainer.dtype, "none", true, "trainer.dtype", "trainer.quantization");
 }
 
+namespace {
+
+// The model config of the checkpoint directory a config key names; the error names the key.
+ModelConfig checkpoint_model_config(const std::string& dir, const char* key) {
+  RLCPP_CHECK(std::filesystem::is_directory(dir),
+              "config key '" << key << "': '" << dir << "' is not a checkpoint directory (it does not exist or is "
+                             << "not a directory)");
+  const std::string path = dir + "/config.json";
+  return model_config_from_hf_json(load_json_file(path), path);
+}
+
+}  // namespace
+
 ModelConfig TrainConfig::policy_model_config() const {
-  const auto of_checkpoint = [](const std::string& dir, const char* key) {
-    RLCPP_CHECK(std::filesystem::is_directory(dir),
-                "config key '" << key << "': '" << dir << "' is not a checkpoint directory (it does not exist or is "
-                               << "not a directory)");
-    const std::string path = dir + "/config.json";
-    return model_config_from_hf_json(load_json_file(path), path);
-  };
+  const auto of_checkpoint = checkpoint_model_config;
   if (!init_checkpoint.empty()) return of_checkpoint(init_checkpoint, "init_checkpoint");
   if (!warm_start.enabled) return rlcpp::model_preset(model_preset);
   const SftConfig& sft = warm_start.sft;
@@ -232,6 +239,21 @@ void TrainConfig::validate() const {
                                                                                  << batch);
   reward.overlong_buffer.validate("reward.overlong_buffer", rollout.sampling.max_new_tokens);
   algorithm.validate("algorithm");
+  if (needs.teacher_logp) {  // the teacher scores the student's tokens: the same vocabulary, room for them
+    RLCPP_CHECK(!algorithm.distill.teacher.empty(),
+                "config key 'algorithm.distill.teacher': give the teacher's checkpoint directory (e.g. an SFT run's "
+                "last checkpoint: runs/sft_add3/checkpoints/step_3000)");
+    const ModelConfig teacher = checkpoint_model_config(algorithm.distill.teacher, "algorithm.distill.teacher");
+    RLCPP_CHECK(!teacher.value_head && teacher.vocab_size == policy.vocab_size &&
+                    teacher.max_position_embeddings >= policy.max_position_embeddings,
+                "config key 'algorithm.distill.teacher': " << algorithm.distill.teacher << " is "
+                    << (teacher.value_head ? "a critic (value head)" : "a model of vocab_size " +
+                        std::to_string(teacher.vocab_size) + " and context " +
+                        std::to_string(teacher.max_position_embeddings))
+                    << "; the student has vocab_size " << policy.vocab_size << " and context "
+                    << policy.max_position_embeddings << " (the teacher needs the same vocabulary and at least "
+                    << "that context)");
+  }
   ppo.validate("ppo");
   optim.validate();
   if (needs.critic) {

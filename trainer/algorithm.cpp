@@ -17,14 +17,16 @@ const Algorithm& reinforce_pp_algorithm();
 const Algorithm& reinforce_pp_baseline_algorithm();
 const Algorithm& ppo_algorithm();
 const Algorithm& dpo_algorithm();
+const Algorithm& distill_algorithm();
 
 namespace {
 
 // An explicit table, not self-registration: a static library drops object files nothing refers to.
-const std::array<const Algorithm*, 7>& registry() {
-  static const std::array<const Algorithm*, 7> all = {
-      &grpo_algorithm(), &gspo_algorithm(), &cispo_algorithm(), &reinforce_pp_algorithm(),
-      &reinforce_pp_baseline_algorithm(), &ppo_algorithm(), &dpo_algorithm()};
+const std::array<const Algorithm*, 8>& registry() {
+  static const std::array<const Algorithm*, 8> all = {
+      &grpo_algorithm(),         &gspo_algorithm(),       &cispo_algorithm(),
+      &reinforce_pp_algorithm(), &reinforce_pp_baseline_algorithm(), &ppo_algorithm(),
+      &dpo_algorithm(),          &distill_algorithm()};
   return all;
 }
 

@@ -12,6 +12,7 @@
 // | reinforce_pp_baseline | score - group mean, batch-whitened         | PPO-clip                             |
 // | ppo                   | GAE on a critic's values                   | critic, then PPO-clip                |
 // | dpo                   | one chosen/rejected pair per prompt group  | DPO against the frozen reference     |
+// | distill               | -(logp - teacher logp) per token           | PPO-clip, or the reverse KL as a loss |
 #pragma once
 
 #include <cstdint>
@@ -38,6 +39,7 @@ struct AlgorithmNeeds {
   bool old_logp = true;        // phase old_logprob: the batch scored by the policy the update starts from
   bool reference = false;      // a frozen copy of the initial policy (saved at the start, read back on resume)
   bool ref_logp = false;       // phase ref_logprob: the batch scored by the reference (a KL term)
+  bool teacher_logp = false;   // phase ref_logprob by algorithm.distill.teacher instead, into ref_logp
   bool critic = false;         // a value-head model trained beside the policy
   bool group_advantages = false;  // its advantages are relative to the prompt's group (filter_groups applies)
   int64_t min_group_size = 1;  // rollout.group_size must be at least this

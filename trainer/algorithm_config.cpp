@@ -115,6 +115,14 @@ void DpoConfig::validate(const std::string& where) const {
               key_path(where, "simpo_gamma") << ": must be >= 0 and finite, got " << simpo_gamma);
 }
 
+void DistillConfig::validate(const std::string& where) const {
+  RLCPP_CHECK(mode == "advantage" || mode == "loss",
+              key_path(where, "mode") << ": \"" << mode << "\" is not one of advantage, loss");
+  RLCPP_CHECK(coef > 0 && std::isfinite(coef), key_path(where, "coef") << ": must be positive and finite, got "
+                                                                        << coef);
+  parse_kl_estimator(kl_estimator, key_path(where, "kl_estimator"));
+}
+
 void AlgorithmConfig::validate(const std::string& where) const {
   const Algorithm& algorithm = find_algorithm(name, key_path(where, "name"));
   RLCPP_CHECK(logprob_space == "full" || logprob_space == "sampled",
@@ -127,6 +135,7 @@ void AlgorithmConfig::validate(const std::string& where) const {
   policy_loss.validate(key_path(where, "policy_loss"));
   ppo.validate(key_path(where, "ppo"));
   dpo.validate(key_path(where, "dpo"));
+  distill.validate(key_path(where, "distill"));
   algorithm.validate(*this, where.empty() ? "algorithm" : where);
 }
 

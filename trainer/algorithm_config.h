@@ -159,6 +159,29 @@ struct DpoConfig {
   }
 };
 
+// On-policy distillation (algorithm.name "distill", trainer/algorithm_distill.cpp): a teacher scores the
+// student's own samples; the per-token reverse KL, log p_student - log p_teacher at each sampled token, is the
+// negative advantage (mode "advantage", as Thinking Machines' on-policy distillation) or a KL loss term (mode
+// "loss", the teacher in the place of the reference of a verl KL loss).
+struct DistillConfig {
+  std::string teacher;             // the teacher's checkpoint directory (same vocabulary as the student)
+  std::string mode = "advantage";  // "advantage" | "loss"
+  double coef = 1.0;               // scale of the reverse KL (the advantage's, or the loss term's coefficient)
+  std::string kl_estimator = "k2";  // mode "loss": k2's gradient is the reverse KL's own on the student's samples
+
+  void validate(const std::string& where) const;
+
+  template <class V> void visit(V& v) {
+    v("teacher", teacher, "distill: the teacher's checkpoint directory (its vocabulary must be the student's)");
+    v("mode", mode, "\"advantage\": each token's advantage is -coef (log p_student - log p_teacher), trained with "
+                    "the PPO-clip loss; \"loss\": coef x the reverse-KL estimate kl_estimator in the loss, no "
+                    "advantage");
+    v("coef", coef, "scale of the per-token reverse KL (> 0)");
+    v("kl_estimator", kl_estimator, "mode loss: \"k1\", \"k2\" or \"k3\" of KL(student || teacher); k2's "
+                                    "gradient is the unbiased reverse-KL gradient on the student's own samples");
+  }
+};
+
 struct AlgorithmConfig {
   std::string name = "grpo";  // a registered Algorithm (trainer/algorithm.h)
   std::string logprob_space = "full";  // "full" | "sampled": which distribution rollout and trainer score
@@ -166,12 +189,13 @@ struct AlgorithmConfig {
   PolicyLossConfig policy_loss;
   PpoConfig ppo;
   DpoConfig dpo;
+  DistillConfig distill;
 
   void validate(const std::string& where) const;
 
   template <class V> void visit(V& v) {
-    v("name", name, "\"grpo\", \"gspo\", \"cispo\", \"reinforce_pp\", \"reinforce_pp_baseline\", \"ppo\" or "
-                    "\"dpo\" (trainer/README.md); sets the defaults of the keys below");
+    v("name", name, "\"grpo\", \"gspo\", \"cispo\", \"reinforce_pp\", \"reinforce_pp_baseline\", \"ppo\", "
+                    "\"dpo\" or \"distill\" (trainer/README.md); sets the defaults of the keys below");
     v("logprob_space", logprob_space,
       "\"full\": rollout and trainer log-probs under the whole tempered distribution (what every framework "
       "does); \"sampled\": under the top-k / top-p truncated distribution the tokens were drawn from, the "
@@ -180,6 +204,7 @@ struct AlgorithmConfig {
     v("policy_loss", policy_loss, "policy loss");
     v("ppo", ppo, "PPO: GAE and the critic's loss");
     v("dpo", dpo, "DPO");
+    v("distill", distill, "on-policy distillation from a teacher checkpoint");
   }
 };
 
