@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "loop/controller.h"
 #include "model/model_config.h"
+#include "trainer/algorithm.h"
 
 namespace rlcpp::bench {
 
@@ -62,6 +63,11 @@ TrainConfig step_config(const StepBenchOptions& o, const std::string& placement,
     throw Error(recipe + ": " + e.what());
   }
   c.run_dir = run_dir;
+  // Distillation's teacher: a random model of the policy's shape (the step costs the same as a trained one's).
+  if (!algorithm.empty() && find_algorithm(algorithm).needs(c.algorithm).teacher_logp) {
+    c.algorithm.distill.teacher = run_dir + "_teacher";
+    save_model_checkpoint(c.algorithm.distill.teacher, init_random(model_preset(o.preset), 2), /*overwrite=*/true);
+  }
   c.init_checkpoint.clear();
   c.warm_start.enabled = false;
   c.model_preset = o.preset;
