@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "core/tensorboard.h"
 #include "core/json_input.h"
 #include "core/metrics.h"
 #include "core/process_memory.h"
@@ -156,7 +157,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
     rollout_checkpoint = run.checkpoint_dir(0);  // the worker starts from it; also a resume point
     save_train_checkpoint(rollout_checkpoint, params, actor.optimizer(), state, critic_ckpt, tokenizer_files_saved);
   }
-  JsonlWriter metrics_log(run.file("metrics.jsonl"));
+  MetricsLog metrics_log(run.path(), config.logging);
   JsonlWriter samples_log(run.file("samples.jsonl"));
   std::unique_ptr<RolloutBackend> rollout;
   if (config.rollout.placement == "split")

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/tensorboard.h"
 #include "core/metrics.h"
 #include "core/philox.h"
 #include "loop/evaluation.h"
@@ -88,7 +89,7 @@ DpoSummary run_dpo(const DpoRunConfig& config, const Json& resolved_config) {
   const int64_t total_steps = config.steps > 0 ? config.steps : config.epochs * batches_per_epoch;
 
   RunDir run = RunDir::create_with_config(config.run_dir, resolved_config);
-  JsonlWriter metrics(run.file("metrics.jsonl"));
+  MetricsLog metrics(run.path(), config.logging);
 
   Transformer model(mc);
   std::optional<ParameterStore> frozen;  // the reference (none for SimPO)

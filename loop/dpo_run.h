@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/config.h"
+#include "core/tensorboard.h"
 #include "reward/task_config.h"
 #include "trainer/algorithm_config.h"
 #include "trainer/optim_config.h"
@@ -34,6 +35,7 @@ struct DpoRunConfig {
   int64_t eval_every = 0;          // steps; 0 = only at the end
   int64_t checkpoint_every = 0;    // steps; 0 = only at the end
   int64_t log_every = 10;
+  LoggingConfig logging;
 
   void validate() const;
   template <class V> void visit(V& v) {
@@ -55,6 +57,7 @@ struct DpoRunConfig {
     v("eval_every", eval_every, "evaluation period in steps (0 = at the end only)");
     v("checkpoint_every", checkpoint_every, "checkpoint period in steps (0 = at the end only)");
     v("log_every", log_every, "step line period");
+    v("logging", logging, "metrics sinks besides metrics.jsonl");
   }
 };
 

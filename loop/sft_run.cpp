@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/tensorboard.h"
 #include "core/metrics.h"
 #include "core/philox.h"
 #include "loop/evaluation.h"
@@ -65,7 +66,7 @@ SftSummary run_sft(const SftConfig& config, const Json& resolved_config) {
   std::unique_ptr<Task> task = make_task_for(config.task, tok);
   // The run directory only once the model, its tokenizer and the task are known to be good.
   RunDir run = RunDir::create_with_config(config.run_dir, resolved_config);
-  JsonlWriter metrics(run.file("metrics.jsonl"));
+  MetricsLog metrics(run.path(), config.logging);
   PolicyUpdater updater(model, params, config.optim);
   PhiloxStream data_rng(config.seed, /*stream=*/1);
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/config.h"
+#include "core/tensorboard.h"
 #include "model/chat_template.h"
 #include "reward/task_config.h"
 #include "trainer/optim_config.h"
@@ -27,6 +28,7 @@ struct SftConfig {
   int64_t eval_size = 1000;  // held-out problems (greedy)
   int64_t checkpoint_every = 0;  // steps; 0 = only at the end
   int64_t log_every = 25;
+  LoggingConfig logging;
 
   void validate() const;
   template <class V> void visit(V& v) {
@@ -45,6 +47,7 @@ struct SftConfig {
     v("eval_size", eval_size, "held-out problems per evaluation");
     v("checkpoint_every", checkpoint_every, "checkpoint period in steps (0 = at the end only)");
     v("log_every", log_every, "step line period");
+    v("logging", logging, "metrics sinks besides metrics.jsonl");
   }
 };
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/config.h"
+#include "core/tensorboard.h"
 #include "loop/consistency_probe_config.h"
 #include "loop/group_filter.h"
 #include "loop/sft_run.h"
@@ -181,6 +182,7 @@ struct TrainConfig {
   int64_t checkpoint_keep_last = 0;  // newest step checkpoints kept; 0 = all
   int64_t samples_per_step = 4;  // lines of samples.jsonl per step
   int64_t log_every = 1;
+  LoggingConfig logging;
 
   TrainConfig();
   void validate() const;
@@ -235,6 +237,7 @@ struct TrainConfig {
       "keep only the newest N step checkpoints, deleting older ones after each save (0 = keep all)");
     v("samples_per_step", samples_per_step, "samples written to samples.jsonl per step");
     v("log_every", log_every, "step line period");
+    v("logging", logging, "metrics sinks besides metrics.jsonl");
   }
 };
 

@@ -186,9 +186,15 @@ TEST(LoopAlgorithms, RefilledDynamicSamplingDrawsUntilMaxGroupsAndOverlongRespon
   c.reward.overlong_buffer.enabled = true;
   c.reward.overlong_buffer.len = 4;  // of max_new_tokens 6: a 3-token response ("12<eos>") loses 0.25
   c.steps = 6;
+  c.logging.tensorboard = true;
   const TrainSummary s = run_train(c, config_to_json(c));
   const std::vector<Json> m = read_jsonl(fs::path(s.run_dir) / "metrics.jsonl");
   ASSERT_EQ(m.size(), 6u);
+  // logging.tensorboard: one events file beside metrics.jsonl (its format is core_tensorboard_test's).
+  int event_files = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(s.run_dir) / "tensorboard"))
+    event_files += e.path().filename().string().rfind("events.out.tfevents.", 0) == 0 && e.file_size() > 1000;
+  EXPECT_EQ(event_files, 1);
   int refilled = 0;
   for (const Json& j : m) {
     const double draws = j["filter/draws"].get<double>();
