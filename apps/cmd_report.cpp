@@ -5,7 +5,8 @@
 
 #include "apps/commands.h"
 #include "bench/bench_common.h"
-#include "loop/run_report.h"
+#include "loop/start_ledger.h"
+#include "report/run_report.h"
 
 namespace rlcpp::cli {
 
@@ -32,6 +33,7 @@ Command add_report_command(CLI::App& app) {
     ReportOptions o = *options;
     o.plot_script = bench::source_dir() + "/scripts/plot_report.py";
     o.python = report_python();
+    o.measure_machine = measure_machine_figures;
     const ReportFiles files = write_run_report(o);
     std::printf("report: %s\n", files.report.c_str());
     for (const std::string& png : files.plots) std::printf("  %s\n", png.c_str());

@@ -1,4 +1,4 @@
-// Measured peaks of this machine, the yardsticks of the run ledger (loop/ledger.h): the FLOP/s the model's own
+// Measured peaks of this machine, the yardsticks of the run ledger (report/ledger.h): the FLOP/s the model's own
 // matrix product reaches (MFU is achieved FLOP/s over this) and the memory bandwidth of a large copy (a decode
 // step that reads every weight once cannot beat weight bytes over this). CPU figures: ops::matmul is OpenBLAS
 // sgemm on every thread, the copy runs on every OpenMP thread.

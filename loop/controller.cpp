@@ -13,7 +13,7 @@
 #include "loop/evaluation.h"
 #include "loop/rl_step.h"
 #include "loop/run_dir.h"
-#include "loop/run_ledger.h"
+#include "loop/start_ledger.h"
 #include "loop/sft_run.h"
 #include "loop/train_checkpoint.h"
 #include "model/checkpoint.h"

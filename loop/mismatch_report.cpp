@@ -10,7 +10,7 @@
 #include <memory>
 
 #include "core/error.h"
-#include "loop/shell_command.h"
+#include "report/shell_command.h"
 #include "loop/mismatch_report_markdown.h"
 
 namespace rlcpp {

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "model/checkpoint.h"
 
 namespace rlcpp {
 
@@ -91,23 +92,7 @@ std::string RunDir::checkpoint_dir(int64_t step) const {
   return path_ + "/checkpoints/step_" + std::to_string(step);
 }
 
-std::string RunDir::latest_checkpoint() const {
-  int64_t best = -1;
-  std::string best_path;
-  for (const auto& entry : fs::directory_iterator(fs::path(path_) / "checkpoints")) {
-    const std::string name = entry.path().filename().string();
-    if (!entry.is_directory() || name.rfind("step_", 0) != 0) continue;
-    if (!fs::exists(entry.path() / "model.safetensors") || !fs::exists(entry.path() / "config.json")) continue;
-    try {
-      size_t used = 0;
-      int64_t step = std::stoll(name.substr(5), &used);
-      if (used != name.size() - 5) continue;  // step_12.tmp-... is an unfinished write
-      if (step > best) best = step, best_path = entry.path().string();
-    } catch (const std::exception&) {
-    }
-  }
-  return best_path;
-}
+std::string RunDir::latest_checkpoint() const { return latest_step_checkpoint(path_ + "/checkpoints"); }
 
 void RunDir::write_config(const Json& resolved) const { write_json_file_atomic(file("config.json"), resolved); }
 

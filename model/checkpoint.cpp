@@ -238,6 +238,25 @@ void check_weights_can_hold(const fs::path& dir, const ModelConfig& config, cons
 
 }  // namespace
 
+std::string latest_step_checkpoint(const std::string& dir) {
+  int64_t best = -1;
+  std::string best_path;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_directory() || name.rfind("step_", 0) != 0) continue;
+    if (!fs::exists(entry.path() / kWeightsFile) || !fs::exists(entry.path() / kConfigFile)) continue;
+    try {
+      size_t used = 0;
+      int64_t step = std::stoll(name.substr(5), &used);
+      if (used != name.size() - 5) continue;  // step_12.tmp-... is an unfinished write
+      if (step > best) best = step, best_path = entry.path().string();
+    } catch (const std::exception&) {
+    }
+  }
+  return best_path;
+}
+
 ParameterStore load_model_checkpoint(const std::string& dir) {
   const fs::path d = normalized_dir(dir);
   const std::string config_path = (d / kConfigFile).string();

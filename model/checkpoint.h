@@ -28,4 +28,8 @@ void save_model_checkpoint(const std::string& dir, const ParameterStore& params,
 // rejects.
 ParameterStore load_model_checkpoint(const std::string& dir);
 
+// The newest complete checkpoint among DIR/step_N/ (config.json and model.safetensors present; a step_N.tmp-*
+// or step_N.partial of an unfinished write is not one), or "" when there is none or DIR does not exist.
+std::string latest_step_checkpoint(const std::string& dir);
+
 }  // namespace rlcpp

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Draws the plots of `rlcpp report`: plot_report.py PLOT_DATA_JSON OUT_DIR.
 
-PLOT_DATA_JSON is written by rlcpp (loop/run_report.cpp): {"runs": [series, ...]}, every series computed there,
+PLOT_DATA_JSON is written by rlcpp (report/run_report.cpp): {"runs": [series, ...]}, every series computed there,
 null where a step lacks a figure. This script only draws, one PNG per figure, every run on the same axes
 (labelled by its run directory's name), and prints the files it wrote. Needs matplotlib (Debian's
 python3-matplotlib, installed by scripts/ensure_deps.sh); runs headless.

@@ -18,7 +18,7 @@
 
 #include "app_test_support.h"
 #include "core/config.h"
-#include "loop/run_report.h"
+#include "report/run_report.h"
 
 namespace rlcpp {
 namespace {

@@ -445,7 +445,7 @@ TEST_F(WorkerProcessFault, SplitRolloutReportsTheWorkersOwnError) {
     FAIL() << "a worker with block_size 0 must not start";
   } catch (const Error& e) {
     const std::string what = e.what();
-    EXPECT_TRUE(contains(what, "could not start: engine config: block_size must be >= 1, got 0")) << what;
+    EXPECT_TRUE(contains(what, "could not start: engine config: block_size must be in [1, 1048576], got 0")) << what;
     EXPECT_TRUE(contains(what, "(the worker exited with status 1)")) << what;
   }
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 20);

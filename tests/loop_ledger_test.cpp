@@ -1,4 +1,4 @@
-// The run ledger (loop/ledger.h): every formula against a hand computation for W1 and W2
+// The run ledger (report/ledger.h): every formula against a hand computation for W1 and W2
 // (../shared/BENCHMARKS.md), ratios against given measurements, "—" for what was not measured; the machine
 // yardsticks (kernels/machine_peaks.h) and the /proc/self/status reader (core/process_memory.h) behind it.
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 
 #include "core/process_memory.h"
 #include "kernels/machine_peaks.h"
-#include "loop/ledger.h"
+#include "report/ledger.h"
 #include "model/parameters.h"
 
 namespace rlcpp {

@@ -1,4 +1,4 @@
-#include "loop/shell_command.h"
+#include "report/shell_command.h"
 
 #include <sys/wait.h>
 

@@ -1,4 +1,4 @@
-#include "loop/run_records.h"
+#include "report/run_records.h"
 
 #include <filesystem>
 #include <fstream>

@@ -1,4 +1,4 @@
-#include "loop/ledger.h"
+#include "report/ledger.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "loop/run_report.h"
+#include "report/run_report.h"
 
 #include <array>
 #include <cmath>
@@ -10,9 +10,9 @@
 #include <sys/wait.h>
 
 #include "core/error.h"
-#include "loop/shell_command.h"
-#include "loop/report_markdown.h"
-#include "loop/run_ledger.h"
+#include "report/shell_command.h"
+#include "report/report_markdown.h"
+#include "report/run_ledger.h"
 
 namespace rlcpp {
 
@@ -164,7 +164,7 @@ ReportFiles write_run_report(const ReportOptions& options) {
     r.model = run_model_config(r.records);
     const MachineFigures own = run_machine_figures(r.records);
     if (!measured_here && (!std::isfinite(own.matmul_peak_flops) || !std::isfinite(own.copy_bandwidth))) {
-      here = measure_machine_figures();
+      if (options.measure_machine) here = options.measure_machine();
       measured_here = true;
     }
     r.machine_measured_at_report = !std::isfinite(own.matmul_peak_flops) || !std::isfinite(own.copy_bandwidth);

@@ -24,6 +24,14 @@ namespace rlcpp {
 
 constexpr double kNotMeasured = std::numeric_limits<double>::quiet_NaN();
 
+// The machine's yardsticks a run measured at its start (loop/start_ledger.h), read back by `rlcpp report`.
+struct MachineFigures {
+  int64_t matmul_size = 1024;  // M = N = K of the fp32 matmul timed
+  double matmul_peak_flops = kNotMeasured;
+  int64_t copy_bytes = int64_t{64} << 20;  // buffer copied
+  double copy_bandwidth = kNotMeasured;    // bytes/s, read + write
+};
+
 // What a run measured; kNotMeasured where it did not (yet).
 struct LedgerFigures {
   double parameters = kNotMeasured;               // counted in the parameter store

@@ -1,13 +1,11 @@
-#include "loop/run_ledger.h"
+#include "report/run_ledger.h"
 
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 
 #include "core/error.h"
-#include "core/process_memory.h"
-#include "kernels/machine_peaks.h"
-#include "loop/run_dir.h"
+#include "model/checkpoint.h"
 
 namespace rlcpp {
 
@@ -42,21 +40,11 @@ double ratio(double a, double b) { return std::isfinite(a) && std::isfinite(b) &
 
 }  // namespace
 
-MachineFigures measure_machine_figures() {
-  MachineFigures m;
-  m.matmul_peak_flops = measure_matmul_flops(m.matmul_size, m.matmul_size, m.matmul_size, 5);
-  m.copy_bandwidth = measure_copy_bandwidth(m.copy_bytes, 5);
-  return m;
-}
-
-void start_run_ledger(const std::string& run_dir, const ParameterStore& params, const LedgerDtypes& dtypes) {
-  // Memory first: the measurement's buffers (64 MiB twice) are freed after it, and the peak is reset past them.
-  const ProcessMemory memory = read_process_memory();
-  const MachineFigures machine = measure_machine_figures();
-  reset_peak_rss();
+void write_start_ledger(const std::string& run_dir, const ParameterStore& params, int64_t peak_rss_bytes,
+                        const MachineFigures& machine, const LedgerDtypes& dtypes) {
   LedgerFigures figures;
   figures.parameters = static_cast<double>(params.numel());
-  if (memory.peak_rss_bytes >= 0) figures.resident_bytes = static_cast<double>(memory.peak_rss_bytes);
+  if (peak_rss_bytes >= 0) figures.resident_bytes = static_cast<double>(peak_rss_bytes);
   figures.matmul_peak_flops = machine.matmul_peak_flops;
   figures.memory_bandwidth = machine.copy_bandwidth;
   const std::vector<LedgerLine> lines = build_ledger(params.config(), figures, dtypes);
@@ -80,7 +68,7 @@ ModelConfig run_model_config(const RunRecords& run) {
     return model_config_from_hf_json(run.ledger["model"], run.dir + "/ledger.json: model");
   const fs::path checkpoints = fs::path(run.dir) / "checkpoints";
   if (fs::is_directory(checkpoints)) {
-    const std::string newest = RunDir::open_existing(run.dir).latest_checkpoint();
+    const std::string newest = latest_step_checkpoint(run.dir + "/checkpoints");
     if (!newest.empty()) {
       const std::string path = newest + "/config.json";
       return model_config_from_hf_json(load_json_file(path), path);

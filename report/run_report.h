@@ -1,15 +1,16 @@
 // `rlcpp report RUN_DIR [RUN_DIR...]`: report.md and plots/*.png of one run, or of several overlaid. The C++
-// side reads the runs (loop/run_records.h), computes every series and the ledger (loop/run_ledger.h), writes
+// side reads the runs (report/run_records.h), computes every series and the ledger (report/run_ledger.h), writes
 // OUT/plots/plot_data.json and report.md, then runs scripts/plot_report.py (matplotlib) on the data file; the
 // script only draws.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "core/config.h"
-#include "loop/ledger.h"
-#include "loop/run_records.h"
+#include "report/ledger.h"
+#include "report/run_records.h"
 
 namespace rlcpp {
 
@@ -18,6 +19,9 @@ struct ReportOptions {
   std::string out_dir;                // "" = the run's own directory (one run only)
   std::string plot_script;            // scripts/plot_report.py
   std::string python = "/usr/bin/python3";
+  // This machine's yardsticks, for a run whose ledger.json has none (null: those ledger lines stay "—"). The
+  // CLI passes loop/start_ledger.h's measure_machine_figures.
+  std::function<MachineFigures()> measure_machine;
 };
 
 struct ReportFiles {

@@ -1,5 +1,5 @@
-// A `rlcpp train` run directory read back for reports (loop/run_report.h): config.json, metrics.jsonl (one
-// object per step), samples.jsonl and the ledger.json written when the run started (loop/run_ledger.h).
+// A `rlcpp train` run directory read back for reports (report/run_report.h): config.json, metrics.jsonl (one
+// object per step), samples.jsonl and the ledger.json written when the run started (report/run_ledger.h).
 #pragma once
 
 #include <string>

@@ -1,4 +1,4 @@
-#include "loop/report_markdown.h"
+#include "report/report_markdown.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "core/metrics.h"
-#include "loop/run_report.h"
+#include "report/run_report.h"
 
 namespace rlcpp {
 

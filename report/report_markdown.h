@@ -1,12 +1,12 @@
-// report.md of `rlcpp report` (loop/run_report.h): a summary table, the plots with how to read them, where a
-// step's time goes, and each run's ledger (loop/ledger.h).
+// report.md of `rlcpp report` (report/run_report.h): a summary table, the plots with how to read them, where a
+// step's time goes, and each run's ledger (report/ledger.h).
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "loop/ledger.h"
-#include "loop/run_records.h"
+#include "report/ledger.h"
+#include "report/run_records.h"
 #include "model/model_config.h"
 
 namespace rlcpp {

@@ -1,0 +1,200 @@
+#include "rollout/worker_main.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <thread>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "model/checkpoint.h"
+#include "model/init.h"
+#include "model/numerics.h"
+
+namespace rlcpp {
+
+namespace {
+
+// SIGTERM and SIGINT become readable events on a signalfd that the serve loop polls with its socket, so a
+// signal ends the loop between messages (or between engine steps) instead of interrupting it anywhere.
+// Blocked before any thread starts, so every thread inherits the mask.
+int block_stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  RLCPP_CHECK(pthread_sigmask(SIG_BLOCK, &set, nullptr) == 0, "worker: cannot block SIGTERM/SIGINT");
+  const int fd = signalfd(-1, &set, SFD_CLOEXEC);
+  RLCPP_CHECK(fd >= 0, "worker: signalfd failed");
+  return fd;
+}
+
+// A stop signal during start-up (loading a large checkpoint, packing its weights) ends the process at once:
+// nothing is bound or written yet, so there is nothing to clean up. Watching ends when start-up does; from then
+// on the serve loop reads the signalfd. The watcher only polls it, so a signal it did not act on stays pending.
+class StartupStopWatch {
+ public:
+  explicit StartupStopWatch(int stop_fd) : done_fd_(eventfd(0, EFD_CLOEXEC)) {
+    RLCPP_CHECK(done_fd_ >= 0, "worker: eventfd failed");
+    thread_ = std::thread([this, stop_fd] {
+      pollfd fds[2] = {{stop_fd, POLLIN, 0}, {done_fd_, POLLIN, 0}};
+      while (::poll(fds, 2, -1) < 0 && errno == EINTR) {
+      }
+      if ((fds[0].revents & POLLIN) && !(fds[1].revents & POLLIN)) {
+        std::printf("%s\n", Json{{"event", "stopped"}, {"served", 0}, {"during", "start-up"}}.dump().c_str());
+        std::fflush(stdout);
+        std::_Exit(0);
+      }
+    });
+  }
+  void finished() {
+    if (!thread_.joinable()) return;
+    const uint64_t one = 1;
+    (void)!::write(done_fd_, &one, sizeof one);
+    thread_.join();
+    ::close(done_fd_);
+  }
+  ~StartupStopWatch() { finished(); }
+
+ private:
+  int done_fd_;
+  std::thread thread_;
+};
+
+
+
+// Loads the model, listens (or connects) and serves until shutdown or SIGTERM; returns the exit status.
+int serve_worker(WorkerProcessConfig& a, const WeightFeedFactory& make_weights) {
+  RLCPP_CHECK(a.bind.empty() || a.connect.empty(), "worker: give --bind or --connect, not both");
+  RLCPP_CHECK(a.checkpoint.empty() != a.preset.empty(), "worker: give a checkpoint directory or --preset");
+  // At least a header's room; at most 64 GiB (ZeroMQ's frame cap is twice it, and a generate request is tokens).
+  RLCPP_CHECK(a.max_message_mib >= 1 && a.max_message_mib <= 65536,
+              "worker: --max-message-mib must be in [1, 65536], got " << a.max_message_mib);
+  a.worker.limits.max_message_bytes = static_cast<int64_t>(a.max_message_mib * (1 << 20));
+  RLCPP_CHECK(!a.curve_key.empty() || (a.curve_clients.empty() && a.curve_server.empty()),
+              "worker: --curve-clients and --curve-server need --curve-key, this worker's own key pair (rlcpp keys)");
+  if (!a.curve_key.empty()) a.worker.curve.keys = load_curve_key_file(a.curve_key);
+  for (const std::string& file : a.curve_clients) a.worker.curve.clients.push_back(load_curve_public_key(file));
+  if (!a.curve_server.empty()) a.worker.curve.server_public = load_curve_public_key(a.curve_server);
+  if (!a.inject_fault.empty()) a.worker.fault_hook = parse_fault(a.inject_fault);
+  const int stop_fd = block_stop_signals();
+  StartupStopWatch startup(stop_fd);
+  ParameterStore params = a.checkpoint.empty() ? init_random(model_preset(a.preset), a.init_seed)
+                                               : load_model_checkpoint(a.checkpoint);
+  const Transformer model(params.config(), make_numerics(a.dtype, a.quantization, a.batch_invariant,
+                                                         "worker --dtype", "worker --quantization"));
+  // Declared before the sockets' owners, so that on every way out (a failed bind, an exception while serving)
+  // they are closed before the context's destructor waits for them.
+  zmq::context_t context;
+  // Admits the --curve-clients keys on the sockets bound with CURVE; outlives them (declared after the context).
+  std::optional<ZapHandler> zap;
+  if (a.worker.curve.configured()) a.worker.curve.zap = &zap.emplace(context);
+  WorkerService service(model, params, a.worker, a.policy_version);
+  std::string endpoint;
+  if (!a.connect.empty()) {
+    service.connect(context, a.connect);
+    endpoint = a.connect;
+  } else {
+    std::string bind = a.bind;
+    if (bind.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(a.run_dir, ec);
+      RLCPP_CHECK(!ec && std::filesystem::is_directory(a.run_dir),
+                  "worker: --run-dir '" << a.run_dir << "' cannot be made a directory"
+                                        << (ec ? ": " + ec.message() : std::string(" (a file is there)")));
+      bind = "ipc://" + a.run_dir + "/worker.ipc";
+    }
+    endpoint = service.bind(context, bind);
+  }
+  // Weights published by the trainer replace the live ones between requests; the engine keeps a reference
+  // to the store it reads, so the previous one is released only after the swap.
+  std::unique_ptr<WeightFeed> weights;
+  auto live = std::make_shared<ParameterStore>(params);
+  ServeControl control{nullptr, stop_fd};
+  if (a.exit_with_parent) control.parent = getppid();
+  std::string weights_endpoint;
+  if (!a.weights.empty()) {
+    weights = make_weights(context, a.weights, params.config(), a.policy_version, a.worker.curve);
+    weights_endpoint = weights->endpoint();
+    control.extra_socket = &weights->socket();
+    control.on_extra = [&]() {
+      weights->receive([&](ParameterStore w, int64_t version) {
+        auto next = std::make_shared<ParameterStore>(std::move(w));
+        service.engine().set_weights(*next, version);
+        live = next;
+      });
+    };
+  }
+  startup.finished();
+  // One JSON line a launcher can wait for.
+  std::printf("%s\n", Json{{"event", a.connect.empty() ? "listening" : "connected"},
+                           {"weights_endpoint", weights_endpoint},
+                           {"endpoint", endpoint},
+                           {"pid", static_cast<int64_t>(getpid())},
+                           {"kv_bytes_per_token", service.engine().kv_bytes_per_token()},
+                           {"num_blocks", service.engine().num_blocks()}}
+                          .dump()
+                          .c_str());
+  std::fflush(stdout);
+  const int64_t served = service.serve(control);
+  if (!weights_endpoint.empty() && weights_endpoint.rfind("ipc://", 0) == 0) {
+    std::error_code ignored;
+    std::filesystem::remove(weights_endpoint.substr(6), ignored);
+  }
+  if (a.connect.empty() && endpoint.rfind("ipc://", 0) == 0) {
+    std::error_code ignored;  // the socket file of a bound ipc endpoint; a later bind would replace it anyway
+    std::filesystem::remove(endpoint.substr(6), ignored);
+  }
+  std::printf("%s\n", Json{{"event", "stopped"}, {"served", served}}.dump().c_str());
+  close(stop_fd);
+  return 0;
+}
+
+}  // namespace
+
+std::function<void(int64_t, int64_t)> parse_fault(const std::string& spec) {
+  const size_t a = spec.find(':'), b = spec.find(':', a == std::string::npos ? a : a + 1);
+  RLCPP_CHECK(a != std::string::npos && b != std::string::npos,
+              "worker: --inject-fault '" << spec << "': expected ACTION:REQUEST:STEP, e.g. kill:3:2");
+  const std::string action = spec.substr(0, a);
+  RLCPP_CHECK(action == "kill" || action == "stop" || action == "exit",
+              "worker: --inject-fault '" << spec << "': action '" << action << "', expected kill, stop or exit");
+  int64_t request = 0, step = 0;
+  try {
+    request = std::stoll(spec.substr(a + 1, b - a - 1));
+    step = std::stoll(spec.substr(b + 1));
+  } catch (const std::exception&) {
+    RLCPP_FAIL("worker: --inject-fault '" << spec << "': REQUEST and STEP must be integers");
+  }
+  RLCPP_CHECK(request >= 1 && step >= 1, "worker: --inject-fault '" << spec << "': REQUEST and STEP count from 1");
+  return [=](int64_t r, int64_t s) {
+    if (r != request || s != step) return;
+    std::fprintf(stderr, "worker: injected fault '%s' at request %lld step %lld\n", spec.c_str(),
+                 static_cast<long long>(r), static_cast<long long>(s));
+    if (action == "exit") _exit(3);
+    raise(action == "kill" ? SIGKILL : SIGSTOP);
+  };
+}
+
+int run_worker_process(WorkerProcessConfig& config, const WeightFeedFactory& weights) {
+  try {
+    return serve_worker(config, weights);
+  } catch (const std::exception& e) {
+    // A worker that cannot serve (a port in use, a bad engine setting) says why on stdout too, as the JSON
+    // line its launcher reads in place of "listening" (loop/worker_process.h); then it fails as any command.
+    std::printf("%s\n", Json{{"event", "error"}, {"message", e.what()}}
+                            .dump(-1, ' ', false, Json::error_handler_t::replace)
+                            .c_str());
+    std::fflush(stdout);
+    throw;
+  }
+}
+
+}  // namespace rlcpp

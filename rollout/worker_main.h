@@ -1,0 +1,60 @@
+// The `rlcpp worker` process around a WorkerService (rollout/worker_service.h): loads the model, listens or
+// connects, serves until `shutdown`, SIGTERM/SIGINT or its parent's death, and tells its launcher what happened
+// in one JSON line each — {"event": "listening" | "connected", "endpoint", "weights_endpoint", "pid",
+// "kv_bytes_per_token", "num_blocks"}, {"event": "stopped", "served"} or {"event": "error", "message"}
+// (loop/worker_process.h reads them). Signals are read from a signalfd the serve loop polls, so a stop ends the
+// loop between messages; a stop during start-up ends the process at once. The ipc socket files it bound are
+// removed on the way out.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/curve.h"
+#include "model/parameters.h"
+#include "rollout/worker_service.h"
+
+namespace rlcpp {
+
+// What `rlcpp worker`'s options set (apps/cmd_worker.cpp documents each).
+struct WorkerProcessConfig {
+  std::string checkpoint, preset, bind, connect, weights, run_dir = "runs/worker", inject_fault;
+  std::string curve_key, curve_server;      // a .key and a .pub file (core/curve.h)
+  std::vector<std::string> curve_clients;  // .pub files
+  uint64_t init_seed = 1;
+  int64_t policy_version = 0;
+  double max_message_mib = 1024;
+  std::string dtype = "fp32", quantization = "none";
+  bool batch_invariant = true;
+  bool exit_with_parent = false;
+  WorkerOptions worker;
+};
+
+// New weights the serve loop polls together with its request socket: the trainer's weight-sync subscriber.
+// rollout/ does not include weightsync/ (DESIGN.md's table), so the caller adapts its subscriber to this.
+class WeightFeed {
+ public:
+  virtual ~WeightFeed() = default;
+  virtual zmq::socket_t& socket() = 0;
+  virtual std::string endpoint() const = 0;
+  // Serves what arrived without waiting; calls install(weights, version) for each complete, verified version.
+  virtual void receive(const std::function<void(ParameterStore, int64_t)>& install) = 0;
+};
+// Binds a feed at `endpoint` for a model of `config` now at `version`, with the worker's CURVE keys.
+using WeightFeedFactory = std::function<std::unique_ptr<WeightFeed>(
+    zmq::context_t& context, const std::string& endpoint, const ModelConfig& config, int64_t version,
+    const CurveOptions& curve)>;
+
+// The process: returns its exit status (0 after a clean stop). Any error is printed as the "error" event line and
+// rethrown. `weights` is called when config.weights names an endpoint.
+int run_worker_process(WorkerProcessConfig& config, const WeightFeedFactory& weights);
+
+// `--inject-fault ACTION:REQUEST:STEP` (tests of the trainer's fault handling): after engine step STEP of the
+// REQUEST-th generate request the process ends abruptly (kill: SIGKILL to itself; exit: _exit(3), no cleanup)
+// or hangs alive (stop: SIGSTOP to itself, until someone sends SIGCONT or SIGKILL).
+std::function<void(int64_t, int64_t)> parse_fault(const std::string& spec);
+
+}  // namespace rlcpp
