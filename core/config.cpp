@@ -10,9 +10,13 @@
 
 namespace rlcpp {
 
-Json load_json_file(const std::string& path) {
+void check_not_directory(const std::string& path, const std::string& what) {
   std::error_code ec;
-  RLCPP_CHECK(!std::filesystem::is_directory(path, ec), "'" << path << "' is a directory, not a JSON file");
+  RLCPP_CHECK(!std::filesystem::is_directory(path, ec), path << ": is a directory, not " << what);
+}
+
+Json load_json_file(const std::string& path) {
+  check_not_directory(path, "a JSON file");
   std::ifstream in(path);
   RLCPP_CHECK(in.good(), "cannot open JSON file '" << path << "'");
   std::stringstream ss;

@@ -167,6 +167,10 @@ template <class C> std::vector<std::string> config_doc(const C& cfg) {
   return lines;
 }
 
+// Throws "PATH: is a directory, not WHAT" when `path` names a directory (reading one as a file fails obscurely:
+// an ifstream opens it, and reads nothing or -1 bytes).
+void check_not_directory(const std::string& path, const std::string& what);
+
 // Reads a JSON file; the error names the file and the parse position.
 Json load_json_file(const std::string& path);
 

@@ -4,6 +4,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "core/config.h"
 #include "core/error.h"
 #include "core/json_input.h"
 #include "loop/evaluation.h"
@@ -86,6 +87,7 @@ PromptLine parse_prompt_line(const std::string& line, const std::string& where, 
 }
 
 std::vector<PromptLine> read_prompt_lines(const std::string& path, const Tokenizer& tok) {
+  check_not_directory(path, "a JSONL file of prompts");
   std::ifstream in(path);
   RLCPP_CHECK(in.good(), "cannot open prompts file '" << path << "'");
   const RequestLimits limits;

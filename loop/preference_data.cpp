@@ -31,6 +31,7 @@ std::vector<int32_t> encode_field(const Tokenizer& tok, const std::string& text,
 }  // namespace
 
 std::vector<PreferenceRecord> read_preference_jsonl(const std::string& path) {
+  check_not_directory(path, "a JSONL file of preference pairs");
   std::ifstream in(path);
   RLCPP_CHECK(in.good(), path << ": cannot open the preference pairs file");
   std::vector<PreferenceRecord> out;

@@ -19,9 +19,17 @@ namespace {
 
 Json rng_json(const PhiloxStream& rng) { return {{"index", rng.index()}, {"buffered", rng.buffered()}}; }
 
+// A stream index past 2^48 blocks (10^15 draws of 4 words: years of steps) is no state a run left: an edited or
+// corrupt state.json, which would silently change every later draw.
+constexpr uint64_t kMaxRngIndex = uint64_t{1} << 48;
+
 void restore_rng(const Json& j, PhiloxStream& rng, const std::string& where) {
-  RLCPP_CHECK(j.is_object() && j.contains("index") && j.contains("buffered"),
-              where << ": expected {\"index\", \"buffered\"}, got " << j.dump());
+  RLCPP_CHECK(j.is_object() && j.contains("index") && j.contains("buffered") && j["index"].is_number_unsigned() &&
+                  j["buffered"].is_number_integer(),
+              where << ": expected {\"index\": a non-negative integer, \"buffered\": an integer}, got " << j.dump());
+  RLCPP_CHECK(j["index"].get<uint64_t>() <= kMaxRngIndex,
+              where << ": index " << j["index"].get<uint64_t>() << " is past 2^48, more than any run draws (an edited "
+                    << "or corrupt state.json)");
   rng.restore(j["index"].get<uint64_t>(), j["buffered"].get<int>());
 }
 

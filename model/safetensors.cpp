@@ -128,9 +128,7 @@ DType safetensors_dtype(const std::string& name, const std::string& where) {
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {
-  std::error_code ec;
-  RLCPP_CHECK(!std::filesystem::is_directory(path, ec), path << ": is a directory or not a regular file, not a "
-                                                              << "safetensors file");
+  check_not_directory(path, "a safetensors file");
   std::ifstream in(path, std::ios::binary);
   RLCPP_CHECK(in.good(), path << ": cannot open safetensors file");
   in.seekg(0, std::ios::end);

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <unordered_map>
 
+#include "core/config.h"
 #include "core/error.h"
 #include "core/json_input.h"
 #include "reward/split_hash.h"
@@ -84,6 +85,7 @@ void check_messages(const Json& messages, const std::string& where, const std::s
 
 std::vector<Problem> load_jsonl_problems(const std::string& path, const std::string& charset,
                                          const ScorerSpec& scorer) {
+  check_not_directory(path, "a JSONL dataset file");
   std::ifstream in(path, std::ios::binary);
   RLCPP_CHECK(in, "dataset file '" << path << "' cannot be opened");
   std::vector<Problem> problems;

@@ -140,7 +140,7 @@ TEST_F(InputChecks, CheckpointFilesThatAreDirectoriesAreNamed) {
   fs::remove(dir_ / "weights_dir" / "model.safetensors");
   fs::create_directory(dir_ / "weights_dir" / "model.safetensors");
   expect_error(run_cli("eval " + (dir_ / "weights_dir").string() + " --n 2"),
-               (dir_ / "weights_dir" / "model.safetensors").string() + ": is a directory or not a regular file", "weights as a directory");
+               (dir_ / "weights_dir" / "model.safetensors").string() + ": is a directory", "weights as a directory");
   fs::copy(dir_ / "ckpt", dir_ / "config_dir", fs::copy_options::recursive);
   fs::remove(dir_ / "config_dir" / "config.json");
   fs::create_directory(dir_ / "config_dir" / "config.json");
@@ -159,6 +159,10 @@ TEST_F(InputChecks, TrainResumeOfAnSftRunSaysWhatTheRunIs) {
                        missing + " --set run_dir=" + (dir_ / "x").string()),
                "config key 'init_checkpoint': '" + missing + "' is not a checkpoint directory", "no init checkpoint");
   EXPECT_FALSE(fs::exists(dir_ / "x"));
+  fs::create_directory(dir_ / "pairs_dir");
+  expect_error(run_cli("dpo " + std::string(RLCPP_SOURCE_DIR) + "/configs/dpo_pairs_example.json --set pairs=" +
+                       (dir_ / "pairs_dir").string() + " --set run_dir=" + (dir_ / "d").string()),
+               (dir_ / "pairs_dir").string() + ": is a directory, not a JSONL file of preference pairs", "pairs=DIR");
 }
 
 }  // namespace

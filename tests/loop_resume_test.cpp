@@ -306,6 +306,10 @@ TEST(LoopResume, StateWhoseStepIsNotItsFoldersIsRefusedAndNothingIsOverwritten) 
   negative["policy_version"] = -2;
   std::ofstream(state) << negative.dump();
   expect_error([&] { resume_train(s.run_dir); }, {state.string(), "policy_version -2"});
+  Json far = original;
+  far["data_rng"]["index"] = uint64_t{1} << 62;
+  std::ofstream(state) << far.dump();
+  expect_error([&] { resume_train(s.run_dir); }, {state.string() + " data_rng: index 4611686018427387904 is past 2^48"});
   std::ofstream(state) << original.dump();
 
   // A negative AdamW second moment (sqrt of it: NaN at the first update) is refused at load, naming the element.
