@@ -32,15 +32,6 @@ double mean_over_steps(const std::vector<Json>& records, const std::string& key)
   return n ? sum / static_cast<double>(n) : std::nan("");
 }
 
-double sum_over_steps(const std::vector<Json>& records, const std::string& key) {
-  double sum = 0;
-  for (const Json& r : records) {
-    const double v = record_number(r, key);
-    if (std::isfinite(v)) sum += v;
-  }
-  return sum;
-}
-
 std::string bucket_key(const std::string& label, const std::string& figure) {
   return "rollout_corr/bucket/" + label + "/" + figure;
 }

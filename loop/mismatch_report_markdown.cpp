@@ -5,24 +5,14 @@
 #include <sstream>
 
 #include "core/metrics.h"
+#include "report/markdown_format.h"
 
 namespace rlcpp {
 
 namespace {
 
-std::string percent(double share) {
-  if (!std::isfinite(share)) return "";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f %%", 100 * share);
-  return buf;
-}
-
-std::string fixed(double v, int decimals) {
-  if (!std::isfinite(v)) return "";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
+std::string percent(double share) { return format_percent(share, ""); }
+std::string fixed(double v, int digits) { return format_fixed(v, digits, ""); }
 
 double mean_or_nan(const MismatchPointFigures& f, const std::string& key) {
   const auto it = f.mean.find(key);

@@ -6,25 +6,15 @@
 #include <sstream>
 
 #include "core/metrics.h"
+#include "report/markdown_format.h"
 #include "report/run_report.h"
 
 namespace rlcpp {
 
 namespace {
 
-std::string percent(double share) {
-  if (!std::isfinite(share)) return "—";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f %%", 100 * share);
-  return buf;
-}
-
-std::string fixed(double v, int digits) {
-  if (!std::isfinite(v)) return "—";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
+std::string percent(double share) { return format_percent(share, "—"); }
+std::string fixed(double v, int digits) { return format_fixed(v, digits, "—"); }
 
 // config.json's value at a dotted path as text ("" when absent).
 std::string config_text(const Json& config, const std::string& path) {
@@ -55,16 +45,6 @@ std::string describe_run(const ReportRun& r) {
   return os.str();
 }
 
-// Sum of `key` over the steps.
-double total(const std::vector<Json>& records, const std::string& key) {
-  double sum = 0;
-  for (const Json& r : records) {
-    const double v = record_number(r, key);
-    if (std::isfinite(v)) sum += v;
-  }
-  return sum;
-}
-
 // Mean of `key` over the first (or last) `n` steps that have it.
 double mean_of_end(const std::vector<Json>& records, const std::string& key, size_t n, bool last) {
   double sum = 0;
@@ -92,12 +72,12 @@ void summary_table(std::ostringstream& os, const std::vector<ReportRun>& runs) {
       acc_text = percent(acc.front()) + " → " + percent(acc.back()) + " (" + percent(best) + ")";
     }
     const double steps = static_cast<double>(m.size());
-    const double rollout_s = total(m, "timing_s/rollout");
+    const double rollout_s = sum_over_steps(m, "timing_s/rollout");
     os << "| " << r.records.label << " | " << m.size() << " | "
        << format_duration(record_number(m.back(), "elapsed_s")) << " | "
-       << fixed(total(m, "timing_s/step") / steps, 2) << " | " << acc_text << " | "
+       << fixed(sum_over_steps(m, "timing_s/step") / steps, 2) << " | " << acc_text << " | "
        << fixed(mean_of_end(m, "reward/mean", 3, false), 3) << " → " << fixed(mean_of_end(m, "reward/mean", 3, true), 3)
-       << " | " << format_ledger_value(rollout_s > 0 ? total(m, "rollout/generated_tokens") / rollout_s : NAN, "/s")
+       << " | " << format_ledger_value(rollout_s > 0 ? sum_over_steps(m, "rollout/generated_tokens") / rollout_s : NAN, "/s")
        << " | " << format_ledger_value(r.figures.train_tokens_per_s, "/s") << " |\n";
   }
 }
@@ -109,11 +89,11 @@ void phase_table(std::ostringstream& os, const std::vector<ReportRun>& runs) {
   for (size_t i = 0; i < report_phase_groups().size(); ++i) os << " ---: |";
   os << "\n";
   for (const ReportRun& r : runs) {
-    const double step_s = total(r.records.metrics, "timing_s/step");
+    const double step_s = sum_over_steps(r.records.metrics, "timing_s/step");
     os << "| " << r.records.label << " |";
     for (const PhaseGroup& g : report_phase_groups()) {
       double s = 0;
-      for (const std::string& p : g.phases) s += total(r.records.metrics, "timing_s/" + p);
+      for (const std::string& p : g.phases) s += sum_over_steps(r.records.metrics, "timing_s/" + p);
       os << " " << percent(step_s > 0 ? s / step_s : NAN) << " |";
     }
     os << "\n";

@@ -77,4 +77,13 @@ double record_number(const Json& record, const std::string& key) {
   return it != record.end() && it->is_number() ? it->get<double>() : std::numeric_limits<double>::quiet_NaN();
 }
 
+double sum_over_steps(const std::vector<Json>& records, const std::string& key) {
+  double sum = 0;
+  for (const Json& r : records) {
+    const double v = record_number(r, key);
+    if (std::isfinite(v)) sum += v;
+  }
+  return sum;
+}
+
 }  // namespace rlcpp

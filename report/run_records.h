@@ -32,5 +32,7 @@ std::vector<std::string> run_labels(const std::vector<std::string>& dirs);
 
 // The number at `key` of a metrics record, or NaN when absent or not a number.
 double record_number(const Json& record, const std::string& key);
+// The sum of `key` over the records that have it as a number (0 when none does).
+double sum_over_steps(const std::vector<Json>& records, const std::string& key);
 
 }  // namespace rlcpp
