@@ -30,6 +30,7 @@ class RemoteRollout : public RolloutBackend {
     WorkerClientOptions options;
     options.heartbeat_timeout_s = rollout.worker_heartbeat_timeout_s;
     options.result_timeout_s = rollout.worker_timeout_s;
+    options.chunk_prompts = rollout.chunk_prompts;
     options.reply_timeout_s = rollout.worker_heartbeat_timeout_s;
     options.curve = curve;
     options.server_publics = worker_publics;

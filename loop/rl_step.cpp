@@ -163,18 +163,7 @@ void append_draw(Draw& all, Draw&& more) {
   std::move(more.rollout.samples.begin(), more.rollout.samples.end(), std::back_inserter(all.rollout.samples));
   std::move(more.samples.begin(), more.samples.end(), std::back_inserter(all.samples));
   std::move(more.rewards.begin(), more.rewards.end(), std::back_inserter(all.rewards));
-  RolloutStats& s = all.rollout.stats;
-  const RolloutStats& m = more.rollout.stats;
-  s.sequences += m.sequences;
-  s.generated_tokens += m.generated_tokens;
-  s.prefill_tokens += m.prefill_tokens;
-  s.prefill_tokens_saved += m.prefill_tokens_saved;
-  s.steps += m.steps;
-  s.preemptions += m.preemptions;
-  s.wall_s += m.wall_s;
-  s.forward_s += m.forward_s;
-  s.sample_s += m.sample_s;
-  s.schedule_s += m.schedule_s;
+  all.rollout.stats.then(more.rollout.stats);
 }
 
 }  // namespace

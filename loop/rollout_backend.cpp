@@ -77,6 +77,7 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
     WorkerClientOptions options;
     options.heartbeat_timeout_s = rollout.worker_heartbeat_timeout_s;
     options.result_timeout_s = rollout.worker_timeout_s;
+    options.chunk_prompts = rollout.chunk_prompts;
     client_.emplace(WorkerClient::connect(context_, endpoints, options));
   }
 

@@ -194,6 +194,10 @@ void TrainConfig::validate() const {
               "config keys 'rollout.worker_heartbeat_timeout_s' and 'rollout.worker_timeout_s' must be positive "
               "seconds, at most a week (604800), got " << rollout.worker_heartbeat_timeout_s << " and "
                                                        << rollout.worker_timeout_s);
+  RLCPP_CHECK(rollout.chunk_prompts >= 0 && rollout.chunk_prompts <= rollout.prompts_per_step,
+              "config key 'rollout.chunk_prompts': must be in [0, rollout.prompts_per_step " << rollout.prompts_per_step
+                                                                                              << "], got "
+                                                                                              << rollout.chunk_prompts);
   RLCPP_CHECK(rollout.max_worker_restarts >= 0,
               "config key 'rollout.max_worker_restarts': must be >= 0, got " << rollout.max_worker_restarts);
   RLCPP_CHECK(probe.prompts >= 0 && probe.max_abs_dlogp >= 0,

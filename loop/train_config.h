@@ -54,6 +54,7 @@ struct RolloutSection {
   std::string quantization = "none";  // the engine's Linear weights: none | int8 | fp8_e4m3
   std::string worker_binary;         // the rlcpp executable for split workers; "" = this executable
   int64_t num_workers = 1;           // split: worker processes sharing each rollout
+  int64_t chunk_prompts = 0;         // prompts per request handed to the next idle worker; 0 = automatic
   int64_t prompts_per_step = 64;
   int64_t group_size = 8;
   SamplingParams sampling;  // seed must stay 0: each step's is derived from the run seed
@@ -75,7 +76,11 @@ struct RolloutSection {
     v("quantization", quantization,
       "the rollout engine's decoder Linear weights: none (the compute dtype's), int8 or fp8_e4m3 (weight-only, "
       "one scale per output channel, re-quantised at every sync; lm_head and embeddings stay in the dtype)");
-    v("num_workers", num_workers, "split: worker processes; each rollout's prompts are divided among them");
+    v("num_workers", num_workers, "split: worker processes; each rollout's prompts are handed out among them in "
+                                  "chunks, each to the next idle worker (a fast worker takes more)");
+    v("chunk_prompts", chunk_prompts, "split and remote: prompts per chunk; 0 = automatic (one chunk for one "
+                                      "worker, else about four a worker, of at least 4 prompts where there are "
+                                      "that many)");
     v("worker_binary", worker_binary, "rlcpp executable that runs split workers (\"\" = this one)");
     v("prompts_per_step", prompts_per_step, "prompts per rollout batch");
     v("group_size", group_size, "samples per prompt (the GRPO group)");

@@ -106,6 +106,25 @@ RolloutStats RolloutStats::from_json(const Json& j) {
   return s;
 }
 
+void RolloutStats::then(const RolloutStats& o) {
+  sequences += o.sequences;
+  generated_tokens += o.generated_tokens;
+  prefill_tokens += o.prefill_tokens;
+  prefill_tokens_saved += o.prefill_tokens_saved;
+  preemptions += o.preemptions;
+  steps += o.steps;
+  wall_s += o.wall_s;
+  forward_s += o.forward_s;
+  sample_s += o.sample_s;
+  schedule_s += o.schedule_s;
+  num_blocks = std::max(num_blocks, o.num_blocks);
+  peak_blocks_in_use = std::max(peak_blocks_in_use, o.peak_blocks_in_use);
+  peak_blocks_unshared = std::max(peak_blocks_unshared, o.peak_blocks_unshared);
+  max_batch_sequences = std::max(max_batch_sequences, o.max_batch_sequences);
+  kv_bytes_per_token = std::max(kv_bytes_per_token, o.kv_bytes_per_token);
+  block_size = std::max(block_size, o.block_size);
+}
+
 void RolloutStats::merge(const RolloutStats& o) {
   // Each worker has its own cache, so blocks add up; steps and times run side by side, so they take the max.
   sequences += o.sequences;

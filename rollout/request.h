@@ -97,6 +97,9 @@ struct RolloutStats {
   static RolloutStats from_json(const Json& j);  // throws naming a missing or mistyped key
   // Sums counters and takes the max of peaks and times (workers run in parallel).
   void merge(const RolloutStats& other);
+  // `later` ran after this on the same cache (a worker's next chunk, a step's next draw): counters and times add
+  // up, peaks and sizes take the max.
+  void then(const RolloutStats& later);
 };
 
 struct RolloutResult {

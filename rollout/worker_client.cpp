@@ -1,7 +1,9 @@
 #include "rollout/worker_client.h"
 
 #include <algorithm>
+#include <deque>
 #include <iomanip>
+#include <optional>
 #include <map>
 #include <sstream>
 
@@ -190,31 +192,28 @@ RolloutResult WorkerClient::generate(const Request& request, WorkerSupervisor* s
   RLCPP_CHECK(supervisor == nullptr || !router_,
               "worker client: replacing failed workers needs workers it connected to (connect), not listen");
   const int64_t P = static_cast<int64_t>(request.prompts.size()), W = num_workers();
+  // Chunks of consecutive prompts, handed to workers as they become idle. Each chunk is a request of its own
+  // whichever worker runs it, and samples are keyed by prompt id: the result does not depend on who ran what.
+  // Automatic: about four chunks a worker, but none under 4 prompts unless a worker's share is smaller (a tiny
+  // chunk costs a round trip more than it saves in balance); one chunk for one worker.
+  const int64_t per_chunk =
+      options_.chunk_prompts > 0 ? options_.chunk_prompts
+      : W == 1                   ? std::max<int64_t>(P, 1)
+                                 : std::max({int64_t{1}, (P + 4 * W - 1) / (4 * W), std::min<int64_t>(4, (P + W - 1) / W)});
   struct Chunk {
     int64_t begin = 0, end = 0;
-    int worker = 0;
-    Request part;          // kept to send again, with its prompt ids, when the worker is replaced
+    int worker = -1;
+    Request part;          // kept to send again, with its prompt ids, when its worker fails
     uint64_t request_id = 0;
     Stopwatch sent;        // since the last send, against result_timeout_s
     bool done = false;
     RolloutResult result;
   };
   std::vector<Chunk> chunks;
-  std::map<uint64_t, size_t> by_id;  // request id -> chunk
-  auto send_chunk = [&](size_t index) {
-    Chunk& c = chunks[index];
-    by_id.erase(c.request_id);  // a late reply to an earlier send is stale
-    c.request_id = next_request_id_++;
-    by_id[c.request_id] = index;
-    send(c.worker, encode_generate_request(c.part, c.request_id));
-    c.sent.reset();
-  };
-  for (int64_t w = 0; w < W; ++w) {
+  for (int64_t begin = 0; begin < P; begin += per_chunk) {
     Chunk c;
-    c.begin = P * w / W;
-    c.end = P * (w + 1) / W;
-    c.worker = static_cast<int>(w);
-    if (c.begin == c.end) continue;
+    c.begin = begin;
+    c.end = std::min(P, begin + per_chunk);
     c.part.n = request.n;
     c.part.sampling = request.sampling;
     for (int64_t p = c.begin; p < c.end; ++p) {
@@ -222,10 +221,30 @@ RolloutResult WorkerClient::generate(const Request& request, WorkerSupervisor* s
       c.part.prompt_ids.push_back(request.prompt_id(static_cast<size_t>(p)));
     }
     chunks.push_back(std::move(c));
-    send_chunk(chunks.size() - 1);
   }
-
+  std::deque<size_t> waiting;  // chunks not sent, or taken back from a failed worker (those first)
+  for (size_t i = 0; i < chunks.size(); ++i) waiting.push_back(i);
+  std::vector<int64_t> running(static_cast<size_t>(W), -1);  // the chunk each worker owes, or -1
+  std::map<uint64_t, size_t> by_id;                           // request id -> chunk
+  // Since each worker's last message; a worker's silence counts from when it was given its chunk (an idle worker
+  // owes nothing, so it need not be heard from).
   std::vector<Stopwatch> last_heard(static_cast<size_t>(W));
+  auto dispatch = [&](int w) {
+    if (waiting.empty() || running[w] >= 0) return;
+    const size_t index = waiting.front();
+    waiting.pop_front();
+    Chunk& c = chunks[index];
+    by_id.erase(c.request_id);  // a late reply to an earlier send is stale
+    c.worker = w;
+    c.request_id = next_request_id_++;
+    by_id[c.request_id] = index;
+    running[w] = static_cast<int64_t>(index);
+    send(w, encode_generate_request(c.part, c.request_id));
+    c.sent.reset();
+    last_heard[w].reset();
+  };
+  for (int w = 0; w < W; ++w) dispatch(w);
+
   // Why chunk c's worker can no longer deliver, or "".
   auto failure_of = [&](const Chunk& c) -> std::string {
     if (supervisor) {
@@ -252,35 +271,41 @@ RolloutResult WorkerClient::generate(const Request& request, WorkerSupervisor* s
   Incoming in;
   while (remaining > 0) {
     double wait = options_.heartbeat_timeout_s;
-    for (size_t i = 0; i < chunks.size(); ++i) {
-      Chunk& c = chunks[i];
-      if (c.done) continue;
+    for (int w = 0; w < W; ++w) {
+      if (running[w] < 0) continue;
+      const size_t index = static_cast<size_t>(running[w]);
+      Chunk& c = chunks[index];
       const std::string failure = failure_of(c);
       if (!failure.empty()) {
-        RLCPP_CHECK(supervisor != nullptr, "worker client: " << workers_[c.worker].name << " " << failure);
-        supervisor->replace({c.worker, workers_[c.worker].name, failure, c.end - c.begin});
+        RLCPP_CHECK(supervisor != nullptr, "worker client: " << workers_[w].name << " " << failure);
+        supervisor->replace({w, workers_[w].name, failure, c.end - c.begin});
         // The old socket may hold the request or a half-read reply; a fresh one starts clean. Linger 0: what
         // the old one still queues must not reach the new worker after all.
-        zmq::socket_t& old = sockets_[workers_[c.worker].socket];
+        zmq::socket_t& old = sockets_[workers_[w].socket];
         old.set(zmq::sockopt::linger, 0);
-        old = open_dealer(c.worker, monitors_[workers_[c.worker].socket]);
-        last_heard[c.worker].reset();
-        send_chunk(i);
+        old = open_dealer(w, monitors_[workers_[w].socket]);
+        last_heard[w].reset();
+        // Its chunk goes to the replacement (a worker that keeps dying then uses up rollout.max_worker_restarts
+        // and stops the run, rather than being restarted forever beside survivors that take its work).
+        by_id.erase(c.request_id);
+        running[w] = -1;
+        waiting.push_front(index);
+        dispatch(w);
+        continue;
       }
-      wait = std::min(wait, options_.heartbeat_timeout_s - last_heard[c.worker].seconds());
+      wait = std::min(wait, options_.heartbeat_timeout_s - last_heard[w].seconds());
       if (options_.result_timeout_s > 0) wait = std::min(wait, options_.result_timeout_s - c.sent.seconds());
     }
     if (supervisor) wait = std::min(wait, kExitPollSeconds);
-    if (!receive(static_cast<long>(wait * 1000) + 1, in)) continue;
+    if (!receive(static_cast<long>(std::max(0.0, wait) * 1000) + 1, in)) continue;
     if (in.worker < W) last_heard[in.worker].reset();
     const std::string type = in.message.type();
     const int64_t rid = header_request_id(in.message.header);
     auto it = rid >= 0 ? by_id.find(static_cast<uint64_t>(rid)) : by_id.end();
-    const bool ours = it != by_id.end() && chunks[it->second].worker == in.worker && !chunks[it->second].done;
+    const bool ours = it != by_id.end() && in.worker < W && running[in.worker] == static_cast<int64_t>(it->second);
     if (type == "error") {
       // An error naming no request can only be about something we sent to a worker still working for us.
-      bool busy = false;
-      for (const Chunk& c : chunks) busy = busy || (!c.done && c.worker == in.worker);
+      const bool busy = in.worker < W && running[in.worker] >= 0;
       if (ours || (rid < 0 && busy))
         RLCPP_FAIL("worker " << workers_[in.worker].name << ": "
                              << in.message.header.value("message", std::string("(no message)")));
@@ -299,22 +324,34 @@ RolloutResult WorkerClient::generate(const Request& request, WorkerSupervisor* s
                                   << " samples for " << (c.end - c.begin) << " prompts x " << request.n);
     c.done = true;
     --remaining;
+    by_id.erase(it);
+    running[in.worker] = -1;
+    dispatch(in.worker);
   }
 
+  // Samples in prompt order; stats: a worker's chunks one after another, the workers side by side.
   RolloutResult merged;
   merged.samples.reserve(static_cast<size_t>(P * request.n));
-  bool first = true;
+  std::vector<std::optional<RolloutStats>> per_worker(static_cast<size_t>(W));
   for (Chunk& c : chunks) {
     for (Sample& s : c.result.samples) {
       s.prompt_index += c.begin;
       merged.samples.push_back(std::move(s));
     }
-    if (first) {
-      merged.stats = c.result.stats;
-      first = false;
-    } else {
-      merged.stats.merge(c.result.stats);
-    }
+    std::optional<RolloutStats>& w = per_worker[static_cast<size_t>(c.worker)];
+    if (w)
+      w->then(c.result.stats);
+    else
+      w = c.result.stats;
+  }
+  bool first = true;
+  for (const std::optional<RolloutStats>& w : per_worker) {
+    if (!w) continue;
+    if (first)
+      merged.stats = *w;
+    else
+      merged.stats.merge(*w);
+    first = false;
   }
   return merged;
 }

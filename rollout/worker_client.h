@@ -33,6 +33,10 @@ struct WorkerClientOptions {
   // connect(): each worker's own public key, in endpoint order, when the workers have key pairs of their own
   // (empty: curve.server_public for all).
   std::vector<std::string> server_publics;
+  // generate hands prompts out in chunks of this many, each to the next idle worker (a fast worker takes more;
+  // a failed worker's chunk goes to its replacement); 0 = automatic: one chunk with one worker, else about four
+  // chunks a worker (ceil(prompts / (4 workers))) but at least min(4, a worker's even share).
+  int64_t chunk_prompts = 0;
 };
 
 // A worker that failed while it owed a generate result.
@@ -40,7 +44,7 @@ struct WorkerFailure {
   int worker = -1;
   std::string name;            // the client's name for it (its endpoint)
   std::string what;            // "was killed by signal 9 (Killed)", "sent no result or heartbeat for 2.1 s ..."
-  int64_t unfinished_prompts = 0;  // of the request; sent again once the worker is replaced
+  int64_t unfinished_prompts = 0;  // of the chunk it owed; sent again to its replacement
 };
 
 // Whoever runs the workers (loop/rollout_backend.cpp for `rlcpp train`), consulted by generate.

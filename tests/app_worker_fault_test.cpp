@@ -46,7 +46,9 @@ class WorkerFault : public ::testing::Test {
     fs::remove_all(root());
   }
 
-  // 3 steps of 8 prompts x 8 on two workers (4 prompts each); every sample goes to samples.jsonl.
+  // 3 steps of 8 prompts x 8 on two workers (one chunk of 4 prompts each, the smallest automatic chunk, so each
+  // worker serves exactly one request a rollout and a fault can be placed by its request number); every sample
+  // goes to samples.jsonl.
   static TrainConfig config(const std::string& name) {
     TrainConfig c;
     c.init_checkpoint = (root() / "init").string();

@@ -166,6 +166,33 @@ TEST(RolloutWorker, OneAndTwoWorkersGiveTheEngineSamples) {
       EXPECT_EQ(back.samples[p * req.n + i].tokens, want.samples[(req.prompts.size() - 1 - p) * req.n + i].tokens);
 }
 
+// Prompts go out in chunks, each to whichever worker is idle: a worker slowed down by 5 ms an engine step serves
+// fewer chunks than a fast one, and the result is still the local engine's, whatever order the chunks finished in.
+TEST(RolloutWorker, ChunksGoToIdleWorkersSoASlowWorkerServesFewer) {
+  ThreadWorkers w;
+  WorkerOptions slow = worker_options();
+  slow.fault_hook = [](int64_t, int64_t) { std::this_thread::sleep_for(std::chrono::milliseconds(5)); };
+  w.bind(1, slow);
+  w.bind(1);
+  Request req = test_request(w.cfg, 7);
+  req.prompts.clear();
+  for (int p = 0; p < 24; ++p) req.prompts.push_back(random_tokens(2 + 3 * (p % 8), w.cfg.vocab_size, 170 + p));
+  WorkerClientOptions opts;
+  opts.chunk_prompts = 2;  // 12 chunks
+  WorkerClient client = WorkerClient::connect(w.ctx, w.endpoints, opts);
+  Engine local(w.model, w.params, worker_options().engine);
+  const RolloutResult got = client.generate(req);
+  expect_same(local.generate(req), got);
+  EXPECT_EQ(got.stats.sequences, 24 * 3);
+  const std::vector<Json> pongs = client.ping();
+  const int64_t served_slow = pongs[0]["served"].get<int64_t>(), served_fast = pongs[1]["served"].get<int64_t>();
+  std::printf("chunks served: slow worker %lld, fast worker %lld\n", static_cast<long long>(served_slow),
+              static_cast<long long>(served_fast));
+  EXPECT_EQ(served_slow + served_fast, 12);
+  EXPECT_GE(served_slow, 1);  // each worker starts with a chunk
+  EXPECT_GT(served_fast, 2 * served_slow);
+}
+
 TEST(RolloutWorker, ConnectedWorkersRegisterAndServe) {
   ThreadWorkers w;
   WorkerClientOptions opts;
