@@ -247,6 +247,10 @@ void TrainConfig::validate() const {
     RLCPP_CHECK(!algorithm.distill.teacher.empty(),
                 "config key 'algorithm.distill.teacher': give the teacher's checkpoint directory (e.g. an SFT run's "
                 "last checkpoint: runs/sft_add3/checkpoints/step_3000)");
+    RLCPP_CHECK(std::filesystem::is_directory(algorithm.distill.teacher),
+                "config key 'algorithm.distill.teacher': '" << algorithm.distill.teacher << "' is not a checkpoint "
+                    << "directory; train the teacher first (configs/distill_add3.json's: `rlcpp sft "
+                    << "configs/sft_add3.json`, about 3 minutes)");
     const ModelConfig teacher = checkpoint_model_config(algorithm.distill.teacher, "algorithm.distill.teacher");
     RLCPP_CHECK(!teacher.value_head && teacher.vocab_size == policy.vocab_size &&
                     teacher.max_position_embeddings >= policy.max_position_embeddings,

@@ -340,7 +340,8 @@ TEST(LoopAlgorithms, AlgorithmNameSetsItsDefaultsAndConfigErrorsNameTheKey) {
     j["algorithm"]["name"] = "distill";
     j["algorithm"]["distill"]["teacher"] = "/nonexistent/teacher";
   });
-  EXPECT_NE(e.find("'algorithm.distill.teacher': '/nonexistent/teacher' is not a checkpoint directory"),
+  EXPECT_NE(e.find("'algorithm.distill.teacher': '/nonexistent/teacher' is not a checkpoint directory; train the "
+                   "teacher first"),
             std::string::npos) << e;
   const fs::path other = fs::temp_directory_path() / "rlcpp_algorithms_other_vocab";
   ModelConfig wide = model_preset("tiny");
