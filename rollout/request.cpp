@@ -106,43 +106,36 @@ RolloutStats RolloutStats::from_json(const Json& j) {
   return s;
 }
 
-void RolloutStats::then(const RolloutStats& o) {
-  sequences += o.sequences;
-  generated_tokens += o.generated_tokens;
-  prefill_tokens += o.prefill_tokens;
-  prefill_tokens_saved += o.prefill_tokens_saved;
-  preemptions += o.preemptions;
-  steps += o.steps;
-  wall_s += o.wall_s;
-  forward_s += o.forward_s;
-  sample_s += o.sample_s;
-  schedule_s += o.schedule_s;
-  num_blocks = std::max(num_blocks, o.num_blocks);
-  peak_blocks_in_use = std::max(peak_blocks_in_use, o.peak_blocks_in_use);
-  peak_blocks_unshared = std::max(peak_blocks_unshared, o.peak_blocks_unshared);
-  max_batch_sequences = std::max(max_batch_sequences, o.max_batch_sequences);
-  kv_bytes_per_token = std::max(kv_bytes_per_token, o.kv_bytes_per_token);
-  block_size = std::max(block_size, o.block_size);
+namespace {
+
+// Counters always add up. Runs one after another (`sequential`: the same cache, later) add their steps and
+// times and share their blocks (the peak is the larger); runs side by side (separate caches) add their blocks
+// and overlap in time (the longer counts).
+void combine(RolloutStats& s, const RolloutStats& o, bool sequential) {
+  s.sequences += o.sequences;
+  s.generated_tokens += o.generated_tokens;
+  s.prefill_tokens += o.prefill_tokens;
+  s.prefill_tokens_saved += o.prefill_tokens_saved;
+  s.preemptions += o.preemptions;
+  const auto in_time = [sequential](auto& a, auto b) { a = sequential ? a + b : std::max(a, b); };
+  const auto in_space = [sequential](auto& a, auto b) { a = sequential ? std::max(a, b) : a + b; };
+  in_time(s.steps, o.steps);
+  in_time(s.wall_s, o.wall_s);
+  in_time(s.forward_s, o.forward_s);
+  in_time(s.sample_s, o.sample_s);
+  in_time(s.schedule_s, o.schedule_s);
+  in_space(s.num_blocks, o.num_blocks);
+  in_space(s.peak_blocks_in_use, o.peak_blocks_in_use);
+  in_space(s.peak_blocks_unshared, o.peak_blocks_unshared);
+  s.max_batch_sequences = std::max(s.max_batch_sequences, o.max_batch_sequences);
+  s.kv_bytes_per_token = std::max(s.kv_bytes_per_token, o.kv_bytes_per_token);
+  s.block_size = std::max(s.block_size, o.block_size);
 }
 
-void RolloutStats::merge(const RolloutStats& o) {
-  // Each worker has its own cache, so blocks add up; steps and times run side by side, so they take the max.
-  sequences += o.sequences;
-  generated_tokens += o.generated_tokens;
-  prefill_tokens += o.prefill_tokens;
-  prefill_tokens_saved += o.prefill_tokens_saved;
-  preemptions += o.preemptions;
-  num_blocks += o.num_blocks;
-  peak_blocks_in_use += o.peak_blocks_in_use;
-  peak_blocks_unshared += o.peak_blocks_unshared;
-  steps = std::max(steps, o.steps);
-  max_batch_sequences = std::max(max_batch_sequences, o.max_batch_sequences);
-  kv_bytes_per_token = std::max(kv_bytes_per_token, o.kv_bytes_per_token);
-  block_size = std::max(block_size, o.block_size);
-  wall_s = std::max(wall_s, o.wall_s);
-  forward_s = std::max(forward_s, o.forward_s);
-  sample_s = std::max(sample_s, o.sample_s);
-  schedule_s = std::max(schedule_s, o.schedule_s);
-}
+}  // namespace
+
+void RolloutStats::then(const RolloutStats& o) { combine(*this, o, /*sequential=*/true); }
+
+void RolloutStats::merge(const RolloutStats& o) { combine(*this, o, /*sequential=*/false); }
 
 }  // namespace rlcpp
