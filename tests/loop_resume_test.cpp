@@ -137,6 +137,36 @@ TEST(LoopResume, KlRunResumesWithItsSavedReference) {
   }
 }
 
+// Refilled dynamic sampling draws more prompts from the data stream and more seeds: a resumed run draws the
+// same ones. (The random policy rarely has a spread, so most steps use all three draws.)
+TEST(LoopResume, RefilledDynamicSamplingResumesBitForBit) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_resume_refill_test";
+  fs::remove_all(root);
+  TrainConfig c = resumable_run(root);
+  c.filter_groups.enabled = true;
+  c.filter_groups.max_groups = 2;
+  c.filter_groups.max_draws = 3;
+  c.ppo.mini_batch_size = 16;
+  c.ppo.micro_batch_size = 8;
+  const ResumedRuns r = expect_resume_matches_whole_run(root, c);
+  double draws = 0;
+  for (const Json& j : read_jsonl(fs::path(r.cut.run_dir) / "metrics.jsonl")) draws += j["filter/draws"].get<double>();
+  EXPECT_GT(draws, 5.0) << "some step must have refilled";
+}
+
+// Distillation resumes against its teacher (read again from algorithm.distill.teacher).
+TEST(LoopResume, DistillationRunResumes) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_resume_distill_test";
+  fs::remove_all(root);
+  TrainConfig c = resumable_run(root);
+  c.algorithm = algorithm_defaults("distill");
+  ModelConfig mc = load_model_checkpoint(c.init_checkpoint).config();
+  c.algorithm.distill.teacher = (root / "teacher").string();
+  save_model_checkpoint(c.algorithm.distill.teacher, init_random(mc, 77));
+  const ResumedRuns r = expect_resume_matches_whole_run(root, c);
+  EXPECT_GT(read_jsonl(fs::path(r.cut.run_dir) / "metrics.jsonl").back()["distill/reverse_kl"].get<double>(), 0);
+}
+
 TEST(LoopResume, PpoRunResumesItsCritic) {
   const fs::path root = fs::temp_directory_path() / "rlcpp_resume_ppo_test";
   fs::remove_all(root);
