@@ -145,6 +145,9 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
   void replace(const WorkerFailure& failure) override {
     restart(static_cast<size_t>(failure.worker), failure.what, failure.unfinished_prompts);
   }
+  void served(int worker) override {
+    if (static_cast<size_t>(worker) < failures_in_a_row_.size()) failures_in_a_row_[static_cast<size_t>(worker)] = 0;
+  }
 
   // Worker `w` failed (`what`: how) while it owed `prompts` prompts of a rollout (0 in a sync).
   void restart(size_t w, std::string what, int64_t prompts) {
@@ -162,6 +165,14 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
                 "rollout: " << names_[w] << " " << what << " " << when << "; not restarted again: " << restarts_step_
                             << " worker restart(s) in this step already, rollout.max_worker_restarts = "
                             << max_restarts_);
+    // Survivors take a failed worker's chunks, so a worker that dies at every start could be restarted a step at
+    // a time for ever: it is given up once it has failed max_restarts times without serving a chunk between.
+    if (failures_in_a_row_.size() < processes_.size()) failures_in_a_row_.resize(processes_.size(), 0);
+    RLCPP_CHECK(failures_in_a_row_[w] < max_restarts_,
+                "rollout: " << names_[w] << " " << what << " " << when << "; not restarted again: it failed "
+                            << failures_in_a_row_[w] + 1 << " times in a row without serving a chunk "
+                            << "(rollout.max_worker_restarts = " << max_restarts_ << ")");
+    ++failures_in_a_row_[w];
     Stopwatch took;
     publishers_[w].reset();
     processes_[w].reset();
@@ -198,6 +209,7 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
   int64_t step_ = 0;
   std::string phase_ = "rollout";
   int64_t failures_step_ = 0, restarts_step_ = 0, reissued_step_ = 0, restarts_total_ = 0;
+  std::vector<int64_t> failures_in_a_row_;  // per worker, since it last served a chunk
 };
 
 }  // namespace

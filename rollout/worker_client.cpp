@@ -285,11 +285,13 @@ RolloutResult WorkerClient::generate(const Request& request, WorkerSupervisor* s
         old.set(zmq::sockopt::linger, 0);
         old = open_dealer(w, monitors_[workers_[w].socket]);
         last_heard[w].reset();
-        // Its chunk goes to the replacement (a worker that keeps dying then uses up rollout.max_worker_restarts
-        // and stops the run, rather than being restarted forever beside survivors that take its work).
+        // Its chunk goes first in line: to an idle survivor now, else to the replacement. (A worker that keeps
+        // dying without serving is the supervisor's to give up on.)
         by_id.erase(c.request_id);
         running[w] = -1;
         waiting.push_front(index);
+        for (int other = 0; other < W; ++other)
+          if (other != w) dispatch(other);
         dispatch(w);
         continue;
       }
@@ -326,6 +328,7 @@ RolloutResult WorkerClient::generate(const Request& request, WorkerSupervisor* s
     --remaining;
     by_id.erase(it);
     running[in.worker] = -1;
+    if (supervisor) supervisor->served(in.worker);
     dispatch(in.worker);
   }
 

@@ -34,7 +34,7 @@ struct WorkerClientOptions {
   // (empty: curve.server_public for all).
   std::vector<std::string> server_publics;
   // generate hands prompts out in chunks of this many, each to the next idle worker (a fast worker takes more;
-  // a failed worker's chunk goes to its replacement); 0 = automatic: one chunk with one worker, else about four
+  // a failed worker's chunk goes to an idle survivor, else to its replacement); 0 = automatic: one chunk with one worker, else about four
   // chunks a worker (ceil(prompts / (4 workers))) but at least min(4, a worker's even share).
   int64_t chunk_prompts = 0;
 };
@@ -44,7 +44,7 @@ struct WorkerFailure {
   int worker = -1;
   std::string name;            // the client's name for it (its endpoint)
   std::string what;            // "was killed by signal 9 (Killed)", "sent no result or heartbeat for 2.1 s ..."
-  int64_t unfinished_prompts = 0;  // of the chunk it owed; sent again to its replacement
+  int64_t unfinished_prompts = 0;  // of the chunk it owed; sent again to an idle survivor, else the replacement
 };
 
 // Whoever runs the workers (loop/rollout_backend.cpp for `rlcpp train`), consulted by generate.
@@ -56,6 +56,8 @@ class WorkerSupervisor {
   // The worker failed: end it if it still runs and start a fresh one serving the same endpoint with the
   // weights the request is for, or throw (the generate call then fails with that error).
   virtual void replace(const WorkerFailure& failure) = 0;
+  // The worker delivered a chunk: whatever failed before, it serves now.
+  virtual void served(int worker) {}
 };
 
 class WorkerClient {

@@ -170,8 +170,11 @@ TEST_F(WorkerFault, WorkerThatKeepsDyingStopsTheRunNamingIt) {
   } catch (const Error& e) {
     const std::string what = e.what();
     EXPECT_TRUE(contains(what, "rollout: worker1 exited with status 3")) << what;
-    EXPECT_TRUE(contains(what, "during step 1 (rollout)")) << what;
-    EXPECT_TRUE(contains(what, "2 worker restart(s) in this step already, rollout.max_worker_restarts = 2")) << what;
+    // Its chunks go to worker0 when it is idle in time, so the run may get past step 1 before worker1 has failed
+    // a third time in a row (or twice within one step).
+    EXPECT_TRUE(contains(what, "2 worker restart(s) in this step already, rollout.max_worker_restarts = 2") ||
+                contains(what, "it failed 3 times in a row without serving a chunk (rollout.max_worker_restarts = 2)"))
+        << what;
   }
 }
 
