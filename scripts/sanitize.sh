@@ -23,7 +23,7 @@ case "$mode" in
 esac
 tests=("$@")
 if [ "$mode" = thread ] && ((${#tests[@]} == 0)); then
-  tests=(core_wire_test core_curve_test rollout_worker_test weightsync_channels_test)
+  tests=(core_wire_test core_curve_test rollout_worker_test rollout_worker_curve_test weightsync_channels_test)
 fi
 scripts/ensure_deps.sh rlcpp >/dev/null  # the Debian packages (the instrumented build is separate)
 if [ ! -f "$build_dir/build.ninja" ]; then

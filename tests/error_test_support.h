@@ -3,12 +3,23 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 
 namespace rlcpp {
+
+// The message of the Error `f` throws, or "<no error>" when it returns.
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
 
 // Runs `f`, which must throw an Error whose message holds every one of `needles`.
 template <class F> void expect_error(F f, const std::vector<std::string>& needles) {

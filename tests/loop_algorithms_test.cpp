@@ -201,8 +201,9 @@ TEST(LoopAlgorithms, RefilledDynamicSamplingDrawsUntilMaxGroupsAndOverlongRespon
     EXPECT_GE(draws, 1);
     EXPECT_LE(draws, 4);
     refilled += draws > 1;
-    // Each draw is 16 prompts of 4: the rollout grew with the draws.
-    EXPECT_EQ(j["rollout/generated_tokens"].get<double>() > 0, true);
+    // Each draw is 16 prompts of 4 samples of at least one token: the rollout grew with the draws.
+    EXPECT_GE(j["rollout/generated_tokens"].get<double>(), draws * 16 * 4) << "step " << j["step"];
+    EXPECT_LE(j["filter/informative_groups"].get<double>(), draws * 16) << "step " << j["step"];
     if (j["filter/cap_reached"].get<double>() == 0) {
       EXPECT_EQ(j["filter/kept_groups"].get<double>(), 14) << "step " << j["step"];
       EXPECT_GE(j["filter/informative_groups"].get<double>(), 14) << "step " << j["step"];

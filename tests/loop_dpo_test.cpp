@@ -14,6 +14,7 @@
 #include "model/checkpoint.h"
 #include "model/init.h"
 #include "reward/task_registry.h"
+#include "tests/error_test_support.h"
 
 namespace rlcpp {
 namespace {
@@ -22,15 +23,6 @@ namespace fs = std::filesystem;
 
 const std::string kTrainPairs = std::string(RLCPP_SOURCE_DIR) + "/configs/data/add3_prefs.jsonl";
 const std::string kEvalPairs = std::string(RLCPP_SOURCE_DIR) + "/configs/data/add3_prefs_eval.jsonl";
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 DpoRunConfig ci_config(const std::string& dir) {
   DpoRunConfig c;

@@ -6,6 +6,7 @@
 #include "trainer/scored_batch.h"
 #include "loop/group_filter.h"
 #include "loop/train_config.h"
+#include "tests/error_test_support.h"
 
 namespace rlcpp {
 namespace {
@@ -98,14 +99,7 @@ TEST(GroupFilter, ConfigChecksNameTheirKeys) {
   EXPECT_NO_THROW(c.validate());
   EXPECT_EQ(c.update_batch_size(), 129 * 8);
   c.filter_groups.max_groups = 257;
-  auto error_of_validate = [&] {
-    try {
-      c.validate();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("<no error>");
-  };
+  auto error_of_validate = [&] { return error_of([&] { c.validate(); }); };
   EXPECT_NE(error_of_validate().find("x filter_groups.max_draws = 256], got 257"), std::string::npos);
   c.filter_groups.max_groups = 0;  // refill needs a target
   EXPECT_NE(error_of_validate().find("'filter_groups.max_draws': refilling (2 draws) needs"), std::string::npos);

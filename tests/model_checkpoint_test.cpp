@@ -16,6 +16,7 @@
 #include "model/checkpoint.h"
 #include "model/init.h"
 #include "model/safetensors.h"
+#include "tests/error_test_support.h"
 
 namespace rlcpp {
 namespace {
@@ -76,15 +77,6 @@ ParameterStore random_store(const ModelConfig& cfg, uint64_t seed) {
 bool same_bytes(const ParameterStore& a, const ParameterStore& b) {
   return a.numel() == b.numel() &&
          std::memcmp(a.flat().raw(), b.flat().raw(), static_cast<size_t>(a.numel()) * sizeof(float)) == 0;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
 }
 
 class CheckpointTest : public ::testing::Test {

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/philox.h"
 #include "model/safetensors.h"
+#include "tests/error_test_support.h"
 
 namespace rlcpp {
 namespace {
@@ -44,15 +45,6 @@ class SafetensorsTest : public ::testing::Test {
 
   fs::path dir_;
 };
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 std::string read_error(const std::string& p) {
   return error_of([&] { read_safetensors(p); });

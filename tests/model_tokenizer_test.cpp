@@ -4,18 +4,10 @@
 
 #include "core/error.h"
 #include "model/tokenizer.h"
+#include "tests/error_test_support.h"
 
 namespace rlcpp {
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 TEST(CharTokenizer, IdsFollowBenchmarksThenCountdownCharacters) {
   CharTokenizer tok;

@@ -17,6 +17,7 @@
 #include "model/init.h"
 #include "model/safetensors.h"
 #include "model/transformer.h"
+#include "tests/error_test_support.h"
 
 namespace rlcpp {
 namespace {
@@ -44,15 +45,6 @@ PackedBatch random_batch(uint64_t seed, int64_t vocab) {
     seqs.push_back(s);
   }
   return PackedBatch::from_sequences(seqs);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
 }
 
 bool same_bytes(const Tensor& a, const Tensor& b) {

@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "reward/overlong_penalty.h"
+#include "tests/error_test_support.h"
 
 namespace rlcpp {
 namespace {
@@ -52,23 +53,18 @@ TEST(OverlongPenalty, ConfigChecksNameTheKey) {
   OverlongBufferConfig cfg;
   cfg.validate("reward.overlong_buffer", 6);  // disabled: nothing to check
   cfg.enabled = true;
-  auto error_of = [&](int64_t max_new_tokens) {
-    try {
-      cfg.validate("reward.overlong_buffer", max_new_tokens);
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("<no error>");
+  auto error_for = [&](int64_t max_new_tokens) {
+    return error_of([&] { cfg.validate("reward.overlong_buffer", max_new_tokens); });
   };
-  EXPECT_NE(error_of(6).find("reward.overlong_buffer.len: must be in [1, rollout.sampling.max_new_tokens = 6], got 0"),
+  EXPECT_NE(error_for(6).find("reward.overlong_buffer.len: must be in [1, rollout.sampling.max_new_tokens = 6], got 0"),
             std::string::npos);
   cfg.len = 7;
-  EXPECT_NE(error_of(6).find("got 7"), std::string::npos);
+  EXPECT_NE(error_for(6).find("got 7"), std::string::npos);
   cfg.len = 2;
   cfg.penalty_factor = -1;
-  EXPECT_NE(error_of(6).find("reward.overlong_buffer.penalty_factor"), std::string::npos);
+  EXPECT_NE(error_for(6).find("reward.overlong_buffer.penalty_factor"), std::string::npos);
   cfg.penalty_factor = 1;
-  EXPECT_EQ(error_of(6), "<no error>");
+  EXPECT_EQ(error_for(6), "<no error>");
 }
 
 }  // namespace

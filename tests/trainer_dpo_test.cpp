@@ -174,7 +174,7 @@ TEST(DpoOnline, PairsFromRolloutGroupsTakeTheBestAndWorstResponse) {
   EXPECT_EQ(pairs[0].chosen, samples[1].response);
   EXPECT_EQ(pairs[0].rejected, samples[2].response);
   samples[2].prompt = {1, 30};  // the rejected one
-  EXPECT_NE(test::error_of([&] { pairs_from_rollout(samples, rewards, groups); }).find("not their prompt"),
+  EXPECT_NE(error_of([&] { pairs_from_rollout(samples, rewards, groups); }).find("not their prompt"),
             std::string::npos);
 }
 

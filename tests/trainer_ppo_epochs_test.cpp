@@ -14,7 +14,6 @@
 namespace rlcpp {
 namespace {
 
-using test::error_of;
 using test::random_samples;
 using test::small_model_config;
 

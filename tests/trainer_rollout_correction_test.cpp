@@ -17,7 +17,6 @@
 namespace rlcpp {
 namespace {
 
-using test::error_of;
 
 // Two sequences (3 and 2 tokens), the second token of the first not trained on (mask 0).
 struct HandBatch {

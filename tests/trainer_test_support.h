@@ -11,6 +11,7 @@
 #include "core/philox.h"
 #include "model/init.h"
 #include "trainer/rollout_batch.h"
+#include "tests/error_test_support.h"
 
 namespace rlcpp::test {
 
@@ -45,15 +46,6 @@ inline std::vector<RolloutSample> random_samples(uint64_t seed, size_t n, int64_
     }
   }
   return out;
-}
-
-inline std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
 }
 
 inline bool same_bytes(const Tensor& a, const Tensor& b) {

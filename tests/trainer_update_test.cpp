@@ -16,7 +16,6 @@
 namespace rlcpp {
 namespace {
 
-using test::error_of;
 using test::max_rel_diff;
 using test::random_samples;
 using test::same_bytes;
