@@ -50,6 +50,11 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("--algorithms", step->algorithms,
                   "step: also time these algorithms' steps next to GRPO's, e.g. gspo,cispo,reinforce_pp,ppo,dpo")
       ->delimiter(',');
+  cmd->add_flag("--async", step->async,
+                "step: also time the split placement with the async pipeline (async.max_staleness = 1)");
+  cmd->add_option("--throttle-ms", step->throttle_ms,
+                  "step: slow the split worker by this many ms an engine step (a rollout-bound step; no colocated "
+                  "row)");
   cmd->add_option("--set", step->overrides,
                   "step: override a key of the recipe, e.g. numerics.batch_invariant=false (repeatable)");
   return {cmd, [=]() {

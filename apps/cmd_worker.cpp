@@ -65,6 +65,8 @@ Command add_worker_command(CLI::App& app) {
   // Hidden (group ""): a test tool, documented in loop/README.md "Fault handling".
   cmd->add_option("--inject-fault", a->inject_fault, "kill|stop|exit:REQUEST:STEP, end or hang at that engine step")
       ->group("");
+  cmd->add_option("--throttle-ms", a->throttle_ms, "sleep this long after every engine step (a slow worker)")
+      ->group("");
   return {cmd, [=]() { return run_worker_process(*a, zmq_weight_feed); }};
 }
 

@@ -18,6 +18,7 @@
 #include "model/init.h"
 #include "core/error.h"
 #include "loop/controller.h"
+#include "loop/worker_process.h"
 #include "model/model_config.h"
 #include "trainer/algorithm.h"
 
@@ -44,6 +45,8 @@ struct StepFigures {
   double tokens = 0;                      // prompt + response tokens of a step
   double generated_tokens = 0;            // response tokens of a step
   int64_t timed_steps = 0;
+  // Async only (medians): the background draws' wall time and the part of it the trainer's work hid.
+  double rollout_wall_s = 0, rollout_overlapped_s = 0;
 };
 
 // The recipe of configs/grpo_add3_benchmark.json, RL part only: random init (no warm start), `steps` steps, eval and
@@ -85,12 +88,12 @@ TrainConfig step_config(const StepBenchOptions& o, const std::string& placement,
 }
 
 StepFigures run_placement(const StepBenchOptions& o, const std::string& placement, const std::string& dir,
-                          const std::string& algorithm = "") {
-  const TrainConfig cfg = step_config(o, placement, dir + "/" + placement + algorithm, algorithm);
+                          const std::string& algorithm = "", const std::string& label = "") {
+  const TrainConfig cfg = step_config(o, placement, dir + "/" + placement + algorithm + label, algorithm);
   const TrainSummary summary = run_train(cfg, config_to_json(cfg));
   std::ifstream in(summary.run_dir + "/metrics.jsonl");
   RLCPP_CHECK(in, "bench step: " << summary.run_dir << "/metrics.jsonl is missing");
-  std::vector<double> steps, tokens, generated;
+  std::vector<double> steps, tokens, generated, rollout_wall, overlapped;
   std::map<std::string, std::vector<double>> columns;
   for (std::string line; std::getline(in, line);) {
     const Json j = Json::parse(line);
@@ -106,6 +109,10 @@ StepFigures run_placement(const StepBenchOptions& o, const std::string& placemen
     }
     tokens.push_back(j.at("tokens").get<double>());
     generated.push_back(j.at("rollout/generated_tokens").get<double>());
+    if (j.contains("timing_s/rollout_wall")) {
+      rollout_wall.push_back(t("rollout_wall") + t("reward_wall"));
+      overlapped.push_back(t("rollout_overlapped"));
+    }
   }
   RLCPP_CHECK(!steps.empty(), "bench step: no timed step in " << summary.run_dir << "/metrics.jsonl");
   StepFigures f;
@@ -114,6 +121,10 @@ StepFigures run_placement(const StepBenchOptions& o, const std::string& placemen
   f.tokens = median_of(tokens);
   f.generated_tokens = median_of(generated);
   f.timed_steps = static_cast<int64_t>(steps.size());
+  if (!rollout_wall.empty()) {
+    f.rollout_wall_s = median_of(rollout_wall);
+    f.rollout_overlapped_s = median_of(overlapped);
+  }
   return f;
 }
 
@@ -151,11 +162,32 @@ Json figures_json(const StepFigures& f) {
 
 }  // namespace
 
+static int run_step_bench_in(const StepBenchOptions& o, const TempDir& dir);
+
 int run_step_bench(const StepBenchOptions& o) {
   RLCPP_CHECK(o.warmup >= 0 && o.iters >= 1, "bench step: --warmup must be >= 0 and --iters >= 1, got "
                                                   << o.warmup << " and " << o.iters);
   const ModelConfig mc = model_preset(o.preset);
   TempDir dir("step_bench");
+  RLCPP_CHECK(o.throttle_ms >= 0, "bench step: --throttle-ms must be >= 0, got " << o.throttle_ms);
+  if (o.throttle_ms > 0) {  // every split run's worker goes through a wrapper that slows it down
+    const std::string wrapper = dir.path() + "/throttled_worker.sh";
+    std::ofstream(wrapper) << "#!/bin/sh\nexec '" << current_executable() << "' \"$@\" --throttle-ms "
+                           << o.throttle_ms << "\n";
+    std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+    StepBenchOptions throttled = o;
+    throttled.overrides.push_back("rollout.worker_binary=" + wrapper);
+    throttled.colocated = false;
+    throttled.throttle_ms = 0;
+    std::printf("step bench: the split worker sleeps %g ms after every engine step (rlcpp worker --throttle-ms)\n",
+                o.throttle_ms);
+    return run_step_bench_in(throttled, dir);
+  }
+  return run_step_bench_in(o, dir);
+}
+
+static int run_step_bench_in(const StepBenchOptions& o, const TempDir& dir) {
+  const ModelConfig mc = model_preset(o.preset);
   std::printf("step bench: one GRPO step of configs/grpo_add3_benchmark.json (RL part) on preset %s (%lld params), "
               "random init, fixed-length responses, CPU, %d threads; median of %d steps after %d\n",
               o.preset.c_str(), static_cast<long long>(mc.num_parameters()), omp_get_max_threads(), o.iters,
@@ -180,6 +212,13 @@ int run_step_bench(const StepBenchOptions& o) {
                                             std::to_string(minibatches) + " --iters " + std::to_string(o.iters) +
                                             " --warmup 1 --threads best");
   if (o.colocated) rows.emplace_back("rlcpp colocated", run_placement(o, "colocated", dir.path()));
+  std::optional<StepFigures> async;
+  if (o.async) {
+    StepBenchOptions a = o;
+    a.overrides.push_back("async.max_staleness=1");
+    async = run_placement(a, "split", dir.path(), "", "_async");
+    rows.emplace_back("rlcpp split async", *async);
+  }
   // TRL's own GRPOTrainer, the same recipe on a random model of the same shape.
   std::optional<PeerRun> trl;
   if (o.peer && !real_peers_in(o.peers, {"trl"}).empty()) {
@@ -207,7 +246,7 @@ int run_step_bench(const StepBenchOptions& o) {
               {"new_tokens", new_tokens}, {"minibatches", minibatches}, {"threads", omp_get_max_threads()}};
   for (const auto& [name, f] : rows) {
     print_row(name.c_str(), 1e3 * f.step_s, f.tokens, shares(f), all_present);
-    out[name == "rlcpp split" ? "split" : "colocated"] = figures_json(f);
+    out[name == "rlcpp split" ? "split" : name == "rlcpp colocated" ? "colocated" : "split_async"] = figures_json(f);
   }
   const bool have_peer = !peer.is_null() && peer.contains("step_ms");
   if (have_peer) {
@@ -261,6 +300,22 @@ int run_step_bench(const StepBenchOptions& o) {
       algos[name]["ratio_to_grpo"] = f.step_s / split.step_s;
     }
     out["algorithms"] = algos;
+  }
+  if (async) {
+    // The synchronous split step's rollout side (rollout + reward) against the rest: overlapped perfectly, a
+    // step takes the longer of the two.
+    const double rollout_side = split.column_s.at("rollout") + split.column_s.at("reward");
+    const double bound = std::max(rollout_side, split.step_s - rollout_side);
+    std::printf("  async (staleness 1): step %.1f ms = %.2fx the synchronous split step; max(rollout %.1f, rest "
+                "%.1f) = %.1f ms, async / max = %.2f (goal <= 1.10); background draws %.1f ms, %.1f ms of it "
+                "hidden\n",
+                1e3 * async->step_s, async->step_s / split.step_s, 1e3 * rollout_side,
+                1e3 * (split.step_s - rollout_side), 1e3 * bound, async->step_s / bound, 1e3 * async->rollout_wall_s,
+                1e3 * async->rollout_overlapped_s);
+    out["async"] = {{"step_ms", 1e3 * async->step_s}, {"sync_step_ms", 1e3 * split.step_s},
+                    {"max_rollout_rest_ms", 1e3 * bound}, {"ratio_to_max", async->step_s / bound},
+                    {"background_ms", 1e3 * async->rollout_wall_s},
+                    {"hidden_ms", 1e3 * async->rollout_overlapped_s}};
   }
   const double sync_share = shares(split).at("sync");
   std::printf("  weight sync (split, zmq over ipc://): %.1f ms = %.2f%% of the step (goal < 2%%)\n",

@@ -18,6 +18,12 @@ struct StepBenchOptions {
   // Also time these algorithms' steps (trainer/algorithm.h names, each with its own defaults), split placement,
   // in the same run, next to GRPO's.
   std::vector<std::string> algorithms;
+  // Also time the split placement with the async pipeline (async.max_staleness = 1) next to the synchronous
+  // one, against the goal async step <= max(rollout, rest of the step) + 10 %.
+  bool async = false;
+  // Slow the split worker down by this many ms an engine step (rlcpp worker --throttle-ms), in every split run:
+  // the case where the rollout dominates and overlap must win. The colocated row is then left out.
+  double throttle_ms = 0;
 };
 
 // One GRPO step of the add3 recipe (configs/grpo_add3_benchmark.json without its warm start) through the real

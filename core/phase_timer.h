@@ -31,6 +31,8 @@ class PhaseTimer {
     } add{this, phase, &watch};
     return fn();
   }
+  // Adds `seconds` measured elsewhere (a Stopwatch around work done in the step) to `phase`.
+  void add(Phase phase, double seconds) { seconds_[static_cast<int>(phase)] += seconds; }
   // Ends the step: `other` becomes the step's wall time minus the timed phases.
   void finish();
   double step_seconds() const { return step_seconds_; }

@@ -12,6 +12,7 @@
 #include "core/process_memory.h"
 #include "loop/evaluation.h"
 #include "loop/rl_step.h"
+#include "loop/rollout_pipeline.h"
 #include "loop/run_dir.h"
 #include "loop/start_ledger.h"
 #include "loop/sft_run.h"
@@ -43,10 +44,15 @@ void print_step_line(const TrainConfig& cfg, int64_t step, const StepResult& r, 
                      const std::optional<double>& accuracy, double seconds_per_step) {
   char acc[32] = "";
   if (accuracy) std::snprintf(acc, sizeof acc, " | held-out %5.1f%%", 100.0 * *accuracy);
+  // Async: the share of the step's wall time the background draws ran behind the trainer's work.
+  char hidden[32] = "";
+  if (const auto it = r.metrics.find("timing_s/rollout_overlapped"); it != r.metrics.end() && t.step_seconds() > 0)
+    std::snprintf(hidden, sizeof hidden, " (+%.0f%% hidden)", 100 * it->second / t.step_seconds());
   const double eta = seconds_per_step * static_cast<double>(cfg.steps - step);
-  std::printf("step %4lld/%lld | reward %.3f%s | rollout %2.0f%% update %2.0f%% sync %2.0f%% | %s tok/s | ETA %s\n",
+  std::printf("step %4lld/%lld | reward %.3f%s | rollout %2.0f%%%s update %2.0f%% sync %2.0f%% | %s tok/s | ETA %s\n",
               static_cast<long long>(step), static_cast<long long>(cfg.steps), r.mean_reward, acc,
-              100 * t.share(Phase::kRollout), 100 * (t.share(Phase::kUpdateActor) + t.share(Phase::kUpdateCritic)),
+              100 * t.share(Phase::kRollout), hidden,
+              100 * (t.share(Phase::kUpdateActor) + t.share(Phase::kUpdateCritic)),
               100 * t.share(Phase::kWeightSync), format_rate(r.tokens / t.step_seconds()).c_str(),
               format_duration(eta).c_str());
   std::fflush(stdout);
@@ -143,7 +149,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   PolicyUpdater actor(model, params, config.optim);
   PhiloxStream data_rng(config.seed, /*stream=*/1);
   PhiloxStream update_rng(config.seed, /*stream=*/2);
-  TrainState state{0, 0, &data_rng, &update_rng, config_to_json(config)};
+  TrainState state{0, 0, &data_rng, &update_rng, config_to_json(config), Json()};
   remove_unfinished_checkpoints(run.path());
   std::string rollout_checkpoint = resume_checkpoint;
   if (!resume_checkpoint.empty()) {
@@ -166,18 +172,26 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   else if (config.rollout.placement == "remote")
     rollout = make_remote_rollout(config.rollout, run.path(), params, state.policy_version, config.rollout_numerics());
   else
-    rollout = make_colocated_rollout(rollout_model, params, config.rollout.engine, state.policy_version);
+    rollout = make_colocated_rollout(rollout_model, params, config.rollout.engine, state.policy_version,
+                                     /*own_weights=*/config.async.max_staleness > 0);
   RlContext ctx{config, *task, *reward, tok, model, params, reference ? &*reference : nullptr,
                 actor, *rollout, data_rng, update_rng, state.policy_version, critic ? &critic->updater : nullptr,
                 same_numerics ? nullptr : &rollout_model, teacher_model.get(), teacher ? &*teacher : nullptr};
+  RolloutPipeline pipeline({config, *task, *reward, tok, *rollout, data_rng}, config.async.max_staleness,
+                           config.steps);
+  if (!resume_checkpoint.empty())
+    pipeline.restore(state.pending_rollouts, resume_checkpoint + "/" + kPendingRolloutsFile);
 
-  std::printf("train: %s, %s, %lld parameters, task %s, %lld steps of %lld prompts x %lld, placement %s, "
+  std::printf("train: %s, %s, %lld parameters, task %s, %lld steps of %lld prompts x %lld, placement %s%s, "
               "numerics rollout %s / trainer %s, run %s\n",
               config.algorithm.name.c_str(),
               config.init_checkpoint.empty() ? config.model_preset.c_str() : config.init_checkpoint.c_str(),
               static_cast<long long>(mc.num_parameters()), task->name().c_str(),
               static_cast<long long>(config.steps), static_cast<long long>(config.rollout.prompts_per_step),
               static_cast<long long>(config.rollout.group_size), config.rollout.placement.c_str(),
+              config.async.max_staleness > 0
+                  ? (", async (staleness " + std::to_string(config.async.max_staleness) + ")").c_str()
+                  : "",
               rollout_model.numerics().describe().c_str(), model.numerics().describe().c_str(), run.path().c_str());
   std::fflush(stdout);
   const ModelNumerics& rn = rollout_model.numerics();
@@ -194,7 +208,10 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   for (int64_t step = state.step + 1; step <= config.steps; ++step) {
     PhaseTimer timer;
     rollout->begin_step(step);
-    StepResult r = rl_step(ctx, step, timer);
+    StepDraws drawn = pipeline.take(step, ctx.version, timer);  // with async, the draws of step + N start
+    StepResult r = learn_step(ctx, std::move(drawn), timer);
+    pipeline.join(timer, r.metrics);
+    sync_and_probe(ctx, timer, r);
     const bool last = step == config.steps;
     if (last) actor.check_some_step_applied("train " + run.path());
     std::optional<double> accuracy;
@@ -214,7 +231,9 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
       checkpoint = run.checkpoint_dir(step);
       timer.time(Phase::kCheckpoint, [&] {
         save_train_checkpoint(checkpoint, params, actor.optimizer(),
-                              {step, ctx.version, &data_rng, &update_rng, state.run_config}, critic_ckpt,
+                              {step, ctx.version, &data_rng, &update_rng, state.run_config,
+                               pipeline.pending_to_json()},
+                              critic_ckpt,
                               tokenizer_files_saved);
         prune_checkpoints(run.path(), config.checkpoint_keep_last, rollout_checkpoint);
         return 0;

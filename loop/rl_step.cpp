@@ -1,15 +1,13 @@
 #include "loop/rl_step.h"
 
 #include <cmath>
-#include <iterator>
+#include <cstdio>
 
 #include "core/error.h"
 #include "loop/consistency_probe.h"
 #include "loop/group_filter.h"
-#include "reward/overlong_penalty.h"
 #include "loop/mismatch.h"
 #include "loop/rollout_metrics.h"
-#include "loop/rollout_samples.h"
 #include "model/forward_comparison.h"
 #include "model/weight_error.h"
 #include "trainer/algorithm.h"
@@ -20,17 +18,6 @@
 namespace rlcpp {
 
 namespace {
-
-// Sampling seed of a step: distinct per step and run seed, so no two steps reuse Philox draws.
-uint64_t step_sampling_seed(uint64_t run_seed, int64_t step) {
-  return run_seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(step);
-}
-
-// The seed of a step's refill draw (draw >= 1; draw 0 uses the step's seed): its prompt ids restart at 0, so
-// its seed must differ from every step's.
-uint64_t draw_sampling_seed(uint64_t run_seed, int64_t step, int64_t draw) {
-  return step_sampling_seed(run_seed, step) ^ (0xD1B54A32D192ED03ull * static_cast<uint64_t>(draw));
-}
 
 // Mean of every reward component over the batch (reward/<name>), plus the mean and std of the total.
 void add_reward_metrics(const std::vector<RewardResult>& results, std::map<std::string, double>& out) {
@@ -112,96 +99,35 @@ void learn_from_batch(RlContext& ctx, ScoredBatch& batch, PhaseTimer& timer, Ste
   algorithm.update(update, batch, timer, out.metrics);
 }
 
-// One draw of prompt groups: phases 1 (rollout) and 2 (reward) on rollout.prompts_per_step fresh problems.
-struct Draw {
-  std::vector<Problem> problems;
-  RolloutResult rollout;
-  std::vector<RolloutSample> samples;
-  std::vector<RewardResult> rewards;
-};
-
-Draw draw_and_score(RlContext& ctx, uint64_t seed, PhaseTimer& timer) {
-  const TrainConfig& cfg = ctx.config;
-  Draw d;
-  // 1 rollout
-  Request request;
-  d.rollout = timer.time(Phase::kRollout, [&] {
-    for (int64_t p = 0; p < cfg.rollout.prompts_per_step; ++p) d.problems.push_back(ctx.task.sample_train(ctx.data_rng));
-    SamplingParams sampling = cfg.rollout.sampling;
-    sampling.seed = seed;
-    sampling.logprob_space = cfg.algorithm.logprob_space;
-    request = make_rollout_request(d.problems, ctx.tokenizer, cfg.rollout.group_size, sampling);
-    return ctx.rollout.generate(request);
-  });
-  check_sample_versions(d.rollout.samples, ctx.version);
-  d.samples = to_rollout_samples(request, d.rollout);
-
-  // 2 reward
-  d.rewards = timer.time(Phase::kReward, [&] {
-    std::vector<RewardQuery> queries;
-    for (const Sample& s : d.rollout.samples)
-      queries.push_back({&d.problems[static_cast<size_t>(s.prompt_index)], ctx.tokenizer.decode(s.tokens),
-                         s.finish_reason == FinishReason::kEos});
-    return ctx.reward.score(queries);
-  });
-  RLCPP_CHECK(d.rewards.size() == d.samples.size(), "reward: " << d.rewards.size() << " results for "
-                                                               << d.samples.size() << " samples");
-  if (cfg.reward.overlong_buffer.enabled) {  // DAPO's soft overlong punishment, on either reward's results
-    std::vector<int64_t> lengths;
-    for (const Sample& s : d.rollout.samples) lengths.push_back(static_cast<int64_t>(s.tokens.size()));
-    apply_overlong_penalty(d.rewards, lengths, cfg.rollout.sampling.max_new_tokens, cfg.reward.overlong_buffer);
-  }
-  return d;
-}
-
-// Appends a later draw to the step's first: its prompt indices follow the earlier ones; counters and times add
-// up (the draws ran one after another).
-void append_draw(Draw& all, Draw&& more) {
-  const int64_t offset = static_cast<int64_t>(all.problems.size());
-  for (Sample& s : more.rollout.samples) s.prompt_index += offset;
-  std::move(more.problems.begin(), more.problems.end(), std::back_inserter(all.problems));
-  std::move(more.rollout.samples.begin(), more.rollout.samples.end(), std::back_inserter(all.rollout.samples));
-  std::move(more.samples.begin(), more.samples.end(), std::back_inserter(all.samples));
-  std::move(more.rewards.begin(), more.rewards.end(), std::back_inserter(all.rewards));
-  all.rollout.stats.then(more.rollout.stats);
-}
-
 }  // namespace
 
-StepResult rl_step(RlContext& ctx, int64_t step, PhaseTimer& timer) {
+StepResult learn_step(RlContext& ctx, StepDraws&& drawn, PhaseTimer& timer) {
   const TrainConfig& cfg = ctx.config;
   const int64_t group = cfg.rollout.group_size;
+  const int64_t step = drawn.step;
   StepResult out;
-
-  // 1-2 rollout and reward; with refilled dynamic sampling (filter_groups.max_draws > 1) more draws of fresh
-  // prompt groups, each with its own sampling seed, until max_groups groups have a reward spread or the cap.
-  const FilterGroupsConfig& filter = cfg.filter_groups;
-  Draw drawn = draw_and_score(ctx, step_sampling_seed(cfg.seed, step), timer);
-  int64_t draws = 1;
-  const auto scores_of = [](const Draw& d) {
-    std::vector<float> scores;
-    for (const RewardResult& r : d.rewards) scores.push_back(static_cast<float>(r.total));
-    return scores;
-  };
-  if (filter.enabled && filter.max_draws > 1) {
-    while (count_informative_groups(scores_of(drawn), group) < filter.max_groups && draws < filter.max_draws) {
-      append_draw(drawn, draw_and_score(ctx, draw_sampling_seed(cfg.seed, step, draws), timer));
-      ++draws;
-    }
-    const int64_t informative = count_informative_groups(scores_of(drawn), group);
-    out.metrics["filter/draws"] = static_cast<double>(draws);
-    out.metrics["filter/cap_reached"] = informative < filter.max_groups ? 1.0 : 0.0;
+  if (cfg.filter_groups.enabled && cfg.filter_groups.max_draws > 1) {
+    out.metrics["filter/draws"] = static_cast<double>(drawn.draws);
+    out.metrics["filter/cap_reached"] = drawn.cap_reached ? 1.0 : 0.0;
   }
-  std::vector<Problem>& problems = drawn.problems;
-  const RolloutResult& rollout = drawn.rollout;
-  std::vector<RewardResult>& rewards = drawn.rewards;
+  std::vector<Problem>& problems = drawn.drawn.problems;
+  const RolloutResult& rollout = drawn.drawn.rollout;
+  std::vector<RewardResult>& rewards = drawn.drawn.rewards;
   ScoredBatch batch;
-  batch.samples = std::move(drawn.samples);
+  batch.samples = std::move(drawn.drawn.samples);
   batch.temperature = cfg.rollout.sampling.temperature > 0 ? cfg.rollout.sampling.temperature : 1.0f;
   if (cfg.algorithm.logprob_space == "sampled" && cfg.rollout.sampling.temperature > 0)
     batch.truncation = Truncation{cfg.rollout.sampling.top_k, cfg.rollout.sampling.top_p};
   for (const auto& [k, v] : rollout_metrics(rollout)) out.metrics[k] = v;
-  out.metrics["rollout/policy_version"] = static_cast<double>(ctx.version);
+  out.metrics["rollout/policy_version"] = static_cast<double>(drawn.policy_version);
+  // Off-policy (the async pipeline): how many versions older than the policy the update starts from the
+  // samples are. Every sample of a step comes from one version, so mean and max agree; samples older than
+  // async.max_staleness are dropped (only a pending rollout resumed under a lower bound can be).
+  const int64_t staleness = ctx.version - drawn.policy_version;
+  const bool too_stale = staleness > cfg.async.max_staleness;
+  out.metrics["training/off_policy/staleness_mean"] = static_cast<double>(staleness);
+  out.metrics["training/off_policy/staleness_max"] = static_cast<double>(staleness);
+  out.metrics["training/off_policy/dropped_samples"] = too_stale ? static_cast<double>(rollout.samples.size()) : 0;
   add_reward_metrics(rewards, out.metrics);
   out.mean_reward = out.metrics["reward/mean"];
   for (size_t i = 0; i < batch.samples.size(); ++i) {
@@ -214,12 +140,42 @@ StepResult rl_step(RlContext& ctx, int64_t step, PhaseTimer& timer) {
   }
 
   // 2b dynamic sampling: only groups with a reward spread go on to the old log-probs and the update
-  if (cfg.filter_groups.enabled) filter_informative_groups(batch, group, cfg.filter_groups, out.metrics);
-  if (batch.samples.empty())
-    out.metrics["filter/skipped_update"] = 1;  // every group tied: nothing to learn, the policy stays
-  else
-    learn_from_batch(ctx, batch, timer, out);
+  if (too_stale) {
+    batch = ScoredBatch{};
+    std::printf("train: step %lld drops its %zu samples: policy version %lld is %lld versions old, "
+                "async.max_staleness is %lld\n", static_cast<long long>(step), rollout.samples.size(),
+                static_cast<long long>(drawn.policy_version), static_cast<long long>(staleness),
+                static_cast<long long>(cfg.async.max_staleness));
+  } else if (cfg.filter_groups.enabled) {
+    filter_informative_groups(batch, group, cfg.filter_groups, out.metrics);
+    if (batch.samples.empty()) out.metrics["filter/skipped_update"] = 1;  // every group tied: nothing to learn
+  }
+  if (!batch.samples.empty()) learn_from_batch(ctx, batch, timer, out);
 
+  std::vector<int64_t> trained_position(rollout.samples.size(), -1);  // -1: dropped by filter_groups
+  for (size_t i = 0; i < batch.rollout_index.size(); ++i)
+    trained_position[static_cast<size_t>(batch.rollout_index[i])] = static_cast<int64_t>(i);
+  for (int64_t i = 0; i < cfg.samples_per_step && i < static_cast<int64_t>(rollout.samples.size()); ++i) {
+    const Sample& s = rollout.samples[static_cast<size_t>(i)];
+    Json line = {{"step", step},
+                 {"prompt", problems[static_cast<size_t>(s.prompt_index)].prompt},
+                 {"response", ctx.tokenizer.decode(s.tokens)},
+                 {"response_tokens", s.tokens.size()},
+                 {"finish_reason", finish_reason_name(s.finish_reason)},
+                 {"reward", reward_to_json(rewards[static_cast<size_t>(i)])},
+                 {"policy_version", s.policy_version}};
+    // GRPO: the sample's advantage; PPO: its first token's. DPO has none.
+    const int64_t at = trained_position[static_cast<size_t>(i)];
+    if (at >= 0 && !batch.samples[static_cast<size_t>(at)].advantages.empty())
+      line["advantage"] = batch.samples[static_cast<size_t>(at)].advantages.front();
+    out.samples.push_back(std::move(line));
+  }
+  return out;
+}
+
+
+void sync_and_probe(RlContext& ctx, PhaseTimer& timer, StepResult& out) {
+  const TrainConfig& cfg = ctx.config;
   // 7 weight sync: the engine side acknowledges the new version before the next rollout. A rollout in other
   // numerics computes with rounded or quantised weights: their error against the master weights, per sync.
   const Transformer& rollout_model = ctx.rollout_model ? *ctx.rollout_model : ctx.model;
@@ -244,26 +200,6 @@ StepResult rl_step(RlContext& ctx, int64_t step, PhaseTimer& timer) {
     if (probe.where)
       for (const auto& [k, v] : probe.where->metrics("probe_trainer/")) out.metrics[k] = v;
   }
-
-  std::vector<int64_t> trained_position(rollout.samples.size(), -1);  // -1: dropped by filter_groups
-  for (size_t i = 0; i < batch.rollout_index.size(); ++i)
-    trained_position[static_cast<size_t>(batch.rollout_index[i])] = static_cast<int64_t>(i);
-  for (int64_t i = 0; i < cfg.samples_per_step && i < static_cast<int64_t>(rollout.samples.size()); ++i) {
-    const Sample& s = rollout.samples[static_cast<size_t>(i)];
-    Json line = {{"step", step},
-                 {"prompt", problems[static_cast<size_t>(s.prompt_index)].prompt},
-                 {"response", ctx.tokenizer.decode(s.tokens)},
-                 {"response_tokens", s.tokens.size()},
-                 {"finish_reason", finish_reason_name(s.finish_reason)},
-                 {"reward", reward_to_json(rewards[static_cast<size_t>(i)])},
-                 {"policy_version", s.policy_version}};
-    // GRPO: the sample's advantage; PPO: its first token's. DPO has none.
-    const int64_t at = trained_position[static_cast<size_t>(i)];
-    if (at >= 0 && !batch.samples[static_cast<size_t>(at)].advantages.empty())
-      line["advantage"] = batch.samples[static_cast<size_t>(at)].advantages.front();
-    out.samples.push_back(std::move(line));
-  }
-  return out;
 }
 
 }  // namespace rlcpp

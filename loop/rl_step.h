@@ -1,7 +1,8 @@
-// One RL step of `rlcpp train` through its phases (DESIGN.md "one RL step"): rollout, reward, old_logprob and
-// ref_logprob as the algorithm needs them, then the algorithm's own part (trainer/algorithm.h: values, advantage,
-// update_critic, update_actor), then weight_sync and probe. Eval and checkpoint belong to the controller. Each
-// phase is timed on the step's PhaseTimer.
+// One RL step of `rlcpp train` through its phases (DESIGN.md "one RL step"): the step's draws (rollout and
+// reward, loop/step_draws.h, handed over by the rollout pipeline), then old_logprob and ref_logprob as the
+// algorithm needs them and the algorithm's own part (trainer/algorithm.h: values, advantage, update_critic,
+// update_actor) in learn_step, then weight_sync and probe in sync_and_probe. Eval and checkpoint belong to the
+// controller. Each phase is timed on the step's PhaseTimer.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include "model/tokenizer.h"
 #include "reward/reward_function.h"
 #include "loop/rollout_backend.h"
+#include "loop/step_draws.h"
 #include "trainer/update_step.h"
 
 namespace rlcpp {
@@ -33,7 +35,7 @@ struct RlContext {
   RolloutBackend& rollout;            // colocated engine or split worker
   PhiloxStream& data_rng;
   PhiloxStream& update_rng;
-  int64_t version = 0;                // the policy version the engine samples with
+  int64_t version = 0;                // the policy's version before the update (the engine holds it since the last sync)
   PolicyUpdater* critic = nullptr;    // an algorithm with a critic (PPO): the value-head model's updater; else null
   // The policy's model in the rollout engine's numerics (dtype, quantisation): the probe scores with it. Null
   // when the roles' numerics are the same (then `model` serves).
@@ -51,7 +53,13 @@ struct StepResult {
   int64_t tokens = 0;                     // prompt + response tokens of the batch
 };
 
-// The step of the algorithm config.algorithm.name (trainer/algorithm.h).
-StepResult rl_step(RlContext& ctx, int64_t step, PhaseTimer& timer);
+// Learns from a step's draws with the algorithm config.algorithm.name (trainer/algorithm.h): dynamic sampling,
+// old and reference log-probs, the algorithm's phases. Draws more than async.max_staleness versions older than
+// ctx.version are dropped (training/off_policy/dropped_samples) and the policy stays.
+StepResult learn_step(RlContext& ctx, StepDraws&& drawn, PhaseTimer& timer);
+
+// Phases 7-8: pushes the updated policy to the engine as version ctx.version + 1 (ctx.version becomes it) and
+// probes that the engine computes what the trainer does.
+void sync_and_probe(RlContext& ctx, PhaseTimer& timer, StepResult& out);
 
 }  // namespace rlcpp

@@ -1,6 +1,7 @@
 #include "loop/rollout_backend.h"
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 
@@ -18,20 +19,30 @@ namespace {
 class ColocatedRollout : public RolloutBackend {
  public:
   ColocatedRollout(const Transformer& model, const ParameterStore& params, const EngineConfig& engine,
-                   int64_t version)
-      : params_(params), engine_(model, params, engine, version), channel_(params, version) {}
+                   int64_t version, bool own_weights)
+      : own_(own_weights ? std::optional<ParameterStore>(params.clone()) : std::nullopt),
+        engine_params_(own_ ? *own_ : params),
+        engine_(model, engine_params_, engine, version),
+        channel_(engine_params_, version) {}
 
   RolloutResult generate(const Request& request) override { return engine_.generate(request); }
 
   void sync(const ParameterStore& params, int64_t version) override {
+    if (own_) {  // the engine's copy becomes the trainer's weights
+      RLCPP_CHECK(params.flat().nbytes() == own_->flat().nbytes(),
+                  "weight sync (inproc): " << params.flat().nbytes() << " bytes of weights for an engine of "
+                                           << own_->flat().nbytes());
+      std::memcpy(own_->flat().data<float>(), params.flat().data<float>(), params.flat().nbytes());
+    }
     channel_.publish(version);
-    const int64_t v = channel_.poll(params);  // checks that params is the buffer the engine reads
+    const int64_t v = channel_.poll(own_ ? *own_ : params);  // checks that it is the buffer the engine reads
     RLCPP_CHECK(v == version, "weight sync (inproc): engine acknowledged version " << v << ", expected " << version);
-    engine_.set_weights(params_, v);
+    engine_.set_weights(engine_params_, v);
   }
 
  private:
-  const ParameterStore& params_;
+  std::optional<ParameterStore> own_;  // the engine's copy of the weights, when the trainer updates its own meanwhile
+  const ParameterStore& engine_params_;
   Engine engine_;
   InprocWeightChannel channel_;
 };
@@ -222,8 +233,9 @@ ZmqPublisherOptions worker_publisher_options(const RolloutSection& rollout, cons
 }
 
 std::unique_ptr<RolloutBackend> make_colocated_rollout(const Transformer& model, const ParameterStore& params,
-                                                       const EngineConfig& engine, int64_t version) {
-  return std::make_unique<ColocatedRollout>(model, params, engine, version);
+                                                       const EngineConfig& engine, int64_t version,
+                                                       bool own_weights) {
+  return std::make_unique<ColocatedRollout>(model, params, engine, version, own_weights);
 }
 
 std::unique_ptr<RolloutBackend> make_split_rollout(const RolloutSection& rollout, const std::string& run_dir,

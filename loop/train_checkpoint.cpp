@@ -95,6 +95,8 @@ void save_train_checkpoint(const std::string& dir, const ParameterStore& params,
       save_weights_and_moments(partial + "/critic", critic->params, critic->optimizer);
       j["critic_optimizer_steps"] = critic->optimizer.steps_taken();
     }
+    if (!state.pending_rollouts.is_null())
+      write_json_file_atomic(partial + "/" + kPendingRolloutsFile, state.pending_rollouts);
     write_json_file_atomic(partial + "/state.json", j);
   } catch (...) {
     // A full disk: the half-written copy would keep it full. The previous checkpoints are untouched.
@@ -182,6 +184,8 @@ void load_train_checkpoint(const std::string& dir, ParameterStore& params, AdamW
                            << optimizer.steps_taken() << " must be >= 0");
     restore_rng(j.at("data_rng"), *state.data_rng, state_path + " data_rng");
     restore_rng(j.at("update_rng"), *state.update_rng, state_path + " update_rng");
+    const std::string pending = dir + "/" + kPendingRolloutsFile;
+    state.pending_rollouts = fs::exists(pending) ? load_json_file(pending) : Json();
   } catch (const Json::exception& e) {
     RLCPP_FAIL("resume: " << state_path << ": " << e.what());
   }

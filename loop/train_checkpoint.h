@@ -2,6 +2,7 @@
 //   config.json + model.safetensors   the policy (Hugging Face layout, model/checkpoint.h)
 //   trainer_state.safetensors         AdamW exp_avg and exp_avg_sq (flat, parameter layout order)
 //   state.json                        step, policy version, optimizer step counts, RNG stream positions
+//   pending_rollouts.json             async pipeline only: the draws of later steps made before this one ended
 //   critic/                           PPO only: the critic (config.json + model.safetensors, Hugging Face
 //                                     *ForTokenClassification) and its trainer_state.safetensors
 // Everything is written into step_N.partial and renamed to step_N last, so a crash leaves no step_N that
@@ -28,7 +29,10 @@ struct TrainState {
   PhiloxStream* data_rng = nullptr;
   PhiloxStream* update_rng = nullptr;
   Json run_config;  // the resolved run config the state was reached under (null: not recorded)
+  Json pending_rollouts;  // the async pipeline's pending draws (loop/rollout_pipeline.h); null: none
 };
+
+inline constexpr const char* kPendingRolloutsFile = "pending_rollouts.json";
 
 // The PPO critic's part of a checkpoint: its weights and its optimizer.
 struct CriticState {

@@ -211,6 +211,9 @@ void TrainConfig::validate() const {
                                                   << " samples of each prompt (online DPO pairs two of them), got "
                                                   << rollout.group_size);
   RLCPP_CHECK(steps >= 1, "config key 'steps': must be >= 1, got " << steps);
+  RLCPP_CHECK(async.max_staleness >= 0 && async.max_staleness <= 64,
+              "config key 'async.max_staleness': must be in [0, 64] (each pending step's rollout is held in "
+              "memory and in checkpoints), got " << async.max_staleness);
   RLCPP_CHECK(rollout.sampling.seed == 0,
               "config key 'rollout.sampling.seed': rlcpp train draws each step's sampling seed from the run's "
               "'seed'; set that instead (got " << rollout.sampling.seed << ")");

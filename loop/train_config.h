@@ -160,6 +160,20 @@ struct MismatchSection {
   }
 };
 
+// The async pipeline (loop/rollout_pipeline.h): the rollout of step k + max_staleness runs while step k updates,
+// with the policy the engine holds then, so a step trains on samples max_staleness versions old.
+struct AsyncSection {
+  int64_t max_staleness = 0;
+
+  template <class V> void visit(V& v) {
+    v("max_staleness", max_staleness,
+      "0: synchronous (each step samples with the policy it updates); N >= 1: the rollout of step k + N overlaps "
+      "the update of step k, so every step trains on samples exactly N policy versions old (fewer in the first N "
+      "steps); a sample older than N (a checkpoint's pending rollout resumed under a lower bound) is dropped and "
+      "counted. Which samples enter a step never depends on timing: the same seed gives the same run");
+  }
+};
+
 struct TrainConfig {
   std::string run_dir = "runs/grpo_add3";
   std::string model_preset = "tiny";  // random init when neither init_checkpoint nor warm_start is given
@@ -180,6 +194,7 @@ struct TrainConfig {
   OptimConfig optim;
   FilterGroupsConfig filter_groups;
   ProbeConfig probe;
+  AsyncSection async;
   int64_t steps = 200;
   int64_t eval_every = 20;  // steps; 0 = only at the end
   int64_t eval_size = 1000;
@@ -234,6 +249,7 @@ struct TrainConfig {
     v("optim", optim, "AdamW and the LR schedule");
     v("filter_groups", filter_groups, "GRPO dynamic sampling: train only on groups with a reward spread");
     v("probe", probe, "consistency probe after each weight sync");
+    v("async", async, "overlap of rollout and update (an off-policy pipeline with a staleness bound)");
     v("steps", steps, "RL steps (one rollout batch each)");
     v("eval_every", eval_every, "held-out evaluation period in steps (0 = at the end only)");
     v("eval_size", eval_size, "held-out problems per evaluation (greedy)");

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -84,6 +85,15 @@ int serve_worker(WorkerProcessConfig& a, const WeightFeedFactory& make_weights) 
   for (const std::string& file : a.curve_clients) a.worker.curve.clients.push_back(load_curve_public_key(file));
   if (!a.curve_server.empty()) a.worker.curve.server_public = load_curve_public_key(a.curve_server);
   if (!a.inject_fault.empty()) a.worker.fault_hook = parse_fault(a.inject_fault);
+  RLCPP_CHECK(a.throttle_ms >= 0 && a.throttle_ms <= 60000,
+              "worker: --throttle-ms must be in [0, 60000], got " << a.throttle_ms);
+  if (a.throttle_ms > 0) {
+    const auto pause = std::chrono::duration<double, std::milli>(a.throttle_ms);
+    a.worker.fault_hook = [fault = std::move(a.worker.fault_hook), pause](int64_t request, int64_t step) {
+      std::this_thread::sleep_for(pause);
+      if (fault) fault(request, step);
+    };
+  }
   const int stop_fd = block_stop_signals();
   StartupStopWatch startup(stop_fd);
   ParameterStore params = a.checkpoint.empty() ? init_random(model_preset(a.preset), a.init_seed)

@@ -26,6 +26,7 @@ struct WorkerProcessConfig {
   std::vector<std::string> curve_clients;  // .pub files
   uint64_t init_seed = 1;
   int64_t policy_version = 0;
+  double throttle_ms = 0;  // a test and benchmark tool: sleep this long after every engine step (a slow worker)
   double max_message_mib = 1024;
   std::string dtype = "fp32", quantization = "none";
   bool batch_invariant = true;

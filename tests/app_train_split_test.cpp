@@ -1,6 +1,6 @@
 // rlcpp train with the split placement (two worker processes over ipc://, weights over the zmq channel) gives the
 // same samples and metrics as the colocated placement with the same seed: the worker samples with exactly
-// the trainer's weights after every sync.
+// the trainer's weights after every sync. So does an async run whose workers run at different speeds.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -99,6 +99,56 @@ TEST(TrainSplit, AWorkersSamplingErrorReachesTheRunNotASignal) {
   EXPECT_NE(error.find("non-finite logits"), std::string::npos) << error;
   EXPECT_EQ(error.find("signal"), std::string::npos) << error;
   fs::remove_all(root);
+}
+
+// Two worker processes, the first slowed by 3 ms an engine step so that it serves fewer chunks and the draws
+// finish in another order: the async run is still the colocated async run, sample for sample.
+TEST(TrainSplit, AsyncRunWithAThrottledWorkerEqualsTheColocatedOne) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_async_throttle_test";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  const fs::path wrapper = root / "slow_worker0.sh";
+  {
+    std::ofstream out(wrapper);
+    out << "#!/bin/sh\ncase \"$*\" in *\"--name worker0 \"*) exec " RLCPP_BINARY_DIR "/rlcpp \"$@\" --throttle-ms 3;; "
+           "esac\nexec " RLCPP_BINARY_DIR "/rlcpp \"$@\"\n";
+  }
+  fs::permissions(wrapper, fs::perms::owner_all);
+  TrainConfig c;
+  c.init_checkpoint = small_train_checkpoint(root / "init");
+  c.rollout.prompts_per_step = 8;
+  c.rollout.group_size = 8;
+  c.ppo.mini_batch_size = 32;
+  c.ppo.micro_batch_size = 32;
+  c.optim.lr = 3e-3;
+  c.steps = 5;
+  c.eval_every = 0;
+  c.eval_size = 10;
+  c.async.max_staleness = 1;
+  TrainConfig colocated = c;
+  colocated.rollout.placement = "colocated";
+  colocated.run_dir = (root / "colocated").string();
+  TrainConfig split = c;
+  split.run_dir = (root / "split").string();
+  split.rollout.placement = "split";
+  split.rollout.num_workers = 2;
+  split.rollout.chunk_prompts = 1;
+  split.rollout.worker_binary = wrapper.string();
+  const TrainSummary a = run_train(colocated, config_to_json(colocated));
+  const TrainSummary b = run_train(split, config_to_json(split));
+  EXPECT_EQ(read_jsonl(fs::path(a.run_dir) / "samples.jsonl"), read_jsonl(fs::path(b.run_dir) / "samples.jsonl"));
+  const std::vector<Json> ma = read_jsonl(fs::path(a.run_dir) / "metrics.jsonl");
+  const std::vector<Json> mb = read_jsonl(fs::path(b.run_dir) / "metrics.jsonl");
+  ASSERT_EQ(ma.size(), 5u);
+  ASSERT_EQ(mb.size(), 5u);
+  double overlapped = 0;
+  for (size_t i = 0; i < ma.size(); ++i) {
+    for (const auto& [key, value] : ma[i].items())
+      if (!run_dependent_key(key)) EXPECT_EQ(value, mb[i][key]) << "step " << i + 1 << " key " << key;
+    overlapped += mb[i]["timing_s/rollout_overlapped"].get<double>();
+  }
+  EXPECT_GT(overlapped, 0);  // the slowed draws ran behind the updates
+  EXPECT_TRUE(same_weights(a.checkpoint, b.checkpoint));
 }
 
 }  // namespace

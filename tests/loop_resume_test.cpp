@@ -38,13 +38,6 @@ Json without_timing(Json j) {
   return j;
 }
 
-bool same_weights(const std::string& a, const std::string& b) {
-  const ParameterStore wa = load_model_checkpoint(a);
-  const ParameterStore wb = load_model_checkpoint(b);
-  return wa.numel() == wb.numel() &&
-         std::memcmp(wa.flat().data<float>(), wb.flat().data<float>(), wa.flat().nbytes()) == 0;
-}
-
 std::string read_file_text(const fs::path& path) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
@@ -152,6 +145,53 @@ TEST(LoopResume, RefilledDynamicSamplingResumesBitForBit) {
   double draws = 0;
   for (const Json& j : read_jsonl(fs::path(r.cut.run_dir) / "metrics.jsonl")) draws += j["filter/draws"].get<double>();
   EXPECT_GT(draws, 5.0) << "some step must have refilled";
+}
+
+// An async run's checkpoint keeps the draws made ahead of it (steps 3 and 4 at step 2, staleness 2): the resumed
+// run trains on them, not on fresh ones, and so equals the uninterrupted run.
+TEST(LoopResume, AsyncRunResumesWithItsPendingRollouts) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_resume_async_test";
+  fs::remove_all(root);
+  TrainConfig c = resumable_run(root);
+  c.async.max_staleness = 2;
+  const ResumedRuns r = expect_resume_matches_whole_run(root, c);
+  const Json pending = load_json_file(r.cut.run_dir + "/checkpoints/step_2/pending_rollouts.json");
+  ASSERT_EQ(pending.size(), 2u);
+  EXPECT_EQ(pending[0]["step"], 3);
+  EXPECT_EQ(pending[0]["policy_version"], 0);
+  EXPECT_EQ(pending[1]["step"], 4);
+  EXPECT_EQ(pending[1]["policy_version"], 1);
+  const std::vector<Json> m = read_jsonl(fs::path(r.cut.run_dir) / "metrics.jsonl");
+  for (size_t i = 0; i < m.size(); ++i)
+    EXPECT_EQ(m[i]["training/off_policy/staleness_max"].get<double>(), std::min<double>(2, i)) << "step " << i + 1;
+}
+
+// Resumed under a lower bound (staleness 1), the pending draws of steps 3 and 4 (versions 0 and 1, trained on at
+// versions 2 and 3) are too old: they are dropped and counted, the policy stays, and step 5 trains on draws one
+// version old again.
+TEST(LoopResume, PendingRolloutsOlderThanALoweredBoundAreDropped) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_resume_async_drop_test";
+  fs::remove_all(root);
+  TrainConfig c = resumable_run(root);
+  c.async.max_staleness = 2;
+  c.run_dir = (root / "run").string();
+  const TrainSummary first = run_train(c, config_to_json(c));
+  fs::remove_all(fs::path(first.run_dir) / "checkpoints/step_4");  // back to step 2, with steps 3 and 4 drawn
+  fs::remove_all(fs::path(first.run_dir) / "checkpoints/step_5");
+  Json edited = load_json_file(first.run_dir + "/config.json");
+  edited["async"]["max_staleness"] = 1;
+  write_json_file_atomic(first.run_dir + "/config.json", edited);
+  const TrainSummary resumed = resume_train(first.run_dir, /*allow_config_change=*/true);
+  ASSERT_EQ(resumed.mean_rewards.size(), 3u);
+  const std::vector<Json> m = read_jsonl(fs::path(first.run_dir) / "metrics.jsonl");
+  ASSERT_EQ(m.size(), 5u);
+  EXPECT_EQ(m[2]["training/off_policy/dropped_samples"], 64.0);
+  EXPECT_EQ(m[2]["training/off_policy/staleness_max"], 2.0);
+  EXPECT_EQ(m[3]["training/off_policy/dropped_samples"], 64.0);
+  EXPECT_FALSE(m[2].contains("actor/pg_loss"));  // nothing learned from them
+  EXPECT_EQ(m[4]["training/off_policy/dropped_samples"], 0.0);
+  EXPECT_EQ(m[4]["training/off_policy/staleness_max"], 1.0);  // drawn in step 4's background, with version 3
+  EXPECT_TRUE(m[4].contains("actor/pg_loss"));
 }
 
 // Distillation resumes against its teacher (read again from algorithm.distill.teacher).

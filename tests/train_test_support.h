@@ -1,7 +1,8 @@
-// What the RL-loop tests share: a small init checkpoint (random, or after a short SFT) and reading a run's
-// JSONL files.
+// What the RL-loop tests share: a small init checkpoint (random, or after a short SFT), reading a run's JSONL
+// files and comparing its checkpoints.
 #pragma once
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -53,6 +54,14 @@ inline std::vector<Json> read_jsonl(const std::filesystem::path& path) {
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) out.push_back(Json::parse(line));
   return out;
+}
+
+// Whether two checkpoints hold the same weights, bit for bit.
+inline bool same_weights(const std::string& a, const std::string& b) {
+  const ParameterStore wa = load_model_checkpoint(a);
+  const ParameterStore wb = load_model_checkpoint(b);
+  return wa.numel() == wb.numel() &&
+         std::memcmp(wa.flat().data<float>(), wb.flat().data<float>(), wa.flat().nbytes()) == 0;
 }
 
 // metrics.jsonl keys that differ between two runs of the same computation: wall-clock figures, checkpoint

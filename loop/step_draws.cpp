@@ -1,0 +1,235 @@
+#include "loop/step_draws.h"
+
+#include <iterator>
+
+#include "core/error.h"
+#include "core/metrics.h"
+#include "loop/group_filter.h"
+#include "loop/rollout_samples.h"
+#include "reward/overlong_penalty.h"
+#include "reward/reward_result.h"
+
+namespace rlcpp {
+
+namespace {
+
+// Sampling seed of a step: distinct per step and run seed, so no two steps reuse Philox draws.
+uint64_t step_sampling_seed(uint64_t run_seed, int64_t step) {
+  return run_seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(step);
+}
+
+// The seed of a step's refill draw (draw >= 1; draw 0 uses the step's seed): its prompt ids restart at 0, so
+// its seed must differ from every step's.
+uint64_t draw_sampling_seed(uint64_t run_seed, int64_t step, int64_t draw) {
+  return step_sampling_seed(run_seed, step) ^ (0xD1B54A32D192ED03ull * static_cast<uint64_t>(draw));
+}
+
+// One draw: phases 1 (rollout) and 2 (reward) on rollout.prompts_per_step fresh problems; their wall seconds
+// are added to `d`'s.
+Draw draw_and_score(const DrawContext& ctx, uint64_t seed, int64_t version, StepDraws& d) {
+  const TrainConfig& cfg = ctx.config;
+  Draw draw;
+  // 1 rollout
+  Stopwatch rollout_watch;
+  for (int64_t p = 0; p < cfg.rollout.prompts_per_step; ++p)
+    draw.problems.push_back(ctx.task.sample_train(ctx.data_rng));
+  SamplingParams sampling = cfg.rollout.sampling;
+  sampling.seed = seed;
+  sampling.logprob_space = cfg.algorithm.logprob_space;
+  const Request request = make_rollout_request(draw.problems, ctx.tokenizer, cfg.rollout.group_size, sampling);
+  draw.rollout = ctx.rollout.generate(request);
+  d.rollout_s += rollout_watch.seconds();
+  check_sample_versions(draw.rollout.samples, version);
+  draw.samples = to_rollout_samples(request, draw.rollout);
+
+  // 2 reward
+  Stopwatch reward_watch;
+  std::vector<RewardQuery> queries;
+  for (const Sample& s : draw.rollout.samples)
+    queries.push_back({&draw.problems[static_cast<size_t>(s.prompt_index)], ctx.tokenizer.decode(s.tokens),
+                       s.finish_reason == FinishReason::kEos});
+  draw.rewards = ctx.reward.score(queries);
+  RLCPP_CHECK(draw.rewards.size() == draw.samples.size(),
+              "reward: " << draw.rewards.size() << " results for " << draw.samples.size() << " samples");
+  if (cfg.reward.overlong_buffer.enabled) {  // DAPO's soft overlong punishment, on either reward's results
+    std::vector<int64_t> lengths;
+    for (const Sample& s : draw.rollout.samples) lengths.push_back(static_cast<int64_t>(s.tokens.size()));
+    apply_overlong_penalty(draw.rewards, lengths, cfg.rollout.sampling.max_new_tokens, cfg.reward.overlong_buffer);
+  }
+  d.reward_s += reward_watch.seconds();
+  return draw;
+}
+
+// Appends a later draw to the step's first: its prompt indices follow the earlier ones; counters and times add
+// up (the draws ran one after another).
+void append_draw(Draw& all, Draw&& more) {
+  const int64_t offset = static_cast<int64_t>(all.problems.size());
+  for (Sample& s : more.rollout.samples) s.prompt_index += offset;
+  std::move(more.problems.begin(), more.problems.end(), std::back_inserter(all.problems));
+  std::move(more.rollout.samples.begin(), more.rollout.samples.end(), std::back_inserter(all.rollout.samples));
+  std::move(more.samples.begin(), more.samples.end(), std::back_inserter(all.samples));
+  std::move(more.rewards.begin(), more.rewards.end(), std::back_inserter(all.rewards));
+  all.rollout.stats.then(more.rollout.stats);
+}
+
+std::vector<float> reward_totals(const Draw& d) {
+  std::vector<float> scores;
+  for (const RewardResult& r : d.rewards) scores.push_back(static_cast<float>(r.total));
+  return scores;
+}
+
+// JSON field access whose error names the pending rollout and the key.
+const Json& field(const Json& j, const char* key, const std::string& where) {
+  RLCPP_CHECK(j.is_object() && j.contains(key), where << ": missing key '" << key << "'");
+  return j[key];
+}
+template <class T> T get(const Json& j, const char* key, const std::string& where) {
+  try {
+    return field(j, key, where).get<T>();
+  } catch (const Json::exception& e) {
+    throw Error(where + ": key '" + key + "' has the wrong type (" + e.what() + ")");
+  }
+}
+
+Json problem_to_json(const Problem& p) {
+  return {{"prompt", p.prompt}, {"answer", p.answer}, {"meta", p.meta}, {"id", p.id}};
+}
+Problem problem_from_json(const Json& j, const std::string& where) {
+  return {get<std::string>(j, "prompt", where), get<std::string>(j, "answer", where), field(j, "meta", where),
+          get<uint64_t>(j, "id", where)};
+}
+
+Json sample_to_json(const Sample& s) {
+  return {{"prompt_index", s.prompt_index},
+          {"sample_index", s.sample_index},
+          {"tokens", s.tokens},
+          {"logprobs", s.logprobs},
+          {"finish_reason", finish_reason_name(s.finish_reason)},
+          {"policy_version", s.policy_version},
+          {"last_policy_version", s.last_policy_version},
+          {"num_preemptions", s.num_preemptions},
+          {"times", {s.scheduled_s, s.first_token_s, s.finished_s}}};
+}
+Sample sample_from_json(const Json& j, const std::string& where) {
+  Sample s;
+  s.prompt_index = get<int64_t>(j, "prompt_index", where);
+  s.sample_index = get<int64_t>(j, "sample_index", where);
+  s.tokens = get<std::vector<int32_t>>(j, "tokens", where);
+  s.logprobs = get<std::vector<float>>(j, "logprobs", where);
+  s.finish_reason = finish_reason_from_name(get<std::string>(j, "finish_reason", where));
+  s.policy_version = get<int64_t>(j, "policy_version", where);
+  s.last_policy_version = get<int64_t>(j, "last_policy_version", where);
+  s.num_preemptions = get<int64_t>(j, "num_preemptions", where);
+  const std::vector<double> times = get<std::vector<double>>(j, "times", where);
+  RLCPP_CHECK(times.size() == 3, where << ": key 'times' must hold 3 seconds, has " << times.size());
+  s.scheduled_s = times[0], s.first_token_s = times[1], s.finished_s = times[2];
+  return s;
+}
+
+Json trainer_sample_to_json(const RolloutSample& s) {
+  return {{"prompt", s.prompt}, {"response", s.response}, {"mask", s.mask}, {"rollout_logp", s.rollout_logp}};
+}
+RolloutSample trainer_sample_from_json(const Json& j, const std::string& where) {
+  RolloutSample s;
+  s.prompt = get<std::vector<int32_t>>(j, "prompt", where);
+  s.response = get<std::vector<int32_t>>(j, "response", where);
+  s.mask = get<std::vector<float>>(j, "mask", where);
+  s.rollout_logp = get<std::vector<float>>(j, "rollout_logp", where);
+  return s;
+}
+
+Json reward_result_to_json(const RewardResult& r) {
+  Json components = Json::array();  // in order: the step's reward/* means are taken in it
+  for (const auto& [name, value] : r.components) components.push_back({name, value});
+  return {{"total", r.total}, {"correct", r.correct}, {"components", components}};
+}
+RewardResult reward_result_from_json(const Json& j, const std::string& where) {
+  RewardResult r;
+  r.total = get<double>(j, "total", where);
+  r.correct = get<bool>(j, "correct", where);
+  r.components = get<std::vector<std::pair<std::string, double>>>(j, "components", where);
+  return r;
+}
+
+template <class T, class F> Json array_of(const std::vector<T>& items, F&& to_json) {
+  Json out = Json::array();
+  for (const T& item : items) out.push_back(to_json(item));
+  return out;
+}
+template <class T, class F> std::vector<T> vector_of(const Json& j, const char* key, const std::string& where,
+                                                     F&& from_json) {
+  const Json& items = field(j, key, where);
+  RLCPP_CHECK(items.is_array(), where << ": key '" << key << "' must be an array");
+  std::vector<T> out;
+  for (size_t i = 0; i < items.size(); ++i)
+    out.push_back(from_json(items[i], where + " " + key + "[" + std::to_string(i) + "]"));
+  return out;
+}
+
+}  // namespace
+
+StepDraws draw_step(const DrawContext& ctx, int64_t step, int64_t version) {
+  const TrainConfig& cfg = ctx.config;
+  StepDraws d;
+  d.step = step;
+  d.policy_version = version;
+  d.drawn = draw_and_score(ctx, step_sampling_seed(cfg.seed, step), version, d);
+  const FilterGroupsConfig& filter = cfg.filter_groups;
+  if (filter.enabled && filter.max_draws > 1) {
+    while (count_informative_groups(reward_totals(d.drawn), cfg.rollout.group_size) < filter.max_groups &&
+           d.draws < filter.max_draws) {
+      append_draw(d.drawn, draw_and_score(ctx, draw_sampling_seed(cfg.seed, step, d.draws), version, d));
+      ++d.draws;
+    }
+    d.cap_reached = count_informative_groups(reward_totals(d.drawn), cfg.rollout.group_size) < filter.max_groups;
+  }
+  return d;
+}
+
+Json step_draws_to_json(const StepDraws& d) {
+  return {{"step", d.step},
+          {"policy_version", d.policy_version},
+          {"draws", d.draws},
+          {"cap_reached", d.cap_reached},
+          {"problems", array_of(d.drawn.problems, problem_to_json)},
+          {"samples", array_of(d.drawn.rollout.samples, sample_to_json)},
+          {"stats", d.drawn.rollout.stats.to_json()},
+          {"trainer_samples", array_of(d.drawn.samples, trainer_sample_to_json)},
+          {"rewards", array_of(d.drawn.rewards, reward_result_to_json)}};
+}
+
+StepDraws step_draws_from_json(const Json& j, const std::string& where) {
+  StepDraws d;
+  d.step = get<int64_t>(j, "step", where);
+  d.policy_version = get<int64_t>(j, "policy_version", where);
+  d.draws = get<int64_t>(j, "draws", where);
+  d.cap_reached = get<bool>(j, "cap_reached", where);
+  d.drawn.problems = vector_of<Problem>(j, "problems", where, problem_from_json);
+  d.drawn.rollout.samples = vector_of<Sample>(j, "samples", where, sample_from_json);
+  try {
+    d.drawn.rollout.stats = RolloutStats::from_json(field(j, "stats", where));
+  } catch (const Error& e) {
+    throw Error(where + ": key 'stats': " + e.what());
+  }
+  d.drawn.samples = vector_of<RolloutSample>(j, "trainer_samples", where, trainer_sample_from_json);
+  d.drawn.rewards = vector_of<RewardResult>(j, "rewards", where, reward_result_from_json);
+  const size_t n = d.drawn.rollout.samples.size();
+  RLCPP_CHECK(d.drawn.samples.size() == n && d.drawn.rewards.size() == n,
+              where << ": " << n << " samples but " << d.drawn.samples.size() << " trainer samples and "
+                    << d.drawn.rewards.size() << " rewards");
+  for (size_t i = 0; i < n; ++i) {
+    const Sample& s = d.drawn.rollout.samples[i];
+    RLCPP_CHECK(s.prompt_index >= 0 && s.prompt_index < static_cast<int64_t>(d.drawn.problems.size()),
+                where << ": samples[" << i << "] has prompt_index " << s.prompt_index << " of "
+                      << d.drawn.problems.size() << " problems");
+    RLCPP_CHECK(s.policy_version == d.policy_version && s.last_policy_version == d.policy_version,
+                where << ": samples[" << i << "] was sampled by policy version " << s.policy_version
+                      << ", the draws by " << d.policy_version);
+    RLCPP_CHECK(s.logprobs.size() == s.tokens.size() && d.drawn.samples[i].response == s.tokens &&
+                    d.drawn.samples[i].rollout_logp == s.logprobs,
+                where << ": samples[" << i << "] and trainer_samples[" << i << "] disagree");
+  }
+  return d;
+}
+
+}  // namespace rlcpp
