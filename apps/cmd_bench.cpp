@@ -52,6 +52,8 @@ Command add_bench_command(CLI::App& app) {
       ->delimiter(',');
   cmd->add_flag("--async", step->async,
                 "step: also time the split placement with the async pipeline (async.max_staleness = 1)");
+  cmd->add_option("--ranks", step->ranks,
+                  "step: also time N data-parallel trainer ranks of one thread each (mpirun -np N rlcpp train)");
   cmd->add_option("--throttle-ms", step->throttle_ms,
                   "step: slow the split worker by this many ms an engine step (a rollout-bound step; no colocated "
                   "row)");

@@ -12,6 +12,7 @@ Command add_dpo_command(CLI::App& app) {
   cmd->add_option("config", *config_path, "run config (JSON)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--set", *overrides, "override a key: --set dpo.beta=0.2 (repeatable)");
   return {cmd, [=]() {
+    require_one_process("dpo");
     DpoRunConfig cfg;
     Json resolved = load_run_config(*config_path, *overrides, cfg);
     run_dpo(cfg, resolved);

@@ -11,6 +11,7 @@ Command add_sft_command(CLI::App& app) {
   cmd->add_option("config", *config_path, "run config (JSON)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--set", *overrides, "override a key: --set optim.lr=3e-4 (repeatable)");
   return {cmd, [=]() {
+    require_one_process("sft");
     SftConfig cfg;
     Json resolved = load_run_config(*config_path, *overrides, cfg);
     run_sft(cfg, resolved);

@@ -1,6 +1,11 @@
+#include <cstdio>
+#include <memory>
+
 #include "apps/commands.h"
 #include "apps/config_loading.h"
 #include "loop/controller.h"
+#include "trainer/communicator.h"
+#include "trainer/launch_env.h"
 
 namespace rlcpp::cli {
 
@@ -20,17 +25,39 @@ Command add_train_command(CLI::App& app) {
                 "with --resume: continue even though the run's config.json was edited since its last checkpoint "
                 "(the changed keys are printed)");
   return {cmd, [=]() {
-    if (!resume_dir->empty()) {
-      RLCPP_CHECK(overrides->empty(), "train --resume: --set is not allowed (the run keeps its config.json)");
-      resume_train(*resume_dir, *allow_config_change);
+    // Under mpirun or srun, one rank of a data-parallel run (loop/data_parallel_step.h); the lead (rank 0)
+    // alone prints the run's progress.
+    const std::unique_ptr<Communicator> comm = make_communicator(ranks_from_environment());
+    if (comm->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr)
+      RLCPP_FAIL("train: rank " << comm->rank() << " cannot silence its stdout");
+    try {
+      if (!resume_dir->empty()) {
+        RLCPP_CHECK(overrides->empty(), "train --resume: --set is not allowed (the run keeps its config.json)");
+        resume_train(*resume_dir, *allow_config_change, comm.get());
+        return 0;
+      }
+      RLCPP_CHECK(!config_path->empty(), "train: give a CONFIG file or --resume RUN_DIR");
+      TrainConfig cfg;
+      Json resolved = load_run_config(*config_path, *overrides, cfg);
+      run_train(cfg, resolved, comm.get());
       return 0;
+    } catch (const std::exception& e) {
+      if (comm->size() == 1) throw;
+      // One rank failing ends them all (the launcher names the rank too): the others would wait forever in
+      // their next collective.
+      std::fprintf(stderr, "rlcpp train: rank %d of %d stopped: %s\n", comm->rank(), comm->size(), e.what());
+      std::fflush(stderr);
+      abort_launch(*comm, 1);
+      throw;
     }
-    RLCPP_CHECK(!config_path->empty(), "train: give a CONFIG file or --resume RUN_DIR");
-    TrainConfig cfg;
-    Json resolved = load_run_config(*config_path, *overrides, cfg);
-    run_train(cfg, resolved);
-    return 0;
   }};
+}
+
+void require_one_process(const char* command) {
+  const LaunchRanks ranks = ranks_from_environment();
+  RLCPP_CHECK(ranks.world_size == 1, command << ": launched as rank " << ranks.rank << " of " << ranks.world_size
+                                             << " (" << ranks.launcher << "); only `rlcpp train` runs data-parallel, "
+                                             << "run `rlcpp " << command << "` as one process");
 }
 
 }  // namespace rlcpp::cli

@@ -13,6 +13,10 @@ struct Command {
   Action run;  // called when `sub` was the subcommand given
 };
 
+// Refuses to run `command` as one of several ranks of an mpirun/srun launch (only `rlcpp train` is
+// data-parallel): N copies would write the same run directory.
+void require_one_process(const char* command);
+
 Command add_sft_command(CLI::App& app);
 Command add_dpo_command(CLI::App& app);
 Command add_eval_command(CLI::App& app);

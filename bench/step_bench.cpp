@@ -47,6 +47,7 @@ struct StepFigures {
   int64_t timed_steps = 0;
   // Async only (medians): the background draws' wall time and the part of it the trainer's work hid.
   double rollout_wall_s = 0, rollout_overlapped_s = 0;
+  double allreduce_wait_s = 0;  // data-parallel only (median): the wait for the gradient all-reduce
 };
 
 // The recipe of configs/grpo_add3_benchmark.json, RL part only: random init (no warm start), `steps` steps, eval and
@@ -87,13 +88,11 @@ TrainConfig step_config(const StepBenchOptions& o, const std::string& placement,
   return c;
 }
 
-StepFigures run_placement(const StepBenchOptions& o, const std::string& placement, const std::string& dir,
-                          const std::string& algorithm = "", const std::string& label = "") {
-  const TrainConfig cfg = step_config(o, placement, dir + "/" + placement + algorithm + label, algorithm);
-  const TrainSummary summary = run_train(cfg, config_to_json(cfg));
-  std::ifstream in(summary.run_dir + "/metrics.jsonl");
-  RLCPP_CHECK(in, "bench step: " << summary.run_dir << "/metrics.jsonl is missing");
-  std::vector<double> steps, tokens, generated, rollout_wall, overlapped;
+// The figures of the timed steps (after the warm-up) of a run's metrics.jsonl.
+StepFigures read_step_figures(const StepBenchOptions& o, const std::string& run_dir) {
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  RLCPP_CHECK(in, "bench step: " << run_dir << "/metrics.jsonl is missing");
+  std::vector<double> steps, tokens, generated, rollout_wall, overlapped, allreduce;
   std::map<std::string, std::vector<double>> columns;
   for (std::string line; std::getline(in, line);) {
     const Json j = Json::parse(line);
@@ -113,8 +112,9 @@ StepFigures run_placement(const StepBenchOptions& o, const std::string& placemen
       rollout_wall.push_back(t("rollout_wall") + t("reward_wall"));
       overlapped.push_back(t("rollout_overlapped"));
     }
+    if (j.contains("actor/allreduce_wait_s")) allreduce.push_back(j.at("actor/allreduce_wait_s").get<double>());
   }
-  RLCPP_CHECK(!steps.empty(), "bench step: no timed step in " << summary.run_dir << "/metrics.jsonl");
+  RLCPP_CHECK(!steps.empty(), "bench step: no timed step in " << run_dir << "/metrics.jsonl");
   StepFigures f;
   f.step_s = median_of(steps);
   for (const auto& [column, values] : columns) f.column_s[column] = median_of(values);
@@ -125,7 +125,31 @@ StepFigures run_placement(const StepBenchOptions& o, const std::string& placemen
     f.rollout_wall_s = median_of(rollout_wall);
     f.rollout_overlapped_s = median_of(overlapped);
   }
+  if (!allreduce.empty()) f.allreduce_wait_s = median_of(allreduce);
   return f;
+}
+
+StepFigures run_placement(const StepBenchOptions& o, const std::string& placement, const std::string& dir,
+                          const std::string& algorithm = "", const std::string& label = "") {
+  const TrainConfig cfg = step_config(o, placement, dir + "/" + placement + algorithm + label, algorithm);
+  const TrainSummary summary = run_train(cfg, config_to_json(cfg));
+  return read_step_figures(o, summary.run_dir);
+}
+
+// The split placement as `o.ranks` data-parallel ranks of one OpenMP thread each: `mpirun -np N rlcpp train`.
+StepFigures run_data_parallel(const StepBenchOptions& o, const std::string& dir) {
+  const std::string run_dir = dir + "/split_ranks" + std::to_string(o.ranks);
+  const TrainConfig cfg = step_config(o, "split", run_dir);
+  const std::string config_file = dir + "/ranks_config.json";
+  write_json_file_atomic(config_file, config_to_json(cfg));
+  const std::string command = "mpirun --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -np " +
+                              std::to_string(o.ranks) + " '" + current_executable() + "' train '" + config_file +
+                              "' > '" + dir + "/ranks.log' 2>&1";
+  std::printf("step bench: %s\n", command.c_str());
+  std::fflush(stdout);
+  RLCPP_CHECK(std::system(command.c_str()) == 0,
+              "bench step: `" << command << "` failed; its output is in " << dir << "/ranks.log");
+  return read_step_figures(o, run_dir);
 }
 
 // Shares as the peer computes them: each column's median over the sum of the column medians.
@@ -170,6 +194,7 @@ int run_step_bench(const StepBenchOptions& o) {
   const ModelConfig mc = model_preset(o.preset);
   TempDir dir("step_bench");
   RLCPP_CHECK(o.throttle_ms >= 0, "bench step: --throttle-ms must be >= 0, got " << o.throttle_ms);
+  RLCPP_CHECK(o.ranks >= 1 && o.ranks <= 64, "bench step: --ranks must be in [1, 64], got " << o.ranks);
   if (o.throttle_ms > 0) {  // every split run's worker goes through a wrapper that slows it down
     const std::string wrapper = dir.path() + "/throttled_worker.sh";
     std::ofstream(wrapper) << "#!/bin/sh\nexec '" << current_executable() << "' \"$@\" --throttle-ms "
@@ -212,6 +237,11 @@ static int run_step_bench_in(const StepBenchOptions& o, const TempDir& dir) {
                                             std::to_string(minibatches) + " --iters " + std::to_string(o.iters) +
                                             " --warmup 1 --threads best");
   if (o.colocated) rows.emplace_back("rlcpp colocated", run_placement(o, "colocated", dir.path()));
+  std::optional<StepFigures> ranks;
+  if (o.ranks > 1) {
+    ranks = run_data_parallel(o, dir.path());
+    rows.emplace_back("rlcpp split " + std::to_string(o.ranks) + " ranks x 1 thr", *ranks);
+  }
   std::optional<StepFigures> async;
   if (o.async) {
     StepBenchOptions a = o;
@@ -246,7 +276,11 @@ static int run_step_bench_in(const StepBenchOptions& o, const TempDir& dir) {
               {"new_tokens", new_tokens}, {"minibatches", minibatches}, {"threads", omp_get_max_threads()}};
   for (const auto& [name, f] : rows) {
     print_row(name.c_str(), 1e3 * f.step_s, f.tokens, shares(f), all_present);
-    out[name == "rlcpp split" ? "split" : name == "rlcpp colocated" ? "colocated" : "split_async"] = figures_json(f);
+    const std::string key = name == "rlcpp split"       ? "split"
+                            : name == "rlcpp colocated" ? "colocated"
+                            : name == "rlcpp split async" ? "split_async"
+                                                          : "split_ranks";
+    out[key] = figures_json(f);
   }
   const bool have_peer = !peer.is_null() && peer.contains("step_ms");
   if (have_peer) {
@@ -316,6 +350,15 @@ static int run_step_bench_in(const StepBenchOptions& o, const TempDir& dir) {
                     {"max_rollout_rest_ms", 1e3 * bound}, {"ratio_to_max", async->step_s / bound},
                     {"background_ms", 1e3 * async->rollout_wall_s},
                     {"hidden_ms", 1e3 * async->rollout_overlapped_s}};
+  }
+  if (ranks) {
+    std::printf("  %d ranks x 1 thread: step %.1f ms = %.2fx the one-rank %d-thread step; gradient all-reduce wait "
+                "%.1f ms = %.1f%% of the step\n",
+                o.ranks, 1e3 * ranks->step_s, ranks->step_s / split.step_s, omp_get_max_threads(),
+                1e3 * ranks->allreduce_wait_s, 100 * ranks->allreduce_wait_s / ranks->step_s);
+    out["ranks"] = {{"ranks", o.ranks}, {"step_ms", 1e3 * ranks->step_s}, {"one_rank_step_ms", 1e3 * split.step_s},
+                    {"allreduce_wait_ms", 1e3 * ranks->allreduce_wait_s},
+                    {"allreduce_share", ranks->allreduce_wait_s / ranks->step_s}};
   }
   const double sync_share = shares(split).at("sync");
   std::printf("  weight sync (split, zmq over ipc://): %.1f ms = %.2f%% of the step (goal < 2%%)\n",

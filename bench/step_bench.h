@@ -24,6 +24,9 @@ struct StepBenchOptions {
   // Slow the split worker down by this many ms an engine step (rlcpp worker --throttle-ms), in every split run:
   // the case where the rollout dominates and overlap must win. The colocated row is then left out.
   double throttle_ms = 0;
+  // Also time the split placement as this many data-parallel trainer ranks (mpirun -np N rlcpp train, one
+  // OpenMP thread each) next to one rank with every thread; 1 = not.
+  int ranks = 1;
 };
 
 // One GRPO step of the add3 recipe (configs/grpo_add3_benchmark.json without its warm start) through the real

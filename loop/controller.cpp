@@ -10,6 +10,7 @@
 #include "core/json_input.h"
 #include "core/metrics.h"
 #include "core/process_memory.h"
+#include "loop/data_parallel_step.h"
 #include "loop/evaluation.h"
 #include "loop/rl_step.h"
 #include "loop/rollout_pipeline.h"
@@ -28,16 +29,22 @@ namespace rlcpp {
 
 namespace {
 
-ParameterStore initial_policy(const TrainConfig& config, const RunDir& run) {
+// The policy a fresh run starts from. A warm start's SFT runs on the lead (rank 0); the other ranks load its
+// final checkpoint.
+ParameterStore initial_policy(const TrainConfig& config, const RunDir& run, Communicator& world) {
   if (!config.init_checkpoint.empty()) return load_model_checkpoint(config.init_checkpoint);
   if (!config.warm_start.enabled) return init_random(model_preset(config.model_preset), config.seed);
-  SftConfig sft = config.warm_start.sft;
-  sft.run_dir = run.file("sft");
-  if (sft.tokenizer.empty()) sft.tokenizer = config.tokenizer;
-  sft.chat = config.chat;  // SFT and RL see the same prompts
-  std::printf("train: SFT warm start in %s\n", sft.run_dir.c_str());
-  const SftSummary s = run_sft(sft, config_to_json(sft));
-  return load_model_checkpoint(s.checkpoint);
+  std::string checkpoint;
+  if (world.rank() == 0) {
+    SftConfig sft = config.warm_start.sft;
+    sft.run_dir = run.file("sft");
+    if (sft.tokenizer.empty()) sft.tokenizer = config.tokenizer;
+    sft.chat = config.chat;  // SFT and RL see the same prompts
+    std::printf("train: SFT warm start in %s\n", sft.run_dir.c_str());
+    checkpoint = run_sft(sft, config_to_json(sft)).checkpoint;
+  }
+  world.broadcast(checkpoint, 0);
+  return load_model_checkpoint(checkpoint);
 }
 
 void print_step_line(const TrainConfig& cfg, int64_t step, const StepResult& r, const PhaseTimer& t,
@@ -109,10 +116,14 @@ struct Critic {
   CriticState state{params, updater.optimizer()};  // what checkpoints save and restore
 };
 
-// The run from `resume_checkpoint` on ("" = a fresh run from the initial policy).
-TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std::string& resume_checkpoint) {
+// The run from `resume_checkpoint` on ("" = a fresh run from the initial policy), as rank world.rank() of
+// world.size() (loop/data_parallel_step.h: the lead, rank 0, alone writes the run directory and runs the
+// rollout).
+TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std::string& resume_checkpoint,
+                        Communicator& world) {
+  const bool lead = world.rank() == 0;
   ParameterStore params =
-      resume_checkpoint.empty() ? initial_policy(config, run) : load_model_checkpoint(resume_checkpoint);
+      resume_checkpoint.empty() ? initial_policy(config, run, world) : load_model_checkpoint(resume_checkpoint);
   const ModelConfig& mc = params.config();
   const std::unique_ptr<Tokenizer> tokenizer = run_tokenizer(config.tokenizer_path(), config.tokenizer, mc, config.chat);
   const Tokenizer& tok = *tokenizer;
@@ -130,7 +141,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   if (needs.reference) {
     if (resume_checkpoint.empty()) {
       reference = params.clone();
-      save_reference_checkpoint(run.path(), *reference);
+      if (lead) save_reference_checkpoint(run.path(), *reference);
     } else {
       reference = load_reference_checkpoint(run.path());
     }
@@ -147,26 +158,36 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   if (needs.critic) critic = std::make_unique<Critic>(params, config);
   const CriticState* critic_ckpt = critic ? &critic->state : nullptr;
   PolicyUpdater actor(model, params, config.optim);
+  actor.set_communicator(&world);
+  if (critic) critic->updater.set_communicator(&world);
   PhiloxStream data_rng(config.seed, /*stream=*/1);
   PhiloxStream update_rng(config.seed, /*stream=*/2);
   TrainState state{0, 0, &data_rng, &update_rng, config_to_json(config), Json()};
-  remove_unfinished_checkpoints(run.path());
+  if (lead) remove_unfinished_checkpoints(run.path());
   std::string rollout_checkpoint = resume_checkpoint;
   if (!resume_checkpoint.empty()) {
     load_train_checkpoint(resume_checkpoint, params, actor.optimizer(), state, critic_ckpt);
-    truncate_jsonl_after_step(run.file("metrics.jsonl"), state.step);
-    truncate_jsonl_after_step(run.file("samples.jsonl"), state.step);
+    if (lead) {
+      truncate_jsonl_after_step(run.file("metrics.jsonl"), state.step);
+      truncate_jsonl_after_step(run.file("samples.jsonl"), state.step);
+    }
     std::printf("train: resuming %s from %s (step %lld, policy version %lld)\n", run.path().c_str(),
                 resume_checkpoint.c_str(), static_cast<long long>(state.step),
                 static_cast<long long>(state.policy_version));
-  } else if (config.rollout.placement == "split") {
+  } else if (config.rollout.placement == "split" && lead) {
     rollout_checkpoint = run.checkpoint_dir(0);  // the worker starts from it; also a resume point
     save_train_checkpoint(rollout_checkpoint, params, actor.optimizer(), state, critic_ckpt, tokenizer_files_saved);
   }
-  MetricsLog metrics_log(run.path(), config.logging);
-  JsonlWriter samples_log(run.file("samples.jsonl"));
+  std::optional<MetricsLog> metrics_log;
+  std::optional<JsonlWriter> samples_log;
+  if (lead) {
+    metrics_log.emplace(run.path(), config.logging);
+    samples_log.emplace(run.file("samples.jsonl"));
+  }
   std::unique_ptr<RolloutBackend> rollout;
-  if (config.rollout.placement == "split")
+  if (!lead)
+    rollout = make_absent_rollout(world.rank());
+  else if (config.rollout.placement == "split")
     rollout = make_split_rollout(config.rollout, run.path(), rollout_checkpoint, params, state.policy_version,
                                  config.rollout_numerics());
   else if (config.rollout.placement == "remote")
@@ -176,13 +197,14 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
                                      /*own_weights=*/config.async.max_staleness > 0);
   RlContext ctx{config, *task, *reward, tok, model, params, reference ? &*reference : nullptr,
                 actor, *rollout, data_rng, update_rng, state.policy_version, critic ? &critic->updater : nullptr,
-                same_numerics ? nullptr : &rollout_model, teacher_model.get(), teacher ? &*teacher : nullptr};
+                same_numerics ? nullptr : &rollout_model, teacher_model.get(), teacher ? &*teacher : nullptr,
+                &world};
   RolloutPipeline pipeline({config, *task, *reward, tok, *rollout, data_rng}, config.async.max_staleness,
                            config.steps);
   if (!resume_checkpoint.empty())
     pipeline.restore(state.pending_rollouts, resume_checkpoint + "/" + kPendingRolloutsFile);
 
-  std::printf("train: %s, %s, %lld parameters, task %s, %lld steps of %lld prompts x %lld, placement %s%s, "
+  std::printf("train: %s, %s, %lld parameters, task %s, %lld steps of %lld prompts x %lld, placement %s%s%s, "
               "numerics rollout %s / trainer %s, run %s\n",
               config.algorithm.name.c_str(),
               config.init_checkpoint.empty() ? config.model_preset.c_str() : config.init_checkpoint.c_str(),
@@ -192,11 +214,15 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
               config.async.max_staleness > 0
                   ? (", async (staleness " + std::to_string(config.async.max_staleness) + ")").c_str()
                   : "",
+              world.size() > 1
+                  ? (", " + std::to_string(world.size()) + " data-parallel ranks (" + world.backend() + ")").c_str()
+                  : "",
               rollout_model.numerics().describe().c_str(), model.numerics().describe().c_str(), run.path().c_str());
   std::fflush(stdout);
   const ModelNumerics& rn = rollout_model.numerics();
   const int64_t compute_bytes = static_cast<int64_t>(dtype_size(rn.compute));
-  start_run_ledger(run.path(), params, {compute_bytes, is_quantized(rn.linear_weights) ? 1 : compute_bytes});
+  if (lead)
+    start_run_ledger(run.path(), params, {compute_bytes, is_quantized(rn.linear_weights) ? 1 : compute_bytes});
 
   EvalOptions eval_opts;
   eval_opts.problems = config.eval_size;
@@ -208,14 +234,21 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   for (int64_t step = state.step + 1; step <= config.steps; ++step) {
     PhaseTimer timer;
     rollout->begin_step(step);
-    StepDraws drawn = pipeline.take(step, ctx.version, timer);  // with async, the draws of step + N start
+    StepDraws drawn;
+    if (lead) drawn = pipeline.take(step, ctx.version, timer);  // with async, the draws of step + N start
+    timer.time(Phase::kRollout, [&] { share_draws(world, drawn); return 0; });
     StepResult r = learn_step(ctx, std::move(drawn), timer);
-    pipeline.join(timer, r.metrics);
-    sync_and_probe(ctx, timer, r);
+    check_ranks_agree(world, params, step);
+    if (lead) {
+      pipeline.join(timer, r.metrics);
+      sync_and_probe(ctx, timer, r);
+    } else {
+      ctx.version += 1;  // the lead's engine now holds it
+    }
     const bool last = step == config.steps;
     if (last) actor.check_some_step_applied("train " + run.path());
     std::optional<double> accuracy;
-    if (last || (config.eval_every > 0 && step % config.eval_every == 0)) {
+    if (lead && (last || (config.eval_every > 0 && step % config.eval_every == 0))) {
       // Greedy held-out generation in the rollout numerics: the policy as the engine runs it.
       const EvalStats ev =
           timer.time(Phase::kEval, [&] { return evaluate(rollout_model, params, *task, tok, eval_opts); });
@@ -227,7 +260,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
       for (const ClassStats& c : ev.classes) r.metrics["eval/class/" + c.label] = c.accuracy;
     }
     std::string checkpoint;
-    if (last || (config.checkpoint_every > 0 && step % config.checkpoint_every == 0)) {
+    if (lead && (last || (config.checkpoint_every > 0 && step % config.checkpoint_every == 0))) {
       checkpoint = run.checkpoint_dir(step);
       timer.time(Phase::kCheckpoint, [&] {
         save_train_checkpoint(checkpoint, params, actor.optimizer(),
@@ -255,8 +288,10 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
     const Json counters = reward->counters();
     for (const auto& [k, v] : counters.items()) record["reward_server/" + k] = v;
     if (!checkpoint.empty()) record["checkpoint"] = checkpoint;
-    metrics_log.write(record);
-    for (const Json& s : r.samples) samples_log.write(s);
+    if (world.size() > 1) record["dp/ranks"] = world.size();
+    if (!lead) continue;
+    metrics_log->write(record);
+    for (const Json& s : r.samples) samples_log->write(s);
     if (step % config.log_every == 0 || step == 1 || last)
       print_step_line(config, step, r, timer, accuracy, step_seconds_total / steps_done);
   }
@@ -273,13 +308,35 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
 
 }  // namespace
 
-TrainSummary run_train(const TrainConfig& config, const Json& resolved_config) {
+TrainSummary run_train(const TrainConfig& config, const Json& resolved_config, Communicator* comm) {
+  const std::unique_ptr<Communicator> single = comm ? nullptr : make_single_communicator();
+  Communicator& world = comm ? *comm : *single;
   config.validate();
-  RunDir run = RunDir::create_with_config(config.run_dir, resolved_config);
-  return train_loop(config, run, "");
+  config.check_data_parallel(world.size());
+  // The lead creates the run directory (maybe NAME-2); every rank works in the one it chose.
+  std::string path;
+  std::optional<RunDir> run;
+  if (world.rank() == 0) {
+    run = RunDir::create_with_config(config.run_dir, resolved_config);
+    path = run->path();
+  }
+  world.broadcast(path, 0);
+  if (!run) run = RunDir::open_existing(path);
+  return train_loop(config, *run, "", world);
 }
 
-TrainSummary resume_train(const std::string& run_dir, bool allow_config_change) {
+TrainSummary resume_train(const std::string& run_dir, bool allow_config_change, Communicator* comm) {
+  const std::unique_ptr<Communicator> single = comm ? nullptr : make_single_communicator();
+  Communicator& world = comm ? *comm : *single;
+  if (world.rank() != 0) {  // the lead checks the run and picks the checkpoint; the others follow it
+    std::string path, checkpoint, config_text;
+    world.broadcast(path, 0);
+    world.broadcast(checkpoint, 0);
+    world.broadcast(config_text, 0);
+    TrainConfig config;
+    config_from_json(Json::parse(config_text), config);
+    return train_loop(config, RunDir::open_existing(path), checkpoint, world);
+  }
   RunDir run = RunDir::open_to_resume(run_dir);
   TrainConfig config;
   const Json saved = load_json_file(run.file("config.json"));
@@ -306,7 +363,14 @@ TrainSummary resume_train(const std::string& run_dir, bool allow_config_change) 
     if (!changes.empty())
       std::printf("train: warning: resuming under an edited config (--allow-config-change):%s\n", changes.c_str());
   }
-  return train_loop(config, run, checkpoint);
+  config.check_data_parallel(world.size());
+  if (world.size() > 1) {
+    std::string path = run.path(), chosen = checkpoint, config_text = config_to_json(config).dump();
+    world.broadcast(path, 0);
+    world.broadcast(chosen, 0);
+    world.broadcast(config_text, 0);
+  }
+  return train_loop(config, run, checkpoint, world);
 }
 
 }  // namespace rlcpp

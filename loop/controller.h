@@ -12,6 +12,7 @@
 
 #include "core/config.h"
 #include "loop/train_config.h"
+#include "trainer/communicator.h"
 
 namespace rlcpp {
 
@@ -23,7 +24,8 @@ struct TrainSummary {
   double seconds = 0;
 };
 
-TrainSummary run_train(const TrainConfig& config, const Json& resolved_config);
+// `comm`: this process's rank of a data-parallel launch (loop/data_parallel_step.h); null = one process.
+TrainSummary run_train(const TrainConfig& config, const Json& resolved_config, Communicator* comm = nullptr);
 
 // Continues the run in `run_dir` (its config.json) from its newest complete checkpoint: weights, optimizer
 // moments and step count (the critic's too), RNG positions, step and policy version, and the reference saved at
@@ -32,6 +34,9 @@ TrainSummary run_train(const TrainConfig& config, const Json& resolved_config);
 // lock is taken first (a second process resuming it is refused, naming the first). When config.json no longer
 // equals the config the checkpoint was trained under, resuming is refused naming the changed keys, unless
 // `allow_config_change` (then they are printed as a warning and the edited config is used).
-TrainSummary resume_train(const std::string& run_dir, bool allow_config_change = false);
+// Data-parallel, every rank calls it: the lead (rank 0) takes the lock, checks and picks the checkpoint, and the
+// other ranks resume from that one.
+TrainSummary resume_train(const std::string& run_dir, bool allow_config_change = false,
+                          Communicator* comm = nullptr);
 
 }  // namespace rlcpp

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "loop/consistency_probe.h"
+#include "loop/data_parallel_step.h"
 #include "loop/group_filter.h"
 #include "loop/mismatch.h"
 #include "loop/rollout_metrics.h"
@@ -38,6 +39,13 @@ void add_reward_metrics(const std::vector<RewardResult>& results, std::map<std::
 void learn_from_batch(RlContext& ctx, ScoredBatch& batch, PhaseTimer& timer, StepResult& out) {
   const TrainConfig& cfg = ctx.config;
   const int64_t micro = cfg.ppo.micro_batch_size;
+  // Forward-only log-probs of the batch's samples under a model's weights (split over the ranks, data-parallel).
+  const auto response_logp = [&](const Transformer& model, const ParameterStore& params) {
+    if (ctx.comm == nullptr)
+      return compute_response_logp(model, params, batch.samples, micro, batch.temperature, batch.truncation);
+    return response_logp_over_ranks(*ctx.comm, model, params, batch.samples, micro, batch.temperature,
+                                    batch.truncation);
+  };
   const Algorithm& algorithm = find_algorithm(cfg.algorithm.name);
   const AlgorithmNeeds needs = algorithm.needs(cfg.algorithm);
 
@@ -47,10 +55,8 @@ void learn_from_batch(RlContext& ctx, ScoredBatch& batch, PhaseTimer& timer, Ste
   if (needs.old_logp && bypass) {
     for (RolloutSample& s : batch.samples) s.old_logp = s.rollout_logp;
   } else if (needs.old_logp) {
-    std::vector<std::vector<float>> old_logp = timer.time(Phase::kOldLogprob, [&] {
-      return compute_response_logp(ctx.model, ctx.params, batch.samples, micro, batch.temperature,
-                                   batch.truncation);
-    });
+    std::vector<std::vector<float>> old_logp =
+        timer.time(Phase::kOldLogprob, [&] { return response_logp(ctx.model, ctx.params); });
     std::vector<std::vector<float>> rollout_logp;
     for (const RolloutSample& s : batch.samples) rollout_logp.push_back(s.rollout_logp);
     for (const auto& [k, v] : logprob_mismatch(rollout_logp, old_logp).metrics()) out.metrics[k] = v;
@@ -79,17 +85,13 @@ void learn_from_batch(RlContext& ctx, ScoredBatch& batch, PhaseTimer& timer, Ste
   if (needs.teacher_logp) {
     RLCPP_CHECK(ctx.teacher != nullptr && ctx.teacher_model != nullptr,
                 "rl_step: " << cfg.algorithm.name << " needs the teacher (algorithm.distill.teacher)");
-    std::vector<std::vector<float>> teacher = timer.time(Phase::kRefLogprob, [&] {
-      return compute_response_logp(*ctx.teacher_model, *ctx.teacher, batch.samples, micro, batch.temperature,
-                                   batch.truncation);
-    });
+    std::vector<std::vector<float>> teacher =
+        timer.time(Phase::kRefLogprob, [&] { return response_logp(*ctx.teacher_model, *ctx.teacher); });
     for (size_t i = 0; i < batch.samples.size(); ++i) batch.samples[i].ref_logp = std::move(teacher[i]);
   } else if (needs.ref_logp) {
     RLCPP_CHECK(ctx.reference != nullptr, "rl_step: " << cfg.algorithm.name << " needs the reference policy");
-    std::vector<std::vector<float>> ref = timer.time(Phase::kRefLogprob, [&] {
-      return compute_response_logp(ctx.model, *ctx.reference, batch.samples, micro, batch.temperature,
-                                   batch.truncation);
-    });
+    std::vector<std::vector<float>> ref =
+        timer.time(Phase::kRefLogprob, [&] { return response_logp(ctx.model, *ctx.reference); });
     for (size_t i = 0; i < batch.samples.size(); ++i) batch.samples[i].ref_logp = std::move(ref[i]);
   }
 

@@ -18,6 +18,7 @@
 #include "reward/reward_function.h"
 #include "loop/rollout_backend.h"
 #include "loop/step_draws.h"
+#include "trainer/communicator.h"
 #include "trainer/update_step.h"
 
 namespace rlcpp {
@@ -43,6 +44,8 @@ struct RlContext {
   // On-policy distillation (needs().teacher_logp): the teacher's model and weights (algorithm.distill.teacher).
   const Transformer* teacher_model = nullptr;
   const ParameterStore* teacher = nullptr;
+  // Data parallelism (loop/data_parallel_step.h): the log-prob passes are split over its ranks. Null: one process.
+  Communicator* comm = nullptr;
 };
 
 struct StepResult {

@@ -55,6 +55,17 @@ int64_t TrainConfig::update_batch_size() const {
   return groups * rollout.group_size;
 }
 
+void TrainConfig::check_data_parallel(int ranks) const {
+  if (ranks == 1) return;
+  const int64_t mini = ppo.mini_batch_size > 0 ? ppo.mini_batch_size : update_batch_size();
+  const int64_t micro_batches = (mini + ppo.micro_batch_size - 1) / ppo.micro_batch_size;
+  RLCPP_CHECK(micro_batches >= ranks,
+              "config key 'ppo.micro_batch_size': " << ranks << " data-parallel ranks share each mini-batch's "
+                  << "micro-batches, but a mini-batch of " << mini << " sequences makes " << micro_batches
+                  << " micro-batch(es) of " << ppo.micro_batch_size << "; set ppo.micro_batch_size <= "
+                  << mini / ranks);
+}
+
 int64_t TrainConfig::run_optimizer_steps() const {
   const int64_t batch_size = update_batch_size();
   const int64_t mini = ppo.mini_batch_size > 0 ? ppo.mini_batch_size : batch_size;

@@ -212,6 +212,9 @@ struct TrainConfig {
   // Optimizer steps of the whole run, for the LR schedule: steps x epochs x mini-batches of the planned update
   // batch (with filter_groups a step may train on fewer samples).
   int64_t run_optimizer_steps() const;
+  // Data parallelism over `ranks` ranks (loop/data_parallel_step.h): a mini-batch's micro-batches are shared out
+  // among the ranks, so a mini-batch must hold at least `ranks` of them; the error names ppo.micro_batch_size.
+  void check_data_parallel(int ranks) const;
   // Each role's numerics (model/numerics.h) from rollout.dtype / rollout.quantization / trainer.dtype /
   // numerics.batch_invariant; errors name the key.
   ModelNumerics rollout_numerics() const;

@@ -196,7 +196,7 @@ void Transformer::forward(const ParameterStore& params, const PackedBatch& batch
 }
 
 void Transformer::backward(const ParameterStore& params, Activations& acts, const float* dlogp,
-                           const float* dentropy, ParameterStore& grads) const {
+                           const float* dentropy, ParameterStore& grads, const GradsReadyFn& ready) const {
   RLCPP_CHECK(grads.numel() == params.numel(), "backward: gradient buffer has " << grads.numel()
                                                                                 << " floats, parameters "
                                                                                 << params.numel());
@@ -224,11 +224,11 @@ void Transformer::backward(const ParameterStore& params, Activations& acts, cons
   ensure(S.dxn_final, {N, C});
   ops::matmul(S.dlogits, true, acts.xn_final, false, g.lm_head, 1.0f, 1.0f);
   linear_input_grad(S.dlogits, w.lm_head, pack ? &S.wt.lm_head : nullptr, S.dxn_final);
-  backward_body(w, pack, g, acts);
+  backward_body(w, pack, g, acts, ready);
 }
 
 void Transformer::backward_values(const ParameterStore& params, Activations& acts, const float* dvalue,
-                                  ParameterStore& grads) const {
+                                  ParameterStore& grads, const GradsReadyFn& ready) const {
   RLCPP_CHECK(config_.value_head, "backward_values: the model has no value head (use backward with dL/dlogp)");
   RLCPP_CHECK(grads.numel() == params.numel(), "backward_values: gradient buffer has " << grads.numel()
                                                                                        << " floats, parameters "
@@ -244,17 +244,24 @@ void Transformer::backward_values(const ParameterStore& params, Activations& act
   ensure(S.dxn_final, {N, C});
   ops::matmul(dv, false, w.score_w, false, S.dxn_final);
   const bool pack = params.flat().device() == Device::kCPU;
-  backward_body(w, pack, g, acts);
+  backward_body(w, pack, g, acts, ready);
 }
 
-void Transformer::backward_body(const Weights& w, bool packed, Weights& g, Activations& acts) const {
+std::vector<std::pair<int64_t, int64_t>> Transformer::layer_param_spans() const {
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  for (const LayerOffsets& o : layer_offsets_) spans.emplace_back(o.begin, o.end);
+  return spans;
+}
+
+void Transformer::backward_body(const Weights& w, bool packed, Weights& g, Activations& acts,
+                                const GradsReadyFn& ready) const {
   const int64_t N = acts.num_tokens, C = config_.hidden_size;
   auto& S = acts.scratch;
   ensure(S.dx, {N, C});  // gradient of the residual stream, accumulated in place from 0
   std::memset(S.dx.data<float>(), 0, N * C * sizeof(float));
   ops::rmsnorm_backward(S.dxn_final, acts.x_final, w.final_norm, acts.rstd_final, S.dx, g.final_norm);
   if (packed) S.wt.layers.resize(1);  // one layer's transposed panels at a time (backward_layers)
-  backward_layers(w, packed ? &S.wt.layers[0] : nullptr, packed, g, acts);
+  backward_layers(w, packed ? &S.wt.layers[0] : nullptr, packed, g, acts, ready);
   ops::embedding_backward(S.dx, acts.tokens, g.embed);
 }
 

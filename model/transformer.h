@@ -152,13 +152,21 @@ class Transformer {
   void forward(const ParameterStore& params, const PackedBatch& batch, const ForwardOptions& options,
                Activations& acts) const;
 
+  // Called by backward as each layer's parameter gradients are complete, layers last to first, with the layer's
+  // span [begin, end) in the flat buffer (layer_param_spans): data parallelism starts reducing them while the
+  // earlier layers' backward runs.
+  using GradsReadyFn = std::function<void(int64_t begin, int64_t end)>;
+
   // Accumulates dL/dparams into grads (same layout as params) from dL/dlogp (N) and optional dL/dentropy (N).
   // acts is the forward's; backward uses its scratch.
   void backward(const ParameterStore& params, Activations& acts, const float* dlogp, const float* dentropy,
-                ParameterStore& grads) const;
+                ParameterStore& grads, const GradsReadyFn& ready = {}) const;
   // The value-head model's backward: accumulates dL/dparams into grads from dL/dvalue (N).
   void backward_values(const ParameterStore& params, Activations& acts, const float* dvalue,
-                       ParameterStore& grads) const;
+                       ParameterStore& grads, const GradsReadyFn& ready = {}) const;
+  // Each decoder layer's span [begin, end) of the flat parameter buffer, layer 0 first; the rest of the buffer
+  // (embeddings, final norm, head) belongs to no layer.
+  std::vector<std::pair<int64_t, int64_t>> layer_param_spans() const;
 
   // Runs the step's rows through the model, writing their K/V into the cache, and returns the logits
   // (logits_rows.size(), V) of the requested rows (untempered). With `packed` (packed from `params`) every
@@ -190,7 +198,7 @@ class Transformer {
   // From dL/d(final norm output) (N,C) down to the embedding; shared by both heads.
   // From acts.scratch.dxn_final down; `packed`: the weights go through the packed kernel transposed (CPU), one
   // layer at a time in acts.scratch.wt.layers[0], else the products go through ops::matmul.
-  void backward_body(const Weights& w, bool packed, Weights& g, Activations& acts) const;
+  void backward_body(const Weights& w, bool packed, Weights& g, Activations& acts, const GradsReadyFn& ready) const;
   // The one layer body (transformer_layers.cpp) of the training forward and the cached decode, in the model's
   // numerics: norm, qkv (+ bias), (Qwen3: q_norm, k_norm per head,) RoPE, attention, o + residual, norm, gate_up,
   // SwiGLU, down + residual.
@@ -210,7 +218,7 @@ class Transformer {
   // products go through ops::matmul.
   void forward_layers(const Weights& w, PackedWeights::Layer* packed, bool chunked, Activations& acts) const;
   void backward_layers(const Weights& w, PackedWeights::Layer* packed, bool chunked, Weights& g,
-                       Activations& acts) const;
+                       Activations& acts, const GradsReadyFn& ready) const;
   // Packs the given matrices side by side on the threads (forward formats, or transposed fp32).
   struct PackJob {
     const Tensor* weight;

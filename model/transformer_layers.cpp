@@ -233,7 +233,7 @@ void Transformer::forward_layers(const Weights& w, PackedWeights::Layer* packed,
 }
 
 void Transformer::backward_layers(const Weights& w, PackedWeights::Layer* packed, bool chunked, Weights& g,
-                                  Activations& acts) const {
+                                  Activations& acts, const GradsReadyFn& ready) const {
   const int64_t C = config_.hidden_size, F = config_.intermediate_size;
   const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
   const int64_t qkv_dim = config_.q_dim() + 2 * config_.kv_dim();
@@ -269,6 +269,7 @@ void Transformer::backward_layers(const Weights& w, PackedWeights::Layer* packed
       for (const auto& chunk : acts.chunks)
         layer_backward(W, P, G, acts.layers[static_cast<size_t>(l)], acts.scratch.dx, chunk, acts.positions,
                        acts.chunk_scratch[0]);
+      if (ready) ready(o.begin, o.end);
       continue;
     }
     // Each thread accumulates its chunks' gradients of this layer in its own buffer; then the threads sum the
@@ -296,6 +297,7 @@ void Transformer::backward_layers(const Weights& w, PackedWeights::Layer* packed
             g_span[i] += sum;
           }
         });
+    if (ready) ready(o.begin, o.end);
   }
 }
 

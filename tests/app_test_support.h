@@ -20,9 +20,9 @@ struct CliResult {
   std::string output;  // stdout and stderr
 };
 
-// Runs `build/rlcpp ARGS` and collects what it prints.
-inline CliResult run_cli(const std::string& args) {
-  const std::string cmd = std::string(RLCPP_BINARY_DIR) + "/rlcpp " + args + " 2>&1";
+// Runs a shell command line and collects what it prints (stdout and stderr).
+inline CliResult run_shell(const std::string& command) {
+  const std::string cmd = command + " 2>&1";
   CliResult r;
   FILE* pipe = popen(cmd.c_str(), "r");
   std::array<char, 4096> buf;
@@ -30,6 +30,9 @@ inline CliResult run_cli(const std::string& args) {
   r.status = pclose(pipe);
   return r;
 }
+
+// Runs `build/rlcpp ARGS` and collects what it prints.
+inline CliResult run_cli(const std::string& args) { return run_shell(std::string(RLCPP_BINARY_DIR) + "/rlcpp " + args); }
 
 // A fresh directory per test holding `ckpt/`, a random tiny model.
 class CliTest : public ::testing::Test {

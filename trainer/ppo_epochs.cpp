@@ -36,6 +36,7 @@ std::map<std::string, double> EpochsResult::metrics(const std::string& prefix) c
   for (const UpdateResult& r : steps) {
     for (const auto& [name, value] : r.metrics.values()) over_steps.add_mean(name, value, 1.0);
     over_steps.add_mean("grad_norm", r.grad_norm, 1.0);
+    if (r.allreduce_wait_s) over_steps.add_sum("allreduce_wait_s", *r.allreduce_wait_s);  // the step's total
   }
   std::map<std::string, double> out = over_steps.values(prefix);
   if (!steps.empty()) out[prefix + "lr"] = steps.back().lr;

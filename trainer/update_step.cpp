@@ -1,9 +1,11 @@
 #include "trainer/update_step.h"
 
 #include <cmath>
+#include <optional>
 
 #include "core/error.h"
 #include "model/finite_weights.h"
+#include "trainer/gradient_buckets.h"
 
 namespace rlcpp {
 
@@ -26,7 +28,15 @@ UpdateResult PolicyUpdater::step(const std::vector<PackedBatch>& micro_batches, 
   result.lr = config_.lr_at(adamw_.steps_taken(), total_steps);
   grads_.flat().fill_zero();
   const bool critic = model_.config().value_head;
-  for (size_t m = 0; m < micro_batches.size(); ++m) {
+  // Data parallelism: this rank's contiguous shard of the micro-batches; the gradient sum over the ranks starts
+  // bucket by bucket in the backward of its last one.
+  const bool parallel = comm_ != nullptr && comm_->size() > 1;
+  const auto [first, last] =
+      parallel ? rank_shard(micro_batches.size(), comm_->rank(), comm_->size()) : std::pair<size_t, size_t>{0, micro_batches.size()};
+  std::optional<GradientBuckets> buckets;
+  if (parallel) buckets.emplace(*comm_, model_, grads_);
+  for (size_t m = first; m < last; ++m) {
+    const Transformer::GradsReadyFn ready = buckets && m + 1 == last ? buckets->on_ready() : nullptr;
     model_.forward(params_, micro_batches[m], options, acts_);
     const size_t n = static_cast<size_t>(acts_.num_tokens);
     LossOutput out = loss_fn(m, acts_);
@@ -34,7 +44,7 @@ UpdateResult PolicyUpdater::step(const std::vector<PackedBatch>& micro_batches, 
       RLCPP_CHECK(out.dvalue.size() == n, "PolicyUpdater::step: the critic's loss for micro-batch "
                                               << m << " returned " << out.dvalue.size() << " dvalue entries for "
                                               << n << " tokens");
-      model_.backward_values(params_, acts_, out.dvalue.data(), grads_);
+      model_.backward_values(params_, acts_, out.dvalue.data(), grads_, ready);
     } else {
       RLCPP_CHECK(out.dlogp.size() == n, "PolicyUpdater::step: the loss for micro-batch "
                                              << m << " returned " << out.dlogp.size() << " dlogp entries for " << n
@@ -43,11 +53,15 @@ UpdateResult PolicyUpdater::step(const std::vector<PackedBatch>& micro_batches, 
                   "PolicyUpdater::step: the loss for micro-batch " << m << " returned " << out.dentropy.size()
                                                                    << " dentropy entries for " << n << " tokens");
       model_.backward(params_, acts_, out.dlogp.data(), out.dentropy.empty() ? nullptr : out.dentropy.data(),
-                      grads_);
+                      grads_, ready);
     }
     result.loss += out.loss;
     result.metrics.merge(out.metrics);
     result.tokens += micro_batches[m].num_tokens();
+  }
+  if (buckets) {
+    result.allreduce_wait_s = buckets->finish();
+    reduce_loss_over_ranks(*comm_, result.loss, result.tokens, result.metrics);
   }
   result.grad_norm = clip_grad_norm(grads_, config_.grad_clip);
   ++steps_asked_;
@@ -85,6 +99,7 @@ std::map<std::string, double> step_metrics(const UpdateResult& result, const std
   std::map<std::string, double> out = result.metrics.values(prefix);
   out[prefix + "grad_norm"] = result.grad_norm;
   out[prefix + "lr"] = result.lr;
+  if (result.allreduce_wait_s) out[prefix + "allreduce_wait_s"] = *result.allreduce_wait_s;
   return out;
 }
 

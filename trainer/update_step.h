@@ -10,15 +10,20 @@
 // optimizer moments and its step count stay bit-identical; it is counted, and max_bad_steps skipped steps in a
 // row stop the run with an error (a finite step resets the count). A step whose update leaves the weights
 // non-finite (an overflow: lr too large) stops the run at once, naming the step and the tensor.
+//
+// Data-parallel (set_communicator): the micro-batches are sharded over the ranks and the gradients summed
+// before the NaN guard, so every rank decides alike.
 #pragma once
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "model/adamw.h"
 #include "model/transformer.h"
+#include "trainer/communicator.h"
 #include "trainer/loss_output.h"
 #include "trainer/optim_config.h"
 
@@ -35,7 +40,8 @@ struct UpdateResult {
   double lr = 0;
   bool skipped = false;  // non-finite loss or gradient: weights and optimizer state untouched
   int64_t tokens = 0;
-  LossMetrics metrics;   // the micro-batches' LossMetrics merged
+  LossMetrics metrics;   // the micro-batches' LossMetrics merged (over every rank's, data-parallel)
+  std::optional<double> allreduce_wait_s;  // data-parallel: seconds waited for the gradient all-reduce
 };
 
 // The step's metrics as logged, verl's names under `prefix` (e.g. "actor/"): the merged loss metrics plus
@@ -56,6 +62,10 @@ class PolicyUpdater {
   const OptimConfig& config() const { return config_; }
   AdamW& optimizer() { return adamw_; }
   const ParameterStore& grads() const { return grads_; }
+  // Data parallelism (null or a world of one: none): each step runs this rank's shard of the micro-batches and
+  // sums the gradients, loss and metrics over the ranks before clipping and AdamW, so every rank takes the same
+  // step — the global batch's, up to the order of the gradient sum (trainer/gradient_buckets.h).
+  void set_communicator(Communicator* comm) { comm_ = comm; }
   int64_t bad_steps_in_a_row() const { return bad_in_a_row_; }
   int64_t bad_steps_total() const { return bad_total_; }
   // Throws "WHAT: all N optimizer steps ... were skipped" when every step this updater was asked for had a
@@ -73,6 +83,7 @@ class PolicyUpdater {
   int64_t bad_in_a_row_ = 0;
   int64_t bad_total_ = 0;
   int64_t steps_asked_ = 0;
+  Communicator* comm_ = nullptr;
 };
 
 }  // namespace rlcpp

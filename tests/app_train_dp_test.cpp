@@ -1,0 +1,168 @@
+// `mpirun -np 2 rlcpp train CONFIG`: two data-parallel ranks (OpenMPI, oversubscribed on this machine) take the
+// update of one rank with the same global batch, up to the order of the gradient sum; the lead alone writes the
+// run; a rank that dies ends the run naming it, and the run resumes from its last checkpoint.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "core/config.h"
+#include "model/checkpoint.h"
+#include "tests/app_test_support.h"
+#include "tests/train_test_support.h"
+
+namespace rlcpp {
+namespace {
+
+namespace fs = std::filesystem;
+
+// mpirun as CI runs it: as root, two ranks on however many cores, one OpenMP thread each, not pinned.
+std::string mpirun(int ranks, const std::string& args) {
+  return "mpirun --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -x OMP_WAIT_POLICY=PASSIVE "
+         "-np " + std::to_string(ranks) + " " RLCPP_BINARY_DIR "/rlcpp " + args;
+}
+
+std::string write_config(const fs::path& dir, int64_t steps, int64_t checkpoint_every) {
+  Json c = {{"init_checkpoint", small_train_checkpoint(dir / "init")},
+            {"rollout", {{"placement", "colocated"}, {"prompts_per_step", 8}, {"group_size", 8}}},
+            {"ppo", {{"mini_batch_size", 32}, {"micro_batch_size", 16}}},
+            {"optim", {{"lr", 3e-3}}},
+            {"steps", steps},
+            {"eval_every", 0},
+            {"eval_size", 10},
+            {"checkpoint_every", checkpoint_every}};
+  const fs::path path = dir / "config.json";
+  std::ofstream(path) << c.dump(2);
+  return path.string();
+}
+
+double max_abs_difference(const std::string& a, const std::string& b) {
+  const ParameterStore wa = load_model_checkpoint(a), wb = load_model_checkpoint(b);
+  EXPECT_EQ(wa.numel(), wb.numel());
+  double worst = 0;
+  for (int64_t i = 0; i < wa.numel(); ++i)
+    worst = std::max(worst, std::fabs(double{wa.flat().data<float>()[i]} - wb.flat().data<float>()[i]));
+  return worst;
+}
+
+TEST(TrainDataParallel, TwoRanksTakeTheOneRankUpdateOfTheSameGlobalBatch) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_dp_test";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  const std::string config = write_config(root, 3, 0);
+  const CliResult one = run_shell("OMP_NUM_THREADS=1 " RLCPP_BINARY_DIR "/rlcpp train " + config +
+                                  " --set run_dir=" + (root / "one").string());
+  ASSERT_EQ(one.status, 0) << one.output;
+  const CliResult two = run_shell(mpirun(2, "train " + config + " --set run_dir=" + (root / "two").string()));
+  ASSERT_EQ(two.status, 0) << two.output;
+  EXPECT_NE(two.output.find("2 data-parallel ranks (mpi)"), std::string::npos) << two.output;
+  EXPECT_FALSE(fs::exists(root / "two-2")) << "a second rank made a run directory of its own";
+
+  const std::vector<Json> a = read_jsonl(root / "one/metrics.jsonl");
+  const std::vector<Json> b = read_jsonl(root / "two/metrics.jsonl");
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(b.size(), 3u);
+  // Step 1 samples with the same initial weights: the same rollout, rewards and advantages.
+  for (const char* key : {"reward/mean", "rollout/generated_tokens", "mismatch/max_abs_dlogp"})
+    EXPECT_EQ(a[0][key], b[0][key]) << key;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(b[i]["dp/ranks"], 2);
+    EXPECT_FALSE(a[i].contains("dp/ranks"));
+    EXPECT_GT(b[i]["actor/allreduce_wait_s"].get<double>(), 0);
+    // The loss and gradient of the global batch: summed over the ranks in another order than one rank's.
+    for (const char* key : {"actor/pg_loss", "actor/grad_norm", "actor/entropy"}) {
+      const double x = a[i][key].get<double>(), y = b[i][key].get<double>();
+      EXPECT_NEAR(x, y, 1e-6 * std::max(1.0, std::fabs(x))) << "step " << i + 1 << " " << key;
+    }
+  }
+  const std::string init = (root / "init").string();
+  const std::string wa = (root / "one/checkpoints/step_3").string(), wb = (root / "two/checkpoints/step_3").string();
+  EXPECT_GT(max_abs_difference(init, wa), 1e-3);  // the runs trained
+  EXPECT_LT(max_abs_difference(wa, wb), 1e-5);
+}
+
+// The pid of the process whose environment says it is `rank` of an mpirun and whose command line names `tag`.
+int find_rank_pid(int rank, const std::string& tag) {
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream cmdline(entry.path() / "cmdline"), environ(entry.path() / "environ");
+    const std::string cmd{std::istreambuf_iterator<char>(cmdline), {}};
+    const std::string env{std::istreambuf_iterator<char>(environ), {}};
+    if (cmd.find(tag) == std::string::npos || cmd.find("mpirun") != std::string::npos) continue;
+    if (env.find(std::string("OMPI_COMM_WORLD_RANK=") + std::to_string(rank) + '\0') != std::string::npos)
+      return std::stoi(name);
+  }
+  return -1;
+}
+
+TEST(TrainDataParallel, ARankThatDiesEndsTheRunNamingItAndTheRunResumes) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_dp_kill_test";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  const std::string config = write_config(root, 40, 2);
+  const std::string run = (root / "run").string();
+  const std::string log = (root / "mpirun.log").string(), rc = (root / "mpirun.rc").string();
+  ASSERT_EQ(std::system(("(" + mpirun(2, "train " + config + " --set run_dir=" + run) + " > " + log +
+                         " 2>&1; echo $? > " + rc + ") &")
+                            .c_str()),
+            0);
+  // Once step 3 is logged (a checkpoint exists at step 2), rank 1 is killed.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(3);
+  int victim = -1;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (fs::exists(run + "/metrics.jsonl") && read_jsonl(run + "/metrics.jsonl").size() >= 3) {
+      victim = find_rank_pid(1, run);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_GT(victim, 0) << "rank 1 was not found running";
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  while (!fs::exists(rc) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::ifstream rc_in(rc);
+  int status = 0;
+  rc_in >> status;
+  const std::string out{std::istreambuf_iterator<char>(std::ifstream(log).rdbuf()), {}};
+  EXPECT_NE(status, 0) << out;
+  EXPECT_NE(out.find("rank 1"), std::string::npos) << out;  // the launcher names the rank that died
+  ASSERT_FALSE(fs::exists(run + "/checkpoints/step_40"));
+
+  // Resumed by both ranks from the newest complete checkpoint, it finishes.
+  const CliResult resumed = run_shell(mpirun(2, "train --resume " + run));
+  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("train: resuming"), std::string::npos) << resumed.output;
+  EXPECT_EQ(read_jsonl(run + "/metrics.jsonl").size(), 40u);
+  EXPECT_TRUE(fs::exists(run + "/checkpoints/step_40/model.safetensors"));
+}
+
+TEST(TrainDataParallel, OtherCommandsAndMpiLessLaunchesAreRefused) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_dp_refuse_test";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  const std::string config = write_config(root, 2, 0);
+  const CliResult sft = run_shell("OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=2 " RLCPP_BINARY_DIR
+                                  "/rlcpp sft " RLCPP_SOURCE_DIR "/configs/sft_add3.json");
+  EXPECT_NE(sft.status, 0);
+  EXPECT_NE(sft.output.find("sft: launched as rank 0 of 2 (mpirun); only `rlcpp train` runs data-parallel"),
+            std::string::npos)
+      << sft.output;
+  const CliResult env = run_shell("RANK=1 WORLD_SIZE=2 " RLCPP_BINARY_DIR "/rlcpp train " + config);
+  EXPECT_NE(env.status, 0);
+  EXPECT_NE(env.output.find("without mpirun or srun"), std::string::npos) << env.output;
+  // A mini-batch of 32 in micro-batches of 32 cannot be shared by two ranks.
+  const CliResult micro =
+      run_shell(mpirun(2, "train " + config + " --set ppo.micro_batch_size=32 --set run_dir=" + (root / "m").string()));
+  EXPECT_NE(micro.status, 0);
+  EXPECT_NE(micro.output.find("config key 'ppo.micro_batch_size': 2 data-parallel ranks"), std::string::npos)
+      << micro.output;
+  EXPECT_NE(micro.output.find("rank 0 of 2 stopped"), std::string::npos) << micro.output;
+}
+
+}  // namespace
+}  // namespace rlcpp

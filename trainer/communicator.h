@@ -1,0 +1,50 @@
+// Data parallelism's collectives (DESIGN.md "Scale-out"): N trainer ranks, each on a shard of the global batch,
+// sum their gradients with an all-reduce of the launcher's engine — MPI on CPUs (OpenMPI, launched by mpirun or
+// srun), NCCL on GPUs — never a collective of our own. One interface for both; a single process is the
+// world of one, where every collective is the identity.
+//
+// Collectives are called by every rank in the same order, from the thread that created the communicator.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trainer/launch_env.h"
+
+namespace rlcpp {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend() const = 0;  // "single", "mpi"
+
+  // Starts summing `n` floats at `data` in place over every rank (every rank gets the same bits); `data` must
+  // stay untouched until wait_all. Reductions complete in the order started.
+  virtual void start_all_reduce(float* data, int64_t n) = 0;
+  // Lets started reductions progress (called between pieces of other work, so they overlap it).
+  virtual void progress() = 0;
+  // Waits for every started reduction.
+  virtual void wait_all() = 0;
+  // `bytes` of rank `root` on every rank.
+  virtual void broadcast(std::string& bytes, int root) = 0;
+  // Every rank's `bytes`, in rank order.
+  virtual std::vector<std::string> all_gather(const std::string& bytes) = 0;
+};
+
+// The world of one process.
+std::unique_ptr<Communicator> make_single_communicator();
+
+// The communicator of this process's launch: single when `ranks` is one process; MPI when it is several
+// (MPI_Init here, MPI_Finalize when the communicator goes; MPI's rank and size must be the launcher's). Throws
+// for a world launched without MPI (RANK/WORLD_SIZE alone: that is NCCL's launch, for GPUs).
+std::unique_ptr<Communicator> make_communicator(const LaunchRanks& ranks);
+
+// Ends every rank of the launch after a failure on this one (MPI_Abort): the launcher reports which rank
+// stopped. Does nothing in a single process.
+void abort_launch(const Communicator& comm, int exit_code);
+
+}  // namespace rlcpp
