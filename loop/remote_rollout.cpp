@@ -1,8 +1,10 @@
 // rollout.placement = "remote" (loop/rollout_backend.h): workers the user started, possibly on other hosts,
 // reached over tcp with CURVE. The trainer owns their weights (a rebase publish at the start brings each to the
-// trainer's policy, whatever it held before) but not their processes: a worker that fails stops the run with
-// a message saying which and how to go on.
+// trainer's policy, whatever it held before) but not their processes: a worker that fails (dies, hangs, its
+// host's link cut) is dropped for the rest of the run, its unfinished chunk going to the others, and gets no
+// more weights; when none is left the run stops with a message saying how to go on.
 #include <cstdio>
+#include <map>
 #include <optional>
 
 #include "core/curve.h"
@@ -14,7 +16,7 @@ namespace rlcpp {
 
 namespace {
 
-class RemoteRollout : public RolloutBackend {
+class RemoteRollout : public RolloutBackend, private WorkerSupervisor {
  public:
   RemoteRollout(const RolloutSection& rollout, const std::string& run_dir, const ParameterStore& params,
                 int64_t version, const ModelNumerics& numerics)
@@ -79,28 +81,63 @@ class RemoteRollout : public RolloutBackend {
 
   RolloutResult generate(const Request& request) override {
     try {
-      return client_->generate(request);
+      return client_->generate(request, this);
     } catch (const Error& e) {
       RLCPP_FAIL("rollout (remote workers): " << e.what() << "; " << how_to_go_on());
     }
   }
 
   void sync(const ParameterStore& params, int64_t version) override {
-    for (size_t w = 0; w < publishers_.size(); ++w) publish(w, params, version, /*rebase=*/false);
+    for (size_t w = 0; w < publishers_.size(); ++w)
+      if (!client_->retired(static_cast<int>(w))) publish(w, params, version, /*rebase=*/false);
+  }
+
+  void begin_step(int64_t step) override { failures_step_ = 0; }
+
+  std::map<std::string, double> fault_metrics() const override {
+    int64_t lost = 0;
+    for (size_t w = 0; w < endpoints_.size(); ++w) lost += client_->retired(static_cast<int>(w)) ? 1 : 0;
+    return {{"rollout/worker_failures_step", static_cast<double>(failures_step_)},
+            {"rollout/workers_lost", static_cast<double>(lost)}};
   }
 
  private:
+  // WorkerSupervisor: the trainer cannot restart a remote worker, only go on without it.
+  std::string exit_reason(int) override { return ""; }
+  Replacement replace(const WorkerFailure& failure) override {
+    lose(static_cast<size_t>(failure.worker), failure.what + " while it owed " +
+                                                  std::to_string(failure.unfinished_prompts) + " prompts");
+    return Replacement::kRetired;
+  }
+
+  // Drops worker w for the rest of the run, or stops the run when it was the last.
+  void lose(size_t w, const std::string& what) {
+    client_->retire(static_cast<int>(w));
+    ++failures_step_;
+    size_t left = 0;
+    for (size_t o = 0; o < endpoints_.size(); ++o) left += client_->retired(static_cast<int>(o)) ? 0 : 1;
+    RLCPP_CHECK(left > 0, "rollout (remote workers): the last worker, at " << endpoints_[w] << ", " << what << "; "
+                                                                           << how_to_go_on());
+    std::printf("train: remote worker %zu at %s %s: the run goes on with the other %zu; resume the run to take it "
+                "back\n",
+                w, endpoints_[w].c_str(), what.c_str(), left);
+    std::fflush(stdout);
+  }
+
   void publish(size_t w, const ParameterStore& params, int64_t version, bool rebase) {
     try {
       publishers_[w]->publish(params, version, rebase);
     } catch (const Error& e) {
-      RLCPP_FAIL("rollout (remote workers): the worker at " << endpoints_[w] << " took no weights version "
-                                                           << version << ": " << e.what() << "; " << how_to_go_on());
+      if (rebase)  // at the start: every worker must take the policy
+        RLCPP_FAIL("rollout (remote workers): the worker at " << endpoints_[w] << " took no weights version "
+                                                             << version << ": " << e.what() << "; "
+                                                             << how_to_go_on());
+      lose(w, "took no weights version " + std::to_string(version) + ": " + e.what());
     }
   }
 
   std::string how_to_go_on() const {
-    return "the trainer does not restart remote workers: once the worker serves again at its address, continue "
+    return "the trainer does not restart remote workers: once the workers serve again at their addresses, continue "
            "with `rlcpp train --resume " +
            run_dir_ + "` (from the last checkpoint)";
   }
@@ -110,6 +147,7 @@ class RemoteRollout : public RolloutBackend {
   zmq::context_t context_;
   std::optional<WorkerClient> client_;
   std::vector<std::unique_ptr<ZmqWeightPublisher>> publishers_;
+  int64_t failures_step_ = 0;
 };
 
 }  // namespace

@@ -153,8 +153,9 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
 
   std::string exit_reason(int worker) override { return processes_[static_cast<size_t>(worker)]->exit_reason(); }
 
-  void replace(const WorkerFailure& failure) override {
+  Replacement replace(const WorkerFailure& failure) override {
     restart(static_cast<size_t>(failure.worker), failure.what, failure.unfinished_prompts);
+    return Replacement::kReplaced;
   }
   void served(int worker) override {
     if (static_cast<size_t>(worker) < failures_in_a_row_.size()) failures_in_a_row_[static_cast<size_t>(worker)] = 0;

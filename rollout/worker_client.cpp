@@ -230,7 +230,7 @@ RolloutResult WorkerClient::generate(const Request& request, WorkerSupervisor* s
   // owes nothing, so it need not be heard from).
   std::vector<Stopwatch> last_heard(static_cast<size_t>(W));
   auto dispatch = [&](int w) {
-    if (waiting.empty() || running[w] >= 0) return;
+    if (waiting.empty() || running[w] >= 0 || workers_[w].retired) return;
     const size_t index = waiting.front();
     waiting.pop_front();
     Chunk& c = chunks[index];
@@ -278,11 +278,18 @@ RolloutResult WorkerClient::generate(const Request& request, WorkerSupervisor* s
       const std::string failure = failure_of(c);
       if (!failure.empty()) {
         RLCPP_CHECK(supervisor != nullptr, "worker client: " << workers_[w].name << " " << failure);
-        supervisor->replace({w, workers_[w].name, failure, c.end - c.begin});
+        const Replacement what = supervisor->replace({w, workers_[w].name, failure, c.end - c.begin});
         // The old socket may hold the request or a half-read reply; a fresh one starts clean. Linger 0: what
         // the old one still queues must not reach the new worker after all.
         zmq::socket_t& old = sockets_[workers_[w].socket];
         old.set(zmq::sockopt::linger, 0);
+        if (what == Replacement::kRetired) {
+          workers_[w].retired = true;
+          bool any = false;
+          for (const Worker& other : workers_) any = any || !other.retired;
+          RLCPP_CHECK(any, "worker client: every worker has failed (the last, " << workers_[w].name << ", "
+                                                                            << failure << ")");
+        }
         old = open_dealer(w, monitors_[workers_[w].socket]);
         last_heard[w].reset();
         // Its chunk goes first in line: to an idle survivor now, else to the replacement. (A worker that keeps

@@ -4,8 +4,9 @@
 // While it waits, a worker that sends neither a result nor a heartbeat for heartbeat_timeout_s, or no result
 // within result_timeout_s, is declared dead; so is one whose process its WorkerSupervisor reports ended.
 // Without a supervisor that is an error naming the worker; with one, the supervisor replaces the worker on
-// the same endpoint and its unfinished part is sent again with the same prompt ids (so the same samples),
-// while the other workers' results are kept. An error reply from a worker is rethrown with the worker named.
+// the same endpoint, or retires it for good (a remote worker the trainer cannot restart), and its unfinished
+// part is sent again with the same prompt ids (so the same samples) to an idle survivor, else the replacement,
+// while the other workers' results are kept. When every worker is retired, generate fails. An error reply from a worker is rethrown with the worker named.
 // A tcp endpoint beyond this machine needs CURVE keys (options.curve, core/curve.h); a worker that refuses the
 // client's key (or disagrees on CURVE) is an error naming the worker and the reason at once, not a timeout.
 #pragma once
@@ -47,6 +48,12 @@ struct WorkerFailure {
   int64_t unfinished_prompts = 0;  // of the chunk it owed; sent again to an idle survivor, else the replacement
 };
 
+// What a supervisor did with a failed worker.
+enum class Replacement {
+  kReplaced,  // a fresh worker serves its endpoint
+  kRetired,   // gone for good: generate sends it nothing more
+};
+
 // Whoever runs the workers (loop/rollout_backend.cpp for `rlcpp train`), consulted by generate.
 class WorkerSupervisor {
  public:
@@ -54,8 +61,9 @@ class WorkerSupervisor {
   // "" while worker `worker`'s process runs; otherwise how it ended. Polled (every ~50 ms) while it is busy.
   virtual std::string exit_reason(int worker) = 0;
   // The worker failed: end it if it still runs and start a fresh one serving the same endpoint with the
-  // weights the request is for, or throw (the generate call then fails with that error).
-  virtual void replace(const WorkerFailure& failure) = 0;
+  // weights the request is for (kReplaced), or give it up (kRetired), or throw (the generate call then fails
+  // with that error).
+  virtual Replacement replace(const WorkerFailure& failure) = 0;
   // The worker delivered a chunk: whatever failed before, it serves now.
   virtual void served(int worker) {}
 };
@@ -71,6 +79,9 @@ class WorkerClient {
                              const WorkerClientOptions& options = {}, std::string* bound = nullptr);
 
   int num_workers() const { return static_cast<int>(workers_.size()); }
+  // Whether worker `w` is retired (by retire, or by the supervisor in generate): it gets no more requests.
+  bool retired(int w) const { return workers_[static_cast<size_t>(w)].retired; }
+  void retire(int w) { workers_[static_cast<size_t>(w)].retired = true; }
 
   // `supervisor` (optional, workers from connect() only) replaces failed workers; see the top of this file.
   RolloutResult generate(const Request& request, WorkerSupervisor* supervisor = nullptr);
@@ -84,6 +95,7 @@ class WorkerClient {
     size_t socket = 0;         // index into sockets_
     std::string identity;      // routing id on a ROUTER socket; empty on a DEALER
     std::string name;          // a DEALER's endpoint
+    bool retired = false;      // given up by the supervisor
   };
   struct Incoming {
     int worker = -1;

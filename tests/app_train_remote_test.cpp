@@ -1,15 +1,19 @@
 // rlcpp train with rollout.placement = "remote": `rlcpp worker` processes started on their own (here on this
 // machine, bound on every interface as on another host, so CURVE is required), each with its own key pair,
 // admitting only the trainer's public key. The run samples exactly what a colocated run samples, whatever
-// weights the workers started with; a failed worker stops the run naming it, and the run resumes once the
-// worker serves again at its address; a trainer the workers do not admit, or a worker in other numerics, is
-// refused before any step.
+// weights the workers started with; a failed worker is dropped and the others finish the run (the same
+// samples), the last one failing stops the run naming it, and the run resumes once the worker serves again at
+// its address; a worker in another network namespace (another host) serves over tcp and a cut link is
+// survived; a trainer the workers do not admit, or a worker in other numerics, is refused before any step.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <memory>
+#include <thread>
 
 #include "core/curve.h"
 #include "core/metrics.h"
@@ -148,12 +152,25 @@ TEST_F(TrainRemote, AuthenticatedRemoteWorkersSampleWhatAColocatedRunSamples) {
   EXPECT_EQ(w1.exit_reason(), "");
 }
 
-TEST_F(TrainRemote, AFailedWorkerStopsTheRunNamingItAndTheRunResumesOnceItServesAgain) {
-  // w0 exits abruptly during its fifth generate request (each step sends it two: the rollout and the probe's
-  // prompts), in step 3.
+TEST_F(TrainRemote, AFailedWorkerIsDroppedAndTheOthersFinishTheRunWithTheSameSamples) {
+  // w0 exits abruptly during its fifth generate request, in step 3 or 4 (w1 takes some chunks).
   WorkerProcess& w0 = start_worker("w0", "*", "*", {"--inject-fault", "exit:5:1"});
   WorkerProcess& w1 = start_worker("w1");
   TrainConfig remote = remote_config({&w0, &w1}, "trainer");
+  remote.rollout.worker_heartbeat_timeout_s = 3;
+  const TrainSummary r = run_train(remote, config_to_json(remote));
+  const std::vector<Json> m = read_jsonl(fs::path(r.run_dir) / "metrics.jsonl");
+  ASSERT_EQ(m.size(), 4u);
+  EXPECT_EQ(m.front()["rollout/workers_lost"], 0.0);
+  EXPECT_EQ(m.back()["rollout/workers_lost"], 1.0);
+  expect_same_run(colocated_run().run_dir, r.run_dir);  // w0's unfinished chunk was w1's to sample
+}
+
+TEST_F(TrainRemote, TheLastWorkerFailingStopsTheRunNamingItAndTheRunResumesOnceItServesAgain) {
+  // w0, the only worker, exits abruptly during its fifth generate request (each step sends it two: the rollout
+  // and the probe's prompts), in step 3.
+  WorkerProcess& w0 = start_worker("w0", "*", "*", {"--inject-fault", "exit:5:1"});
+  TrainConfig remote = remote_config({&w0}, "trainer");
   remote.checkpoint_every = 1;
   remote.rollout.worker_heartbeat_timeout_s = 3;  // how soon the silent worker is found
   const std::string error = train_error(remote);
@@ -162,8 +179,8 @@ TEST_F(TrainRemote, AFailedWorkerStopsTheRunNamingItAndTheRunResumesOnceItServes
   const size_t done = read_jsonl(fs::path(remote.run_dir) / "metrics.jsonl").size();
   EXPECT_EQ(done, 2u);
 
-  // The same worker started again at its address, from its own (other) weights at version 0; w1 kept the version
-  // of the last step, which is the checkpoint's too (not newer): both are brought to the checkpoint's policy.
+  // The same worker started again at its address, from its own (other) weights at version 0: it is brought to
+  // the checkpoint's policy.
   const std::string port = port_of(w0.endpoint()), weights_port = port_of(w0.weights_endpoint());
   for (int i = 0; i < 100 && w0.exit_reason().empty(); ++i) usleep(20000);
   EXPECT_NE(w0.exit_reason(), "");
@@ -171,6 +188,81 @@ TEST_F(TrainRemote, AFailedWorkerStopsTheRunNamingItAndTheRunResumesOnceItServes
   const TrainSummary resumed = resume_train(remote.run_dir);
   EXPECT_EQ(resumed.mean_rewards.size(), 4 - done);
   expect_same_run(colocated_run().run_dir, remote.run_dir);
+}
+
+// A network namespace joined to this one by a veth pair: "another host" at 10.213.X.2, reached from 10.213.X.1.
+// Needs root (CAP_NET_ADMIN) and iproute2; `up` is false when it could not be made.
+struct OtherHost {
+  std::string ns, veth_here, veth_there, address;
+  bool up = false;
+
+  OtherHost() {
+    const int id = static_cast<int>(getpid() % 100000);
+    ns = "rlcpp_host" + std::to_string(id);
+    veth_here = "rlv" + std::to_string(id) + "a";
+    veth_there = "rlv" + std::to_string(id) + "b";
+    const std::string subnet = "10.213." + std::to_string(id % 250) + ".";
+    address = subnet + "2";
+    up = geteuid() == 0 &&
+         std::system(("ip netns add " + ns + " && ip link add " + veth_here + " type veth peer name " + veth_there +
+                      " && ip link set " + veth_there + " netns " + ns + " && ip addr add " + subnet + "1/24 dev " +
+                      veth_here + " && ip link set " + veth_here + " up && ip netns exec " + ns + " ip addr add " +
+                      address + "/24 dev " + veth_there + " && ip netns exec " + ns + " ip link set " + veth_there +
+                      " up && ip netns exec " + ns + " ip link set lo up 2>/dev/null")
+                         .c_str()) == 0;
+  }
+  ~OtherHost() {
+    std::system(("ip link del " + veth_here + " 2>/dev/null; ip netns del " + ns + " 2>/dev/null").c_str());
+  }
+  void cut() const { std::system(("ip link set " + veth_here + " down").c_str()); }
+};
+
+TEST_F(TrainRemote, AWorkerOnAnotherHostServesOverTcpAndACutLinkIsSurvived) {
+  OtherHost host;
+  if (!host.up) GTEST_SKIP() << "needs root and iproute2 network namespaces (ip netns add) for a second host";
+  // w0 runs inside the other host's namespace (a wrapper enters it), w1 here.
+  const fs::path wrapper = root_ / "in_other_host.sh";
+  std::ofstream(wrapper) << "#!/bin/sh\nexec ip netns exec " << host.ns << " " RLCPP_BINARY_DIR "/rlcpp \"$@\"\n";
+  fs::permissions(wrapper, fs::perms::owner_all);
+  std::vector<std::string> args = {(root_ / "other").string(), "--bind", "tcp://0.0.0.0:*", "--weights",
+                                   "tcp://0.0.0.0:*", "--curve-key", (root_ / "w0.key").string(),
+                                   "--curve-clients", (root_ / "trainer.pub").string(), "--name", "w0",
+                                   "--heartbeat", "0.2", "--exit-with-parent"};
+  workers_.push_back(std::make_unique<WorkerProcess>(wrapper.string(), args));
+  WorkerProcess& w0 = *workers_.back();
+  WorkerProcess& w1 = start_worker("w1");
+  TrainConfig remote = remote_config({&w0, &w1}, "trainer");
+  remote.rollout.remote.endpoints[0] = "tcp://" + host.address + ":" + port_of(w0.endpoint());
+  remote.rollout.remote.weights_endpoints[0] = "tcp://" + host.address + ":" + port_of(w0.weights_endpoint());
+  remote.steps = 8;
+  remote.rollout.worker_heartbeat_timeout_s = 2;  // how soon a silent worker is found
+  remote.rollout.worker_timeout_s = 4;            // and an unacknowledged weight sync
+  // The link goes down once step 3 is logged.
+  std::thread cutter([&] {
+    const fs::path metrics = fs::path(remote.run_dir) / "metrics.jsonl";
+    for (int i = 0; i < 6000; ++i) {
+      if (fs::exists(metrics) && read_jsonl(metrics).size() >= 3) break;
+      usleep(10000);
+    }
+    host.cut();
+  });
+  TrainSummary r;
+  try {
+    r = run_train(remote, config_to_json(remote));
+  } catch (...) {
+    cutter.join();
+    throw;
+  }
+  cutter.join();
+  const std::vector<Json> m = read_jsonl(fs::path(r.run_dir) / "metrics.jsonl");
+  ASSERT_EQ(m.size(), 8u);
+  EXPECT_EQ(m[1]["rollout/workers_lost"], 0.0);  // the other host served the first steps
+  EXPECT_EQ(m.back()["rollout/workers_lost"], 1.0);
+  TrainConfig colocated = base_config();
+  colocated.steps = 8;
+  colocated.run_dir = (root_ / "colocated8").string();
+  colocated.rollout.placement = "colocated";
+  expect_same_run(run_train(colocated, config_to_json(colocated)).run_dir, r.run_dir);
 }
 
 TEST_F(TrainRemote, ATrainerTheWorkersDoNotAdmitOrWhoseNumericsDifferIsRefusedBeforeAnyStep) {
