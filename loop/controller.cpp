@@ -1,9 +1,12 @@
 #include "loop/controller.h"
 
+#include <omp.h>
+
 #include <cstdio>
 #include <memory>
 #include <fstream>
 #include <optional>
+#include <thread>
 
 #include "core/error.h"
 #include "core/tensorboard.h"
@@ -288,7 +291,15 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
     const Json counters = reward->counters();
     for (const auto& [k, v] : counters.items()) record["reward_server/" + k] = v;
     if (!checkpoint.empty()) record["checkpoint"] = checkpoint;
-    if (world.size() > 1) record["dp/ranks"] = world.size();
+    // The layout the timings were measured on (`rlcpp scale` models other layouts from it): trainer ranks, the
+    // lead's OpenMP threads (split workers inherit them), rollout worker processes, the machine's cores.
+    record["dp/ranks"] = world.size();
+    record["layout/threads"] = omp_get_max_threads();
+    record["layout/workers"] = config.rollout.placement == "colocated" ? 0
+                               : config.rollout.placement == "remote"
+                                   ? static_cast<int64_t>(config.rollout.remote.endpoints.size())
+                                   : config.rollout.num_workers;
+    record["layout/cores"] = static_cast<int64_t>(std::thread::hardware_concurrency());
     if (!lead) continue;
     metrics_log->write(record);
     for (const Json& s : r.samples) samples_log->write(s);

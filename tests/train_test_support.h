@@ -65,10 +65,11 @@ inline bool same_weights(const std::string& a, const std::string& b) {
 }
 
 // metrics.jsonl keys that differ between two runs of the same computation: wall-clock figures, checkpoint
-// paths, the engine's step counts and forward time (per worker) and the process's memory.
+// paths, the engine's step counts and forward time (per worker), the process's memory and the layout it ran on
+// (workers, threads, cores).
 inline bool run_dependent_key(const std::string& key) {
   return key.rfind("timing", 0) == 0 || key == "elapsed_s" || key == "tokens_per_s" || key == "checkpoint" ||
-         key.rfind("engine/", 0) == 0 || key.rfind("memory/", 0) == 0;
+         key.rfind("engine/", 0) == 0 || key.rfind("memory/", 0) == 0 || key.rfind("layout/", 0) == 0;
 }
 
 }  // namespace rlcpp
