@@ -68,6 +68,13 @@ void print_step_line(const TrainConfig& cfg, int64_t step, const StepResult& r, 
   std::fflush(stdout);
 }
 
+// A figure of the rollout backend's fault_metrics (0 when it has none).
+double fault_metric(const RolloutBackend& rollout, const std::string& key) {
+  const std::map<std::string, double> m = rollout.fault_metrics();
+  const auto it = m.find(key);
+  return it == m.end() ? 0.0 : it->second;
+}
+
 // Drops the records of steps after `step` (written by an interrupted run past its last checkpoint), and a last
 // line cut short by the interruption (no newline). Any other line that is not a record of a later step is kept
 // as it is: it is not the resume's to judge. The file is replaced atomically (a crash here loses nothing).
@@ -297,7 +304,9 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
     record["layout/threads"] = omp_get_max_threads();
     record["layout/workers"] = config.rollout.placement == "colocated" ? 0
                                : config.rollout.placement == "remote"
-                                   ? static_cast<int64_t>(config.rollout.remote.endpoints.size())
+                                   ? (config.rollout.remote.listen.empty()
+                                          ? static_cast<int64_t>(config.rollout.remote.endpoints.size())
+                                          : static_cast<int64_t>(fault_metric(*rollout, "rollout/workers")))
                                    : config.rollout.num_workers;
     record["layout/cores"] = static_cast<int64_t>(std::thread::hardware_concurrency());
     if (!lead) continue;

@@ -3,6 +3,11 @@
 // trainer's policy, whatever it held before) but not their processes: a worker that fails (dies, hangs, its
 // host's link cut) is dropped for the rest of the run, its unfinished chunk going to the others, and gets no
 // more weights; when none is left the run stops with a message saying how to go on.
+//
+// With rollout.remote.listen the trainer binds and workers join it (`rlcpp worker --connect`), before step 1
+// (min_workers are waited for) or during the run: a worker's heartbeats name the endpoint where it takes weights
+// (its host's address substituted for 0.0.0.0) and its CURVE key; at the next step it is sent the current weights
+// (a rebase publish) and serves from then on.
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -20,20 +25,27 @@ class RemoteRollout : public RolloutBackend, private WorkerSupervisor {
  public:
   RemoteRollout(const RolloutSection& rollout, const std::string& run_dir, const ParameterStore& params,
                 int64_t version, const ModelNumerics& numerics)
-      : endpoints_(rollout.remote.endpoints), run_dir_(run_dir) {
+      : endpoints_(rollout.remote.endpoints),
+        run_dir_(run_dir),
+        numerics_(numerics.describe()),
+        publisher_options_(worker_publisher_options(rollout, params)),
+        params_(&params),
+        version_(version) {
     const RemoteWorkersSection& r = rollout.remote;
     CurveOptions curve;
     std::vector<std::string> worker_publics;  // per endpoint
     if (!r.key.empty()) {
       curve.keys = load_curve_key_file(r.key);
-      for (size_t w = 0; w < endpoints_.size(); ++w)
-        worker_publics.push_back(load_curve_public_key(r.worker_keys[r.worker_keys.size() == 1 ? 0 : w]));
+      if (r.listen.empty())
+        for (size_t w = 0; w < endpoints_.size(); ++w)
+          worker_publics.push_back(load_curve_public_key(r.worker_keys[r.worker_keys.size() == 1 ? 0 : w]));
     }
-    WorkerClientOptions options;
-    options.heartbeat_timeout_s = rollout.worker_heartbeat_timeout_s;
-    options.result_timeout_s = rollout.worker_timeout_s;
-    options.chunk_prompts = rollout.chunk_prompts;
-    options.reply_timeout_s = rollout.worker_heartbeat_timeout_s;
+    publisher_options_.curve = curve;
+    if (!r.listen.empty()) {
+      listen(rollout, curve);
+      return;
+    }
+    WorkerClientOptions options = client_options(rollout);
     options.curve = curve;
     options.server_publics = worker_publics;
     client_.emplace(WorkerClient::connect(context_, endpoints_, options));
@@ -54,9 +66,8 @@ class RemoteRollout : public RolloutBackend, private WorkerSupervisor {
                                                                 "numerics.batch_invariant): start it with the "
                                                                 "matching --dtype, --quantization, --batch-invariant");
     }
-    ZmqPublisherOptions publisher = worker_publisher_options(rollout, params);
     for (size_t w = 0; w < endpoints_.size(); ++w) {
-      publisher.curve = curve;
+      ZmqPublisherOptions publisher = publisher_options_;
       if (!worker_publics.empty()) publisher.curve.server_public = worker_publics[w];
       publishers_.push_back(
           std::make_unique<ZmqWeightPublisher>(context_, r.weights_endpoints[w], /*bind=*/false, publisher));
@@ -88,17 +99,28 @@ class RemoteRollout : public RolloutBackend, private WorkerSupervisor {
   }
 
   void sync(const ParameterStore& params, int64_t version) override {
+    params_ = &params;
+    version_ = version;
     for (size_t w = 0; w < publishers_.size(); ++w)
-      if (!client_->retired(static_cast<int>(w))) publish(w, params, version, /*rebase=*/false);
+      if (publishers_[w] && !client_->retired(static_cast<int>(w))) publish(w, params, version, /*rebase=*/false);
   }
 
-  void begin_step(int64_t step) override { failures_step_ = 0; }
+  // Workers that joined since the last step are brought to the policy and serve from this step on.
+  void begin_step(int64_t step) override {
+    failures_step_ = 0;
+    admit_joined();
+  }
 
   std::map<std::string, double> fault_metrics() const override {
-    int64_t lost = 0;
-    for (size_t w = 0; w < endpoints_.size(); ++w) lost += client_->retired(static_cast<int>(w)) ? 1 : 0;
+    int64_t lost = 0, serving = 0;
+    for (int w = 0; w < client_->num_workers(); ++w) {
+      const bool retired = client_->retired(w);
+      lost += retired ? 1 : 0;
+      serving += !retired && w < static_cast<int>(publishers_.size()) && publishers_[static_cast<size_t>(w)] ? 1 : 0;
+    }
     return {{"rollout/worker_failures_step", static_cast<double>(failures_step_)},
-            {"rollout/workers_lost", static_cast<double>(lost)}};
+            {"rollout/workers_lost", static_cast<double>(lost)},
+            {"rollout/workers", static_cast<double>(serving)}};
   }
 
  private:
@@ -110,12 +132,95 @@ class RemoteRollout : public RolloutBackend, private WorkerSupervisor {
     return Replacement::kRetired;
   }
 
+  static WorkerClientOptions client_options(const RolloutSection& rollout) {
+    WorkerClientOptions options;
+    options.heartbeat_timeout_s = rollout.worker_heartbeat_timeout_s;
+    options.result_timeout_s = rollout.worker_timeout_s;
+    options.chunk_prompts = rollout.chunk_prompts;
+    options.reply_timeout_s = rollout.worker_heartbeat_timeout_s;
+    return options;
+  }
+
+  // Binds rollout.remote.listen and waits for min_workers workers to join; admits them.
+  void listen(const RolloutSection& rollout, const CurveOptions& curve) {
+    const RemoteWorkersSection& r = rollout.remote;
+    WorkerClientOptions options = client_options(rollout);
+    options.admit_on_join = false;
+    options.reply_timeout_s = rollout.worker_timeout_s;  // how long min_workers may take to join
+    if (curve.configured()) {  // workers are admitted by their keys (ZAP)
+      zap_.emplace(context_);
+      options.curve = curve;
+      options.curve.zap = &*zap_;
+      for (const std::string& file : r.worker_keys) options.curve.clients.push_back(load_curve_public_key(file));
+    }
+    std::string bound;
+    std::printf("train: waiting for %lld worker(s) to join at %s (rlcpp worker CKPT --connect ...)\n",
+                static_cast<long long>(r.min_workers), r.listen.c_str());
+    std::fflush(stdout);
+    try {
+      client_.emplace(WorkerClient::listen(context_, r.listen, static_cast<int>(r.min_workers), options, &bound));
+    } catch (const Error& e) {
+      RLCPP_FAIL("rollout (remote workers): " << e.what() << " (rollout.remote.min_workers "
+                                              << r.min_workers << ", within rollout.worker_timeout_s)");
+    }
+    admit_joined();
+  }
+
+  // The workers that joined and are not serving yet: each is checked (numerics), sent the current weights at
+  // the address it advertised, and admitted.
+  void admit_joined() {
+    if (!client_) return;
+    for (int w : client_->joined()) {
+      const Json& hello = client_->hello(w);
+      const std::string name = hello.value("worker", std::string("?")) + " (" + client_->peer_address(w) + ")";
+      const std::string theirs = hello.value("numerics", std::string("(not reported)"));
+      if (theirs != numerics_) {  // a worker in other numerics must not serve this run; the others go on
+        std::printf("train: worker %s joined computing in %s, the run's rollout numerics are %s: not admitted\n",
+                    name.c_str(), theirs.c_str(), numerics_.c_str());
+        client_->retire(w);
+        continue;
+      }
+      std::string weights = hello.value("weights_endpoint", std::string());
+      if (weights.empty()) {
+        std::printf("train: worker %s joined without a --weights endpoint: not admitted\n", name.c_str());
+        client_->retire(w);
+        continue;
+      }
+      // Bound on every interface: the trainer reaches it at the address it connected from.
+      for (const char* any : {"tcp://0.0.0.0:", "tcp://*:"})
+        if (weights.rfind(any, 0) == 0 && !client_->peer_address(w).empty())
+          weights = "tcp://" + client_->peer_address(w) + ":" + weights.substr(std::string(any).size());
+      ZmqPublisherOptions publisher = publisher_options_;
+      publisher.curve.server_public = hello.value("curve_public", std::string());
+      if (static_cast<size_t>(w) >= publishers_.size()) publishers_.resize(static_cast<size_t>(w) + 1);
+      if (endpoints_.size() < publishers_.size()) endpoints_.resize(publishers_.size());
+      endpoints_[static_cast<size_t>(w)] = name;
+      try {
+        publishers_[static_cast<size_t>(w)] =
+            std::make_unique<ZmqWeightPublisher>(context_, weights, /*bind=*/false, publisher);
+        publishers_[static_cast<size_t>(w)]->publish(*params_, version_, /*rebase=*/true);
+      } catch (const Error& e) {
+        std::printf("train: worker %s joined but took no weights at %s: %s; not admitted\n", name.c_str(),
+                    weights.c_str(), e.what());
+        publishers_[static_cast<size_t>(w)].reset();
+        client_->retire(w);
+        continue;
+      }
+      client_->admit(w);
+      std::printf("train: worker %s joined: policy version %lld -> %lld, %s\n", name.c_str(),
+                  static_cast<long long>(hello.value("policy_version", int64_t{-1})),
+                  static_cast<long long>(version_), numerics_.c_str());
+    }
+    std::fflush(stdout);
+  }
+
   // Drops worker w for the rest of the run, or stops the run when it was the last.
   void lose(size_t w, const std::string& what) {
     client_->retire(static_cast<int>(w));
     ++failures_step_;
     size_t left = 0;
-    for (size_t o = 0; o < endpoints_.size(); ++o) left += client_->retired(static_cast<int>(o)) ? 0 : 1;
+    for (int o = 0; o < client_->num_workers(); ++o)
+      left += !client_->retired(o) && static_cast<size_t>(o) < publishers_.size() && publishers_[o] ? 1 : 0;
     RLCPP_CHECK(left > 0, "rollout (remote workers): the last worker, at " << endpoints_[w] << ", " << what << "; "
                                                                            << how_to_go_on());
     std::printf("train: remote worker %zu at %s %s: the run goes on with the other %zu; resume the run to take it "
@@ -142,11 +247,16 @@ class RemoteRollout : public RolloutBackend, private WorkerSupervisor {
            run_dir_ + "` (from the last checkpoint)";
   }
 
-  std::vector<std::string> endpoints_;
+  std::vector<std::string> endpoints_;  // each worker's name in messages: its endpoint, or who joined from where
   std::string run_dir_;
+  std::string numerics_;
+  ZmqPublisherOptions publisher_options_;
+  const ParameterStore* params_;  // the weights and version of the last sync: what a joining worker is sent
+  int64_t version_;
   zmq::context_t context_;
+  std::optional<ZapHandler> zap_;  // listen with CURVE: admits the workers' keys; outlives the client's socket
   std::optional<WorkerClient> client_;
-  std::vector<std::unique_ptr<ZmqWeightPublisher>> publishers_;
+  std::vector<std::unique_ptr<ZmqWeightPublisher>> publishers_;  // by worker; null: not admitted
   int64_t failures_step_ = 0;
 };
 

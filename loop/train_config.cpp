@@ -116,23 +116,34 @@ namespace {
 void validate_remote_workers(const RolloutSection& rollout) {
   const RemoteWorkersSection& r = rollout.remote;
   if (rollout.placement != "remote") {
-    RLCPP_CHECK(r.endpoints.empty() && r.weights_endpoints.empty() && r.key.empty() && r.worker_keys.empty(),
+    RLCPP_CHECK(r.endpoints.empty() && r.weights_endpoints.empty() && r.key.empty() && r.worker_keys.empty() &&
+                    r.listen.empty(),
                 "config key 'rollout.remote': set, but rollout.placement is \"" << rollout.placement
                                                                                << "\" (remote workers need \"remote\")");
     return;
   }
   const size_t n = r.endpoints.size();
-  RLCPP_CHECK(n >= 1, "config key 'rollout.remote.endpoints': the remote placement needs at least one worker "
-                      "endpoint (each `rlcpp worker CKPT --bind tcp://HOST:PORT --weights tcp://HOST:PORT2`)");
-  RLCPP_CHECK(static_cast<int64_t>(n) <= rollout.prompts_per_step,
-              "config key 'rollout.remote.endpoints': " << n << " workers for " << rollout.prompts_per_step
-                                                        << " prompts per step (rollout.prompts_per_step)");
-  RLCPP_CHECK(r.weights_endpoints.size() == n,
-              "config key 'rollout.remote.weights_endpoints': " << r.weights_endpoints.size() << " endpoints for " << n
-                                                                << " workers (one per rollout.remote.endpoints entry)");
-  RLCPP_CHECK(r.worker_keys.empty() || r.worker_keys.size() == 1 || r.worker_keys.size() == n,
-              "config key 'rollout.remote.worker_keys': " << r.worker_keys.size() << " keys for " << n
-                                                          << " workers (one per worker, or one for all)");
+  RLCPP_CHECK(r.listen.empty() || (n == 0 && r.weights_endpoints.empty()),
+              "config key 'rollout.remote.listen': give either listen (workers connect to the trainer) or "
+              "endpoints and weights_endpoints (the trainer connects to the workers), not both");
+  if (!r.listen.empty()) {
+    RLCPP_CHECK(r.min_workers >= 1 && r.min_workers <= rollout.prompts_per_step,
+                "config key 'rollout.remote.min_workers': must be in [1, rollout.prompts_per_step "
+                    << rollout.prompts_per_step << "], got " << r.min_workers);
+  } else {
+    RLCPP_CHECK(n >= 1, "config key 'rollout.remote.endpoints': the remote placement needs at least one worker "
+                        "endpoint (each `rlcpp worker CKPT --bind tcp://HOST:PORT --weights tcp://HOST:PORT2`), or "
+                        "rollout.remote.listen for workers that connect");
+    RLCPP_CHECK(static_cast<int64_t>(n) <= rollout.prompts_per_step,
+                "config key 'rollout.remote.endpoints': " << n << " workers for " << rollout.prompts_per_step
+                                                          << " prompts per step (rollout.prompts_per_step)");
+    RLCPP_CHECK(r.weights_endpoints.size() == n,
+                "config key 'rollout.remote.weights_endpoints': " << r.weights_endpoints.size() << " endpoints for " << n
+                                                                  << " workers (one per rollout.remote.endpoints entry)");
+    RLCPP_CHECK(r.worker_keys.empty() || r.worker_keys.size() == 1 || r.worker_keys.size() == n,
+                "config key 'rollout.remote.worker_keys': " << r.worker_keys.size() << " keys for " << n
+                                                            << " workers (one per worker, or one for all)");
+  }
   RLCPP_CHECK(r.key.empty() == r.worker_keys.empty(),
               "config keys 'rollout.remote.key' and 'rollout.remote.worker_keys': give both (CURVE: the trainer's "
               "PREFIX.key and the workers' .pub files) or neither");
@@ -152,6 +163,7 @@ void validate_remote_workers(const RolloutSection& rollout) {
   };
   for (const std::string& e : r.endpoints) check_endpoint("rollout.remote.endpoints", e);
   for (const std::string& e : r.weights_endpoints) check_endpoint("rollout.remote.weights_endpoints", e);
+  if (!r.listen.empty()) check_endpoint("rollout.remote.listen", r.listen);
   if (r.key.empty()) return;
   RLCPP_CHECK(curve_supported(), "config key 'rollout.remote.key': this libzmq was built without CURVE");
   try {

@@ -33,6 +33,8 @@ struct RemoteWorkersSection {
   std::vector<std::string> weights_endpoints;  // each worker's --weights endpoint, in the same order
   std::string key;                             // the trainer's CURVE key pair (PREFIX.key of rlcpp keys)
   std::vector<std::string> worker_keys;        // the workers' public keys (.pub): one per endpoint, or one for all
+  std::string listen;                          // instead of endpoints: where workers connect to (--connect)
+  int64_t min_workers = 1;                     // listen: workers to wait for before step 1
 
   template <class V> void visit(V& v) {
     v("endpoints", endpoints,
@@ -44,7 +46,15 @@ struct RemoteWorkersSection {
       "remote: the trainer's CURVE key pair (PREFIX.key of `rlcpp keys PREFIX`); needed for any endpoint beyond "
       "this machine, and then every connection is authenticated and encrypted");
     v("worker_keys", worker_keys,
-      "remote: the workers' public keys (PREFIX.pub), one per endpoint or one shared by all");
+      "remote: the workers' public keys (PREFIX.pub), one per endpoint or one shared by all; with listen, the "
+      "keys of the workers admitted to join");
+    v("listen", listen,
+      "remote, instead of endpoints: the trainer binds here (e.g. \"tcp://0.0.0.0:5600\") and workers join by "
+      "`rlcpp worker CKPT --connect tcp://TRAINER:5600 --weights tcp://THEIR_HOST:PORT`, before step 1 or while "
+      "the run goes on (each is sent the current weights, then serves from the next step)");
+    v("min_workers", min_workers,
+      "remote with listen: workers that must have joined before step 1 (waited for up to "
+      "rollout.worker_timeout_s)");
   }
 };
 

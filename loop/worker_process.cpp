@@ -41,7 +41,7 @@ WorkerProcess::WorkerProcess(const std::string& binary, const std::vector<std::s
   stdout_fd_ = pipe_fds[0];
   RLCPP_CHECK(rc == 0, "worker: cannot start '" << binary << "' (posix_spawn error " << rc << ")");
 
-  // Read lines until the JSON "listening" line. A worker that cannot serve prints an "error" line instead and
+  // Read lines until the JSON "listening" (or "connected") line. A worker that cannot serve prints an "error" line instead and
   // exits; one that ends its output (exits) or stays silent is reported as such, with what it printed.
   std::string output, printed;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(startup_timeout_s);
@@ -52,7 +52,7 @@ WorkerProcess::WorkerProcess(const std::string& binary, const std::vector<std::s
       output.erase(0, nl + 1);
       Json j = parse_json_limited(line, /*allow_exceptions=*/false);
       const std::string event = j.is_object() ? j.value("event", std::string()) : std::string();
-      if (event == "listening") {
+      if (event == "listening" || event == "connected") {  // bound, or (--connect) connected to a trainer
         endpoint_ = j.value("endpoint", std::string());
         weights_endpoint_ = j.value("weights_endpoint", std::string());
         return;

@@ -82,6 +82,13 @@ WorkerClient WorkerClient::listen(zmq::context_t& context, const std::string& en
   return c;
 }
 
+std::vector<int> WorkerClient::joined() const {
+  std::vector<int> out;
+  for (int w = 0; w < num_workers(); ++w)
+    if (!workers_[static_cast<size_t>(w)].admitted && !workers_[static_cast<size_t>(w)].retired) out.push_back(w);
+  return out;
+}
+
 void WorkerClient::send(int worker, const WireMessage& message) {
   const Worker& w = workers_[worker];
   std::vector<zmq::message_t> envelope;
@@ -129,7 +136,11 @@ bool WorkerClient::receive(long timeout_ms, Incoming& in) {
       for (size_t w = 0; w < workers_.size(); ++w)
         if (workers_[w].identity == identity) in.worker = static_cast<int>(w);
       if (in.worker < 0) {
-        workers_.push_back({i, identity, "worker@" + printable(identity)});
+        Worker joined{i, identity, "worker@" + printable(identity)};
+        joined.admitted = options_.admit_on_join;
+        if (!got.frames.empty())
+          if (const char* peer = zmq_msg_gets(got.frames[0].handle(), "Peer-Address")) joined.peer_address = peer;
+        workers_.push_back(std::move(joined));
         in.worker = num_workers() - 1;
       }
     } else {
@@ -142,6 +153,8 @@ bool WorkerClient::receive(long timeout_ms, Incoming& in) {
     } catch (const WireError& e) {
       RLCPP_FAIL("worker client: bad message from " << name << ": " << e.what());
     }
+    Worker& from = workers_[static_cast<size_t>(in.worker)];
+    if (router_ && from.hello.is_null()) from.hello = in.message.header;
     return true;
   }
   return false;
@@ -187,10 +200,11 @@ void WorkerClient::shutdown() { round_trip("shutdown", "bye"); }
 
 RolloutResult WorkerClient::generate(const Request& request, WorkerSupervisor* supervisor) {
   RLCPP_CHECK(num_workers() > 0, "worker client: no workers");
+  bool serving = false;
+  for (const Worker& w : workers_) serving = serving || (w.admitted && !w.retired);
+  RLCPP_CHECK(serving, "worker client: no worker can serve (each one retired, or joined and not admitted yet)");
   RLCPP_CHECK(request.prompt_ids.empty() || request.prompt_ids.size() == request.prompts.size(),
               "request: " << request.prompt_ids.size() << " prompt ids for " << request.prompts.size() << " prompts");
-  RLCPP_CHECK(supervisor == nullptr || !router_,
-              "worker client: replacing failed workers needs workers it connected to (connect), not listen");
   const int64_t P = static_cast<int64_t>(request.prompts.size()), W = num_workers();
   // Chunks of consecutive prompts, handed to workers as they become idle. Each chunk is a request of its own
   // whichever worker runs it, and samples are keyed by prompt id: the result does not depend on who ran what.
@@ -230,7 +244,7 @@ RolloutResult WorkerClient::generate(const Request& request, WorkerSupervisor* s
   // owes nothing, so it need not be heard from).
   std::vector<Stopwatch> last_heard(static_cast<size_t>(W));
   auto dispatch = [&](int w) {
-    if (waiting.empty() || running[w] >= 0 || workers_[w].retired) return;
+    if (waiting.empty() || running[w] >= 0 || workers_[w].retired || !workers_[w].admitted) return;
     const size_t index = waiting.front();
     waiting.pop_front();
     Chunk& c = chunks[index];
@@ -282,15 +296,17 @@ RolloutResult WorkerClient::generate(const Request& request, WorkerSupervisor* s
         // The old socket may hold the request or a half-read reply; a fresh one starts clean. Linger 0: what
         // the old one still queues must not reach the new worker after all.
         zmq::socket_t& old = sockets_[workers_[w].socket];
-        old.set(zmq::sockopt::linger, 0);
+        if (!router_) old.set(zmq::sockopt::linger, 0);
         if (what == Replacement::kRetired) {
           workers_[w].retired = true;
           bool any = false;
-          for (const Worker& other : workers_) any = any || !other.retired;
+          for (int other = 0; other < W; ++other) any = any || (!workers_[other].retired && workers_[other].admitted);
           RLCPP_CHECK(any, "worker client: every worker has failed (the last, " << workers_[w].name << ", "
                                                                             << failure << ")");
+        } else {
+          RLCPP_CHECK(!router_, "worker client: " << workers_[w].name << " connected to us and cannot be replaced");
         }
-        old = open_dealer(w, monitors_[workers_[w].socket]);
+        if (!router_) old = open_dealer(w, monitors_[workers_[w].socket]);  // a ROUTER is everyone's: kept
         last_heard[w].reset();
         // Its chunk goes first in line: to an idle survivor now, else to the replacement. (A worker that keeps
         // dying without serving is the supervisor's to give up on.)

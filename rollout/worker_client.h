@@ -38,6 +38,9 @@ struct WorkerClientOptions {
   // a failed worker's chunk goes to an idle survivor, else to its replacement); 0 = automatic: one chunk with one worker, else about four
   // chunks a worker (ceil(prompts / (4 workers))) but at least min(4, a worker's even share).
   int64_t chunk_prompts = 0;
+  // listen(): workers that announce themselves serve at once (true), or only once admit()ted (false: the
+  // trainer first sends a joining worker its weights).
+  bool admit_on_join = true;
 };
 
 // A worker that failed while it owed a generate result.
@@ -82,8 +85,17 @@ class WorkerClient {
   // Whether worker `w` is retired (by retire, or by the supervisor in generate): it gets no more requests.
   bool retired(int w) const { return workers_[static_cast<size_t>(w)].retired; }
   void retire(int w) { workers_[static_cast<size_t>(w)].retired = true; }
+  // listen() with admit_on_join false: the workers that have announced themselves (during listen, or since, in
+  // any call that receives) and are not admitted yet; admit one to let it serve.
+  std::vector<int> joined() const;
+  void admit(int w) { workers_[static_cast<size_t>(w)].admitted = true; }
+  // What a connected worker's first message said (its heartbeat header: name, policy_version, what it
+  // advertises) and the address it connected from (tcp: its IP; "" when the transport has none).
+  const Json& hello(int w) const { return workers_[static_cast<size_t>(w)].hello; }
+  const std::string& peer_address(int w) const { return workers_[static_cast<size_t>(w)].peer_address; }
 
-  // `supervisor` (optional, workers from connect() only) replaces failed workers; see the top of this file.
+  // `supervisor` (optional) replaces failed workers, or retires them; see the top of this file. Workers from
+  // listen() can only be retired (nothing can restart a worker that connected from elsewhere).
   RolloutResult generate(const Request& request, WorkerSupervisor* supervisor = nullptr);
   // One pong header per worker, in worker order.
   std::vector<Json> ping();
@@ -96,6 +108,9 @@ class WorkerClient {
     std::string identity;      // routing id on a ROUTER socket; empty on a DEALER
     std::string name;          // a DEALER's endpoint
     bool retired = false;      // given up by the supervisor
+    bool admitted = true;      // may be sent requests (listen without admit_on_join: once admitted)
+    Json hello;                // a connected worker's first message header
+    std::string peer_address;  // the address a connected worker's first message came from
   };
   struct Incoming {
     int worker = -1;

@@ -107,6 +107,7 @@ int serve_worker(WorkerProcessConfig& a, const WeightFeedFactory& make_weights) 
   std::optional<ZapHandler> zap;
   if (a.worker.curve.configured()) a.worker.curve.zap = &zap.emplace(context);
   WorkerService service(model, params, a.worker, a.policy_version);
+  service.advertise("numerics", model.numerics().describe());
   std::string endpoint;
   if (!a.connect.empty()) {
     service.connect(context, a.connect);
@@ -133,6 +134,9 @@ int serve_worker(WorkerProcessConfig& a, const WeightFeedFactory& make_weights) 
   if (!a.weights.empty()) {
     weights = make_weights(context, a.weights, params.config(), a.policy_version, a.worker.curve);
     weights_endpoint = weights->endpoint();
+    // A worker that joins a listening trainer says where to send it weights, and with which key.
+    service.advertise("weights_endpoint", weights_endpoint);
+    if (a.worker.curve.configured()) service.advertise("curve_public", a.worker.curve.keys.public_key);
     control.extra_socket = &weights->socket();
     control.on_extra = [&]() {
       weights->receive([&](ParameterStore w, int64_t version) {

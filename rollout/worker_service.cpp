@@ -103,6 +103,7 @@ void WorkerService::send_heartbeat(int64_t request_id, int64_t step, int64_t run
   m.header["running"] = running;
   m.header["worker"] = options_.name;
   m.header["policy_version"] = engine_.policy_version();
+  for (const auto& [key, value] : advertised_.items()) m.header[key] = value;
   send_wire_message(socket_, envelope_, m, /*dont_wait=*/true);
 }
 

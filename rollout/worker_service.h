@@ -76,6 +76,9 @@ class WorkerService {
 
   // Serves until shutdown or stop; returns the number of generate requests answered with a result.
   int64_t serve(const ServeControl& control = {});
+  // Adds `key: value` to every heartbeat (before serve): a connected worker tells the trainer that listens where
+  // it takes weights ("weights_endpoint") and its CURVE public key ("curve_public").
+  void advertise(const std::string& key, const Json& value) { advertised_[key] = value; }
 
   Engine& engine() { return engine_; }
 
@@ -90,6 +93,7 @@ class WorkerService {
   bool handle(ReceivedFrames& received, const ServeControl& control);
 
   WorkerOptions options_;
+  Json advertised_ = Json::object();
   Engine engine_;
   zmq::socket_t socket_;
   bool router_ = false;  // bound: replies go to the sender's identity

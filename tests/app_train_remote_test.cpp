@@ -190,6 +190,59 @@ TEST_F(TrainRemote, TheLastWorkerFailingStopsTheRunNamingItAndTheRunResumesOnceI
   expect_same_run(colocated_run().run_dir, remote.run_dir);
 }
 
+// Workers that connect to a listening trainer (`rlcpp worker --connect`, rollout.remote.listen): w0 before step 1
+// (min_workers 1; slowed 10 ms an engine step so that the run lasts), w1 once step 3 is done; each is sent the weights at the address it advertised (bound on every
+// interface: the trainer substitutes the address it connected from) and serves from the next step. The run still
+// samples what a colocated run samples.
+TEST_F(TrainRemote, WorkersJoinAListeningTrainerBeforeAndDuringTheRun) {
+  const std::string port = std::to_string(20000 + getpid() % 20000);
+  TrainConfig remote = base_config();
+  remote.run_dir = (root_ / "remote").string();
+  remote.steps = 16;
+  remote.rollout.placement = "remote";
+  remote.rollout.worker_timeout_s = 60;
+  remote.rollout.remote.listen = "tcp://127.0.0.1:" + port;
+  remote.rollout.remote.key = (root_ / "trainer.key").string();
+  remote.rollout.remote.worker_keys = {(root_ / "w0.pub").string(), (root_ / "w1.pub").string()};
+  TrainSummary summary;
+  std::exception_ptr failed;
+  std::thread trainer([&] {
+    try {
+      summary = run_train(remote, config_to_json(remote));
+    } catch (...) {
+      failed = std::current_exception();
+    }
+  });
+  const auto join = [&](const std::string& name, std::vector<std::string> extra) {
+    std::vector<std::string> args = {(root_ / "other").string(), "--connect", "tcp://127.0.0.1:" + port, "--weights",
+                                     "tcp://0.0.0.0:*", "--curve-key", (root_ / (name + ".key")).string(),
+                                     "--curve-server", (root_ / "trainer.pub").string(), "--curve-clients",
+                                     (root_ / "trainer.pub").string(), "--name", name, "--heartbeat", "0.2",
+                                     "--exit-with-parent"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    workers_.push_back(std::make_unique<WorkerProcess>(RLCPP_BINARY_DIR "/rlcpp", args));
+  };
+  join("w0", {"--throttle-ms", "10"});  // steps long enough for w1 to join mid-run
+  const fs::path metrics = fs::path(remote.run_dir) / "metrics.jsonl";
+  for (int i = 0; i < 6000 && !failed; ++i) {
+    if (fs::exists(metrics) && read_jsonl(metrics).size() >= 3) break;
+    usleep(10000);
+  }
+  join("w1", {});
+  trainer.join();
+  if (failed) std::rethrow_exception(failed);
+  const std::vector<Json> m = read_jsonl(metrics);
+  ASSERT_EQ(m.size(), 16u);
+  EXPECT_EQ(m.front()["rollout/workers"], 1.0);
+  EXPECT_EQ(m.back()["rollout/workers"], 2.0);
+  EXPECT_EQ(m.back()["rollout/workers_lost"], 0.0);
+  TrainConfig colocated = base_config();
+  colocated.steps = 16;
+  colocated.run_dir = (root_ / "colocated16").string();
+  colocated.rollout.placement = "colocated";
+  expect_same_run(run_train(colocated, config_to_json(colocated)).run_dir, summary.run_dir);
+}
+
 // A network namespace joined to this one by a veth pair: "another host" at 10.213.X.2, reached from 10.213.X.1.
 // Needs root (CAP_NET_ADMIN) and iproute2; `up` is false when it could not be made.
 struct OtherHost {
