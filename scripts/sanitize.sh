@@ -5,7 +5,8 @@
 #                                           behaviour fails it
 #   scripts/sanitize.sh thread [TEST ...]   TSan (build-tsan/): the given test executables, or those that run
 #                                           threads against each other (a worker and its clients, the weight-sync
-#                                           channels, the wire and the CURVE handler); OpenMP on one thread
+#                                           channels, the wire and the CURVE handler, the async pipeline's draws
+#                                           beside the trainer); OpenMP on one thread
 #                                           (libgomp is not instrumented, so its own synchronisation would show)
 # Instrumented code is built at -O1, whose floating-point contractions differ from the release build's, so the
 # full address run leaves out the tests that measure the process's memory (ASan's allocator holds on to freed
@@ -23,7 +24,8 @@ case "$mode" in
 esac
 tests=("$@")
 if [ "$mode" = thread ] && ((${#tests[@]} == 0)); then
-  tests=(core_wire_test core_curve_test rollout_worker_test rollout_worker_curve_test weightsync_channels_test)
+  tests=(core_wire_test core_curve_test rollout_worker_test rollout_worker_curve_test weightsync_channels_test
+         loop_async_test)
 fi
 scripts/ensure_deps.sh rlcpp >/dev/null  # the Debian packages (the instrumented build is separate)
 if [ ! -f "$build_dir/build.ninja" ]; then
