@@ -6,6 +6,7 @@
 // its address; a worker in another network namespace (another host) serves over tcp and a cut link is
 // survived; a trainer the workers do not admit, or a worker in other numerics, is refused before any step.
 #include <gtest/gtest.h>
+#include <zmq.hpp>
 
 #include <filesystem>
 #include <unistd.h>
@@ -32,6 +33,14 @@ bool has(const std::string& text, const std::string& needle) { return text.find(
 
 // "tcp://0.0.0.0:PORT" -> PORT
 std::string port_of(const std::string& endpoint) { return endpoint.substr(endpoint.rfind(':') + 1); }
+
+// A loopback tcp port nothing listens on now (the kernel's pick for a socket bound to port 0, then closed).
+std::string free_tcp_port() {
+  zmq::context_t context;
+  zmq::socket_t probe(context, zmq::socket_type::rep);
+  probe.bind("tcp://127.0.0.1:*");
+  return port_of(probe.get(zmq::sockopt::last_endpoint));
+}
 
 class TrainRemote : public ::testing::Test {
  protected:
@@ -195,7 +204,7 @@ TEST_F(TrainRemote, TheLastWorkerFailingStopsTheRunNamingItAndTheRunResumesOnceI
 // interface: the trainer substitutes the address it connected from) and serves from the next step. The run still
 // samples what a colocated run samples.
 TEST_F(TrainRemote, WorkersJoinAListeningTrainerBeforeAndDuringTheRun) {
-  const std::string port = std::to_string(20000 + getpid() % 20000);
+  const std::string port = free_tcp_port();
   TrainConfig remote = base_config();
   remote.run_dir = (root_ / "remote").string();
   remote.steps = 16;
