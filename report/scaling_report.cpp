@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <limits>
+#include <functional>
+#include <optional>
+#include <utility>
 
 #include "core/error.h"
 #include "report/run_records.h"
@@ -57,6 +59,19 @@ std::string describe(const ScalingLayout& l) {
                 l.cores > 0 ? ("sharing " + std::to_string(l.cores) + " cores").c_str() : "a machine each",
                 l.async ? "async" : "synchronous");
   return buf;
+}
+
+// The first count of `field` (workers or ranks), doubling from `from` up to 4096, whose prediction `holds`,
+// with that prediction; nothing when none does.
+std::optional<std::pair<int64_t, ScalingPrediction>> first_count_where(
+    const ScalingBase& base, ScalingLayout layout, int64_t ScalingLayout::*field, int64_t from,
+    const ScalingLinks& links, const std::function<bool(const ScalingPrediction&)>& holds) {
+  for (int64_t n = from; n <= 4096; n *= 2) {
+    layout.*field = n;
+    const ScalingPrediction p = predict_step(base, layout, links);
+    if (holds(p)) return std::make_pair(n, p);
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -133,27 +148,17 @@ std::string scaling_report(const ScalingOptions& o) {
   out += "  S: the weight sync is the largest part of the step; A: the all-reduce is\n";
   // Where each overhead takes over: the fewest workers whose sync outweighs their rollout, the fewest ranks
   // whose all-reduce outweighs their learning.
-  for (int64_t w = 1; w <= 4096; w *= 2) {
-    ScalingLayout l = table;
-    l.workers = w;
-    const ScalingPrediction p = predict_step(base, l, links);
-    if (p.sync_s > p.rollout_s) {
-      std::snprintf(line, sizeof line, "  from %lld workers the weight sync (%.1f ms) outlasts the rollout (%.1f ms)\n",
-                    static_cast<long long>(w), 1e3 * p.sync_s, 1e3 * p.rollout_s);
-      out += line;
-      break;
-    }
+  if (const auto w = first_count_where(base, table, &ScalingLayout::workers, 1, links,
+                                       [](const ScalingPrediction& p) { return p.sync_s > p.rollout_s; })) {
+    std::snprintf(line, sizeof line, "  from %lld workers the weight sync (%.1f ms) outlasts the rollout (%.1f ms)\n",
+                  static_cast<long long>(w->first), 1e3 * w->second.sync_s, 1e3 * w->second.rollout_s);
+    out += line;
   }
-  for (int64_t r = 2; r <= 4096; r *= 2) {
-    ScalingLayout l = table;
-    l.ranks = r;
-    const ScalingPrediction p = predict_step(base, l, links);
-    if (p.allreduce_s > p.learn_s) {
-      std::snprintf(line, sizeof line, "  from %lld ranks the all-reduce (%.2f ms) outlasts the learning (%.2f ms)\n",
-                    static_cast<long long>(r), 1e3 * p.allreduce_s, 1e3 * p.learn_s);
-      out += line;
-      break;
-    }
+  if (const auto r = first_count_where(base, table, &ScalingLayout::ranks, 2, links,
+                                       [](const ScalingPrediction& p) { return p.allreduce_s > p.learn_s; })) {
+    std::snprintf(line, sizeof line, "  from %lld ranks the all-reduce (%.2f ms) outlasts the learning (%.2f ms)\n",
+                  static_cast<long long>(r->first), 1e3 * r->second.allreduce_s, 1e3 * r->second.learn_s);
+    out += line;
   }
   if (!o.check_runs.empty()) {
     out += "\npredicted against measured (other runs of the recipe):\n";

@@ -114,19 +114,9 @@ TEST(TrainSplit, AsyncRunWithAThrottledWorkerEqualsTheColocatedOne) {
            "esac\nexec " RLCPP_BINARY_DIR "/rlcpp \"$@\"\n";
   }
   fs::permissions(wrapper, fs::perms::owner_all);
-  TrainConfig c;
-  c.init_checkpoint = small_train_checkpoint(root / "init");
-  c.rollout.prompts_per_step = 8;
-  c.rollout.group_size = 8;
-  c.ppo.mini_batch_size = 32;
-  c.ppo.micro_batch_size = 32;
-  c.optim.lr = 3e-3;
-  c.steps = 5;
-  c.eval_every = 0;
-  c.eval_size = 10;
+  TrainConfig c = small_grpo_run(small_train_checkpoint(root / "init"), 5);
   c.async.max_staleness = 1;
   TrainConfig colocated = c;
-  colocated.rollout.placement = "colocated";
   colocated.run_dir = (root / "colocated").string();
   TrainConfig split = c;
   split.run_dir = (root / "split").string();

@@ -19,17 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 
 TrainConfig async_run(const fs::path& root, int64_t max_staleness) {
-  TrainConfig c;
-  c.init_checkpoint = small_train_checkpoint(root / "init");
-  c.rollout.placement = "colocated";
-  c.rollout.prompts_per_step = 8;
-  c.rollout.group_size = 8;
-  c.ppo.mini_batch_size = 32;
-  c.ppo.micro_batch_size = 32;
-  c.optim.lr = 3e-3;
-  c.steps = 5;
-  c.eval_every = 0;
-  c.eval_size = 10;
+  TrainConfig c = small_grpo_run(small_train_checkpoint(root / "init"), 5);
   c.async.max_staleness = max_staleness;
   c.run_dir = (root / ("staleness" + std::to_string(max_staleness))).string();
   return c;

@@ -45,18 +45,8 @@ std::string read_file_text(const fs::path& path) {
 
 // 5 steps, checkpoints every 2, shuffled mini-batches (the update RNG must be restored too).
 TrainConfig resumable_run(const fs::path& root) {
-  TrainConfig c;
-  c.init_checkpoint = small_train_checkpoint(root / "init");
-  c.rollout.placement = "colocated";
-  c.rollout.prompts_per_step = 8;
-  c.rollout.group_size = 8;
-  c.ppo.mini_batch_size = 32;
-  c.ppo.micro_batch_size = 32;
+  TrainConfig c = small_grpo_run(small_train_checkpoint(root / "init"), 5);
   c.ppo.shuffle = true;
-  c.optim.lr = 3e-3;
-  c.steps = 5;
-  c.eval_every = 0;
-  c.eval_size = 10;
   c.checkpoint_every = 2;
   return c;
 }

@@ -10,6 +10,7 @@
 
 #include "core/config.h"
 #include "loop/sft_run.h"
+#include "loop/train_config.h"
 #include "model/checkpoint.h"
 #include "model/init.h"
 
@@ -26,6 +27,23 @@ inline std::string small_train_checkpoint(const std::filesystem::path& dir) {
   std::filesystem::remove_all(dir);
   save_model_checkpoint(dir.string(), init_random(mc, 5));
   return dir.string();
+}
+
+// A short GRPO run of small_train_checkpoint's model at `init`, colocated: 8 prompts x 8 per step, two
+// mini-batches of 32, lr 3e-3, `steps` steps, evaluated on 10 problems at the end only.
+inline TrainConfig small_grpo_run(const std::string& init, int64_t steps) {
+  TrainConfig c;
+  c.init_checkpoint = init;
+  c.rollout.placement = "colocated";
+  c.rollout.prompts_per_step = 8;
+  c.rollout.group_size = 8;
+  c.ppo.mini_batch_size = 32;
+  c.ppo.micro_batch_size = 32;
+  c.optim.lr = 3e-3;
+  c.steps = steps;
+  c.eval_every = 0;
+  c.eval_size = 10;
+  return c;
 }
 
 // small_train_checkpoint's model (at dir/init) after `steps` seeded SFT steps on `task` (batch 64, lr 3e-3),
