@@ -114,9 +114,11 @@ class TrainRemote : public ::testing::Test {
     return c;
   }
 
-  TrainSummary colocated_run() const {
+  // The same recipe colocated, for `steps` steps (base_config's by default).
+  TrainSummary colocated_run(int64_t steps = 0) const {
     TrainConfig c = base_config();
-    c.run_dir = (root_ / "colocated").string();
+    if (steps > 0) c.steps = steps;
+    c.run_dir = (root_ / ("colocated" + std::to_string(c.steps))).string();
     c.rollout.placement = "colocated";
     return run_train(c, config_to_json(c));
   }
@@ -245,11 +247,7 @@ TEST_F(TrainRemote, WorkersJoinAListeningTrainerBeforeAndDuringTheRun) {
   EXPECT_EQ(m.front()["rollout/workers"], 1.0);
   EXPECT_EQ(m.back()["rollout/workers"], 2.0);
   EXPECT_EQ(m.back()["rollout/workers_lost"], 0.0);
-  TrainConfig colocated = base_config();
-  colocated.steps = 16;
-  colocated.run_dir = (root_ / "colocated16").string();
-  colocated.rollout.placement = "colocated";
-  expect_same_run(run_train(colocated, config_to_json(colocated)).run_dir, summary.run_dir);
+  expect_same_run(colocated_run(16).run_dir, summary.run_dir);
 }
 
 // A network namespace joined to this one by a veth pair: "another host" at 10.213.X.2, reached from 10.213.X.1.
@@ -320,11 +318,7 @@ TEST_F(TrainRemote, AWorkerOnAnotherHostServesOverTcpAndACutLinkIsSurvived) {
   ASSERT_EQ(m.size(), 8u);
   EXPECT_EQ(m[1]["rollout/workers_lost"], 0.0);  // the other host served the first steps
   EXPECT_EQ(m.back()["rollout/workers_lost"], 1.0);
-  TrainConfig colocated = base_config();
-  colocated.steps = 8;
-  colocated.run_dir = (root_ / "colocated8").string();
-  colocated.rollout.placement = "colocated";
-  expect_same_run(run_train(colocated, config_to_json(colocated)).run_dir, r.run_dir);
+  expect_same_run(colocated_run(8).run_dir, r.run_dir);
 }
 
 TEST_F(TrainRemote, ATrainerTheWorkersDoNotAdmitOrWhoseNumericsDifferIsRefusedBeforeAnyStep) {

@@ -3,6 +3,7 @@
 // the trainer's weights after every sync. So does an async run whose workers run at different speeds.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -15,6 +16,20 @@ namespace rlcpp {
 namespace {
 
 namespace fs = std::filesystem;
+
+// Runs a and b wrote the same samples and, but for run-dependent keys (timing, layout, per-worker figures), the
+// same metrics, `steps` records each; returns b's records.
+std::vector<Json> expect_same_samples_and_metrics(const TrainSummary& a, const TrainSummary& b, size_t steps) {
+  EXPECT_EQ(read_jsonl(fs::path(a.run_dir) / "samples.jsonl"), read_jsonl(fs::path(b.run_dir) / "samples.jsonl"));
+  const std::vector<Json> ma = read_jsonl(fs::path(a.run_dir) / "metrics.jsonl");
+  const std::vector<Json> mb = read_jsonl(fs::path(b.run_dir) / "metrics.jsonl");
+  EXPECT_EQ(ma.size(), steps);
+  EXPECT_EQ(mb.size(), steps);
+  for (size_t i = 0; i < std::min(ma.size(), mb.size()); ++i)
+    for (const auto& [key, value] : ma[i].items())
+      if (!run_dependent_key(key)) EXPECT_EQ(value, mb[i][key]) << "step " << i + 1 << " key " << key;
+  return mb;
+}
 
 TEST(TrainSplit, SplitAndColocatedRunsGiveTheSameSamplesAndMetrics) {
   const fs::path root = fs::temp_directory_path() / "rlcpp_split_test";
@@ -43,18 +58,9 @@ TEST(TrainSplit, SplitAndColocatedRunsGiveTheSameSamplesAndMetrics) {
   const TrainSummary a = run_train(colocated, config_to_json(colocated));
   const TrainSummary b = run_train(split, config_to_json(split));
 
-  EXPECT_EQ(read_jsonl(fs::path(a.run_dir) / "samples.jsonl"), read_jsonl(fs::path(b.run_dir) / "samples.jsonl"));
-  const std::vector<Json> ma = read_jsonl(fs::path(a.run_dir) / "metrics.jsonl");
-  const std::vector<Json> mb = read_jsonl(fs::path(b.run_dir) / "metrics.jsonl");
-  ASSERT_EQ(ma.size(), 4u);
-  ASSERT_EQ(mb.size(), 4u);
-  for (size_t i = 0; i < ma.size(); ++i) {
-    for (const auto& [key, value] : ma[i].items()) {
-      if (run_dependent_key(key)) continue;
-      EXPECT_EQ(value, mb[i][key]) << "step " << i + 1 << " key " << key;
-    }
-    EXPECT_GT(mb[i]["timing_s/weight_sync"].get<double>(), 0);
-    EXPECT_EQ(mb[i]["probe/max_abs_dlogp"].get<double>(), 0.0);  // engine and trainer agree bit for bit
+  for (const Json& m : expect_same_samples_and_metrics(a, b, 4)) {
+    EXPECT_GT(m["timing_s/weight_sync"].get<double>(), 0);
+    EXPECT_EQ(m["probe/max_abs_dlogp"].get<double>(), 0.0);  // engine and trainer agree bit for bit
   }
   // The split run's worker got step_0 as its initial weights and removed its sockets on exit.
   EXPECT_TRUE(fs::exists(fs::path(b.run_dir) / "checkpoints/step_0/model.safetensors"));
@@ -126,17 +132,9 @@ TEST(TrainSplit, AsyncRunWithAThrottledWorkerEqualsTheColocatedOne) {
   split.rollout.worker_binary = wrapper.string();
   const TrainSummary a = run_train(colocated, config_to_json(colocated));
   const TrainSummary b = run_train(split, config_to_json(split));
-  EXPECT_EQ(read_jsonl(fs::path(a.run_dir) / "samples.jsonl"), read_jsonl(fs::path(b.run_dir) / "samples.jsonl"));
-  const std::vector<Json> ma = read_jsonl(fs::path(a.run_dir) / "metrics.jsonl");
-  const std::vector<Json> mb = read_jsonl(fs::path(b.run_dir) / "metrics.jsonl");
-  ASSERT_EQ(ma.size(), 5u);
-  ASSERT_EQ(mb.size(), 5u);
+  const std::vector<Json> mb = expect_same_samples_and_metrics(a, b, 5);
   double overlapped = 0;
-  for (size_t i = 0; i < ma.size(); ++i) {
-    for (const auto& [key, value] : ma[i].items())
-      if (!run_dependent_key(key)) EXPECT_EQ(value, mb[i][key]) << "step " << i + 1 << " key " << key;
-    overlapped += mb[i]["timing_s/rollout_overlapped"].get<double>();
-  }
+  for (const Json& m : mb) overlapped += m["timing_s/rollout_overlapped"].get<double>();
   EXPECT_GT(overlapped, 0);  // the slowed draws ran behind the updates
   EXPECT_TRUE(same_weights(a.checkpoint, b.checkpoint));
 }
