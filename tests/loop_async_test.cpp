@@ -45,6 +45,12 @@ TEST(LoopAsync, EveryStepTrainsOnSamplesStalenessVersionsOld) {
       EXPECT_EQ(r["training/off_policy/staleness_max"], static_cast<double>(std::min(n, k - 1)));
       EXPECT_EQ(r["training/off_policy/dropped_samples"], 0.0);
       EXPECT_EQ(r["policy_version"], static_cast<double>(k));
+      // The trainer's old log-probs are of the policy it holds, the rollout's of an older one: the mismatch
+      // figures (and so TIS/MIS, which weigh by their ratio) see the staleness; fresh samples agree bit for bit.
+      if (k == 1)
+        EXPECT_EQ(r["mismatch/max_abs_dlogp"], 0.0);
+      else
+        EXPECT_GT(r["mismatch/max_abs_dlogp"].get<double>(), 0.0) << "N " << n << " step " << k;
       // The shares still add up: the phases (rollout = the exposed wait) sum to the step's wall time.
       double phases = 0;
       for (int p = 0; p < kNumPhases; ++p)
