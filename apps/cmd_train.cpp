@@ -20,6 +20,10 @@ Command add_train_command(CLI::App& app) {
                          ->check(CLI::ExistingDirectory);
   config_opt->excludes(resume_opt);
   cmd->add_option("--set", *overrides, "override a key: --set optim.lr=3e-4 (repeatable; not with --resume)");
+  auto dp_backend = std::make_shared<std::string>("mpi");
+  cmd->add_option("--dp-backend", *dp_backend,
+                  "under mpirun/srun: what sums the ranks' gradients, mpi (CPU) or nccl (each rank's GPU)")
+      ->check(CLI::IsMember({"mpi", "nccl"}));
   auto allow_config_change = std::make_shared<bool>(false);
   cmd->add_flag("--allow-config-change", *allow_config_change,
                 "with --resume: continue even though the run's config.json was edited since its last checkpoint "
@@ -27,7 +31,7 @@ Command add_train_command(CLI::App& app) {
   return {cmd, [=]() {
     // Under mpirun or srun, one rank of a data-parallel run (loop/data_parallel_step.h); the lead (rank 0)
     // alone prints the run's progress.
-    const std::unique_ptr<Communicator> comm = make_communicator(ranks_from_environment());
+    const std::unique_ptr<Communicator> comm = make_communicator(ranks_from_environment(), *dp_backend);
     if (comm->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr)
       RLCPP_FAIL("train: rank " << comm->rank() << " cannot silence its stdout");
     try {

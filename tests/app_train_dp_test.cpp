@@ -14,6 +14,7 @@
 #include "model/checkpoint.h"
 #include "tests/app_test_support.h"
 #include "tests/train_test_support.h"
+#include "trainer/communicator.h"
 
 namespace rlcpp {
 namespace {
@@ -86,6 +87,31 @@ TEST(TrainDataParallel, TwoRanksTakeTheOneRankUpdateOfTheSameGlobalBatch) {
   const std::string wa = (root / "one/checkpoints/step_3").string(), wb = (root / "two/checkpoints/step_3").string();
   EXPECT_GT(max_abs_difference(init, wa), 1e-3);  // the runs trained
   EXPECT_LT(max_abs_difference(wa, wb), 1e-5);
+}
+
+// The same two ranks with the gradients summed by NCCL on two GPUs (skipped with fewer: two NCCL ranks cannot
+// share one): with two ranks a sum is a + b in any order, so the run is the MPI run's, bit for bit.
+TEST(TrainDataParallel, TwoRanksOverNcclTakeTheMpiRanksUpdate) {
+  std::string why;
+  const int gpus = nccl_devices(&why);
+  if (gpus < 2) GTEST_SKIP() << "needs 2 GPUs, has " << gpus << (why.empty() ? "" : ": " + why);
+  const fs::path root = fs::temp_directory_path() / "rlcpp_dp_nccl_test";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  const std::string config = write_config(root, 3, 0);
+  const CliResult mpi = run_shell(mpirun(2, "train " + config + " --set run_dir=" + (root / "mpi").string()));
+  ASSERT_EQ(mpi.status, 0) << mpi.output;
+  const CliResult nccl =
+      run_shell(mpirun(2, "train " + config + " --dp-backend nccl --set run_dir=" + (root / "nccl").string()));
+  ASSERT_EQ(nccl.status, 0) << nccl.output;
+  EXPECT_NE(nccl.output.find("2 data-parallel ranks (nccl)"), std::string::npos) << nccl.output;
+  const std::vector<Json> a = read_jsonl(root / "mpi/metrics.jsonl"), b = read_jsonl(root / "nccl/metrics.jsonl");
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    for (const char* key : {"actor/pg_loss", "actor/grad_norm", "reward/mean"})
+      EXPECT_EQ(a[i][key], b[i][key]) << "step " << i + 1 << " " << key;
+  EXPECT_EQ(max_abs_difference((root / "mpi/checkpoints/step_3").string(), (root / "nccl/checkpoints/step_3").string()),
+            0.0);
 }
 
 // The pid of the process whose environment says it is `rank` of an mpirun and whose command line names `tag`.

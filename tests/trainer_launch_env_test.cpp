@@ -65,5 +65,15 @@ TEST(LaunchEnv, OneProcessIsTheSingleCommunicator) {
   EXPECT_NE(error_of([&] { make_communicator(env); }).find("mpirun -np 2 rlcpp train CONFIG"), std::string::npos);
 }
 
+TEST(LaunchEnv, TheNcclBackendNeedsAGpuAndUnknownBackendsAreRefused) {
+  EXPECT_NE(error_of([] { make_communicator(LaunchRanks{}, "gloo"); }).find("backend 'gloo', expected mpi or nccl"),
+            std::string::npos);
+  std::string why;
+  if (nccl_devices(&why) > 0) GTEST_SKIP() << "a GPU is here: trainer_nccl_test runs the backend";
+  EXPECT_FALSE(why.empty());
+  EXPECT_NE(error_of([] { make_communicator(LaunchRanks{}, "nccl"); }).find("data-parallel backend nccl: " + why),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace rlcpp

@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "trainer/nccl_communicator.h"
 
 namespace rlcpp {
 
@@ -109,8 +110,6 @@ class MpiCommunicator : public Communicator {
     return out;
   }
 
-  void abort(int code) const { MPI_Abort(MPI_COMM_WORLD, code); }
-
  private:
   int rank_ = 0, size_ = 1;
   std::vector<MPI_Request> requests_;
@@ -120,17 +119,27 @@ class MpiCommunicator : public Communicator {
 
 std::unique_ptr<Communicator> make_single_communicator() { return std::make_unique<SingleCommunicator>(); }
 
-std::unique_ptr<Communicator> make_communicator(const LaunchRanks& ranks) {
-  if (ranks.world_size == 1) return make_single_communicator();
-  RLCPP_CHECK(ranks.launcher != "env",
+std::unique_ptr<Communicator> make_communicator(const LaunchRanks& ranks, const std::string& backend,
+                                                double timeout_s) {
+  RLCPP_CHECK(backend == "mpi" || backend == "nccl",
+              "launch: data-parallel backend '" << backend << "', expected mpi or nccl");
+  RLCPP_CHECK(ranks.world_size == 1 || ranks.launcher != "env",
               "launch: RANK=" << ranks.rank << " WORLD_SIZE=" << ranks.world_size << " without mpirun or srun: "
-                              << "CPU data parallelism runs over MPI; launch with `mpirun -np "
+                              << "rlcpp's ranks bootstrap over MPI; launch with `mpirun -np "
                               << ranks.world_size << " rlcpp train CONFIG` (or srun)");
-  return std::make_unique<MpiCommunicator>(ranks);
+  std::unique_ptr<Communicator> bootstrap =
+      ranks.world_size == 1 ? make_single_communicator() : std::make_unique<MpiCommunicator>(ranks);
+  if (backend == "mpi") return bootstrap;
+  return make_nccl_communicator(std::move(bootstrap), ranks.local_rank, timeout_s);
 }
 
 void abort_launch(const Communicator& comm, int exit_code) {
-  if (const auto* mpi = dynamic_cast<const MpiCommunicator*>(&comm)) mpi->abort(exit_code);
+  if (comm.size() > 1) {  // under mpirun or srun: MPI is initialised whatever carries the gradients
+    int initialised = 0, finalised = 0;
+    MPI_Initialized(&initialised);
+    MPI_Finalized(&finalised);
+    if (initialised && !finalised) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  }
 }
 
 }  // namespace rlcpp

@@ -20,7 +20,7 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  virtual std::string backend() const = 0;  // "single", "mpi"
+  virtual std::string backend() const = 0;  // "single", "mpi", "nccl"
 
   // Starts summing `n` floats at `data` in place over every rank (every rank gets the same bits); `data` must
   // stay untouched until wait_all. Reductions complete in the order started.
@@ -41,7 +41,18 @@ std::unique_ptr<Communicator> make_single_communicator();
 // The communicator of this process's launch: single when `ranks` is one process; MPI when it is several
 // (MPI_Init here, MPI_Finalize when the communicator goes; MPI's rank and size must be the launcher's). Throws
 // for a world launched without MPI (RANK/WORLD_SIZE alone: that is NCCL's launch, for GPUs).
-std::unique_ptr<Communicator> make_communicator(const LaunchRanks& ranks);
+//
+// `backend` "nccl": the gradient all-reduce goes through NCCL on this rank's GPU (device local_rank modulo the
+// GPUs), the ranks bootstrapped (the NCCL id) and the byte collectives carried by MPI as above; with one rank, an
+// NCCL world of one. Throws naming what is missing in a build without NCCL or on a machine without a GPU. The
+// all-reduce stages the host buffers through the GPU until the trainer keeps its gradients there (the CUDA
+// backend); a reduction that does not finish within `timeout_s` aborts the NCCL communicator and throws, naming
+// the rank, instead of hanging.
+std::unique_ptr<Communicator> make_communicator(const LaunchRanks& ranks, const std::string& backend = "mpi",
+                                                double timeout_s = 600);
+
+// The GPUs the "nccl" backend can use in this build on this machine (0: none; `why` says what is missing).
+int nccl_devices(std::string* why = nullptr);
 
 // Ends every rank of the launch after a failure on this one (MPI_Abort): the launcher reports which rank
 // stopped. Does nothing in a single process.
