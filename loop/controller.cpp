@@ -199,7 +199,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
     rollout = make_absent_rollout(world.rank());
   else if (config.rollout.placement == "split")
     rollout = make_split_rollout(config.rollout, run.path(), rollout_checkpoint, params, state.policy_version,
-                                 config.rollout_numerics());
+                                 config.rollout_numerics(), /*own_weights=*/config.async.max_staleness > 0);
   else if (config.rollout.placement == "remote")
     rollout = make_remote_rollout(config.rollout, run.path(), params, state.policy_version, config.rollout_numerics());
   else

@@ -16,6 +16,14 @@ namespace rlcpp {
 
 namespace {
 
+// Overwrites `to` with `from` (same layout): a backend's own copy of the weights, taken at a sync, that the
+// trainer's next update does not touch (the async pipeline's draws run during that update).
+void copy_weights(const ParameterStore& from, ParameterStore& to) {
+  RLCPP_CHECK(from.flat().nbytes() == to.flat().nbytes(),
+              "weight sync: " << from.flat().nbytes() << " bytes of weights for a copy of " << to.flat().nbytes());
+  std::memcpy(to.flat().data<float>(), from.flat().data<float>(), from.flat().nbytes());
+}
+
 class ColocatedRollout : public RolloutBackend {
  public:
   ColocatedRollout(const Transformer& model, const ParameterStore& params, const EngineConfig& engine,
@@ -28,12 +36,7 @@ class ColocatedRollout : public RolloutBackend {
   RolloutResult generate(const Request& request) override { return engine_.generate(request); }
 
   void sync(const ParameterStore& params, int64_t version) override {
-    if (own_) {  // the engine's copy becomes the trainer's weights
-      RLCPP_CHECK(params.flat().nbytes() == own_->flat().nbytes(),
-                  "weight sync (inproc): " << params.flat().nbytes() << " bytes of weights for an engine of "
-                                           << own_->flat().nbytes());
-      std::memcpy(own_->flat().data<float>(), params.flat().data<float>(), params.flat().nbytes());
-    }
+    if (own_) copy_weights(params, *own_);  // the engine's copy becomes the trainer's weights
     channel_.publish(version);
     const int64_t v = channel_.poll(own_ ? *own_ : params);  // checks that it is the buffer the engine reads
     RLCPP_CHECK(v == version, "weight sync (inproc): engine acknowledged version " << v << ", expected " << version);
@@ -55,11 +58,12 @@ class ColocatedRollout : public RolloutBackend {
 class SplitRollout : public RolloutBackend, private WorkerSupervisor {
  public:
   SplitRollout(const RolloutSection& rollout, const std::string& run_dir, const std::string& checkpoint,
-               const ParameterStore& params, int64_t version, const ModelNumerics& numerics)
+               const ParameterStore& params, int64_t version, const ModelNumerics& numerics, bool own_weights)
       : binary_(rollout.worker_binary.empty() ? current_executable() : rollout.worker_binary),
         max_restarts_(rollout.max_worker_restarts),
         worker_timeout_s_(rollout.worker_timeout_s),
-        params_(&params),
+        snapshot_(own_weights ? std::optional<ParameterStore>(params.clone()) : std::nullopt),
+        params_(snapshot_ ? &*snapshot_ : &params),
         version_(version),
         initial_version_(version) {
     const std::string dir = std::filesystem::absolute(run_dir).string();
@@ -114,7 +118,10 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
   // Every worker acknowledges the version before the next rollout; one that died since, or does not answer,
   // is restarted, which brings it to this version.
   void sync(const ParameterStore& params, int64_t version) override {
-    params_ = &params;
+    if (snapshot_)
+      copy_weights(params, *snapshot_);
+    else
+      params_ = &params;
     version_ = version;
     phase_ = "weight sync";
     for (size_t w = 0; w < processes_.size(); ++w) {
@@ -216,6 +223,9 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
   std::vector<std::unique_ptr<WorkerProcess>> processes_;
   std::optional<WorkerClient> client_;
   std::vector<std::unique_ptr<ZmqWeightPublisher>> publishers_;
+  // With own weights (async), the copy taken at the last sync: a worker restarted while the trainer updates its
+  // own weights is brought to the version the draws in flight sample with.
+  std::optional<ParameterStore> snapshot_;
   const ParameterStore* params_;  // the weights a restarted worker is brought to, at version_
   int64_t version_, initial_version_;
   int64_t step_ = 0;
@@ -241,8 +251,9 @@ std::unique_ptr<RolloutBackend> make_colocated_rollout(const Transformer& model,
 
 std::unique_ptr<RolloutBackend> make_split_rollout(const RolloutSection& rollout, const std::string& run_dir,
                                                    const std::string& checkpoint, const ParameterStore& params,
-                                                   int64_t version, const ModelNumerics& numerics) {
-  return std::make_unique<SplitRollout>(rollout, run_dir, checkpoint, params, version, numerics);
+                                                   int64_t version, const ModelNumerics& numerics,
+                                                   bool own_weights) {
+  return std::make_unique<SplitRollout>(rollout, run_dir, checkpoint, params, version, numerics, own_weights);
 }
 
 }  // namespace rlcpp

@@ -139,5 +139,31 @@ TEST(TrainSplit, AsyncRunWithAThrottledWorkerEqualsTheColocatedOne) {
   EXPECT_TRUE(same_weights(a.checkpoint, b.checkpoint));
 }
 
+// A worker killed while it draws a later step in the background (async) is restarted with the weights those
+// draws sample with — the backend's copy of the last sync, not the trainer's weights it is updating meanwhile —
+// so the run still equals the colocated async run.
+TEST(TrainSplit, AsyncWorkerKilledMidDrawIsRestartedOnTheDrawsWeights) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_async_kill_test";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  const fs::path wrapper = root / "killed_once.sh", marker = root / "killed";
+  std::ofstream(wrapper) << "#!/bin/sh\nif [ ! -e '" << marker.string() << "' ]; then touch '" << marker.string()
+                         << "'; exec " RLCPP_BINARY_DIR "/rlcpp \"$@\" --inject-fault kill:4:2; fi\nexec "
+                            RLCPP_BINARY_DIR "/rlcpp \"$@\"\n";
+  fs::permissions(wrapper, fs::perms::owner_all);
+  TrainConfig c = small_grpo_run(small_train_checkpoint(root / "init"), 5);
+  c.async.max_staleness = 1;
+  TrainConfig colocated = c;
+  colocated.run_dir = (root / "colocated").string();
+  TrainConfig split = c;
+  split.run_dir = (root / "split").string();
+  split.rollout.placement = "split";
+  split.rollout.worker_binary = wrapper.string();
+  const TrainSummary a = run_train(colocated, config_to_json(colocated));
+  const TrainSummary b = run_train(split, config_to_json(split));
+  const std::vector<Json> mb = expect_same_samples_and_metrics(a, b, 5);
+  EXPECT_EQ(mb.back()["rollout/worker_restarts"], 1.0);  // its 4th request (step 3's draws, during step 2)
+}
+
 }  // namespace
 }  // namespace rlcpp
