@@ -3,8 +3,9 @@
 // ipc:// in the run directory per `rollout.num_workers` (the request's prompts split among them), each fed by
 // the zmq weight-sync channel after every update. A split worker that exits, is killed or stops answering is
 // restarted and its unfinished prompts re-issued (loop/README.md "Fault handling"); or `remote`, `rlcpp worker`
-// processes the user started (other hosts, CURVE-authenticated), fed like split ones but never restarted by the
-// trainer: a failed one stops the run, to be resumed once it serves again.
+// processes the user started (other hosts, CURVE-authenticated; bound at given endpoints, or joining a trainer
+// that listens), fed like split ones but never restarted by the trainer: a failed one is dropped and the others
+// carry on; the last one failing stops the run, to be resumed once the workers serve again.
 #pragma once
 
 #include <map>
@@ -50,8 +51,9 @@ std::unique_ptr<RolloutBackend> make_split_rollout(const RolloutSection& rollout
                                                    int64_t version, const ModelNumerics& numerics = {},
                                                    bool own_weights = false);
 
-// Connects to the workers of rollout.remote (bound at its endpoints, started by the user), checks that each
-// answers and computes in `numerics`, and brings every one to `params` at `version` (whatever it held).
+// Connects to the workers of rollout.remote (bound at its endpoints, started by the user), or listens at
+// rollout.remote.listen for workers that join (min_workers before it returns), checks that each answers and
+// computes in `numerics`, and brings every one to `params` at `version` (whatever it held).
 // `run_dir` is named in the failure messages (the run to resume).
 std::unique_ptr<RolloutBackend> make_remote_rollout(const RolloutSection& rollout, const std::string& run_dir,
                                                     const ParameterStore& params, int64_t version,
