@@ -169,7 +169,11 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   const CriticState* critic_ckpt = critic ? &critic->state : nullptr;
   PolicyUpdater actor(model, params, config.optim);
   actor.set_communicator(&world);
-  if (critic) critic->updater.set_communicator(&world);
+  actor.set_grad_shards(config.trainer.grad_shards);
+  if (critic) {
+    critic->updater.set_communicator(&world);
+    critic->updater.set_grad_shards(config.trainer.grad_shards);
+  }
   PhiloxStream data_rng(config.seed, /*stream=*/1);
   PhiloxStream update_rng(config.seed, /*stream=*/2);
   TrainState state{0, 0, &data_rng, &update_rng, config_to_json(config), Json()};

@@ -56,6 +56,9 @@ int64_t TrainConfig::update_batch_size() const {
 }
 
 void TrainConfig::check_data_parallel(int ranks) const {
+  RLCPP_CHECK(ranks == 1 || trainer.grad_shards <= 1 || trainer.grad_shards == ranks,
+              "config key 'trainer.grad_shards': " << trainer.grad_shards << " shards on " << ranks
+                  << " data-parallel ranks; ordered sums take one shard a rank (set it to " << ranks << ", or 0)");
   if (ranks == 1) return;
   const int64_t mini = ppo.mini_batch_size > 0 ? ppo.mini_batch_size : update_batch_size();
   const int64_t micro_batches = (mini + ppo.micro_batch_size - 1) / ppo.micro_batch_size;
@@ -234,6 +237,8 @@ void TrainConfig::validate() const {
                                                   << " samples of each prompt (online DPO pairs two of them), got "
                                                   << rollout.group_size);
   RLCPP_CHECK(steps >= 1, "config key 'steps': must be >= 1, got " << steps);
+  RLCPP_CHECK(trainer.grad_shards >= 0 && trainer.grad_shards <= 64,
+              "config key 'trainer.grad_shards': must be in [0, 64], got " << trainer.grad_shards);
   RLCPP_CHECK(async.max_staleness >= 0 && async.max_staleness <= 64,
               "config key 'async.max_staleness': must be in [0, 64] (each pending step's rollout is held in "
               "memory and in checkpoints), got " << async.max_staleness);

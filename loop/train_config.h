@@ -136,11 +136,17 @@ struct CriticSection {
 
 struct TrainerSection {
   std::string dtype = "fp32";  // the trainer's compute dtype (fp32 master weights and AdamW always)
+  int64_t grad_shards = 0;     // ordered gradient sums over this many shards (0: off)
 
   template <class V> void visit(V& v) {
     v("dtype", dtype,
       "the trainer's compute dtype for the RL forward and backward: fp32, bf16 or fp16 (fp32 master weights, "
       "gradients and AdamW always; the SFT warm start runs in fp32)");
+    v("grad_shards", grad_shards,
+      "S >= 2: each mini-batch's gradient is the sum, in order, of S contiguous shards' gradients (each summed from "
+      "zero) — what S data-parallel ranks compute, so a run on S ranks (mpirun -np S, the gathered shards added in "
+      "rank order) and one on a single process give the same weights bit for bit; 0: one running sum (alone) or an "
+      "all-reduce (ranks), which agree to rounding only");
   }
 };
 

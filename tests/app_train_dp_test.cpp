@@ -89,6 +89,35 @@ TEST(TrainDataParallel, TwoRanksTakeTheOneRankUpdateOfTheSameGlobalBatch) {
   EXPECT_LT(max_abs_difference(wa, wb), 1e-5);
 }
 
+// With ordered gradient sums (trainer.grad_shards = 2) one process adds two shards' gradients in order and two
+// ranks gather theirs and add them in rank order: the same float operations, so the same weights bit for bit.
+TEST(TrainDataParallel, OrderedGradientSumsGiveOneProcesssUpdateBitForBit) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_dp_ordered_test";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  const std::string config = write_config(root, 3, 0);
+  const std::string shards = " --set trainer.grad_shards=2";
+  const CliResult one = run_shell("OMP_NUM_THREADS=1 " RLCPP_BINARY_DIR "/rlcpp train " + config + shards +
+                                  " --set run_dir=" + (root / "one").string());
+  ASSERT_EQ(one.status, 0) << one.output;
+  const CliResult two = run_shell(mpirun(2, "train " + config + shards + " --set run_dir=" + (root / "two").string()));
+  ASSERT_EQ(two.status, 0) << two.output;
+  const std::vector<Json> a = read_jsonl(root / "one/metrics.jsonl"), b = read_jsonl(root / "two/metrics.jsonl");
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(b.size(), 3u);
+  for (size_t i = 0; i < a.size(); ++i)
+    for (const char* key : {"actor/grad_norm", "reward/mean", "rollout/generated_tokens"})
+      EXPECT_EQ(a[i][key], b[i][key]) << "step " << i + 1 << " " << key;
+  EXPECT_EQ(max_abs_difference((root / "one/checkpoints/step_3").string(), (root / "two/checkpoints/step_3").string()),
+            0.0);
+  // Shards that do not match the ranks are refused.
+  const CliResult three = run_shell(mpirun(2, "train " + config + " --set trainer.grad_shards=3 --set run_dir=" +
+                                               (root / "three").string()));
+  EXPECT_NE(three.status, 0);
+  EXPECT_NE(three.output.find("'trainer.grad_shards': 3 shards on 2 data-parallel ranks"), std::string::npos)
+      << three.output;
+}
+
 // The same two ranks with the gradients summed by NCCL on two GPUs (skipped with fewer: two NCCL ranks cannot
 // share one): with two ranks a sum is a + b in any order, so the run is the MPI run's, bit for bit.
 TEST(TrainDataParallel, TwoRanksOverNcclTakeTheMpiRanksUpdate) {

@@ -19,14 +19,21 @@ class RecordingCommunicator : public Communicator {
  public:
   explicit RecordingCommunicator(const float* base) : base_(base) {}
   int rank() const override { return 0; }
-  int size() const override { return 2; }
+  int size() const override { return ranks; }
   std::string backend() const override { return "recording"; }
   void start_all_reduce(float* data, int64_t n) override { started.emplace_back(data - base_, n); }
+  // As if rank r had sent (r + 1) times this rank's floats.
+  void start_all_gather(const float* data, int64_t n, float* out) override {
+    started.emplace_back(data - base_, n);
+    for (int r = 0; r < size(); ++r)
+      for (int64_t i = 0; i < n; ++i) out[r * n + i] = static_cast<float>(r + 1) * data[i];
+  }
   void progress() override { ++progress_calls; }
   void wait_all() override { waited_after = started.size(); }
   void broadcast(std::string&, int) override {}
   std::vector<std::string> all_gather(const std::string& bytes) override { return {bytes, bytes}; }
 
+  int ranks = 2;
   std::vector<std::pair<int64_t, int64_t>> started;  // (offset, count)
   size_t waited_after = 0;
   int progress_calls = 0;
@@ -73,6 +80,27 @@ TEST(GradientBuckets, LayersAsTheBackwardCompletesThemThenTheRest) {
   GradientBuckets none(idle, model, grads);
   none.finish();
   EXPECT_EQ(idle.started, comm.started);
+}
+
+// Ordered (trainer.grad_shards): the ranks' buckets gathered, then rank 0's + rank 1's + rank 2's in that
+// order, for every float of the buffer.
+TEST(GradientBuckets, OrderedSumsAddTheRanksBucketsInRankOrder) {
+  const ModelConfig cfg = small_test_config("qwen2");
+  const Transformer model(cfg);
+  ParameterStore grads = init_random(cfg, 4);
+  const std::vector<float> mine(grads.flat().data<float>(), grads.flat().data<float>() + grads.numel());
+  RecordingCommunicator comm(grads.flat().data<float>());
+  comm.ranks = 3;
+  GradientBuckets buckets(comm, model, grads, /*ordered=*/true);
+  buckets.finish();
+  expect_buckets_cover_the_buffer_once(comm.started, grads.numel());
+  for (int64_t i = 0; i < grads.numel(); ++i) {
+    const float x = mine[static_cast<size_t>(i)];
+    float want = x;
+    want += 2.0f * x;
+    want += 3.0f * x;
+    ASSERT_EQ(grads.flat().data<float>()[i], want) << "float " << i;
+  }
 }
 
 TEST(GradientBuckets, ShardsCoverTheMicroBatchesOnce) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "core/error.h"
 #include "trainer/nccl_communicator.h"
@@ -21,6 +22,9 @@ class SingleCommunicator : public Communicator {
   int size() const override { return 1; }
   std::string backend() const override { return "single"; }
   void start_all_reduce(float*, int64_t) override {}
+  void start_all_gather(const float* data, int64_t n, float* out) override {
+    std::memcpy(out, data, static_cast<size_t>(n) * sizeof(float));
+  }
   void progress() override {}
   void wait_all() override {}
   void broadcast(std::string&, int root) override {
@@ -73,6 +77,14 @@ class MpiCommunicator : public Communicator {
                 "MPI_Iallreduce");
       requests_.push_back(r);
     }
+  }
+  void start_all_gather(const float* data, int64_t n, float* out) override {
+    RLCPP_CHECK(n < (int64_t{1} << 31), "MPI: a gradient bucket of " << n << " floats is too large to gather");
+    MPI_Request r;
+    check_mpi(MPI_Iallgather(data, static_cast<int>(n), MPI_FLOAT, out, static_cast<int>(n), MPI_FLOAT,
+                             MPI_COMM_WORLD, &r),
+              "MPI_Iallgather");
+    requests_.push_back(r);
   }
   void progress() override {
     if (requests_.empty()) return;

@@ -25,6 +25,9 @@ class Communicator {
   // Starts summing `n` floats at `data` in place over every rank (every rank gets the same bits); `data` must
   // stay untouched until wait_all. Reductions complete in the order started.
   virtual void start_all_reduce(float* data, int64_t n) = 0;
+  // Starts gathering `n` floats from every rank into `out` (size() * n floats, rank r's at r * n); `data` and
+  // `out` stay untouched until wait_all. The ordered gradient sum (trainer.grad_shards) adds them up itself.
+  virtual void start_all_gather(const float* data, int64_t n, float* out) = 0;
   // Lets started reductions progress (called between pieces of other work, so they overlap it).
   virtual void progress() = 0;
   // Waits for every started reduction.

@@ -6,8 +6,9 @@
 
 namespace rlcpp {
 
-GradientBuckets::GradientBuckets(Communicator& comm, const Transformer& model, ParameterStore& grads)
-    : comm_(comm), grads_(grads), layers_(model.layer_param_spans()) {
+GradientBuckets::GradientBuckets(Communicator& comm, const Transformer& model, ParameterStore& grads, bool ordered)
+    : comm_(comm), grads_(grads), layers_(model.layer_param_spans()), ordered_(ordered) {
+  if (ordered_) gathered_.resize(static_cast<size_t>(comm.size() * grads.numel()));
   int64_t at = 0;
   for (const auto& [begin, end] : layers_) {
     RLCPP_CHECK(begin >= at && end >= begin, "gradient buckets: layer spans out of order");
@@ -23,22 +24,42 @@ Transformer::GradsReadyFn GradientBuckets::on_ready() {
     RLCPP_CHECK(started_layers_ < static_cast<int64_t>(layers_.size()) &&
                     layers_[expected] == std::make_pair(begin, end),
                 "gradient buckets: the backward completed span [" << begin << ", " << end << ") out of order");
-    comm_.start_all_reduce(grads_.flat().data<float>() + begin, end - begin);
+    start(begin, end);
     ++started_layers_;
     comm_.progress();
   };
 }
 
-double GradientBuckets::finish() {
+void GradientBuckets::start(int64_t begin, int64_t end) {
   float* g = grads_.flat().data<float>();
+  if (ordered_)
+    comm_.start_all_gather(g + begin, end - begin, gathered_.data() + comm_.size() * begin);
+  else
+    comm_.start_all_reduce(g + begin, end - begin);
+}
+
+double GradientBuckets::finish() {
   for (; started_layers_ < static_cast<int64_t>(layers_.size()); ++started_layers_) {
     const auto& [begin, end] = layers_[layers_.size() - 1 - static_cast<size_t>(started_layers_)];
-    comm_.start_all_reduce(g + begin, end - begin);
+    start(begin, end);
   }
-  for (const auto& [begin, end] : rest_) comm_.start_all_reduce(g + begin, end - begin);
+  for (const auto& [begin, end] : rest_) start(begin, end);
   Stopwatch wait;
   comm_.wait_all();
-  return wait.seconds();
+  const double waited = wait.seconds();
+  if (ordered_) {  // rank 0's, then + rank 1's, ...: one process's left-to-right sum of the same shards
+    float* g = grads_.flat().data<float>();
+    std::vector<std::pair<int64_t, int64_t>> all = layers_;
+    all.insert(all.end(), rest_.begin(), rest_.end());
+    for (const auto& [begin, end] : all) {
+      const int64_t n = end - begin;
+      const float* from = gathered_.data() + comm_.size() * begin;
+      for (int64_t i = 0; i < n; ++i) g[begin + i] = from[i];
+      for (int r = 1; r < comm_.size(); ++r)
+        for (int64_t i = 0; i < n; ++i) g[begin + i] += from[r * n + i];
+    }
+  }
+  return waited;
 }
 
 std::pair<size_t, size_t> rank_shard(size_t count, int rank, int size) {

@@ -1,7 +1,9 @@
 #include "trainer/update_step.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
+#include <utility>
 
 #include "core/error.h"
 #include "model/finite_weights.h"
@@ -28,36 +30,36 @@ UpdateResult PolicyUpdater::step(const std::vector<PackedBatch>& micro_batches, 
   result.lr = config_.lr_at(adamw_.steps_taken(), total_steps);
   grads_.flat().fill_zero();
   const bool critic = model_.config().value_head;
-  // Data parallelism: this rank's contiguous shard of the micro-batches; the gradient sum over the ranks starts
-  // bucket by bucket in the backward of its last one.
+  const size_t count = micro_batches.size();
+  // The shards whose gradients this process sums, each from zero and then in shard order: with data
+  // parallelism, this rank's (the ranks' are then summed over the communicator, in rank order when
+  // grad_shards_ > 1); alone, grad_shards_ of them (the ranks it stands for), or one run of all.
   const bool parallel = comm_ != nullptr && comm_->size() > 1;
-  const auto [first, last] =
-      parallel ? rank_shard(micro_batches.size(), comm_->rank(), comm_->size()) : std::pair<size_t, size_t>{0, micro_batches.size()};
+  std::vector<std::pair<size_t, size_t>> shards;
+  if (parallel)
+    shards.push_back(rank_shard(count, comm_->rank(), comm_->size()));
+  else
+    for (int64_t s = 0; s < std::max<int64_t>(grad_shards_, 1); ++s)
+      shards.push_back(rank_shard(count, static_cast<int>(s), static_cast<int>(std::max<int64_t>(grad_shards_, 1))));
   std::optional<GradientBuckets> buckets;
-  if (parallel) buckets.emplace(*comm_, model_, grads_);
-  for (size_t m = first; m < last; ++m) {
-    const Transformer::GradsReadyFn ready = buckets && m + 1 == last ? buckets->on_ready() : nullptr;
-    model_.forward(params_, micro_batches[m], options, acts_);
-    const size_t n = static_cast<size_t>(acts_.num_tokens);
-    LossOutput out = loss_fn(m, acts_);
-    if (critic) {
-      RLCPP_CHECK(out.dvalue.size() == n, "PolicyUpdater::step: the critic's loss for micro-batch "
-                                              << m << " returned " << out.dvalue.size() << " dvalue entries for "
-                                              << n << " tokens");
-      model_.backward_values(params_, acts_, out.dvalue.data(), grads_, ready);
-    } else {
-      RLCPP_CHECK(out.dlogp.size() == n, "PolicyUpdater::step: the loss for micro-batch "
-                                             << m << " returned " << out.dlogp.size() << " dlogp entries for " << n
-                                             << " tokens");
-      RLCPP_CHECK(out.dentropy.empty() || out.dentropy.size() == n,
-                  "PolicyUpdater::step: the loss for micro-batch " << m << " returned " << out.dentropy.size()
-                                                                   << " dentropy entries for " << n << " tokens");
-      model_.backward(params_, acts_, out.dlogp.data(), out.dentropy.empty() ? nullptr : out.dentropy.data(),
-                      grads_, ready);
+  if (parallel) buckets.emplace(*comm_, model_, grads_, /*ordered=*/grad_shards_ > 1);
+  for (size_t s = 0; s < shards.size(); ++s) {
+    ParameterStore* into = &grads_;
+    if (s > 0) {  // a later shard from zero, then added: the sum a rank of its own would send
+      if (!shard_grads_) shard_grads_.emplace(params_.config());
+      shard_grads_->flat().fill_zero();
+      into = &*shard_grads_;
     }
-    result.loss += out.loss;
-    result.metrics.merge(out.metrics);
-    result.tokens += micro_batches[m].num_tokens();
+    for (size_t m = shards[s].first; m < shards[s].second; ++m) {
+      // The sum over the ranks starts bucket by bucket in the backward of this rank's last micro-batch.
+      const bool last = buckets && m + 1 == shards[s].second;
+      accumulate_micro_batch(micro_batches, m, options, loss_fn, *into, last ? buckets->on_ready() : nullptr, result);
+    }
+    if (s > 0) {
+      float* g = grads_.flat().data<float>();
+      const float* add = shard_grads_->flat().data<float>();
+      for (int64_t i = 0; i < grads_.numel(); ++i) g[i] += add[i];
+    }
   }
   if (buckets) {
     result.allreduce_wait_s = buckets->finish();
@@ -86,6 +88,33 @@ UpdateResult PolicyUpdater::step(const std::vector<PackedBatch>& micro_batches, 
                << result.grad_norm << ", lr " << result.lr << "; lower " << (critic ? "critic.optim.lr" : "optim.lr")
                << "): " << bad->describe());
   return result;
+}
+
+void PolicyUpdater::accumulate_micro_batch(const std::vector<PackedBatch>& micro_batches, size_t m,
+                                           const ForwardOptions& options, const MicroLossFn& loss_fn,
+                                           ParameterStore& into, const Transformer::GradsReadyFn& ready,
+                                           UpdateResult& result) {
+  model_.forward(params_, micro_batches[m], options, acts_);
+  const size_t n = static_cast<size_t>(acts_.num_tokens);
+  LossOutput out = loss_fn(m, acts_);
+  if (model_.config().value_head) {
+    RLCPP_CHECK(out.dvalue.size() == n, "PolicyUpdater::step: the critic's loss for micro-batch "
+                                            << m << " returned " << out.dvalue.size() << " dvalue entries for " << n
+                                            << " tokens");
+    model_.backward_values(params_, acts_, out.dvalue.data(), into, ready);
+  } else {
+    RLCPP_CHECK(out.dlogp.size() == n, "PolicyUpdater::step: the loss for micro-batch "
+                                           << m << " returned " << out.dlogp.size() << " dlogp entries for " << n
+                                           << " tokens");
+    RLCPP_CHECK(out.dentropy.empty() || out.dentropy.size() == n,
+                "PolicyUpdater::step: the loss for micro-batch " << m << " returned " << out.dentropy.size()
+                                                                 << " dentropy entries for " << n << " tokens");
+    model_.backward(params_, acts_, out.dlogp.data(), out.dentropy.empty() ? nullptr : out.dentropy.data(), into,
+                    ready);
+  }
+  result.loss += out.loss;
+  result.metrics.merge(out.metrics);
+  result.tokens += micro_batches[m].num_tokens();
 }
 
 void PolicyUpdater::check_some_step_applied(const std::string& what) const {

@@ -66,6 +66,11 @@ class PolicyUpdater {
   // sums the gradients, loss and metrics over the ranks before clipping and AdamW, so every rank takes the same
   // step — the global batch's, up to the order of the gradient sum (trainer/gradient_buckets.h).
   void set_communicator(Communicator* comm) { comm_ = comm; }
+  // Ordered gradient sums (trainer.grad_shards = S > 1): each mini-batch's micro-batches are cut into S
+  // contiguous shards whose gradients are summed from zero each, then added in shard order — alone, this process
+  // does all S; as one of S data-parallel ranks, its own, the ranks' gathered and added in rank order. Either way
+  // the same float operations in the same order: S ranks give one process's update bit for bit.
+  void set_grad_shards(int64_t shards) { grad_shards_ = shards; }
   int64_t bad_steps_in_a_row() const { return bad_in_a_row_; }
   int64_t bad_steps_total() const { return bad_total_; }
   // Throws "WHAT: all N optimizer steps ... were skipped" when every step this updater was asked for had a
@@ -84,6 +89,13 @@ class PolicyUpdater {
   int64_t bad_total_ = 0;
   int64_t steps_asked_ = 0;
   Communicator* comm_ = nullptr;
+  int64_t grad_shards_ = 0;
+  std::optional<ParameterStore> shard_grads_;  // a later shard's gradient (grad_shards > 1, one process), on first use
+
+  // Forward, loss and backward of micro-batch m, its gradient accumulated into `into`; `ready` as backward's.
+  void accumulate_micro_batch(const std::vector<PackedBatch>& micro_batches, size_t m, const ForwardOptions& options,
+                              const MicroLossFn& loss_fn, ParameterStore& into,
+                              const Transformer::GradsReadyFn& ready, UpdateResult& result);
 };
 
 }  // namespace rlcpp

@@ -73,6 +73,9 @@ class NcclCommunicator : public Communicator {
                "ncclAllReduce");
     check_cuda(cudaMemcpyAsync(data, staged, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (to host)");
   }
+  void start_all_gather(const float*, int64_t, float*) override {
+    RLCPP_FAIL("NCCL: the ordered gradient sum (trainer.grad_shards) runs over the mpi backend only");
+  }
   void progress() override {}
   // Waits for the stream, polling NCCL's own error; past timeout_s the communicator is aborted.
   void wait_all() override {
