@@ -31,6 +31,27 @@ std::vector<Json> expect_same_samples_and_metrics(const TrainSummary& a, const T
   return mb;
 }
 
+// An async (staleness 1) run of small_grpo_run colocated, and split over `workers` workers started by `wrapper`
+// (a script around rlcpp that slows or kills one), both under `root`; checks that the split run ends with the
+// colocated run's weights and wrote its samples and metrics, and returns its records.
+std::vector<Json> async_split_equals_colocated(const fs::path& root, const fs::path& wrapper, int64_t workers,
+                                               int64_t chunk_prompts) {
+  TrainConfig c = small_grpo_run(small_train_checkpoint(root / "init"), 5);
+  c.async.max_staleness = 1;
+  TrainConfig colocated = c;
+  colocated.run_dir = (root / "colocated").string();
+  TrainConfig split = c;
+  split.run_dir = (root / "split").string();
+  split.rollout.placement = "split";
+  split.rollout.num_workers = workers;
+  split.rollout.chunk_prompts = chunk_prompts;
+  split.rollout.worker_binary = wrapper.string();
+  const TrainSummary a = run_train(colocated, config_to_json(colocated));
+  const TrainSummary b = run_train(split, config_to_json(split));
+  EXPECT_TRUE(same_weights(a.checkpoint, b.checkpoint));
+  return expect_same_samples_and_metrics(a, b, 5);
+}
+
 TEST(TrainSplit, SplitAndColocatedRunsGiveTheSameSamplesAndMetrics) {
   const fs::path root = fs::temp_directory_path() / "rlcpp_split_test";
   fs::remove_all(root);
@@ -120,23 +141,10 @@ TEST(TrainSplit, AsyncRunWithAThrottledWorkerEqualsTheColocatedOne) {
            "esac\nexec " RLCPP_BINARY_DIR "/rlcpp \"$@\"\n";
   }
   fs::permissions(wrapper, fs::perms::owner_all);
-  TrainConfig c = small_grpo_run(small_train_checkpoint(root / "init"), 5);
-  c.async.max_staleness = 1;
-  TrainConfig colocated = c;
-  colocated.run_dir = (root / "colocated").string();
-  TrainConfig split = c;
-  split.run_dir = (root / "split").string();
-  split.rollout.placement = "split";
-  split.rollout.num_workers = 2;
-  split.rollout.chunk_prompts = 1;
-  split.rollout.worker_binary = wrapper.string();
-  const TrainSummary a = run_train(colocated, config_to_json(colocated));
-  const TrainSummary b = run_train(split, config_to_json(split));
-  const std::vector<Json> mb = expect_same_samples_and_metrics(a, b, 5);
+  const std::vector<Json> mb = async_split_equals_colocated(root, wrapper, 2, 1);
   double overlapped = 0;
   for (const Json& m : mb) overlapped += m["timing_s/rollout_overlapped"].get<double>();
   EXPECT_GT(overlapped, 0);  // the slowed draws ran behind the updates
-  EXPECT_TRUE(same_weights(a.checkpoint, b.checkpoint));
 }
 
 // A worker killed while it draws a later step in the background (async) is restarted with the weights those
@@ -151,17 +159,7 @@ TEST(TrainSplit, AsyncWorkerKilledMidDrawIsRestartedOnTheDrawsWeights) {
                          << "'; exec " RLCPP_BINARY_DIR "/rlcpp \"$@\" --inject-fault kill:4:2; fi\nexec "
                             RLCPP_BINARY_DIR "/rlcpp \"$@\"\n";
   fs::permissions(wrapper, fs::perms::owner_all);
-  TrainConfig c = small_grpo_run(small_train_checkpoint(root / "init"), 5);
-  c.async.max_staleness = 1;
-  TrainConfig colocated = c;
-  colocated.run_dir = (root / "colocated").string();
-  TrainConfig split = c;
-  split.run_dir = (root / "split").string();
-  split.rollout.placement = "split";
-  split.rollout.worker_binary = wrapper.string();
-  const TrainSummary a = run_train(colocated, config_to_json(colocated));
-  const TrainSummary b = run_train(split, config_to_json(split));
-  const std::vector<Json> mb = expect_same_samples_and_metrics(a, b, 5);
+  const std::vector<Json> mb = async_split_equals_colocated(root, wrapper, 1, 0);
   EXPECT_EQ(mb.back()["rollout/worker_restarts"], 1.0);  // its 4th request (step 3's draws, during step 2)
 }
 
