@@ -202,14 +202,14 @@ TEST_F(TrainRemote, TheLastWorkerFailingStopsTheRunNamingItAndTheRunResumesOnceI
 }
 
 // Workers that connect to a listening trainer (`rlcpp worker --connect`, rollout.remote.listen): w0 before step 1
-// (min_workers 1; slowed 10 ms an engine step so that the run lasts), w1 once step 3 is done; each is sent the weights at the address it advertised (bound on every
+// (min_workers 1; slowed 20 ms an engine step so that the run lasts), w1 once step 3 is done; each is sent the weights at the address it advertised (bound on every
 // interface: the trainer substitutes the address it connected from) and serves from the next step. The run still
 // samples what a colocated run samples.
 TEST_F(TrainRemote, WorkersJoinAListeningTrainerBeforeAndDuringTheRun) {
   const std::string port = free_tcp_port();
   TrainConfig remote = base_config();
   remote.run_dir = (root_ / "remote").string();
-  remote.steps = 16;
+  remote.steps = 24;
   remote.rollout.placement = "remote";
   remote.rollout.worker_timeout_s = 60;
   remote.rollout.remote.listen = "tcp://127.0.0.1:" + port;
@@ -233,7 +233,7 @@ TEST_F(TrainRemote, WorkersJoinAListeningTrainerBeforeAndDuringTheRun) {
     args.insert(args.end(), extra.begin(), extra.end());
     workers_.push_back(std::make_unique<WorkerProcess>(RLCPP_BINARY_DIR "/rlcpp", args));
   };
-  join("w0", {"--throttle-ms", "10"});  // steps long enough for w1 to join mid-run
+  join("w0", {"--throttle-ms", "20"});  // steps long enough (~0.3 s) for w1 to join mid-run on a loaded machine
   const fs::path metrics = fs::path(remote.run_dir) / "metrics.jsonl";
   for (int i = 0; i < 6000 && !failed; ++i) {
     if (fs::exists(metrics) && read_jsonl(metrics).size() >= 3) break;
@@ -243,11 +243,11 @@ TEST_F(TrainRemote, WorkersJoinAListeningTrainerBeforeAndDuringTheRun) {
   trainer.join();
   if (failed) std::rethrow_exception(failed);
   const std::vector<Json> m = read_jsonl(metrics);
-  ASSERT_EQ(m.size(), 16u);
+  ASSERT_EQ(m.size(), 24u);
   EXPECT_EQ(m.front()["rollout/workers"], 1.0);
   EXPECT_EQ(m.back()["rollout/workers"], 2.0);
   EXPECT_EQ(m.back()["rollout/workers_lost"], 0.0);
-  expect_same_run(colocated_run(16).run_dir, summary.run_dir);
+  expect_same_run(colocated_run(24).run_dir, summary.run_dir);
 }
 
 // A network namespace joined to this one by a veth pair: "another host" at 10.213.X.2, reached from 10.213.X.1.
