@@ -15,12 +15,6 @@
 
 namespace rlcpp::bench {
 
-double median_of(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
 double median_seconds(const std::function<void()>& fn, int warmup, int iters) {
   for (int i = 0; i < warmup; ++i) fn();
   std::vector<double> times;

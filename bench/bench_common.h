@@ -7,11 +7,9 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/metrics.h"  // median_of
 
 namespace rlcpp::bench {
-
-// The median of `values` (the mean of the middle two for an even count); `values` must not be empty.
-double median_of(std::vector<double> values);
 
 // Median seconds of `iters` calls after `warmup` untimed ones.
 double median_seconds(const std::function<void()>& fn, int warmup, int iters);

@@ -1,5 +1,7 @@
 #include "core/metrics.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstdio>
 
@@ -34,6 +36,13 @@ std::string format_rate(double x) {
   else if (x >= 1e3) std::snprintf(buf, sizeof buf, "%.1fk", x / 1e3);
   else std::snprintf(buf, sizeof buf, "%.1f", x);
   return buf;
+}
+
+double median_of(std::vector<double> values) {
+  RLCPP_CHECK(!values.empty(), "median_of: no values");
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
 }  // namespace rlcpp

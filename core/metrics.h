@@ -5,6 +5,7 @@
 #include <chrono>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "core/config.h"
 
@@ -39,5 +40,8 @@ class Stopwatch {
 std::string format_duration(double seconds);
 // "12.3k", "4.56M".
 std::string format_rate(double per_second);
+
+// The median of `values` (the mean of the middle two for an even count); `values` must not be empty.
+double median_of(std::vector<double> values);
 
 }  // namespace rlcpp

@@ -116,7 +116,11 @@ Sample sample_from_json(const Json& j, const std::string& where) {
   s.sample_index = get<int64_t>(j, "sample_index", where);
   s.tokens = get<std::vector<int32_t>>(j, "tokens", where);
   s.logprobs = get<std::vector<float>>(j, "logprobs", where);
-  s.finish_reason = finish_reason_from_name(get<std::string>(j, "finish_reason", where));
+  try {
+    s.finish_reason = finish_reason_from_name(get<std::string>(j, "finish_reason", where));
+  } catch (const Error& e) {
+    throw Error(where + ": key 'finish_reason': " + e.what());
+  }
   s.policy_version = get<int64_t>(j, "policy_version", where);
   s.last_policy_version = get<int64_t>(j, "last_policy_version", where);
   s.num_preemptions = get<int64_t>(j, "num_preemptions", where);

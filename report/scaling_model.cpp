@@ -4,16 +4,11 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/metrics.h"
 
 namespace rlcpp {
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 double number(const Json& record, const std::string& key) {
   const auto it = record.find(key);
@@ -58,11 +53,11 @@ ScalingBase scaling_base_from_records(const std::vector<Json>& metrics, int64_t 
   }
   RLCPP_CHECK(!step.empty(), "scaling model: no step after the first " << skip_steps << " to measure");
   base.layout.async = async;
-  base.rollout_s = median(rollout);
-  base.learn_s = median(learn);
-  base.sync_s = median(sync);
-  base.fixed_s = median(fixed);
-  base.step_s = median(step);
+  base.rollout_s = median_of(rollout);
+  base.learn_s = median_of(learn);
+  base.sync_s = median_of(sync);
+  base.fixed_s = median_of(fixed);
+  base.step_s = median_of(step);
   base.parameters = parameters;
   base.layers = std::max<int64_t>(layers, 1);
   return base;

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/metrics.h"
 #include "report/run_records.h"
 #include "report/scaling_model.h"
 
@@ -90,9 +91,8 @@ std::string scaling_report(const ScalingOptions& o) {
       if (record_number(r, "step") > static_cast<double>(o.skip_steps) && r.contains("actor/allreduce_wait_s"))
         waits.push_back(record_number(r, "actor/allreduce_wait_s"));
     if (!waits.empty()) {
-      std::sort(waits.begin(), waits.end());
       const double r = static_cast<double>(base.layout.ranks);
-      const double wait = std::max(waits[waits.size() / 2], 1e-6);
+      const double wait = std::max(median_of(waits), 1e-6);
       links.bandwidth_bytes_per_s = 2 * (r - 1) / r * 4 * base.parameters / wait;
       char buf[96];
       std::snprintf(buf, sizeof buf, "%.2f GB/s (measured by the base run's all-reduce)",

@@ -118,7 +118,11 @@ TEST(LoopAsync, PendingDrawsRoundTripExactlyAndBadOnesAreNamed) {
   Json wrong = j;
   wrong["trainer_samples"][0]["response"] = {4, 9};
   EXPECT_NE(error_of([&] { step_draws_from_json(wrong, "pending"); }).find("disagree"), std::string::npos);
-  Json typed = j;
+  Json reason = j;
+  reason["samples"][0]["finish_reason"] = "timeout";
+  EXPECT_NE(error_of([&] { step_draws_from_json(reason, "pending"); }).find("samples[0]: key 'finish_reason'"),
+            std::string::npos);
+    Json typed = j;
   typed["problems"][0]["id"] = "x";
   EXPECT_NE(error_of([&] { step_draws_from_json(typed, "pending"); }).find("problems[0]: key 'id' has the wrong type"),
             std::string::npos);

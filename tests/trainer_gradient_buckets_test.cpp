@@ -91,7 +91,8 @@ TEST(GradientBuckets, OrderedSumsAddTheRanksBucketsInRankOrder) {
   const std::vector<float> mine(grads.flat().data<float>(), grads.flat().data<float>() + grads.numel());
   RecordingCommunicator comm(grads.flat().data<float>());
   comm.ranks = 3;
-  GradientBuckets buckets(comm, model, grads, /*ordered=*/true);
+  std::vector<float> gathered;
+  GradientBuckets buckets(comm, model, grads, &gathered);
   buckets.finish();
   expect_buckets_cover_the_buffer_once(comm.started, grads.numel());
   for (int64_t i = 0; i < grads.numel(); ++i) {

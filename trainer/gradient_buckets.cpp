@@ -6,9 +6,10 @@
 
 namespace rlcpp {
 
-GradientBuckets::GradientBuckets(Communicator& comm, const Transformer& model, ParameterStore& grads, bool ordered)
-    : comm_(comm), grads_(grads), layers_(model.layer_param_spans()), ordered_(ordered) {
-  if (ordered_) gathered_.resize(static_cast<size_t>(comm.size() * grads.numel()));
+GradientBuckets::GradientBuckets(Communicator& comm, const Transformer& model, ParameterStore& grads,
+                                 std::vector<float>* gathered)
+    : comm_(comm), grads_(grads), layers_(model.layer_param_spans()), gathered_(gathered) {
+  if (gathered_) gathered_->resize(static_cast<size_t>(comm.size() * grads.numel()));
   int64_t at = 0;
   for (const auto& [begin, end] : layers_) {
     RLCPP_CHECK(begin >= at && end >= begin, "gradient buckets: layer spans out of order");
@@ -32,8 +33,8 @@ Transformer::GradsReadyFn GradientBuckets::on_ready() {
 
 void GradientBuckets::start(int64_t begin, int64_t end) {
   float* g = grads_.flat().data<float>();
-  if (ordered_)
-    comm_.start_all_gather(g + begin, end - begin, gathered_.data() + comm_.size() * begin);
+  if (gathered_)
+    comm_.start_all_gather(g + begin, end - begin, gathered_->data() + comm_.size() * begin);
   else
     comm_.start_all_reduce(g + begin, end - begin);
 }
@@ -47,13 +48,13 @@ double GradientBuckets::finish() {
   Stopwatch wait;
   comm_.wait_all();
   const double waited = wait.seconds();
-  if (ordered_) {  // rank 0's, then + rank 1's, ...: one process's left-to-right sum of the same shards
+  if (gathered_) {  // rank 0's, then + rank 1's, ...: one process's left-to-right sum of the same shards
     float* g = grads_.flat().data<float>();
     std::vector<std::pair<int64_t, int64_t>> all = layers_;
     all.insert(all.end(), rest_.begin(), rest_.end());
     for (const auto& [begin, end] : all) {
       const int64_t n = end - begin;
-      const float* from = gathered_.data() + comm_.size() * begin;
+      const float* from = gathered_->data() + comm_.size() * begin;
       for (int64_t i = 0; i < n; ++i) g[begin + i] = from[i];
       for (int r = 1; r < comm_.size(); ++r)
         for (int64_t i = 0; i < n; ++i) g[begin + i] += from[r * n + i];

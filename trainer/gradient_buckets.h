@@ -17,10 +17,12 @@ namespace rlcpp {
 
 class GradientBuckets {
  public:
-  // `ordered`: instead of an all-reduce, every rank's buckets are gathered and added up here in rank order —
-  // the sum a single process makes of the same shards (trainer.grad_shards), so N ranks give its bits. It holds
-  // the ranks' copies of the whole gradient (size() x the model) for the step.
-  GradientBuckets(Communicator& comm, const Transformer& model, ParameterStore& grads, bool ordered = false);
+  // `gathered` non-null (ordered): instead of an all-reduce, every rank's buckets are gathered into it and added
+  // up here in rank order — the sum a single process makes of the same shards (trainer.grad_shards), so N ranks
+  // give its bits. It is resized to the ranks' copies of the whole gradient (size() x the model) and may be
+  // kept from step to step.
+  GradientBuckets(Communicator& comm, const Transformer& model, ParameterStore& grads,
+                  std::vector<float>* gathered = nullptr);
   // For the backward of the rank's last micro-batch: starts each layer's bucket as it completes.
   Transformer::GradsReadyFn on_ready();
   // Starts the buckets not started yet (every one on a rank without micro-batches), then the rest of the
@@ -33,8 +35,7 @@ class GradientBuckets {
   std::vector<std::pair<int64_t, int64_t>> layers_;  // layer spans, layer 0 first
   std::vector<std::pair<int64_t, int64_t>> rest_;    // the buffer outside every layer, in order
   int64_t started_layers_ = 0;                       // from the last layer down
-  bool ordered_;
-  std::vector<float> gathered_;                      // ordered: bucket [b, e) of rank r at size * b + r * (e - b)
+  std::vector<float>* gathered_;                     // ordered: bucket [b, e) of rank r at size * b + r * (e - b)
 
   void start(int64_t begin, int64_t end);
 };

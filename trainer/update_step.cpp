@@ -42,7 +42,7 @@ UpdateResult PolicyUpdater::step(const std::vector<PackedBatch>& micro_batches, 
     for (int64_t s = 0; s < std::max<int64_t>(grad_shards_, 1); ++s)
       shards.push_back(rank_shard(count, static_cast<int>(s), static_cast<int>(std::max<int64_t>(grad_shards_, 1))));
   std::optional<GradientBuckets> buckets;
-  if (parallel) buckets.emplace(*comm_, model_, grads_, /*ordered=*/grad_shards_ > 1);
+  if (parallel) buckets.emplace(*comm_, model_, grads_, grad_shards_ > 1 ? &gathered_ : nullptr);
   for (size_t s = 0; s < shards.size(); ++s) {
     ParameterStore* into = &grads_;
     if (s > 0) {  // a later shard from zero, then added: the sum a rank of its own would send

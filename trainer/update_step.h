@@ -91,6 +91,7 @@ class PolicyUpdater {
   Communicator* comm_ = nullptr;
   int64_t grad_shards_ = 0;
   std::optional<ParameterStore> shard_grads_;  // a later shard's gradient (grad_shards > 1, one process), on first use
+  std::vector<float> gathered_;  // the ranks' gradients of an ordered sum (grad_shards > 1, data-parallel)
 
   // Forward, loss and backward of micro-batch m, its gradient accumulated into `into`; `ready` as backward's.
   void accumulate_micro_batch(const std::vector<PackedBatch>& micro_batches, size_t m, const ForwardOptions& options,
