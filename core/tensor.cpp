@@ -59,7 +59,7 @@ int64_t Tensor::size(int64_t axis) const {
 
 Tensor Tensor::empty(Shape shape, DType dtype, Device device) {
   RLCPP_CHECK(device == Device::kCPU, "Tensor::empty on " << device_name(device)
-                                          << ": device allocation goes through the CUDA backend");
+                                          << ": device tensors come from an ExecContext (ExecContext::empty)");
   Tensor t;
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;
@@ -87,6 +87,17 @@ Tensor Tensor::borrow(void* data, Shape shape, DType dtype, Device device) {
   t.dtype_ = dtype;
   t.device_ = device;
   t.data_ = data;
+  return t;
+}
+
+Tensor Tensor::from_storage(std::shared_ptr<void> storage, Shape shape, DType dtype, Device device) {
+  RLCPP_CHECK(storage != nullptr, "Tensor::from_storage: no storage for " << shape_str(shape));
+  Tensor t;
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.device_ = device;
+  t.data_ = storage.get();
+  t.storage_ = std::move(storage);
   return t;
 }
 

@@ -25,10 +25,13 @@ class Tensor {
  public:
   Tensor() = default;
 
+  // Host memory of its own (64-byte aligned). Device tensors come from an ExecContext (core/exec_context.h).
   static Tensor empty(Shape shape, DType dtype = DType::kF32, Device device = Device::kCPU);
   static Tensor zeros(Shape shape, DType dtype = DType::kF32, Device device = Device::kCPU);
   // A view of caller-owned memory; the caller keeps it alive.
   static Tensor borrow(void* data, Shape shape, DType dtype = DType::kF32, Device device = Device::kCPU);
+  // A tensor owning `storage` (at least nbytes() on `device`, e.g. from an ExecContext's pool).
+  static Tensor from_storage(std::shared_ptr<void> storage, Shape shape, DType dtype, Device device);
 
   const Shape& shape() const { return shape_; }
   int64_t dim() const { return static_cast<int64_t>(shape_.size()); }

@@ -20,10 +20,16 @@ namespace {
 
 using namespace layer_ops;
 
-Tensor i32_tensor(const std::vector<int32_t>& values) {
-  Tensor t = Tensor::empty({static_cast<int64_t>(values.size())}, DType::kI32);
+// `values` in t, a host int32 tensor of their size.
+Tensor filled_i32(Tensor t, const std::vector<int32_t>& values) {
   if (!values.empty()) std::memcpy(t.data<int32_t>(), values.data(), values.size() * sizeof(int32_t));
   return t;
+}
+Tensor i32_tensor(const std::vector<int32_t>& values) {
+  return filled_i32(Tensor::empty({static_cast<int64_t>(values.size())}, DType::kI32), values);
+}
+Tensor i32_tensor(const ExecContext& ctx, const std::vector<int32_t>& values) {
+  return filled_i32(ctx.empty({static_cast<int64_t>(values.size())}, DType::kI32), values);
 }
 
 // Rows x parameters (about the multiply-adds of a cached forward) from which forward_cached splits its rows
@@ -384,9 +390,11 @@ void Transformer::prepare_decode_weights(const ParameterStore& params, PackedWei
   out.blas = std::move(prepared);
 }
 
-Tensor Transformer::forward_cached(const ParameterStore& params, const CachedStep& step, KVCache& cache,
-                                   const PackedWeights* packed) const {
+Tensor Transformer::forward_cached(const ExecContext& ctx, const ParameterStore& params, const CachedStep& step,
+                                   KVCache& cache, const PackedWeights* packed) const {
   RLCPP_CHECK(!config_.value_head, "forward_cached: a value-head model (critic) has no logits to decode from");
+  RLCPP_CHECK(ctx.device() == Device::kCPU, "forward_cached: on " << ctx.name()
+                                                                   << ": the cached decode has no CUDA kernels yet");
   RLCPP_CHECK(packed == nullptr || (packed->source == params.flat().data<float>() && !packed->transposed &&
                                     (packed->for_blas ||
                                      static_cast<int64_t>(packed->layers.size()) == config_.num_hidden_layers)),
@@ -416,21 +424,21 @@ Tensor Transformer::forward_cached(const ParameterStore& params, const CachedSte
                 "forward_cached: row " << i << " has position " << step.positions[i] << " outside the context of "
                                        << config_.max_position_embeddings);
 
-  Tensor tokens = i32_tensor(step.tokens), positions = i32_tensor(step.positions);
-  Tensor query_seq = i32_tensor(step.query_seq), slots = i32_tensor(step.slot_mapping);
-  Tensor indptr = i32_tensor(step.block_indptr), indices = i32_tensor(step.block_indices);
+  Tensor tokens = i32_tensor(ctx, step.tokens), positions = i32_tensor(ctx, step.positions);
+  Tensor query_seq = i32_tensor(ctx, step.query_seq), slots = i32_tensor(ctx, step.slot_mapping);
+  Tensor indptr = i32_tensor(ctx, step.block_indptr), indices = i32_tensor(ctx, step.block_indices);
 
-  Tensor x = Tensor::empty({N, C}), xn = Tensor::empty({N, C}), rstd = Tensor::empty({N});
-  Tensor qkv = Tensor::empty({N, qkv_dim});
-  Tensor q = Tensor::empty({N, Hq, D}), k = Tensor::empty({N, Hkv, D}), v = Tensor::empty({N, Hkv, D});
-  Tensor att = Tensor::empty({N, Hq * D});
-  Tensor gate_up = Tensor::empty({N, 2 * F}), act = Tensor::empty({N, F});
+  Tensor x = ctx.empty({N, C}), xn = ctx.empty({N, C}), rstd = ctx.empty({N});
+  Tensor qkv = ctx.empty({N, qkv_dim});
+  Tensor q = ctx.empty({N, Hq, D}), k = ctx.empty({N, Hkv, D}), v = ctx.empty({N, Hkv, D});
+  Tensor att = ctx.empty({N, Hq * D});
+  Tensor gate_up = ctx.empty({N, 2 * F}), act = ctx.empty({N, F});
   Tensor q_pre, k_pre, q_rstd, k_rstd;  // Qwen3's q_norm and k_norm
   if (config_.has_qk_norm()) {
-    q_pre = Tensor::empty({N, Hq, D});
-    k_pre = Tensor::empty({N, Hkv, D});
-    q_rstd = Tensor::empty({N, Hq});
-    k_rstd = Tensor::empty({N, Hkv});
+    q_pre = ctx.empty({N, Hq, D});
+    k_pre = ctx.empty({N, Hkv, D});
+    q_rstd = ctx.empty({N, Hq});
+    k_rstd = ctx.empty({N, Hkv});
   }
   // Rows [r0, r1) through every layer, in row views of the step's buffers, the residual stream x updated in
   // place. Every op works row by row, so a range gets exactly the values the whole step would give its rows.
@@ -488,15 +496,15 @@ Tensor Transformer::forward_cached(const ParameterStore& params, const CachedSte
     errors.rethrow_first();
   }
   const int64_t R = static_cast<int64_t>(step.logits_rows.size());
-  Tensor last = Tensor::empty({R, C});
+  Tensor last = ctx.empty({R, C});
   for (int64_t r = 0; r < R; ++r) {
     int32_t row = step.logits_rows[r];
     RLCPP_CHECK(row >= 0 && row < N, "forward_cached: logits row " << row << " outside the step's " << N << " rows");
     std::memcpy(last.data<float>() + r * C, x.data<float>() + row * C, C * sizeof(float));
   }
-  Tensor last_n = Tensor::empty({R, C}), last_rstd = Tensor::empty({R});
+  Tensor last_n = ctx.empty({R, C}), last_rstd = ctx.empty({R});
   ops::rmsnorm_forward(last, w.final_norm, eps, last_n, last_rstd, dt);
-  Tensor logits = Tensor::empty({R, V});
+  Tensor logits = ctx.empty({R, V});
   linear(last_n, w.lm_head, panels ? &panels->lm_head : nullptr, logits, dt);
   return logits;
 }

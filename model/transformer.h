@@ -16,6 +16,7 @@
 #include <functional>
 #include <vector>
 
+#include "core/exec_context.h"
 #include "core/tensor.h"
 #include "kernels/ops.h"
 #include "model/kv_cache.h"
@@ -175,8 +176,10 @@ class Transformer {
   // step whose sequences each own a contiguous run of rows is split between threads by sequence, each range
   // running all layers on its own: a slot written in the step must not be read by another sequence's rows
   // (the engine's copy-on-write of shared blocks guarantees it). Results do not depend on the split.
-  Tensor forward_cached(const ParameterStore& params, const CachedStep& step, KVCache& cache,
-                        const PackedWeights* packed = nullptr) const;
+  // The step's buffers (and the returned logits) come from ctx's pool: a step of a shape seen before
+  // allocates nothing from the system.
+  Tensor forward_cached(const ExecContext& ctx, const ParameterStore& params, const CachedStep& step,
+                        KVCache& cache, const PackedWeights* packed = nullptr) const;
   // Packs the matmul weights of `params` (CPU) in the numerics' formats for forward and forward_cached, or
   // their fp32 transposes for backward, reusing `out`'s buffers.
   void pack_weights(const ParameterStore& params, PackedWeights& out, bool transposed = false) const;

@@ -229,7 +229,7 @@ RolloutResult Engine::generate(const Request& request, const StepObserver& obser
       if (use_packed_) model_.prepare_decode_weights(*params_, packed_);
       packed_stale_ = false;
     }
-    const Tensor logits = model_.forward_cached(*params_, step_, cache_, use_packed_ ? &packed_ : nullptr);
+    const Tensor logits = model_.forward_cached(context_, *params_, step_, cache_, use_packed_ ? &packed_ : nullptr);
     stats.forward_s += phase.seconds();
     for (const PrefillUnit& unit : batch_.prefills)
       for (Sequence* seq : unit.sequences) seq->num_cached_tokens = unit.context_tokens;

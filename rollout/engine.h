@@ -10,6 +10,7 @@
 #include <functional>
 #include <vector>
 
+#include "core/exec_context.h"
 #include "core/tensor.h"
 #include "model/kv_cache.h"
 #include "model/transformer.h"
@@ -87,6 +88,8 @@ class Engine {
   // The cache's bytes over its slots: 2 * layers * kv_heads * head_dim * 4 (fp32) or 2 (bf16, fp16).
   int64_t kv_bytes_per_token() const;
   int64_t kv_cache_bytes() const { return cache_.bytes(); }
+  // Where the engine's steps run and allocate: its step buffers and logits come from this context's pool.
+  const ExecContext& context() const { return context_; }
 
  private:
   // The model_runner part: flattens the batch into step_, recording which sequences sample from each row.
@@ -97,6 +100,7 @@ class Engine {
   const Transformer& model_;
   const ParameterStore* params_;
   EngineConfig config_;
+  ExecContext context_ = ExecContext::cpu();
   int64_t policy_version_;
   KVCache cache_;
   PackedWeights packed_;       // *params_ prepared for forward_cached in the model's numerics (CPU weights)

@@ -4,8 +4,10 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
+#include "core/exec_context.h"
 #include "kernels/cpu/vec_math.h"
 #include "kernels/ops.h"
 #include "tests/kernels_test_support.h"
@@ -652,6 +654,32 @@ TEST(Dispatch, UnsupportedDtypeAndDeviceAreNamed) {
 #endif
   Tensor undefined;
   EXPECT_ERROR_MENTIONS(error_of([&] { ops::l2_norm(undefined); }), "l2_norm: x is an undefined tensor");
+}
+
+TEST(Dispatch, CudaOpsRunOnTensorsFromACudaContext) {
+  // Device tensors come from an ExecContext's pool; the ops' CUDA arm takes them and agrees with the CPU
+  // reference (fp32: a sum exactly, a product to fp32 rounding of a different summation order).
+  std::string why;
+  if (ExecContext::cuda_devices(&why) == 0) GTEST_SKIP() << why;
+  const ExecContext gpu = ExecContext::cuda(0);
+  Rng rng(31);
+  const Tensor x = rng.normal({17, 54}), y = rng.normal({17, 54}), w = rng.normal({12, 54});
+  Tensor dx = gpu.copy_of(x);
+  const Tensor dy = gpu.copy_of(y), dw = gpu.copy_of(w);
+  ops::add_inplace(dx, dy);
+  Tensor sum = x.clone(), sum_back = Tensor::empty(x.shape());
+  ops::add_inplace(sum, y);
+  gpu.copy(dx, sum_back);
+  EXPECT_EQ(std::memcmp(sum_back.raw(), sum.raw(), sum.nbytes()), 0);
+  Tensor prod = Tensor::empty({17, 12}), prod_back = Tensor::empty({17, 12});
+  Tensor dprod = gpu.empty({17, 12});
+  ops::matmul(dx.reshape({17, 54}), false, dw, true, dprod);
+  ops::matmul(sum, false, w, true, prod);
+  gpu.copy(dprod, prod_back);
+  for (int64_t i = 0; i < prod.numel(); ++i) {
+    const float want = prod.data<float>()[i];
+    EXPECT_NEAR(prod_back.data<float>()[i], want, 1e-4 * (1 + std::fabs(want))) << i;
+  }
 }
 
 // ---------------------------------------------------------------- the gradient checker itself

@@ -63,7 +63,7 @@ std::vector<std::vector<float>> cached_logits(const Transformer& model, const Pa
       step.slot_mapping.push_back(static_cast<int32_t>(table[t / block_size] * block_size + t % block_size));
       step.logits_rows.push_back(static_cast<int32_t>(t - done));
     }
-    Tensor logits = model.forward_cached(params, step, cache, packed);
+    Tensor logits = model.forward_cached(ExecContext::cpu(), params, step, cache, packed);
     const int64_t V = model.config().vocab_size;
     for (size_t r = 0; r < take; ++r)
       out.emplace_back(logits.data<float>() + r * V, logits.data<float>() + (r + 1) * V);
@@ -140,7 +140,7 @@ TEST_P(ModelDecodeByFamily, PackedDecodeLogitsAreBitIdenticalWhateverTheBatch) {
   add_rows(other, 10, 1, blocks);  // 10 rows of a second sequence first, so the row sits elsewhere
   add_rows(seq, seq.size(), 0, 0);
   step.logits_rows = {static_cast<int32_t>(step.tokens.size() - 1)};
-  const Tensor logits = model.forward_cached(params, step, cache, &packed);
+  const Tensor logits = model.forward_cached(ExecContext::cpu(), params, step, cache, &packed);
   EXPECT_EQ(std::memcmp(logits.data<float>(), stepwise.back().data(), stepwise.back().size() * sizeof(float)), 0);
 }
 
@@ -186,7 +186,8 @@ TEST_P(ModelDecodeByFamily, CachedForwardIsTheSameOnOneOrTwoThreadsAndInAnyRowOr
     KVCache cache(cfg, 40 * per, bs);
     const int saved = omp_get_max_threads();
     omp_set_num_threads(threads);
-    const Tensor logits = model.forward_cached(params, prefill_step(seqs, bs, per, interleave), cache, &packed);
+    const Tensor logits =
+        model.forward_cached(ExecContext::cpu(), params, prefill_step(seqs, bs, per, interleave), cache, &packed);
     omp_set_num_threads(saved);
     cache_k.assign(cache.k[1].data<float>(), cache.k[1].data<float>() + cache.k[1].numel());
     // Back to sequence order.
@@ -224,7 +225,7 @@ TEST(ModelDecode, PackedWeightsOfAnotherBufferAreRejected) {
   step.block_indices = {0};
   step.logits_rows = {0};
   try {
-    model.forward_cached(params, step, cache, &packed);
+    model.forward_cached(ExecContext::cpu(), params, step, cache, &packed);
     ADD_FAILURE() << "forward_cached accepted weights packed from another buffer";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("packed"), std::string::npos) << e.what();

@@ -134,7 +134,8 @@ TEST(ValueHead, PolicyOnlyEntryPointsRefuseACritic) {
   EXPECT_NE(error_of([&] { cm.backward(critic, acts, d.data(), nullptr, grads); }).find("backward_values"),
             std::string::npos);
   KVCache cache;
-  EXPECT_NE(error_of([&] { cm.forward_cached(critic, CachedStep{}, cache); }).find("value-head"), std::string::npos);
+  EXPECT_NE(error_of([&] { cm.forward_cached(ExecContext::cpu(), critic, CachedStep{}, cache); }).find("value-head"),
+            std::string::npos);
 }
 
 // L = sum_i c_i v_i: backward_values with dvalue = c against central differences of L, along random directions

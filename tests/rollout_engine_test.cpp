@@ -225,6 +225,27 @@ TEST(RolloutEngine, DecodesAllRunningSequencesInOneForwardPerStep) {
   }
 }
 
+TEST(RolloutEngine, ARepeatedRequestTakesNoMemoryFromTheSystem) {
+  // The step buffers and logits come from the engine's pool: once a request's shapes have been seen, running
+  // it again is served from the pool entirely (DESIGN.md: no allocation per step).
+  Fixture f;
+  Request req;
+  for (int p = 0; p < 6; ++p) req.prompts.push_back(random_tokens(9, f.cfg.vocab_size, 40 + p));
+  req.n = 4;
+  req.sampling.max_new_tokens = 7;
+  req.sampling.ignore_eos = true;
+  Engine engine(f.model, f.params, engine_config(16));
+  const RolloutResult first = engine.generate(req);
+  const CachingAllocator::Stats warm = engine.context().pool().stats();
+  EXPECT_GT(warm.system_allocations, 0);
+  EXPECT_EQ(warm.in_use_bytes, 0u);  // nothing held between requests
+  const RolloutResult again = engine.generate(req);
+  const CachingAllocator::Stats after = engine.context().pool().stats();
+  EXPECT_EQ(after.system_allocations, warm.system_allocations);
+  EXPECT_GT(after.reuses, warm.reuses + again.stats.steps);  // every step's buffers reused
+  expect_same_samples(first, again, 0.0, "repeated request");
+}
+
 TEST(RolloutEngine, ReportsKvMemoryAndWhatSharingSaved) {
   Fixture f;
   Request req;

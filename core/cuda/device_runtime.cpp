@@ -1,0 +1,101 @@
+#include "core/cuda/device_runtime.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "core/error.h"
+
+namespace rlcpp::cuda_runtime {
+
+namespace {
+
+void check(cudaError_t status, int index, const char* what, const char* file, int line) {
+  if (status != cudaSuccess)
+    detail::throw_error(file, line, std::string("cuda:") + std::to_string(index) + ": " + what + ": CUDA error " +
+                                        cudaGetErrorName(status) + ": " + cudaGetErrorString(status));
+}
+#define RLCPP_CUDA_CALL(index, call) check((call), (index), #call, __FILE__, __LINE__)
+
+void set_device(int index) { RLCPP_CUDA_CALL(index, cudaSetDevice(index)); }
+
+}  // namespace
+
+int device_count(std::string* why) {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    if (why)
+      *why = std::string("no usable CUDA device: ") + cudaGetErrorName(status) + ": " + cudaGetErrorString(status);
+    return 0;
+  }
+  if (count == 0 && why) *why = "no CUDA device";
+  return count;
+}
+
+std::shared_ptr<ExecContext::Resources> make_resources(int index) {
+  int count = 0;
+  RLCPP_CUDA_CALL(index, cudaGetDeviceCount(&count));
+  RLCPP_CHECK(index >= 0 && index < count, "cuda:" << index << ": no such device (" << count << " visible)");
+  set_device(index);
+  auto res = std::make_shared<ExecContext::Resources>();
+  res->device = Device::kCUDA;
+  res->index = index;
+  cudaStream_t stream = nullptr;
+  // A blocking stream: ordered with the legacy default stream, on which the ops' CUDA arm still launches
+  // (kernels/ops.cpp), so a copy on this stream sees the ops before it and they see the copy.
+  RLCPP_CUDA_CALL(index, cudaStreamCreate(&stream));
+  cublasHandle_t blas = nullptr;
+  const cublasStatus_t made = cublasCreate(&blas);
+  if (made != CUBLAS_STATUS_SUCCESS) {
+    cudaStreamDestroy(stream);
+    RLCPP_FAIL("cuda:" << index << ": cublasCreate: " << cublasGetStatusString(made));
+  }
+  cublasSetStream(blas, stream);
+  res->stream = stream;
+  res->blas = blas;
+  res->destroy = [index, stream, blas] {
+    cudaSetDevice(index);
+    cublasDestroy(blas);
+    cudaStreamDestroy(stream);
+  };
+  SystemMemory memory;
+  memory.name = "cuda:" + std::to_string(index);
+  memory.allocate = [index](size_t bytes) -> void* {
+    void* p = nullptr;
+    if (cudaSetDevice(index) != cudaSuccess || cudaMalloc(&p, bytes) != cudaSuccess) {
+      cudaGetLastError();  // an out-of-memory is reported by the pool, not left sticky here
+      return nullptr;
+    }
+    return p;
+  };
+  memory.release = [index](void* p) {
+    cudaSetDevice(index);
+    cudaFree(p);
+  };
+  res->pool = CachingAllocator::make(std::move(memory), static_cast<size_t>(-1));
+  return res;
+}
+
+void copy(void* dst, const void* src, size_t bytes, void* stream, int index) {
+  set_device(index);
+  auto s = static_cast<cudaStream_t>(stream);
+  RLCPP_CUDA_CALL(index, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
+  RLCPP_CUDA_CALL(index, cudaStreamSynchronize(s));
+}
+
+void zero(void* p, size_t bytes, void* stream, int index) {
+  set_device(index);
+  auto s = static_cast<cudaStream_t>(stream);
+  RLCPP_CUDA_CALL(index, cudaMemsetAsync(p, 0, bytes, s));
+  RLCPP_CUDA_CALL(index, cudaStreamSynchronize(s));
+}
+
+void synchronize(void* stream, int index) {
+  set_device(index);
+  RLCPP_CUDA_CALL(index, cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+}
+
+}  // namespace rlcpp::cuda_runtime

@@ -1,0 +1,107 @@
+#include "core/exec_context.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
+#ifdef RLCPP_WITH_CUDA
+#include "core/cuda/device_runtime.h"
+#endif
+
+namespace rlcpp {
+
+namespace {
+
+[[noreturn]] void built_without_cuda(const char* what) {
+  RLCPP_FAIL("rlcpp was built without CUDA (" << what << "): rebuild with the CUDA toolkit (cmake -DRLCPP_CUDA=ON)");
+}
+
+}  // namespace
+
+ExecContext::Resources::~Resources() {
+  if (destroy) destroy();
+}
+
+ExecContext ExecContext::cpu(size_t max_cached_bytes) {
+  auto res = std::make_shared<Resources>();
+  SystemMemory memory;
+  memory.name = "host";
+  // 64-byte alignment for vector loads (the pool's sizes are whole granules, so aligned_alloc's rule holds).
+  memory.allocate = [](size_t bytes) { return std::aligned_alloc(64, bytes); };
+  memory.release = [](void* p) { std::free(p); };
+  res->pool = CachingAllocator::make(std::move(memory), max_cached_bytes);
+  return ExecContext(std::move(res));
+}
+
+ExecContext ExecContext::cuda(int index) {
+#ifdef RLCPP_WITH_CUDA
+  return ExecContext(cuda_runtime::make_resources(index));
+#else
+  (void)index;
+  built_without_cuda("ExecContext::cuda");
+#endif
+}
+
+int ExecContext::cuda_devices(std::string* why) {
+#ifdef RLCPP_WITH_CUDA
+  return cuda_runtime::device_count(why);
+#else
+  if (why) *why = "rlcpp was built without CUDA";
+  return 0;
+#endif
+}
+
+std::string ExecContext::name() const {
+  return device() == Device::kCPU ? "cpu" : "cuda:" + std::to_string(device_index());
+}
+
+void ExecContext::synchronize() const {
+  if (device() == Device::kCPU) return;
+#ifdef RLCPP_WITH_CUDA
+  cuda_runtime::synchronize(stream(), device_index());
+#endif
+}
+
+Tensor ExecContext::empty(Shape shape, DType dtype) const {
+  const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  return Tensor::from_storage(res_->pool->allocate(bytes), std::move(shape), dtype, device());
+}
+
+Tensor ExecContext::zeros(Shape shape, DType dtype) const {
+  Tensor t = empty(std::move(shape), dtype);
+  if (device() == Device::kCPU) {
+    t.fill_zero();
+  } else {
+#ifdef RLCPP_WITH_CUDA
+    if (t.nbytes()) cuda_runtime::zero(t.raw(), t.nbytes(), stream(), device_index());
+#endif
+  }
+  return t;
+}
+
+void ExecContext::copy(const Tensor& src, Tensor& dst) const {
+  RLCPP_CHECK(src.shape() == dst.shape() && src.dtype() == dst.dtype(),
+              "copy: src " << shape_str(src.shape()) << " " << dtype_name(src.dtype()) << " and dst "
+                           << shape_str(dst.shape()) << " " << dtype_name(dst.dtype()) << " differ");
+  if (src.nbytes() == 0) return;
+  if (src.device() == Device::kCPU && dst.device() == Device::kCPU) {
+    std::memcpy(dst.raw(), src.raw(), src.nbytes());
+    return;
+  }
+  RLCPP_CHECK(device() == Device::kCUDA, "copy: a " << device_name(src.device()) << " -> "
+                                                    << device_name(dst.device()) << " copy on the " << name()
+                                                    << " context (device copies run on a CUDA context)");
+#ifdef RLCPP_WITH_CUDA
+  cuda_runtime::copy(dst.raw(), src.raw(), src.nbytes(), stream(), device_index());
+#else
+  built_without_cuda("copy");
+#endif
+}
+
+Tensor ExecContext::copy_of(const Tensor& src) const {
+  Tensor dst = empty(src.shape(), src.dtype());
+  copy(src, dst);
+  return dst;
+}
+
+}  // namespace rlcpp

@@ -1,0 +1,66 @@
+// Where work runs (DESIGN.md "Execution"): a device, the stream its work is queued on, the memory pool it
+// allocates from, and the library handles (cuBLAS). It is an argument of whatever allocates or launches — no
+// global or thread-local state. Copies share the same resources (pool, stream, handles), which the last copy
+// frees; tensors allocated from the pool keep the pool alive.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/caching_allocator.h"
+#include "core/tensor.h"
+
+namespace rlcpp {
+
+class ExecContext {
+ public:
+  // How much freed memory a host pool keeps for reuse by default (above it, freed blocks go back to the system).
+  static constexpr size_t kDefaultHostCacheBytes = size_t{1} << 30;
+
+  // What a context holds. The stream and handle are CUDA's (cudaStream_t, cublasHandle_t), opaque here so that
+  // core/ compiles without the CUDA headers; both are null on the CPU.
+  struct Resources {
+    Device device = Device::kCPU;
+    int index = 0;
+    std::shared_ptr<CachingAllocator> pool;
+    void* stream = nullptr;
+    void* blas = nullptr;
+    std::function<void()> destroy;  // frees the stream and handles
+    ~Resources();
+  };
+
+  // The host: no stream, a pool of 64-byte-aligned blocks keeping up to `max_cached_bytes` of freed memory.
+  static ExecContext cpu(size_t max_cached_bytes = kDefaultHostCacheBytes);
+  // CUDA device `index`: a stream of its own, a cuBLAS handle on that stream, a pool of device memory. Throws
+  // "rlcpp was built without CUDA" in a CPU-only build, and names the device and the CUDA error when it cannot
+  // be used (no driver, no such device).
+  static ExecContext cuda(int index = 0);
+  // How many CUDA devices this process can use; 0 with the reason in *why (built without CUDA, no driver, none).
+  static int cuda_devices(std::string* why = nullptr);
+
+  Device device() const { return res_->device; }
+  int device_index() const { return res_->index; }
+  std::string name() const;  // "cpu", "cuda:0"
+  CachingAllocator& pool() const { return *res_->pool; }
+  void* stream() const { return res_->stream; }
+  void* blas_handle() const { return res_->blas; }
+  // Waits until the stream's queued work is done (nothing to wait for on the CPU).
+  void synchronize() const;
+
+  // Tensors on this context's device, from its pool (uninitialised, or zeroed).
+  Tensor empty(Shape shape, DType dtype = DType::kF32) const;
+  Tensor zeros(Shape shape, DType dtype = DType::kF32) const;
+  // dst = src (same shape and dtype; either may be on the host or on this context's device), queued on this
+  // context's stream and finished before returning.
+  void copy(const Tensor& src, Tensor& dst) const;
+  // A copy of src on this context's device.
+  Tensor copy_of(const Tensor& src) const;
+
+ private:
+  explicit ExecContext(std::shared_ptr<Resources> res) : res_(std::move(res)) {}
+  std::shared_ptr<Resources> res_;
+};
+
+}  // namespace rlcpp

@@ -1,0 +1,189 @@
+// The execution context and its memory pool: blocks come back to the pool and serve the next like request,
+// the pool keeps what it must and no more, runs out of memory with a clear error, outlives its context while
+// its tensors live; host tensors and copies; CUDA contexts where a device is present.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "core/caching_allocator.h"
+#include "core/exec_context.h"
+#include "tests/error_test_support.h"
+
+namespace rlcpp {
+namespace {
+
+// A system allocator that counts, with a capacity in bytes.
+struct FakeSystem {
+  size_t capacity = SIZE_MAX, used = 0;
+  int64_t allocations = 0, releases = 0;
+  std::vector<std::pair<void*, size_t>> live;
+
+  SystemMemory memory() {
+    SystemMemory m;
+    m.name = "fake";
+    m.allocate = [this](size_t bytes) -> void* {
+      if (used + bytes > capacity) return nullptr;
+      used += bytes;
+      ++allocations;
+      void* p = ::operator new(bytes);
+      live.emplace_back(p, bytes);
+      return p;
+    };
+    m.release = [this](void* p) {
+      for (size_t i = 0; i < live.size(); ++i)
+        if (live[i].first == p) {
+          used -= live[i].second;
+          live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
+          ++releases;
+          ::operator delete(p);
+          return;
+        }
+      ADD_FAILURE() << "released a pointer the system never gave";
+    };
+    return m;
+  }
+};
+
+TEST(CachingAllocator, AReleasedBlockServesTheNextRequestOfItsSize) {
+  FakeSystem sys;
+  auto pool = CachingAllocator::make(sys.memory(), SIZE_MAX);
+  void* first = nullptr;
+  {
+    auto a = pool->allocate(10000);
+    first = a.get();
+    EXPECT_EQ(pool->stats().in_use_bytes, 12288u);  // three granules
+  }
+  EXPECT_EQ(pool->stats().in_use_bytes, 0u);
+  EXPECT_EQ(pool->stats().reserved_bytes, 12288u);
+  auto b = pool->allocate(9000);  // rounds to the same three granules
+  EXPECT_EQ(b.get(), first);
+  EXPECT_EQ(sys.allocations, 1);
+  EXPECT_EQ(pool->stats().reuses, 1);
+  EXPECT_EQ(pool->stats().system_allocations, 1);
+}
+
+TEST(CachingAllocator, ABlockMoreThanTwiceTheRequestStaysCached) {
+  FakeSystem sys;
+  auto pool = CachingAllocator::make(sys.memory(), SIZE_MAX);
+  pool->allocate(1 << 20).reset();
+  auto small = pool->allocate(4096);
+  EXPECT_EQ(sys.allocations, 2);
+  EXPECT_EQ(pool->stats().reuses, 0);
+  auto half = pool->allocate((1 << 19) + 1);  // the 1 MiB block is under twice this
+  EXPECT_EQ(sys.allocations, 2);
+  EXPECT_EQ(pool->stats().reuses, 1);
+}
+
+TEST(CachingAllocator, FreedMemoryAboveTheCacheLimitGoesBackToTheSystem) {
+  FakeSystem sys;
+  auto pool = CachingAllocator::make(sys.memory(), 8192);
+  {
+    auto a = pool->allocate(8192), b = pool->allocate(8192);
+  }
+  EXPECT_EQ(sys.releases, 1);  // one block kept, the other over the limit
+  EXPECT_EQ(pool->stats().reserved_bytes, 8192u);
+  pool->release_cached();
+  EXPECT_EQ(sys.releases, 2);
+  EXPECT_EQ(sys.used, 0u);
+  EXPECT_EQ(pool->stats().reserved_bytes, 0u);
+}
+
+TEST(CachingAllocator, OutOfMemoryGivesTheCacheBackFirstThenNamesThePool) {
+  FakeSystem sys;
+  sys.capacity = 3 * 4096;
+  auto pool = CachingAllocator::make(sys.memory(), SIZE_MAX);
+  pool->allocate(2 * 4096).reset();          // cached, too small for the next request
+  auto big = pool->allocate(3 * 4096);        // fits only once the cache is given back
+  EXPECT_EQ(sys.releases, 1);
+  EXPECT_NE(big, nullptr);
+  expect_error([&] { pool->allocate(100); }, {"out of memory on fake", "allocating 100 bytes", "12288 bytes in use"});
+}
+
+TEST(CachingAllocator, ItsBlocksKeepItAliveAndItsEndFreesTheCache) {
+  FakeSystem sys;
+  auto pool = CachingAllocator::make(sys.memory(), SIZE_MAX);
+  auto kept = pool->allocate(100);
+  pool->allocate(100).reset();  // cached
+  pool.reset();
+  std::memset(kept.get(), 7, 100);  // still valid
+  EXPECT_EQ(sys.releases, 0);
+  kept.reset();  // the last owner: the pool ends, both blocks go back
+  EXPECT_EQ(sys.releases, 2);
+  EXPECT_EQ(sys.used, 0u);
+}
+
+TEST(ExecContext, HostTensorsComeFromThePoolAligned) {
+  const ExecContext ctx = ExecContext::cpu();
+  EXPECT_EQ(ctx.device(), Device::kCPU);
+  EXPECT_EQ(ctx.name(), "cpu");
+  EXPECT_EQ(ctx.stream(), nullptr);
+  const void* first = nullptr;
+  {
+    Tensor t = ctx.empty({17, 33});
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.raw()) % 64, 0u);
+    EXPECT_EQ(t.shape(), (Shape{17, 33}));
+    std::memset(t.raw(), 0xFF, t.nbytes());
+    first = t.raw();
+  }
+  Tensor z = ctx.zeros({33, 17});  // the same block, zeroed
+  EXPECT_EQ(z.raw(), first);
+  for (int64_t i = 0; i < z.numel(); ++i) ASSERT_EQ(z.data<float>()[i], 0.0f) << i;
+  EXPECT_EQ(ctx.pool().stats().system_allocations, 1);
+  EXPECT_EQ(ctx.pool().stats().reuses, 1);
+}
+
+TEST(ExecContext, HostCopiesAreExactAndCheckTheirShapes) {
+  const ExecContext ctx = ExecContext::cpu();
+  Tensor src = Tensor::empty({5, 7}, DType::kI32);
+  for (int64_t i = 0; i < src.numel(); ++i) src.data<int32_t>()[i] = static_cast<int32_t>(i * 2654435761u);
+  const Tensor dst = ctx.copy_of(src);
+  EXPECT_EQ(std::memcmp(dst.raw(), src.raw(), src.nbytes()), 0);
+  Tensor wrong = ctx.empty({7, 5}, DType::kI32);
+  expect_error([&] { ctx.copy(src, wrong); }, {"copy: src (5, 7) I32 and dst (7, 5) I32 differ"});
+  float dummy[4];
+  Tensor on_device = Tensor::borrow(dummy, {4}, DType::kF32, Device::kCUDA);
+  Tensor host = ctx.empty({4});
+  expect_error([&] { ctx.copy(host, on_device); }, {"a cpu -> cuda copy on the cpu context"});
+}
+
+TEST(ExecContext, ACudaContextWithoutADeviceSaysWhy) {
+  std::string why;
+  if (ExecContext::cuda_devices(&why) > 0) GTEST_SKIP() << "a CUDA device is present";
+  EXPECT_FALSE(why.empty());
+#ifdef RLCPP_WITH_CUDA
+  expect_error([] { ExecContext::cuda(0); }, {"cuda:0"});
+#else
+  expect_error([] { ExecContext::cuda(0); }, {"rlcpp was built without CUDA"});
+#endif
+}
+
+TEST(ExecContext, DeviceCopiesRoundTripBitForBit) {
+  std::string why;
+  if (ExecContext::cuda_devices(&why) == 0) GTEST_SKIP() << why;
+  const ExecContext gpu = ExecContext::cuda(0);
+  EXPECT_EQ(gpu.name(), "cuda:0");
+  EXPECT_NE(gpu.stream(), nullptr);
+  EXPECT_NE(gpu.blas_handle(), nullptr);
+  for (const int64_t n : {int64_t{1}, int64_t{17}, int64_t{97 * 54}}) {
+    Tensor host = Tensor::empty({n});
+    for (int64_t i = 0; i < n; ++i) host.data<float>()[i] = static_cast<float>(i) * 0.37f - 3.0f;
+    const Tensor dev = gpu.copy_of(host);
+    EXPECT_EQ(dev.device(), Device::kCUDA);
+    Tensor back = Tensor::empty({n});
+    std::memset(back.raw(), 0xFF, back.nbytes());  // poisoned
+    gpu.copy(dev, back);
+    EXPECT_EQ(std::memcmp(back.raw(), host.raw(), host.nbytes()), 0) << n;
+    const Tensor z = gpu.zeros({n});
+    gpu.copy(z, back);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(back.data<float>()[i], 0.0f) << i;
+  }
+  const int64_t before = gpu.pool().stats().system_allocations;
+  const Tensor again = gpu.empty({97 * 54});
+  EXPECT_EQ(gpu.pool().stats().system_allocations, before);  // served from the pool
+}
+
+}  // namespace
+}  // namespace rlcpp
