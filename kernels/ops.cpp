@@ -622,7 +622,12 @@ void logprob_forward(const Tensor& logits, const Tensor& targets, float temperat
   expect_shape(op, {"lse", &lse}, {n});
   expect_shape(op, {"entropy", &ent}, {n});
   check_temperature(temperature, op, /*zero_is_greedy=*/false);
-  if (cuda) no_cuda_kernel(op);
+  if (cuda) {  // targets live on the device: a bad one gives NaN (kernels/cuda/logprob_cuda.cu)
+    RLCPP_CUDA_ARM(op, cuda::logprob_forward(logits.data<float>(), targets.data<int32_t>(), temperature,
+                                             logp.data<float>(), lse.data<float>(),
+                                             entropy ? entropy->data<float>() : nullptr, n, vocab, kStream));
+    return;
+  }
   expect_targets(op, targets, vocab);
   cpu::logprob_forward(logits.data<float>(), targets.data<int32_t>(), temperature, logp.data<float>(),
                        lse.data<float>(), entropy ? entropy->data<float>() : nullptr, n, vocab);
@@ -650,7 +655,12 @@ void logprob_backward(const Tensor& dlogp, const Tensor* dentropy, const Tensor&
   expect_shape(op, {"lse", &lse}, {n});
   expect_shape(op, {"dlogits", &dlogits}, logits.shape());
   check_temperature(temperature, op, /*zero_is_greedy=*/false);
-  if (cuda) no_cuda_kernel(op);
+  if (cuda) {
+    RLCPP_CUDA_ARM(op, cuda::logprob_backward(dlogp.data<float>(), dentropy ? dentropy->data<float>() : nullptr,
+                                              logits.data<float>(), targets.data<int32_t>(), temperature,
+                                              lse.data<float>(), dlogits.data<float>(), n, vocab, kStream));
+    return;
+  }
   expect_targets(op, targets, vocab);
   cpu::logprob_backward(dlogp.data<float>(), dentropy ? dentropy->data<float>() : nullptr, logits.data<float>(),
                         targets.data<int32_t>(), temperature, lse.data<float>(), dlogits.data<float>(), n, vocab);

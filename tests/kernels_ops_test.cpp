@@ -682,6 +682,51 @@ TEST(Dispatch, CudaOpsRunOnTensorsFromACudaContext) {
   }
 }
 
+TEST(Dispatch, CudaLogprobsMatchTheCpuReference) {
+  // logprob_forward (log-prob, lse, entropy) and logprob_backward (with an entropy term) on CUDA against the CPU
+  // reference on odd sizes, rows without a target among them, the device outputs poisoned with NaN first.
+  std::string why;
+  if (ExecContext::cuda_devices(&why) == 0) GTEST_SKIP() << why;
+  const ExecContext gpu = ExecContext::cuda(0);
+  Rng rng(41);
+  const float temperature = 0.7f;
+  auto poisoned = [&](const Shape& shape) {
+    Tensor nan = Tensor::empty(shape);
+    for (int64_t i = 0; i < nan.numel(); ++i) nan.data<float>()[i] = std::nanf("");
+    return gpu.copy_of(nan);
+  };
+  auto expect_close = [&](const Tensor& device, const Tensor& want, const char* what) {
+    Tensor got = Tensor::empty(want.shape());
+    gpu.copy(device, got);
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      const float w = want.data<float>()[i];
+      ASSERT_NEAR(got.data<float>()[i], w, 2e-5f * (1.0f + std::fabs(w))) << what << " " << i;
+    }
+  };
+  for (const int64_t vocab : {12, 17, 97, 1000}) {
+    for (const int64_t n : {1, 17, 54}) {
+      SCOPED_TRACE(::testing::Message() << "n=" << n << " vocab=" << vocab);
+      const Tensor logits = rng.normal({n, vocab}, 3.0f), dlogp = rng.normal({n}), dent = rng.normal({n});
+      Tensor targets = Tensor::empty({n}, DType::kI32);
+      for (int64_t i = 0; i < n; ++i)
+        targets.data<int32_t>()[i] = i % 5 == 3 ? -1 : static_cast<int32_t>(i * 7919 % vocab);
+      Tensor logp = Tensor::empty({n}), lse = Tensor::empty({n}), ent = Tensor::empty({n});
+      Tensor dlogits = Tensor::empty({n, vocab});
+      ops::logprob_forward(logits, targets, temperature, logp, lse, &ent);
+      ops::logprob_backward(dlogp, &dent, logits, targets, temperature, lse, dlogits);
+      const Tensor d_logits = gpu.copy_of(logits), d_targets = gpu.copy_of(targets);
+      const Tensor d_dlogp = gpu.copy_of(dlogp), d_dent = gpu.copy_of(dent);
+      Tensor d_logp = poisoned({n}), d_lse = poisoned({n}), d_ent = poisoned({n}), d_dlogits = poisoned({n, vocab});
+      ops::logprob_forward(d_logits, d_targets, temperature, d_logp, d_lse, &d_ent);
+      ops::logprob_backward(d_dlogp, &d_dent, d_logits, d_targets, temperature, d_lse, d_dlogits);
+      expect_close(d_logp, logp, "logp");
+      expect_close(d_lse, lse, "lse");
+      expect_close(d_ent, ent, "entropy");
+      expect_close(d_dlogits, dlogits, "dlogits");
+    }
+  }
+}
+
 // ---------------------------------------------------------------- the gradient checker itself
 
 TEST(GradCheck, RejectsWrongSignAndFivePercentErrors) {

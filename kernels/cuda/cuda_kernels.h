@@ -48,6 +48,13 @@ cudaError_t swiglu_forward(const float* gate_up, float* out, int64_t n, int64_t 
 cudaError_t swiglu_backward(const float* dout, const float* gate_up, float* dgate_up, int64_t n, int64_t f,
                             cudaStream_t stream);
 
+// Shapes and conventions of ops::logprob_forward / logprob_backward; entropy and dentropy may be null.
+cudaError_t logprob_forward(const float* logits, const int32_t* targets, float temperature, float* logp, float* lse,
+                            float* entropy, int64_t n, int64_t v, cudaStream_t stream);
+cudaError_t logprob_backward(const float* dlogp, const float* dentropy, const float* logits, const int32_t* targets,
+                             float temperature, const float* lse, float* dlogits, int64_t n, int64_t v,
+                             cudaStream_t stream);
+
 cudaError_t adamw_step(float* param, const float* grad, float* m, float* v, int64_t n, float lr, float beta1,
                        float beta2, float eps, float weight_decay, int64_t step, cudaStream_t stream);
 

@@ -1,39 +1,15 @@
 // The CUDA arm of kernels/ops.h: cuBLAS for matmul, simple fp32 kernels for the elementwise ops, RMSNorm, RoPE,
-// SwiGLU, embedding and AdamW. Attention, the paged cache and logprob have no CUDA kernel yet (ops.cpp throws).
+// SwiGLU, embedding and AdamW (log-probs: logprob_cuda.cu). Attention and the paged cache have no CUDA kernel yet
+// (ops.cpp throws).
 #include <algorithm>
 #include <cmath>
 #include <unordered_map>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace rlcpp::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-// Grid-stride loops cap the grid here; more blocks than this only add scheduling work.
-constexpr int64_t kMaxBlocks = 4096;
-
-unsigned grid_for(int64_t work) {
-  return static_cast<unsigned>(std::clamp<int64_t>((work + kThreads - 1) / kThreads, 1, kMaxBlocks));
-}
-
-
-__device__ int64_t thread_index() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
-__device__ int64_t thread_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
-
-// Sum over the block in a fixed tree (blockDim.x a power of two, smem of blockDim.x entries).
-template <class T>
-__device__ T block_sum(T value, T* smem) {
-  smem[threadIdx.x] = value;
-  __syncthreads();
-  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) smem[threadIdx.x] += smem[threadIdx.x + s];
-    __syncthreads();
-  }
-  const T total = smem[0];
-  __syncthreads();
-  return total;
-}
 
 // One cuBLAS handle per (thread, device), made on first use: creating one costs milliseconds and a handle must
 // not be used by two threads at once. They are left to process teardown on purpose: destroying them in a
