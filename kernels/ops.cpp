@@ -65,6 +65,12 @@ constexpr cudaStream_t kStream = nullptr;
 #endif
 
 [[noreturn]] void no_cuda_kernel(const char* op) { RLCPP_FAIL("op " << op << " has no CUDA kernel yet"); }
+#ifdef RLCPP_WITH_CUDA
+void check_cuda_head_dim(const char* op, int64_t d) {
+  RLCPP_CHECK(d <= cuda::kMaxAttentionHeadDim,
+              op << ": head_dim " << d << " above the CUDA kernel's " << cuda::kMaxAttentionHeadDim);
+}
+#endif
 
 }  // namespace
 
@@ -462,7 +468,17 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
   const AttentionDims dims = attention_dims(op, q, k, v);
   expect_shape(op, {"out", &out}, q.shape());
   expect_shape(op, {"lse", &lse}, {dims.n, dims.hq});
-  if (cuda) no_cuda_kernel(op);
+  if (cuda) {  // cu_seqlens lives on the device: its shape is checked, not its values
+    RLCPP_CHECK(cu_seqlens.dim() == 1 && cu_seqlens.numel() >= 2,
+                op << ": cu_seqlens has shape " << shape_str(cu_seqlens.shape()) << ", expected (B+1) with B >= 1");
+#ifdef RLCPP_WITH_CUDA
+    check_cuda_head_dim(op, dims.d);
+    RLCPP_CUDA_ARM(op, cuda::attention_forward(q.data<float>(), k.data<float>(), v.data<float>(),
+                                               cu_seqlens.data<int32_t>(), cu_seqlens.numel() - 1, dims.n, dims.hq,
+                                               dims.hkv, dims.d, scale, out.data<float>(), lse.data<float>(), kStream));
+#endif
+    return;
+  }
   expect_cu_seqlens(op, cu_seqlens, dims.n);
   cpu::attention_forward(q.data<float>(), k.data<float>(), v.data<float>(), cu_seqlens.data<int32_t>(),
                          cu_seqlens.numel() - 1, dims.hq, dims.hkv, dims.d, scale, out.data<float>(),
@@ -493,11 +509,13 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
 
 namespace {
 
-// The KV cache's storage dtype (F32, BF16, F16), checked; both caches the same and on the CPU.
-DType kv_cache_dtype(const char* op, const Tensor& k_cache, const Tensor& v_cache) {
+// The KV cache's storage dtype (F32, BF16, F16), checked; both caches the same and on the op's device.
+DType kv_cache_dtype(const char* op, const Tensor& k_cache, const Tensor& v_cache, bool cuda) {
   RLCPP_CHECK(k_cache.defined() && v_cache.defined(), op << ": a KV cache tensor is undefined");
-  RLCPP_CHECK(k_cache.device() == Device::kCPU && v_cache.device() == Device::kCPU,
-              op << ": no CUDA kernel yet for a cache on " << device_name(k_cache.device()));
+  const Device device = cuda ? Device::kCUDA : Device::kCPU;
+  RLCPP_CHECK(k_cache.device() == device && v_cache.device() == device,
+              op << ": the KV cache is on " << device_name(k_cache.device()) << " / " << device_name(v_cache.device())
+                 << " but the op's tensors on " << device_name(device));
   const DType dtype = k_cache.dtype();
   RLCPP_CHECK(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16,
               op << ": KV cache dtype " << dtype_name(dtype) << " not supported (F32, BF16 or F16)");
@@ -506,19 +524,32 @@ DType kv_cache_dtype(const char* op, const Tensor& k_cache, const Tensor& v_cach
   return dtype;
 }
 
+#ifdef RLCPP_WITH_CUDA
+cuda::KvCacheDtype cuda_kv_dtype(DType dtype) {
+  return dtype == DType::kBF16 ? cuda::KvCacheDtype::kBF16
+         : dtype == DType::kF16 ? cuda::KvCacheDtype::kF16
+                                : cuda::KvCacheDtype::kF32;
+}
+#endif
+
 }  // namespace
 
 void paged_kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping, Tensor& k_cache, Tensor& v_cache) {
   const char* op = "paged_kv_write";
   const bool cuda = runs_on_cuda(op, {{"k", &k}, {"v", &v}}, {{"slot_mapping", &slot_mapping}});
-  const DType dtype = kv_cache_dtype(op, k_cache, v_cache);
+  const DType dtype = kv_cache_dtype(op, k_cache, v_cache, cuda);
   expect_rank(op, {"k", &k}, 3, "(N,Hkv,D)");
   expect_shape(op, {"v", &v}, k.shape());
   expect_shape(op, {"slot_mapping", &slot_mapping}, {k.size(0)});
   expect_rank(op, {"k_cache", &k_cache}, 3, "(num_slots,Hkv,D)");
   expect_shape(op, {"k_cache", &k_cache}, {k_cache.size(0), k.size(1), k.size(2)});
   expect_shape(op, {"v_cache", &v_cache}, k_cache.shape());
-  if (cuda) no_cuda_kernel(op);
+  if (cuda) {  // slot_mapping lives on the device: not range-checked
+    RLCPP_CUDA_ARM(op, cuda::paged_kv_write(k.data<float>(), v.data<float>(), slot_mapping.data<int32_t>(), k.size(0),
+                                            k.size(1) * k.size(2), k_cache.raw(), v_cache.raw(), cuda_kv_dtype(dtype),
+                                            kStream));
+    return;
+  }
   expect_indices_in(op, {"slot_mapping", &slot_mapping}, -1, k_cache.size(0));
   cpu::paged_kv_write(k.data<float>(), v.data<float>(), slot_mapping.data<int32_t>(), k.size(0),
                       k.size(1) * k.size(2), k_cache.raw(), v_cache.raw(), dtype);
@@ -533,7 +564,7 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
                                   {"query_pos", &query_pos},
                                   {"block_indptr", &block_indptr},
                                   {"block_indices", &block_indices}});
-  const DType dtype = kv_cache_dtype(op, k_cache, v_cache);
+  const DType dtype = kv_cache_dtype(op, k_cache, v_cache, cuda);
   expect_rank(op, {"q", &q}, 3, "(N,Hq,D)");
   expect_rank(op, {"k_cache", &k_cache}, 3, "(num_slots,Hkv,D)");
   const int64_t n = q.size(0), hq = q.size(1), d = q.size(2), hkv = k_cache.size(1);
@@ -548,7 +579,16 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
   RLCPP_CHECK(hkv > 0 && hq % hkv == 0, op << ": query heads " << hq << " are not a multiple of kv heads " << hkv);
   RLCPP_CHECK(block_size > 0 && k_cache.size(0) % block_size == 0,
               op << ": block_size " << block_size << " does not divide the cache's " << k_cache.size(0) << " slots");
-  if (cuda) no_cuda_kernel(op);
+  if (cuda) {  // the block tables live on the device: not range-checked
+#ifdef RLCPP_WITH_CUDA
+    check_cuda_head_dim(op, d);
+    RLCPP_CUDA_ARM(op, cuda::paged_attention(q.data<float>(), k_cache.raw(), v_cache.raw(), cuda_kv_dtype(dtype),
+                                             query_seq.data<int32_t>(), query_pos.data<int32_t>(),
+                                             block_indptr.data<int32_t>(), block_indices.data<int32_t>(), block_size,
+                                             n, hq, hkv, d, scale, out.data<float>(), kStream));
+#endif
+    return;
+  }
   expect_paged_rows(op, query_seq, query_pos, block_indptr, block_indices, block_size,
                     k_cache.size(0) / block_size);
   cpu::paged_attention(q.data<float>(), k_cache.raw(), v_cache.raw(), dtype, query_seq.data<int32_t>(),

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
+#include "core/exec_context.h"
 #include "kernels/ops.h"
 #include "tests/kernels_test_support.h"
 
@@ -352,6 +354,92 @@ TEST(PagedAttention, KvWriteSkipsMinusOneAndStaysInItsSlots) {
   EXPECT_TRUE(same_bits(v_cache.data() + 0, v.data<float>() + 2 * hkv * d, hkv * d));
   for (int64_t s = 1; s < 5; ++s)
     for (int64_t e = 0; e < hkv * d; ++e) EXPECT_EQ(k_cache.data()[s * hkv * d + e], 0.0f) << "slot " << s;
+}
+
+// ---------------------------------------------------------------- CUDA (skipped without a GPU)
+
+// The device copy of a host tensor, or its outputs poisoned with NaN.
+struct OnDevice {
+  ExecContext gpu = ExecContext::cuda(0);
+  Tensor up(const Tensor& host) const { return gpu.copy_of(host); }
+  Tensor nan(const Shape& shape) const { return gpu.copy_of(testing::filled(shape, std::nanf(""))); }
+  Tensor down(const Tensor& dev) const {
+    Tensor host = Tensor::empty(dev.shape(), dev.dtype());
+    gpu.copy(dev, host);
+    return host;
+  }
+};
+
+TEST(CudaAttention, PackedForwardMatchesTheDoubleReference) {
+  std::string why;
+  if (ExecContext::cuda_devices(&why) == 0) GTEST_SKIP() << why;
+  const OnDevice dev;
+  Rng rng(23);
+  const std::vector<int32_t> cu = cumulative({1, 12, 17, 54});
+  const int64_t n = cu.back();
+  for (const HeadShape& hs : kHeadShapes) {
+    SCOPED_TRACE(::testing::Message() << "hq=" << hs.hq << " hkv=" << hs.hkv << " d=" << hs.d);
+    Tensor q = rng.normal({n, hs.hq, hs.d}), k = rng.normal({n, hs.hkv, hs.d}), v = rng.normal({n, hs.hkv, hs.d});
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hs.d));
+    Tensor out = dev.nan({n, hs.hq, hs.d}), lse = dev.nan({n, hs.hq});
+    ops::attention_forward(dev.up(q), dev.up(k), dev.up(v), dev.up(int_tensor(cu)), scale, out, lse);
+    const AttentionRef ref = attention_reference(q, k, v, cu, scale);
+    expect_near_all(dev.down(out), ref.out, 1e-5, 1e-5, "out");
+    expect_near_all(dev.down(lse), ref.lse, 1e-5, 1e-5, "lse");
+  }
+}
+
+TEST(CudaAttention, PagedCacheAndAttentionMatchTheCpuAndThePackedForward) {
+  // For each cache dtype and block size: the device cache holds the CPU cache's bytes after paged_kv_write, the
+  // paged attention of every row agrees with the CPU's, and (F32) equals the device's packed forward bit for bit:
+  // one device function serves both, a query's result depends on its keys only.
+  std::string why;
+  if (ExecContext::cuda_devices(&why) == 0) GTEST_SKIP() << why;
+  const OnDevice dev;
+  Rng rng(24);
+  const std::vector<int32_t> lengths = {1, 17, 54}, cu = cumulative(lengths);
+  const int64_t n = cu.back(), hq = 4, hkv = 2, d = 32;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const Tensor q = rng.normal({n, hq, d}), k = rng.normal({n, hkv, d}), v = rng.normal({n, hkv, d});
+  Tensor packed_out = dev.nan({n, hq, d}), packed_lse = dev.nan({n, hq});
+  ops::attention_forward(dev.up(q), dev.up(k), dev.up(v), dev.up(int_tensor(cu)), scale, packed_out, packed_lse);
+  const Tensor packed = dev.down(packed_out);
+  for (const DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (const int64_t bs : {int64_t{1}, int64_t{16}}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " block_size=" << bs);
+      // Blocks handed out backwards, so a sequence's blocks are not in slot order.
+      std::vector<int32_t> indptr = {0}, indices, slots, seqs, positions;
+      int32_t next = 0;
+      for (const int32_t len : lengths) next += static_cast<int32_t>((len + bs - 1) / bs);
+      const int64_t num_slots = next * bs;
+      for (size_t b = 0; b < lengths.size(); ++b) {
+        const int32_t blocks = static_cast<int32_t>((lengths[b] + bs - 1) / bs);
+        for (int32_t i = 0; i < blocks; ++i) indices.push_back(--next);
+        indptr.push_back(static_cast<int32_t>(indices.size()));
+        for (int32_t p = 0; p < lengths[b]; ++p) {
+          slots.push_back(indices[static_cast<size_t>(indptr[b] + p / bs)] * static_cast<int32_t>(bs) + p % bs);
+          seqs.push_back(static_cast<int32_t>(b));
+          positions.push_back(p);
+        }
+      }
+      Tensor k_cache = Tensor::zeros({num_slots, hkv, d}, dtype), v_cache = Tensor::zeros({num_slots, hkv, d}, dtype);
+      Tensor out = Tensor::empty({n, hq, d});
+      ops::paged_kv_write(k, v, int_tensor(slots), k_cache, v_cache);
+      ops::paged_attention(q, k_cache, v_cache, int_tensor(seqs), int_tensor(positions), int_tensor(indptr),
+                           int_tensor(indices), bs, scale, out);
+      Tensor dk_cache = dev.gpu.zeros(k_cache.shape(), dtype), dv_cache = dev.gpu.zeros(v_cache.shape(), dtype);
+      Tensor dout = dev.nan({n, hq, d});
+      ops::paged_kv_write(dev.up(k), dev.up(v), dev.up(int_tensor(slots)), dk_cache, dv_cache);
+      ops::paged_attention(dev.up(q), dk_cache, dv_cache, dev.up(int_tensor(seqs)), dev.up(int_tensor(positions)),
+                           dev.up(int_tensor(indptr)), dev.up(int_tensor(indices)), bs, scale, dout);
+      EXPECT_EQ(std::memcmp(dev.down(dk_cache).raw(), k_cache.raw(), k_cache.nbytes()), 0) << "k cache bytes";
+      EXPECT_EQ(std::memcmp(dev.down(dv_cache).raw(), v_cache.raw(), v_cache.nbytes()), 0) << "v cache bytes";
+      const Tensor got = dev.down(dout);
+      std::vector<double> want(out.data<float>(), out.data<float>() + out.numel());
+      expect_near_all(got, want, 1e-5, 1e-5, "paged out");
+      if (dtype == DType::kF32) EXPECT_TRUE(same_bits(got.data<float>(), packed.data<float>(), got.numel()));
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,193 @@
+// Causal attention on CUDA: the training/prefill forward over packed sequences, the paged KV cache's write, and
+// attention of query rows against that cache. One warp per (query row, query head) runs an online softmax over
+// the row's keys in position order (no scores materialised), each lane holding head_dim / 32 of the dims and
+// the dot products summed by the warp's xor butterfly (every lane gets the same bits). The same device function
+// serves the packed forward and the paged decode: a query's result depends only on its own keys, never on the
+// batch. The cache stores F32, or BF16 / F16 bits (rounded to nearest even on write, converted back exactly).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.cuh"
+
+namespace rlcpp::cuda {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kWarpsPerBlock = 4;
+constexpr int kDimsPerLane = kMaxAttentionHeadDim / kWarp;
+
+struct F32Kv {
+  using T = float;
+  __device__ static float load(float x) { return x; }
+  __device__ static float store(float x) { return x; }
+};
+struct Bf16Kv {
+  using T = uint16_t;
+  __device__ static float load(uint16_t x) { return __uint_as_float(static_cast<uint32_t>(x) << 16); }
+  __device__ static uint16_t store(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
+};
+struct F16Kv {
+  using T = uint16_t;
+  __device__ static float load(uint16_t x) { return __half2float(__ushort_as_half(x)); }
+  __device__ static uint16_t store(float x) { return __half_as_ushort(__float2half_rn(x)); }
+};
+
+__device__ float warp_sum(float x) {
+  for (int offset = kWarp / 2; offset > 0; offset >>= 1) x += __shfl_xor_sync(0xffffffffu, x, offset);
+  return x;
+}
+
+// out (d) = softmax(scale * q . k_j) v_j over keys j = 0..keys-1, key j in row row_of(j) of k and v (rows of
+// kv_stride elements, this kv head's d values at kv_head * d); *lse = logsumexp of the scaled scores when given.
+template <class Kv, class RowOf>
+__device__ void attend(const float* q, const typename Kv::T* k, const typename Kv::T* v, int64_t kv_stride,
+                       int64_t kv_head, int64_t d, int64_t keys, RowOf row_of, float scale, float* out, float* lse) {
+  const int lane = static_cast<int>(threadIdx.x % kWarp);
+  float qv[kDimsPerLane], acc[kDimsPerLane];
+  for (int c = 0; c < kDimsPerLane; ++c) {
+    const int64_t e = lane + c * kWarp;
+    qv[c] = e < d ? q[e] : 0.0f;
+    acc[c] = 0.0f;
+  }
+  float m = -INFINITY, l = 0.0f;
+  for (int64_t j = 0; j < keys; ++j) {
+    const int64_t base = row_of(j) * kv_stride + kv_head * d;
+    float dot = 0.0f;
+    for (int c = 0; c < kDimsPerLane; ++c) {
+      const int64_t e = lane + c * kWarp;
+      if (e < d) dot += qv[c] * Kv::load(k[base + e]);
+    }
+    const float s = warp_sum(dot) * scale;
+    const float m_new = fmaxf(m, s);
+    const float correction = expf(m - m_new);  // 0 for the first key (m = -inf)
+    const float p = expf(s - m_new);
+    l = l * correction + p;
+    for (int c = 0; c < kDimsPerLane; ++c) {
+      const int64_t e = lane + c * kWarp;
+      if (e < d) acc[c] = acc[c] * correction + p * Kv::load(v[base + e]);
+    }
+    m = m_new;
+  }
+  for (int c = 0; c < kDimsPerLane; ++c) {
+    const int64_t e = lane + c * kWarp;
+    if (e < d) out[e] = acc[c] / l;
+  }
+  if (lse != nullptr && lane == 0) *lse = m + logf(l);
+}
+
+// The (query row, head) of this warp, or false past the last.
+__device__ bool warp_task(int64_t n, int64_t hq, int64_t* row, int64_t* head) {
+  const int64_t task = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+  if (task >= n * hq) return false;
+  *row = task / hq;
+  *head = task % hq;
+  return true;
+}
+
+unsigned warp_blocks(int64_t tasks) { return static_cast<unsigned>((tasks + kWarpsPerBlock - 1) / kWarpsPerBlock); }
+
+__global__ void attention_forward_kernel(const float* q, const float* k, const float* v, const int32_t* cu_seqlens,
+                                         int64_t num_seqs, int64_t n, int64_t hq, int64_t hkv, int64_t d, float scale,
+                                         float* out, float* lse) {
+  int64_t i, h;
+  if (!warp_task(n, hq, &i, &h)) return;
+  int64_t lo = 0, hi = num_seqs;  // the sequence b with cu[b] <= i < cu[b + 1]
+  while (hi - lo > 1) {
+    const int64_t mid = (lo + hi) / 2;
+    (cu_seqlens[mid] <= i ? lo : hi) = mid;
+  }
+  const int64_t start = cu_seqlens[lo];
+  attend<F32Kv>(q + (i * hq + h) * d, k, v, hkv * d, h / (hq / hkv), d, i - start + 1,
+                [start](int64_t j) { return start + j; }, scale, out + (i * hq + h) * d, lse + i * hq + h);
+}
+
+template <class Kv>
+__global__ void paged_kv_write_kernel(const float* k, const float* v, const int32_t* slot_mapping, int64_t n,
+                                      int64_t row, typename Kv::T* k_cache, typename Kv::T* v_cache) {
+  for (int64_t x = thread_index(); x < n * row; x += thread_stride()) {
+    const int32_t slot = slot_mapping[x / row];
+    if (slot < 0) continue;
+    const int64_t at = static_cast<int64_t>(slot) * row + x % row;
+    k_cache[at] = Kv::store(k[x]);
+    v_cache[at] = Kv::store(v[x]);
+  }
+}
+
+template <class Kv>
+__global__ void paged_attention_kernel(const float* q, const typename Kv::T* k_cache, const typename Kv::T* v_cache,
+                                       const int32_t* query_seq, const int32_t* query_pos,
+                                       const int32_t* block_indptr, const int32_t* block_indices, int64_t block_size,
+                                       int64_t n, int64_t hq, int64_t hkv, int64_t d, float scale, float* out) {
+  int64_t i, h;
+  if (!warp_task(n, hq, &i, &h)) return;
+  const int32_t* blocks = block_indices + block_indptr[query_seq[i]];
+  attend<Kv>(q + (i * hq + h) * d, k_cache, v_cache, hkv * d, h / (hq / hkv), d, query_pos[i] + 1,
+             [blocks, block_size](int64_t j) { return blocks[j / block_size] * block_size + j % block_size; }, scale,
+             out + (i * hq + h) * d, nullptr);
+}
+
+template <class Kv>
+cudaError_t launch_paged_kv_write(const float* k, const float* v, const int32_t* slot_mapping, int64_t n, int64_t row,
+                                  void* k_cache, void* v_cache, cudaStream_t stream) {
+  paged_kv_write_kernel<Kv><<<grid_for(n * row), kThreads, 0, stream>>>(
+      k, v, slot_mapping, n, row, static_cast<typename Kv::T*>(k_cache), static_cast<typename Kv::T*>(v_cache));
+  return cudaGetLastError();
+}
+
+template <class Kv>
+cudaError_t launch_paged_attention(const float* q, const void* k_cache, const void* v_cache, const int32_t* query_seq,
+                                   const int32_t* query_pos, const int32_t* block_indptr,
+                                   const int32_t* block_indices, int64_t block_size, int64_t n, int64_t hq,
+                                   int64_t hkv, int64_t d, float scale, float* out, cudaStream_t stream) {
+  paged_attention_kernel<Kv><<<warp_blocks(n * hq), kWarpsPerBlock * kWarp, 0, stream>>>(
+      q, static_cast<const typename Kv::T*>(k_cache), static_cast<const typename Kv::T*>(v_cache), query_seq,
+      query_pos, block_indptr, block_indices, block_size, n, hq, hkv, d, scale, out);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t attention_forward(const float* q, const float* k, const float* v, const int32_t* cu_seqlens,
+                              int64_t num_seqs, int64_t n, int64_t hq, int64_t hkv, int64_t d, float scale, float* out,
+                              float* lse, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  attention_forward_kernel<<<warp_blocks(n * hq), kWarpsPerBlock * kWarp, 0, stream>>>(
+      q, k, v, cu_seqlens, num_seqs, n, hq, hkv, d, scale, out, lse);
+  return cudaGetLastError();
+}
+
+cudaError_t paged_kv_write(const float* k, const float* v, const int32_t* slot_mapping, int64_t n, int64_t row,
+                           void* k_cache, void* v_cache, KvCacheDtype dtype, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  switch (dtype) {
+    case KvCacheDtype::kF32: return launch_paged_kv_write<F32Kv>(k, v, slot_mapping, n, row, k_cache, v_cache, stream);
+    case KvCacheDtype::kBF16:
+      return launch_paged_kv_write<Bf16Kv>(k, v, slot_mapping, n, row, k_cache, v_cache, stream);
+    case KvCacheDtype::kF16: return launch_paged_kv_write<F16Kv>(k, v, slot_mapping, n, row, k_cache, v_cache, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t paged_attention(const float* q, const void* k_cache, const void* v_cache, KvCacheDtype dtype,
+                            const int32_t* query_seq, const int32_t* query_pos, const int32_t* block_indptr,
+                            const int32_t* block_indices, int64_t block_size, int64_t n, int64_t hq, int64_t hkv,
+                            int64_t d, float scale, float* out, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  switch (dtype) {
+    case KvCacheDtype::kF32:
+      return launch_paged_attention<F32Kv>(q, k_cache, v_cache, query_seq, query_pos, block_indptr, block_indices,
+                                           block_size, n, hq, hkv, d, scale, out, stream);
+    case KvCacheDtype::kBF16:
+      return launch_paged_attention<Bf16Kv>(q, k_cache, v_cache, query_seq, query_pos, block_indptr, block_indices,
+                                            block_size, n, hq, hkv, d, scale, out, stream);
+    case KvCacheDtype::kF16:
+      return launch_paged_attention<F16Kv>(q, k_cache, v_cache, query_seq, query_pos, block_indptr, block_indices,
+                                           block_size, n, hq, hkv, d, scale, out, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace rlcpp::cuda
