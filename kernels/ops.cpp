@@ -65,6 +65,11 @@ constexpr cudaStream_t kStream = nullptr;
 #endif
 
 [[noreturn]] void no_cuda_kernel(const char* op) { RLCPP_FAIL("op " << op << " has no CUDA kernel yet"); }
+// cu_seqlens on the device: its shape is checked, not its values (they are not read back).
+void expect_device_cu_seqlens(const char* op, const Tensor& cu_seqlens) {
+  RLCPP_CHECK(cu_seqlens.dim() == 1 && cu_seqlens.numel() >= 2,
+              op << ": cu_seqlens has shape " << shape_str(cu_seqlens.shape()) << ", expected (B+1) with B >= 1");
+}
 #ifdef RLCPP_WITH_CUDA
 void check_cuda_head_dim(const char* op, int64_t d) {
   RLCPP_CHECK(d <= cuda::kMaxAttentionHeadDim,
@@ -468,9 +473,8 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
   const AttentionDims dims = attention_dims(op, q, k, v);
   expect_shape(op, {"out", &out}, q.shape());
   expect_shape(op, {"lse", &lse}, {dims.n, dims.hq});
-  if (cuda) {  // cu_seqlens lives on the device: its shape is checked, not its values
-    RLCPP_CHECK(cu_seqlens.dim() == 1 && cu_seqlens.numel() >= 2,
-                op << ": cu_seqlens has shape " << shape_str(cu_seqlens.shape()) << ", expected (B+1) with B >= 1");
+  if (cuda) {
+    expect_device_cu_seqlens(op, cu_seqlens);
 #ifdef RLCPP_WITH_CUDA
     check_cuda_head_dim(op, dims.d);
     RLCPP_CUDA_ARM(op, cuda::attention_forward(q.data<float>(), k.data<float>(), v.data<float>(),
@@ -500,7 +504,18 @@ void attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, co
   expect_shape(op, {"dq", &dq}, q.shape());
   expect_shape(op, {"dk", &dk}, k.shape());
   expect_shape(op, {"dv", &dv}, k.shape());
-  if (cuda) no_cuda_kernel(op);
+  if (cuda) {
+    expect_device_cu_seqlens(op, cu_seqlens);
+#ifdef RLCPP_WITH_CUDA
+    check_cuda_head_dim(op, dims.d);
+    RLCPP_CUDA_ARM(op, cuda::attention_backward(dout.data<float>(), q.data<float>(), k.data<float>(),
+                                                v.data<float>(), out.data<float>(), lse.data<float>(),
+                                                cu_seqlens.data<int32_t>(), cu_seqlens.numel() - 1, dims.n, dims.hq,
+                                                dims.hkv, dims.d, scale, dq.data<float>(), dk.data<float>(),
+                                                dv.data<float>(), kStream));
+#endif
+    return;
+  }
   expect_cu_seqlens(op, cu_seqlens, dims.n);
   cpu::attention_backward(dout.data<float>(), q.data<float>(), k.data<float>(), v.data<float>(), out.data<float>(),
                           lse.data<float>(), cu_seqlens.data<int32_t>(), cu_seqlens.numel() - 1, dims.hq, dims.hkv,

@@ -389,6 +389,34 @@ TEST(CudaAttention, PackedForwardMatchesTheDoubleReference) {
   }
 }
 
+TEST(CudaAttention, BackwardMatchesTheCpuBackward) {
+  // The CPU backward is the one checked by finite differences above; the device's, from the same out and lse,
+  // must agree with it to fp32 rounding of other summation orders, every output overwritten (NaN before).
+  std::string why;
+  if (ExecContext::cuda_devices(&why) == 0) GTEST_SKIP() << why;
+  const OnDevice dev;
+  Rng rng(25);
+  const std::vector<int32_t> cu = cumulative({1, 12, 17, 54});
+  const int64_t n = cu.back();
+  for (const HeadShape& hs : kHeadShapes) {
+    SCOPED_TRACE(::testing::Message() << "hq=" << hs.hq << " hkv=" << hs.hkv << " d=" << hs.d);
+    Tensor q = rng.normal({n, hs.hq, hs.d}), k = rng.normal({n, hs.hkv, hs.d}), v = rng.normal({n, hs.hkv, hs.d});
+    const Tensor dout = rng.normal({n, hs.hq, hs.d});
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hs.d));
+    Tensor out = Tensor::empty({n, hs.hq, hs.d}), lse = Tensor::empty({n, hs.hq});
+    ops::attention_forward(q, k, v, int_tensor(cu), scale, out, lse);
+    Tensor dq = Tensor::empty(q.shape()), dk = Tensor::empty(k.shape()), dv = Tensor::empty(v.shape());
+    ops::attention_backward(dout, q, k, v, out, lse, int_tensor(cu), scale, dq, dk, dv);
+    Tensor ddq = dev.nan(q.shape()), ddk = dev.nan(k.shape()), ddv = dev.nan(v.shape());
+    ops::attention_backward(dev.up(dout), dev.up(q), dev.up(k), dev.up(v), dev.up(out), dev.up(lse),
+                            dev.up(int_tensor(cu)), scale, ddq, ddk, ddv);
+    auto doubles = [](const Tensor& t) { return std::vector<double>(t.data<float>(), t.data<float>() + t.numel()); };
+    expect_near_all(dev.down(ddq), doubles(dq), 1e-4, 1e-4, "dq");
+    expect_near_all(dev.down(ddk), doubles(dk), 1e-4, 1e-4, "dk");
+    expect_near_all(dev.down(ddv), doubles(dv), 1e-4, 1e-4, "dv");
+  }
+}
+
 TEST(CudaAttention, PagedCacheAndAttentionMatchTheCpuAndThePackedForward) {
   // For each cache dtype and block size: the device cache holds the CPU cache's bytes after paged_kv_write, the
   // paged attention of every row agrees with the CPU's, and (F32) equals the device's packed forward bit for bit:
@@ -435,8 +463,8 @@ TEST(CudaAttention, PagedCacheAndAttentionMatchTheCpuAndThePackedForward) {
       EXPECT_EQ(std::memcmp(dev.down(dk_cache).raw(), k_cache.raw(), k_cache.nbytes()), 0) << "k cache bytes";
       EXPECT_EQ(std::memcmp(dev.down(dv_cache).raw(), v_cache.raw(), v_cache.nbytes()), 0) << "v cache bytes";
       const Tensor got = dev.down(dout);
-      std::vector<double> want(out.data<float>(), out.data<float>() + out.numel());
-      expect_near_all(got, want, 1e-5, 1e-5, "paged out");
+      expect_near_all(got, std::vector<double>(out.data<float>(), out.data<float>() + out.numel()), 1e-5, 1e-5,
+                      "paged out");
       if (dtype == DType::kF32) EXPECT_TRUE(same_bits(got.data<float>(), packed.data<float>(), got.numel()));
     }
   }

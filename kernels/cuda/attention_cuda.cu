@@ -1,5 +1,5 @@
-// Causal attention on CUDA: the training/prefill forward over packed sequences, the paged KV cache's write, and
-// attention of query rows against that cache. One warp per (query row, query head) runs an online softmax over
+// Causal attention on CUDA: the training/prefill forward over packed sequences and its backward, the paged
+// KV cache's write, and attention of query rows against that cache. One warp per (query row, query head) runs an online softmax over
 // the row's keys in position order (no scores materialised), each lane holding head_dim / 32 of the dims and
 // the dot products summed by the warp's xor butterfly (every lane gets the same bits). The same device function
 // serves the packed forward and the paged decode: a query's result depends only on its own keys, never on the
@@ -89,19 +89,103 @@ __device__ bool warp_task(int64_t n, int64_t hq, int64_t* row, int64_t* head) {
 
 unsigned warp_blocks(int64_t tasks) { return static_cast<unsigned>((tasks + kWarpsPerBlock - 1) / kWarpsPerBlock); }
 
+// The sequence b of row i: cu[b] <= i < cu[b + 1].
+__device__ int64_t sequence_of(const int32_t* cu_seqlens, int64_t num_seqs, int64_t i) {
+  int64_t lo = 0, hi = num_seqs;
+  while (hi - lo > 1) {
+    const int64_t mid = (lo + hi) / 2;
+    (cu_seqlens[mid] <= i ? lo : hi) = mid;
+  }
+  return lo;
+}
+
 __global__ void attention_forward_kernel(const float* q, const float* k, const float* v, const int32_t* cu_seqlens,
                                          int64_t num_seqs, int64_t n, int64_t hq, int64_t hkv, int64_t d, float scale,
                                          float* out, float* lse) {
   int64_t i, h;
   if (!warp_task(n, hq, &i, &h)) return;
-  int64_t lo = 0, hi = num_seqs;  // the sequence b with cu[b] <= i < cu[b + 1]
-  while (hi - lo > 1) {
-    const int64_t mid = (lo + hi) / 2;
-    (cu_seqlens[mid] <= i ? lo : hi) = mid;
-  }
-  const int64_t start = cu_seqlens[lo];
+  const int64_t start = cu_seqlens[sequence_of(cu_seqlens, num_seqs, i)];
   attend<F32Kv>(q + (i * hq + h) * d, k, v, hkv * d, h / (hq / hkv), d, i - start + 1,
                 [start](int64_t j) { return start + j; }, scale, out + (i * hq + h) * d, lse + i * hq + h);
+}
+
+// ---- backward (FlashAttention's recurrences, p recomputed from the forward's lse; every sum in a fixed order)
+
+// This lane's dims of a head's d values (0 past d).
+__device__ void load_lane(const float* x, int64_t d, float (&r)[kDimsPerLane]) {
+  const int lane = static_cast<int>(threadIdx.x % kWarp);
+  for (int c = 0; c < kDimsPerLane; ++c) {
+    const int64_t e = lane + c * kWarp;
+    r[c] = e < d ? x[e] : 0.0f;
+  }
+}
+__device__ float warp_dot(const float (&a)[kDimsPerLane], const float (&b)[kDimsPerLane]) {
+  float acc = 0.0f;
+  for (int c = 0; c < kDimsPerLane; ++c) acc += a[c] * b[c];
+  return warp_sum(acc);
+}
+__device__ void store_lane(const float (&r)[kDimsPerLane], int64_t d, float* x) {
+  const int lane = static_cast<int>(threadIdx.x % kWarp);
+  for (int c = 0; c < kDimsPerLane; ++c) {
+    const int64_t e = lane + c * kWarp;
+    if (e < d) x[e] = r[c];
+  }
+}
+
+// dq (i, h) = scale * sum_j ds_ij k_j over the keys j <= i of i's sequence, ds_ij = p_ij (dout_i . v_j - D_i),
+// D_i = dout_i . out_i.
+__global__ void attention_dq_kernel(const float* dout, const float* q, const float* k, const float* v,
+                                    const float* out, const float* lse, const int32_t* cu_seqlens, int64_t num_seqs,
+                                    int64_t n, int64_t hq, int64_t hkv, int64_t d, float scale, float* dq) {
+  int64_t i, h;
+  if (!warp_task(n, hq, &i, &h)) return;
+  const int64_t start = cu_seqlens[sequence_of(cu_seqlens, num_seqs, i)], g = h / (hq / hkv);
+  float qi[kDimsPerLane], doi[kDimsPerLane], oi[kDimsPerLane], kj[kDimsPerLane], vj[kDimsPerLane];
+  float acc[kDimsPerLane] = {};
+  load_lane(q + (i * hq + h) * d, d, qi);
+  load_lane(dout + (i * hq + h) * d, d, doi);
+  load_lane(out + (i * hq + h) * d, d, oi);
+  const float D = warp_dot(doi, oi), l = lse[i * hq + h];
+  for (int64_t j = start; j <= i; ++j) {
+    load_lane(k + (j * hkv + g) * d, d, kj);
+    load_lane(v + (j * hkv + g) * d, d, vj);
+    const float p = expf(warp_dot(qi, kj) * scale - l);
+    const float ds = p * (warp_dot(doi, vj) - D);
+    for (int c = 0; c < kDimsPerLane; ++c) acc[c] += ds * kj[c];
+  }
+  for (float& a : acc) a *= scale;
+  store_lane(acc, d, dq + (i * hq + h) * d);
+}
+
+// dv (j, g) = sum p_ij dout_i and dk (j, g) = scale * sum ds_ij q_i over the query heads h of kv head g (in
+// order) and the rows i >= j of j's sequence (in order).
+__global__ void attention_dkv_kernel(const float* dout, const float* q, const float* k, const float* v,
+                                     const float* out, const float* lse, const int32_t* cu_seqlens, int64_t num_seqs,
+                                     int64_t n, int64_t hq, int64_t hkv, int64_t d, float scale, float* dk,
+                                     float* dv) {
+  int64_t j, g;
+  if (!warp_task(n, hkv, &j, &g)) return;
+  const int64_t end = cu_seqlens[sequence_of(cu_seqlens, num_seqs, j) + 1], group = hq / hkv;
+  float kj[kDimsPerLane], vj[kDimsPerLane], qi[kDimsPerLane], doi[kDimsPerLane], oi[kDimsPerLane];
+  float dk_acc[kDimsPerLane] = {}, dv_acc[kDimsPerLane] = {};
+  load_lane(k + (j * hkv + g) * d, d, kj);
+  load_lane(v + (j * hkv + g) * d, d, vj);
+  for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+    for (int64_t i = j; i < end; ++i) {
+      load_lane(q + (i * hq + h) * d, d, qi);
+      load_lane(dout + (i * hq + h) * d, d, doi);
+      load_lane(out + (i * hq + h) * d, d, oi);
+      const float p = expf(warp_dot(qi, kj) * scale - lse[i * hq + h]);
+      const float ds = p * (warp_dot(doi, vj) - warp_dot(doi, oi));
+      for (int c = 0; c < kDimsPerLane; ++c) {
+        dv_acc[c] += p * doi[c];
+        dk_acc[c] += ds * qi[c];
+      }
+    }
+  }
+  for (float& a : dk_acc) a *= scale;
+  store_lane(dk_acc, d, dk + (j * hkv + g) * d);
+  store_lane(dv_acc, d, dv + (j * hkv + g) * d);
 }
 
 template <class Kv>
@@ -156,6 +240,18 @@ cudaError_t attention_forward(const float* q, const float* k, const float* v, co
   if (n == 0) return cudaSuccess;
   attention_forward_kernel<<<warp_blocks(n * hq), kWarpsPerBlock * kWarp, 0, stream>>>(
       q, k, v, cu_seqlens, num_seqs, n, hq, hkv, d, scale, out, lse);
+  return cudaGetLastError();
+}
+
+cudaError_t attention_backward(const float* dout, const float* q, const float* k, const float* v, const float* out,
+                               const float* lse, const int32_t* cu_seqlens, int64_t num_seqs, int64_t n, int64_t hq,
+                               int64_t hkv, int64_t d, float scale, float* dq, float* dk, float* dv,
+                               cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  attention_dq_kernel<<<warp_blocks(n * hq), kWarpsPerBlock * kWarp, 0, stream>>>(
+      dout, q, k, v, out, lse, cu_seqlens, num_seqs, n, hq, hkv, d, scale, dq);
+  attention_dkv_kernel<<<warp_blocks(n * hkv), kWarpsPerBlock * kWarp, 0, stream>>>(
+      dout, q, k, v, out, lse, cu_seqlens, num_seqs, n, hq, hkv, d, scale, dk, dv);
   return cudaGetLastError();
 }
 

@@ -48,14 +48,18 @@ cudaError_t swiglu_forward(const float* gate_up, float* out, int64_t n, int64_t 
 cudaError_t swiglu_backward(const float* dout, const float* gate_up, float* dgate_up, int64_t n, int64_t f,
                             cudaStream_t stream);
 
-// Attention (attention_cuda.cu), shapes and conventions of ops::attention_forward, paged_kv_write and
-// paged_attention; head_dim at most kMaxAttentionHeadDim (ops.cpp checks). Indices are not range-checked on the
+// Attention (attention_cuda.cu), shapes and conventions of ops::attention_forward, attention_backward,
+// paged_kv_write and paged_attention; head_dim at most kMaxAttentionHeadDim (ops.cpp checks). Indices are not range-checked on the
 // device: ops.cpp checks cu_seqlens' shape only, the paged tables not at all (they live on the device).
 constexpr int64_t kMaxAttentionHeadDim = 256;
 enum class KvCacheDtype { kF32, kBF16, kF16 };
 cudaError_t attention_forward(const float* q, const float* k, const float* v, const int32_t* cu_seqlens,
                               int64_t num_seqs, int64_t n, int64_t hq, int64_t hkv, int64_t d, float scale, float* out,
                               float* lse, cudaStream_t stream);
+cudaError_t attention_backward(const float* dout, const float* q, const float* k, const float* v, const float* out,
+                               const float* lse, const int32_t* cu_seqlens, int64_t num_seqs, int64_t n, int64_t hq,
+                               int64_t hkv, int64_t d, float scale, float* dq, float* dk, float* dv,
+                               cudaStream_t stream);
 cudaError_t paged_kv_write(const float* k, const float* v, const int32_t* slot_mapping, int64_t n, int64_t row,
                            void* k_cache, void* v_cache, KvCacheDtype dtype, cudaStream_t stream);
 cudaError_t paged_attention(const float* q, const void* k_cache, const void* v_cache, KvCacheDtype dtype,

@@ -1,6 +1,6 @@
 // The CUDA arm of kernels/ops.h: cuBLAS for matmul, simple fp32 kernels for the elementwise ops, RMSNorm, RoPE,
 // SwiGLU, embedding and AdamW (log-probs: logprob_cuda.cu; attention and the paged cache: attention_cuda.cu).
-// The attention backward and the fused CPU-only ops have no CUDA kernel yet (ops.cpp throws).
+// The fused CPU-only ops have no CUDA kernel yet (ops.cpp throws).
 #include <algorithm>
 #include <cmath>
 #include <unordered_map>
