@@ -393,8 +393,9 @@ void Transformer::prepare_decode_weights(const ParameterStore& params, PackedWei
 Tensor Transformer::forward_cached(const ExecContext& ctx, const ParameterStore& params, const CachedStep& step,
                                    KVCache& cache, const PackedWeights* packed) const {
   RLCPP_CHECK(!config_.value_head, "forward_cached: a value-head model (critic) has no logits to decode from");
-  RLCPP_CHECK(ctx.device() == Device::kCPU, "forward_cached: on " << ctx.name()
-                                                                   << ": the cached decode has no CUDA kernels yet");
+  RLCPP_CHECK(ctx.device() == Device::kCPU,
+              "forward_cached: a " << ctx.name() << " context: the cached decode runs on the CPU only (the model "
+                                   << "has no CUDA executor yet; pass an ExecContext::cpu())");
   RLCPP_CHECK(packed == nullptr || (packed->source == params.flat().data<float>() && !packed->transposed &&
                                     (packed->for_blas ||
                                      static_cast<int64_t>(packed->layers.size()) == config_.num_hidden_layers)),
