@@ -196,12 +196,15 @@ TEST_P(PackedFormat, ProductMatchesTheReferenceAndIsBatchInvariant) {
       ASSERT_FALSE(std::isnan(got));
       ASSERT_NEAR(got, want, c.product_tol * scale) << weight_format_name(c.format) << " at " << m << "," << n;
     }
-  // One row alone gives the same bits as in the batch of 17.
+  // One row alone gives the same bits as in the batch of 17, and so do the first 16 rows (the thin tile).
   for (int64_t m : {0, 5, 16}) {
     Tensor y1 = Tensor::empty({1, 37});
     ops::matmul_packed(x.slice_rows(m, m + 1), packed, y1);
     EXPECT_EQ(std::memcmp(y1.raw(), y.data<float>() + m * 37, 37 * sizeof(float)), 0) << "row " << m;
   }
+  Tensor y16 = Tensor::empty({16, 37});
+  ops::matmul_packed(x.slice_rows(0, 16), packed, y16);
+  EXPECT_EQ(std::memcmp(y16.raw(), y.raw(), y16.nbytes()), 0) << weight_format_name(c.format) << ", 16 rows";
 }
 
 TEST_P(PackedFormat, EpilogueRoundsTheProductThenTheResidualSum) {
@@ -236,9 +239,10 @@ INSTANTIATE_TEST_SUITE_P(Formats, PackedFormat,
 TEST(PackedFormat16, BitsEqualTheFp32ProductOverTheRoundedOperands) {
   // A 16-bit panel is the same fma chain over the values it stores: exactly the fp32 product with the weights
   // rounded first (and for bf16 the activations too, bf16_operand). Odd and even K, a K longer than the 6-row
-  // tile's, rows past a tile and an M that splits between threads; on AVX512-BF16 the bf16 product runs on
-  // vdpbf16ps, whose pairs of products must give the fma chain's bits.
-  for (const auto [m, n, k] : {std::array<int64_t, 3>{13, 40, 33}, {13, 40, 34}, {1, 70, 1}, {97, 130, 301}, {7, 17, 2}}) {
+  // tile's, rows past a tile, the thin tile's 7..16 rows and an M that splits between threads; on AVX512-BF16
+  // the bf16 product runs on vdpbf16ps, whose pairs of products must give the fma chain's bits.
+  for (const auto [m, n, k] : {std::array<int64_t, 3>{13, 40, 33}, {13, 40, 34}, {1, 70, 1}, {97, 130, 301}, {7, 17, 2},
+                               {16, 300, 301}, {5, 33, 9}}) {
     Rng rng(14 + k);
     const Tensor w = rng.normal({n, k}, 0.5f), x = rng.normal({m, k});
     for (WeightFormat f : {WeightFormat::kBF16, WeightFormat::kF16}) {

@@ -21,9 +21,10 @@ struct Dims {
   int64_t m, n, k;
 };
 
-// Odd shapes: N and K off the 16-wide panel, M off the row tile, and a shape large enough to run on two threads.
-const Dims kShapes[] = {{1, 1, 1},    {3, 17, 5},    {17, 33, 130}, {64, 100, 37},
-                        {64, 20, 352}, {17, 256, 128}, {64, 704, 129}};
+// Odd shapes: N and K off the 16-wide panel, M off the row tile, M in the thin tile's 7..16 rows, and shapes
+// large enough to run on two threads.
+const Dims kShapes[] = {{1, 1, 1},     {3, 17, 5},     {17, 33, 130}, {64, 100, 37}, {64, 20, 352},
+                        {17, 256, 128}, {64, 704, 129}, {9, 33, 129},  {16, 97, 130}, {12, 704, 131}};
 
 // The promised arithmetic, one output at a time: acc = 0, acc = fma(x[m][k], w[n][k], acc) for k in order.
 std::vector<float> fma_chain_reference(const Tensor& x, const Tensor& w) {
@@ -91,7 +92,7 @@ TEST(PackedMatmul, EachOutputIsOneFmaChainInOrder) {
   }
 }
 
-TEST(PackedMatmul, RowResultsAreBitIdenticalInBatchesOf1And7And64) {
+TEST(PackedMatmul, RowResultsAreBitIdenticalInBatchesOf1And7And16And64) {
   Rng rng(9);
   const int64_t m = 64;
   for (const Dims& d : {Dims{m, 704, 128}, Dims{m, 100, 37}, Dims{m, 33, 352}}) {
@@ -101,7 +102,7 @@ TEST(PackedMatmul, RowResultsAreBitIdenticalInBatchesOf1And7And64) {
     ops::pack_weight(w, pw);
     Tensor full = Tensor::empty({m, d.n});
     ops::matmul_packed(x, pw, full);
-    for (int64_t batch : {1, 7, 64}) {
+    for (int64_t batch : {1, 7, 16, 64}) {  // the wide tile, the thin tile (7..16 rows), both
       for (int64_t r0 = 0; r0 < m; r0 += batch) {
         const int64_t rows = std::min(batch, m - r0);
         // The rows start at another offset in a fresh buffer, so alignment differs too.

@@ -3,7 +3,8 @@
 // beta = 0: at decode sizes (M = 1..512 rows, K and N a few hundred) the repacking costs as much as a tenth of
 // the product, and at training sizes (M = thousands of rows, K = 128..704) copying the activations and zeroing
 // the output cost a fifth of the step. Here the panels are ready (a few hundred KB, they stay in cache), x is
-// read in place, and one register tile of kRows rows x kPanels panels streams them.
+// read in place, and one register tile of kRows rows x kPanels panels streams them — or, for a decode step of
+// a few rows against weights in DRAM, one thin tile of all its rows x 1 panel (thin_product).
 //
 // Each output is one fused multiply-add chain: acc = 0; acc = fma(x[m][k], w[n][k], acc) for k = 0..K-1 in
 // order; then y = acc (or y + acc). Tiling only decides which chains run side by side, never their order, so a
@@ -111,6 +112,9 @@ struct Vec {
 // one broadcast. Per k it loads kPanels + kRows values for kRows * kPanels multiply-adds.
 constexpr int kRows = 6;
 constexpr int kPanels = 4;
+// The thin tile of a decode step's few rows (more than kRows, at most kThinRows): all of them x 1 panel, 16
+// accumulators, so that one pass over a panel serves every row (see matmul_panels).
+constexpr int kThinRows = 16;
 #elif defined(__AVX2__) && defined(__FMA__)
 struct Vec {
   static constexpr int kWidth = 8;
@@ -158,6 +162,7 @@ struct Vec {
 // 6 x 1 panels = 12 accumulators of the 16 registers, 2 weight registers, one broadcast.
 constexpr int kRows = 6;
 constexpr int kPanels = 1;
+constexpr int kThinRows = kRows;  // no registers for more rows: no thin tile
 #else
 struct Vec {
   static constexpr int kWidth = 1;
@@ -182,12 +187,34 @@ struct Vec {
 };
 constexpr int kRows = 4;
 constexpr int kPanels = 1;
+constexpr int kThinRows = kRows;
 #endif
 constexpr int kVecsPerPanel = static_cast<int>(kPackedPanel) / Vec::kWidth;
 static_assert(kVecsPerPanel * Vec::kWidth == kPackedPanel, "a panel is a whole number of registers");
 
 // Row blocks (of kRows rows) from which a product walks its tiles row block by row block (see matmul_packed).
 constexpr int64_t kRowsOuterMinBlocks = 128;
+
+// How far ahead of its reads the thin tile asks for its panel (one panel row is 64 bytes in fp32 and bf16): the
+// hardware prefetcher alone leaves a 16-row pass over weights in DRAM at ~22 GB/s on this machine's two cores,
+// 4-32 KiB ahead reaches 36-42 GB/s, the 1-row pass's rate (bench/RESULTS.md, session 14).
+constexpr int64_t kPrefetchBytes = 8192;
+
+// Where a tile finds operand kk (a k; a pair word for bf16 pair panels) of its row r in x.
+struct RowMajorX {  // x read in place, row r at r * ld
+  int64_t ld;
+  int64_t at(int64_t r, int64_t kk) const { return r * ld + kk; }
+  static constexpr bool kStreamsPanels = false;
+};
+struct ThinX {  // the thin tile's copy of x: operand kk of every row side by side (one cache line)
+  int64_t at(int64_t r, int64_t kk) const { return kk * kThinRows + r; }
+  static constexpr bool kStreamsPanels = true;  // one pass over each panel, ahead of which it prefetches
+};
+
+template <class XL, class W>
+void prefetch_ahead(const W* panel_row) {
+  if constexpr (XL::kStreamsPanels) __builtin_prefetch(reinterpret_cast<const char*>(panel_row) + kPrefetchBytes, 0, 3);
+}
 
 // What happens to a finished chain: times the channel's scale (quantised panels; `scales` from the tile's
 // first column, already times 2^8 for e4m3), rounded to the compute dtype, added to the residual and rounded
@@ -246,8 +273,8 @@ void store_tile(const Vec (&acc)[ROWS][kVecs], float* y, int64_t ldy, int64_t co
 // fma per weight. For bf16 pair panels x holds bf16 operands already (bf16_operand).
 template <class W>
 struct FmaTile {
-  template <int ROWS, int PANELS>
-  static void run(const float* x, int64_t ldx, const W* panel, int64_t depth, int64_t k, float* y, int64_t ldy,
+  template <int ROWS, int PANELS, class XL>
+  static void run(const float* x, XL xl, const W* panel, int64_t depth, int64_t k, float* y, int64_t ldy,
                   int64_t cols, const float* res, const Epilogue& epilogue) {
     constexpr int kVecs = PANELS * kVecsPerPanel;  // registers across the tile's columns
     Vec acc[ROWS][kVecs];
@@ -257,26 +284,28 @@ struct FmaTile {
     if constexpr (kPairPanel<W>) {
       // Per pair row and register: split the words, then both of each row's fmas, 2p first.
       for (int64_t kk = 0; kk < k; kk += 2) {
+        prefetch_ahead<XL>(panel + kk * kPackedPanel);
         const bool second_k = kk + 1 < k;
         for (int c = 0; c < kVecs; ++c) {
           Vec first, second;
           Vec::load_pair(panel + (c / kVecsPerPanel) * panel_stride + kk * kPackedPanel +
                              (c % kVecsPerPanel) * 2 * Vec::kWidth,
                          first, second);
-          for (int r = 0; r < ROWS; ++r) acc[r][c] = Vec::fma(Vec::broadcast(x[r * ldx + kk]), first, acc[r][c]);
+          for (int r = 0; r < ROWS; ++r) acc[r][c] = Vec::fma(Vec::broadcast(x[xl.at(r, kk)]), first, acc[r][c]);
           if (second_k)
             for (int r = 0; r < ROWS; ++r)
-              acc[r][c] = Vec::fma(Vec::broadcast(x[r * ldx + kk + 1]), second, acc[r][c]);
+              acc[r][c] = Vec::fma(Vec::broadcast(x[xl.at(r, kk + 1)]), second, acc[r][c]);
         }
       }
     } else {
       for (int64_t kk = 0; kk < k; ++kk) {
+        prefetch_ahead<XL>(panel + kk * kPackedPanel);
         Vec w[kVecs];
         for (int c = 0; c < kVecs; ++c)
           w[c] = Vec::load(panel + (c / kVecsPerPanel) * panel_stride + kk * kPackedPanel +
                            (c % kVecsPerPanel) * Vec::kWidth);
         for (int r = 0; r < ROWS; ++r) {
-          const Vec xr = Vec::broadcast(x[r * ldx + kk]);
+          const Vec xr = Vec::broadcast(x[xl.at(r, kk)]);
           for (int c = 0; c < kVecs; ++c) acc[r][c] = Vec::fma(xr, w[c], acc[r][c]);
         }
       }
@@ -286,22 +315,23 @@ struct FmaTile {
 };
 
 #if defined(RLCPP_DPBF16)
-// The bf16 tile on AVX512-BF16: x as words of bf16 operand pairs (x[2p] in the upper half, ldx words a row),
-// one vdpbf16ps per pair row, register and row; an odd K's last k by one fma.
+// The bf16 tile on AVX512-BF16: x as words of bf16 operand pairs (x[2p] in the upper half, operand p of the
+// layout), one vdpbf16ps per pair row, register and row; an odd K's last k by one fma.
 struct DpBf16Tile {
-  template <int ROWS, int PANELS>
-  static void run(const uint32_t* x, int64_t ldx, const Bf16* panel, int64_t depth, int64_t k, float* y,
+  template <int ROWS, int PANELS, class XL>
+  static void run(const uint32_t* x, XL xl, const Bf16* panel, int64_t depth, int64_t k, float* y,
                   int64_t ldy, int64_t cols, const float* res, const Epilogue& epilogue) {
     Vec acc[ROWS][PANELS];
     for (int r = 0; r < ROWS; ++r)
       for (int c = 0; c < PANELS; ++c) acc[r][c] = Vec::zero();
     const int64_t panel_stride = depth * kPackedPanel, pairs = k / 2;
     for (int64_t p = 0; p < pairs; ++p) {
+      prefetch_ahead<XL>(panel + p * 2 * kPackedPanel);
       __m512bh w[PANELS];
       for (int c = 0; c < PANELS; ++c)
         w[c] = (__m512bh)_mm512_loadu_si512(panel + c * panel_stride + p * 2 * kPackedPanel);
       for (int r = 0; r < ROWS; ++r) {
-        const __m512bh xr = (__m512bh)_mm512_set1_epi32(static_cast<int>(x[r * ldx + p]));
+        const __m512bh xr = (__m512bh)_mm512_set1_epi32(static_cast<int>(x[xl.at(r, p)]));
         for (int c = 0; c < PANELS; ++c) acc[r][c].v = _mm512_dpbf16_ps(acc[r][c].v, w[c], xr);
       }
     }
@@ -310,7 +340,7 @@ struct DpBf16Tile {
         Vec first, second;
         Vec::load_pair(panel + c * panel_stride + pairs * 2 * kPackedPanel, first, second);
         for (int r = 0; r < ROWS; ++r) {
-          const float xr = std::bit_cast<float>(x[r * ldx + pairs] & 0xFFFF0000u);
+          const float xr = std::bit_cast<float>(x[xl.at(r, pairs)] & 0xFFFF0000u);
           acc[r][c] = Vec::fma(Vec::broadcast(xr), first, acc[r][c]);
         }
       }
@@ -320,28 +350,29 @@ struct DpBf16Tile {
 };
 #endif
 
-// tiles[rows - 1][panels - 1]: every remainder shape of the kRows x kPanels tile, for one Tile kind.
-template <class Tile, int ROWS, int... P>
+// tiles[rows - 1][panels - 1]: every remainder shape of a ROWS x PANELS tile reading x through XL, for one
+// Tile kind.
+template <class Tile, class XL, int ROWS, int... P>
 constexpr auto row_of_tiles(std::integer_sequence<int, P...>) {
-  return std::array{&Tile::template run<ROWS, P + 1>...};
+  return std::array{&Tile::template run<ROWS, P + 1, XL>...};
 }
-template <class Tile, int... R>
+template <class Tile, class XL, int PANELS, int... R>
 constexpr auto tile_table(std::integer_sequence<int, R...>) {
-  return std::array{row_of_tiles<Tile, R + 1>(std::make_integer_sequence<int, kPanels>{})...};
+  return std::array{row_of_tiles<Tile, XL, R + 1>(std::make_integer_sequence<int, PANELS>{})...};
 }
-template <class Tile>
-constexpr auto kTiles = tile_table<Tile>(std::make_integer_sequence<int, kRows>{});
+template <class Tile, class XL, int ROWS, int PANELS>
+constexpr auto kTiles = tile_table<Tile, XL, PANELS>(std::make_integer_sequence<int, ROWS>{});
 
-// y = x @ W^T over the tiles of one Tile kind; x has m rows ldx elements apart.
-template <class Tile, class X, class W>
-void run_tiles(const X* x, int64_t ldx, const W* panels, const float* scales, float* y, int64_t m, int64_t n,
-               int64_t k, const float* residual, DType round) {
+// y = x @ W^T over the ROWS x PANELS tiles of one Tile kind; x's m rows are where xl says.
+template <class Tile, int ROWS, int PANELS, class X, class XL, class W>
+void run_tiles(const X* x, XL xl, const W* panels, const float* scales, float* y, int64_t m, int64_t n, int64_t k,
+               const float* residual, DType round) {
   const int64_t depth = panel_depth_of<W>(k);
   const int64_t num_panels = (n + kPackedPanel - 1) / kPackedPanel;
-  const int64_t groups = (num_panels + kPanels - 1) / kPanels;
+  const int64_t groups = (num_panels + PANELS - 1) / PANELS;
   // Row blocks of near-equal size (32 rows: blocks of 5 and 6 rather than five of 6 and one of 2): a short tile
   // leaves the FMA units waiting on its few accumulators.
-  const int64_t row_blocks = (m + kRows - 1) / kRows;
+  const int64_t row_blocks = (m + ROWS - 1) / ROWS;
   // Which tiles a thread gets (its contiguous share of the tile order below). Few rows (decode): panel-group-
   // major, so a thread's share is whole panel groups whose weights stay in that core's cache from one call to
   // the next. Many rows (prefill, training): row-block-major, so a thread's share is whole row blocks and
@@ -353,15 +384,24 @@ void run_tiles(const X* x, int64_t ldx, const W* panels, const float* scales, fl
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t g = rows_outer ? t % groups : t / row_blocks, rb = rows_outer ? t / groups : t % row_blocks;
-    const int64_t p0 = g * kPanels, row0 = rb * m / row_blocks;
-    const int64_t np = std::min<int64_t>(kPanels, num_panels - p0), nr = (rb + 1) * m / row_blocks - row0;
+    const int64_t p0 = g * PANELS, row0 = rb * m / row_blocks;
+    const int64_t np = std::min<int64_t>(PANELS, num_panels - p0), nr = (rb + 1) * m / row_blocks - row0;
     const int64_t col0 = p0 * kPackedPanel;
     const Epilogue epilogue{scales ? scales + col0 : nullptr, round};
-    kTiles<Tile>[nr - 1][np - 1](x + row0 * ldx, ldx, panels + p0 * depth * kPackedPanel, depth, k,
-                                 y + row0 * n + col0, n, std::min<int64_t>(np * kPackedPanel, n - col0),
-                                 residual ? residual + row0 * n + col0 : nullptr, epilogue);
+    kTiles<Tile, XL, ROWS, PANELS>[nr - 1][np - 1](x + xl.at(row0, 0), xl, panels + p0 * depth * kPackedPanel, depth,
+                                                   k, y + row0 * n + col0, n,
+                                                   std::min<int64_t>(np * kPackedPanel, n - col0),
+                                                   residual ? residual + row0 * n + col0 : nullptr, epilogue);
   }
 }
+
+// Whether a product of m rows runs as thin tiles (all rows against one panel at a time, kThinRows x 1) rather
+// than kRows x kPanels ones. A decode step of a batch (7..16 rows) against a model larger than the cache: the
+// wide tile passes over each panel group once per row block, the first pass reading it from DRAM while the FMA
+// units do a third of the work they could, so memory and arithmetic take turns (W2 bf16, 16 rows: 35-45 ms a
+// step where either alone takes ~22). One streaming pass with the panel prefetched ahead overlaps them
+// (26-29 ms). At 1..kRows rows the wide tile is one pass already, and the thin one is no faster.
+bool thin_product(int64_t m) { return kThinRows > kRows && m > kRows && m <= kThinRows; }
 
 // The operands of a bf16 product, converted once per call into a buffer of the calling thread (x is small next
 // to the product: m x k against m x k x n), on both cores when the product runs on both.
@@ -375,9 +415,31 @@ const T* bf16_operands(const float* x, int64_t m, int64_t row_len, bool parallel
   return out;
 }
 
+// A thin product's x (m <= kThinRows rows of row_len operands, row-major) copied into ThinX's layout, in a
+// buffer of the calling thread.
+template <class T>
+const T* thin_operands(const T* rows, int64_t m, int64_t row_len) {
+  thread_local std::vector<T> buffer;
+  buffer.resize(static_cast<size_t>(kThinRows * row_len));
+  for (int64_t kk = 0; kk < row_len; ++kk)
+    for (int64_t i = 0; i < m; ++i) buffer[ThinX{}.at(i, kk)] = rows[i * row_len + kk];
+  return buffer.data();
+}
+
+// y = x @ W^T through one Tile kind, with x's operands at x (row-major, ld apart) or in ThinX's layout.
+template <class Tile, class X, class W>
+void run_product(const X* x, int64_t ld, bool thin, const W* panels, const float* scales, float* y, int64_t m,
+                 int64_t n, int64_t k, const float* residual, DType round) {
+  if constexpr (kThinRows > kRows) {
+    if (thin) return run_tiles<Tile, kThinRows, 1>(x, ThinX{}, panels, scales, y, m, n, k, residual, round);
+  }
+  run_tiles<Tile, kRows, kPanels>(x, RowMajorX{ld}, panels, scales, y, m, n, k, residual, round);
+}
+
 template <class W>
 void matmul_panels(const float* x, const W* panels, const float* scales, float* y, int64_t m, int64_t n, int64_t k,
                    const float* residual, DType round) {
+  const bool thin = thin_product(m);
   if constexpr (kPairPanel<W>) {
     const bool parallel = m * n * k >= kParallelMinMacs && m > 1;
 #if defined(RLCPP_DPBF16)
@@ -388,15 +450,17 @@ void matmul_panels(const float* x, const W* panels, const float* scales, float* 
         row[p] = uint32_t{bf16_operand_bits(xi[2 * p])} << 16 | bf16_operand_bits(xi[2 * p + 1]);
       if (k % 2 != 0) row[k / 2] = uint32_t{bf16_operand_bits(xi[k - 1])} << 16;
     });
-    run_tiles<DpBf16Tile>(pairs, words, panels, scales, y, m, n, k, residual, round);
+    run_product<DpBf16Tile>(thin ? thin_operands(pairs, m, words) : pairs, words, thin, panels, scales, y, m, n, k,
+                            residual, round);
 #else
     const float* operands = bf16_operands<float>(x, m, k, parallel, [&](int64_t i, float* row) {
       for (int64_t kk = 0; kk < k; ++kk) row[kk] = bf16_operand(x[i * k + kk]);
     });
-    run_tiles<FmaTile<W>>(operands, k, panels, scales, y, m, n, k, residual, round);
+    run_product<FmaTile<W>>(thin ? thin_operands(operands, m, k) : operands, k, thin, panels, scales, y, m, n, k,
+                            residual, round);
 #endif
   } else {
-    run_tiles<FmaTile<W>>(x, k, panels, scales, y, m, n, k, residual, round);
+    run_product<FmaTile<W>>(thin ? thin_operands(x, m, k) : x, k, thin, panels, scales, y, m, n, k, residual, round);
   }
 }
 
