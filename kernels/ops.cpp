@@ -71,6 +71,11 @@ void expect_device_cu_seqlens(const char* op, const Tensor& cu_seqlens) {
               op << ": cu_seqlens has shape " << shape_str(cu_seqlens.shape()) << ", expected (B+1) with B >= 1");
 }
 #ifdef RLCPP_WITH_CUDA
+cuda::FloatDtype cuda_float_dtype(DType dtype) {
+  return dtype == DType::kBF16 ? cuda::FloatDtype::kBF16
+         : dtype == DType::kF16 ? cuda::FloatDtype::kF16
+                                : cuda::FloatDtype::kF32;
+}
 void check_cuda_head_dim(const char* op, int64_t d) {
   RLCPP_CHECK(d <= cuda::kMaxAttentionHeadDim,
               op << ": head_dim " << d << " above the CUDA kernel's " << cuda::kMaxAttentionHeadDim);
@@ -207,7 +212,10 @@ void round_to(Tensor& x, DType dtype) {
   if (dtype == DType::kF32) return;
   RLCPP_CHECK(dtype == DType::kBF16 || dtype == DType::kF16,
               op << ": cannot round to " << dtype_name(dtype) << " (F32, BF16 or F16)");
-  if (runs_on_cuda(op, {{"x", &x}})) no_cuda_kernel(op);
+  if (runs_on_cuda(op, {{"x", &x}})) {
+    RLCPP_CUDA_ARM(op, cuda::round_to(x.data<float>(), x.numel(), cuda_float_dtype(dtype), kStream));
+    return;
+  }
   cpu::round_to(x.data<float>(), x.numel(), dtype);
 }
 
@@ -416,13 +424,12 @@ void check_qkv_shapes(const char* op, const Tensor& qkv, const char* qkv_name, c
 }
 
 // The checks rope_split_qkv and rope_backward_merge_qkv share: the shapes above, positions (N) inside the
-// table, table (max_positions, D), D even.
-void check_rope_qkv(const char* op, const Tensor& qkv, const char* qkv_name, const Tensor& q, const char* q_name,
+// table (on the CPU), table (max_positions, D), D even. Returns true when the op runs on CUDA.
+bool check_rope_qkv(const char* op, const Tensor& qkv, const char* qkv_name, const Tensor& q, const char* q_name,
                     const Tensor& k, const char* k_name, const Tensor& v, const char* v_name,
                     const Tensor& positions, const Tensor& table) {
-  if (runs_on_cuda(op, {{qkv_name, &qkv}, {q_name, &q}, {k_name, &k}, {v_name, &v}, {"table", &table}},
-                   {{"positions", &positions}}))
-    no_cuda_kernel(op);
+  const bool cuda = runs_on_cuda(op, {{qkv_name, &qkv}, {q_name, &q}, {k_name, &k}, {v_name, &v}, {"table", &table}},
+                                 {{"positions", &positions}});
   check_qkv_shapes(op, qkv, qkv_name, q, q_name, k, k_name, v, v_name);
   const int64_t n = q.size(0), d = q.size(2);
   expect_shape(op, {"positions", &positions}, {n});
@@ -430,20 +437,34 @@ void check_rope_qkv(const char* op, const Tensor& qkv, const char* qkv_name, con
   RLCPP_CHECK(table.size(1) == d, op << ": table " << shape_str(table.shape()) << " is for head_dim " << table.size(1)
                                      << " but " << q_name << " " << shape_str(q.shape()) << " has " << d);
   RLCPP_CHECK(d % 2 == 0, op << ": head_dim " << d << " is odd");
-  expect_indices_in(op, {"positions", &positions}, 0, table.size(0));
+  if (!cuda) expect_indices_in(op, {"positions", &positions}, 0, table.size(0));
+  return cuda;
 }
 }  // namespace
 
 void rope_split_qkv(const Tensor& qkv, const Tensor& positions, const Tensor& table, Tensor& q, Tensor& k,
                     Tensor& v) {
-  check_rope_qkv("rope_split_qkv", qkv, "qkv", q, "q", k, "k", v, "v", positions, table);
+  const char* op = "rope_split_qkv";
+  if (check_rope_qkv(op, qkv, "qkv", q, "q", k, "k", v, "v", positions, table)) {
+    RLCPP_CUDA_ARM(op, cuda::rope_split_qkv(qkv.data<float>(), positions.data<int32_t>(), table.data<float>(),
+                                            q.data<float>(), k.data<float>(), v.data<float>(), q.size(0), q.size(1),
+                                            k.size(1), q.size(2), kStream));
+    return;
+  }
   cpu::rope_split_qkv(qkv.data<float>(), positions.data<int32_t>(), table.data<float>(), q.data<float>(),
                       k.data<float>(), v.data<float>(), q.size(0), q.size(1), k.size(1), q.size(2));
 }
 
 void rope_backward_merge_qkv(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& positions,
                              const Tensor& table, Tensor& dqkv) {
-  check_rope_qkv("rope_backward_merge_qkv", dqkv, "dqkv", dq, "dq", dk, "dk", dv, "dv", positions, table);
+  const char* op = "rope_backward_merge_qkv";
+  if (check_rope_qkv(op, dqkv, "dqkv", dq, "dq", dk, "dk", dv, "dv", positions, table)) {
+    RLCPP_CUDA_ARM(op, cuda::rope_backward_merge_qkv(dq.data<float>(), dk.data<float>(), dv.data<float>(),
+                                                     positions.data<int32_t>(), table.data<float>(),
+                                                     dqkv.data<float>(), dq.size(0), dq.size(1), dk.size(1),
+                                                     dq.size(2), kStream));
+    return;
+  }
   cpu::rope_backward_merge_qkv(dq.data<float>(), dk.data<float>(), dv.data<float>(), positions.data<int32_t>(),
                                table.data<float>(), dqkv.data<float>(), dq.size(0), dq.size(1), dk.size(1),
                                dq.size(2));
@@ -451,16 +472,26 @@ void rope_backward_merge_qkv(const Tensor& dq, const Tensor& dk, const Tensor& d
 
 void split_qkv(const Tensor& qkv, Tensor& q, Tensor& k, Tensor& v) {
   const char* op = "split_qkv";
-  if (runs_on_cuda(op, {{"qkv", &qkv}, {"q", &q}, {"k", &k}, {"v", &v}})) no_cuda_kernel(op);
+  const bool cuda = runs_on_cuda(op, {{"qkv", &qkv}, {"q", &q}, {"k", &k}, {"v", &v}});
   check_qkv_shapes(op, qkv, "qkv", q, "q", k, "k", v, "v");
+  if (cuda) {
+    RLCPP_CUDA_ARM(op, cuda::split_qkv(qkv.data<float>(), q.data<float>(), k.data<float>(), v.data<float>(), q.size(0),
+                                       q.size(1), k.size(1), q.size(2), kStream));
+    return;
+  }
   cpu::split_qkv(qkv.data<float>(), q.data<float>(), k.data<float>(), v.data<float>(), q.size(0), q.size(1),
                  k.size(1), q.size(2));
 }
 
 void merge_qkv(const Tensor& dq, const Tensor& dk, const Tensor& dv, Tensor& dqkv) {
   const char* op = "merge_qkv";
-  if (runs_on_cuda(op, {{"dq", &dq}, {"dk", &dk}, {"dv", &dv}, {"dqkv", &dqkv}})) no_cuda_kernel(op);
+  const bool cuda = runs_on_cuda(op, {{"dq", &dq}, {"dk", &dk}, {"dv", &dv}, {"dqkv", &dqkv}});
   check_qkv_shapes(op, dqkv, "dqkv", dq, "dq", dk, "dk", dv, "dv");
+  if (cuda) {
+    RLCPP_CUDA_ARM(op, cuda::merge_qkv(dq.data<float>(), dk.data<float>(), dv.data<float>(), dqkv.data<float>(),
+                                       dq.size(0), dq.size(1), dk.size(1), dq.size(2), kStream));
+    return;
+  }
   cpu::merge_qkv(dq.data<float>(), dk.data<float>(), dv.data<float>(), dqkv.data<float>(), dq.size(0), dq.size(1),
                  dk.size(1), dq.size(2));
 }
@@ -539,13 +570,6 @@ DType kv_cache_dtype(const char* op, const Tensor& k_cache, const Tensor& v_cach
   return dtype;
 }
 
-#ifdef RLCPP_WITH_CUDA
-cuda::KvCacheDtype cuda_kv_dtype(DType dtype) {
-  return dtype == DType::kBF16 ? cuda::KvCacheDtype::kBF16
-         : dtype == DType::kF16 ? cuda::KvCacheDtype::kF16
-                                : cuda::KvCacheDtype::kF32;
-}
-#endif
 
 }  // namespace
 
@@ -561,7 +585,7 @@ void paged_kv_write(const Tensor& k, const Tensor& v, const Tensor& slot_mapping
   expect_shape(op, {"v_cache", &v_cache}, k_cache.shape());
   if (cuda) {  // slot_mapping lives on the device: not range-checked
     RLCPP_CUDA_ARM(op, cuda::paged_kv_write(k.data<float>(), v.data<float>(), slot_mapping.data<int32_t>(), k.size(0),
-                                            k.size(1) * k.size(2), k_cache.raw(), v_cache.raw(), cuda_kv_dtype(dtype),
+                                            k.size(1) * k.size(2), k_cache.raw(), v_cache.raw(), cuda_float_dtype(dtype),
                                             kStream));
     return;
   }
@@ -597,7 +621,7 @@ void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cac
   if (cuda) {  // the block tables live on the device: not range-checked
 #ifdef RLCPP_WITH_CUDA
     check_cuda_head_dim(op, d);
-    RLCPP_CUDA_ARM(op, cuda::paged_attention(q.data<float>(), k_cache.raw(), v_cache.raw(), cuda_kv_dtype(dtype),
+    RLCPP_CUDA_ARM(op, cuda::paged_attention(q.data<float>(), k_cache.raw(), v_cache.raw(), cuda_float_dtype(dtype),
                                              query_seq.data<int32_t>(), query_pos.data<int32_t>(),
                                              block_indptr.data<int32_t>(), block_indices.data<int32_t>(), block_size,
                                              n, hq, hkv, d, scale, out.data<float>(), kStream));

@@ -3,6 +3,8 @@
 // formula, and the errors the dispatch point throws.
 #include <omp.h>
 
+#include <array>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -723,6 +725,86 @@ TEST(Dispatch, CudaLogprobsMatchTheCpuReference) {
       expect_close(d_lse, lse, "lse");
       expect_close(d_ent, ent, "entropy");
       expect_close(d_dlogits, dlogits, "dlogits");
+    }
+  }
+}
+
+TEST(Dispatch, CudaRoundToGivesTheCpuBits) {
+  // round_to on the device rounds as the CPU does, bit for bit: ties either way, overflow to inf, subnormals of
+  // both formats, and NaNs with payloads (kept, quieted) among random values of many scales.
+  std::string why;
+  if (ExecContext::cuda_devices(&why) == 0) GTEST_SKIP() << why;
+  const ExecContext gpu = ExecContext::cuda(0);
+  const uint32_t special[] = {0x00000000u, 0x80000000u, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0x7FC00001u,
+                              0xFFA00123u, 0x7F800001u, 0x7F7FFFFFu, 0xFF7FFFFFu, 0x00000001u, 0x807FFFFFu,
+                              0x3F808000u, 0x3F818000u, 0x3F808001u, 0x3F801000u, 0x3F803000u, 0x3F801001u,
+                              0x477FE000u, 0x477FF000u, 0x477FEFFFu, 0x33800000u, 0x33000000u, 0x38800000u};
+  Rng rng(43);
+  Tensor x = rng.normal({1031});
+  const float scales[] = {1.0f, 1e-30f, 1e-6f, 3e4f, 1e38f};
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] *= scales[i % 5];
+  for (size_t i = 0; i < std::size(special); ++i) std::memcpy(x.data<float>() + 7 * i, &special[i], sizeof(float));
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    Tensor want = x.clone(), got = Tensor::empty(x.shape());
+    ops::round_to(want, dt);
+    Tensor device = gpu.copy_of(x);
+    ops::round_to(device, dt);
+    gpu.copy(device, got);
+    for (int64_t i = 0; i < x.numel(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(got.data<float>()[i]), std::bit_cast<uint32_t>(want.data<float>()[i]))
+          << dtype_name(dt) << " of bits 0x" << std::hex << std::bit_cast<uint32_t>(x.data<float>()[i]);
+  }
+}
+
+TEST(Dispatch, CudaQkvSplitsAndMergesMatchTheCpu) {
+  // The fused qkv product's split (with RoPE on q and k, and without) and the backward's merge (with the inverse
+  // rotation, and without) on the device against the CPU: copies bit for bit, rotations to fp32 rounding (the
+  // compilers may contract a * c - b * s differently). GQA heads, odd row counts, outputs poisoned first.
+  std::string why;
+  if (ExecContext::cuda_devices(&why) == 0) GTEST_SKIP() << why;
+  const ExecContext gpu = ExecContext::cuda(0);
+  Rng rng(44);
+  auto poisoned = [&](const Shape& shape) { return gpu.copy_of(filled(shape, std::nanf(""))); };
+  auto back = [&](const Tensor& device) {
+    Tensor host = Tensor::empty(device.shape());
+    gpu.copy(device, host);
+    return host;
+  };
+  auto doubles = [](const Tensor& t) {
+    const std::vector<float> v = values_of(t);
+    return std::vector<double>(v.begin(), v.end());
+  };
+  for (const auto [n, hq, hkv, d] : {std::array<int64_t, 4>{17, 4, 2, 12}, {1, 2, 2, 54}, {54, 6, 1, 64}}) {
+    SCOPED_TRACE(::testing::Message() << "n=" << n << " hq=" << hq << " hkv=" << hkv << " d=" << d);
+    const Tensor table = ops::rope_table(128, d, 10000.0f);
+    Tensor positions = Tensor::empty({n}, DType::kI32);
+    for (int64_t i = 0; i < n; ++i) positions.data<int32_t>()[i] = static_cast<int32_t>(i * 37 % 128);
+    const Tensor qkv = rng.normal({n, (hq + 2 * hkv) * d});
+    const Tensor dq = rng.normal({n, hq, d}), dk = rng.normal({n, hkv, d}), dv = rng.normal({n, hkv, d});
+    const Tensor g_qkv = gpu.copy_of(qkv), g_pos = gpu.copy_of(positions), g_table = gpu.copy_of(table);
+    const Tensor g_dq = gpu.copy_of(dq), g_dk = gpu.copy_of(dk), g_dv = gpu.copy_of(dv);
+    for (const bool rope : {true, false}) {
+      SCOPED_TRACE(rope ? "rope" : "plain");
+      Tensor q = Tensor::empty({n, hq, d}), k = Tensor::empty({n, hkv, d}), v = Tensor::empty({n, hkv, d});
+      Tensor merged = Tensor::empty(qkv.shape());
+      Tensor g_q = poisoned(q.shape()), g_k = poisoned(k.shape()), g_v = poisoned(v.shape());
+      Tensor g_merged = poisoned(qkv.shape());
+      if (rope) {
+        ops::rope_split_qkv(qkv, positions, table, q, k, v);
+        ops::rope_backward_merge_qkv(dq, dk, dv, positions, table, merged);
+        ops::rope_split_qkv(g_qkv, g_pos, g_table, g_q, g_k, g_v);
+        ops::rope_backward_merge_qkv(g_dq, g_dk, g_dv, g_pos, g_table, g_merged);
+      } else {
+        ops::split_qkv(qkv, q, k, v);
+        ops::merge_qkv(dq, dk, dv, merged);
+        ops::split_qkv(g_qkv, g_q, g_k, g_v);
+        ops::merge_qkv(g_dq, g_dk, g_dv, g_merged);
+      }
+      const float tol = rope ? 1e-6f : 0.0f;
+      expect_near_all(back(g_q), doubles(q), tol, tol, "q");
+      expect_near_all(back(g_k), doubles(k), tol, tol, "k");
+      EXPECT_EQ(std::memcmp(back(g_v).raw(), v.raw(), v.nbytes()), 0) << "v";
+      expect_near_all(back(g_merged), doubles(merged), tol, tol, "merged");
     }
   }
 }

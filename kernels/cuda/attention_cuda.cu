@@ -3,13 +3,11 @@
 // the row's keys in position order (no scores materialised), each lane holding head_dim / 32 of the dims and
 // the dot products summed by the warp's xor butterfly (every lane gets the same bits). The same device function
 // serves the packed forward and the paged decode: a query's result depends only on its own keys, never on the
-// batch. The cache stores F32, or BF16 / F16 bits (rounded to nearest even on write, converted back exactly).
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
+// batch. The cache stores F32, or BF16 / F16 bits (dtype_round.cuh: the CPU cache's bits; read back exactly).
 #include <cmath>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/dtype_round.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace rlcpp::cuda {
@@ -26,13 +24,13 @@ struct F32Kv {
 };
 struct Bf16Kv {
   using T = uint16_t;
-  __device__ static float load(uint16_t x) { return __uint_as_float(static_cast<uint32_t>(x) << 16); }
-  __device__ static uint16_t store(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
+  __device__ static float load(uint16_t x) { return bf16_value(x); }
+  __device__ static uint16_t store(float x) { return bf16_bits(x); }
 };
 struct F16Kv {
   using T = uint16_t;
-  __device__ static float load(uint16_t x) { return __half2float(__ushort_as_half(x)); }
-  __device__ static uint16_t store(float x) { return __half_as_ushort(__float2half_rn(x)); }
+  __device__ static float load(uint16_t x) { return f16_value(x); }
+  __device__ static uint16_t store(float x) { return f16_bits(x); }
 };
 
 __device__ float warp_sum(float x) {
@@ -256,30 +254,30 @@ cudaError_t attention_backward(const float* dout, const float* q, const float* k
 }
 
 cudaError_t paged_kv_write(const float* k, const float* v, const int32_t* slot_mapping, int64_t n, int64_t row,
-                           void* k_cache, void* v_cache, KvCacheDtype dtype, cudaStream_t stream) {
+                           void* k_cache, void* v_cache, FloatDtype dtype, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   switch (dtype) {
-    case KvCacheDtype::kF32: return launch_paged_kv_write<F32Kv>(k, v, slot_mapping, n, row, k_cache, v_cache, stream);
-    case KvCacheDtype::kBF16:
+    case FloatDtype::kF32: return launch_paged_kv_write<F32Kv>(k, v, slot_mapping, n, row, k_cache, v_cache, stream);
+    case FloatDtype::kBF16:
       return launch_paged_kv_write<Bf16Kv>(k, v, slot_mapping, n, row, k_cache, v_cache, stream);
-    case KvCacheDtype::kF16: return launch_paged_kv_write<F16Kv>(k, v, slot_mapping, n, row, k_cache, v_cache, stream);
+    case FloatDtype::kF16: return launch_paged_kv_write<F16Kv>(k, v, slot_mapping, n, row, k_cache, v_cache, stream);
   }
   return cudaErrorInvalidValue;
 }
 
-cudaError_t paged_attention(const float* q, const void* k_cache, const void* v_cache, KvCacheDtype dtype,
+cudaError_t paged_attention(const float* q, const void* k_cache, const void* v_cache, FloatDtype dtype,
                             const int32_t* query_seq, const int32_t* query_pos, const int32_t* block_indptr,
                             const int32_t* block_indices, int64_t block_size, int64_t n, int64_t hq, int64_t hkv,
                             int64_t d, float scale, float* out, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   switch (dtype) {
-    case KvCacheDtype::kF32:
+    case FloatDtype::kF32:
       return launch_paged_attention<F32Kv>(q, k_cache, v_cache, query_seq, query_pos, block_indptr, block_indices,
                                            block_size, n, hq, hkv, d, scale, out, stream);
-    case KvCacheDtype::kBF16:
+    case FloatDtype::kBF16:
       return launch_paged_attention<Bf16Kv>(q, k_cache, v_cache, query_seq, query_pos, block_indptr, block_indices,
                                             block_size, n, hq, hkv, d, scale, out, stream);
-    case KvCacheDtype::kF16:
+    case FloatDtype::kF16:
       return launch_paged_attention<F16Kv>(q, k_cache, v_cache, query_seq, query_pos, block_indptr, block_indices,
                                            block_size, n, hq, hkv, d, scale, out, stream);
   }

@@ -15,6 +15,9 @@
 
 namespace rlcpp::cuda {
 
+// The float dtypes a kernel stores or rounds to (dtype_round.cuh: the CPU's bits, NaN included).
+enum class FloatDtype { kF32, kBF16, kF16 };
+
 // c (m,n) = alpha * op(a) @ op(b) + beta * c, row-major, on the calling thread's cuBLAS handle for the current
 // device (plain fp32: no TF32 tensor-op math).
 cublasStatus_t matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t n,
@@ -39,10 +42,25 @@ cudaError_t rmsnorm_forward(const float* x, const float* weight, float eps, floa
 cudaError_t rmsnorm_backward(const float* dout, const float* x, const float* weight, const float* rstd, float* dx,
                              float* dweight, int64_t n, int64_t c, cudaStream_t stream);
 
+// x rounded to dtype in place, element by element (ops::round_to); F32 leaves x as it is.
+cudaError_t round_to(float* x, int64_t n, FloatDtype dtype, cudaStream_t stream);
+
 cudaError_t rope_forward(float* x, const int32_t* positions, const float* table, int64_t n, int64_t heads,
                          int64_t head_dim, cudaStream_t stream);
 cudaError_t rope_backward(float* dx, const int32_t* positions, const float* table, int64_t n, int64_t heads,
                           int64_t head_dim, cudaStream_t stream);
+
+// The fused qkv product's columns (N, (Hq + 2 Hkv) D) into q (N,Hq,D), k and v (N,Hkv,D), and back; the rope_
+// forms rotate q and k on the way (by +angle) and dq, dk on the way back (by -angle), as ops.h says.
+cudaError_t rope_split_qkv(const float* qkv, const int32_t* positions, const float* table, float* q, float* k,
+                           float* v, int64_t n, int64_t hq, int64_t hkv, int64_t head_dim, cudaStream_t stream);
+cudaError_t rope_backward_merge_qkv(const float* dq, const float* dk, const float* dv, const int32_t* positions,
+                                    const float* table, float* dqkv, int64_t n, int64_t hq, int64_t hkv,
+                                    int64_t head_dim, cudaStream_t stream);
+cudaError_t split_qkv(const float* qkv, float* q, float* k, float* v, int64_t n, int64_t hq, int64_t hkv,
+                      int64_t head_dim, cudaStream_t stream);
+cudaError_t merge_qkv(const float* dq, const float* dk, const float* dv, float* dqkv, int64_t n, int64_t hq,
+                      int64_t hkv, int64_t head_dim, cudaStream_t stream);
 
 cudaError_t swiglu_forward(const float* gate_up, float* out, int64_t n, int64_t f, cudaStream_t stream);
 cudaError_t swiglu_backward(const float* dout, const float* gate_up, float* dgate_up, int64_t n, int64_t f,
@@ -52,7 +70,6 @@ cudaError_t swiglu_backward(const float* dout, const float* gate_up, float* dgat
 // paged_kv_write and paged_attention; head_dim at most kMaxAttentionHeadDim (ops.cpp checks). Indices are not range-checked on the
 // device: ops.cpp checks cu_seqlens' shape only, the paged tables not at all (they live on the device).
 constexpr int64_t kMaxAttentionHeadDim = 256;
-enum class KvCacheDtype { kF32, kBF16, kF16 };
 cudaError_t attention_forward(const float* q, const float* k, const float* v, const int32_t* cu_seqlens,
                               int64_t num_seqs, int64_t n, int64_t hq, int64_t hkv, int64_t d, float scale, float* out,
                               float* lse, cudaStream_t stream);
@@ -61,8 +78,8 @@ cudaError_t attention_backward(const float* dout, const float* q, const float* k
                                int64_t hkv, int64_t d, float scale, float* dq, float* dk, float* dv,
                                cudaStream_t stream);
 cudaError_t paged_kv_write(const float* k, const float* v, const int32_t* slot_mapping, int64_t n, int64_t row,
-                           void* k_cache, void* v_cache, KvCacheDtype dtype, cudaStream_t stream);
-cudaError_t paged_attention(const float* q, const void* k_cache, const void* v_cache, KvCacheDtype dtype,
+                           void* k_cache, void* v_cache, FloatDtype dtype, cudaStream_t stream);
+cudaError_t paged_attention(const float* q, const void* k_cache, const void* v_cache, FloatDtype dtype,
                             const int32_t* query_seq, const int32_t* query_pos, const int32_t* block_indptr,
                             const int32_t* block_indices, int64_t block_size, int64_t n, int64_t hq, int64_t hkv,
                             int64_t d, float scale, float* out, cudaStream_t stream);
