@@ -84,9 +84,37 @@ void check_cuda_head_dim(const char* op, int64_t d) {
 
 }  // namespace
 
-void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta) {
+const char* matmul_math_name(MatmulMath math) {
+  switch (math) {
+    case MatmulMath::kF32: return "f32";
+    case MatmulMath::kTF32: return "tf32";
+    case MatmulMath::kBF16: return "bf16";
+    case MatmulMath::kF16: return "f16";
+  }
+  return "?";
+}
+
+#ifdef RLCPP_WITH_CUDA
+namespace {
+cublasComputeType_t cublas_compute(MatmulMath math) {
+  switch (math) {
+    case MatmulMath::kF32: return CUBLAS_COMPUTE_32F;
+    case MatmulMath::kTF32: return CUBLAS_COMPUTE_32F_FAST_TF32;
+    case MatmulMath::kBF16: return CUBLAS_COMPUTE_32F_FAST_16BF;
+    case MatmulMath::kF16: return CUBLAS_COMPUTE_32F_FAST_16F;
+  }
+  return CUBLAS_COMPUTE_32F;
+}
+}  // namespace
+#endif
+
+void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha, float beta,
+            MatmulMath math) {
   const char* op = "matmul";
   const bool cuda = runs_on_cuda(op, {{"a", &a}, {"b", &b}, {"c", &c}});
+  RLCPP_CHECK(cuda || math == MatmulMath::kF32, op << ": " << matmul_math_name(math)
+                                                   << " math runs on CUDA only (the CPU's bf16 and fp16 products are "
+                                                      "matmul_packed's)");
   expect_rank(op, {"a", &a}, 2, "(M,K)");
   expect_rank(op, {"b", &b}, 2, "(K,N)");
   expect_rank(op, {"c", &c}, 2, "(M,N)");
@@ -100,7 +128,7 @@ void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor
   expect_shape(op, {"c", &c}, {m, n});
   if (cuda) {
     RLCPP_CUDA_ARM(op, cuda::matmul(a.data<float>(), trans_a, b.data<float>(), trans_b, c.data<float>(), m, n, k,
-                                    alpha, beta, kStream));
+                                    alpha, beta, cublas_compute(math), kStream));
     return;
   }
   cpu::matmul(a.data<float>(), trans_a, b.data<float>(), trans_b, c.data<float>(), m, n, k, alpha, beta);

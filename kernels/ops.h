@@ -19,9 +19,16 @@
 
 namespace rlcpp::ops {
 
+// The arithmetic of a matmul. F32: fp32 products (OpenBLAS; cuBLAS without tensor-op math). On CUDA, tensor
+// cores with fp32 inputs, output and accumulation, each operand rounded first to TF32 (10 mantissa bits), BF16
+// or F16 (cuBLAS's CUBLAS_COMPUTE_32F_FAST_*): a GPU's mixed-precision product without a copy of the operands.
+// The CPU computes F32 only (its bf16 and fp16 products are matmul_packed's).
+enum class MatmulMath { kF32, kTF32, kBF16, kF16 };
+const char* matmul_math_name(MatmulMath math);
+
 // c (M,N) = alpha * op(a) @ op(b) + beta * c, op(x) = x or x^T. a is (M,K) or (K,M) when trans_a.
 void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c, float alpha = 1.0f,
-            float beta = 0.0f);
+            float beta = 0.0f, MatmulMath math = MatmulMath::kF32);
 
 // A weight w (N,K) in Hugging Face Linear layout, repacked once for matmul_packed: panels of 16 output columns,
 // panels (ceil(N/16), K, 16) with panels[p][k][j] = w[16p + j][k] (zero past N), so 16 outputs read one

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "core/exec_context.h"
+#include "kernels/cpu/dtype_round.h"
 #include "kernels/cpu/vec_math.h"
 #include "kernels/ops.h"
 #include "tests/kernels_test_support.h"
@@ -806,6 +807,67 @@ TEST(Dispatch, CudaQkvSplitsAndMergesMatchTheCpu) {
       EXPECT_EQ(std::memcmp(back(g_v).raw(), v.raw(), v.nbytes()), 0) << "v";
       expect_near_all(back(g_merged), doubles(merged), tol, tol, "merged");
     }
+  }
+}
+
+TEST(Dispatch, MatmulMathOtherThanF32RunsOnCudaOnly) {
+  Rng rng(45);
+  const Tensor a = rng.normal({3, 4}), b = rng.normal({4, 5});
+  Tensor c = Tensor::empty({3, 5});
+  EXPECT_ERROR_MENTIONS(error_of([&] { ops::matmul(a, false, b, false, c, 1.0f, 0.0f, ops::MatmulMath::kBF16); }),
+                        "matmul: bf16 math runs on CUDA only");
+}
+
+TEST(Dispatch, CudaMatmulMathRoundsTheOperands) {
+  // cuBLAS's tensor-op math on fp32 matrices: the products of the operands rounded to TF32, BF16 or F16 (to
+  // nearest), summed in fp32. Against a double sum over the rounded operands, to fp32 accumulation; and far
+  // enough from the fp32 product that the rounding did happen. All four transpose combinations, odd sizes.
+  std::string why;
+  if (ExecContext::cuda_devices(&why) == 0) GTEST_SKIP() << why;
+  const ExecContext gpu = ExecContext::cuda(0);
+  Rng rng(46);
+  auto tf32 = [](float x) {  // to nearest even at 10 mantissa bits
+    const uint32_t u = std::bit_cast<uint32_t>(x);
+    return std::bit_cast<float>((u + 0xFFFu + ((u >> 13) & 1u)) & 0xFFFFE000u);
+  };
+  auto round_operand = [&](ops::MatmulMath math, float x) {
+    switch (math) {
+      case ops::MatmulMath::kTF32: return tf32(x);
+      case ops::MatmulMath::kBF16: return cpu::bf16_round_reference(x);
+      case ops::MatmulMath::kF16: return cpu::f16_round_reference(x);
+      case ops::MatmulMath::kF32: return x;
+    }
+    return x;
+  };
+  const int64_t m = 17, n = 54, k = 97;
+  for (const ops::MatmulMath math : {ops::MatmulMath::kF32, ops::MatmulMath::kTF32, ops::MatmulMath::kBF16,
+                                     ops::MatmulMath::kF16}) {
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << ops::matmul_math_name(math) << " ta=" << ta << " tb=" << tb);
+        const Tensor a = rng.normal(ta ? Shape{k, m} : Shape{m, k}), b = rng.normal(tb ? Shape{n, k} : Shape{k, n});
+        const Tensor da = gpu.copy_of(a), db = gpu.copy_of(b);
+        Tensor dc = gpu.copy_of(filled({m, n}, std::nanf(""))), c = Tensor::empty({m, n});
+        ops::matmul(da, ta, db, tb, dc, 1.0f, 0.0f, math);
+        gpu.copy(dc, c);
+        double far_from_fp32 = 0.0;
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double rounded = 0.0, exact = 0.0, magnitude = 0.0;
+            for (int64_t l = 0; l < k; ++l) {
+              const float x = ta ? a.data<float>()[l * m + i] : a.data<float>()[i * k + l];
+              const float y = tb ? b.data<float>()[j * k + l] : b.data<float>()[l * n + j];
+              rounded += double(round_operand(math, x)) * round_operand(math, y);
+              exact += double(x) * y;
+              magnitude += std::fabs(double(x) * y);
+            }
+            const double got = c.data<float>()[i * n + j];
+            ASSERT_NEAR(got, rounded, (k + 1) * std::ldexp(1.0, -23) * magnitude) << i << "," << j;
+            far_from_fp32 = std::max(far_from_fp32, std::fabs(got - exact) / magnitude);
+          }
+        if (math != ops::MatmulMath::kF32)  // a rounding of 2^-9..2^-12 per operand shows; fp32's would not
+          EXPECT_GT(far_from_fp32, 1e-5) << "the operands were not rounded";
+      }
   }
 }
 

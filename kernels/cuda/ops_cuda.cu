@@ -219,7 +219,7 @@ __global__ void adamw_kernel(float* param, const float* grad, float* m, float* v
 }  // namespace
 
 cublasStatus_t matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t n,
-                      int64_t k, float alpha, float beta, cudaStream_t stream) {
+                      int64_t k, float alpha, float beta, cublasComputeType_t compute, cudaStream_t stream) {
   if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
   if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return CUBLAS_STATUS_INVALID_VALUE;
   cublasHandle_t handle = nullptr;
@@ -231,9 +231,9 @@ cublasStatus_t matmul(const float* a, bool trans_a, const float* b, bool trans_b
   // leading dimensions (the stored width of each matrix).
   const int lda = static_cast<int>(std::max<int64_t>(1, trans_a ? m : k));
   const int ldb = static_cast<int>(std::max<int64_t>(1, trans_b ? k : n));
-  return cublasSgemm(handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                     static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b, ldb, a, lda, &beta, c,
-                     static_cast<int>(n));
+  return cublasGemmEx(handle, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                      static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b, CUDA_R_32F, ldb, a,
+                      CUDA_R_32F, lda, &beta, c, CUDA_R_32F, static_cast<int>(n), compute, CUBLAS_GEMM_DEFAULT);
 }
 
 cudaError_t add_bias(float* y, const float* bias, int64_t rows, int64_t cols, cudaStream_t stream) {
