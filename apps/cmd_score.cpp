@@ -52,10 +52,11 @@ Command add_score_command(CLI::App& app) {
     }
     RLCPP_CHECK(!seqs.empty(), a->input << ": no input lines (one JSON object per line)");
     PackedBatch batch = PackedBatch::from_sequences(seqs);
+    const ExecContext host = ExecContext::cpu();
     Activations acts;
     ForwardOptions fwd;
     fwd.temperature = a->temperature;
-    model.forward(params, batch, fwd, acts);
+    model.forward(host, params, batch, fwd, acts);
     // Before any output: a NaN would print as null (JSON) or -nan and pass for a score.
     const float* logp = acts.logp.data<float>();
     for (size_t s = 0; s < seqs.size(); ++s)

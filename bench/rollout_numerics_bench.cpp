@@ -41,7 +41,7 @@ ModelNumerics parse_spec(const std::string& spec) {
 // multiplies by.
 int64_t decode_weight_bytes(const Transformer& model, const ParameterStore& params) {
   PackedWeights w;
-  model.prepare_decode_weights(params, w);
+  model.prepare_decode_weights(ExecContext::cpu(), params, w);
   const ModelConfig& c = model.config();
   if (w.for_blas) {
     const int64_t per_layer = (c.q_dim() + 2 * c.kv_dim()) * c.hidden_size + c.hidden_size * c.q_dim() +
@@ -102,8 +102,9 @@ NumericsGap numerics_gap(const Entry& e, const Transformer& baseline, const Para
     engine_logp.push_back(s.logprobs);
   }
   const PackedBatch batch = PackedBatch::from_sequences(sequences, score_from);
+  const ExecContext host = ExecContext::cpu();  // the trainer's passes run on the host
   Activations acts;
-  baseline.forward(params, batch, ForwardOptions{req.sampling.temperature}, acts);
+  baseline.forward(host, params, batch, ForwardOptions{req.sampling.temperature}, acts);
   std::vector<std::vector<float>> trainer_logp;
   for (size_t b = 0; b < sequences.size(); ++b) {
     const int32_t first = batch.cu_seqlens[b] + score_from[b];
@@ -112,7 +113,8 @@ NumericsGap numerics_gap(const Entry& e, const Transformer& baseline, const Para
   }
   NumericsGap g;
   g.sampled = logprob_mismatch(engine_logp, trainer_logp);
-  g.full_tv = compare_forward(*e.model, params, baseline, params, batch, req.sampling.temperature, 0.0).full_tv_mean;
+  g.full_tv =
+      compare_forward(host, *e.model, params, baseline, params, batch, req.sampling.temperature, 0.0).full_tv_mean;
   return g;
 }
 

@@ -72,16 +72,17 @@ int run_train_bench(const TrainBenchOptions& o) {
   }
   const double step_s = median_of(step_times);
   const double achieved = flops_per_token * tokens / step_s / 1e9;
+  const ExecContext& exec = updater.context();
   Activations acts;
   ParameterStore grads(mc);
   std::vector<float> dlogp(micro[0].num_tokens(), -1.0f / static_cast<float>(scored));
   const double fwd_bwd_s = median_seconds(
       [&] {
-        model.forward(params, micro[0], fwd, acts);
-        model.backward(params, acts, dlogp.data(), nullptr, grads);
+        model.forward(exec, params, micro[0], fwd, acts);
+        model.backward(exec, params, acts, dlogp.data(), nullptr, grads);
       },
       1, o.iters);
-  const double fwd_s = median_seconds([&] { model.forward(params, micro[0], fwd, acts); }, 1, o.iters);
+  const double fwd_s = median_seconds([&] { model.forward(exec, params, micro[0], fwd, acts); }, 1, o.iters);
 
   std::printf("train bench: preset %s (%lld params), %lld x %lld tokens, fp32, CPU\n", o.preset.c_str(),
               static_cast<long long>(mc.num_parameters()), static_cast<long long>(o.batch),

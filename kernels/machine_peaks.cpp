@@ -32,11 +32,12 @@ double measure_matmul_flops(int64_t m, int64_t n, int64_t k, int iters) {
   RLCPP_CHECK(m > 0 && n > 0 && k > 0 && iters > 0,
               "measure_matmul_flops: sizes and iterations must be positive, got " << m << "x" << n << "x" << k
                                                                                   << ", " << iters << " iterations");
-  Tensor a = Tensor::empty({m, k}), b = Tensor::empty({k, n}), c = Tensor::empty({m, n});
+  const ExecContext host = ExecContext::cpu();
+  Tensor a = host.empty({m, k}), b = host.empty({k, n}), c = host.empty({m, n});
   PhiloxStream rng(1, 1);
   for (int64_t i = 0; i < a.numel(); ++i) a.data<float>()[i] = rng.uniform() - 0.5f;
   for (int64_t i = 0; i < b.numel(); ++i) b.data<float>()[i] = rng.uniform() - 0.5f;
-  const double seconds = median_seconds([&] { ops::matmul(a, false, b, false, c); }, iters);
+  const double seconds = median_seconds([&] { ops::matmul(host, a, false, b, false, c); }, iters);
   return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / seconds;
 }
 

@@ -6,7 +6,7 @@
 
 namespace rlcpp {
 
-ProbeResult run_consistency_probe(RolloutBackend& rollout, const Transformer& rollout_model,
+ProbeResult run_consistency_probe(const ExecContext& exec, RolloutBackend& rollout, const Transformer& rollout_model,
                                   const ParameterStore& params, const Task& task, const Tokenizer& tokenizer,
                                   int64_t max_new_tokens, const ProbeConfig& config, int64_t version,
                                   const Transformer* trainer_model) {
@@ -21,7 +21,7 @@ ProbeResult run_consistency_probe(RolloutBackend& rollout, const Transformer& ro
   std::vector<std::vector<float>> engine_logp;
   for (const RolloutSample& s : batch) engine_logp.push_back(s.rollout_logp);
   ProbeResult out;
-  out.engine = logprob_mismatch(engine_logp, compute_response_logp(rollout_model, params, batch, 64, 1.0f));
+  out.engine = logprob_mismatch(engine_logp, compute_response_logp(exec, rollout_model, params, batch, 64, 1.0f));
   const bool invariant = rollout_model.numerics().batch_invariant;
   const double bound = invariant ? config.max_abs_dlogp : config.max_abs_dlogp_blas;
   RLCPP_CHECK(out.engine.max_abs_dlogp <= bound,
@@ -31,11 +31,11 @@ ProbeResult run_consistency_probe(RolloutBackend& rollout, const Transformer& ro
                   << out.engine.k3 << ") exceeds probe." << (invariant ? "max_abs_dlogp" : "max_abs_dlogp_blas")
                   << " = " << bound << "; the rollout engine is not sampling with the trainer's weights");
   if (trainer_model && trainer_model != &rollout_model) {
-    out.trainer = logprob_mismatch(engine_logp, compute_response_logp(*trainer_model, params, batch, 64, 1.0f));
+    out.trainer = logprob_mismatch(engine_logp, compute_response_logp(exec, *trainer_model, params, batch, 64, 1.0f));
     std::vector<size_t> all(batch.size());
     for (size_t i = 0; i < all.size(); ++i) all[i] = i;
     if (!rollout_model.numerics().same_forward(trainer_model->numerics()))
-      out.where = compare_forward(rollout_model, params, *trainer_model, params, pack_rollout(batch, all).batch,
+      out.where = compare_forward(exec, rollout_model, params, *trainer_model, params, pack_rollout(batch, all).batch,
                                   1.0f, config.layer_threshold);
   }
   return out;

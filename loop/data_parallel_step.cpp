@@ -30,19 +30,20 @@ void check_ranks_agree(Communicator& comm, const ParameterStore& params, int64_t
                                                               << "binary and config?)");
 }
 
-std::vector<std::vector<float>> response_logp_over_ranks(Communicator& comm, const Transformer& model,
-                                                         const ParameterStore& params,
+std::vector<std::vector<float>> response_logp_over_ranks(const ExecContext& exec, Communicator& comm,
+                                                         const Transformer& model, const ParameterStore& params,
                                                          const std::vector<RolloutSample>& samples,
                                                          int64_t micro_batch_size, float temperature,
                                                          const Truncation& truncation) {
-  if (comm.size() == 1) return compute_response_logp(model, params, samples, micro_batch_size, temperature, truncation);
+  if (comm.size() == 1)
+    return compute_response_logp(exec, model, params, samples, micro_batch_size, temperature, truncation);
   const auto [first, last] = rank_shard(samples.size(), comm.rank(), comm.size());
   const std::vector<RolloutSample> mine(samples.begin() + static_cast<std::ptrdiff_t>(first),
                                         samples.begin() + static_cast<std::ptrdiff_t>(last));
   std::string bytes;
   if (!mine.empty())
-    for (const std::vector<float>& row : compute_response_logp(model, params, mine, micro_batch_size, temperature,
-                                                              truncation))
+    for (const std::vector<float>& row :
+         compute_response_logp(exec, model, params, mine, micro_batch_size, temperature, truncation))
       bytes.append(reinterpret_cast<const char*>(row.data()), row.size() * sizeof(float));
   std::vector<std::vector<float>> out;
   out.reserve(samples.size());

@@ -28,8 +28,8 @@ void check_ranks_agree(Communicator& comm, const ParameterStore& params, int64_t
 // compute_response_logp (trainer/rollout_batch.h) with the samples split over the ranks in contiguous shards and
 // the results gathered: every rank gets every sample's log-probs, the same bits as one rank computing them all
 // (each sample's log-probs depend on its own tokens only).
-std::vector<std::vector<float>> response_logp_over_ranks(Communicator& comm, const Transformer& model,
-                                                         const ParameterStore& params,
+std::vector<std::vector<float>> response_logp_over_ranks(const ExecContext& exec, Communicator& comm,
+                                                         const Transformer& model, const ParameterStore& params,
                                                          const std::vector<RolloutSample>& samples,
                                                          int64_t micro_batch_size, float temperature,
                                                          const Truncation& truncation);

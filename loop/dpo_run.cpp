@@ -134,7 +134,8 @@ DpoSummary run_dpo(const DpoRunConfig& config, const Json& resolved_config) {
     if (last || (config.eval_every > 0 && step % config.eval_every == 0)) {
       Stopwatch eval_watch;
       if (!eval_pairs.empty()) {
-        const LossMetrics ev = dpo_evaluate(model, params, reference, eval_pairs, config.dpo, config.micro_batch_size);
+        const LossMetrics ev =
+            dpo_evaluate(updater.context(), model, params, reference, eval_pairs, config.dpo, config.micro_batch_size);
         for (const auto& [name, value] : ev.values("eval/")) record[name] = value;
         summary.eval_accuracy = ev.value("dpo_accuracy");
         summary.eval_margin = ev.value("dpo_reward_margin");

@@ -42,9 +42,10 @@ void learn_from_batch(RlContext& ctx, ScoredBatch& batch, PhaseTimer& timer, Ste
   // Forward-only log-probs of the batch's samples under a model's weights (split over the ranks, data-parallel).
   const auto response_logp = [&](const Transformer& model, const ParameterStore& params) {
     if (ctx.comm == nullptr)
-      return compute_response_logp(model, params, batch.samples, micro, batch.temperature, batch.truncation);
-    return response_logp_over_ranks(*ctx.comm, model, params, batch.samples, micro, batch.temperature,
-                                    batch.truncation);
+      return compute_response_logp(ctx.actor.context(), model, params, batch.samples, micro, batch.temperature,
+                                   batch.truncation);
+    return response_logp_over_ranks(ctx.actor.context(), *ctx.comm, model, params, batch.samples, micro,
+                                    batch.temperature, batch.truncation);
   };
   const Algorithm& algorithm = find_algorithm(cfg.algorithm.name);
   const AlgorithmNeeds needs = algorithm.needs(cfg.algorithm);
@@ -71,7 +72,7 @@ void learn_from_batch(RlContext& ctx, ScoredBatch& batch, PhaseTimer& timer, Ste
       for (size_t i = 0; i < first.size(); ++i) first[i] = i;
       // Untimed: it is measurement, not training (its time shows in timing_s/other).
       const ForwardComparison full =
-          compare_forward(*ctx.rollout_model, ctx.params, ctx.model, ctx.params,
+          compare_forward(ctx.actor.context(), *ctx.rollout_model, ctx.params, ctx.model, ctx.params,
                           pack_rollout(batch.samples, first).batch, batch.temperature, cfg.probe.layer_threshold);
       out.metrics["rollout_corr/full_kl"] = full.full_kl_mean;
       out.metrics["rollout_corr/full_kl_max"] = full.full_kl_max;
@@ -193,7 +194,7 @@ void sync_and_probe(RlContext& ctx, PhaseTimer& timer, StepResult& out) {
   // 8 probe: the engine must now sample with exactly the trainer's weights (in its own numerics)
   if (cfg.probe.prompts > 0) {
     const ProbeResult probe = timer.time(Phase::kProbe, [&] {
-      return run_consistency_probe(ctx.rollout, rollout_model, ctx.params, ctx.task, ctx.tokenizer,
+      return run_consistency_probe(ctx.actor.context(), ctx.rollout, rollout_model, ctx.params, ctx.task, ctx.tokenizer,
                                    cfg.rollout.sampling.max_new_tokens, cfg.probe, ctx.version, &ctx.model);
     });
     for (const auto& [k, v] : probe.engine.metrics("probe/")) out.metrics[k] = v;

@@ -15,7 +15,7 @@ class AdamW {
   AdamW(const ParameterStore& params, const ops::AdamWParams& hyper);
 
   // One update with learning rate `lr` (the schedule's value for this step).
-  void step(ParameterStore& params, const ParameterStore& grads, float lr);
+  void step(const ExecContext& ctx, ParameterStore& params, const ParameterStore& grads, float lr);
 
   int64_t steps_taken() const { return step_; }
   const ops::AdamWParams& hyper() const { return hyper_; }
@@ -32,6 +32,6 @@ class AdamW {
 
 // Scales grads so their global L2 norm is at most max_norm (torch.nn.utils.clip_grad_norm_: coefficient
 // max_norm / (norm + 1e-6) when below 1). Returns the norm before clipping. max_norm <= 0 disables clipping.
-double clip_grad_norm(ParameterStore& grads, double max_norm);
+double clip_grad_norm(const ExecContext& ctx, ParameterStore& grads, double max_norm);
 
 }  // namespace rlcpp

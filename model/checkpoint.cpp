@@ -147,7 +147,7 @@ namespace {
 void check_representable(const ParameterStore& params, DType dtype, const std::string& target) {
   for (const ParameterInfo& info : parameter_layout(params.config())) {
     Tensor rounded = params.get(info.name).clone();
-    ops::round_to(rounded, dtype);
+    ops::round_to(ExecContext::cpu(), rounded, dtype);
     const int64_t at = first_non_finite(rounded.data<float>(), rounded.numel());
     RLCPP_CHECK(at < 0, target << ": tensor '" << info.name << "' element " << at << " = "
                                << params.get(info.name).data<float>()[at] << " overflows " << dtype_name(dtype)
@@ -183,9 +183,11 @@ void save_model_checkpoint(const std::string& dir, const ParameterStore& params,
   const fs::path tmp(tmpl);
   const fs::path old = target.string() + ".old-" + tmpl.substr(tmpl.size() - 6);
   try {
+    const ExecContext host = ExecContext::cpu();  // the parameters are on the host; so are their stored copies
     std::vector<std::pair<std::string, Tensor>> tensors;
     for (const ParameterInfo& info : parameter_layout(cfg))
-      tensors.emplace_back(info.name, dtype == DType::kF32 ? params.get(info.name) : ops::stored_as(params.get(info.name), dtype));
+      tensors.emplace_back(
+          info.name, dtype == DType::kF32 ? params.get(info.name) : ops::stored_as(host, params.get(info.name), dtype));
     write_safetensors((tmp / kWeightsFile).string(), tensors, {{"format", "pt"}});
     Json config = model_config_to_hf_json(cfg);
     if (dtype != DType::kF32) config["torch_dtype"] = dtype == DType::kBF16 ? "bfloat16" : "float16";

@@ -12,7 +12,7 @@ namespace rlcpp {
 int64_t first_non_finite(const float* x, int64_t n) {
   // The parallel reduction answers for the common, finite case; the scan that finds the element runs only on
   // failure.
-  if (n == 0 || ops::all_finite(Tensor::borrow(const_cast<float*>(x), {n}))) return -1;
+  if (n == 0 || ops::all_finite(ExecContext::cpu(), Tensor::borrow(const_cast<float*>(x), {n}))) return -1;
   for (int64_t i = 0; i < n; ++i)
     if (!std::isfinite(x[i])) return i;
   return -1;

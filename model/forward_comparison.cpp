@@ -49,9 +49,9 @@ std::map<std::string, double> ForwardComparison::metrics(const std::string& pref
   return m;
 }
 
-ForwardComparison compare_forward(const Transformer& a, const ParameterStore& a_params, const Transformer& b,
-                                  const ParameterStore& b_params, const PackedBatch& batch, float temperature,
-                                  double threshold) {
+ForwardComparison compare_forward(const ExecContext& exec, const Transformer& a, const ParameterStore& a_params,
+                                  const Transformer& b, const ParameterStore& b_params, const PackedBatch& batch,
+                                  float temperature, double threshold) {
   RLCPP_CHECK(a.config().num_hidden_layers == b.config().num_hidden_layers &&
                   a.config().vocab_size == b.config().vocab_size && a.config().hidden_size == b.config().hidden_size,
               "compare_forward: the two models have different shapes");
@@ -59,8 +59,8 @@ ForwardComparison compare_forward(const Transformer& a, const ParameterStore& a_
   Activations xa, xb;
   ForwardOptions options;
   options.temperature = temperature;
-  a.forward(a_params, batch, options, xa);
-  b.forward(b_params, batch, options, xb);
+  a.forward(exec, a_params, batch, options, xa);
+  b.forward(exec, b_params, batch, options, xb);
   const int64_t L = a.config().num_hidden_layers, V = a.config().vocab_size;
   ForwardComparison c;
   for (int64_t l = 0; l < L; ++l)

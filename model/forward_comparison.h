@@ -43,8 +43,8 @@ struct ForwardComparison {
 // The name of stage s of a model with `layers` layers: "embed", "layer_<l>", "final_norm", "logits".
 std::string stage_name(int64_t stage, int64_t layers);
 
-ForwardComparison compare_forward(const Transformer& a, const ParameterStore& a_params, const Transformer& b,
-                                  const ParameterStore& b_params, const PackedBatch& batch, float temperature,
-                                  double threshold);
+ForwardComparison compare_forward(const ExecContext& exec, const Transformer& a, const ParameterStore& a_params,
+                                  const Transformer& b, const ParameterStore& b_params, const PackedBatch& batch,
+                                  float temperature, double threshold);
 
 }  // namespace rlcpp

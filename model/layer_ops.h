@@ -16,45 +16,47 @@ inline void ensure(Tensor& t, const Shape& shape) {
 
 // y (M,N) = x (M,K) @ weight^T rounded to `round` (kernels/ops.h): the packed kernel when `packed` (weight
 // packed) is given, else ops::matmul (OpenBLAS, or cuBLAS for CUDA tensors) and a rounding pass.
-inline void linear(const Tensor& x, const Tensor& weight, const ops::PackedWeight* packed, Tensor& y,
-                   DType round = DType::kF32) {
+inline void linear(const ExecContext& ctx, const Tensor& x, const Tensor& weight, const ops::PackedWeight* packed,
+                   Tensor& y, DType round = DType::kF32) {
   if (packed) {
-    ops::matmul_packed(x, *packed, y, false, round);
+    ops::matmul_packed(ctx, x, *packed, y, false, round);
     return;
   }
-  ops::matmul(x, false, weight, true, y);
-  ops::round_to(y, round);
+  ops::matmul(ctx, x, false, weight, true, y);
+  ops::round_to(ctx, y, round);
 }
 
 // y (M,N) = round(residual + round(x (M,K) @ weight^T)), a Linear layer into a residual stream (residual may be
 // y): one pass through the packed kernel when `packed` is given, else OpenBLAS — accumulating onto a copy of
 // the residual in fp32 (the same bits as the packed kernel's order of operations, up to the product's own sum
 // order), or, when rounding, through `product` (resized to y's shape), the product rounded before it is added.
-inline void linear_residual(const Tensor& x, const Tensor& weight, const ops::PackedWeight* packed,
-                            const Tensor& residual, Tensor& y, DType round, Tensor& product) {
+inline void linear_residual(const ExecContext& ctx, const Tensor& x, const Tensor& weight,
+                            const ops::PackedWeight* packed, const Tensor& residual, Tensor& y, DType round,
+                            Tensor& product) {
   if (packed) {
-    ops::matmul_packed_residual(x, *packed, residual, y, round);
+    ops::matmul_packed_residual(ctx, x, *packed, residual, y, round);
     return;
   }
   if (y.data<float>() != residual.data<float>()) std::memcpy(y.data<float>(), residual.data<float>(), y.nbytes());
   if (round == DType::kF32) {
-    ops::matmul(x, false, weight, true, y, 1.0f, 1.0f);
+    ops::matmul(ctx, x, false, weight, true, y, 1.0f, 1.0f);
     return;
   }
   ensure(product, y.shape());
-  ops::matmul(x, false, weight, true, product);
-  ops::round_to(product, round);
-  ops::add_inplace(y, product);
-  ops::round_to(y, round);
+  ops::matmul(ctx, x, false, weight, true, product);
+  ops::round_to(ctx, product, round);
+  ops::add_inplace(ctx, y, product);
+  ops::round_to(ctx, y, round);
 }
 
 // dx (M,K) = dy (M,N) @ weight (N,K), the input gradient of a Linear layer: the packed kernel when `packed_t`
 // (weight packed transposed) is given, else ops::matmul.
-inline void linear_input_grad(const Tensor& dy, const Tensor& weight, const ops::PackedWeight* packed_t, Tensor& dx) {
+inline void linear_input_grad(const ExecContext& ctx, const Tensor& dy, const Tensor& weight,
+                              const ops::PackedWeight* packed_t, Tensor& dx) {
   if (packed_t)
-    ops::matmul_packed(dy, *packed_t, dx);
+    ops::matmul_packed(ctx, dy, *packed_t, dx);
   else
-    ops::matmul(dy, false, weight, false, dx);
+    ops::matmul(ctx, dy, false, weight, false, dx);
 }
 
 }  // namespace rlcpp::layer_ops

@@ -112,7 +112,9 @@ Transformer::Transformer(const ModelConfig& config, const ModelNumerics& numeric
       }
     layer_offsets_.push_back(o);
   }
-  rope_ = ops::rope_table(config_.max_position_embeddings, config_.head_dim(), static_cast<float>(config_.rope_theta));
+  // A host constant of the model (its passes run on the CPU; forward_cached refuses a CUDA context).
+  rope_ = ops::rope_table(ExecContext::cpu(), config_.max_position_embeddings, config_.head_dim(),
+                          static_cast<float>(config_.rope_theta));
 }
 
 Transformer::Weights Transformer::views(const ParameterStore& params) const {
@@ -153,8 +155,8 @@ Transformer::LayerWeights Transformer::layer_views(int64_t l, float* span) const
   return L;
 }
 
-void Transformer::forward(const ParameterStore& params, const PackedBatch& batch, const ForwardOptions& options,
-                          Activations& acts) const {
+void Transformer::forward(const ExecContext& ctx, const ParameterStore& params, const PackedBatch& batch,
+                          const ForwardOptions& options, Activations& acts) const {
   batch.validate(config_.vocab_size, config_.max_position_embeddings);
   check_temperature(options.temperature, "forward", /*zero_is_greedy=*/false);
   RLCPP_CHECK(!(config_.value_head && options.entropy), "forward: a value-head model has no token distribution "
@@ -185,27 +187,27 @@ void Transformer::forward(const ParameterStore& params, const PackedBatch& batch
   // repeated forwards of one shape allocate (and page-fault) nothing for it.
   const DType dt = numerics_.compute;
   ensure(acts.layers[0].x, {N, C});
-  ops::embedding_forward(w.embed, acts.tokens, acts.layers[0].x);
-  ops::round_to(acts.layers[0].x, dt);
-  forward_layers(w, pack ? &acts.packed.layers[0] : nullptr, pack, acts);
+  ops::embedding_forward(ctx, w.embed, acts.tokens, acts.layers[0].x);
+  ops::round_to(ctx, acts.layers[0].x, dt);
+  forward_layers(ctx, w, pack ? &acts.packed.layers[0] : nullptr, pack, acts);
   ensure(acts.rstd_final, {N});
   ensure(acts.xn_final, {N, C});
-  ops::rmsnorm_forward(acts.x_final, w.final_norm, static_cast<float>(config_.rms_norm_eps), acts.xn_final,
+  ops::rmsnorm_forward(ctx, acts.x_final, w.final_norm, static_cast<float>(config_.rms_norm_eps), acts.xn_final,
                        acts.rstd_final, dt);
   if (config_.value_head) {
     ensure(acts.values, {N});
     Tensor values = acts.values.reshape({N, 1});
-    ops::matmul(acts.xn_final, false, w.score_w, true, values);
-    ops::add_bias(values, w.score_b);
+    ops::matmul(ctx, acts.xn_final, false, w.score_w, true, values);
+    ops::add_bias(ctx, values, w.score_b);
     return;
   }
   ensure(acts.logits, {N, V});
   ensure(acts.lse, {N});
   ensure(acts.logp, {N});
-  if (pack) run_pack_jobs({{&w.lm_head, &acts.packed.lm_head, numerics_.compute_format()}}, /*transposed=*/false);
-  linear(acts.xn_final, w.lm_head, pack ? &acts.packed.lm_head : nullptr, acts.logits, dt);
+  if (pack) run_pack_jobs(ctx, {{&w.lm_head, &acts.packed.lm_head, numerics_.compute_format()}}, /*transposed=*/false);
+  linear(ctx, acts.xn_final, w.lm_head, pack ? &acts.packed.lm_head : nullptr, acts.logits, dt);
   if (options.truncation.active(V)) {
-    ops::logprob_truncated_forward(acts.logits, acts.targets, options.temperature, options.truncation, acts.logp,
+    ops::logprob_truncated_forward(ctx, acts.logits, acts.targets, options.temperature, options.truncation, acts.logp,
                                    acts.lse);
     return;
   }
@@ -214,10 +216,10 @@ void Transformer::forward(const ParameterStore& params, const PackedBatch& batch
     ensure(acts.entropy, {N});
     entropy = &acts.entropy;
   }
-  ops::logprob_forward(acts.logits, acts.targets, options.temperature, acts.logp, acts.lse, entropy);
+  ops::logprob_forward(ctx, acts.logits, acts.targets, options.temperature, acts.logp, acts.lse, entropy);
 }
 
-void Transformer::backward(const ParameterStore& params, Activations& acts, const float* dlogp,
+void Transformer::backward(const ExecContext& ctx, const ParameterStore& params, Activations& acts, const float* dlogp,
                            const float* dentropy, ParameterStore& grads, const GradsReadyFn& ready) const {
   RLCPP_CHECK(grads.numel() == params.numel(), "backward: gradient buffer has " << grads.numel()
                                                                                 << " floats, parameters "
@@ -234,23 +236,23 @@ void Transformer::backward(const ParameterStore& params, Activations& acts, cons
   auto& S = acts.scratch;
   ensure(S.dlogits, {N, V});
   if (acts.truncation.active(V))
-    ops::logprob_truncated_backward(dlogp_t, acts.logits, acts.targets, acts.temperature, acts.truncation, acts.lse,
-                                    S.dlogits);
+    ops::logprob_truncated_backward(ctx, dlogp_t, acts.logits, acts.targets, acts.temperature, acts.truncation,
+                                    acts.lse, S.dlogits);
   else
-    ops::logprob_backward(dlogp_t, dentropy ? &dentropy_t : nullptr, acts.logits, acts.targets, acts.temperature,
+    ops::logprob_backward(ctx, dlogp_t, dentropy ? &dentropy_t : nullptr, acts.logits, acts.targets, acts.temperature,
                           acts.lse, S.dlogits);
 
   // The input gradients' weights, packed transposed (CPU).
   const bool pack = params.flat().device() == Device::kCPU;
-  if (pack) run_pack_jobs({{&w.lm_head, &S.wt.lm_head, WeightFormat::kF32}}, /*transposed=*/true);
+  if (pack) run_pack_jobs(ctx, {{&w.lm_head, &S.wt.lm_head, WeightFormat::kF32}}, /*transposed=*/true);
   ensure(S.dxn_final, {N, C});
-  ops::matmul(S.dlogits, true, acts.xn_final, false, g.lm_head, 1.0f, 1.0f);
-  linear_input_grad(S.dlogits, w.lm_head, pack ? &S.wt.lm_head : nullptr, S.dxn_final);
-  backward_body(w, pack, g, acts, ready);
+  ops::matmul(ctx, S.dlogits, true, acts.xn_final, false, g.lm_head, 1.0f, 1.0f);
+  linear_input_grad(ctx, S.dlogits, w.lm_head, pack ? &S.wt.lm_head : nullptr, S.dxn_final);
+  backward_body(ctx, w, pack, g, acts, ready);
 }
 
-void Transformer::backward_values(const ParameterStore& params, Activations& acts, const float* dvalue,
-                                  ParameterStore& grads, const GradsReadyFn& ready) const {
+void Transformer::backward_values(const ExecContext& ctx, const ParameterStore& params, Activations& acts,
+                                  const float* dvalue, ParameterStore& grads, const GradsReadyFn& ready) const {
   RLCPP_CHECK(config_.value_head, "backward_values: the model has no value head (use backward with dL/dlogp)");
   RLCPP_CHECK(grads.numel() == params.numel(), "backward_values: gradient buffer has " << grads.numel()
                                                                                        << " floats, parameters "
@@ -260,13 +262,13 @@ void Transformer::backward_values(const ParameterStore& params, Activations& act
   const int64_t N = acts.num_tokens, C = config_.hidden_size;
   // values (N,1) = xn (N,C) score_w^T + b: dscore_w (1,C) += dv^T xn, db += sum dv, dxn = dv score_w.
   Tensor dv = Tensor::borrow(const_cast<float*>(dvalue), {N, 1});
-  ops::matmul(dv, true, acts.xn_final, false, g.score_w, 1.0f, 1.0f);
-  ops::bias_backward(dv, g.score_b);
+  ops::matmul(ctx, dv, true, acts.xn_final, false, g.score_w, 1.0f, 1.0f);
+  ops::bias_backward(ctx, dv, g.score_b);
   auto& S = acts.scratch;
   ensure(S.dxn_final, {N, C});
-  ops::matmul(dv, false, w.score_w, false, S.dxn_final);
+  ops::matmul(ctx, dv, false, w.score_w, false, S.dxn_final);
   const bool pack = params.flat().device() == Device::kCPU;
-  backward_body(w, pack, g, acts, ready);
+  backward_body(ctx, w, pack, g, acts, ready);
 }
 
 std::vector<std::pair<int64_t, int64_t>> Transformer::layer_param_spans() const {
@@ -275,28 +277,28 @@ std::vector<std::pair<int64_t, int64_t>> Transformer::layer_param_spans() const 
   return spans;
 }
 
-void Transformer::backward_body(const Weights& w, bool packed, Weights& g, Activations& acts,
+void Transformer::backward_body(const ExecContext& ctx, const Weights& w, bool packed, Weights& g, Activations& acts,
                                 const GradsReadyFn& ready) const {
   const int64_t N = acts.num_tokens, C = config_.hidden_size;
   auto& S = acts.scratch;
   ensure(S.dx, {N, C});  // gradient of the residual stream, accumulated in place from 0
   std::memset(S.dx.data<float>(), 0, N * C * sizeof(float));
-  ops::rmsnorm_backward(S.dxn_final, acts.x_final, w.final_norm, acts.rstd_final, S.dx, g.final_norm);
+  ops::rmsnorm_backward(ctx, S.dxn_final, acts.x_final, w.final_norm, acts.rstd_final, S.dx, g.final_norm);
   if (packed) S.wt.layers.resize(1);  // one layer's transposed panels at a time (backward_layers)
-  backward_layers(w, packed ? &S.wt.layers[0] : nullptr, packed, g, acts, ready);
-  ops::embedding_backward(S.dx, acts.tokens, g.embed);
+  backward_layers(ctx, w, packed ? &S.wt.layers[0] : nullptr, packed, g, acts, ready);
+  ops::embedding_backward(ctx, S.dx, acts.tokens, g.embed);
 }
 
-void Transformer::run_pack_jobs(const std::vector<PackJob>& jobs, bool transposed) const {
+void Transformer::run_pack_jobs(const ExecContext& ctx, const std::vector<PackJob>& jobs, bool transposed) const {
   // The matrices are packed side by side on the threads (each is a strided copy, ~0.1 ms for W1's largest).
   ParallelErrors errors(jobs.size());  // one slot per job
 #pragma omp parallel for schedule(dynamic) if (!omp_in_parallel())
   for (size_t j = 0; j < jobs.size(); ++j) {
     errors.run(j, [&] {
       if (transposed)
-        ops::pack_weight_transposed(*jobs[j].weight, *jobs[j].out);
+        ops::pack_weight_transposed(ctx, *jobs[j].weight, *jobs[j].out);
       else
-        ops::pack_weight(*jobs[j].weight, *jobs[j].out, jobs[j].format);
+        ops::pack_weight(ctx, *jobs[j].weight, *jobs[j].out, jobs[j].format);
     });
   }
   errors.rethrow_first();
@@ -311,13 +313,13 @@ WeightFormat linear_pack_format(const ModelNumerics& n, bool transposed) {
 }
 
 // A forward layer's biases rounded to the compute dtype (fp32, and the backward, use the parameters' own).
-void round_biases(const Tensor& qkv_b, const Tensor& o_b, const ModelNumerics& n, bool transposed,
-                  PackedWeights::Layer& out) {
+void round_biases(const ExecContext& ctx, const Tensor& qkv_b, const Tensor& o_b, const ModelNumerics& n,
+                  bool transposed, PackedWeights::Layer& out) {
   const bool round = !transposed && n.compute != DType::kF32;
   auto rounded = [&](const Tensor& b) {
     if (!round || !b.defined()) return Tensor();
     Tensor r = b.clone();
-    ops::round_to(r, n.compute);
+    ops::round_to(ctx, r, n.compute);
     return r;
   };
   out.qkv_b = rounded(qkv_b);
@@ -326,14 +328,17 @@ void round_biases(const Tensor& qkv_b, const Tensor& o_b, const ModelNumerics& n
 
 }  // namespace
 
-void Transformer::pack_layer(const LayerWeights& W, PackedWeights::Layer& out, bool transposed) const {
+void Transformer::pack_layer(const ExecContext& ctx, const LayerWeights& W, PackedWeights::Layer& out,
+                             bool transposed) const {
   const WeightFormat f = linear_pack_format(numerics_, transposed);
-  run_pack_jobs({{&W.qkv_w, &out.qkv, f}, {&W.o_w, &out.o, f}, {&W.gate_up, &out.gate_up, f}, {&W.down, &out.down, f}},
+  run_pack_jobs(ctx,
+                {{&W.qkv_w, &out.qkv, f}, {&W.o_w, &out.o, f}, {&W.gate_up, &out.gate_up, f}, {&W.down, &out.down, f}},
                 transposed);
-  round_biases(W.qkv_b, W.o_b, numerics_, transposed, out);
+  round_biases(ctx, W.qkv_b, W.o_b, numerics_, transposed, out);
 }
 
-void Transformer::pack_weights(const ParameterStore& params, PackedWeights& out, bool transposed) const {
+void Transformer::pack_weights(const ExecContext& ctx, const ParameterStore& params, PackedWeights& out,
+                               bool transposed) const {
   const Weights w = views(params);
   out.layers.resize(w.layers.size());
   out.for_blas = false;
@@ -348,16 +353,17 @@ void Transformer::pack_weights(const ParameterStore& params, PackedWeights& out,
   }
   if (!config_.value_head)  // a critic has a score head
     jobs.push_back({&w.lm_head, &out.lm_head, transposed ? WeightFormat::kF32 : numerics_.compute_format()});
-  run_pack_jobs(jobs, transposed);
+  run_pack_jobs(ctx, jobs, transposed);
   for (size_t l = 0; l < w.layers.size(); ++l)
-    round_biases(w.layers[l].qkv_b, w.layers[l].o_b, numerics_, transposed, out.layers[l]);
+    round_biases(ctx, w.layers[l].qkv_b, w.layers[l].o_b, numerics_, transposed, out.layers[l]);
   out.source = params.flat().data<float>();
   out.transposed = transposed;
 }
 
-void Transformer::prepare_decode_weights(const ParameterStore& params, PackedWeights& out) const {
+void Transformer::prepare_decode_weights(const ExecContext& ctx, const ParameterStore& params,
+                                         PackedWeights& out) const {
   if (numerics_.batch_invariant) {
-    pack_weights(params, out);
+    pack_weights(ctx, params, out);
     return;
   }
   out.layers.clear();
@@ -372,7 +378,7 @@ void Transformer::prepare_decode_weights(const ParameterStore& params, PackedWei
   // Every parameter as these numerics compute with it: the Linear matrices through their packed format and
   // back (rounded or dequantised, the values the panels would hold), the rest rounded to the compute dtype.
   ParameterStore prepared = params.clone();
-  ops::round_to(prepared.flat(), numerics_.compute);
+  ops::round_to(ctx, prepared.flat(), numerics_.compute);
   const Weights src = views(params);
   Weights dst = views(prepared);
   ops::PackedWeight scratch;
@@ -382,8 +388,8 @@ void Transformer::prepare_decode_weights(const ParameterStore& params, PackedWei
                                                       {&src.layers[l].gate_up, &dst.layers[l].gate_up},
                                                       {&src.layers[l].down, &dst.layers[l].down}};
     for (const auto& [from, to] : mats) {
-      ops::pack_weight(*from, scratch, numerics_.linear_weights);
-      const Tensor values = ops::unpack_weight(scratch);
+      ops::pack_weight(ctx, *from, scratch, numerics_.linear_weights);
+      const Tensor values = ops::unpack_weight(ctx, scratch);
       std::memcpy(to->data<float>(), values.data<float>(), values.nbytes());
     }
   }
@@ -466,13 +472,13 @@ Tensor Transformer::forward_cached(const ExecContext& ctx, const ParameterStore&
     r.rstd = rows_of(rstd);
     r.qkv = rows_of(qkv);
     r.act = rows_of(act);
-    ops::embedding_forward(w.embed, tok, r.x);
-    ops::round_to(r.x, dt);
+    ops::embedding_forward(ctx, w.embed, tok, r.x);
+    ops::round_to(ctx, r.x, dt);
     for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
-      layer_body(w.layers[static_cast<size_t>(l)], packed_layer(l), r,
+      layer_body(ctx, w.layers[static_cast<size_t>(l)], packed_layer(l), r,
                  [&](const Tensor& q_r, const Tensor& k_r, const Tensor& v_r, Tensor& att_r) {
-                   ops::paged_kv_write(k_r, v_r, slot, cache.k[l], cache.v[l]);
-                   ops::paged_attention(q_r, cache.k[l], cache.v[l], seq, r.positions, indptr, indices,
+                   ops::paged_kv_write(ctx, k_r, v_r, slot, cache.k[l], cache.v[l]);
+                   ops::paged_attention(ctx, q_r, cache.k[l], cache.v[l], seq, r.positions, indptr, indices,
                                         cache.block_size, scale, att_r);
                  });
     }
@@ -504,9 +510,9 @@ Tensor Transformer::forward_cached(const ExecContext& ctx, const ParameterStore&
     std::memcpy(last.data<float>() + r * C, x.data<float>() + row * C, C * sizeof(float));
   }
   Tensor last_n = ctx.empty({R, C}), last_rstd = ctx.empty({R});
-  ops::rmsnorm_forward(last, w.final_norm, eps, last_n, last_rstd, dt);
+  ops::rmsnorm_forward(ctx, last, w.final_norm, eps, last_n, last_rstd, dt);
   Tensor logits = ctx.empty({R, V});
-  linear(last_n, w.lm_head, panels ? &panels->lm_head : nullptr, logits, dt);
+  linear(ctx, last_n, w.lm_head, panels ? &panels->lm_head : nullptr, logits, dt);
   return logits;
 }
 

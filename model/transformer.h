@@ -149,9 +149,11 @@ class Transformer {
   const ModelNumerics& numerics() const { return numerics_; }
 
   // Fills acts.logp (N) (and acts.entropy) for the batch, or acts.values (N) for a value-head model; keeps what
-  // backward needs.
-  void forward(const ParameterStore& params, const PackedBatch& batch, const ForwardOptions& options,
-               Activations& acts) const;
+  // backward needs. Every op of forward and backward runs on ctx, which must be the host's for now: the
+  // activations are host tensors (the CUDA executor is not written yet; a device context fails at the first op,
+  // naming the tensor that is on the host).
+  void forward(const ExecContext& ctx, const ParameterStore& params, const PackedBatch& batch,
+               const ForwardOptions& options, Activations& acts) const;
 
   // Called by backward as each layer's parameter gradients are complete, layers last to first, with the layer's
   // span [begin, end) in the flat buffer (layer_param_spans): data parallelism starts reducing them while the
@@ -160,10 +162,10 @@ class Transformer {
 
   // Accumulates dL/dparams into grads (same layout as params) from dL/dlogp (N) and optional dL/dentropy (N).
   // acts is the forward's; backward uses its scratch.
-  void backward(const ParameterStore& params, Activations& acts, const float* dlogp, const float* dentropy,
-                ParameterStore& grads, const GradsReadyFn& ready = {}) const;
+  void backward(const ExecContext& ctx, const ParameterStore& params, Activations& acts, const float* dlogp,
+                const float* dentropy, ParameterStore& grads, const GradsReadyFn& ready = {}) const;
   // The value-head model's backward: accumulates dL/dparams into grads from dL/dvalue (N).
-  void backward_values(const ParameterStore& params, Activations& acts, const float* dvalue,
+  void backward_values(const ExecContext& ctx, const ParameterStore& params, Activations& acts, const float* dvalue,
                        ParameterStore& grads, const GradsReadyFn& ready = {}) const;
   // Each decoder layer's span [begin, end) of the flat parameter buffer, layer 0 first; the rest of the buffer
   // (embeddings, final norm, head) belongs to no layer.
@@ -182,10 +184,11 @@ class Transformer {
                         KVCache& cache, const PackedWeights* packed = nullptr) const;
   // Packs the matmul weights of `params` (CPU) in the numerics' formats for forward and forward_cached, or
   // their fp32 transposes for backward, reusing `out`'s buffers.
-  void pack_weights(const ParameterStore& params, PackedWeights& out, bool transposed = false) const;
+  void pack_weights(const ExecContext& ctx, const ParameterStore& params, PackedWeights& out,
+                    bool transposed = false) const;
   // The weights forward_cached decodes with: pack_weights in batch-invariant numerics, else the OpenBLAS
   // decode's (PackedWeights::blas).
-  void prepare_decode_weights(const ParameterStore& params, PackedWeights& out) const;
+  void prepare_decode_weights(const ExecContext& ctx, const ParameterStore& params, PackedWeights& out) const;
 
  private:
   // Offsets (in floats) of each layer's weights in the flat parameter buffer; -1 when absent.
@@ -201,26 +204,28 @@ class Transformer {
   // From dL/d(final norm output) (N,C) down to the embedding; shared by both heads.
   // From acts.scratch.dxn_final down; `packed`: the weights go through the packed kernel transposed (CPU), one
   // layer at a time in acts.scratch.wt.layers[0], else the products go through ops::matmul.
-  void backward_body(const Weights& w, bool packed, Weights& g, Activations& acts, const GradsReadyFn& ready) const;
+  void backward_body(const ExecContext& ctx, const Weights& w, bool packed, Weights& g, Activations& acts,
+                     const GradsReadyFn& ready) const;
   // The one layer body (transformer_layers.cpp) of the training forward and the cached decode, in the model's
   // numerics: norm, qkv (+ bias), (Qwen3: q_norm, k_norm per head,) RoPE, attention, o + residual, norm, gate_up,
   // SwiGLU, down + residual.
   // P: the layer's packed weights (else OpenBLAS on W); biases from P when it has rounded ones.
-  void layer_body(const LayerWeights& W, const PackedWeights::Layer* P, LayerRows& r,
+  void layer_body(const ExecContext& ctx, const LayerWeights& W, const PackedWeights::Layer* P, LayerRows& r,
                   const LayerAttention& attend) const;
   // One layer on one chunk of rows (transformer_layers.cpp): forward from A.x into A's rows and x_next; backward
   // from dx (d x_next on entry, d x on exit) into the parameter gradients G.
-  void layer_forward(const LayerWeights& W, const PackedWeights::Layer* P, LayerActivations& A, Tensor& x_next,
-                     const RowChunk& rows, const Tensor& positions, ChunkScratch& s) const;
-  void layer_backward(const LayerWeights& W, const PackedWeights::Layer* P, LayerWeights& G,
+  void layer_forward(const ExecContext& ctx, const LayerWeights& W, const PackedWeights::Layer* P, LayerActivations& A,
+                     Tensor& x_next, const RowChunk& rows, const Tensor& positions, ChunkScratch& s) const;
+  void layer_backward(const ExecContext& ctx, const LayerWeights& W, const PackedWeights::Layer* P, LayerWeights& G,
                       const LayerActivations& A, Tensor& dx, const RowChunk& rows, const Tensor& positions,
                       ChunkScratch& s) const;
   // All layers forward / backward over acts.chunks: side by side on the threads when `chunked`. `packed`: the
   // one layer's worth of panels (CPU) into which each layer's weights are packed just before it runs (transposed
   // for the backward), so that training holds one layer of panels, not a second copy of the model; null: the
   // products go through ops::matmul.
-  void forward_layers(const Weights& w, PackedWeights::Layer* packed, bool chunked, Activations& acts) const;
-  void backward_layers(const Weights& w, PackedWeights::Layer* packed, bool chunked, Weights& g,
+  void forward_layers(const ExecContext& ctx, const Weights& w, PackedWeights::Layer* packed, bool chunked,
+                      Activations& acts) const;
+  void backward_layers(const ExecContext& ctx, const Weights& w, PackedWeights::Layer* packed, bool chunked, Weights& g,
                        Activations& acts, const GradsReadyFn& ready) const;
   // Packs the given matrices side by side on the threads (forward formats, or transposed fp32).
   struct PackJob {
@@ -228,9 +233,9 @@ class Transformer {
     ops::PackedWeight* out;
     WeightFormat format;
   };
-  void run_pack_jobs(const std::vector<PackJob>& jobs, bool transposed) const;
+  void run_pack_jobs(const ExecContext& ctx, const std::vector<PackJob>& jobs, bool transposed) const;
   // One layer's panels (and its biases rounded to the compute dtype, for the forward).
-  void pack_layer(const LayerWeights& W, PackedWeights::Layer& out, bool transposed) const;
+  void pack_layer(const ExecContext& ctx, const LayerWeights& W, PackedWeights::Layer& out, bool transposed) const;
 
   ModelConfig config_;
   ModelNumerics numerics_;

@@ -58,7 +58,7 @@ void ensure_chunk_buffers(ChunkScratch& s, int64_t rows, const ModelConfig& c) {
 
 }  // namespace
 
-void Transformer::layer_body(const LayerWeights& W, const PackedWeights::Layer* P, LayerRows& r,
+void Transformer::layer_body(const ExecContext& ctx, const LayerWeights& W, const PackedWeights::Layer* P, LayerRows& r,
                              const LayerAttention& attend) const {
   const int64_t n = r.x.size(0), Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads;
   const int64_t D = config_.head_dim();
@@ -69,44 +69,44 @@ void Transformer::layer_body(const LayerWeights& W, const PackedWeights::Layer* 
   const Tensor& qkv_b = P && P->qkv_b.defined() ? P->qkv_b : W.qkv_b;
   const Tensor& o_b = P && P->o_b.defined() ? P->o_b : W.o_b;
 
-  ops::rmsnorm_forward(r.x, W.ln1, eps, r.xn, r.rstd, dt);
-  linear(r.xn, W.qkv_w, P ? &P->qkv : nullptr, r.qkv, dt);
+  ops::rmsnorm_forward(ctx, r.x, W.ln1, eps, r.xn, r.rstd, dt);
+  linear(ctx, r.xn, W.qkv_w, P ? &P->qkv : nullptr, r.qkv, dt);
   if (qkv_b.defined()) {
-    ops::add_bias(r.qkv, qkv_b);
-    ops::round_to(r.qkv, dt);
+    ops::add_bias(ctx, r.qkv, qkv_b);
+    ops::round_to(ctx, r.qkv, dt);
   }
   if (W.q_norm.defined()) {
     // Qwen3: each head of q and of k through its RMSNorm (rows of D), then RoPE. The norm rounds its output as
     // Hugging Face's Qwen3RMSNorm in that dtype does; RoPE's output is rounded below, as without the norms.
-    ops::split_qkv(r.qkv, r.q_pre, r.k_pre, r.v);
+    ops::split_qkv(ctx, r.qkv, r.q_pre, r.k_pre, r.v);
     Tensor q_heads = r.q.reshape({n * Hq, D}), k_heads = r.k.reshape({n * Hkv, D});
     Tensor q_rstd = r.q_rstd.reshape({n * Hq}), k_rstd = r.k_rstd.reshape({n * Hkv});
-    ops::rmsnorm_forward(r.q_pre.reshape({n * Hq, D}), W.q_norm, eps, q_heads, q_rstd, dt);
-    ops::rmsnorm_forward(r.k_pre.reshape({n * Hkv, D}), W.k_norm, eps, k_heads, k_rstd, dt);
-    ops::rope_forward(r.q, r.positions, rope_);
-    ops::rope_forward(r.k, r.positions, rope_);
+    ops::rmsnorm_forward(ctx, r.q_pre.reshape({n * Hq, D}), W.q_norm, eps, q_heads, q_rstd, dt);
+    ops::rmsnorm_forward(ctx, r.k_pre.reshape({n * Hkv, D}), W.k_norm, eps, k_heads, k_rstd, dt);
+    ops::rope_forward(ctx, r.q, r.positions, rope_);
+    ops::rope_forward(ctx, r.k, r.positions, rope_);
   } else {
-    ops::rope_split_qkv(r.qkv, r.positions, rope_, r.q, r.k, r.v);
+    ops::rope_split_qkv(ctx, r.qkv, r.positions, rope_, r.q, r.k, r.v);
   }
-  ops::round_to(r.q, dt);  // v is a copy of rounded values already
-  ops::round_to(r.k, dt);
+  ops::round_to(ctx, r.q, dt);  // v is a copy of rounded values already
+  ops::round_to(ctx, r.k, dt);
   Tensor att3 = r.att.reshape({n, Hq, D});
   attend(r.q, r.k, r.v, att3);
-  ops::round_to(r.att, dt);
-  linear_residual(r.att, W.o_w, P ? &P->o : nullptr, r.x, r.h, dt, r.product);  // h = x + o_proj(att)
+  ops::round_to(ctx, r.att, dt);
+  linear_residual(ctx, r.att, W.o_w, P ? &P->o : nullptr, r.x, r.h, dt, r.product);  // h = x + o_proj(att)
   if (o_b.defined()) {
-    ops::add_bias(r.h, o_b);
-    ops::round_to(r.h, dt);
+    ops::add_bias(ctx, r.h, o_b);
+    ops::round_to(ctx, r.h, dt);
   }
-  ops::rmsnorm_forward(r.h, W.ln2, eps, r.xn, r.rstd, dt);
-  linear(r.xn, W.gate_up, P ? &P->gate_up : nullptr, r.gate_up, dt);
-  ops::swiglu_forward(r.gate_up, r.act);
-  ops::round_to(r.act, dt);
-  linear_residual(r.act, W.down, P ? &P->down : nullptr, r.h, r.out, dt, r.product);  // out = h + down(act)
+  ops::rmsnorm_forward(ctx, r.h, W.ln2, eps, r.xn, r.rstd, dt);
+  linear(ctx, r.xn, W.gate_up, P ? &P->gate_up : nullptr, r.gate_up, dt);
+  ops::swiglu_forward(ctx, r.gate_up, r.act);
+  ops::round_to(ctx, r.act, dt);
+  linear_residual(ctx, r.act, W.down, P ? &P->down : nullptr, r.h, r.out, dt, r.product);  // out = h + down(act)
 }
 
-void Transformer::layer_forward(const LayerWeights& W, const PackedWeights::Layer* P, LayerActivations& A,
-                                Tensor& x_next, const RowChunk& rows, const Tensor& positions,
+void Transformer::layer_forward(const ExecContext& ctx, const LayerWeights& W, const PackedWeights::Layer* P,
+                                LayerActivations& A, Tensor& x_next, const RowChunk& rows, const Tensor& positions,
                                 ChunkScratch& s) const {
   const int64_t b = rows.begin, e = rows.end, n = e - b;
   const float scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim()));
@@ -131,13 +131,13 @@ void Transformer::layer_forward(const LayerWeights& W, const PackedWeights::Laye
   r.qkv = s.qkv.slice_rows(0, n);
   r.act = s.act.slice_rows(0, n);
   Tensor lse = A.lse.slice_rows(b, e);
-  layer_body(W, P, r, [&](const Tensor& q, const Tensor& k, const Tensor& v, Tensor& att) {
-    ops::attention_forward(q, k, v, rows.cu_seqlens, scale, att, lse);
+  layer_body(ctx, W, P, r, [&](const Tensor& q, const Tensor& k, const Tensor& v, Tensor& att) {
+    ops::attention_forward(ctx, q, k, v, rows.cu_seqlens, scale, att, lse);
   });
 }
 
-void Transformer::layer_backward(const LayerWeights& W, const PackedWeights::Layer* P, LayerWeights& G,
-                                 const LayerActivations& A, Tensor& dx_all, const RowChunk& rows,
+void Transformer::layer_backward(const ExecContext& ctx, const LayerWeights& W, const PackedWeights::Layer* P,
+                                 LayerWeights& G, const LayerActivations& A, Tensor& dx_all, const RowChunk& rows,
                                  const Tensor& positions, ChunkScratch& s) const {
   const int64_t b = rows.begin, e = rows.end, n = e - b;
   const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
@@ -153,44 +153,44 @@ void Transformer::layer_backward(const LayerWeights& W, const PackedWeights::Lay
   Tensor dv = s.dv.slice_rows(0, n), dqkv = s.dqkv.slice_rows(0, n);
 
   // MLP: x_next = h + down(swiglu(gate_up(norm2(h)))); dx holds d/dx_next. act and norm2(h) are recomputed.
-  linear_input_grad(dx, W.down, P ? &P->down : nullptr, dact);
-  ops::swiglu_backward(dact, gate_up, dgate_up, act);
-  ops::round_to(act, numerics_.compute);  // the forward's act
-  ops::linear_weight_grad(dx, act, G.down);
-  ops::rmsnorm_forward(h, W.ln2, eps, xn, rstd, numerics_.compute);
-  ops::linear_weight_grad(dgate_up, xn, G.gate_up);
-  linear_input_grad(dgate_up, W.gate_up, P ? &P->gate_up : nullptr, dxn);
-  ops::rmsnorm_backward(dxn, h, W.ln2, rstd, dx, G.ln2);  // dx is now d/dh
+  linear_input_grad(ctx, dx, W.down, P ? &P->down : nullptr, dact);
+  ops::swiglu_backward(ctx, dact, gate_up, dgate_up, act);
+  ops::round_to(ctx, act, numerics_.compute);  // the forward's act
+  ops::linear_weight_grad(ctx, dx, act, G.down);
+  ops::rmsnorm_forward(ctx, h, W.ln2, eps, xn, rstd, numerics_.compute);
+  ops::linear_weight_grad(ctx, dgate_up, xn, G.gate_up);
+  linear_input_grad(ctx, dgate_up, W.gate_up, P ? &P->gate_up : nullptr, dxn);
+  ops::rmsnorm_backward(ctx, dxn, h, W.ln2, rstd, dx, G.ln2);  // dx is now d/dh
   // Attention: h = x + o(attn(rope(qkv(norm1(x))))) (Qwen3: rope(qk_norm(.)) on q and k); norm1(x) is recomputed.
-  linear_input_grad(dx, W.o_w, P ? &P->o : nullptr, datt);
-  ops::linear_weight_grad(dx, att, G.o_w);
-  if (G.o_b.defined()) ops::bias_backward(dx, G.o_b);
-  ops::attention_backward(datt.reshape({n, Hq, D}), q, k, v, att.reshape({n, Hq, D}), lse, rows.cu_seqlens, scale,
+  linear_input_grad(ctx, dx, W.o_w, P ? &P->o : nullptr, datt);
+  ops::linear_weight_grad(ctx, dx, att, G.o_w);
+  if (G.o_b.defined()) ops::bias_backward(ctx, dx, G.o_b);
+  ops::attention_backward(ctx, datt.reshape({n, Hq, D}), q, k, v, att.reshape({n, Hq, D}), lse, rows.cu_seqlens, scale,
                           dq, dk, dv);
   if (W.q_norm.defined()) {
     // Through RoPE, then through q_norm and k_norm (rows of D) at the kept pre-norm q, k and rstd.
-    ops::rope_backward(dq, pos, rope_);
-    ops::rope_backward(dk, pos, rope_);
+    ops::rope_backward(ctx, dq, pos, rope_);
+    ops::rope_backward(ctx, dk, pos, rope_);
     Tensor dq_pre = s.dq_pre.slice_rows(0, n), dk_pre = s.dk_pre.slice_rows(0, n);
     dq_pre.fill_zero();  // rmsnorm_backward accumulates dx
     dk_pre.fill_zero();
     Tensor dq_pre_heads = dq_pre.reshape({n * Hq, D}), dk_pre_heads = dk_pre.reshape({n * Hkv, D});
-    ops::rmsnorm_backward(dq.reshape({n * Hq, D}), A.q_pre.slice_rows(b, e).reshape({n * Hq, D}), W.q_norm,
+    ops::rmsnorm_backward(ctx, dq.reshape({n * Hq, D}), A.q_pre.slice_rows(b, e).reshape({n * Hq, D}), W.q_norm,
                           A.q_rstd.slice_rows(b, e).reshape({n * Hq}), dq_pre_heads, G.q_norm);
-    ops::rmsnorm_backward(dk.reshape({n * Hkv, D}), A.k_pre.slice_rows(b, e).reshape({n * Hkv, D}), W.k_norm,
+    ops::rmsnorm_backward(ctx, dk.reshape({n * Hkv, D}), A.k_pre.slice_rows(b, e).reshape({n * Hkv, D}), W.k_norm,
                           A.k_rstd.slice_rows(b, e).reshape({n * Hkv}), dk_pre_heads, G.k_norm);
-    ops::merge_qkv(dq_pre, dk_pre, dv, dqkv);
+    ops::merge_qkv(ctx, dq_pre, dk_pre, dv, dqkv);
   } else {
-    ops::rope_backward_merge_qkv(dq, dk, dv, pos, rope_, dqkv);
+    ops::rope_backward_merge_qkv(ctx, dq, dk, dv, pos, rope_, dqkv);
   }
-  if (G.qkv_b.defined()) ops::bias_backward(dqkv, G.qkv_b);
-  ops::rmsnorm_forward(x, W.ln1, eps, xn, rstd, numerics_.compute);
-  ops::linear_weight_grad(dqkv, xn, G.qkv_w);
-  linear_input_grad(dqkv, W.qkv_w, P ? &P->qkv : nullptr, dxn);
-  ops::rmsnorm_backward(dxn, x, W.ln1, rstd, dx, G.ln1);  // dx is now d/dx of this block
+  if (G.qkv_b.defined()) ops::bias_backward(ctx, dqkv, G.qkv_b);
+  ops::rmsnorm_forward(ctx, x, W.ln1, eps, xn, rstd, numerics_.compute);
+  ops::linear_weight_grad(ctx, dqkv, xn, G.qkv_w);
+  linear_input_grad(ctx, dqkv, W.qkv_w, P ? &P->qkv : nullptr, dxn);
+  ops::rmsnorm_backward(ctx, dxn, x, W.ln1, rstd, dx, G.ln1);  // dx is now d/dx of this block
 }
 
-void Transformer::forward_layers(const Weights& w, PackedWeights::Layer* packed, bool chunked,
+void Transformer::forward_layers(const ExecContext& ctx, const Weights& w, PackedWeights::Layer* packed, bool chunked,
                                  Activations& acts) const {
   const int64_t N = acts.num_tokens, C = config_.hidden_size, F = config_.intermediate_size;
   const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
@@ -220,20 +220,20 @@ void Transformer::forward_layers(const Weights& w, PackedWeights::Layer* packed,
     auto& A = acts.layers[static_cast<size_t>(l)];
     Tensor& x_next = l + 1 < config_.num_hidden_layers ? acts.layers[static_cast<size_t>(l) + 1].x : acts.x_final;
     const LayerWeights& W = w.layers[static_cast<size_t>(l)];
-    if (packed) pack_layer(W, *packed, /*transposed=*/false);
+    if (packed) pack_layer(ctx, W, *packed, /*transposed=*/false);
     const PackedWeights::Layer* P = packed;
     for_chunks(
         static_cast<int64_t>(acts.chunks.size()), threads, [](int) {},
         [&](int64_t c, int t) {
-          layer_forward(W, P, A, x_next, acts.chunks[static_cast<size_t>(c)], acts.positions,
+          layer_forward(ctx, W, P, A, x_next, acts.chunks[static_cast<size_t>(c)], acts.positions,
                         acts.chunk_scratch[static_cast<size_t>(t)]);
         },
         [](int) {});
   }
 }
 
-void Transformer::backward_layers(const Weights& w, PackedWeights::Layer* packed, bool chunked, Weights& g,
-                                  Activations& acts, const GradsReadyFn& ready) const {
+void Transformer::backward_layers(const ExecContext& ctx, const Weights& w, PackedWeights::Layer* packed, bool chunked,
+                                  Weights& g, Activations& acts, const GradsReadyFn& ready) const {
   const int64_t C = config_.hidden_size, F = config_.intermediate_size;
   const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
   const int64_t qkv_dim = config_.q_dim() + 2 * config_.kv_dim();
@@ -262,12 +262,12 @@ void Transformer::backward_layers(const Weights& w, PackedWeights::Layer* packed
     RLCPP_CHECK(o.end - o.begin == span, "backward: layer " << l << " has " << o.end - o.begin
                                                               << " parameters, layer 0 " << span);
     const LayerWeights& W = w.layers[static_cast<size_t>(l)];
-    if (packed) pack_layer(W, *packed, /*transposed=*/true);
+    if (packed) pack_layer(ctx, W, *packed, /*transposed=*/true);
     const PackedWeights::Layer* P = packed;
     LayerWeights& G = g.layers[static_cast<size_t>(l)];
     if (!chunked) {  // one chunk, gradients straight into G
       for (const auto& chunk : acts.chunks)
-        layer_backward(W, P, G, acts.layers[static_cast<size_t>(l)], acts.scratch.dx, chunk, acts.positions,
+        layer_backward(ctx, W, P, G, acts.layers[static_cast<size_t>(l)], acts.scratch.dx, chunk, acts.positions,
                        acts.chunk_scratch[0]);
       if (ready) ready(o.begin, o.end);
       continue;
@@ -284,7 +284,7 @@ void Transformer::backward_layers(const Weights& w, PackedWeights::Layer* packed
           thread_grads[static_cast<size_t>(t)] = layer_views(l, s.layer_grads.data<float>());
         },
         [&](int64_t c, int t) {
-          layer_backward(W, P, thread_grads[static_cast<size_t>(t)], acts.layers[static_cast<size_t>(l)],
+          layer_backward(ctx, W, P, thread_grads[static_cast<size_t>(t)], acts.layers[static_cast<size_t>(l)],
                          acts.scratch.dx, acts.chunks[static_cast<size_t>(c)], acts.positions,
                          acts.chunk_scratch[static_cast<size_t>(t)]);
         },

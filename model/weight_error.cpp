@@ -10,15 +10,16 @@ std::map<std::string, double> WeightError::metrics(const std::string& prefix) co
 }
 
 WeightError prepared_weight_error(const Transformer& model, const ParameterStore& params) {
+  const ExecContext host = ExecContext::cpu();  // the packed weights live on the host
   PackedWeights packed;
-  model.pack_weights(params, packed);
+  model.pack_weights(host, params, packed);
   const ModelConfig& c = model.config();
   const int64_t C = c.hidden_size, F = c.intermediate_size, qkv = c.q_dim() + 2 * c.kv_dim();
   WeightError e;
   double sum_sq_err = 0, sum_sq = 0;
   auto add = [&](const std::string& name, Shape shape, const ops::PackedWeight& p) {
     const Tensor w = params.view(params.offset_of(name), std::move(shape));
-    const Tensor q = ops::unpack_weight(p);
+    const Tensor q = ops::unpack_weight(host, p);
     const float* a = w.data<float>();
     const float* b = q.data<float>();
     for (int64_t i = 0; i < w.numel(); ++i) {

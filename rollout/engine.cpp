@@ -226,7 +226,7 @@ RolloutResult Engine::generate(const Request& request, const StepObserver& obser
       // Weights prepared in the rollout numerics (packed panels, or the OpenBLAS decode's copy) are the CPU decode
       // path; weights on another device decode through ops::matmul.
       use_packed_ = params_->flat().device() == Device::kCPU;
-      if (use_packed_) model_.prepare_decode_weights(*params_, packed_);
+      if (use_packed_) model_.prepare_decode_weights(context_, *params_, packed_);
       packed_stale_ = false;
     }
     const Tensor logits = model_.forward_cached(context_, *params_, step_, cache_, use_packed_ ? &packed_ : nullptr);

@@ -10,10 +10,13 @@
 
 #include "core/exec_context.h"
 #include "kernels/ops.h"
+#include "tests/host_context.h"
 #include "tests/kernels_test_support.h"
 
 namespace rlcpp {
 namespace {
+
+using testing::host;
 
 using testing::check_gradient;
 using testing::error_of;
@@ -80,7 +83,7 @@ TEST(Attention, ForwardMatchesDoubleReference) {
     Tensor q = rng.normal({n, hs.hq, hs.d}), k = rng.normal({n, hs.hkv, hs.d}), v = rng.normal({n, hs.hkv, hs.d});
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs.d));
     Guarded out({n, hs.hq, hs.d}), lse({n, hs.hq});
-    ops::attention_forward(q, k, v, int_tensor(cu), scale, out.t(), lse.t());
+    ops::attention_forward(host(), q, k, v, int_tensor(cu), scale, out.t(), lse.t());
     const AttentionRef ref = attention_reference(q, k, v, cu, scale);
     expect_near_all(out.t(), ref.out, 1e-5, 1e-5, "out");
     expect_near_all(lse.t(), ref.lse, 1e-5, 1e-5, "lse");
@@ -100,13 +103,13 @@ TEST(Attention, BackwardMatchesFiniteDifferences) {
     Tensor dout = rng.normal({n, hs.hq, hs.d});
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs.d));
     Tensor out = Tensor::empty({n, hs.hq, hs.d}), lse = Tensor::empty({n, hs.hq});
-    ops::attention_forward(q, k, v, cu_t, scale, out, lse);
+    ops::attention_forward(host(), q, k, v, cu_t, scale, out, lse);
     // Outputs start as NaN: the backward must overwrite every element.
     Guarded dq({n, hs.hq, hs.d}), dk({n, hs.hkv, hs.d}), dv({n, hs.hkv, hs.d});
-    ops::attention_backward(dout, q, k, v, out, lse, cu_t, scale, dq.t(), dk.t(), dv.t());
+    ops::attention_backward(host(), dout, q, k, v, out, lse, cu_t, scale, dq.t(), dk.t(), dv.t());
     EXPECT_TRUE(dq.guards_intact() && dk.guards_intact() && dv.guards_intact());
     auto objective = [&] {
-      ops::attention_forward(q, k, v, cu_t, scale, out, lse);
+      ops::attention_forward(host(), q, k, v, cu_t, scale, out, lse);
       return weighted_sum(dout, out);
     };
     EXPECT_GRAD_OK(check_gradient(q, values_of(dq.t()), objective), "dq");
@@ -131,8 +134,8 @@ TEST(Attention, ResultsDoNotDependOnThreadCountOrPacking) {
              Tensor::empty(k.shape())};
     const int saved = omp_get_max_threads();
     omp_set_num_threads(threads);
-    ops::attention_forward(q, k, v, int_tensor(cu), scale, r.out, r.lse);
-    ops::attention_backward(dout, q, k, v, r.out, r.lse, int_tensor(cu), scale, r.dq, r.dk, r.dv);
+    ops::attention_forward(host(), q, k, v, int_tensor(cu), scale, r.out, r.lse);
+    ops::attention_backward(host(), dout, q, k, v, r.out, r.lse, int_tensor(cu), scale, r.dq, r.dk, r.dv);
     omp_set_num_threads(saved);
     return r;
   };
@@ -147,7 +150,7 @@ TEST(Attention, ResultsDoNotDependOnThreadCountOrPacking) {
   for (size_t b = 0; b < lengths.size(); ++b) {
     const int64_t begin = cu[b], end = cu[b + 1];
     Tensor out = Tensor::empty({end - begin, hq, d}), lse = Tensor::empty({end - begin, hq});
-    ops::attention_forward(q.slice_rows(begin, end), k.slice_rows(begin, end), v.slice_rows(begin, end),
+    ops::attention_forward(host(), q.slice_rows(begin, end), k.slice_rows(begin, end), v.slice_rows(begin, end),
                            int_tensor({0, static_cast<int32_t>(end - begin)}), scale, out, lse);
     EXPECT_TRUE(same_bits(out.data<float>(), one.out.data<float>() + begin * hq * d, out.numel())) << "sequence " << b;
   }
@@ -156,19 +159,26 @@ TEST(Attention, ResultsDoNotDependOnThreadCountOrPacking) {
 TEST(Attention, BadShapesAndSeqlensNameTheOp) {
   Tensor q = Tensor::zeros({5, 4, 8}), k = Tensor::zeros({5, 3, 8}), v = Tensor::zeros({5, 3, 8});
   Tensor out = Tensor::zeros({5, 4, 8}), lse = Tensor::zeros({5, 4});
-  EXPECT_ERROR_MENTIONS(error_of([&] { ops::attention_forward(q, k, v, int_tensor({0, 5}), 1.0f, out, lse); }),
+  EXPECT_ERROR_MENTIONS(error_of([&] {
+                          ops::attention_forward(host(), q, k, v, int_tensor({0, 5}), 1.0f, out, lse);
+                        }),
                         "attention_forward: query heads 4 are not a multiple of kv heads 3");
   Tensor k2 = Tensor::zeros({5, 2, 8}), v2 = Tensor::zeros({5, 2, 8});
-  EXPECT_ERROR_MENTIONS(error_of([&] { ops::attention_forward(q, k2, v2, int_tensor({0, 4}), 1.0f, out, lse); }),
+  EXPECT_ERROR_MENTIONS(error_of([&] {
+                          ops::attention_forward(host(), q, k2, v2, int_tensor({0, 4}), 1.0f, out, lse);
+                        }),
                         "attention_forward: cu_seqlens ends at 4 but there are 5 rows");
   Tensor bad_lse = Tensor::zeros({5, 2});
-  EXPECT_ERROR_MENTIONS(error_of([&] { ops::attention_forward(q, k2, v2, int_tensor({0, 5}), 1.0f, out, bad_lse); }),
+  EXPECT_ERROR_MENTIONS(error_of([&] {
+                          ops::attention_forward(host(), q, k2, v2, int_tensor({0, 5}), 1.0f, out, bad_lse);
+                        }),
                         "attention_forward: lse has shape (5, 2) but expected (5, 4)");
   Tensor dq = Tensor::zeros({5, 4, 8}), dk = Tensor::zeros({5, 2, 7}), dv = Tensor::zeros({5, 2, 8});
-  EXPECT_ERROR_MENTIONS(error_of([&] {
-                          ops::attention_backward(out, q, k2, v2, out, lse, int_tensor({0, 5}), 1.0f, dq, dk, dv);
-                        }),
-                        "attention_backward: dk has shape (5, 2, 7)");
+  EXPECT_ERROR_MENTIONS(
+      error_of([&] {
+        ops::attention_backward(host(), out, q, k2, v2, out, lse, int_tensor({0, 5}), 1.0f, dq, dk, dv);
+      }),
+      "attention_backward: dk has shape (5, 2, 7)");
 }
 
 // ---------------------------------------------------------------- paged KV cache
@@ -185,7 +195,7 @@ class PagedFixture {
     v_ = rng_.normal({n_, kHkv, kD});
     ref_out_ = Tensor::empty({n_, kHq, kD});
     Tensor lse = Tensor::empty({n_, kHq});
-    ops::attention_forward(q_, k_, v_, int_tensor(cu_), kScale, ref_out_, lse);
+    ops::attention_forward(host(), q_, k_, v_, int_tensor(cu_), kScale, ref_out_, lse);
 
     int32_t total_blocks = 3;  // a few spare blocks nobody owns
     std::vector<int32_t> counts;
@@ -235,9 +245,9 @@ class PagedFixture {
       seqs.push_back(static_cast<int32_t>(b));
       positions.push_back(pos);
     }
-    ops::paged_kv_write(k, v, int_tensor(slots), k_cache_, v_cache_);
+    ops::paged_kv_write(host(), k, v, int_tensor(slots), k_cache_, v_cache_);
     Guarded out({m, kHq, kD});
-    ops::paged_attention(q, k_cache_, v_cache_, int_tensor(seqs), int_tensor(positions), int_tensor(indptr_),
+    ops::paged_attention(host(), q, k_cache_, v_cache_, int_tensor(seqs), int_tensor(positions), int_tensor(indptr_),
                          int_tensor(indices_), block_size_, kScale, out.t());
     EXPECT_TRUE(out.guards_intact());
     for (int64_t i = 0; i < m; ++i) {
@@ -323,8 +333,8 @@ TEST(PagedAttention, IndexErrorsNameTheRow) {
   Tensor out = Tensor::zeros({2, PagedFixture::kHq, PagedFixture::kD});
   auto run = [&](std::vector<int32_t> seqs, std::vector<int32_t> pos, std::vector<int32_t> indices) {
     return error_of([&] {
-      ops::paged_attention(q, f.k_cache(), f.v_cache(), int_tensor(seqs), int_tensor(pos), int_tensor(f.indptr()),
-                           int_tensor(indices), 3, PagedFixture::kScale, out);
+      ops::paged_attention(host(), q, f.k_cache(), f.v_cache(), int_tensor(seqs), int_tensor(pos),
+                           int_tensor(f.indptr()), int_tensor(indices), 3, PagedFixture::kScale, out);
     });
   };
   EXPECT_ERROR_MENTIONS(run({0, 1}, {2, 6}, f.indices()),
@@ -337,8 +347,9 @@ TEST(PagedAttention, IndexErrorsNameTheRow) {
   EXPECT_EQ(run({0, 1}, {1, 2}, bad), "");
 
   Tensor k = Tensor::zeros({1, PagedFixture::kHkv, PagedFixture::kD});
-  EXPECT_ERROR_MENTIONS(error_of([&] { ops::paged_kv_write(k, k, int_tensor({1000}), f.k_cache(), f.v_cache()); }),
-                        "paged_kv_write: slot_mapping[0] = 1000 is outside [-1, ");
+  EXPECT_ERROR_MENTIONS(
+      error_of([&] { ops::paged_kv_write(host(), k, k, int_tensor({1000}), f.k_cache(), f.v_cache()); }),
+      "paged_kv_write: slot_mapping[0] = 1000 is outside [-1, ");
 }
 
 TEST(PagedAttention, KvWriteSkipsMinusOneAndStaysInItsSlots) {
@@ -348,7 +359,7 @@ TEST(PagedAttention, KvWriteSkipsMinusOneAndStaysInItsSlots) {
   Guarded k_cache({slots, hkv, d}), v_cache({slots, hkv, d});
   std::fill_n(k_cache.data(), slots * hkv * d, 0.0f);
   std::fill_n(v_cache.data(), slots * hkv * d, 0.0f);
-  ops::paged_kv_write(k, v, int_tensor({5, -1, 0}), k_cache.t(), v_cache.t());
+  ops::paged_kv_write(host(), k, v, int_tensor({5, -1, 0}), k_cache.t(), v_cache.t());
   EXPECT_TRUE(k_cache.guards_intact() && v_cache.guards_intact());
   EXPECT_TRUE(same_bits(k_cache.data() + 5 * hkv * d, k.data<float>(), hkv * d));
   EXPECT_TRUE(same_bits(v_cache.data() + 0, v.data<float>() + 2 * hkv * d, hkv * d));
@@ -382,7 +393,7 @@ TEST(CudaAttention, PackedForwardMatchesTheDoubleReference) {
     Tensor q = rng.normal({n, hs.hq, hs.d}), k = rng.normal({n, hs.hkv, hs.d}), v = rng.normal({n, hs.hkv, hs.d});
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs.d));
     Tensor out = dev.nan({n, hs.hq, hs.d}), lse = dev.nan({n, hs.hq});
-    ops::attention_forward(dev.up(q), dev.up(k), dev.up(v), dev.up(int_tensor(cu)), scale, out, lse);
+    ops::attention_forward(dev.gpu, dev.up(q), dev.up(k), dev.up(v), dev.up(int_tensor(cu)), scale, out, lse);
     const AttentionRef ref = attention_reference(q, k, v, cu, scale);
     expect_near_all(dev.down(out), ref.out, 1e-5, 1e-5, "out");
     expect_near_all(dev.down(lse), ref.lse, 1e-5, 1e-5, "lse");
@@ -404,11 +415,11 @@ TEST(CudaAttention, BackwardMatchesTheCpuBackward) {
     const Tensor dout = rng.normal({n, hs.hq, hs.d});
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs.d));
     Tensor out = Tensor::empty({n, hs.hq, hs.d}), lse = Tensor::empty({n, hs.hq});
-    ops::attention_forward(q, k, v, int_tensor(cu), scale, out, lse);
+    ops::attention_forward(host(), q, k, v, int_tensor(cu), scale, out, lse);
     Tensor dq = Tensor::empty(q.shape()), dk = Tensor::empty(k.shape()), dv = Tensor::empty(v.shape());
-    ops::attention_backward(dout, q, k, v, out, lse, int_tensor(cu), scale, dq, dk, dv);
+    ops::attention_backward(host(), dout, q, k, v, out, lse, int_tensor(cu), scale, dq, dk, dv);
     Tensor ddq = dev.nan(q.shape()), ddk = dev.nan(k.shape()), ddv = dev.nan(v.shape());
-    ops::attention_backward(dev.up(dout), dev.up(q), dev.up(k), dev.up(v), dev.up(out), dev.up(lse),
+    ops::attention_backward(dev.gpu, dev.up(dout), dev.up(q), dev.up(k), dev.up(v), dev.up(out), dev.up(lse),
                             dev.up(int_tensor(cu)), scale, ddq, ddk, ddv);
     auto doubles = [](const Tensor& t) { return std::vector<double>(t.data<float>(), t.data<float>() + t.numel()); };
     expect_near_all(dev.down(ddq), doubles(dq), 1e-4, 1e-4, "dq");
@@ -430,7 +441,8 @@ TEST(CudaAttention, PagedCacheAndAttentionMatchTheCpuAndThePackedForward) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const Tensor q = rng.normal({n, hq, d}), k = rng.normal({n, hkv, d}), v = rng.normal({n, hkv, d});
   Tensor packed_out = dev.nan({n, hq, d}), packed_lse = dev.nan({n, hq});
-  ops::attention_forward(dev.up(q), dev.up(k), dev.up(v), dev.up(int_tensor(cu)), scale, packed_out, packed_lse);
+  ops::attention_forward(dev.gpu, dev.up(q), dev.up(k), dev.up(v), dev.up(int_tensor(cu)), scale, packed_out,
+                         packed_lse);
   const Tensor packed = dev.down(packed_out);
   for (const DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     for (const int64_t bs : {int64_t{1}, int64_t{16}}) {
@@ -452,14 +464,15 @@ TEST(CudaAttention, PagedCacheAndAttentionMatchTheCpuAndThePackedForward) {
       }
       Tensor k_cache = Tensor::zeros({num_slots, hkv, d}, dtype), v_cache = Tensor::zeros({num_slots, hkv, d}, dtype);
       Tensor out = Tensor::empty({n, hq, d});
-      ops::paged_kv_write(k, v, int_tensor(slots), k_cache, v_cache);
-      ops::paged_attention(q, k_cache, v_cache, int_tensor(seqs), int_tensor(positions), int_tensor(indptr),
+      ops::paged_kv_write(host(), k, v, int_tensor(slots), k_cache, v_cache);
+      ops::paged_attention(host(), q, k_cache, v_cache, int_tensor(seqs), int_tensor(positions), int_tensor(indptr),
                            int_tensor(indices), bs, scale, out);
       Tensor dk_cache = dev.gpu.zeros(k_cache.shape(), dtype), dv_cache = dev.gpu.zeros(v_cache.shape(), dtype);
       Tensor dout = dev.nan({n, hq, d});
-      ops::paged_kv_write(dev.up(k), dev.up(v), dev.up(int_tensor(slots)), dk_cache, dv_cache);
-      ops::paged_attention(dev.up(q), dk_cache, dv_cache, dev.up(int_tensor(seqs)), dev.up(int_tensor(positions)),
-                           dev.up(int_tensor(indptr)), dev.up(int_tensor(indices)), bs, scale, dout);
+      ops::paged_kv_write(dev.gpu, dev.up(k), dev.up(v), dev.up(int_tensor(slots)), dk_cache, dv_cache);
+      ops::paged_attention(dev.gpu, dev.up(q), dk_cache, dv_cache, dev.up(int_tensor(seqs)),
+                           dev.up(int_tensor(positions)), dev.up(int_tensor(indptr)), dev.up(int_tensor(indices)), bs,
+                           scale, dout);
       EXPECT_EQ(std::memcmp(dev.down(dk_cache).raw(), k_cache.raw(), k_cache.nbytes()), 0) << "k cache bytes";
       EXPECT_EQ(std::memcmp(dev.down(dv_cache).raw(), v_cache.raw(), v_cache.nbytes()), 0) << "v cache bytes";
       const Tensor got = dev.down(dout);

@@ -14,9 +14,12 @@
 #include "kernels/cpu/dtype_round.h"
 #include "kernels/ops.h"
 #include "kernels_test_support.h"
+#include "tests/host_context.h"
 
 namespace rlcpp {
 namespace {
+
+using testing::host;
 
 using namespace rlcpp::cpu;
 using testing::Rng;
@@ -98,7 +101,7 @@ TEST(RoundTo, TensorOpEqualsTheReferencePerElement) {
   Tensor x = rng.normal({7, 97}, 30.0f);
   for (DType dt : {DType::kBF16, DType::kF16}) {
     Tensor y = x.clone();
-    ops::round_to(y, dt);
+    ops::round_to(host(), y, dt);
     for (int64_t i = 0; i < x.numel(); ++i) {
       const float want = dt == DType::kBF16 ? bf16_round_reference(x.data<float>()[i])
                                             : f16_round_reference(x.data<float>()[i]);
@@ -106,9 +109,9 @@ TEST(RoundTo, TensorOpEqualsTheReferencePerElement) {
     }
   }
   Tensor same = x.clone();
-  ops::round_to(same, DType::kF32);
+  ops::round_to(host(), same, DType::kF32);
   EXPECT_EQ(std::memcmp(same.raw(), x.raw(), x.nbytes()), 0);
-  EXPECT_THROW(ops::round_to(same, DType::kI32), Error);
+  EXPECT_THROW(ops::round_to(host(), same, DType::kI32), Error);
 }
 
 // stored_as (a checkpoint's BF16 / F16 tensors): the bits of the reference rounding, read back as round_to's values.
@@ -116,7 +119,7 @@ TEST(StoredAs, BitsAreTheReferenceRoundingsBits) {
   Rng rng(4);
   const Tensor x = rng.normal({5, 61}, 30.0f);
   for (DType dt : {DType::kBF16, DType::kF16}) {
-    const Tensor y = ops::stored_as(x, dt);
+    const Tensor y = ops::stored_as(host(), x, dt);
     ASSERT_EQ(y.dtype(), dt);
     ASSERT_EQ(y.shape(), x.shape());
     for (int64_t i = 0; i < x.numel(); ++i) {
@@ -128,10 +131,11 @@ TEST(StoredAs, BitsAreTheReferenceRoundingsBits) {
       ASSERT_EQ(bits, want) << dtype_name(dt) << " element " << i;
     }
   }
-  const Tensor copy = ops::stored_as(x, DType::kF32);
+  const Tensor copy = ops::stored_as(host(), x, DType::kF32);
   EXPECT_EQ(std::memcmp(copy.raw(), x.raw(), x.nbytes()), 0);
-  EXPECT_THROW(ops::stored_as(x, DType::kI32), Error);
-  EXPECT_THROW(ops::stored_as(ops::stored_as(x, DType::kBF16), DType::kF16), Error);  // the input must be F32
+  EXPECT_THROW(ops::stored_as(host(), x, DType::kI32), Error);
+  EXPECT_THROW(ops::stored_as(host(), ops::stored_as(host(), x, DType::kBF16), DType::kF16),
+               Error);  // the input must be F32
 }
 
 // The reference of a packed product: y[m][n] = scale[n] * sum_k x[m][k] w_q[n][k] in double, w_q the values the
@@ -149,8 +153,8 @@ TEST_P(PackedFormat, UnpackedValuesAreTheFormatsRoundingOfTheWeights) {
   Rng rng(11);
   const Tensor w = rng.normal({37, 97}, 0.3f);
   ops::PackedWeight packed;
-  ops::pack_weight(w, packed, c.format);
-  const Tensor q = ops::unpack_weight(packed);
+  ops::pack_weight(host(), w, packed, c.format);
+  const Tensor q = ops::unpack_weight(host(), packed);
   for (int64_t n = 0; n < 37; ++n) {
     float mx = 0;
     for (int64_t k = 0; k < 97; ++k) mx = std::max(mx, std::fabs(w.data<float>()[n * 97 + k]));
@@ -178,10 +182,10 @@ TEST_P(PackedFormat, ProductMatchesTheReferenceAndIsBatchInvariant) {
   Rng rng(12);
   const Tensor w = rng.normal({37, 97}, 0.3f), x = rng.normal({17, 97});
   ops::PackedWeight packed;
-  ops::pack_weight(w, packed, c.format);
-  const Tensor q = ops::unpack_weight(packed);
+  ops::pack_weight(host(), w, packed, c.format);
+  const Tensor q = ops::unpack_weight(host(), packed);
   Tensor y = Tensor::empty({17, 37});
-  ops::matmul_packed(x, packed, y);
+  ops::matmul_packed(host(), x, packed, y);
   for (int64_t m = 0; m < 17; ++m)
     for (int64_t n = 0; n < 37; ++n) {
       double want = 0, scale = 0;
@@ -199,11 +203,11 @@ TEST_P(PackedFormat, ProductMatchesTheReferenceAndIsBatchInvariant) {
   // One row alone gives the same bits as in the batch of 17, and so do the first 16 rows (the thin tile).
   for (int64_t m : {0, 5, 16}) {
     Tensor y1 = Tensor::empty({1, 37});
-    ops::matmul_packed(x.slice_rows(m, m + 1), packed, y1);
+    ops::matmul_packed(host(), x.slice_rows(m, m + 1), packed, y1);
     EXPECT_EQ(std::memcmp(y1.raw(), y.data<float>() + m * 37, 37 * sizeof(float)), 0) << "row " << m;
   }
   Tensor y16 = Tensor::empty({16, 37});
-  ops::matmul_packed(x.slice_rows(0, 16), packed, y16);
+  ops::matmul_packed(host(), x.slice_rows(0, 16), packed, y16);
   EXPECT_EQ(std::memcmp(y16.raw(), y.raw(), y16.nbytes()), 0) << weight_format_name(c.format) << ", 16 rows";
 }
 
@@ -212,14 +216,14 @@ TEST_P(PackedFormat, EpilogueRoundsTheProductThenTheResidualSum) {
   Rng rng(13);
   const Tensor w = rng.normal({37, 97}, 0.3f), x = rng.normal({9, 97}), res = rng.normal({9, 37});
   ops::PackedWeight packed;
-  ops::pack_weight(w, packed, c.format);
+  ops::pack_weight(host(), w, packed, c.format);
   Tensor plain = Tensor::empty({9, 37});
-  ops::matmul_packed(x, packed, plain);
+  ops::matmul_packed(host(), x, packed, plain);
   for (DType dt : {DType::kBF16, DType::kF16}) {
     auto round = [&](float v) { return dt == DType::kBF16 ? bf16_round_reference(v) : f16_round_reference(v); };
     Tensor y = Tensor::empty({9, 37}), yr = Tensor::empty({9, 37});
-    ops::matmul_packed(x, packed, y, false, dt);
-    ops::matmul_packed_residual(x, packed, res, yr, dt);
+    ops::matmul_packed(host(), x, packed, y, false, dt);
+    ops::matmul_packed_residual(host(), x, packed, res, yr, dt);
     for (int64_t i = 0; i < y.numel(); ++i) {
       const float p = round(plain.data<float>()[i]);
       ASSERT_TRUE(same_bits(y.data<float>()[i], p)) << dtype_name(dt) << " element " << i;
@@ -247,18 +251,18 @@ TEST(PackedFormat16, BitsEqualTheFp32ProductOverTheRoundedOperands) {
     const Tensor w = rng.normal({n, k}, 0.5f), x = rng.normal({m, k});
     for (WeightFormat f : {WeightFormat::kBF16, WeightFormat::kF16}) {
       ops::PackedWeight packed, reference;
-      ops::pack_weight(w, packed, f);
-      ops::pack_weight(ops::unpack_weight(packed), reference, WeightFormat::kF32);
+      ops::pack_weight(host(), w, packed, f);
+      ops::pack_weight(host(), ops::unpack_weight(host(), packed), reference, WeightFormat::kF32);
       Tensor xr = x.clone();
       if (f == WeightFormat::kBF16)
         for (int64_t i = 0; i < xr.numel(); ++i) xr.data<float>()[i] = bf16_operand_reference(xr.data<float>()[i]);
       Tensor a = Tensor::empty({m, n}), b = Tensor::empty({m, n}), ar = Tensor::empty({m, n});
-      ops::matmul_packed(x, packed, a);
-      ops::matmul_packed(xr, reference, b);
+      ops::matmul_packed(host(), x, packed, a);
+      ops::matmul_packed(host(), xr, reference, b);
       EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0) << weight_format_name(f) << " k " << k;
       // The rounded epilogue and the residual form through the same pairs.
-      ops::matmul_packed_residual(x, packed, b, ar, DType::kBF16);
-      ops::matmul_packed_residual(xr, reference, b, a, DType::kBF16);
+      ops::matmul_packed_residual(host(), x, packed, b, ar, DType::kBF16);
+      ops::matmul_packed_residual(host(), xr, reference, b, a, DType::kBF16);
       EXPECT_EQ(std::memcmp(a.raw(), ar.raw(), a.nbytes()), 0) << weight_format_name(f) << " residual, k " << k;
     }
   }
@@ -279,12 +283,12 @@ TEST(PackedFormat16, Bf16OperandsFlushSubnormalsToZero) {
   std::copy(wv, wv + 8, w.data<float>());
   std::copy(xv, xv + 4, x.data<float>());
   ops::PackedWeight packed;
-  ops::pack_weight(w, packed, WeightFormat::kBF16);
-  const Tensor q = ops::unpack_weight(packed);
+  ops::pack_weight(host(), w, packed, WeightFormat::kBF16);
+  const Tensor q = ops::unpack_weight(host(), packed);
   EXPECT_TRUE(same_bits(q.data<float>()[0], 0.0f));
   EXPECT_TRUE(same_bits(q.data<float>()[3], -0.0f));
   Tensor y = Tensor::empty({1, 2});
-  ops::matmul_packed(x, packed, y);
+  ops::matmul_packed(host(), x, packed, y);
   // Row 0: tiny*1e30 and -tiny*1e30 read as 0; 1 * tiny reads as 0; 2 * 1 = 2.
   EXPECT_EQ(y.data<float>()[0], 2.0f);
   EXPECT_EQ(y.data<float>()[1], bf16_round_reference(0.5f * bf16_round_reference(1e30f)) + 3.0f + bf16_round_reference(1e30f));
@@ -297,8 +301,8 @@ TEST(RmsNormRounding, EqualsTheHuggingFaceBf16Expression) {
     auto round = [&](float v) { return dt == DType::kBF16 ? bf16_round_reference(v) : f16_round_reference(v); };
     Tensor out = Tensor::empty({11, 54}), rstd = Tensor::empty({11}), out32 = Tensor::empty({11, 54});
     Tensor rstd32 = Tensor::empty({11});
-    ops::rmsnorm_forward(x, weight, 1e-5f, out, rstd, dt);
-    ops::rmsnorm_forward(x, weight, 1e-5f, out32, rstd32);
+    ops::rmsnorm_forward(host(), x, weight, 1e-5f, out, rstd, dt);
+    ops::rmsnorm_forward(host(), x, weight, 1e-5f, out32, rstd32);
     EXPECT_EQ(std::memcmp(rstd.raw(), rstd32.raw(), rstd.nbytes()), 0);  // the statistics stay fp32
     for (int64_t i = 0; i < 11; ++i)
       for (int64_t j = 0; j < 54; ++j) {
@@ -319,24 +323,24 @@ TEST(PagedKvCache16, AttentionEqualsTheTrainingAttentionOnRoundedKeys) {
   for (int64_t i = 0; i < T; ++i) positions[i] = static_cast<int32_t>(i), slots[i] = order[i];
   for (DType dt : {DType::kBF16, DType::kF16}) {
     Tensor kr = k.clone(), vr = v.clone();
-    ops::round_to(kr, dt);
-    ops::round_to(vr, dt);
+    ops::round_to(host(), kr, dt);
+    ops::round_to(host(), vr, dt);
     Tensor k_cache = Tensor::zeros({T, Hkv, D}, dt), v_cache = Tensor::zeros({T, Hkv, D}, dt);
-    ops::paged_kv_write(k, v, testing::int_tensor(slots), k_cache, v_cache);  // rounds on the way in
+    ops::paged_kv_write(host(), k, v, testing::int_tensor(slots), k_cache, v_cache);  // rounds on the way in
     Tensor paged = Tensor::empty({T, Hq, D}), full = Tensor::empty({T, Hq, D}), lse = Tensor::empty({T, Hq});
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-    ops::paged_attention(q, k_cache, v_cache, testing::int_tensor(seq), testing::int_tensor(positions),
+    ops::paged_attention(host(), q, k_cache, v_cache, testing::int_tensor(seq), testing::int_tensor(positions),
                          testing::int_tensor({0, static_cast<int32_t>(T)}), testing::int_tensor(order), 1, scale,
                          paged);
-    ops::attention_forward(q, kr, vr, testing::int_tensor({0, static_cast<int32_t>(T)}), scale, full, lse);
+    ops::attention_forward(host(), q, kr, vr, testing::int_tensor({0, static_cast<int32_t>(T)}), scale, full, lse);
     EXPECT_EQ(std::memcmp(paged.raw(), full.raw(), full.nbytes()), 0) << dtype_name(dt);
     // ... and differ from the unrounded attention (the cache really holds 16-bit values).
     Tensor exact = Tensor::empty({T, Hq, D});
-    ops::attention_forward(q, k, v, testing::int_tensor({0, static_cast<int32_t>(T)}), scale, exact, lse);
+    ops::attention_forward(host(), q, k, v, testing::int_tensor({0, static_cast<int32_t>(T)}), scale, exact, lse);
     EXPECT_NE(std::memcmp(paged.raw(), exact.raw(), exact.nbytes()), 0) << dtype_name(dt);
   }
   Tensor bad = Tensor::zeros({T, Hkv, D}, DType::kI32);
-  EXPECT_THROW(ops::paged_kv_write(k, v, testing::int_tensor(slots), bad, bad), Error);
+  EXPECT_THROW(ops::paged_kv_write(host(), k, v, testing::int_tensor(slots), bad, bad), Error);
 }
 
 }  // namespace

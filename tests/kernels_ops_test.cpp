@@ -13,10 +13,13 @@
 #include "kernels/cpu/dtype_round.h"
 #include "kernels/cpu/vec_math.h"
 #include "kernels/ops.h"
+#include "tests/host_context.h"
 #include "tests/kernels_test_support.h"
 
 namespace rlcpp {
 namespace {
+
+using testing::host;
 
 using testing::check_gradient;
 using testing::error_of;
@@ -54,7 +57,7 @@ TEST(Matmul, MatchesNaiveLoopForAllTransposes) {
           for (int64_t l = 0; l < k; ++l) s += op_at(a, ta, i, l) * op_at(b, tb, l, j);
           expected[static_cast<size_t>(i * n + j)] = 0.5 * s + 0.25 * c.data<float>()[i * n + j];
         }
-      ops::matmul(a, ta, b, tb, c, 0.5f, 0.25f);
+      ops::matmul(host(), a, ta, b, tb, c, 0.5f, 0.25f);
       expect_near_all(c, expected, kAbs, kRel, "c");
     }
   }
@@ -73,15 +76,19 @@ TEST(Matmul, BackwardByMatmulMatchesFiniteDifferences) {
       Tensor dc = rng.normal({m, n});
       Tensor c = Tensor::empty({m, n});
       auto objective = [&] {
-        ops::matmul(a, ta, b, tb, c);
+        ops::matmul(host(), a, ta, b, tb, c);
         return weighted_sum(dc, c);
       };
       Tensor da = Tensor::empty(a.shape());
       Tensor db = Tensor::empty(b.shape());
-      if (!ta) ops::matmul(dc, false, b, !tb, da);
-      else ops::matmul(b, tb, dc, true, da);
-      if (!tb) ops::matmul(a, !ta, dc, false, db);
-      else ops::matmul(dc, true, a, ta, db);
+      if (!ta)
+        ops::matmul(host(), dc, false, b, !tb, da);
+      else
+        ops::matmul(host(), b, tb, dc, true, da);
+      if (!tb)
+        ops::matmul(host(), a, !ta, dc, false, db);
+      else
+        ops::matmul(host(), dc, true, a, ta, db);
       EXPECT_GRAD_OK(check_gradient(a, values_of(da), objective), "da");
       EXPECT_GRAD_OK(check_gradient(b, values_of(db), objective), "db");
     }
@@ -90,11 +97,12 @@ TEST(Matmul, BackwardByMatmulMatchesFiniteDifferences) {
 
 TEST(Matmul, MismatchedInnerDimensionNamesTheSizes) {
   Tensor a = Tensor::zeros({3, 4}), b = Tensor::zeros({5, 6}), c = Tensor::zeros({3, 6});
-  const std::string msg = error_of([&] { ops::matmul(a, false, b, false, c); });
+  const std::string msg = error_of([&] { ops::matmul(host(), a, false, b, false, c); });
   EXPECT_ERROR_MENTIONS(msg, "matmul: a (3, 4) and b (5, 6) do not agree on K");
   Tensor c_bad = Tensor::zeros({3, 5});
   Tensor b_ok = Tensor::zeros({4, 6});
-  EXPECT_ERROR_MENTIONS(error_of([&] { ops::matmul(a, false, b_ok, false, c_bad); }), "matmul: c has shape (3, 5)");
+  EXPECT_ERROR_MENTIONS(error_of([&] { ops::matmul(host(), a, false, b_ok, false, c_bad); }),
+                        "matmul: c has shape (3, 5)");
 }
 
 // ---------------------------------------------------------------- elementwise
@@ -106,7 +114,7 @@ TEST(Elementwise, BiasAddAndBackwardMatchLoopsAndAccumulate) {
   Tensor bias = rng.normal({n});
   std::vector<double> expected(static_cast<size_t>(m * n));
   for (int64_t i = 0; i < m * n; ++i) expected[static_cast<size_t>(i)] = y.data<float>()[i] + bias.data<float>()[i % n];
-  ops::add_bias(y, bias);
+  ops::add_bias(host(), y, bias);
   expect_near_all(y, expected, kAbs, kRel, "y");
 
   // dbias accumulates: start from a prior value and check the increment against finite differences.
@@ -114,13 +122,13 @@ TEST(Elementwise, BiasAddAndBackwardMatchLoopsAndAccumulate) {
   Tensor dy = rng.normal({m, n});
   Tensor prior = rng.normal({n});
   Tensor dbias = prior.clone();
-  ops::bias_backward(dy, dbias);
+  ops::bias_backward(host(), dy, dbias);
   std::vector<float> increment(static_cast<size_t>(n));
   for (int64_t j = 0; j < n; ++j) increment[static_cast<size_t>(j)] = dbias.data<float>()[j] - prior.data<float>()[j];
   Tensor out = Tensor::empty({m, n});
   auto objective = [&] {
     std::memcpy(out.data<float>(), x.data<float>(), x.nbytes());
-    ops::add_bias(out, bias);
+    ops::add_bias(host(), out, bias);
     return weighted_sum(dy, out);
   };
   EXPECT_GRAD_OK(check_gradient(bias, increment, objective), "dbias");
@@ -136,16 +144,16 @@ TEST(Elementwise, AddScaleNormAndFiniteness) {
     expected[static_cast<size_t>(i)] = (static_cast<double>(x.data<float>()[i]) + y.data<float>()[i]) * -1.5;
     sq += expected[static_cast<size_t>(i)] * expected[static_cast<size_t>(i)];
   }
-  ops::add_inplace(x, y);
-  ops::scale_inplace(x, -1.5f);
+  ops::add_inplace(host(), x, y);
+  ops::scale_inplace(host(), x, -1.5f);
   expect_near_all(x, expected, kAbs, kRel, "x");
-  EXPECT_NEAR(ops::l2_norm(x), std::sqrt(sq), 1e-5 * std::sqrt(sq));
+  EXPECT_NEAR(ops::l2_norm(host(), x), std::sqrt(sq), 1e-5 * std::sqrt(sq));
 
-  EXPECT_TRUE(ops::all_finite(x));
+  EXPECT_TRUE(ops::all_finite(host(), x));
   for (float bad : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(), std::nanf("")}) {
     Tensor z = x.clone();
     z.data<float>()[33] = bad;
-    EXPECT_FALSE(ops::all_finite(z)) << bad;
+    EXPECT_FALSE(ops::all_finite(host(), z)) << bad;
   }
 }
 
@@ -157,11 +165,11 @@ TEST(Elementwise, LargeReductionsDoNotDependOnThreadCount) {
   Tensor dbias1 = Tensor::zeros({37}), dbias2 = Tensor::zeros({37});
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);
-  ops::bias_backward(dy, dbias1);
-  const double norm1 = ops::l2_norm(big);
+  ops::bias_backward(host(), dy, dbias1);
+  const double norm1 = ops::l2_norm(host(), big);
   omp_set_num_threads(std::max(2, threads));
-  ops::bias_backward(dy, dbias2);
-  const double norm2 = ops::l2_norm(big);
+  ops::bias_backward(host(), dy, dbias2);
+  const double norm2 = ops::l2_norm(host(), big);
   omp_set_num_threads(threads);
   EXPECT_TRUE(testing::same_bits(dbias1.data<float>(), dbias2.data<float>(), 37));
   EXPECT_EQ(norm1, norm2);
@@ -178,7 +186,7 @@ TEST(Embedding, LooksUpRowsAndScatterAddsGradients) {
   Tensor table = rng.normal({v, c});
   Tensor ids = int_tensor({3, 0, 16, 3, 9, 3, 1});  // repeats must add up
   Guarded out({7, c});
-  ops::embedding_forward(table, ids, out.t());
+  ops::embedding_forward(host(), table, ids, out.t());
   std::vector<double> expected;
   for (int64_t i = 0; i < 7; ++i)
     for (int64_t j = 0; j < c; ++j) expected.push_back(table.data<float>()[ids.data<int32_t>()[i] * c + j]);
@@ -188,13 +196,13 @@ TEST(Embedding, LooksUpRowsAndScatterAddsGradients) {
   Tensor dout = rng.normal({7, c});
   Tensor prior = rng.normal({v, c});
   Tensor dtable = prior.clone();
-  ops::embedding_backward(dout, ids, dtable);
+  ops::embedding_backward(host(), dout, ids, dtable);
   std::vector<float> increment(static_cast<size_t>(v * c));
   for (int64_t i = 0; i < v * c; ++i)
     increment[static_cast<size_t>(i)] = dtable.data<float>()[i] - prior.data<float>()[i];
   Tensor tmp = Tensor::empty({7, c});
   auto objective = [&] {
-    ops::embedding_forward(table, ids, tmp);
+    ops::embedding_forward(host(), table, ids, tmp);
     return weighted_sum(dout, tmp);
   };
   EXPECT_GRAD_OK(check_gradient(table, increment, objective), "dtable");
@@ -204,7 +212,7 @@ TEST(Embedding, OutOfRangeIdNamesIdAndIndex) {
   Tensor table = Tensor::zeros({17, 4});
   Tensor out = Tensor::zeros({3, 4});
   Tensor ids = int_tensor({1, 17, 2});
-  const std::string msg = error_of([&] { ops::embedding_forward(table, ids, out); });
+  const std::string msg = error_of([&] { ops::embedding_forward(host(), table, ids, out); });
   EXPECT_ERROR_MENTIONS(msg, "embedding_forward: ids[1] = 17 is outside [0, 17)");
 }
 
@@ -220,7 +228,7 @@ TEST(RmsNorm, ForwardMatchesHuggingFaceFormula) {
     Tensor x = rng.normal({n, c});
     Tensor w = rng.normal({c});
     Guarded out({n, c}), rstd({n});
-    ops::rmsnorm_forward(x, w, eps, out.t(), rstd.t());
+    ops::rmsnorm_forward(host(), x, w, eps, out.t(), rstd.t());
     std::vector<double> expected, expected_rstd;
     for (int64_t i = 0; i < n; ++i) {
       double ms = 0.0;
@@ -241,10 +249,10 @@ TEST(RmsNorm, RowResultsDoNotDependOnTheBatch) {
   Rng rng(17);
   const int64_t n = 19, c = 130;
   Tensor x = rng.normal({n, c}), w = rng.normal({c}), out = Tensor::empty({n, c}), rstd = Tensor::empty({n});
-  ops::rmsnorm_forward(x, w, 1e-5f, out, rstd);
+  ops::rmsnorm_forward(host(), x, w, 1e-5f, out, rstd);
   for (int64_t i = 0; i < n; i += 3) {
     Tensor one = Tensor::empty({1, c}), one_rstd = Tensor::empty({1});
-    ops::rmsnorm_forward(x.slice_rows(i, i + 1), w, 1e-5f, one, one_rstd);
+    ops::rmsnorm_forward(host(), x.slice_rows(i, i + 1), w, 1e-5f, one, one_rstd);
     EXPECT_EQ(std::memcmp(one.data<float>(), out.data<float>() + i * c, c * sizeof(float)), 0) << "row " << i;
     EXPECT_EQ(std::memcmp(one_rstd.data<float>(), rstd.data<float>() + i, sizeof(float)), 0) << "row " << i;
   }
@@ -258,12 +266,12 @@ struct RmsNormGrads {
 RmsNormGrads rmsnorm_increments(Rng& rng, const Tensor& dout, const Tensor& x, const Tensor& w, float eps) {
   const int64_t n = x.size(0), c = x.size(1);
   Tensor out = Tensor::empty({n, c}), rstd = Tensor::empty({n});
-  ops::rmsnorm_forward(x, w, eps, out, rstd);
+  ops::rmsnorm_forward(host(), x, w, eps, out, rstd);
   Tensor dx_prior = rng.normal({n, c}), dw_prior = rng.normal({c});
   Guarded dx({n, c}), dw({c});
   dx.copy_from(dx_prior);
   dw.copy_from(dw_prior);
-  ops::rmsnorm_backward(dout, x, w, rstd, dx.t(), dw.t());
+  ops::rmsnorm_backward(host(), dout, x, w, rstd, dx.t(), dw.t());
   RmsNormGrads g{values_of(dx.t()), values_of(dw.t()), dx.guards_intact() && dw.guards_intact()};
   for (int64_t i = 0; i < n * c; ++i) g.dx[static_cast<size_t>(i)] -= dx_prior.data<float>()[i];
   for (int64_t j = 0; j < c; ++j) g.dweight[static_cast<size_t>(j)] -= dw_prior.data<float>()[j];
@@ -282,7 +290,7 @@ TEST(RmsNorm, BackwardAccumulatesFiniteDifferenceGradients) {
     EXPECT_TRUE(g.guards_intact);
     Tensor out = Tensor::empty({n, c}), rstd = Tensor::empty({n});
     auto objective = [&] {
-      ops::rmsnorm_forward(x, w, eps, out, rstd);
+      ops::rmsnorm_forward(host(), x, w, eps, out, rstd);
       return weighted_sum(dout, out);
     };
     EXPECT_GRAD_OK(check_gradient(x, g.dx, objective), "dx");
@@ -295,13 +303,13 @@ TEST(RmsNorm, BackwardDoesNotDependOnThreadCount) {
   const int64_t n = 700, c = 128;
   Tensor x = rng.normal({n, c}), w = rng.normal({c}), dout = rng.normal({n, c});
   Tensor out = Tensor::empty({n, c}), rstd = Tensor::empty({n});
-  ops::rmsnorm_forward(x, w, 1e-5f, out, rstd);
+  ops::rmsnorm_forward(host(), x, w, 1e-5f, out, rstd);
   Tensor dx1 = Tensor::zeros({n, c}), dw1 = Tensor::zeros({c}), dx2 = Tensor::zeros({n, c}), dw2 = Tensor::zeros({c});
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);
-  ops::rmsnorm_backward(dout, x, w, rstd, dx1, dw1);
+  ops::rmsnorm_backward(host(), dout, x, w, rstd, dx1, dw1);
   omp_set_num_threads(std::max(2, threads));
-  ops::rmsnorm_backward(dout, x, w, rstd, dx2, dw2);
+  ops::rmsnorm_backward(host(), dout, x, w, rstd, dx2, dw2);
   omp_set_num_threads(threads);
   EXPECT_TRUE(testing::same_bits(dx1.data<float>(), dx2.data<float>(), n * c));
   EXPECT_TRUE(testing::same_bits(dw1.data<float>(), dw2.data<float>(), c));
@@ -312,7 +320,7 @@ TEST(RmsNorm, BackwardDoesNotDependOnThreadCount) {
 TEST(Rope, TableFollowsHuggingFaceFloatComputation) {
   const int64_t positions = 64, d = 32;
   const float theta = 10000.0f;
-  Tensor table = ops::rope_table(positions, d, theta);
+  Tensor table = ops::rope_table(host(), positions, d, theta);
   ASSERT_EQ(table.shape(), (Shape{positions, d}));
   std::vector<double> expected(static_cast<size_t>(positions * d));
   for (int64_t p = 0; p < positions; ++p)
@@ -334,7 +342,7 @@ TEST(Rope, TableFollowsHuggingFaceFloatComputation) {
 TEST(Rope, ForwardRotatesHalvesAndBackwardIsItsTranspose) {
   Rng rng(10);
   const int64_t n = 7, h = 3, d = 10;
-  Tensor table = ops::rope_table(20, d, 500.0f);
+  Tensor table = ops::rope_table(host(), 20, d, 500.0f);
   Tensor positions = int_tensor({0, 5, 19, 3, 3, 11, 7});
   Tensor x = rng.normal({n, h, d});
   std::vector<double> expected(static_cast<size_t>(n * h * d));
@@ -348,26 +356,26 @@ TEST(Rope, ForwardRotatesHalvesAndBackwardIsItsTranspose) {
         expected[static_cast<size_t>((i * h + hh) * d + j + d / 2)] = xr[j + d / 2] * c + xr[j] * s;
       }
   Tensor y = x.clone();
-  ops::rope_forward(y, positions, table);
+  ops::rope_forward(host(), y, positions, table);
   expect_near_all(y, expected, kAbs, kRel, "rope(x)");
 
   Tensor dout = rng.normal({n, h, d});
   Tensor dx = dout.clone();
-  ops::rope_backward(dx, positions, table);
+  ops::rope_backward(host(), dx, positions, table);
   Tensor tmp = Tensor::empty({n, h, d});
   auto objective = [&] {
     std::memcpy(tmp.data<float>(), x.data<float>(), x.nbytes());
-    ops::rope_forward(tmp, positions, table);
+    ops::rope_forward(host(), tmp, positions, table);
     return weighted_sum(dout, tmp);
   };
   EXPECT_GRAD_OK(check_gradient(x, values_of(dx), objective), "dx");
 }
 
 TEST(Rope, PositionPastTableIsAnError) {
-  Tensor table = ops::rope_table(8, 4, 10000.0f);
+  Tensor table = ops::rope_table(host(), 8, 4, 10000.0f);
   Tensor x = Tensor::zeros({2, 1, 4});
   Tensor positions = int_tensor({7, 8});
-  EXPECT_ERROR_MENTIONS(error_of([&] { ops::rope_forward(x, positions, table); }),
+  EXPECT_ERROR_MENTIONS(error_of([&] { ops::rope_forward(host(), x, positions, table); }),
                         "rope_forward: positions[1] = 8 is outside [0, 8)");
 }
 
@@ -375,7 +383,7 @@ TEST(Rope, PositionPastTableIsAnError) {
 TEST(Rope, SplitAndMergeOfTheFusedQkvEqualTheSeparateSteps) {
   Rng rng(19);
   const int64_t n = 11, hq = 4, hkv = 2, d = 6, qd = hq * d, kd = hkv * d, row = qd + 2 * kd;
-  Tensor table = ops::rope_table(16, d, 10000.0f);
+  Tensor table = ops::rope_table(host(), 16, d, 10000.0f);
   std::vector<int32_t> pos_values;
   for (int64_t i = 0; i < n; ++i) pos_values.push_back(static_cast<int32_t>((i * 5) % 16));
   Tensor positions = int_tensor(pos_values);
@@ -387,10 +395,10 @@ TEST(Rope, SplitAndMergeOfTheFusedQkvEqualTheSeparateSteps) {
     std::memcpy(k0.data<float>() + i * kd, qkv.data<float>() + i * row + qd, kd * sizeof(float));
     std::memcpy(v0.data<float>() + i * kd, qkv.data<float>() + i * row + qd + kd, kd * sizeof(float));
   }
-  ops::rope_forward(q0, positions, table);
-  ops::rope_forward(k0, positions, table);
+  ops::rope_forward(host(), q0, positions, table);
+  ops::rope_forward(host(), k0, positions, table);
   Guarded q({n, hq, d}), k({n, hkv, d}), v({n, hkv, d});
-  ops::rope_split_qkv(qkv, positions, table, q.t(), k.t(), v.t());
+  ops::rope_split_qkv(host(), qkv, positions, table, q.t(), k.t(), v.t());
   EXPECT_TRUE(q.guards_intact() && k.guards_intact() && v.guards_intact());
   EXPECT_EQ(std::memcmp(q.data(), q0.data<float>(), q0.nbytes()), 0);
   EXPECT_EQ(std::memcmp(k.data(), k0.data<float>(), k0.nbytes()), 0);
@@ -398,10 +406,10 @@ TEST(Rope, SplitAndMergeOfTheFusedQkvEqualTheSeparateSteps) {
 
   Tensor dq = rng.normal({n, hq, d}), dk = rng.normal({n, hkv, d}), dv = rng.normal({n, hkv, d});
   Guarded dqkv({n, row});
-  ops::rope_backward_merge_qkv(dq, dk, dv, positions, table, dqkv.t());
+  ops::rope_backward_merge_qkv(host(), dq, dk, dv, positions, table, dqkv.t());
   EXPECT_TRUE(dqkv.guards_intact());
-  ops::rope_backward(dq, positions, table);
-  ops::rope_backward(dk, positions, table);
+  ops::rope_backward(host(), dq, positions, table);
+  ops::rope_backward(host(), dk, positions, table);
   for (int64_t i = 0; i < n; ++i) {
     EXPECT_EQ(std::memcmp(dqkv.data() + i * row, dq.data<float>() + i * qd, qd * sizeof(float)), 0) << "row " << i;
     EXPECT_EQ(std::memcmp(dqkv.data() + i * row + qd, dk.data<float>() + i * kd, kd * sizeof(float)), 0);
@@ -409,10 +417,10 @@ TEST(Rope, SplitAndMergeOfTheFusedQkvEqualTheSeparateSteps) {
   }
 
   Tensor bad = Tensor::empty({n, row + 1});
-  EXPECT_ERROR_MENTIONS(error_of([&] { ops::rope_split_qkv(bad, positions, table, q.t(), k.t(), v.t()); }),
+  EXPECT_ERROR_MENTIONS(error_of([&] { ops::rope_split_qkv(host(), bad, positions, table, q.t(), k.t(), v.t()); }),
                         "rope_split_qkv: qkv has shape");
   Tensor far = int_tensor(std::vector<int32_t>(static_cast<size_t>(n), 16));
-  EXPECT_ERROR_MENTIONS(error_of([&] { ops::rope_backward_merge_qkv(dq, dk, dv, far, table, dqkv.t()); }),
+  EXPECT_ERROR_MENTIONS(error_of([&] { ops::rope_backward_merge_qkv(host(), dq, dk, dv, far, table, dqkv.t()); }),
                         "rope_backward_merge_qkv: positions[0] = 16 is outside [0, 16)");
 }
 
@@ -423,7 +431,7 @@ TEST(Rope, PlainSplitAndMergeOfTheFusedQkvCopyTheBlocks) {
   const int64_t n = 9, hq = 6, hkv = 2, d = 4, qd = hq * d, kd = hkv * d, row = qd + 2 * kd;
   Tensor qkv = rng.normal({n, row});
   Guarded q({n, hq, d}), k({n, hkv, d}), v({n, hkv, d});
-  ops::split_qkv(qkv, q.t(), k.t(), v.t());
+  ops::split_qkv(host(), qkv, q.t(), k.t(), v.t());
   EXPECT_TRUE(q.guards_intact() && k.guards_intact() && v.guards_intact());
   for (int64_t i = 0; i < n; ++i) {
     const float* src = qkv.data<float>() + i * row;
@@ -432,14 +440,16 @@ TEST(Rope, PlainSplitAndMergeOfTheFusedQkvCopyTheBlocks) {
     EXPECT_EQ(std::memcmp(v.data() + i * kd, src + qd + kd, kd * sizeof(float)), 0) << "row " << i;
   }
   Guarded back({n, row});
-  ops::merge_qkv(q.t(), k.t(), v.t(), back.t());
+  ops::merge_qkv(host(), q.t(), k.t(), v.t(), back.t());
   EXPECT_TRUE(back.guards_intact());
   EXPECT_EQ(std::memcmp(back.data(), qkv.data<float>(), qkv.nbytes()), 0);
 
   Tensor bad = Tensor::empty({n, row - d});
-  EXPECT_ERROR_MENTIONS(error_of([&] { ops::split_qkv(bad, q.t(), k.t(), v.t()); }), "split_qkv: qkv has shape");
+  EXPECT_ERROR_MENTIONS(error_of([&] { ops::split_qkv(host(), bad, q.t(), k.t(), v.t()); }),
+                        "split_qkv: qkv has shape");
   Tensor short_v = Tensor::empty({n, hkv + 1, d});
-  EXPECT_ERROR_MENTIONS(error_of([&] { ops::merge_qkv(q.t(), k.t(), short_v, back.t()); }), "merge_qkv: dv has shape");
+  EXPECT_ERROR_MENTIONS(error_of([&] { ops::merge_qkv(host(), q.t(), k.t(), short_v, back.t()); }),
+                        "merge_qkv: dv has shape");
 }
 
 // ---------------------------------------------------------------- swiglu
@@ -449,7 +459,7 @@ TEST(SwiGlu, ForwardMatchesLoopAndBackwardMatchesFiniteDifferences) {
   const int64_t n = 7, f = 9;
   Tensor gate_up = rng.normal({n, 2 * f}, 2.0f);
   Guarded out({n, f});
-  ops::swiglu_forward(gate_up, out.t());
+  ops::swiglu_forward(host(), gate_up, out.t());
   std::vector<double> expected;
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < f; ++j) {
@@ -461,11 +471,11 @@ TEST(SwiGlu, ForwardMatchesLoopAndBackwardMatchesFiniteDifferences) {
 
   Tensor dout = rng.normal({n, f});
   Guarded dgate_up({n, 2 * f});
-  ops::swiglu_backward(dout, gate_up, dgate_up.t());
+  ops::swiglu_backward(host(), dout, gate_up, dgate_up.t());
   EXPECT_TRUE(dgate_up.guards_intact());
   Tensor tmp = Tensor::empty({n, f});
   auto objective = [&] {
-    ops::swiglu_forward(gate_up, tmp);
+    ops::swiglu_forward(host(), gate_up, tmp);
     return weighted_sum(dout, tmp);
   };
   EXPECT_GRAD_OK(check_gradient(gate_up, values_of(dgate_up.t()), objective), "dgate_up");
@@ -475,14 +485,14 @@ TEST(SwiGlu, ForwardMatchesLoopAndBackwardMatchesFiniteDifferences) {
   Tensor wide = rng.normal({5, 2 * 301}, 3.0f), dwide = rng.normal({5, 301});
   Tensor act_fwd = Tensor::empty({5, 301}), dg_plain = Tensor::empty({5, 602}), dg_fused = Tensor::empty({5, 602});
   Guarded act({5, 301});
-  ops::swiglu_forward(wide, act_fwd);
-  ops::swiglu_backward(dwide, wide, dg_plain);
-  ops::swiglu_backward(dwide, wide, dg_fused, act.t());
+  ops::swiglu_forward(host(), wide, act_fwd);
+  ops::swiglu_backward(host(), dwide, wide, dg_plain);
+  ops::swiglu_backward(host(), dwide, wide, dg_fused, act.t());
   EXPECT_TRUE(act.guards_intact());
   EXPECT_EQ(std::memcmp(act.data(), act_fwd.data<float>(), act_fwd.nbytes()), 0);
   EXPECT_EQ(std::memcmp(dg_fused.data<float>(), dg_plain.data<float>(), dg_plain.nbytes()), 0);
   Tensor act_bad = Tensor::empty({5, 300});
-  EXPECT_ERROR_MENTIONS(error_of([&] { ops::swiglu_backward(dwide, wide, dg_fused, act_bad); }), "act");
+  EXPECT_ERROR_MENTIONS(error_of([&] { ops::swiglu_backward(host(), dwide, wide, dg_fused, act_bad); }), "act");
 }
 
 // ---------------------------------------------------------------- logprob
@@ -521,7 +531,7 @@ TEST(Logprob, ForwardMatchesDoubleReference) {
   const std::vector<int32_t> target_values = {3, 16, -1, 0, 5, 5, 11};
   Tensor targets = int_tensor(target_values);
   Guarded logp({n}), lse({n}), entropy({n});
-  ops::logprob_forward(logits, targets, temperature, logp.t(), lse.t(), &entropy.t());
+  ops::logprob_forward(host(), logits, targets, temperature, logp.t(), lse.t(), &entropy.t());
   const LogprobRef ref = logprob_reference(logits, target_values, temperature);
   expect_near_all(logp.t(), ref.logp, kAbs, kRel, "logp");
   expect_near_all(lse.t(), ref.lse, kAbs, kRel, "lse");
@@ -541,13 +551,13 @@ TEST(Logprob, BackwardMatchesFiniteDifferencesWithAndWithoutEntropy) {
   for (bool with_entropy : {false, true}) {
     SCOPED_TRACE(with_entropy ? "with entropy" : "logp only");
     Tensor logp = Tensor::empty({n}), lse = Tensor::empty({n}), entropy = Tensor::empty({n});
-    ops::logprob_forward(logits, targets, temperature, logp, lse, with_entropy ? &entropy : nullptr);
+    ops::logprob_forward(host(), logits, targets, temperature, logp, lse, with_entropy ? &entropy : nullptr);
     Guarded dlogits({n, v});
-    ops::logprob_backward(dlogp, with_entropy ? &dentropy : nullptr, logits, targets, temperature, lse,
+    ops::logprob_backward(host(), dlogp, with_entropy ? &dentropy : nullptr, logits, targets, temperature, lse,
                           dlogits.t());
     EXPECT_TRUE(dlogits.guards_intact());
     auto objective = [&] {
-      ops::logprob_forward(logits, targets, temperature, logp, lse, with_entropy ? &entropy : nullptr);
+      ops::logprob_forward(host(), logits, targets, temperature, logp, lse, with_entropy ? &entropy : nullptr);
       return weighted_sum(dlogp, logp) + (with_entropy ? weighted_sum(dentropy, entropy) : 0.0);
     };
     EXPECT_GRAD_OK(check_gradient(logits, values_of(dlogits.t()), objective), "dlogits");
@@ -561,12 +571,12 @@ TEST(Logprob, TargetOutsideVocabularyNamesTheRow) {
   Tensor logits = Tensor::zeros({3, 17});
   Tensor logp = Tensor::empty({3}), lse = Tensor::empty({3});
   Tensor targets = int_tensor({0, -1, 17});
-  EXPECT_ERROR_MENTIONS(error_of([&] { ops::logprob_forward(logits, targets, 1.0f, logp, lse, nullptr); }),
+  EXPECT_ERROR_MENTIONS(error_of([&] { ops::logprob_forward(host(), logits, targets, 1.0f, logp, lse, nullptr); }),
                         "logprob_forward: target 17 at row 2");
   Tensor targets2 = int_tensor({0, -2, 1});
   Tensor dlogits = Tensor::empty({3, 17});
   EXPECT_ERROR_MENTIONS(
-      error_of([&] { ops::logprob_backward(lse, nullptr, logits, targets2, 1.0f, lse, dlogits); }),
+      error_of([&] { ops::logprob_backward(host(), lse, nullptr, logits, targets2, 1.0f, lse, dlogits); }),
       "logprob_backward: target -2 at row 1");
 }
 
@@ -584,7 +594,7 @@ TEST(AdamW, FiveStepsMatchTorchFormulaInDouble) {
   for (int64_t step = 1; step <= 5; ++step) {
     Tensor grad = rng.normal({n});
     grad.data<float>()[0] = 0.0f;  // a zero gradient: the update is decay only until m picks something up
-    ops::adamw_step(param, grad, m, v, hp, step);
+    ops::adamw_step(host(), param, grad, m, v, hp, step);
     // torch.optim.AdamW: decoupled decay, then moments, then the bias-corrected step.
     const double lr = hp.lr, b1 = hp.beta1, b2 = hp.beta2, eps = hp.eps, wd = hp.weight_decay;
     const double bc1 = 1.0 - std::pow(b1, step), bc2 = 1.0 - std::pow(b2, step);
@@ -625,38 +635,37 @@ TEST(VecMath, ExpFixedWithinTwoUlpWithExactLimits) {
 
 TEST(Dispatch, ShapeErrorsNameTheOp) {
   Tensor x = Tensor::zeros({4, 6}), w = Tensor::zeros({5}), out = Tensor::zeros({4, 6}), rstd = Tensor::zeros({4});
-  EXPECT_ERROR_MENTIONS(error_of([&] { ops::rmsnorm_forward(x, w, 1e-5f, out, rstd); }),
+  EXPECT_ERROR_MENTIONS(error_of([&] { ops::rmsnorm_forward(host(), x, w, 1e-5f, out, rstd); }),
                         "rmsnorm_forward: weight has shape (5) but expected (6)");
   Tensor y = Tensor::zeros({4, 5});
-  EXPECT_ERROR_MENTIONS(error_of([&] { ops::add_inplace(x, y); }), "add_inplace: y has shape (4, 5)");
+  EXPECT_ERROR_MENTIONS(error_of([&] { ops::add_inplace(host(), x, y); }), "add_inplace: y has shape (4, 5)");
   Tensor bias = Tensor::zeros({7});
-  EXPECT_ERROR_MENTIONS(error_of([&] { ops::add_bias(x, bias); }), "add_bias: bias has shape (7)");
+  EXPECT_ERROR_MENTIONS(error_of([&] { ops::add_bias(host(), x, bias); }), "add_bias: bias has shape (7)");
   Tensor gate_up = Tensor::zeros({4, 7}), sw = Tensor::zeros({4, 3});
-  EXPECT_ERROR_MENTIONS(error_of([&] { ops::swiglu_forward(gate_up, sw); }), "swiglu_forward: gate_up (4, 7)");
+  EXPECT_ERROR_MENTIONS(error_of([&] { ops::swiglu_forward(host(), gate_up, sw); }), "swiglu_forward: gate_up (4, 7)");
   Tensor grad = Tensor::zeros({4, 6}), m = Tensor::zeros({4, 6}), v = Tensor::zeros({6});
-  EXPECT_ERROR_MENTIONS(error_of([&] { ops::adamw_step(x, grad, m, v, {}, 1); }), "adamw_step: v has shape (6)");
-  EXPECT_ERROR_MENTIONS(error_of([&] { ops::adamw_step(x, grad, m, m, {}, 0); }), "adamw_step: step = 0");
+  EXPECT_ERROR_MENTIONS(error_of([&] { ops::adamw_step(host(), x, grad, m, v, {}, 1); }),
+                        "adamw_step: v has shape (6)");
+  EXPECT_ERROR_MENTIONS(error_of([&] { ops::adamw_step(host(), x, grad, m, m, {}, 0); }), "adamw_step: step = 0");
   Tensor ids64 = Tensor::zeros({4}, DType::kI64), table = Tensor::zeros({3, 6});
-  EXPECT_ERROR_MENTIONS(error_of([&] { ops::embedding_forward(table, ids64, out); }),
+  EXPECT_ERROR_MENTIONS(error_of([&] { ops::embedding_forward(host(), table, ids64, out); }),
                         "embedding_forward: ids must be I32, got I64");
-  EXPECT_ERROR_MENTIONS(error_of([&] { ops::rope_table(8, 5, 1e4f); }), "rope_table: head_dim = 5");
+  EXPECT_ERROR_MENTIONS(error_of([&] { ops::rope_table(host(), 8, 5, 1e4f); }), "rope_table: head_dim = 5");
 }
 
 TEST(Dispatch, UnsupportedDtypeAndDeviceAreNamed) {
   Tensor bf = Tensor::zeros({4, 6}, DType::kBF16);
-  EXPECT_ERROR_MENTIONS(error_of([&] { ops::scale_inplace(bf, 2.0f); }),
+  EXPECT_ERROR_MENTIONS(error_of([&] { ops::scale_inplace(host(), bf, 2.0f); }),
                         "op scale_inplace: dtype BF16 not supported on cpu");
   float dummy[4] = {};
   Tensor on_cuda = Tensor::borrow(dummy, {4}, DType::kF32, Device::kCUDA);
   Tensor on_cpu = Tensor::zeros({4});
-  EXPECT_ERROR_MENTIONS(error_of([&] { ops::add_inplace(on_cpu, on_cuda); }),
-                        "add_inplace: y is on cuda but x is on cpu");
-#ifndef RLCPP_WITH_CUDA
-  EXPECT_ERROR_MENTIONS(error_of([&] { ops::scale_inplace(on_cuda, 2.0f); }),
-                        "rlcpp was built without CUDA (op: scale_inplace)");
-#endif
+  EXPECT_ERROR_MENTIONS(error_of([&] { ops::add_inplace(host(), on_cpu, on_cuda); }),
+                        "add_inplace: y is on cuda but the op runs on cpu");
+  EXPECT_ERROR_MENTIONS(error_of([&] { ops::scale_inplace(host(), on_cuda, 2.0f); }),
+                        "scale_inplace: x is on cuda but the op runs on cpu");
   Tensor undefined;
-  EXPECT_ERROR_MENTIONS(error_of([&] { ops::l2_norm(undefined); }), "l2_norm: x is an undefined tensor");
+  EXPECT_ERROR_MENTIONS(error_of([&] { ops::l2_norm(host(), undefined); }), "l2_norm: x is an undefined tensor");
 }
 
 TEST(Dispatch, CudaOpsRunOnTensorsFromACudaContext) {
@@ -669,15 +678,15 @@ TEST(Dispatch, CudaOpsRunOnTensorsFromACudaContext) {
   const Tensor x = rng.normal({17, 54}), y = rng.normal({17, 54}), w = rng.normal({12, 54});
   Tensor dx = gpu.copy_of(x);
   const Tensor dy = gpu.copy_of(y), dw = gpu.copy_of(w);
-  ops::add_inplace(dx, dy);
+  ops::add_inplace(gpu, dx, dy);
   Tensor sum = x.clone(), sum_back = Tensor::empty(x.shape());
-  ops::add_inplace(sum, y);
+  ops::add_inplace(host(), sum, y);
   gpu.copy(dx, sum_back);
   EXPECT_EQ(std::memcmp(sum_back.raw(), sum.raw(), sum.nbytes()), 0);
   Tensor prod = Tensor::empty({17, 12}), prod_back = Tensor::empty({17, 12});
   Tensor dprod = gpu.empty({17, 12});
-  ops::matmul(dx.reshape({17, 54}), false, dw, true, dprod);
-  ops::matmul(sum, false, w, true, prod);
+  ops::matmul(gpu, dx.reshape({17, 54}), false, dw, true, dprod);
+  ops::matmul(host(), sum, false, w, true, prod);
   gpu.copy(dprod, prod_back);
   for (int64_t i = 0; i < prod.numel(); ++i) {
     const float want = prod.data<float>()[i];
@@ -715,13 +724,13 @@ TEST(Dispatch, CudaLogprobsMatchTheCpuReference) {
         targets.data<int32_t>()[i] = i % 5 == 3 ? -1 : static_cast<int32_t>(i * 7919 % vocab);
       Tensor logp = Tensor::empty({n}), lse = Tensor::empty({n}), ent = Tensor::empty({n});
       Tensor dlogits = Tensor::empty({n, vocab});
-      ops::logprob_forward(logits, targets, temperature, logp, lse, &ent);
-      ops::logprob_backward(dlogp, &dent, logits, targets, temperature, lse, dlogits);
+      ops::logprob_forward(host(), logits, targets, temperature, logp, lse, &ent);
+      ops::logprob_backward(host(), dlogp, &dent, logits, targets, temperature, lse, dlogits);
       const Tensor d_logits = gpu.copy_of(logits), d_targets = gpu.copy_of(targets);
       const Tensor d_dlogp = gpu.copy_of(dlogp), d_dent = gpu.copy_of(dent);
       Tensor d_logp = poisoned({n}), d_lse = poisoned({n}), d_ent = poisoned({n}), d_dlogits = poisoned({n, vocab});
-      ops::logprob_forward(d_logits, d_targets, temperature, d_logp, d_lse, &d_ent);
-      ops::logprob_backward(d_dlogp, &d_dent, d_logits, d_targets, temperature, d_lse, d_dlogits);
+      ops::logprob_forward(gpu, d_logits, d_targets, temperature, d_logp, d_lse, &d_ent);
+      ops::logprob_backward(gpu, d_dlogp, &d_dent, d_logits, d_targets, temperature, d_lse, d_dlogits);
       expect_close(d_logp, logp, "logp");
       expect_close(d_lse, lse, "lse");
       expect_close(d_ent, ent, "entropy");
@@ -747,9 +756,9 @@ TEST(Dispatch, CudaRoundToGivesTheCpuBits) {
   for (size_t i = 0; i < std::size(special); ++i) std::memcpy(x.data<float>() + 7 * i, &special[i], sizeof(float));
   for (DType dt : {DType::kBF16, DType::kF16}) {
     Tensor want = x.clone(), got = Tensor::empty(x.shape());
-    ops::round_to(want, dt);
+    ops::round_to(host(), want, dt);
     Tensor device = gpu.copy_of(x);
-    ops::round_to(device, dt);
+    ops::round_to(gpu, device, dt);
     gpu.copy(device, got);
     for (int64_t i = 0; i < x.numel(); ++i)
       ASSERT_EQ(std::bit_cast<uint32_t>(got.data<float>()[i]), std::bit_cast<uint32_t>(want.data<float>()[i]))
@@ -777,12 +786,13 @@ TEST(Dispatch, CudaQkvSplitsAndMergesMatchTheCpu) {
   };
   for (const auto [n, hq, hkv, d] : {std::array<int64_t, 4>{17, 4, 2, 12}, {1, 2, 2, 54}, {54, 6, 1, 64}}) {
     SCOPED_TRACE(::testing::Message() << "n=" << n << " hq=" << hq << " hkv=" << hkv << " d=" << d);
-    const Tensor table = ops::rope_table(128, d, 10000.0f);
+    const Tensor table = ops::rope_table(host(), 128, d, 10000.0f);
     Tensor positions = Tensor::empty({n}, DType::kI32);
     for (int64_t i = 0; i < n; ++i) positions.data<int32_t>()[i] = static_cast<int32_t>(i * 37 % 128);
     const Tensor qkv = rng.normal({n, (hq + 2 * hkv) * d});
     const Tensor dq = rng.normal({n, hq, d}), dk = rng.normal({n, hkv, d}), dv = rng.normal({n, hkv, d});
-    const Tensor g_qkv = gpu.copy_of(qkv), g_pos = gpu.copy_of(positions), g_table = gpu.copy_of(table);
+    const Tensor g_qkv = gpu.copy_of(qkv), g_pos = gpu.copy_of(positions);
+    const Tensor g_table = ops::rope_table(gpu, 128, d, 10000.0f);  // computed on the host, returned on the device
     const Tensor g_dq = gpu.copy_of(dq), g_dk = gpu.copy_of(dk), g_dv = gpu.copy_of(dv);
     for (const bool rope : {true, false}) {
       SCOPED_TRACE(rope ? "rope" : "plain");
@@ -791,15 +801,15 @@ TEST(Dispatch, CudaQkvSplitsAndMergesMatchTheCpu) {
       Tensor g_q = poisoned(q.shape()), g_k = poisoned(k.shape()), g_v = poisoned(v.shape());
       Tensor g_merged = poisoned(qkv.shape());
       if (rope) {
-        ops::rope_split_qkv(qkv, positions, table, q, k, v);
-        ops::rope_backward_merge_qkv(dq, dk, dv, positions, table, merged);
-        ops::rope_split_qkv(g_qkv, g_pos, g_table, g_q, g_k, g_v);
-        ops::rope_backward_merge_qkv(g_dq, g_dk, g_dv, g_pos, g_table, g_merged);
+        ops::rope_split_qkv(host(), qkv, positions, table, q, k, v);
+        ops::rope_backward_merge_qkv(host(), dq, dk, dv, positions, table, merged);
+        ops::rope_split_qkv(gpu, g_qkv, g_pos, g_table, g_q, g_k, g_v);
+        ops::rope_backward_merge_qkv(gpu, g_dq, g_dk, g_dv, g_pos, g_table, g_merged);
       } else {
-        ops::split_qkv(qkv, q, k, v);
-        ops::merge_qkv(dq, dk, dv, merged);
-        ops::split_qkv(g_qkv, g_q, g_k, g_v);
-        ops::merge_qkv(g_dq, g_dk, g_dv, g_merged);
+        ops::split_qkv(host(), qkv, q, k, v);
+        ops::merge_qkv(host(), dq, dk, dv, merged);
+        ops::split_qkv(gpu, g_qkv, g_q, g_k, g_v);
+        ops::merge_qkv(gpu, g_dq, g_dk, g_dv, g_merged);
       }
       const float tol = rope ? 1e-6f : 0.0f;
       expect_near_all(back(g_q), doubles(q), tol, tol, "q");
@@ -814,8 +824,9 @@ TEST(Dispatch, MatmulMathOtherThanF32RunsOnCudaOnly) {
   Rng rng(45);
   const Tensor a = rng.normal({3, 4}), b = rng.normal({4, 5});
   Tensor c = Tensor::empty({3, 5});
-  EXPECT_ERROR_MENTIONS(error_of([&] { ops::matmul(a, false, b, false, c, 1.0f, 0.0f, ops::MatmulMath::kBF16); }),
-                        "matmul: bf16 math runs on CUDA only");
+  EXPECT_ERROR_MENTIONS(
+      error_of([&] { ops::matmul(host(), a, false, b, false, c, 1.0f, 0.0f, ops::MatmulMath::kBF16); }),
+      "matmul: bf16 math runs on CUDA only");
 }
 
 TEST(Dispatch, CudaMatmulMathRoundsTheOperands) {
@@ -848,7 +859,7 @@ TEST(Dispatch, CudaMatmulMathRoundsTheOperands) {
         const Tensor a = rng.normal(ta ? Shape{k, m} : Shape{m, k}), b = rng.normal(tb ? Shape{n, k} : Shape{k, n});
         const Tensor da = gpu.copy_of(a), db = gpu.copy_of(b);
         Tensor dc = gpu.copy_of(filled({m, n}, std::nanf(""))), c = Tensor::empty({m, n});
-        ops::matmul(da, ta, db, tb, dc, 1.0f, 0.0f, math);
+        ops::matmul(gpu, da, ta, db, tb, dc, 1.0f, 0.0f, math);
         gpu.copy(dc, c);
         double far_from_fp32 = 0.0;
         for (int64_t i = 0; i < m; ++i)
@@ -881,7 +892,7 @@ TEST(GradCheck, RejectsWrongSignAndFivePercentErrors) {
   const RmsNormGrads g = rmsnorm_increments(rng, dout, x, w, 1e-5f);
   Tensor out = Tensor::empty({n, c}), rstd = Tensor::empty({n});
   auto objective = [&] {
-    ops::rmsnorm_forward(x, w, 1e-5f, out, rstd);
+    ops::rmsnorm_forward(host(), x, w, 1e-5f, out, rstd);
     return weighted_sum(dout, out);
   };
   EXPECT_TRUE(testing::gradient_ok(check_gradient(x, g.dx, objective)));

@@ -7,10 +7,13 @@
 #include <cmath>
 
 #include "kernels/ops.h"
+#include "tests/host_context.h"
 #include "tests/kernels_test_support.h"
 
 namespace rlcpp {
 namespace {
+
+using testing::host;
 
 using testing::error_of;
 using testing::Guarded;
@@ -45,11 +48,11 @@ TEST(PackedMatmul, MatchesDoubleReferenceWithinFp32Rounding) {
     SCOPED_TRACE(::testing::Message() << "M=" << d.m << " N=" << d.n << " K=" << d.k);
     const Tensor x = rng.normal({d.m, d.k}), w = rng.normal({d.n, d.k}), y0 = rng.normal({d.m, d.n});
     ops::PackedWeight pw;
-    ops::pack_weight(w, pw);
+    ops::pack_weight(host(), w, pw);
     for (bool accumulate : {false, true}) {
       Guarded y({d.m, d.n});
       if (accumulate) y.copy_from(y0);
-      ops::matmul_packed(x, pw, y.t(), accumulate);
+      ops::matmul_packed(host(), x, pw, y.t(), accumulate);
       EXPECT_TRUE(y.guards_intact()) << "accumulate " << accumulate;
       int misses = 0;
       for (int64_t i = 0; i < d.m; ++i)
@@ -79,13 +82,13 @@ TEST(PackedMatmul, EachOutputIsOneFmaChainInOrder) {
     SCOPED_TRACE(::testing::Message() << "M=" << d.m << " N=" << d.n << " K=" << d.k);
     const Tensor x = rng.normal({d.m, d.k}), w = rng.normal({d.n, d.k}), y0 = rng.normal({d.m, d.n});
     ops::PackedWeight pw;
-    ops::pack_weight(w, pw);
+    ops::pack_weight(host(), w, pw);
     const std::vector<float> chain = fma_chain_reference(x, w);
     Tensor y = Tensor::empty({d.m, d.n});
-    ops::matmul_packed(x, pw, y);
+    ops::matmul_packed(host(), x, pw, y);
     EXPECT_TRUE(same_bits(y.data<float>(), chain.data(), y.numel()));
     Tensor acc = y0.clone();
-    ops::matmul_packed(x, pw, acc, /*accumulate=*/true);
+    ops::matmul_packed(host(), x, pw, acc, /*accumulate=*/true);
     std::vector<float> want(chain.size());
     for (size_t i = 0; i < want.size(); ++i) want[i] = y0.data<float>()[i] + chain[i];
     EXPECT_TRUE(same_bits(acc.data<float>(), want.data(), acc.numel()));
@@ -99,9 +102,9 @@ TEST(PackedMatmul, RowResultsAreBitIdenticalInBatchesOf1And7And16And64) {
     SCOPED_TRACE(::testing::Message() << "N=" << d.n << " K=" << d.k);
     const Tensor x = rng.normal({m, d.k}), w = rng.normal({d.n, d.k});
     ops::PackedWeight pw;
-    ops::pack_weight(w, pw);
+    ops::pack_weight(host(), w, pw);
     Tensor full = Tensor::empty({m, d.n});
-    ops::matmul_packed(x, pw, full);
+    ops::matmul_packed(host(), x, pw, full);
     for (int64_t batch : {1, 7, 16, 64}) {  // the wide tile, the thin tile (7..16 rows), both
       for (int64_t r0 = 0; r0 < m; r0 += batch) {
         const int64_t rows = std::min(batch, m - r0);
@@ -109,7 +112,7 @@ TEST(PackedMatmul, RowResultsAreBitIdenticalInBatchesOf1And7And16And64) {
         Tensor part = Tensor::empty({rows, d.k});
         std::memcpy(part.data<float>(), x.data<float>() + r0 * d.k, static_cast<size_t>(rows * d.k) * sizeof(float));
         Tensor y = Tensor::empty({rows, d.n});
-        ops::matmul_packed(part, pw, y);
+        ops::matmul_packed(host(), part, pw, y);
         EXPECT_TRUE(same_bits(y.data<float>(), full.data<float>() + r0 * d.n, rows * d.n))
             << "rows " << r0 << ".." << r0 + rows << " in a batch of " << batch;
       }
@@ -118,10 +121,10 @@ TEST(PackedMatmul, RowResultsAreBitIdenticalInBatchesOf1And7And16And64) {
     const int threads = omp_get_max_threads();
     omp_set_num_threads(1);
     Tensor one = Tensor::empty({m, d.n});
-    ops::matmul_packed(x, pw, one);
+    ops::matmul_packed(host(), x, pw, one);
     omp_set_num_threads(std::max(2, threads));
     Tensor two = Tensor::empty({m, d.n});
-    ops::matmul_packed(x, pw, two);
+    ops::matmul_packed(host(), x, pw, two);
     omp_set_num_threads(threads);
     EXPECT_TRUE(same_bits(one.data<float>(), full.data<float>(), one.numel()));
     EXPECT_TRUE(same_bits(two.data<float>(), full.data<float>(), two.numel()));
@@ -136,15 +139,15 @@ TEST(PackedMatmul, ResidualProductEqualsCopyThenAccumulate) {
     SCOPED_TRACE(::testing::Message() << "M=" << d.m << " N=" << d.n << " K=" << d.k);
     const Tensor x = rng.normal({d.m, d.k}), w = rng.normal({d.n, d.k}), res = rng.normal({d.m, d.n});
     ops::PackedWeight pw;
-    ops::pack_weight(w, pw);
+    ops::pack_weight(host(), w, pw);
     Tensor want = res.clone();
-    ops::matmul_packed(x, pw, want, /*accumulate=*/true);
+    ops::matmul_packed(host(), x, pw, want, /*accumulate=*/true);
     Guarded y({d.m, d.n});
-    ops::matmul_packed_residual(x, pw, res, y.t());
+    ops::matmul_packed_residual(host(), x, pw, res, y.t());
     EXPECT_TRUE(y.guards_intact());
     EXPECT_TRUE(same_bits(y.data(), want.data<float>(), want.numel()));
     Tensor in_place = res.clone();
-    ops::matmul_packed_residual(x, pw, in_place, in_place);
+    ops::matmul_packed_residual(host(), x, pw, in_place, in_place);
     EXPECT_TRUE(same_bits(in_place.data<float>(), want.data<float>(), want.numel()));
   }
 }
@@ -154,14 +157,14 @@ TEST(PackedMatmul, RepackingReusesTheBufferAndTakesTheNewWeights) {
   Tensor w = rng.normal({40, 24});
   const Tensor x = rng.normal({5, 24});
   ops::PackedWeight pw;
-  ops::pack_weight(w, pw);
+  ops::pack_weight(host(), w, pw);
   const float* buffer = pw.panels.data<float>();
   EXPECT_EQ(pw.panels.shape(), (Shape{3, 24, 16}));
   for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] *= -2.0f;  // the weights change in place
-  ops::pack_weight(w, pw);
+  ops::pack_weight(host(), w, pw);
   EXPECT_EQ(pw.panels.data<float>(), buffer);
   Tensor y = Tensor::empty({5, 40});
-  ops::matmul_packed(x, pw, y);
+  ops::matmul_packed(host(), x, pw, y);
   const std::vector<float> want = fma_chain_reference(x, w);
   EXPECT_TRUE(same_bits(y.data<float>(), want.data(), y.numel()));
   // The padding columns of the last panel (40..47) are zero.
@@ -179,11 +182,11 @@ TEST(PackedMatmul, InputGradientThroughTheTransposedPackingMatchesDoubleReferenc
     // A Linear layer y (M,N) = x (M,K) @ w^T, w (N,K); dy (M,N).
     const Tensor w = rng.normal({d.n, d.k}), dy = rng.normal({d.m, d.n});
     ops::PackedWeight wt;
-    ops::pack_weight_transposed(w, wt);
+    ops::pack_weight_transposed(host(), w, wt);
     EXPECT_EQ(wt.n, d.k);
     EXPECT_EQ(wt.k, d.n);
     Guarded dx({d.m, d.k});
-    ops::matmul_packed(dy, wt, dx.t());
+    ops::matmul_packed(host(), dy, wt, dx.t());
     EXPECT_TRUE(dx.guards_intact());
     int misses = 0;
     for (int64_t i = 0; i < d.m; ++i)
@@ -223,7 +226,7 @@ TEST(LinearWeightGrad, EachOutputIsOneFmaChainOverTheRowsFromDwsValue) {
       }
     Guarded dw({d.n, d.k});
     dw.copy_from(dw0);
-    ops::linear_weight_grad(dy, x, dw.t());
+    ops::linear_weight_grad(host(), dy, x, dw.t());
     EXPECT_TRUE(dw.guards_intact());
     EXPECT_TRUE(same_bits(dw.data(), want.data(), d.n * d.k));
     // The rows in two calls (a cut off the 64-row block), on one thread.
@@ -231,8 +234,8 @@ TEST(LinearWeightGrad, EachOutputIsOneFmaChainOverTheRowsFromDwsValue) {
     omp_set_num_threads(1);
     const int64_t cut = d.m / 3;
     Tensor split = dw0.clone();
-    ops::linear_weight_grad(dy.slice_rows(0, cut), x.slice_rows(0, cut), split);
-    ops::linear_weight_grad(dy.slice_rows(cut, d.m), x.slice_rows(cut, d.m), split);
+    ops::linear_weight_grad(host(), dy.slice_rows(0, cut), x.slice_rows(0, cut), split);
+    ops::linear_weight_grad(host(), dy.slice_rows(cut, d.m), x.slice_rows(cut, d.m), split);
     omp_set_num_threads(threads);
     EXPECT_TRUE(same_bits(split.data<float>(), want.data(), d.n * d.k));
   }
@@ -241,27 +244,27 @@ TEST(LinearWeightGrad, EachOutputIsOneFmaChainOverTheRowsFromDwsValue) {
 TEST(LinearWeightGrad, ShapeErrorsNameTheOperands) {
   Rng rng(14);
   Tensor dy = rng.normal({4, 6}), x = rng.normal({5, 3}), dw = Tensor::zeros({6, 3});
-  const std::string rows = error_of([&] { ops::linear_weight_grad(dy, x, dw); });
+  const std::string rows = error_of([&] { ops::linear_weight_grad(host(), dy, x, dw); });
   EXPECT_NE(rows.find("linear_weight_grad"), std::string::npos) << rows;
   EXPECT_NE(rows.find("row counts"), std::string::npos) << rows;
   Tensor x4 = rng.normal({4, 3}), dw_bad = Tensor::zeros({6, 4});
-  const std::string shape = error_of([&] { ops::linear_weight_grad(dy, x4, dw_bad); });
+  const std::string shape = error_of([&] { ops::linear_weight_grad(host(), dy, x4, dw_bad); });
   EXPECT_NE(shape.find("dw"), std::string::npos) << shape;
 }
 
 TEST(PackedMatmul, ShapeErrorsNameTheSizes) {
   Rng rng(11);
   ops::PackedWeight pw;
-  ops::pack_weight(rng.normal({20, 8}), pw);
+  ops::pack_weight(host(), rng.normal({20, 8}), pw);
   Tensor x = rng.normal({3, 9}), y = Tensor::empty({3, 20});
-  const std::string k_error = error_of([&] { ops::matmul_packed(x, pw, y); });
+  const std::string k_error = error_of([&] { ops::matmul_packed(host(), x, pw, y); });
   EXPECT_NE(k_error.find("K = 9"), std::string::npos) << k_error;
   EXPECT_NE(k_error.find("(20,8)"), std::string::npos) << k_error;
   Tensor x8 = rng.normal({3, 8}), y_bad = Tensor::empty({3, 21});
-  const std::string y_error = error_of([&] { ops::matmul_packed(x8, pw, y_bad); });
+  const std::string y_error = error_of([&] { ops::matmul_packed(host(), x8, pw, y_bad); });
   EXPECT_NE(y_error.find("matmul_packed"), std::string::npos) << y_error;
   EXPECT_NE(y_error.find("21"), std::string::npos) << y_error;
-  const std::string rank_error = error_of([&] { ops::pack_weight(rng.normal({4}), pw); });
+  const std::string rank_error = error_of([&] { ops::pack_weight(host(), rng.normal({4}), pw); });
   EXPECT_NE(rank_error.find("pack_weight"), std::string::npos) << rank_error;
 }
 

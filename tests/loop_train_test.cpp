@@ -11,15 +11,18 @@
 
 #include "loop/consistency_probe.h"
 #include "loop/controller.h"
-#include "reward/task_registry.h"
 #include "loop/mismatch.h"
 #include "loop/rollout_samples.h"
 #include "model/checkpoint.h"
 #include "model/init.h"
+#include "reward/task_registry.h"
+#include "tests/host_context.h"
 #include "tests/train_test_support.h"
 
 namespace rlcpp {
 namespace {
+
+using testing::host;
 
 namespace fs = std::filesystem;
 
@@ -111,11 +114,11 @@ TEST(LoopTrain, ProbeStopsTheRunWhenTheEngineMissedASync) {
   CharTokenizer tok;
   ProbeConfig probe;
   // Same weights: the same bits.
-  EXPECT_EQ(run_consistency_probe(*rollout, model, trainer, *task, tok, 6, probe, 0).engine.max_abs_dlogp, 0.0);
+  EXPECT_EQ(run_consistency_probe(host(), *rollout, model, trainer, *task, tok, 6, probe, 0).engine.max_abs_dlogp, 0.0);
   // The trainer moved on but the engine still holds the old weights: the probe must stop the run.
   for (int64_t i = 0; i < trainer.numel(); i += 7) trainer.flat().data<float>()[i] *= 1.05f;
   try {
-    run_consistency_probe(*rollout, model, trainer, *task, tok, 6, probe, 0);
+    run_consistency_probe(host(), *rollout, model, trainer, *task, tok, 6, probe, 0);
     FAIL() << "probe passed with stale engine weights";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("probe.max_abs_dlogp"), std::string::npos) << e.what();

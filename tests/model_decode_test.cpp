@@ -12,10 +12,13 @@
 #include "core/philox.h"
 #include "model/init.h"
 #include "model/transformer.h"
+#include "tests/host_context.h"
 #include "tests/test_models.h"
 
 namespace rlcpp {
 namespace {
+
+using testing::host;
 
 ModelConfig decode_config() { return small_test_config("qwen2"); }
 
@@ -77,7 +80,7 @@ TEST_P(ModelDecodeByFamily, DecodeMatchesFullForward) {
   const ParameterStore params = random_params(cfg);
   const Transformer model(cfg);
   PackedWeights packed;
-  model.pack_weights(params, packed);
+  model.pack_weights(host(), params, packed);
   // Both matmul paths: OpenBLAS (no packed weights) and ops::matmul_packed.
   const PackedWeights* const paths[] = {nullptr, &packed};
   for (const PackedWeights* weights : paths) {
@@ -85,7 +88,7 @@ TEST_P(ModelDecodeByFamily, DecodeMatchesFullForward) {
       for (int64_t len : {1, 17, 54}) {
         const std::vector<int32_t> seq = random_tokens(len, cfg.vocab_size, 10 + len);
         Activations acts;
-        model.forward(params, PackedBatch::from_sequences({seq}), ForwardOptions{}, acts);
+        model.forward(host(), params, PackedBatch::from_sequences({seq}), ForwardOptions{}, acts);
         for (size_t prefill : {size_t{1}, static_cast<size_t>(len / 2)}) {
           auto got = cached_logits(model, params, seq, block_size, prefill, weights);
           ASSERT_EQ(static_cast<int64_t>(got.size()), len);
@@ -113,7 +116,7 @@ TEST_P(ModelDecodeByFamily, PackedDecodeLogitsAreBitIdenticalWhateverTheBatch) {
   const ParameterStore params = random_params(cfg);
   const Transformer model(cfg);
   PackedWeights packed;
-  model.pack_weights(params, packed);
+  model.pack_weights(host(), params, packed);
   const std::vector<int32_t> seq = random_tokens(30, cfg.vocab_size, 5);
   // Token by token, and as one prefill of every position: the logits of each position agree bit for bit.
   const auto stepwise = cached_logits(model, params, seq, 4, 1, &packed);
@@ -178,7 +181,7 @@ TEST_P(ModelDecodeByFamily, CachedForwardIsTheSameOnOneOrTwoThreadsAndInAnyRowOr
   const ParameterStore params = random_params(cfg);
   const Transformer model(cfg);
   PackedWeights packed;
-  model.pack_weights(params, packed);
+  model.pack_weights(host(), params, packed);
   std::vector<std::vector<int32_t>> seqs;
   for (int s = 0; s < 40; ++s) seqs.push_back(random_tokens(6, cfg.vocab_size, 200 + s));  // 240 rows
   const int64_t bs = 4, per = 2, V = cfg.vocab_size;
@@ -214,7 +217,7 @@ TEST(ModelDecode, PackedWeightsOfAnotherBufferAreRejected) {
   const ParameterStore copy = params.clone();
   const Transformer model(cfg);
   PackedWeights packed;
-  model.pack_weights(copy, packed);
+  model.pack_weights(host(), copy, packed);
   KVCache cache(cfg, 1, 16);
   CachedStep step;
   step.tokens = {1};

@@ -12,10 +12,13 @@
 #include "core/philox.h"
 #include "model/forward_comparison.h"
 #include "model/init.h"
+#include "tests/host_context.h"
 #include "tests/test_models.h"
 
 namespace rlcpp {
 namespace {
+
+using testing::host;
 
 namespace fs = std::filesystem;
 
@@ -40,7 +43,7 @@ TEST(ForwardComparison, IdenticalComputationsGiveExactlyZero) {
   const ModelConfig c = small_test_config("qwen2");
   const ParameterStore p = wide_params(c);
   const Transformer m(c);
-  const ForwardComparison r = compare_forward(m, p, m, p, test_batch(c), 1.0f, 0.0);
+  const ForwardComparison r = compare_forward(host(), m, p, m, p, test_batch(c), 1.0f, 0.0);
   ASSERT_EQ(r.max_abs.size(), static_cast<size_t>(c.num_hidden_layers + 3));
   for (double d : r.max_abs) EXPECT_EQ(d, 0.0);
   EXPECT_EQ(r.first_stage, -1);
@@ -58,7 +61,7 @@ TEST(ForwardComparison, LocatesTheLayerWhoseWeightsDifferOnOneSide) {
     ParameterStore engine = p.clone();
     Tensor w = engine.get("model.layers." + std::to_string(layer) + ".mlp.down_proj.weight");
     for (int64_t i = 0; i < w.numel(); i += 3) w.data<float>()[i] *= 1.01f;
-    const ForwardComparison r = compare_forward(m, engine, m, p, test_batch(c), 1.0f, 1e-6);
+    const ForwardComparison r = compare_forward(host(), m, engine, m, p, test_batch(c), 1.0f, 1e-6);
     for (int64_t s = 0; s <= layer; ++s) EXPECT_EQ(r.max_abs[static_cast<size_t>(s)], 0.0) << "stage " << s;
     EXPECT_GT(r.max_abs[static_cast<size_t>(layer + 1)], 1e-6);
     EXPECT_EQ(r.first_stage, layer + 1) << "perturbed layer " << layer;
@@ -73,7 +76,8 @@ TEST(ForwardComparison, Bf16AgainstFp32DivergesFromTheEmbedding) {
   ModelNumerics bf16;
   bf16.compute = DType::kBF16;
   bf16.linear_weights = WeightFormat::kBF16;
-  const ForwardComparison r = compare_forward(Transformer(c, bf16), p, Transformer(c), p, test_batch(c), 1.0f, 0.0);
+  const ForwardComparison r =
+      compare_forward(host(), Transformer(c, bf16), p, Transformer(c), p, test_batch(c), 1.0f, 0.0);
   EXPECT_EQ(r.first_stage, 0);
   EXPECT_GT(r.full_tv_mean, 0.0);
   EXPECT_LT(r.full_tv_mean, 0.05);  // bf16 rounding moves a few per cent of the mass at most at this size
@@ -91,10 +95,10 @@ TEST(ForwardComparison, FullVocabularyFiguresEqualNumpy) {
   const Transformer m(c);
   const PackedBatch batch = test_batch(c);
   const float temperature = 0.7f;
-  const ForwardComparison r = compare_forward(m, p, m, q, batch, temperature, 0.0);
+  const ForwardComparison r = compare_forward(host(), m, p, m, q, batch, temperature, 0.0);
   Activations a, b;
-  m.forward(p, batch, ForwardOptions{temperature}, a);
-  m.forward(q, batch, ForwardOptions{temperature}, b);
+  m.forward(host(), p, batch, ForwardOptions{temperature}, a);
+  m.forward(host(), q, batch, ForwardOptions{temperature}, b);
   Json in = {{"temperature", temperature}, {"rows", Json::array()}, {"a", Json::array()}, {"b", Json::array()}};
   const int64_t V = c.vocab_size;
   for (int64_t i = 0; i < batch.num_tokens(); ++i) {

@@ -15,9 +15,12 @@
 #include "model/init.h"
 #include "model/safetensors.h"
 #include "model/transformer.h"
+#include "tests/host_context.h"
 
 namespace rlcpp {
 namespace {
+
+using testing::host;
 
 namespace fs = std::filesystem;
 
@@ -151,7 +154,7 @@ struct RlcppRun {
 
 RlcppRun run_rlcpp(const Transformer& model, const ParameterStore& params, const PackedBatch& packed) {
   RlcppRun r;
-  model.forward(params, packed, ForwardOptions{}, r.acts);
+  model.forward(host(), params, packed, ForwardOptions{}, r.acts);
   for (int64_t i = 0; i < packed.num_tokens(); ++i)
     if (packed.targets[i] >= 0) r.loss -= r.acts.logp.data<float>()[i], ++r.scored;
   r.loss /= static_cast<double>(r.scored);
@@ -189,7 +192,7 @@ TEST_P(ModelGolden, LogitsLossGradientsAndAdamWMatchPyTorch) {
 
   ParameterStore grads(cfg);
   std::vector<float> dlogp = sft_dlogp(packed, r.scored);
-  model.backward(params, r.acts, dlogp.data(), nullptr, grads);
+  model.backward(host(), params, r.acts, dlogp.data(), nullptr, grads);
   for (const auto& info : params.infos()) {
     const Tensor& expected = g["grad." + info.name];
     ASSERT_EQ(expected.numel(), info.numel()) << info.name;
@@ -207,8 +210,8 @@ TEST_P(ModelGolden, LogitsLossGradientsAndAdamWMatchPyTorch) {
     EXPECT_NEAR(s.loss, losses.data<float>()[step], 2e-5 * std::fabs(losses.data<float>()[step])) << "step " << step;
     grads.flat().fill_zero();
     std::vector<float> d = sft_dlogp(packed, s.scored);
-    model.backward(params, s.acts, d.data(), nullptr, grads);
-    adamw.step(params, grads, hyper.lr);
+    model.backward(host(), params, s.acts, d.data(), nullptr, grads);
+    adamw.step(host(), params, grads, hyper.lr);
   }
   for (const auto& info : params.infos()) {
     double err = rel_error(params.get(info.name).data<float>(), g["final." + info.name].data<float>(), info.numel());

@@ -27,9 +27,12 @@
 #include "model/safetensors.h"
 #include "model/transformer.h"
 #include "test_models.h"
+#include "tests/host_context.h"
 
 namespace rlcpp {
 namespace {
+
+using testing::host;
 
 namespace fs = std::filesystem;
 
@@ -141,7 +144,7 @@ Tensor rlcpp_logits(const ParameterStore& params, const std::vector<std::vector<
                     const ModelConfig& cfg) {
   const Transformer model(cfg);
   Activations acts;
-  model.forward(params, PackedBatch::from_sequences(seqs), ForwardOptions{}, acts);
+  model.forward(host(), params, PackedBatch::from_sequences(seqs), ForwardOptions{}, acts);
   return acts.logits;
 }
 Tensor rlcpp_logits(const ParameterStore& params, const std::vector<std::vector<int32_t>>& seqs) {

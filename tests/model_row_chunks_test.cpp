@@ -12,10 +12,13 @@
 #include "model/init.h"
 #include "model/row_chunks.h"
 #include "model/transformer.h"
+#include "tests/host_context.h"
 #include "tests/test_models.h"
 
 namespace rlcpp {
 namespace {
+
+using testing::host;
 
 std::vector<int32_t> cu(const std::vector<RowChunk>& chunks, size_t c) {
   const RowChunk& k = chunks[c];
@@ -90,11 +93,11 @@ TEST_P(ChunkedTraining, ManyChunksEqualTheSequencesOneByOne) {
   for (auto& d : dlogp) d = static_cast<float>(rng.normal());
 
   Activations acts;
-  model.forward(params, batch, ForwardOptions{}, acts);
+  model.forward(host(), params, batch, ForwardOptions{}, acts);
   ASSERT_GT(acts.chunks.size(), 4u);
   const std::vector<float> logp(acts.logp.data<float>(), acts.logp.data<float>() + batch.num_tokens());
   ParameterStore grads(c);
-  model.backward(params, acts, dlogp.data(), nullptr, grads);
+  model.backward(host(), params, acts, dlogp.data(), nullptr, grads);
 
   // The same batch one sequence at a time (one chunk each, run on one thread): log-probs bit for bit, gradients
   // accumulated over the calls in double.
@@ -104,12 +107,12 @@ TEST_P(ChunkedTraining, ManyChunksEqualTheSequencesOneByOne) {
   for (const auto& s : seqs) {
     const PackedBatch one = PackedBatch::from_sequences({s});
     Activations a;
-    model.forward(params, one, ForwardOptions{}, a);
+    model.forward(host(), params, one, ForwardOptions{}, a);
     ASSERT_EQ(a.chunks.size(), 1u);
     EXPECT_EQ(std::memcmp(a.logp.data<float>(), logp.data() + row, one.num_tokens() * sizeof(float)), 0)
         << "sequence at row " << row;
     ParameterStore g(c);
-    model.backward(params, a, dlogp.data() + row, nullptr, g);
+    model.backward(host(), params, a, dlogp.data() + row, nullptr, g);
     for (size_t i = 0; i < want.size(); ++i) {
       want[i] += g.flat().data<float>()[i];
       scale[i] += std::fabs(g.flat().data<float>()[i]);
@@ -126,10 +129,10 @@ TEST_P(ChunkedTraining, ManyChunksEqualTheSequencesOneByOne) {
 
   // A repeat gives the same bits, and so does a second micro-batch accumulating onto the first.
   ParameterStore again(c);
-  model.forward(params, batch, ForwardOptions{}, acts);
-  model.backward(params, acts, dlogp.data(), nullptr, again);
+  model.forward(host(), params, batch, ForwardOptions{}, acts);
+  model.backward(host(), params, acts, dlogp.data(), nullptr, again);
   EXPECT_EQ(std::memcmp(again.flat().data<float>(), grads.flat().data<float>(), grads.numel() * sizeof(float)), 0);
-  model.backward(params, acts, dlogp.data(), nullptr, again);
+  model.backward(host(), params, acts, dlogp.data(), nullptr, again);
   for (int64_t i = 0; i < grads.numel(); i += 97)
     EXPECT_NEAR(again.flat().data<float>()[i], 2.0f * grads.flat().data<float>()[i],
                 1e-5f * std::fabs(grads.flat().data<float>()[i]) + 1e-7f);

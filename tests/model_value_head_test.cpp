@@ -18,9 +18,12 @@
 #include "model/safetensors.h"
 #include "model/transformer.h"
 #include "tests/error_test_support.h"
+#include "tests/host_context.h"
 
 namespace rlcpp {
 namespace {
+
+using testing::host;
 
 namespace fs = std::filesystem;
 
@@ -107,8 +110,8 @@ TEST(ValueHead, ValuesAreTheScoreOfTheFinalNormAndTheBodyIsThePolicys) {
   const Transformer pm(mc), cm(critic.config());
   const PackedBatch batch = random_batch(5, mc.vocab_size);
   Activations pa, ca;
-  pm.forward(policy, batch, ForwardOptions{}, pa);
-  cm.forward(critic, batch, ForwardOptions{}, ca);
+  pm.forward(host(), policy, batch, ForwardOptions{}, pa);
+  cm.forward(host(), critic, batch, ForwardOptions{}, ca);
   ASSERT_TRUE(same_bytes(pa.xn_final, ca.xn_final)) << "the critic's body must compute what the policy's does";
   ASSERT_EQ(ca.values.shape(), (Shape{batch.num_tokens()}));
   const float* w = critic.get("score.weight").data<float>();
@@ -126,12 +129,12 @@ TEST(ValueHead, PolicyOnlyEntryPointsRefuseACritic) {
   ForwardOptions with_entropy;
   with_entropy.entropy = true;
   Activations acts;
-  EXPECT_NE(error_of([&] { cm.forward(critic, random_batch(1, 32), with_entropy, acts); }).find("value-head"),
+  EXPECT_NE(error_of([&] { cm.forward(host(), critic, random_batch(1, 32), with_entropy, acts); }).find("value-head"),
             std::string::npos);
-  cm.forward(critic, random_batch(1, 32), ForwardOptions{}, acts);
+  cm.forward(host(), critic, random_batch(1, 32), ForwardOptions{}, acts);
   ParameterStore grads(critic.config());
   std::vector<float> d(acts.num_tokens, 1.0f);
-  EXPECT_NE(error_of([&] { cm.backward(critic, acts, d.data(), nullptr, grads); }).find("backward_values"),
+  EXPECT_NE(error_of([&] { cm.backward(host(), critic, acts, d.data(), nullptr, grads); }).find("backward_values"),
             std::string::npos);
   KVCache cache;
   EXPECT_NE(error_of([&] { cm.forward_cached(ExecContext::cpu(), critic, CachedStep{}, cache); }).find("value-head"),
@@ -150,14 +153,14 @@ TEST(ValueHead, BackwardValuesMatchesFiniteDifferences) {
   for (auto& x : c) x = rng.normal();
   Activations acts;
   auto loss = [&](const ParameterStore& p) {
-    cm.forward(p, batch, ForwardOptions{}, acts);
+    cm.forward(host(), p, batch, ForwardOptions{}, acts);
     double l = 0;
     for (int64_t i = 0; i < N; ++i) l += c[i] * static_cast<double>(acts.values.data<float>()[i]);
     return l;
   };
   loss(critic);
   ParameterStore grads(critic.config());
-  cm.backward_values(critic, acts, c.data(), grads);
+  cm.backward_values(host(), critic, acts, c.data(), grads);
 
   auto directional = [&](const std::vector<float>& dir, double eps) {
     ParameterStore plus(critic.config()), minus(critic.config());
@@ -295,12 +298,12 @@ TEST(ValueHeadGolden, ValuesAndGradientsMatchPyTorch) {
 
     const Transformer model(critic.config());
     Activations acts;
-    model.forward(critic, batch, ForwardOptions{}, acts);
+    model.forward(host(), critic, batch, ForwardOptions{}, acts);
     ASSERT_EQ(golden.at("values").numel(), acts.values.numel());
     EXPECT_LE(rel_error(acts.values.data<float>(), golden.at("values").data<float>(), acts.values.numel()), 1e-4)
         << type;
     ParameterStore grads(critic.config());
-    model.backward_values(critic, acts, c.data(), grads);
+    model.backward_values(host(), critic, acts, c.data(), grads);
     for (const auto& info : critic.infos()) {
       const Tensor& expected = golden.at("grad." + info.name);
       ASSERT_EQ(expected.numel(), info.numel()) << info.name;

@@ -13,10 +13,13 @@
 #include "model/init.h"
 #include "rollout/engine.h"
 #include "rollout/sampler.h"
+#include "tests/host_context.h"
 #include "tests/test_models.h"
 
 namespace rlcpp {
 namespace {
+
+using testing::host;
 
 std::vector<float> random_logits(int64_t v, uint64_t seed, float scale) {
   PhiloxStream rng(seed, 0);
@@ -85,8 +88,8 @@ TEST_P(LogprobSpaceByFamily, EngineAndTrainerAgreeBitForBitInTheSampledSpace) {
       const size_t len = full.size();
       full.insert(full.end(), s.tokens.begin(), s.tokens.end());
       Activations acts, plain;
-      model.forward(params, PackedBatch::from_sequences({full}), fo, acts);
-      model.forward(params, PackedBatch::from_sequences({full}), ForwardOptions{fo.temperature}, plain);
+      model.forward(host(), params, PackedBatch::from_sequences({full}), fo, acts);
+      model.forward(host(), params, PackedBatch::from_sequences({full}), ForwardOptions{fo.temperature}, plain);
       for (size_t t = 0; t < s.tokens.size(); ++t) {
         const float want = acts.logp.data<float>()[len - 1 + t];
         ASSERT_EQ(std::memcmp(&s.logprobs[t], &want, sizeof(float)), 0)
@@ -115,11 +118,11 @@ TEST(LogprobSpace, TruncatedBackwardMatchesFiniteDifferences) {
   Tensor logp = Tensor::empty({N}), lse = Tensor::empty({N}), dlogits = Tensor::empty({N, V});
   Tensor dlogp = Tensor::empty({N});
   for (int64_t i = 0; i < N; ++i) dlogp.data<float>()[i] = 0.5f + static_cast<float>(i);
-  ops::logprob_truncated_forward(logits, targets, 0.8f, t, logp, lse);
-  ops::logprob_truncated_backward(dlogp, logits, targets, 0.8f, t, lse, dlogits);
+  ops::logprob_truncated_forward(host(), logits, targets, 0.8f, t, logp, lse);
+  ops::logprob_truncated_backward(host(), dlogp, logits, targets, 0.8f, t, lse, dlogits);
   auto loss = [&](const Tensor& l) {
     Tensor lp = Tensor::empty({N}), ls = Tensor::empty({N});
-    ops::logprob_truncated_forward(l, targets, 0.8f, t, lp, ls);
+    ops::logprob_truncated_forward(host(), l, targets, 0.8f, t, lp, ls);
     double sum = 0;
     for (int64_t i = 0; i < N; ++i) sum += static_cast<double>(dlogp.data<float>()[i]) * lp.data<float>()[i];
     return sum;
@@ -154,13 +157,13 @@ TEST(LogprobSpace, NonFiniteLogitsAreAnErrorOutOfTheTruncatedKernels) {
       const Truncation t{8, 0.9f};
       const std::string where = std::to_string(N) + " x " + std::to_string(V) + " with " + std::to_string(bad);
       try {
-        ops::logprob_truncated_forward(logits, targets, 0.8f, t, logp, lse);
+        ops::logprob_truncated_forward(host(), logits, targets, 0.8f, t, logp, lse);
         ADD_FAILURE() << where << ": forward accepted non-finite logits";
       } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("non-finite logits"), std::string::npos) << where << ": " << e.what();
       }
       try {
-        ops::logprob_truncated_backward(dlogp, logits, targets, 0.8f, t, lse, dlogits);
+        ops::logprob_truncated_backward(host(), dlogp, logits, targets, 0.8f, t, lse, dlogits);
         ADD_FAILURE() << where << ": backward accepted non-finite logits";
       } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("non-finite logits"), std::string::npos) << where << ": " << e.what();

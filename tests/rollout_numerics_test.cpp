@@ -12,10 +12,13 @@
 #include "model/init.h"
 #include "model/weight_error.h"
 #include "rollout/engine.h"
+#include "tests/host_context.h"
 #include "tests/test_models.h"
 
 namespace rlcpp {
 namespace {
+
+using testing::host;
 
 EngineConfig engine_config() {
   EngineConfig c;
@@ -42,7 +45,7 @@ std::vector<std::vector<float>> trainer_logp(const Transformer& model, const Par
     const int64_t len = static_cast<int64_t>(full.size());
     full.insert(full.end(), s.tokens.begin(), s.tokens.end());
     Activations acts;
-    model.forward(params, PackedBatch::from_sequences({full}), ForwardOptions{req.sampling.temperature}, acts);
+    model.forward(host(), params, PackedBatch::from_sequences({full}), ForwardOptions{req.sampling.temperature}, acts);
     logp.emplace_back(acts.logp.data<float>() + len - 1, acts.logp.data<float>() + len - 1 + s.tokens.size());
   }
   return logp;

@@ -4,11 +4,14 @@
 
 #include <cmath>
 
+#include "tests/host_context.h"
 #include "tests/trainer_test_support.h"
 #include "trainer/dpo_step.h"
 
 namespace rlcpp {
 namespace {
+
+using testing::host;
 
 using test::max_rel_diff;
 using test::same_bytes;
@@ -49,7 +52,7 @@ TEST(DpoStep, LossIsLogTwoAtTheReference) {
   EXPECT_FALSE(same_bytes(params.flat(), reference.flat())) << "the policy moved";
   EXPECT_TRUE(same_bytes(reference.flat(), reference_before.flat())) << "the reference is frozen";
   // After the step the policy is ahead of its reference on these pairs.
-  const LossMetrics after = dpo_evaluate(model, params, &reference, pairs, cfg, 4);
+  const LossMetrics after = dpo_evaluate(host(), model, params, &reference, pairs, cfg, 4);
   EXPECT_LT(after.value("dpo_loss"), std::log(2.0));
   EXPECT_GT(after.value("dpo_reward_margin"), 0.0);
 }
@@ -89,14 +92,14 @@ TEST(DpoStep, RaisesTheMarginAndPairAccuracyOnAToyPreferenceSet) {
   DpoConfig cfg;
   cfg.beta = 0.5;
   const auto train = toy_pairs(85, 64), held_out = toy_pairs(86, 32);
-  const LossMetrics before = dpo_evaluate(model, params, &reference, held_out, cfg, 16);
+  const LossMetrics before = dpo_evaluate(host(), model, params, &reference, held_out, cfg, 16);
   constexpr int kSteps = 30, kBatch = 16;
   for (int step = 0; step < kSteps; ++step) {
     const std::span<const PreferencePair> batch(train.data() + (step * kBatch) % train.size(), kBatch);
     ASSERT_FALSE(dpo_step(u, &reference, batch, cfg, 8, kSteps).skipped);
   }
-  const LossMetrics on_train = dpo_evaluate(model, params, &reference, train, cfg, 16);
-  const LossMetrics on_held_out = dpo_evaluate(model, params, &reference, held_out, cfg, 16);
+  const LossMetrics on_train = dpo_evaluate(host(), model, params, &reference, train, cfg, 16);
+  const LossMetrics on_held_out = dpo_evaluate(host(), model, params, &reference, held_out, cfg, 16);
   std::printf("held-out: loss %.4f -> %.4f, margin %.3f -> %.3f, accuracy %.2f -> %.2f (train accuracy %.2f)\n",
               before.value("dpo_loss"), on_held_out.value("dpo_loss"), before.value("dpo_reward_margin"),
               on_held_out.value("dpo_reward_margin"), before.value("dpo_accuracy"), on_held_out.value("dpo_accuracy"),
@@ -128,13 +131,13 @@ TEST_P(DpoVariant, LearnsTheToyPreference) {
   oc.lr = 3e-3;
   PolicyUpdater u(model, params, oc);
   const auto train = toy_pairs(85, 64), held_out = toy_pairs(86, 32);
-  const LossMetrics before = dpo_evaluate(model, params, reference, held_out, cfg, 16);
+  const LossMetrics before = dpo_evaluate(host(), model, params, reference, held_out, cfg, 16);
   constexpr int kSteps = 30, kBatch = 16;
   for (int step = 0; step < kSteps; ++step) {
     const std::span<const PreferencePair> batch(train.data() + (step * kBatch) % train.size(), kBatch);
     ASSERT_FALSE(dpo_step(u, reference, batch, cfg, 8, kSteps).skipped);
   }
-  const LossMetrics after = dpo_evaluate(model, params, reference, held_out, cfg, 16);
+  const LossMetrics after = dpo_evaluate(host(), model, params, reference, held_out, cfg, 16);
   std::printf("%s: held-out loss %.4f -> %.4f, margin %.3f -> %.3f, accuracy %.2f -> %.2f\n", variant.c_str(),
               before.value("dpo_loss"), after.value("dpo_loss"), before.value("dpo_reward_margin"),
               after.value("dpo_reward_margin"), before.value("dpo_accuracy"), after.value("dpo_accuracy"));

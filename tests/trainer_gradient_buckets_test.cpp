@@ -8,11 +8,14 @@
 #include "model/init.h"
 #include "model/packed_batch.h"
 #include "model/transformer.h"
+#include "tests/host_context.h"
 #include "tests/test_models.h"
 #include "trainer/gradient_buckets.h"
 
 namespace rlcpp {
 namespace {
+
+using testing::host;
 
 // Records the spans started (as offsets into `base`) and what is waited for.
 class RecordingCommunicator : public Communicator {
@@ -62,9 +65,9 @@ TEST(GradientBuckets, LayersAsTheBackwardCompletesThemThenTheRest) {
   const PackedBatch batch = PackedBatch::from_sequences(
       {random_test_tokens(5, cfg.vocab_size, 11), random_test_tokens(3, cfg.vocab_size, 12)});
   Activations acts;
-  model.forward(params, batch, {}, acts);
+  model.forward(host(), params, batch, {}, acts);
   std::vector<float> dlogp(static_cast<size_t>(acts.num_tokens), 0.1f);
-  model.backward(params, acts, dlogp.data(), nullptr, grads, buckets.on_ready());
+  model.backward(host(), params, acts, dlogp.data(), nullptr, grads, buckets.on_ready());
   ASSERT_EQ(comm.started.size(), spans.size());
   for (size_t i = 0; i < spans.size(); ++i) {
     const auto& [begin, end] = spans[spans.size() - 1 - i];

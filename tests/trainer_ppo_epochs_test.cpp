@@ -8,11 +8,14 @@
 #include <set>
 
 #include "model/critic.h"
+#include "tests/host_context.h"
 #include "tests/trainer_test_support.h"
 #include "trainer/ppo_epochs.h"
 
 namespace rlcpp {
 namespace {
+
+using testing::host;
 
 using test::random_samples;
 using test::small_model_config;
@@ -48,7 +51,7 @@ struct ActorSetup {
 
   // old_logp from the current weights, as the old-logprob phase of a step computes it.
   void fill_old_logp(float temperature, int64_t micro) {
-    const auto logp = compute_response_logp(model, params, samples, micro, temperature);
+    const auto logp = compute_response_logp(host(), model, params, samples, micro, temperature);
     for (size_t i = 0; i < samples.size(); ++i) samples[i].old_logp = logp[i];
   }
 };
@@ -111,7 +114,7 @@ TEST(PpoEpochs, TheActorFollowsItsAdvantages) {
   for (size_t i = 0; i < s.samples.size(); ++i)  // whole sequences good or bad
     for (auto& a : s.samples[i].advantages) a = i % 2 ? -1.0f : 1.0f;
   auto mean_logp = [&](int parity) {
-    const auto logp = compute_response_logp(s.model, s.params, s.samples, 12, 1.0f);
+    const auto logp = compute_response_logp(host(), s.model, s.params, s.samples, 12, 1.0f);
     double sum = 0, n = 0;
     for (size_t i = parity; i < s.samples.size(); i += 2)
       for (size_t j = 0; j < logp[i].size(); ++j) {
@@ -178,7 +181,7 @@ TEST(Critic, LearnsAToyValueFunctionOnFreshBatches) {
   constexpr int kRounds = 60;
   for (int round = 0; round < kRounds; ++round) {
     std::vector<RolloutSample> batch = random_samples(1000 + round, 16);  // never seen before
-    const auto values = compute_response_values(model, critic, batch, 16);
+    const auto values = compute_response_values(host(), model, critic, batch, 16);
     for (size_t i = 0; i < batch.size(); ++i) {
       batch[i].old_values = values[i];
       batch[i].returns = toy_returns(batch[i]);

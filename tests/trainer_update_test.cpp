@@ -9,12 +9,15 @@
 #include <cstring>
 
 #include "model/critic.h"
+#include "tests/host_context.h"
 #include "tests/trainer_test_support.h"
 #include "trainer/policy_loss.h"
 #include "trainer/ppo_epochs.h"
 
 namespace rlcpp {
 namespace {
+
+using testing::host;
 
 using test::max_rel_diff;
 using test::random_samples;
@@ -38,7 +41,7 @@ OptimConfig linear_optim() {
 // Samples with old_logp = the model's logp plus noise (ratios spread over both clips), ref and rollout logp.
 std::vector<RolloutSample> actor_samples(const Transformer& model, const ParameterStore& params) {
   std::vector<RolloutSample> s = random_samples(21, kBatch);
-  const auto logp = compute_response_logp(model, params, s, 4, 1.0f);
+  const auto logp = compute_response_logp(host(), model, params, s, 4, 1.0f);
   PhiloxStream rng(22, 0);
   for (size_t i = 0; i < s.size(); ++i)
     for (float lp : logp[i]) {
@@ -83,7 +86,7 @@ void expect_same_update(const Outcome& one, const Outcome& four, const std::stri
   EXPECT_GT(one.step.grad_norm, 0) << what;
   EXPECT_LE(max_rel_diff(one.grads.flat().data<float>(), four.grads.flat().data<float>(), one.grads.numel()), kRelTol)
       << what << ": accumulated gradient";
-  EXPECT_GT(ops::l2_norm(one.delta.flat()), 0.0) << what << ": the step must move the weights";
+  EXPECT_GT(ops::l2_norm(host(), one.delta.flat()), 0.0) << what << ": the step must move the weights";
   // Updates agree to kRelTol of the largest one, beyond the one ulp by which the stored fp32 weights
   // (RMSNorm weights near 1) may round differently.
   const float* d1 = one.delta.flat().data<float>();
@@ -192,7 +195,7 @@ TEST(UpdateAccumulation, CriticOneAndFourMicroBatchesGiveTheSameUpdateForEveryAg
   const ParameterStore start = critic_from_policy(init_random(mc, 30), 31);
   const Transformer critic_model(start.config());
   std::vector<RolloutSample> samples = random_samples(32, kBatch);
-  const auto values = compute_response_values(critic_model, start, samples, 5);
+  const auto values = compute_response_values(host(), critic_model, start, samples, 5);
   PhiloxStream rng(33, 0);
   for (size_t i = 0; i < samples.size(); ++i)
     for (float v : values[i]) {

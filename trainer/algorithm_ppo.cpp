@@ -21,7 +21,8 @@ void ppo_update(UpdateContext& ctx, ScoredBatch& batch, PhaseTimer& timer, StepM
 
   // values: the critic's predictions the update starts from (old values)
   std::vector<std::vector<float>> values = timer.time(Phase::kValues, [&] {
-    return compute_response_values(critic.model(), critic.params(), samples, ctx.plan.micro_batch_size);
+    return compute_response_values(critic.context(), critic.model(), critic.params(), samples,
+                                   ctx.plan.micro_batch_size);
   });
   for (size_t i = 0; i < samples.size(); ++i) samples[i].old_values = std::move(values[i]);
 

@@ -32,9 +32,9 @@ std::vector<DpoPair> micro_pairs(const PackedRollout& p) {
   return pairs;
 }
 
-std::vector<float> forward_logp(const Transformer& model, const ParameterStore& params, const PackedBatch& batch,
-                                Activations& acts) {
-  model.forward(params, batch, ForwardOptions{}, acts);
+std::vector<float> forward_logp(const ExecContext& exec, const Transformer& model, const ParameterStore& params,
+                                const PackedBatch& batch, Activations& acts) {
+  model.forward(exec, params, batch, ForwardOptions{}, acts);
   const float* logp = acts.logp.data<float>();
   return std::vector<float>(logp, logp + acts.num_tokens);
 }
@@ -74,8 +74,9 @@ UpdateResult dpo_step(PolicyUpdater& policy, const ParameterStore* reference, st
   std::vector<PackedBatch> batches;
   Activations ref_acts;
   for (const PackedRollout& p : micro) {
-    ref_logp.push_back(cfg.uses_reference() ? forward_logp(policy.model(), *reference, p.batch, ref_acts)
-                                            : std::vector<float>{});
+    ref_logp.push_back(cfg.uses_reference()
+                           ? forward_logp(policy.context(), policy.model(), *reference, p.batch, ref_acts)
+                           : std::vector<float>{});
     batches.push_back(p.batch);
   }
   const double global_pairs = static_cast<double>(pairs.size());
@@ -86,8 +87,9 @@ UpdateResult dpo_step(PolicyUpdater& policy, const ParameterStore* reference, st
   return policy.step(batches, ForwardOptions{}, loss, total_steps);
 }
 
-LossMetrics dpo_evaluate(const Transformer& model, const ParameterStore& params, const ParameterStore* reference,
-                         std::span<const PreferencePair> pairs, const DpoConfig& cfg, int64_t micro_batch_pairs) {
+LossMetrics dpo_evaluate(const ExecContext& exec, const Transformer& model, const ParameterStore& params,
+                         const ParameterStore* reference, std::span<const PreferencePair> pairs, const DpoConfig& cfg,
+                         int64_t micro_batch_pairs) {
   RLCPP_CHECK(!pairs.empty(), "dpo_evaluate: no preference pairs");
   RLCPP_CHECK(reference != nullptr || !cfg.uses_reference(), "dpo_evaluate: loss_type " << cfg.loss_type
                                                                      << " needs the reference policy");
@@ -96,8 +98,8 @@ LossMetrics dpo_evaluate(const Transformer& model, const ParameterStore& params,
   Activations acts;
   for (const PackedRollout& p : pair_micro_batches(samples, micro_batch_pairs)) {
     const std::vector<float> ref_logp =
-        cfg.uses_reference() ? forward_logp(model, *reference, p.batch, acts) : std::vector<float>{};
-    const std::vector<float> logp = forward_logp(model, params, p.batch, acts);
+        cfg.uses_reference() ? forward_logp(exec, model, *reference, p.batch, acts) : std::vector<float>{};
+    const std::vector<float> logp = forward_logp(exec, model, params, p.batch, acts);
     metrics.merge(micro_loss(p, logp, ref_logp, cfg, static_cast<double>(pairs.size())).metrics);
   }
   return metrics;

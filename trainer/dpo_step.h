@@ -34,8 +34,9 @@ std::vector<PreferencePair> pairs_from_rollout(const std::vector<RolloutSample>&
 UpdateResult dpo_step(PolicyUpdater& policy, const ParameterStore* reference, std::span<const PreferencePair> pairs,
                       const DpoConfig& cfg, int64_t micro_batch_pairs, int64_t total_steps);
 
-// The same metrics for `params` without an update (a held-out preference set).
-LossMetrics dpo_evaluate(const Transformer& model, const ParameterStore& params, const ParameterStore* reference,
-                         std::span<const PreferencePair> pairs, const DpoConfig& cfg, int64_t micro_batch_pairs);
+// The same metrics for `params` without an update (a held-out preference set), the forwards on `exec`.
+LossMetrics dpo_evaluate(const ExecContext& exec, const Transformer& model, const ParameterStore& params,
+                         const ParameterStore* reference, std::span<const PreferencePair> pairs, const DpoConfig& cfg,
+                         int64_t micro_batch_pairs);
 
 }  // namespace rlcpp

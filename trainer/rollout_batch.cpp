@@ -14,9 +14,10 @@ void check_response_array(const std::vector<float>& a, size_t index, const Rollo
                                                                << s.response.size() << ")");
 }
 
-std::vector<std::vector<float>> run_forward(const Transformer& model, const ParameterStore& params,
-                                            const std::vector<RolloutSample>& samples, int64_t micro_batch_size,
-                                            float temperature, const Truncation& truncation = {}) {
+std::vector<std::vector<float>> run_forward(const ExecContext& exec, const Transformer& model,
+                                            const ParameterStore& params, const std::vector<RolloutSample>& samples,
+                                            int64_t micro_batch_size, float temperature,
+                                            const Truncation& truncation = {}) {
   std::vector<size_t> all(samples.size());
   std::iota(all.begin(), all.end(), size_t{0});
   std::vector<std::vector<float>> out(samples.size());
@@ -25,7 +26,7 @@ std::vector<std::vector<float>> run_forward(const Transformer& model, const Para
   options.temperature = temperature;
   options.truncation = truncation;
   for (const PackedRollout& p : pack_micro_batches(samples, all, micro_batch_size)) {
-    model.forward(params, p.batch, options, acts);
+    model.forward(exec, params, p.batch, options, acts);
     const Tensor& per_position = model.config().value_head ? acts.values : acts.logp;
     auto per_sample = p.gather({per_position.data<float>(), static_cast<size_t>(acts.num_tokens)});
     for (size_t k = 0; k < p.samples.size(); ++k) out[p.samples[k]] = std::move(per_sample[k]);
@@ -96,19 +97,21 @@ std::vector<PackedRollout> pack_micro_batches(const std::vector<RolloutSample>& 
   return out;
 }
 
-std::vector<std::vector<float>> compute_response_logp(const Transformer& model, const ParameterStore& params,
+std::vector<std::vector<float>> compute_response_logp(const ExecContext& exec, const Transformer& model,
+                                                      const ParameterStore& params,
                                                       const std::vector<RolloutSample>& samples,
                                                       int64_t micro_batch_size, float temperature,
                                                       const Truncation& truncation) {
   RLCPP_CHECK(!model.config().value_head, "compute_response_logp: the model is a critic (value head)");
-  return run_forward(model, params, samples, micro_batch_size, temperature, truncation);
+  return run_forward(exec, model, params, samples, micro_batch_size, temperature, truncation);
 }
 
-std::vector<std::vector<float>> compute_response_values(const Transformer& critic, const ParameterStore& params,
+std::vector<std::vector<float>> compute_response_values(const ExecContext& exec, const Transformer& critic,
+                                                        const ParameterStore& params,
                                                         const std::vector<RolloutSample>& samples,
                                                         int64_t micro_batch_size) {
   RLCPP_CHECK(critic.config().value_head, "compute_response_values: the model has no value head");
-  return run_forward(critic, params, samples, micro_batch_size, 1.0f);
+  return run_forward(exec, critic, params, samples, micro_batch_size, 1.0f);
 }
 
 }  // namespace rlcpp

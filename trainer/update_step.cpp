@@ -65,7 +65,7 @@ UpdateResult PolicyUpdater::step(const std::vector<PackedBatch>& micro_batches, 
     result.allreduce_wait_s = buckets->finish();
     reduce_loss_over_ranks(*comm_, result.loss, result.tokens, result.metrics);
   }
-  result.grad_norm = clip_grad_norm(grads_, config_.grad_clip);
+  result.grad_norm = clip_grad_norm(context_, grads_, config_.grad_clip);
   ++steps_asked_;
   if (!std::isfinite(result.loss) || !std::isfinite(result.grad_norm)) {
     result.skipped = true;
@@ -79,7 +79,7 @@ UpdateResult PolicyUpdater::step(const std::vector<PackedBatch>& micro_batches, 
     return result;
   }
   bad_in_a_row_ = 0;
-  adamw_.step(params_, grads_, static_cast<float>(result.lr));
+  adamw_.step(context_, params_, grads_, static_cast<float>(result.lr));
   // A finite gradient can still overflow the weights (a huge lr: 1e308 is inf in fp32). They cannot be taken
   // back, so the run stops here, before a rollout samples from them or a checkpoint saves them.
   if (const auto bad = find_non_finite(params_.infos(), params_.flat().data<float>()))
@@ -94,14 +94,14 @@ void PolicyUpdater::accumulate_micro_batch(const std::vector<PackedBatch>& micro
                                            const ForwardOptions& options, const MicroLossFn& loss_fn,
                                            ParameterStore& into, const Transformer::GradsReadyFn& ready,
                                            UpdateResult& result) {
-  model_.forward(params_, micro_batches[m], options, acts_);
+  model_.forward(context_, params_, micro_batches[m], options, acts_);
   const size_t n = static_cast<size_t>(acts_.num_tokens);
   LossOutput out = loss_fn(m, acts_);
   if (model_.config().value_head) {
     RLCPP_CHECK(out.dvalue.size() == n, "PolicyUpdater::step: the critic's loss for micro-batch "
                                             << m << " returned " << out.dvalue.size() << " dvalue entries for " << n
                                             << " tokens");
-    model_.backward_values(params_, acts_, out.dvalue.data(), into, ready);
+    model_.backward_values(context_, params_, acts_, out.dvalue.data(), into, ready);
   } else {
     RLCPP_CHECK(out.dlogp.size() == n, "PolicyUpdater::step: the loss for micro-batch "
                                            << m << " returned " << out.dlogp.size() << " dlogp entries for " << n
@@ -109,8 +109,8 @@ void PolicyUpdater::accumulate_micro_batch(const std::vector<PackedBatch>& micro
     RLCPP_CHECK(out.dentropy.empty() || out.dentropy.size() == n,
                 "PolicyUpdater::step: the loss for micro-batch " << m << " returned " << out.dentropy.size()
                                                                  << " dentropy entries for " << n << " tokens");
-    model_.backward(params_, acts_, out.dlogp.data(), out.dentropy.empty() ? nullptr : out.dentropy.data(), into,
-                    ready);
+    model_.backward(context_, params_, acts_, out.dlogp.data(), out.dentropy.empty() ? nullptr : out.dentropy.data(),
+                    into, ready);
   }
   result.loss += out.loss;
   result.metrics.merge(out.metrics);

@@ -58,6 +58,9 @@ class PolicyUpdater {
                     const MicroLossFn& loss_fn, int64_t total_steps);
 
   const Transformer& model() const { return model_; }
+  // Where its forwards, backwards and AdamW run (the host), and what a caller running the same model's
+  // passes for this updater (old or reference log-probs) runs them on.
+  const ExecContext& context() const { return context_; }
   const ParameterStore& params() const { return params_; }
   const OptimConfig& config() const { return config_; }
   AdamW& optimizer() { return adamw_; }
@@ -81,6 +84,7 @@ class PolicyUpdater {
  private:
   const Transformer& model_;
   ParameterStore& params_;
+  ExecContext context_ = ExecContext::cpu();
   OptimConfig config_;
   ParameterStore grads_;
   AdamW adamw_;

@@ -18,11 +18,12 @@ namespace rlcpp::cuda {
 // The float dtypes a kernel stores or rounds to (dtype_round.cuh: the CPU's bits, NaN included).
 enum class FloatDtype { kF32, kBF16, kF16 };
 
-// c (m,n) = alpha * op(a) @ op(b) + beta * c, row-major fp32 matrices, on the calling thread's cuBLAS handle for
-// the current device, in `compute` (CUBLAS_COMPUTE_32F: plain fp32; the _FAST_ kinds: tensor cores on operands
+// c (m,n) = alpha * op(a) @ op(b) + beta * c, row-major fp32 matrices, on `handle` (the execution context's,
+// bound to `stream`), in `compute` (CUBLAS_COMPUTE_32F: plain fp32; the _FAST_ kinds: tensor cores on operands
 // rounded to TF32, BF16 or F16, accumulated in fp32).
-cublasStatus_t matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t n,
-                      int64_t k, float alpha, float beta, cublasComputeType_t compute, cudaStream_t stream);
+cublasStatus_t matmul(cublasHandle_t handle, const float* a, bool trans_a, const float* b, bool trans_b, float* c,
+                      int64_t m, int64_t n, int64_t k, float alpha, float beta, cublasComputeType_t compute,
+                      cudaStream_t stream);
 
 cudaError_t add_bias(float* y, const float* bias, int64_t rows, int64_t cols, cudaStream_t stream);
 cudaError_t bias_backward(const float* dy, float* dbias, int64_t rows, int64_t cols, cudaStream_t stream);

@@ -1,34 +1,16 @@
-// The CUDA arm of kernels/ops.h: cuBLAS for matmul, simple fp32 kernels for the elementwise ops, RMSNorm, RoPE,
-// SwiGLU, embedding and AdamW (log-probs: logprob_cuda.cu; attention and the paged cache: attention_cuda.cu).
-// The fused CPU-only ops have no CUDA kernel yet (ops.cpp throws).
+// The CUDA arm of kernels/ops.h: cuBLAS for matmul (on the execution context's handle), simple fp32 kernels for
+// the elementwise ops, RMSNorm, RoPE and the qkv split/merge, SwiGLU, embedding and AdamW (rounding:
+// dtype_cuda.cu; log-probs: logprob_cuda.cu; attention and the paged cache: attention_cuda.cu). The packed
+// products (CPU panels), stored_as and the truncated log-probs have no CUDA kernel (ops.cpp throws).
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
-#include <unordered_map>
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
 
 namespace rlcpp::cuda {
 namespace {
-
-// One cuBLAS handle per (thread, device), made on first use: creating one costs milliseconds and a handle must
-// not be used by two threads at once. They are left to process teardown on purpose: destroying them in a
-// thread_local destructor can run after the CUDA context is gone.
-cublasStatus_t current_handle(cublasHandle_t* handle) {
-  thread_local std::unordered_map<int, cublasHandle_t> handles;
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return CUBLAS_STATUS_NOT_INITIALIZED;
-  auto it = handles.find(device);
-  if (it == handles.end()) {
-    cublasHandle_t created = nullptr;
-    const cublasStatus_t status = cublasCreate(&created);
-    if (status != CUBLAS_STATUS_SUCCESS) return status;
-    it = handles.emplace(device, created).first;
-  }
-  *handle = it->second;
-  return CUBLAS_STATUS_SUCCESS;
-}
 
 // ---------------------------------------------------------------- elementwise
 
@@ -218,14 +200,12 @@ __global__ void adamw_kernel(float* param, const float* grad, float* m, float* v
 
 }  // namespace
 
-cublasStatus_t matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t n,
-                      int64_t k, float alpha, float beta, cublasComputeType_t compute, cudaStream_t stream) {
+cublasStatus_t matmul(cublasHandle_t handle, const float* a, bool trans_a, const float* b, bool trans_b, float* c,
+                      int64_t m, int64_t n, int64_t k, float alpha, float beta, cublasComputeType_t compute,
+                      cudaStream_t stream) {
   if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
   if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return CUBLAS_STATUS_INVALID_VALUE;
-  cublasHandle_t handle = nullptr;
-  cublasStatus_t status = current_handle(&handle);
-  if (status != CUBLAS_STATUS_SUCCESS) return status;
-  status = cublasSetStream(handle, stream);
+  const cublasStatus_t status = cublasSetStream(handle, stream);
   if (status != CUBLAS_STATUS_SUCCESS) return status;
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands, keep the row-major
   // leading dimensions (the stored width of each matrix).
