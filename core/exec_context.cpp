@@ -69,6 +69,13 @@ Tensor ExecContext::empty(Shape shape, DType dtype) const {
 
 Tensor ExecContext::zeros(Shape shape, DType dtype) const {
   Tensor t = empty(std::move(shape), dtype);
+  fill_zero(t);
+  return t;
+}
+
+void ExecContext::fill_zero(Tensor& t) const {
+  RLCPP_CHECK(t.device() == device(), "fill_zero: the tensor is on " << device_name(t.device()) << ", the context is "
+                                                                      << name());
   if (device() == Device::kCPU) {
     t.fill_zero();
   } else {
@@ -76,7 +83,6 @@ Tensor ExecContext::zeros(Shape shape, DType dtype) const {
     if (t.nbytes()) cuda_runtime::zero(t.raw(), t.nbytes(), stream(), device_index());
 #endif
   }
-  return t;
 }
 
 void ExecContext::copy(const Tensor& src, Tensor& dst) const {

@@ -52,6 +52,8 @@ class ExecContext {
   // Tensors on this context's device, from its pool (uninitialised, or zeroed).
   Tensor empty(Shape shape, DType dtype = DType::kF32) const;
   Tensor zeros(Shape shape, DType dtype = DType::kF32) const;
+  // t (on this context's device, contiguous) = 0, queued on the stream.
+  void fill_zero(Tensor& t) const;
   // dst = src (same shape and dtype; either may be on the host or on this context's device), queued on this
   // context's stream and finished before returning.
   void copy(const Tensor& src, Tensor& dst) const;

@@ -2,27 +2,36 @@
 // the cached decode (transformer.cpp). Private to model/.
 #pragma once
 
-#include <cstring>
-
+#include "core/exec_context.h"
 #include "core/tensor.h"
 #include "kernels/ops.h"
 
 namespace rlcpp::layer_ops {
 
-// Keeps `t` when it already has `shape`, so repeated forwards of one shape do not reallocate.
-inline void ensure(Tensor& t, const Shape& shape) {
-  if (!t.defined() || t.shape() != shape) t = Tensor::empty(shape);
+// Keeps `t` when it already has `shape` on ctx's device, else takes it from ctx's pool: repeated passes of one
+// shape allocate nothing.
+inline void ensure(const ExecContext& ctx, Tensor& t, const Shape& shape) {
+  if (!t.defined() || t.shape() != shape || t.device() != ctx.device()) t = ctx.empty(shape);
+}
+
+// The arithmetic of a model's products in the compute dtype `round` on ctx without packed weights: on CUDA a
+// bf16 or fp16 model multiplies operands of its dtype on tensor cores, accumulating in fp32 (as the CPU's packed
+// bf16/fp16 panels do); OpenBLAS (the CPU's not-batch-invariant decode) multiplies its prepared weights in fp32.
+inline ops::MatmulMath model_math(const ExecContext& ctx, DType round) {
+  if (ctx.device() == Device::kCPU) return ops::MatmulMath::kF32;
+  return round == DType::kBF16 ? ops::MatmulMath::kBF16 : round == DType::kF16 ? ops::MatmulMath::kF16
+                                                                                : ops::MatmulMath::kF32;
 }
 
 // y (M,N) = x (M,K) @ weight^T rounded to `round` (kernels/ops.h): the packed kernel when `packed` (weight
-// packed) is given, else ops::matmul (OpenBLAS, or cuBLAS for CUDA tensors) and a rounding pass.
+// packed) is given, else ops::matmul (OpenBLAS, or cuBLAS on a CUDA context) and a rounding pass.
 inline void linear(const ExecContext& ctx, const Tensor& x, const Tensor& weight, const ops::PackedWeight* packed,
                    Tensor& y, DType round = DType::kF32) {
   if (packed) {
     ops::matmul_packed(ctx, x, *packed, y, false, round);
     return;
   }
-  ops::matmul(ctx, x, false, weight, true, y);
+  ops::matmul(ctx, x, false, weight, true, y, 1.0f, 0.0f, model_math(ctx, round));
   ops::round_to(ctx, y, round);
 }
 
@@ -37,13 +46,13 @@ inline void linear_residual(const ExecContext& ctx, const Tensor& x, const Tenso
     ops::matmul_packed_residual(ctx, x, *packed, residual, y, round);
     return;
   }
-  if (y.data<float>() != residual.data<float>()) std::memcpy(y.data<float>(), residual.data<float>(), y.nbytes());
+  if (y.raw() != residual.raw()) ctx.copy(residual, y);
   if (round == DType::kF32) {
     ops::matmul(ctx, x, false, weight, true, y, 1.0f, 1.0f);
     return;
   }
-  ensure(product, y.shape());
-  ops::matmul(ctx, x, false, weight, true, product);
+  ensure(ctx, product, y.shape());
+  ops::matmul(ctx, x, false, weight, true, product, 1.0f, 0.0f, model_math(ctx, round));
   ops::round_to(ctx, product, round);
   ops::add_inplace(ctx, y, product);
   ops::round_to(ctx, y, round);

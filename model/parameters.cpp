@@ -58,6 +58,12 @@ ParameterStore ParameterStore::clone() const {
   return c;
 }
 
+ParameterStore ParameterStore::on(const ExecContext& ctx) const {
+  ParameterStore c = *this;
+  c.flat_ = ctx.copy_of(flat_);
+  return c;
+}
+
 bool ParameterStore::has(const std::string& name) const {
   for (const auto& info : infos_)
     if (info.name == name) return true;
@@ -80,7 +86,8 @@ Tensor ParameterStore::view(int64_t offset, Shape shape) const {
   int64_t n = shape_numel(shape);
   RLCPP_CHECK(offset >= 0 && offset + n <= flat_.numel(),
               "parameter view [" << offset << ", " << offset + n << ") outside the buffer of " << flat_.numel());
-  return Tensor::borrow(const_cast<float*>(flat_.data<float>()) + offset, std::move(shape));
+  return Tensor::borrow(const_cast<float*>(flat_.data<float>()) + offset, std::move(shape), DType::kF32,
+                        flat_.device());
 }
 
 }  // namespace rlcpp

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "core/exec_context.h"
 #include "core/tensor.h"
 #include "model/model_config.h"
 
@@ -43,6 +44,8 @@ class ParameterStore {
   explicit ParameterStore(const ModelConfig& cfg);
   // Copies SHARE the buffer (Tensor semantics); clone() is a deep copy (e.g. a frozen reference model).
   ParameterStore clone() const;
+  // A deep copy on ctx's device, from its pool (the device copy a CUDA context computes with).
+  ParameterStore on(const ExecContext& ctx) const;
 
   const ModelConfig& config() const { return config_; }
   const std::vector<ParameterInfo>& infos() const { return infos_; }

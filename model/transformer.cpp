@@ -25,11 +25,16 @@ Tensor filled_i32(Tensor t, const std::vector<int32_t>& values) {
   if (!values.empty()) std::memcpy(t.data<int32_t>(), values.data(), values.size() * sizeof(int32_t));
   return t;
 }
-Tensor i32_tensor(const std::vector<int32_t>& values) {
-  return filled_i32(Tensor::empty({static_cast<int64_t>(values.size())}, DType::kI32), values);
-}
+// `values` as an int32 tensor on ctx's device (from its pool on the host).
 Tensor i32_tensor(const ExecContext& ctx, const std::vector<int32_t>& values) {
-  return filled_i32(ctx.empty({static_cast<int64_t>(values.size())}, DType::kI32), values);
+  const int64_t n = static_cast<int64_t>(values.size());
+  if (ctx.device() != Device::kCPU) return ctx.copy_of(filled_i32(Tensor::empty({n}, DType::kI32), values));
+  return filled_i32(ctx.empty({n}, DType::kI32), values);
+}
+// n floats of the caller's host memory as a tensor on ctx's device: borrowed on the host, a copy elsewhere.
+Tensor host_floats_on(const ExecContext& ctx, const float* values, Shape shape) {
+  const Tensor borrowed = Tensor::borrow(const_cast<float*>(values), std::move(shape));
+  return ctx.device() == Device::kCPU ? borrowed : ctx.copy_of(borrowed);
 }
 
 // Rows x parameters (about the multiply-adds of a cached forward) from which forward_cached splits its rows
@@ -117,6 +122,12 @@ Transformer::Transformer(const ModelConfig& config, const ModelNumerics& numeric
                           static_cast<float>(config_.rope_theta));
 }
 
+const Tensor& Transformer::rope_on(const ExecContext& ctx, Tensor& copy) const {
+  if (ctx.device() == Device::kCPU) return rope_;
+  if (!copy.defined() || copy.device() != ctx.device()) copy = ctx.copy_of(rope_);
+  return copy;
+}
+
 Transformer::Weights Transformer::views(const ParameterStore& params) const {
   RLCPP_CHECK(params.numel() == parameter_layout(config_).back().offset + parameter_layout(config_).back().numel(),
               "Transformer: parameter buffer of " << params.numel() << " floats does not match the model config");
@@ -132,15 +143,17 @@ Transformer::Weights Transformer::views(const ParameterStore& params) const {
   }
   float* flat = const_cast<float*>(params.flat().data<float>());
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l)
-    w.layers.push_back(layer_views(l, flat + layer_offsets_[static_cast<size_t>(l)].begin));
+    w.layers.push_back(layer_views(l, flat + layer_offsets_[static_cast<size_t>(l)].begin, params.flat().device()));
   return w;
 }
 
-Transformer::LayerWeights Transformer::layer_views(int64_t l, float* span) const {
+Transformer::LayerWeights Transformer::layer_views(int64_t l, float* span, Device device) const {
   const LayerOffsets& o = layer_offsets_[static_cast<size_t>(l)];
   const int64_t C = config_.hidden_size, F = config_.intermediate_size;
   const int64_t qkv = config_.q_dim() + 2 * config_.kv_dim();
-  auto view = [&](int64_t offset, Shape shape) { return Tensor::borrow(span + (offset - o.begin), std::move(shape)); };
+  auto view = [&](int64_t offset, Shape shape) {
+    return Tensor::borrow(span + (offset - o.begin), std::move(shape), DType::kF32, device);
+  };
   LayerWeights L;
   L.ln1 = view(o.ln1, {C});
   L.qkv_w = view(o.qkv_w, {qkv, C});
@@ -171,10 +184,10 @@ void Transformer::forward(const ExecContext& ctx, const ParameterStore& params, 
   RLCPP_CHECK(!(options.entropy && options.truncation.active(config_.vocab_size)),
               "forward: the entropy of a top-k / top-p truncated distribution is not computed (logprob_space "
               "sampled with an entropy term)");
-  acts.tokens = i32_tensor(batch.tokens);
-  acts.targets = i32_tensor(batch.targets);
-  acts.positions = i32_tensor(batch.positions);
-  acts.cu_seqlens = i32_tensor(batch.cu_seqlens);
+  acts.tokens = i32_tensor(ctx, batch.tokens);
+  acts.targets = i32_tensor(ctx, batch.targets);
+  acts.positions = i32_tensor(ctx, batch.positions);
+  acts.cu_seqlens = i32_tensor(ctx, batch.cu_seqlens);
   acts.layers.resize(config_.num_hidden_layers);
 
   // CPU weights go through the packed kernel, as in forward_cached, so both compute the same bits, and the layers
@@ -182,28 +195,30 @@ void Transformer::forward(const ExecContext& ctx, const ParameterStore& params, 
   const bool pack = params.flat().device() == Device::kCPU;
   if (pack) acts.packed.layers.resize(1);  // one layer's panels at a time (forward_layers)
   acts.chunks = plan_row_chunks(batch.cu_seqlens, pack ? kChunkRows : std::max<int64_t>(N, 1));
+  if (ctx.device() != Device::kCPU)
+    for (RowChunk& chunk : acts.chunks) chunk.cu_seqlens = ctx.copy_of(chunk.cu_seqlens);
 
   // The residual stream lives in the kept activations: layer l writes layer l+1's x (or x_final) in place, so
   // repeated forwards of one shape allocate (and page-fault) nothing for it.
   const DType dt = numerics_.compute;
-  ensure(acts.layers[0].x, {N, C});
+  ensure(ctx, acts.layers[0].x, {N, C});
   ops::embedding_forward(ctx, w.embed, acts.tokens, acts.layers[0].x);
   ops::round_to(ctx, acts.layers[0].x, dt);
   forward_layers(ctx, w, pack ? &acts.packed.layers[0] : nullptr, pack, acts);
-  ensure(acts.rstd_final, {N});
-  ensure(acts.xn_final, {N, C});
+  ensure(ctx, acts.rstd_final, {N});
+  ensure(ctx, acts.xn_final, {N, C});
   ops::rmsnorm_forward(ctx, acts.x_final, w.final_norm, static_cast<float>(config_.rms_norm_eps), acts.xn_final,
                        acts.rstd_final, dt);
   if (config_.value_head) {
-    ensure(acts.values, {N});
+    ensure(ctx, acts.values, {N});
     Tensor values = acts.values.reshape({N, 1});
     ops::matmul(ctx, acts.xn_final, false, w.score_w, true, values);
     ops::add_bias(ctx, values, w.score_b);
     return;
   }
-  ensure(acts.logits, {N, V});
-  ensure(acts.lse, {N});
-  ensure(acts.logp, {N});
+  ensure(ctx, acts.logits, {N, V});
+  ensure(ctx, acts.lse, {N});
+  ensure(ctx, acts.logp, {N});
   if (pack) run_pack_jobs(ctx, {{&w.lm_head, &acts.packed.lm_head, numerics_.compute_format()}}, /*transposed=*/false);
   linear(ctx, acts.xn_final, w.lm_head, pack ? &acts.packed.lm_head : nullptr, acts.logits, dt);
   if (options.truncation.active(V)) {
@@ -213,7 +228,7 @@ void Transformer::forward(const ExecContext& ctx, const ParameterStore& params, 
   }
   Tensor* entropy = nullptr;
   if (options.entropy) {
-    ensure(acts.entropy, {N});
+    ensure(ctx, acts.entropy, {N});
     entropy = &acts.entropy;
   }
   ops::logprob_forward(ctx, acts.logits, acts.targets, options.temperature, acts.logp, acts.lse, entropy);
@@ -230,11 +245,11 @@ void Transformer::backward(const ExecContext& ctx, const ParameterStore& params,
   Weights g = views(grads);
   const int64_t N = acts.num_tokens, C = config_.hidden_size, V = config_.vocab_size;
 
-  Tensor dlogp_t = Tensor::borrow(const_cast<float*>(dlogp), {N});
+  const Tensor dlogp_t = host_floats_on(ctx, dlogp, {N});
   Tensor dentropy_t;
-  if (dentropy) dentropy_t = Tensor::borrow(const_cast<float*>(dentropy), {N});
+  if (dentropy) dentropy_t = host_floats_on(ctx, dentropy, {N});
   auto& S = acts.scratch;
-  ensure(S.dlogits, {N, V});
+  ensure(ctx, S.dlogits, {N, V});
   if (acts.truncation.active(V))
     ops::logprob_truncated_backward(ctx, dlogp_t, acts.logits, acts.targets, acts.temperature, acts.truncation,
                                     acts.lse, S.dlogits);
@@ -245,7 +260,7 @@ void Transformer::backward(const ExecContext& ctx, const ParameterStore& params,
   // The input gradients' weights, packed transposed (CPU).
   const bool pack = params.flat().device() == Device::kCPU;
   if (pack) run_pack_jobs(ctx, {{&w.lm_head, &S.wt.lm_head, WeightFormat::kF32}}, /*transposed=*/true);
-  ensure(S.dxn_final, {N, C});
+  ensure(ctx, S.dxn_final, {N, C});
   ops::matmul(ctx, S.dlogits, true, acts.xn_final, false, g.lm_head, 1.0f, 1.0f);
   linear_input_grad(ctx, S.dlogits, w.lm_head, pack ? &S.wt.lm_head : nullptr, S.dxn_final);
   backward_body(ctx, w, pack, g, acts, ready);
@@ -261,11 +276,11 @@ void Transformer::backward_values(const ExecContext& ctx, const ParameterStore& 
   Weights g = views(grads);
   const int64_t N = acts.num_tokens, C = config_.hidden_size;
   // values (N,1) = xn (N,C) score_w^T + b: dscore_w (1,C) += dv^T xn, db += sum dv, dxn = dv score_w.
-  Tensor dv = Tensor::borrow(const_cast<float*>(dvalue), {N, 1});
+  const Tensor dv = host_floats_on(ctx, dvalue, {N, 1});
   ops::matmul(ctx, dv, true, acts.xn_final, false, g.score_w, 1.0f, 1.0f);
   ops::bias_backward(ctx, dv, g.score_b);
   auto& S = acts.scratch;
-  ensure(S.dxn_final, {N, C});
+  ensure(ctx, S.dxn_final, {N, C});
   ops::matmul(ctx, dv, false, w.score_w, false, S.dxn_final);
   const bool pack = params.flat().device() == Device::kCPU;
   backward_body(ctx, w, pack, g, acts, ready);
@@ -281,8 +296,7 @@ void Transformer::backward_body(const ExecContext& ctx, const Weights& w, bool p
                                 const GradsReadyFn& ready) const {
   const int64_t N = acts.num_tokens, C = config_.hidden_size;
   auto& S = acts.scratch;
-  ensure(S.dx, {N, C});  // gradient of the residual stream, accumulated in place from 0
-  std::memset(S.dx.data<float>(), 0, N * C * sizeof(float));
+  S.dx = ctx.zeros({N, C});  // gradient of the residual stream, accumulated in place from 0 (from ctx's pool)
   ops::rmsnorm_backward(ctx, S.dxn_final, acts.x_final, w.final_norm, acts.rstd_final, S.dx, g.final_norm);
   if (packed) S.wt.layers.resize(1);  // one layer's transposed panels at a time (backward_layers)
   backward_layers(ctx, w, packed ? &S.wt.layers[0] : nullptr, packed, g, acts, ready);
@@ -457,6 +471,7 @@ Tensor Transformer::forward_cached(const ExecContext& ctx, const ParameterStore&
     r.h = r.x;
     r.out = r.x;
     r.positions = rows_of(positions);
+    r.rope = rope_;
     r.q = rows_of(q);
     r.k = rows_of(k);
     r.v = rows_of(v);

@@ -90,6 +90,7 @@ struct LayerRows {
   Tensor h;          // (n,C) after the attention block's residual connection (may be x)
   Tensor out;        // (n,C) layer output (may be x or h)
   Tensor positions;  // (n) int32
+  Tensor rope;       // the RoPE table (Transformer::rope_on), on the rows' device
   Tensor q, k, v;    // (n,Hq,D), (n,Hkv,D), (n,Hkv,D) after RoPE
   Tensor q_pre, k_pre, q_rstd, k_rstd;  // Qwen3: q, k before q_norm, k_norm; their rstd (n,Hq), (n,Hkv)
   Tensor att;        // (n,Hq*D)
@@ -113,7 +114,8 @@ struct Activations {
   Tensor logp;      // (N), 0 where target is -1
   Tensor entropy;   // (N) when requested
   Tensor values;    // (N) value-head models only (they have no logits, lse, logp)
-  Tensor tokens, targets, positions, cu_seqlens;  // int32 copies of the batch
+  Tensor tokens, targets, positions, cu_seqlens;  // int32 copies of the batch, on the context's device
+  Tensor rope;  // the RoPE table on a device context's device (the host's table is the model's own)
   // The row chunks the layers run in: CPU layers run chunk by chunk, the chunks split between the threads
   // (one chunk of all rows otherwise).
   std::vector<RowChunk> chunks;
@@ -149,9 +151,11 @@ class Transformer {
   const ModelNumerics& numerics() const { return numerics_; }
 
   // Fills acts.logp (N) (and acts.entropy) for the batch, or acts.values (N) for a value-head model; keeps what
-  // backward needs. Every op of forward and backward runs on ctx, which must be the host's for now: the
-  // activations are host tensors (the CUDA executor is not written yet; a device context fails at the first op,
-  // naming the tensor that is on the host).
+  // backward needs. Every op of forward and backward runs on ctx, and params (and backward's grads) must live on
+  // its device (ParameterStore::on): on the host the products go through the packed kernel, row chunks side by
+  // side on the threads; on a CUDA context through cuBLAS over the whole batch, the activations (acts.logp, ...)
+  // on the device, from ctx's pool (read them back with ctx.copy). Parameters on another device are named at
+  // the first op.
   void forward(const ExecContext& ctx, const ParameterStore& params, const PackedBatch& batch,
                const ForwardOptions& options, Activations& acts) const;
 
@@ -160,7 +164,8 @@ class Transformer {
   // earlier layers' backward runs.
   using GradsReadyFn = std::function<void(int64_t begin, int64_t end)>;
 
-  // Accumulates dL/dparams into grads (same layout as params) from dL/dlogp (N) and optional dL/dentropy (N).
+  // Accumulates dL/dparams into grads (same layout as params) from dL/dlogp (N) and optional dL/dentropy (N), host
+  // arrays (uploaded to a device context).
   // acts is the forward's; backward uses its scratch.
   void backward(const ExecContext& ctx, const ParameterStore& params, Activations& acts, const float* dlogp,
                 const float* dentropy, ParameterStore& grads, const GradsReadyFn& ready = {}) const;
@@ -200,7 +205,7 @@ class Transformer {
   struct LayerWeights;
   Weights views(const ParameterStore& params) const;
   // Views of layer l's parameters in a buffer holding that layer's span only (a thread's gradients).
-  LayerWeights layer_views(int64_t l, float* span) const;
+  LayerWeights layer_views(int64_t l, float* span, Device device = Device::kCPU) const;
   // From dL/d(final norm output) (N,C) down to the embedding; shared by both heads.
   // From acts.scratch.dxn_final down; `packed`: the weights go through the packed kernel transposed (CPU), one
   // layer at a time in acts.scratch.wt.layers[0], else the products go through ops::matmul.
@@ -215,10 +220,11 @@ class Transformer {
   // One layer on one chunk of rows (transformer_layers.cpp): forward from A.x into A's rows and x_next; backward
   // from dx (d x_next on entry, d x on exit) into the parameter gradients G.
   void layer_forward(const ExecContext& ctx, const LayerWeights& W, const PackedWeights::Layer* P, LayerActivations& A,
-                     Tensor& x_next, const RowChunk& rows, const Tensor& positions, ChunkScratch& s) const;
+                     Tensor& x_next, const RowChunk& rows, const Tensor& positions, const Tensor& rope,
+                     ChunkScratch& s) const;
   void layer_backward(const ExecContext& ctx, const LayerWeights& W, const PackedWeights::Layer* P, LayerWeights& G,
                       const LayerActivations& A, Tensor& dx, const RowChunk& rows, const Tensor& positions,
-                      ChunkScratch& s) const;
+                      const Tensor& rope, ChunkScratch& s) const;
   // All layers forward / backward over acts.chunks: side by side on the threads when `chunked`. `packed`: the
   // one layer's worth of panels (CPU) into which each layer's weights are packed just before it runs (transposed
   // for the backward), so that training holds one layer of panels, not a second copy of the model; null: the
@@ -242,7 +248,9 @@ class Transformer {
   std::vector<LayerOffsets> layer_offsets_;
   int64_t embed_offset_ = 0, final_norm_offset_ = 0, lm_head_offset_ = 0;
   int64_t score_w_offset_ = -1, score_b_offset_ = -1;  // value head only
-  Tensor rope_;  // (max_positions, head_dim)
+  Tensor rope_;  // (max_positions, head_dim), on the host
+  // The RoPE table on ctx's device: the model's own on the host, else `copy` (made once, kept by the caller).
+  const Tensor& rope_on(const ExecContext& ctx, Tensor& copy) const;
 };
 
 }  // namespace rlcpp

@@ -49,11 +49,11 @@ int64_t max_chunk_rows(const std::vector<RowChunk>& chunks) {
 }
 
 // The buffers a chunk of `rows` rows needs through one layer's forward (and again in the backward).
-void ensure_chunk_buffers(ChunkScratch& s, int64_t rows, const ModelConfig& c) {
-  ensure(s.xn, {rows, c.hidden_size});
-  ensure(s.rstd, {rows});
-  ensure(s.qkv, {rows, c.q_dim() + 2 * c.kv_dim()});
-  ensure(s.act, {rows, c.intermediate_size});
+void ensure_chunk_buffers(const ExecContext& ctx, ChunkScratch& s, int64_t rows, const ModelConfig& c) {
+  ensure(ctx, s.xn, {rows, c.hidden_size});
+  ensure(ctx, s.rstd, {rows});
+  ensure(ctx, s.qkv, {rows, c.q_dim() + 2 * c.kv_dim()});
+  ensure(ctx, s.act, {rows, c.intermediate_size});
 }
 
 }  // namespace
@@ -83,10 +83,10 @@ void Transformer::layer_body(const ExecContext& ctx, const LayerWeights& W, cons
     Tensor q_rstd = r.q_rstd.reshape({n * Hq}), k_rstd = r.k_rstd.reshape({n * Hkv});
     ops::rmsnorm_forward(ctx, r.q_pre.reshape({n * Hq, D}), W.q_norm, eps, q_heads, q_rstd, dt);
     ops::rmsnorm_forward(ctx, r.k_pre.reshape({n * Hkv, D}), W.k_norm, eps, k_heads, k_rstd, dt);
-    ops::rope_forward(ctx, r.q, r.positions, rope_);
-    ops::rope_forward(ctx, r.k, r.positions, rope_);
+    ops::rope_forward(ctx, r.q, r.positions, r.rope);
+    ops::rope_forward(ctx, r.k, r.positions, r.rope);
   } else {
-    ops::rope_split_qkv(ctx, r.qkv, r.positions, rope_, r.q, r.k, r.v);
+    ops::rope_split_qkv(ctx, r.qkv, r.positions, r.rope, r.q, r.k, r.v);
   }
   ops::round_to(ctx, r.q, dt);  // v is a copy of rounded values already
   ops::round_to(ctx, r.k, dt);
@@ -107,7 +107,7 @@ void Transformer::layer_body(const ExecContext& ctx, const LayerWeights& W, cons
 
 void Transformer::layer_forward(const ExecContext& ctx, const LayerWeights& W, const PackedWeights::Layer* P,
                                 LayerActivations& A, Tensor& x_next, const RowChunk& rows, const Tensor& positions,
-                                ChunkScratch& s) const {
+                                const Tensor& rope, ChunkScratch& s) const {
   const int64_t b = rows.begin, e = rows.end, n = e - b;
   const float scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim()));
   LayerRows r;
@@ -115,6 +115,7 @@ void Transformer::layer_forward(const ExecContext& ctx, const LayerWeights& W, c
   r.h = A.h.slice_rows(b, e);
   r.out = x_next.slice_rows(b, e);
   r.positions = positions.slice_rows(b, e);
+  r.rope = rope;
   r.q = A.q.slice_rows(b, e);
   r.k = A.k.slice_rows(b, e);
   r.v = A.v.slice_rows(b, e);
@@ -138,7 +139,7 @@ void Transformer::layer_forward(const ExecContext& ctx, const LayerWeights& W, c
 
 void Transformer::layer_backward(const ExecContext& ctx, const LayerWeights& W, const PackedWeights::Layer* P,
                                  LayerWeights& G, const LayerActivations& A, Tensor& dx_all, const RowChunk& rows,
-                                 const Tensor& positions, ChunkScratch& s) const {
+                                 const Tensor& positions, const Tensor& rope, ChunkScratch& s) const {
   const int64_t b = rows.begin, e = rows.end, n = e - b;
   const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
   const float eps = static_cast<float>(config_.rms_norm_eps), scale = 1.0f / std::sqrt(static_cast<float>(D));
@@ -169,11 +170,11 @@ void Transformer::layer_backward(const ExecContext& ctx, const LayerWeights& W, 
                           dq, dk, dv);
   if (W.q_norm.defined()) {
     // Through RoPE, then through q_norm and k_norm (rows of D) at the kept pre-norm q, k and rstd.
-    ops::rope_backward(ctx, dq, pos, rope_);
-    ops::rope_backward(ctx, dk, pos, rope_);
+    ops::rope_backward(ctx, dq, pos, rope);
+    ops::rope_backward(ctx, dk, pos, rope);
     Tensor dq_pre = s.dq_pre.slice_rows(0, n), dk_pre = s.dk_pre.slice_rows(0, n);
-    dq_pre.fill_zero();  // rmsnorm_backward accumulates dx
-    dk_pre.fill_zero();
+    ctx.fill_zero(dq_pre);  // rmsnorm_backward accumulates dx
+    ctx.fill_zero(dk_pre);
     Tensor dq_pre_heads = dq_pre.reshape({n * Hq, D}), dk_pre_heads = dk_pre.reshape({n * Hkv, D});
     ops::rmsnorm_backward(ctx, dq.reshape({n * Hq, D}), A.q_pre.slice_rows(b, e).reshape({n * Hq, D}), W.q_norm,
                           A.q_rstd.slice_rows(b, e).reshape({n * Hq}), dq_pre_heads, G.q_norm);
@@ -181,7 +182,7 @@ void Transformer::layer_backward(const ExecContext& ctx, const LayerWeights& W, 
                           A.k_rstd.slice_rows(b, e).reshape({n * Hkv}), dk_pre_heads, G.k_norm);
     ops::merge_qkv(ctx, dq_pre, dk_pre, dv, dqkv);
   } else {
-    ops::rope_backward_merge_qkv(ctx, dq, dk, dv, pos, rope_, dqkv);
+    ops::rope_backward_merge_qkv(ctx, dq, dk, dv, pos, rope, dqkv);
   }
   if (G.qkv_b.defined()) ops::bias_backward(ctx, dqkv, G.qkv_b);
   ops::rmsnorm_forward(ctx, x, W.ln1, eps, xn, rstd, numerics_.compute);
@@ -197,25 +198,26 @@ void Transformer::forward_layers(const ExecContext& ctx, const Weights& w, Packe
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     auto& A = acts.layers[static_cast<size_t>(l)];
     Tensor& x_next = l + 1 < config_.num_hidden_layers ? acts.layers[static_cast<size_t>(l) + 1].x : acts.x_final;
-    ensure(A.h, {N, C});
-    ensure(x_next, {N, C});
-    ensure(A.q, {N, Hq, D});
-    ensure(A.k, {N, Hkv, D});
-    ensure(A.v, {N, Hkv, D});
+    ensure(ctx, A.h, {N, C});
+    ensure(ctx, x_next, {N, C});
+    ensure(ctx, A.q, {N, Hq, D});
+    ensure(ctx, A.k, {N, Hkv, D});
+    ensure(ctx, A.v, {N, Hkv, D});
     if (config_.has_qk_norm()) {
-      ensure(A.q_pre, {N, Hq, D});
-      ensure(A.k_pre, {N, Hkv, D});
-      ensure(A.q_rstd, {N, Hq});
-      ensure(A.k_rstd, {N, Hkv});
+      ensure(ctx, A.q_pre, {N, Hq, D});
+      ensure(ctx, A.k_pre, {N, Hkv, D});
+      ensure(ctx, A.q_rstd, {N, Hq});
+      ensure(ctx, A.k_rstd, {N, Hkv});
     }
-    ensure(A.att, {N, Hq * D});
-    ensure(A.lse, {N, Hq});
-    ensure(A.gate_up, {N, 2 * F});
+    ensure(ctx, A.att, {N, Hq * D});
+    ensure(ctx, A.lse, {N, Hq});
+    ensure(ctx, A.gate_up, {N, 2 * F});
   }
   const int threads = chunked && !omp_in_parallel() ? std::max(1, omp_get_max_threads()) : 1;
   acts.chunk_scratch.resize(static_cast<size_t>(threads));
   const int64_t rows = max_chunk_rows(acts.chunks);
-  for (auto& s : acts.chunk_scratch) ensure_chunk_buffers(s, rows, config_);
+  for (auto& s : acts.chunk_scratch) ensure_chunk_buffers(ctx, s, rows, config_);
+  const Tensor& rope = rope_on(ctx, acts.rope);
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     auto& A = acts.layers[static_cast<size_t>(l)];
     Tensor& x_next = l + 1 < config_.num_hidden_layers ? acts.layers[static_cast<size_t>(l) + 1].x : acts.x_final;
@@ -225,7 +227,7 @@ void Transformer::forward_layers(const ExecContext& ctx, const Weights& w, Packe
     for_chunks(
         static_cast<int64_t>(acts.chunks.size()), threads, [](int) {},
         [&](int64_t c, int t) {
-          layer_forward(ctx, W, P, A, x_next, acts.chunks[static_cast<size_t>(c)], acts.positions,
+          layer_forward(ctx, W, P, A, x_next, acts.chunks[static_cast<size_t>(c)], acts.positions, rope,
                         acts.chunk_scratch[static_cast<size_t>(t)]);
         },
         [](int) {});
@@ -241,21 +243,22 @@ void Transformer::backward_layers(const ExecContext& ctx, const Weights& w, Pack
   acts.chunk_scratch.resize(static_cast<size_t>(threads));
   const int64_t rows = max_chunk_rows(acts.chunks);
   const int64_t span = layer_offsets_.empty() ? 0 : layer_offsets_[0].end - layer_offsets_[0].begin;
+  const Tensor& rope = rope_on(ctx, acts.rope);
   for (auto& s : acts.chunk_scratch) {
-    ensure_chunk_buffers(s, rows, config_);
-    ensure(s.dxn, {rows, C});
-    ensure(s.dact, {rows, F});
-    ensure(s.dgate_up, {rows, 2 * F});
-    ensure(s.datt, {rows, Hq * D});
-    ensure(s.dq, {rows, Hq, D});
-    ensure(s.dk, {rows, Hkv, D});
-    ensure(s.dv, {rows, Hkv, D});
-    ensure(s.dqkv, {rows, qkv_dim});
+    ensure_chunk_buffers(ctx, s, rows, config_);
+    ensure(ctx, s.dxn, {rows, C});
+    ensure(ctx, s.dact, {rows, F});
+    ensure(ctx, s.dgate_up, {rows, 2 * F});
+    ensure(ctx, s.datt, {rows, Hq * D});
+    ensure(ctx, s.dq, {rows, Hq, D});
+    ensure(ctx, s.dk, {rows, Hkv, D});
+    ensure(ctx, s.dv, {rows, Hkv, D});
+    ensure(ctx, s.dqkv, {rows, qkv_dim});
     if (config_.has_qk_norm()) {
-      ensure(s.dq_pre, {rows, Hq, D});
-      ensure(s.dk_pre, {rows, Hkv, D});
+      ensure(ctx, s.dq_pre, {rows, Hq, D});
+      ensure(ctx, s.dk_pre, {rows, Hkv, D});
     }
-    if (chunked) ensure(s.layer_grads, {span});
+    if (chunked) ensure(ctx, s.layer_grads, {span});
   }
   for (int64_t l = config_.num_hidden_layers - 1; l >= 0; --l) {
     const LayerOffsets& o = layer_offsets_[static_cast<size_t>(l)];
@@ -267,7 +270,7 @@ void Transformer::backward_layers(const ExecContext& ctx, const Weights& w, Pack
     LayerWeights& G = g.layers[static_cast<size_t>(l)];
     if (!chunked) {  // one chunk, gradients straight into G
       for (const auto& chunk : acts.chunks)
-        layer_backward(ctx, W, P, G, acts.layers[static_cast<size_t>(l)], acts.scratch.dx, chunk, acts.positions,
+        layer_backward(ctx, W, P, G, acts.layers[static_cast<size_t>(l)], acts.scratch.dx, chunk, acts.positions, rope,
                        acts.chunk_scratch[0]);
       if (ready) ready(o.begin, o.end);
       continue;
@@ -285,7 +288,7 @@ void Transformer::backward_layers(const ExecContext& ctx, const Weights& w, Pack
         },
         [&](int64_t c, int t) {
           layer_backward(ctx, W, P, thread_grads[static_cast<size_t>(t)], acts.layers[static_cast<size_t>(l)],
-                         acts.scratch.dx, acts.chunks[static_cast<size_t>(c)], acts.positions,
+                         acts.scratch.dx, acts.chunks[static_cast<size_t>(c)], acts.positions, rope,
                          acts.chunk_scratch[static_cast<size_t>(t)]);
         },
         [&](int team) {

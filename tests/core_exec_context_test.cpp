@@ -3,6 +3,7 @@
 // its tensors live; host tensors and copies; CUDA contexts where a device is present.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -147,6 +148,19 @@ TEST(ExecContext, HostCopiesAreExactAndCheckTheirShapes) {
   Tensor on_device = Tensor::borrow(dummy, {4}, DType::kF32, Device::kCUDA);
   Tensor host = ctx.empty({4});
   expect_error([&] { ctx.copy(host, on_device); }, {"a cpu -> cuda copy on the cpu context"});
+}
+
+TEST(ExecContext, FillZeroZeroesItsDevicesTensorsAndNamesAnother) {
+  const ExecContext ctx = ExecContext::cpu();
+  Tensor t = ctx.empty({6, 5});
+  std::memset(t.raw(), 0xFF, t.nbytes());
+  Tensor rows = t.slice_rows(2, 4);
+  ctx.fill_zero(rows);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    ASSERT_EQ(std::isnan(t.data<float>()[i]), i < 10 || i >= 20) << "only rows 2 and 3 are zeroed, element " << i;
+  float dummy[4];
+  Tensor on_device = Tensor::borrow(dummy, {4}, DType::kF32, Device::kCUDA);
+  expect_error([&] { ctx.fill_zero(on_device); }, {"fill_zero: the tensor is on cuda, the context is cpu"});
 }
 
 TEST(ExecContext, ACudaContextWithoutADeviceSaysWhy) {

@@ -820,6 +820,48 @@ TEST(Dispatch, CudaQkvSplitsAndMergesMatchTheCpu) {
   }
 }
 
+TEST(Dispatch, CudaRmsNormMatchesTheCpuInEachDtype) {
+  // rmsnorm_forward on the device against the CPU: fp32 to fp32 rounding of another sum order; in bf16 and fp16
+  // Hugging Face's expression round(round(w) * round(x * rstd)), within one ulp of the dtype (rstd may differ in
+  // its last bit). And the backward (dx accumulates, dweight accumulates) in fp32. Outputs poisoned first.
+  std::string why;
+  if (ExecContext::cuda_devices(&why) == 0) GTEST_SKIP() << why;
+  const ExecContext gpu = ExecContext::cuda(0);
+  Rng rng(47);
+  auto back = [&](const Tensor& device) {
+    Tensor h = Tensor::empty(device.shape());
+    gpu.copy(device, h);
+    return h;
+  };
+  for (const auto [n, c] : {std::array<int64_t, 2>{1, 12}, {17, 54}, {54, 97}, {12, 1000}}) {
+    const Tensor x = rng.normal({n, c}), w = rng.normal({c}), dout = rng.normal({n, c});
+    for (const DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
+      SCOPED_TRACE(::testing::Message() << "n=" << n << " c=" << c << " " << dtype_name(dt));
+      Tensor out = Tensor::empty({n, c}), rstd = Tensor::empty({n});
+      ops::rmsnorm_forward(host(), x, w, 1e-5f, out, rstd, dt);
+      Tensor g_out = gpu.copy_of(filled({n, c}, std::nanf(""))), g_rstd = gpu.copy_of(filled({n}, std::nanf("")));
+      ops::rmsnorm_forward(gpu, gpu.copy_of(x), gpu.copy_of(w), 1e-5f, g_out, g_rstd, dt);
+      const double ulp = dt == DType::kBF16 ? std::ldexp(1.0, -7) : dt == DType::kF16 ? std::ldexp(1.0, -10) : 2e-6;
+      const Tensor got = back(g_out), got_rstd = back(g_rstd);
+      for (int64_t i = 0; i < n * c; ++i) {
+        const float want = out.data<float>()[i];
+        ASSERT_NEAR(got.data<float>()[i], want, ulp * std::fabs(want) + 1e-6) << i;
+      }
+      for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(got_rstd.data<float>()[i], rstd.data<float>()[i], 2e-6 * rstd.data<float>()[i]);
+    }
+    Tensor dx = filled({n, c}, 0.5f), dw = filled({c}, 0.25f), rstd = Tensor::empty({n}), out = Tensor::empty({n, c});
+    ops::rmsnorm_forward(host(), x, w, 1e-5f, out, rstd);
+    Tensor g_dx = gpu.copy_of(dx), g_dw = gpu.copy_of(dw);
+    ops::rmsnorm_backward(host(), dout, x, w, rstd, dx, dw);
+    ops::rmsnorm_backward(gpu, gpu.copy_of(dout), gpu.copy_of(x), gpu.copy_of(w), gpu.copy_of(rstd), g_dx, g_dw);
+    const Tensor got_dx = back(g_dx), got_dw = back(g_dw);
+    for (int64_t i = 0; i < n * c; ++i)
+      ASSERT_NEAR(got_dx.data<float>()[i], dx.data<float>()[i], 1e-5 * (1 + std::fabs(dx.data<float>()[i]))) << i;
+    for (int64_t j = 0; j < c; ++j)
+      ASSERT_NEAR(got_dw.data<float>()[j], dw.data<float>()[j], 1e-5 * (1 + std::fabs(dw.data<float>()[j]))) << j;
+  }
+}
+
 TEST(Dispatch, MatmulMathOtherThanF32RunsOnCudaOnly) {
   Rng rng(45);
   const Tensor a = rng.normal({3, 4}), b = rng.normal({4, 5});

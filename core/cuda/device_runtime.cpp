@@ -44,8 +44,8 @@ std::shared_ptr<ExecContext::Resources> make_resources(int index) {
   res->device = Device::kCUDA;
   res->index = index;
   cudaStream_t stream = nullptr;
-  // A blocking stream: ordered with the legacy default stream, on which the ops' CUDA arm still launches
-  // (kernels/ops.cpp), so a copy on this stream sees the ops before it and they see the copy.
+  // The context's stream: its ops (kernels/ops.cpp) and copies queue on it in order. A blocking one, so that it
+  // is also ordered with anything a library still launches on the legacy default stream.
   RLCPP_CUDA_CALL(index, cudaStreamCreate(&stream));
   cublasHandle_t blas = nullptr;
   const cublasStatus_t made = cublasCreate(&blas);

@@ -39,8 +39,9 @@ cudaError_t embedding_forward(const float* table, const int32_t* ids, float* out
 cudaError_t embedding_backward(const float* dout, const int32_t* ids, float* dtable, int64_t n, int64_t vocab,
                                int64_t c, cudaStream_t stream);
 
+// round: F32, or the 16-bit dtype whose Hugging Face expression out = round(round(w) * round(x * rstd)) is computed.
 cudaError_t rmsnorm_forward(const float* x, const float* weight, float eps, float* out, float* rstd, int64_t n,
-                            int64_t c, cudaStream_t stream);
+                            int64_t c, FloatDtype round, cudaStream_t stream);
 cudaError_t rmsnorm_backward(const float* dout, const float* x, const float* weight, const float* rstd, float* dx,
                              float* dweight, int64_t n, int64_t c, cudaStream_t stream);
 
