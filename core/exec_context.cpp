@@ -74,8 +74,8 @@ Tensor ExecContext::zeros(Shape shape, DType dtype) const {
 }
 
 void ExecContext::fill_zero(Tensor& t) const {
-  RLCPP_CHECK(t.device() == device(), "fill_zero: the tensor is on " << device_name(t.device()) << ", the context is "
-                                                                      << name());
+  RLCPP_CHECK(t.device() == device(),
+              "fill_zero: the tensor is on " << device_name(t.device()) << ", the context is " << name());
   if (device() == Device::kCPU) {
     t.fill_zero();
   } else {

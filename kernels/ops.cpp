@@ -373,9 +373,9 @@ void rmsnorm_forward(const ExecContext& ctx, const Tensor& x, const Tensor& weig
   RLCPP_CHECK(round == DType::kF32 || round == DType::kBF16 || round == DType::kF16,
               op << ": cannot round to " << dtype_name(round) << " (F32, BF16 or F16)");
   if (cuda) {
-    RLCPP_CUDA_ARM(op, cuda::rmsnorm_forward(x.data<float>(), weight.data<float>(), eps, out.data<float>(),
-                                             rstd.data<float>(), x.size(0), x.size(1), cuda_float_dtype(round),
-                                             stream_of(ctx)));
+    RLCPP_CUDA_ARM(
+        op, cuda::rmsnorm_forward(x.data<float>(), weight.data<float>(), eps, out.data<float>(), rstd.data<float>(),
+                                  x.size(0), x.size(1), cuda_float_dtype(round), stream_of(ctx)));
     return;
   }
   cpu::rmsnorm_forward(x.data<float>(), weight.data<float>(), eps, out.data<float>(), rstd.data<float>(), x.size(0),

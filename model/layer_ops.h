@@ -19,8 +19,9 @@ inline void ensure(const ExecContext& ctx, Tensor& t, const Shape& shape) {
 // bf16/fp16 panels do); OpenBLAS (the CPU's not-batch-invariant decode) multiplies its prepared weights in fp32.
 inline ops::MatmulMath model_math(const ExecContext& ctx, DType round) {
   if (ctx.device() == Device::kCPU) return ops::MatmulMath::kF32;
-  return round == DType::kBF16 ? ops::MatmulMath::kBF16 : round == DType::kF16 ? ops::MatmulMath::kF16
-                                                                                : ops::MatmulMath::kF32;
+  return round == DType::kBF16  ? ops::MatmulMath::kBF16
+         : round == DType::kF16 ? ops::MatmulMath::kF16
+                                : ops::MatmulMath::kF32;
 }
 
 // y (M,N) = x (M,K) @ weight^T rounded to `round` (kernels/ops.h): the packed kernel when `packed` (weight

@@ -248,7 +248,8 @@ class Transformer {
   std::vector<LayerOffsets> layer_offsets_;
   int64_t embed_offset_ = 0, final_norm_offset_ = 0, lm_head_offset_ = 0;
   int64_t score_w_offset_ = -1, score_b_offset_ = -1;  // value head only
-  Tensor rope_;  // (max_positions, head_dim), on the host
+  // The RoPE table (max_positions, head_dim), on the host.
+  Tensor rope_;
   // The RoPE table on ctx's device: the model's own on the host, else `copy` (made once, kept by the caller).
   const Tensor& rope_on(const ExecContext& ctx, Tensor& copy) const;
 };

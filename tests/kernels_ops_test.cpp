@@ -847,7 +847,8 @@ TEST(Dispatch, CudaRmsNormMatchesTheCpuInEachDtype) {
         const float want = out.data<float>()[i];
         ASSERT_NEAR(got.data<float>()[i], want, ulp * std::fabs(want) + 1e-6) << i;
       }
-      for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(got_rstd.data<float>()[i], rstd.data<float>()[i], 2e-6 * rstd.data<float>()[i]);
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_NEAR(got_rstd.data<float>()[i], rstd.data<float>()[i], 2e-6 * rstd.data<float>()[i]);
     }
     Tensor dx = filled({n, c}, 0.5f), dw = filled({c}, 0.25f), rstd = Tensor::empty({n}), out = Tensor::empty({n, c});
     ops::rmsnorm_forward(host(), x, w, 1e-5f, out, rstd);
