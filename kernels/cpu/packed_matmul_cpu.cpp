@@ -113,7 +113,7 @@ struct Vec {
 constexpr int kRows = 6;
 constexpr int kPanels = 4;
 // The thin tile of a decode step's few rows (more than kRows, at most kThinRows): all of them x 1 panel, 16
-// accumulators, so that one pass over a panel serves every row (see matmul_panels).
+// accumulators, so that one pass over a panel serves every row (see thin_product).
 constexpr int kThinRows = 16;
 #elif defined(__AVX2__) && defined(__FMA__)
 struct Vec {
