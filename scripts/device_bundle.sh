@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${RLCPP_BUILD_DIR:-build}
 # The binaries device_check.sh runs: every test with a GPU case, and the CLI.
-binaries=(core_exec_context_test kernels_ops_test kernels_attention_test model_cuda_test trainer_nccl_test rlcpp)
+binaries=(core_exec_context_test kernels_ops_test kernels_cuda_ops_test kernels_attention_test model_cuda_test trainer_nccl_test rlcpp)
 
 RLCPP_BUILD_DIR=$build RLCPP_CMAKE_ARGS="-DRLCPP_CUDA=ON" scripts/ensure_deps.sh "${binaries[@]}"
 grep -q '^CMAKE_CUDA_COMPILER:.*nvcc' "$build/CMakeCache.txt" ||

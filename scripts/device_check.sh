@@ -37,7 +37,7 @@ done
 [ -n "$missing" ] && echo "device_check: libraries not found: $missing" | tee "$out/missing_libraries.txt"
 
 export RLCPP_SOURCE_DIR=$PWD OMP_WAIT_POLICY=PASSIVE
-tests=(core_exec_context_test kernels_ops_test kernels_attention_test model_cuda_test trainer_nccl_test)
+tests=(core_exec_context_test kernels_ops_test kernels_cuda_ops_test kernels_attention_test model_cuda_test trainer_nccl_test)
 for t in "${tests[@]}"; do
   start=$(date +%s%N)
   timeout 180 "$root/bin/$t" --gtest_output="json:$out/$t.json" --gtest_brief=1 >"$out/$t.log" 2>&1
