@@ -29,8 +29,12 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("--peers", *peers,
                   "peers run beside rlcpp, comma-separated (default torch: Debian's PyTorch 1.13 scripts); the real "
                   "systems of scripts/install_peers.sh: train: pytorch2 (eager and torch.compile); rollout: "
-                  "llama.cpp, vllm; step: trl (TRL's GRPOTrainer)");
+                  "llama.cpp, vllm, hf (Hugging Face generate on the GPU of --device, the machine's python3); step: "
+                  "trl (TRL's GRPOTrainer)");
   cmd->add_option("--dtype", rollout->dtype, "rollout: rlcpp's and the peers' dtype, fp32 or bf16");
+  cmd->add_option("--device", rollout->device, "rollout: where rlcpp's engine runs: cpu, cuda or cuda:N");
+  cmd->add_option("--batch-invariant", rollout->batch_invariant,
+                  "rollout: rlcpp's numerics.batch_invariant (false: cuBLAS on a GPU, OpenBLAS on the CPU)");
   cmd->add_option("--long-tail", rollout->long_tail_sequences,
                   "rollout: sequences of the long-tail shape (54 new tokens each; 0 = skip it)");
   cmd->add_option("--batch", train->batch, "train: sequences per step");

@@ -24,7 +24,7 @@ Command add_eval_command(CLI::App& app) {
     float temperature = 0;
     uint64_t seed = 0;
     int64_t max_new_tokens = -1;
-    std::string dtype = "fp32", quantization = "none";
+    std::string dtype = "fp32", quantization = "none", device = "cpu";
     bool batch_invariant = true;
     std::vector<std::string> task_overrides;
   };
@@ -45,9 +45,11 @@ Command add_eval_command(CLI::App& app) {
                   "true: packed batch-invariant products; false: OpenBLAS decode (sum order depends on the batch)");
   add_tokenizer_option(cmd, a->tokenizer);
   add_chat_options(cmd, a->chat);
+  cmd->add_option("--device", a->device, "where the engine runs: cpu, cuda or cuda:N");
   cmd->add_option("--set", a->task_overrides, "task key, e.g. --set digits=4 --set path=data.jsonl (see rlcpp config)");
   return {cmd, [=]() {
     check_temperature(a->temperature, "eval --temperature", /*zero_is_greedy=*/true);
+    parse_device_spec(a->device, "eval --device");  // a misspelling is named before the checkpoint loads
     RLCPP_CHECK(a->n * a->samples <= limits.max_sequences,
                 "eval: --n " << a->n << " x --samples " << a->samples << " is more than " << limits.max_sequences
                              << " sequences");
@@ -67,6 +69,7 @@ Command add_eval_command(CLI::App& app) {
     opts.samples = a->samples;
     opts.temperature = a->temperature;
     opts.seed = a->seed;
+    opts.device = a->device;
     RLCPP_CHECK(a->max_new_tokens == -1 || a->max_new_tokens >= 1,
                 "eval: --max-new-tokens must be >= 1 (or left out for the task's " << task->max_new_tokens()
                                                                                  << "), got " << a->max_new_tokens);

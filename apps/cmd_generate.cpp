@@ -27,7 +27,7 @@ Command add_generate_command(CLI::App& app) {
     SamplingParams sampling;
     EngineConfig engine;
     int64_t n = 1;
-    std::string dtype = "fp32", quantization = "none";
+    std::string dtype = "fp32", quantization = "none", device = "cpu";
     bool batch_invariant = true;
   };
   auto a = std::make_shared<Args>();
@@ -57,6 +57,7 @@ Command add_generate_command(CLI::App& app) {
   cmd->add_option("--quantization", a->quantization, "decoder Linear weights: none, int8 or fp8_e4m3");
   cmd->add_option("--batch-invariant", a->batch_invariant,
                   "true: packed batch-invariant products; false: OpenBLAS decode (sum order depends on the batch)");
+  cmd->add_option("--device", a->device, "where the engine runs: cpu, cuda or cuda:N");
   cmd->add_option("--block-size", a->engine.block_size, "KV-cache block size (tokens)");
   cmd->add_option("--num-blocks", a->engine.num_blocks, "KV-cache blocks (0 = automatic)");
   cmd->add_option("--max-num-seqs", a->engine.max_num_seqs, "sequences decoded together");
@@ -65,6 +66,7 @@ Command add_generate_command(CLI::App& app) {
   return {cmd, [=]() {
     RLCPP_CHECK(!a->prompt.empty() || !a->prompts_file.empty(), "generate: give --prompt TEXT or --prompts FILE.jsonl");
     check_temperature(a->sampling.temperature, "generate --temperature", /*zero_is_greedy=*/true);
+    parse_device_spec(a->device, "generate --device");  // a misspelling is named before the checkpoint loads
     check_output_is_not_an_input(a->out, {a->prompts_file}, "generate");
     ParameterStore params = load_model_checkpoint(a->checkpoint);
     const Transformer model(params.config(),
@@ -98,7 +100,7 @@ Command add_generate_command(CLI::App& app) {
     if (batched->count() == 0)
       engine_config.max_num_batched_tokens =
           std::max(engine_config.max_num_batched_tokens, params.config().max_position_embeddings);
-    Engine engine(model, params, engine_config);
+    Engine engine(model, params, engine_config, 0, context_for_device(a->device, "generate --device"));
     const RolloutResult result = engine.generate(req);
     // Before any output: a NaN would print as null (JSON) or -nan and pass for a log-prob.
     for (const Sample& s : result.samples)

@@ -58,6 +58,8 @@ Command add_worker_command(CLI::App& app) {
   cmd->add_option("--quantization", a->quantization, "decoder Linear weights: none, int8 or fp8_e4m3");
   cmd->add_option("--batch-invariant", a->batch_invariant,
                   "true: packed batch-invariant products; false: OpenBLAS decode (sum order depends on the batch)");
+  cmd->add_option("--device", a->worker.device,
+                  "where the engine runs: cpu, cuda or cuda:N (KV cache and weights on that GPU)");
   cmd->add_option("--block-size", a->worker.engine.block_size, "KV-cache block size (tokens)");
   cmd->add_option("--num-blocks", a->worker.engine.num_blocks, "KV-cache blocks (0 = automatic)");
   cmd->add_option("--max-num-seqs", a->worker.engine.max_num_seqs, "sequences decoded together");

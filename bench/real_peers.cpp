@@ -21,7 +21,7 @@ namespace rlcpp::bench {
 namespace {
 
 struct PeerSpec {
-  std::string venv;    // under peers_dir()
+  std::string venv;    // under peers_dir(); "" = the machine's python3 ($RLCPP_PEER_PYTHON), e.g. a GPU machine's
   std::string script;  // under bench/peers/
 };
 
@@ -31,6 +31,7 @@ const std::map<std::string, PeerSpec>& peer_specs() {
       {"trl", {"venv", "trl_grpo.py"}},
       {"llama.cpp", {"venv", "llamacpp_rollout.py"}},
       {"vllm", {"vllm-venv", "vllm_rollout.py"}},
+      {"hf", {"", "hf_generate.py"}},
   };
   return specs;
 }
@@ -72,8 +73,10 @@ PeerRun run_real_peer(const std::string& peer, const std::string& args) {
   PeerRun run;
   run.peer = peer;
   const std::string venv = peers_dir() + "/" + spec->second.venv;
-  const std::string python = venv + "/bin/python";
-  if (!std::filesystem::exists(venv + "/.done") || !std::filesystem::exists(python)) {
+  const char* system_python = std::getenv("RLCPP_PEER_PYTHON");
+  const std::string python = spec->second.venv.empty() ? (system_python ? system_python : "python3")
+                                                       : venv + "/bin/python";
+  if (!spec->second.venv.empty() && (!std::filesystem::exists(venv + "/.done") || !std::filesystem::exists(python))) {
     run.skipped = "not installed (" + venv + " is missing or unfinished: run scripts/install_peers.sh)";
     return run;
   }

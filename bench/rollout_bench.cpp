@@ -68,7 +68,8 @@ Json peer_shape(bool enabled, int64_t prompts, int64_t group, int64_t prompt_len
 
 // The real peers (llama.cpp, vLLM) on one shape, each loading the bench's weights from `checkpoint`.
 std::vector<PeerFigure> real_peers_shape(const std::vector<std::string>& peers, const std::string& checkpoint,
-                                         const std::string& dtype, int64_t prompts, int64_t group,
+                                         const std::string& dtype, const std::string& device, int64_t prompts,
+                                         int64_t group,
                                          int64_t prompt_len, int64_t new_tokens, int iters) {
   std::vector<PeerFigure> out;
   const std::string shape = " --prompts " + std::to_string(prompts) + " --group " + std::to_string(group) +
@@ -82,7 +83,9 @@ std::vector<PeerFigure> real_peers_shape(const std::vector<std::string>& peers, 
     if (!r.result.is_null()) std::printf("    %s peer: %s\n", peer.c_str(), r.result.dump().c_str());
   };
   for (const std::string& peer : peers) {
-    if (peer == "vllm") {
+    if (peer == "hf") {
+      run(peer, std::string(" --dtype ") + (dtype == "bf16" ? "bfloat16" : "float32") + " --device " + device, "");
+    } else if (peer == "vllm") {
       run(peer, std::string(" --dtype ") + (dtype == "bf16" ? "bfloat16" : "float32"), "");
     } else {
       // llama.cpp twice: its KV cache in the compute dtype (rlcpp's arithmetic), and in f16, its default.
@@ -150,12 +153,13 @@ void print_memory(const char* name, const RolloutStats& s, int64_t sequences, in
 
 int run_rollout_bench(const RolloutBenchOptions& o) {
   RLCPP_CHECK(o.dtype == "fp32" || o.dtype == "bf16", "bench rollout --dtype: fp32 or bf16, got '" << o.dtype << "'");
-  const std::vector<std::string> real = o.peer ? real_peers_in(o.peers, {"llama.cpp", "vllm"})
+  const std::vector<std::string> real = o.peer ? real_peers_in(o.peers, {"llama.cpp", "vllm", "hf"})
                                                : std::vector<std::string>{};
   const bool torch_peer = o.peer && list_has(o.peers, "torch") && o.preset == "tiny" && o.dtype == "fp32";
+  const ExecContext context = context_for_device(o.device, "bench rollout --device");
   const ModelConfig mc = model_preset(o.preset);
   const ParameterStore params = init_random(mc, 1);
-  const Transformer model(mc, make_numerics(o.dtype, "none", true, "bench rollout --dtype", ""));
+  const Transformer model(mc, make_numerics(o.dtype, "none", o.batch_invariant, "bench rollout --dtype", ""));
   // The same weights for the real peers, as a Hugging Face directory.
   std::optional<TempDir> checkpoint;
   if (!real.empty()) {
@@ -165,7 +169,8 @@ int run_rollout_bench(const RolloutBenchOptions& o) {
   auto compare = [&](const ShapeResult& r, int64_t prompts, int64_t group, int64_t new_tokens) {
     if (real.empty()) return std::vector<PeerFigure>{};
     const std::vector<PeerFigure> figures =
-        real_peers_shape(real, checkpoint->path() + "/model", o.dtype, prompts, group, o.prompt_len, new_tokens, o.iters);
+        real_peers_shape(real, checkpoint->path() + "/model", o.dtype, o.device == "cpu" ? "cuda:0" : o.device,
+                         prompts, group, o.prompt_len, new_tokens, o.iters);
     for (const std::string& row : comparison_rows("rlcpp (" + o.dtype + ")", r.tokens_per_s, figures, "tok/s", true))
       std::printf("%s\n", row.c_str());
     return figures;
@@ -176,11 +181,12 @@ int run_rollout_bench(const RolloutBenchOptions& o) {
   // Any prefill of the model's context fits (the engine requires it; buffers grow only to the rows run).
   ec.max_num_batched_tokens =
       std::max<int64_t>({8192, mc.max_position_embeddings, o.prompts * o.group * o.prompt_len});
-  Engine engine(model, params, ec);
+  Engine engine(model, params, ec, 0, context);
 
-  std::printf("rollout bench: preset %s (%lld params), %s CPU, %d threads, temperature 1, fixed length; KV %lld "
+  std::printf("rollout bench: preset %s (%lld params), %s on %s, %d threads, temperature 1, fixed length; KV %lld "
               "bytes/token, cache %lld blocks of %lld\n",
-              o.preset.c_str(), static_cast<long long>(mc.num_parameters()), o.dtype.c_str(), omp_get_max_threads(),
+              o.preset.c_str(), static_cast<long long>(mc.num_parameters()), model.numerics().describe().c_str(),
+              context.name().c_str(), omp_get_max_threads(),
               static_cast<long long>(engine.kv_bytes_per_token()), static_cast<long long>(engine.num_blocks()),
               static_cast<long long>(o.block_size));
   const Request main_req = make_request(mc, o.prompts, o.group, o.prompt_len, o.new_tokens);
@@ -194,7 +200,8 @@ int run_rollout_bench(const RolloutBenchOptions& o) {
                 static_cast<long long>(o.new_tokens));
   print_shape(name, main_shape, main_peer);
   const std::vector<PeerFigure> main_figures = compare(main_shape, o.prompts, o.group, o.new_tokens);
-  if (o.preset != "tiny" && o.prompts * o.group == 1) print_decode_floor(params, o.dtype, main_shape, main_figures);
+  if (o.preset != "tiny" && o.prompts * o.group == 1 && context.device() == Device::kCPU)
+    print_decode_floor(params, o.dtype, main_shape, main_figures);
   if (o.long_tail_sequences == 0) return 0;
 
   const Request tail_req = make_request(mc, o.long_tail_sequences, 1, o.prompt_len, o.long_tail_new_tokens);

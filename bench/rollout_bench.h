@@ -17,8 +17,10 @@ struct RolloutBenchOptions {
   int64_t block_size = 16;
   int iters = 10;  // timed runs per shape on each side of the peer
   bool peer = true;
-  std::string peers = "torch";  // torch (Debian's PyTorch 1.13 peer, W1 fp32), llama.cpp, vllm
+  std::string peers = "torch";  // torch (Debian's PyTorch 1.13 peer, W1 fp32), llama.cpp, vllm, hf (GPU)
   std::string dtype = "fp32";   // rlcpp's compute dtype and the peers' (fp32 or bf16)
+  std::string device = "cpu";   // rlcpp's engine: cpu, cuda or cuda:N (the hf peer runs on the same GPU)
+  bool batch_invariant = true;  // rlcpp's numerics.batch_invariant (false: cuBLAS / OpenBLAS products)
 };
 
 // Rollout tokens/s (fixed-length sampling at temperature 1) on the W1 shapes of BENCHMARKS.md (the long tail

@@ -110,4 +110,30 @@ Tensor ExecContext::copy_of(const Tensor& src) const {
   return dst;
 }
 
+DeviceSpec parse_device_spec(const std::string& spec, const std::string& key) {
+  if (spec == "cpu") return {Device::kCPU, 0};
+  if (spec == "cuda") return {Device::kCUDA, 0};
+  if (spec.rfind("cuda:", 0) == 0 && spec.size() > 5 && spec.size() <= 9 &&
+      spec.find_first_not_of("0123456789", 5) == std::string::npos)
+    return {Device::kCUDA, std::stoi(spec.substr(5))};
+  RLCPP_FAIL(key << ": unknown device '" << spec << "' (expected cpu, cuda or cuda:N)");
+}
+
+ExecContext context_for_device(const std::string& spec, const std::string& key) {
+  const DeviceSpec d = parse_device_spec(spec, key);
+  if (d.device == Device::kCPU) return ExecContext::cpu();
+  try {
+    return ExecContext::cuda(d.index);
+  } catch (const Error& e) {
+    RLCPP_FAIL(key << " = '" << spec << "': " << e.what());
+  }
+}
+
+Tensor i32_on(const ExecContext& ctx, const std::vector<int32_t>& values) {
+  const int64_t n = static_cast<int64_t>(values.size());
+  Tensor t = ctx.device() == Device::kCPU ? ctx.empty({n}, DType::kI32) : Tensor::empty({n}, DType::kI32);
+  if (n > 0) std::memcpy(t.data<int32_t>(), values.data(), values.size() * sizeof(int32_t));
+  return ctx.device() == Device::kCPU ? t : ctx.copy_of(t);
+}
+
 }  // namespace rlcpp

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/caching_allocator.h"
 #include "core/tensor.h"
@@ -64,5 +65,19 @@ class ExecContext {
   explicit ExecContext(std::shared_ptr<Resources> res) : res_(std::move(res)) {}
   std::shared_ptr<Resources> res_;
 };
+
+// A device named in a config key or option: "cpu", "cuda" (device 0) or "cuda:N". parse_device_spec checks the
+// spelling only (a config's check before any work), naming `key`; context_for_device makes the context, and
+// names `key` and the device when it cannot (built without CUDA, no driver, no such device).
+struct DeviceSpec {
+  Device device = Device::kCPU;
+  int index = 0;
+};
+DeviceSpec parse_device_spec(const std::string& spec, const std::string& key);
+ExecContext context_for_device(const std::string& spec, const std::string& key);
+
+// `values` as an int32 tensor on ctx's device (the index tensors of a step: token ids, positions, tables), from
+// its pool on the host, through a host buffer elsewhere.
+Tensor i32_on(const ExecContext& ctx, const std::vector<int32_t>& values);
 
 }  // namespace rlcpp

@@ -162,9 +162,10 @@ void shape_packed(const ExecContext& ctx, PackedWeight& packed, int64_t n, int64
   const Shape shape{num_panels, cpu::panel_depth(format, k), cpu::kPackedPanel};
   const DType dtype = panel_dtype(format);
   if (!packed.panels.defined() || packed.panels.shape() != shape || packed.panels.dtype() != dtype ||
-      packed.panels.device() != Device::kCPU)
+      packed.panels.device() != ctx.device())
     packed.panels = ctx.empty(shape, dtype);
   if (is_quantized(format)) {
+    RLCPP_CHECK(ctx.device() == Device::kCPU, "pack_weight: quantised panels are packed on the host");
     if (!packed.scales.defined() || packed.scales.numel() != num_panels * cpu::kPackedPanel)
       packed.scales = ctx.empty({num_panels * cpu::kPackedPanel});
     float* scales = packed.scales.data<float>();
@@ -181,11 +182,44 @@ void shape_packed(const ExecContext& ctx, PackedWeight& packed, int64_t n, int64
 
 void pack_weight(const ExecContext& ctx, const Tensor& w, PackedWeight& packed, WeightFormat format) {
   const char* op = "pack_weight";
-  if (runs_on_cuda(ctx, op, {{"w", &w}})) no_cuda_kernel(op);
+  const bool cuda = runs_on_cuda(ctx, op, {{"w", &w}});
   expect_rank(op, {"w", &w}, 2, "(N,K)");
+  if (cuda && is_quantized(format)) {
+    // A rollout's quantisation, once per policy version: the channel scales and codes of the CPU's reference,
+    // packed on the host and moved.
+    Tensor w_host = Tensor::empty(w.shape());
+    ctx.copy(w, w_host);
+    PackedWeight host;
+    pack_weight(ExecContext::cpu(), w_host, host, format);
+    copy_packed(ctx, host, packed);
+    return;
+  }
   shape_packed(ctx, packed, w.size(0), w.size(1), format);
+  if (cuda) {
+    RLCPP_CUDA_ARM(op, cuda::pack_weight(w.data<float>(), packed.panels.raw(), format, w.size(0), w.size(1),
+                                         packed.panels.size(1), stream_of(ctx)));
+    return;
+  }
   cpu::pack_weight(w.data<float>(), packed.panels.raw(), packed.scales.defined() ? packed.scales.data<float>() : nullptr,
                    w.size(0), w.size(1), format);
+}
+
+void copy_packed(const ExecContext& ctx, const PackedWeight& src, PackedWeight& dst) {
+  RLCPP_CHECK(src.panels.defined(), "copy_packed: the source packed weight is empty");
+  auto copy_into = [&](const Tensor& from, Tensor& to) {
+    if (!from.defined()) {
+      to = Tensor();
+      return;
+    }
+    if (!to.defined() || to.shape() != from.shape() || to.dtype() != from.dtype() || to.device() != ctx.device())
+      to = ctx.empty(from.shape(), from.dtype());
+    ctx.copy(from, to);
+  };
+  copy_into(src.panels, dst.panels);
+  copy_into(src.scales, dst.scales);
+  dst.n = src.n;
+  dst.k = src.k;
+  dst.format = src.format;
 }
 
 Tensor unpack_weight(const ExecContext& ctx, const PackedWeight& packed) {
@@ -207,12 +241,15 @@ void pack_weight_transposed(const ExecContext& ctx, const Tensor& w, PackedWeigh
 
 namespace {
 
-void check_packed_product(const ExecContext& ctx, const char* op, const Tensor& x, const PackedWeight& w,
+// Returns true when the product runs on CUDA.
+bool check_packed_product(const ExecContext& ctx, const char* op, const Tensor& x, const PackedWeight& w,
                           const Tensor& y, DType round) {
-  if (runs_on_cuda(ctx, op, {{"x", &x}, {"y", &y}})) no_cuda_kernel(op);
-  RLCPP_CHECK(w.panels.defined() && w.panels.device() == Device::kCPU && w.panels.dtype() == panel_dtype(w.format),
-              op << ": the packed weight is empty, not on the CPU, or not in its format "
+  const bool cuda = runs_on_cuda(ctx, op, {{"x", &x}, {"y", &y}});
+  RLCPP_CHECK(w.panels.defined() && w.panels.device() == ctx.device() && w.panels.dtype() == panel_dtype(w.format),
+              op << ": the packed weight is empty, not on " << ctx.name() << ", or not in its format "
                  << weight_format_name(w.format));
+  RLCPP_CHECK(!w.scales.defined() || w.scales.device() == ctx.device(),
+              op << ": the packed weight's scales are not on " << ctx.name());
   RLCPP_CHECK(!is_quantized(w.format) || w.scales.numel() == w.panels.size(0) * cpu::kPackedPanel,
               op << ": the " << weight_format_name(w.format) << " packed weight has no channel scales");
   RLCPP_CHECK(round == DType::kF32 || round == DType::kBF16 || round == DType::kF16,
@@ -223,15 +260,28 @@ void check_packed_product(const ExecContext& ctx, const char* op, const Tensor& 
   RLCPP_CHECK(x.size(1) == w.k, op << ": x " << shape_str(x.shape()) << " has K = " << x.size(1)
                                    << " but the packed weight is (" << w.n << "," << w.k << ")");
   expect_shape(op, {"y", &y}, {x.size(0), w.n});
+  return cuda;
 }
 
 const float* scales_of(const PackedWeight& w) { return w.scales.defined() ? w.scales.data<float>() : nullptr; }
+
+#ifdef RLCPP_WITH_CUDA
+cudaError_t cuda_packed_product(const ExecContext& ctx, const Tensor& x, const PackedWeight& w, Tensor& y,
+                                const float* residual, DType round) {
+  return cuda::matmul_packed(x.data<float>(), w.panels.raw(), scales_of(w), w.format, y.data<float>(), x.size(0), w.n,
+                             w.k, w.panels.size(1), residual, cuda_float_dtype(round), stream_of(ctx));
+}
+#endif
 
 }  // namespace
 
 void matmul_packed(const ExecContext& ctx, const Tensor& x, const PackedWeight& w, Tensor& y, bool accumulate,
                    DType round) {
-  check_packed_product(ctx, "matmul_packed", x, w, y, round);
+  const char* op = "matmul_packed";
+  if (check_packed_product(ctx, op, x, w, y, round)) {
+    RLCPP_CUDA_ARM(op, cuda_packed_product(ctx, x, w, y, accumulate ? y.data<float>() : nullptr, round));
+    return;
+  }
   cpu::matmul_packed(x.data<float>(), w.panels.raw(), scales_of(w), w.format, y.data<float>(), x.size(0), w.n, w.k,
                      accumulate ? y.data<float>() : nullptr, round);
 }
@@ -239,9 +289,13 @@ void matmul_packed(const ExecContext& ctx, const Tensor& x, const PackedWeight& 
 void matmul_packed_residual(const ExecContext& ctx, const Tensor& x, const PackedWeight& w, const Tensor& residual,
                             Tensor& y, DType round) {
   const char* op = "matmul_packed_residual";
-  check_packed_product(ctx, op, x, w, y, round);
-  if (runs_on_cuda(ctx, op, {{"residual", &residual}})) no_cuda_kernel(op);
+  const bool cuda = check_packed_product(ctx, op, x, w, y, round);
+  runs_on_cuda(ctx, op, {{"residual", &residual}});
   expect_shape(op, {"residual", &residual}, y.shape());
+  if (cuda) {
+    RLCPP_CUDA_ARM(op, cuda_packed_product(ctx, x, w, y, residual.data<float>(), round));
+    return;
+  }
   cpu::matmul_packed(x.data<float>(), w.panels.raw(), scales_of(w), w.format, y.data<float>(), x.size(0), w.n, w.k,
                      residual.data<float>(), round);
 }

@@ -50,9 +50,13 @@ struct PackedWeight {
 };
 // Packs w (N,K) into `packed` in `format`, reusing its buffers when the shape and format are unchanged: bf16 and
 // fp16 round every weight to nearest even (bf16 subnormals to zero, dtype_round.h bf16_operand); int8 and
-// fp8_e4m3 quantise it with one scale per output channel (weight_format.h).
+// fp8_e4m3 quantise it with one scale per output channel (weight_format.h). On a CUDA context w and the panels are
+// on the device, the same bits (the quantised formats through the host).
 void pack_weight(const ExecContext& ctx, const Tensor& w, PackedWeight& packed,
                  WeightFormat format = WeightFormat::kF32);
+// dst = src on ctx's device (panels and scales; dst's buffers reused when they fit): a weight packed on the host
+// moved to the device whose matmul_packed reads the same layout.
+void copy_packed(const ExecContext& ctx, const PackedWeight& src, PackedWeight& dst);
 // The (N,K) fp32 values the packed weight multiplies by: w rounded or dequantised (scale * code). The reference
 // of pack_weight, and how a sync measures its quantisation error.
 Tensor unpack_weight(const ExecContext& ctx, const PackedWeight& packed);
@@ -65,7 +69,8 @@ void pack_weight_transposed(const ExecContext& ctx, const Tensor& w, PackedWeigh
 // panels store (exactly converted to fp32; against bf16 panels x is rounded to bf16 operands first, as a bf16
 // GEMM takes bf16 inputs), times the channel scale when quantised, then rounded to `round`
 // (F32: kept; BF16, F16: to nearest even) and stored, or added to y and rounded again — whatever M, the row's
-// place, or the thread count.
+// place, or the thread count. On a CUDA context (panels on the device, copy_packed or pack_weight there) the same
+// chains in the same order: the same bits as the CPU (kernels/cuda/packed_matmul_cuda.cu).
 void matmul_packed(const ExecContext& ctx, const Tensor& x, const PackedWeight& w, Tensor& y, bool accumulate = false,
                    DType round = DType::kF32);
 // y = residual + x @ w^T (residual (M,N), may be y): a Linear layer and its residual connection in one pass,

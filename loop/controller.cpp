@@ -208,7 +208,8 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
     rollout = make_remote_rollout(config.rollout, run.path(), params, state.policy_version, config.rollout_numerics());
   else
     rollout = make_colocated_rollout(rollout_model, params, config.rollout.engine, state.policy_version,
-                                     /*own_weights=*/config.async.max_staleness > 0);
+                                     /*own_weights=*/config.async.max_staleness > 0,
+                                     context_for_device(config.rollout.device, "config key 'rollout.device'"));
   RlContext ctx{config, *task, *reward, tok, model, params, reference ? &*reference : nullptr,
                 actor, *rollout, data_rng, update_rng, state.policy_version, critic ? &critic->updater : nullptr,
                 same_numerics ? nullptr : &rollout_model, teacher_model.get(), teacher ? &*teacher : nullptr,

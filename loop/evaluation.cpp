@@ -72,7 +72,8 @@ EvalStats evaluate(const Transformer& model, const ParameterStore& params, const
     request.prompts.push_back(encode_prompt(tokenizer, problems[i]));
     request.prompt_ids.push_back(i);
   }
-  Engine engine(model, params, eval_engine_config(model.config(), request, options.max_num_seqs));
+  Engine engine(model, params, eval_engine_config(model.config(), request, options.max_num_seqs), 0,
+                context_for_device(options.device, "eval --device"));
   const RolloutResult result = engine.generate(request);
 
   std::vector<std::vector<SampleOutcome>> outcomes(problems.size());

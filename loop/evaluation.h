@@ -22,6 +22,7 @@ struct EvalOptions {
   int64_t max_new_tokens = 6;
   uint64_t seed = 0;           // Philox key; draws are keyed by (seed, problem index, sample index, position)
   int64_t max_num_seqs = 512;  // sequences decoded together; batch-invariant numerics give the same results at any
+  std::string device = "cpu";  // where the engine runs: cpu, cuda or cuda:N
 };
 
 // Generates through rollout::Engine in `model`'s numerics (model/numerics.h): the same sampler, keys and

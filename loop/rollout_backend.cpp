@@ -27,10 +27,10 @@ void copy_weights(const ParameterStore& from, ParameterStore& to) {
 class ColocatedRollout : public RolloutBackend {
  public:
   ColocatedRollout(const Transformer& model, const ParameterStore& params, const EngineConfig& engine,
-                   int64_t version, bool own_weights)
+                   int64_t version, bool own_weights, const ExecContext& context)
       : own_(own_weights ? std::optional<ParameterStore>(params.clone()) : std::nullopt),
         engine_params_(own_ ? *own_ : params),
-        engine_(model, engine_params_, engine, version),
+        engine_(model, engine_params_, engine, version, context),
         channel_(engine_params_, version) {}
 
   RolloutResult generate(const Request& request) override { return engine_.generate(request); }
@@ -83,7 +83,8 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
                        std::to_string(e.max_num_batched_tokens), "--dtype", compute_dtype_name(numerics.compute),
                        "--quantization",
                        is_quantized(numerics.linear_weights) ? weight_format_name(numerics.linear_weights) : "none",
-                       "--batch-invariant", numerics.batch_invariant ? "true" : "false", "--exit-with-parent"});
+                       "--batch-invariant", numerics.batch_invariant ? "true" : "false", "--device", rollout.device,
+                       "--exit-with-parent"});
       processes_.push_back(std::make_unique<WorkerProcess>(binary_, args_.back()));
       endpoints.push_back(processes_.back()->endpoint());
       publishers_.push_back(std::make_unique<ZmqWeightPublisher>(context_, processes_.back()->weights_endpoint(),
@@ -245,8 +246,8 @@ ZmqPublisherOptions worker_publisher_options(const RolloutSection& rollout, cons
 
 std::unique_ptr<RolloutBackend> make_colocated_rollout(const Transformer& model, const ParameterStore& params,
                                                        const EngineConfig& engine, int64_t version,
-                                                       bool own_weights) {
-  return std::make_unique<ColocatedRollout>(model, params, engine, version, own_weights);
+                                                       bool own_weights, const ExecContext& context) {
+  return std::make_unique<ColocatedRollout>(model, params, engine, version, own_weights, context);
 }
 
 std::unique_ptr<RolloutBackend> make_split_rollout(const RolloutSection& rollout, const std::string& run_dir,

@@ -34,10 +34,12 @@ class RolloutBackend {
 
 // The engine reads `params` (which must outlive it), which hold policy `version`, with `model` (the policy in the
 // rollout's numerics). With `own_weights` it reads a copy instead, which each sync overwrites with `params`: the
-// async pipeline's engine generates while the trainer updates its weights.
+// async pipeline's engine generates while the trainer updates its weights. The engine runs on `context` (a
+// GPU's: KV cache and prepared weights there, each sync re-preparing them).
 std::unique_ptr<RolloutBackend> make_colocated_rollout(const Transformer& model, const ParameterStore& params,
                                                        const EngineConfig& engine, int64_t version = 0,
-                                                       bool own_weights = false);
+                                                       bool own_weights = false,
+                                                       const ExecContext& context = ExecContext::cpu());
 
 // Starts rollout.num_workers workers on `checkpoint` (the policy at `version`), worker i serving at
 // ipc://RUN_DIR/worker<i>.ipc and taking weights at ipc://RUN_DIR/worker<i>_weights.ipc;

@@ -4,6 +4,7 @@
 
 #include "core/curve.h"
 #include "core/error.h"
+#include "core/exec_context.h"
 #include "core/wire.h"
 #include "loop/evaluation.h"
 #include "model/hf_tokenizer.h"
@@ -210,6 +211,7 @@ void TrainConfig::validate() const {
               "config key 'rollout.placement': \"" << rollout.placement
                                                     << "\", expected \"split\", \"colocated\" or \"remote\"");
   validate_remote_workers(rollout);
+  parse_device_spec(rollout.device, "config key 'rollout.device'");
   RLCPP_CHECK(rollout.num_workers >= 1 && rollout.num_workers <= rollout.prompts_per_step,
               "config key 'rollout.num_workers': must be in [1, prompts_per_step " << rollout.prompts_per_step
                                                                                   << "], got " << rollout.num_workers);

@@ -62,6 +62,7 @@ struct RolloutSection {
   std::string placement = "split";  // "split" | "colocated" (in-process engine) | "remote" (workers started by you)
   std::string dtype = "fp32";         // the engine's compute dtype (model/numerics.h)
   std::string quantization = "none";  // the engine's Linear weights: none | int8 | fp8_e4m3
+  std::string device = "cpu";         // where the engine runs: cpu | cuda | cuda:N
   std::string worker_binary;         // the rlcpp executable for split workers; "" = this executable
   int64_t num_workers = 1;           // split: worker processes sharing each rollout
   int64_t chunk_prompts = 0;         // prompts per request handed to the next idle worker; 0 = automatic
@@ -86,6 +87,9 @@ struct RolloutSection {
     v("quantization", quantization,
       "the rollout engine's decoder Linear weights: none (the compute dtype's), int8 or fp8_e4m3 (weight-only, "
       "one scale per output channel, re-quantised at every sync; lm_head and embeddings stay in the dtype)");
+    v("device", device,
+      "where the rollout engine runs: cpu, cuda or cuda:N (its KV cache and the weights, prepared there at each "
+      "sync, on that GPU; split workers are started with --device; remote workers use their own command line's)");
     v("num_workers", num_workers, "split: worker processes; each rollout's prompts are handed out among them in "
                                   "chunks, each to the next idle worker (a fast worker takes more)");
     v("chunk_prompts", chunk_prompts, "split and remote: prompts per chunk; 0 = automatic (one chunk for one "

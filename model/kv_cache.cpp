@@ -1,31 +1,31 @@
 #include "model/kv_cache.h"
 
-#include <cstring>
-
 #include "core/error.h"
 
 namespace rlcpp {
 
-KVCache::KVCache(const ModelConfig& config, int64_t blocks, int64_t block, DType cache_dtype)
+KVCache::KVCache(const ModelConfig& config, int64_t blocks, int64_t block, DType cache_dtype, const ExecContext& ctx)
     : block_size(block), dtype(cache_dtype), num_blocks(blocks) {
   RLCPP_CHECK(block_size > 0 && num_blocks > 0,
               "KVCache: block_size " << block_size << " and num_blocks " << num_blocks << " must be positive");
   RLCPP_CHECK(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16,
               "KVCache: dtype " << dtype_name(dtype) << " is not F32, BF16 or F16");
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
-    k.push_back(Tensor::zeros({num_slots(), config.num_key_value_heads, config.head_dim()}, dtype));
-    v.push_back(Tensor::zeros({num_slots(), config.num_key_value_heads, config.head_dim()}, dtype));
+    k.push_back(ctx.zeros({num_slots(), config.num_key_value_heads, config.head_dim()}, dtype));
+    v.push_back(ctx.zeros({num_slots(), config.num_key_value_heads, config.head_dim()}, dtype));
   }
 }
 
-void KVCache::copy_block(int64_t src, int64_t dst, int64_t tokens) {
+void KVCache::copy_block(const ExecContext& ctx, int64_t src, int64_t dst, int64_t tokens) {
+  RLCPP_CHECK(src >= 0 && src < num_blocks && dst >= 0 && dst < num_blocks && tokens >= 0 && tokens <= block_size,
+              "KVCache::copy_block: block " << src << " -> " << dst << " (" << tokens << " tokens) outside "
+                                            << num_blocks << " blocks of " << block_size);
+  if (tokens == 0) return;
   for (size_t l = 0; l < k.size(); ++l) {
-    const size_t slot_bytes = k[l].nbytes() / static_cast<size_t>(num_slots());
-    const size_t bytes = static_cast<size_t>(tokens) * slot_bytes;
-    auto* kb = static_cast<char*>(k[l].raw());
-    auto* vb = static_cast<char*>(v[l].raw());
-    std::memcpy(kb + dst * block_size * slot_bytes, kb + src * block_size * slot_bytes, bytes);
-    std::memcpy(vb + dst * block_size * slot_bytes, vb + src * block_size * slot_bytes, bytes);
+    for (Tensor* t : {&k[l], &v[l]}) {
+      Tensor to = t->slice_rows(dst * block_size, dst * block_size + tokens);
+      ctx.copy(t->slice_rows(src * block_size, src * block_size + tokens), to);
+    }
   }
 }
 

@@ -20,17 +20,6 @@ namespace {
 
 using namespace layer_ops;
 
-// `values` in t, a host int32 tensor of their size.
-Tensor filled_i32(Tensor t, const std::vector<int32_t>& values) {
-  if (!values.empty()) std::memcpy(t.data<int32_t>(), values.data(), values.size() * sizeof(int32_t));
-  return t;
-}
-// `values` as an int32 tensor on ctx's device (from its pool on the host).
-Tensor i32_tensor(const ExecContext& ctx, const std::vector<int32_t>& values) {
-  const int64_t n = static_cast<int64_t>(values.size());
-  if (ctx.device() != Device::kCPU) return ctx.copy_of(filled_i32(Tensor::empty({n}, DType::kI32), values));
-  return filled_i32(ctx.empty({n}, DType::kI32), values);
-}
 // n floats of the caller's host memory as a tensor on ctx's device: borrowed on the host, a copy elsewhere.
 Tensor host_floats_on(const ExecContext& ctx, const float* values, Shape shape) {
   const Tensor borrowed = Tensor::borrow(const_cast<float*>(values), std::move(shape));
@@ -122,6 +111,39 @@ Transformer::Transformer(const ModelConfig& config, const ModelNumerics& numeric
                           static_cast<float>(config_.rope_theta));
 }
 
+void Transformer::prepare_device_decode_weights(const ExecContext& ctx, const ParameterStore& params,
+                                                PackedWeights& out) const {
+  // The fp32 parameters on the device (the buffer kept from one policy version to the next).
+  if (out.blas.flat().defined() && out.blas.flat().device() == ctx.device() && out.blas.numel() == params.numel())
+    ctx.copy(params.flat(), out.blas.flat());
+  else
+    out.blas = params.on(ctx);
+  const bool quantized = is_quantized(numerics_.linear_weights);
+  if (numerics_.batch_invariant) {
+    // The CPU's panels, packed on the device from the fp32 values (a quantised format through the host), for
+    // the packed kernel's chains: the bits of the CPU's decode and of this device's training forward.
+    const ParameterStore device = out.blas;
+    pack_weights(ctx, device, out);
+    out.blas = device;
+    ops::round_to(ctx, out.blas.flat(), numerics_.compute);  // embeddings and norms, rounded as the body rounds them
+  } else {
+    out.layers.clear();
+    out.lm_head = ops::PackedWeight();
+    out.for_blas = true;
+    if (quantized) {
+      // A quantised format's values come from its CPU pack and unpack (the host's prepared copy).
+      PackedWeights host;
+      prepare_decode_weights(ExecContext::cpu(), params, host);
+      ctx.copy(host.blas.flat(), out.blas.flat());
+    } else {
+      ops::round_to(ctx, out.blas.flat(), numerics_.compute);  // round_to on the device gives the CPU's bits
+    }
+  }
+  out.source = params.flat().data<float>();
+  out.transposed = false;
+  if (!out.rope.defined() || out.rope.device() != ctx.device()) out.rope = ctx.copy_of(rope_);
+}
+
 const Tensor& Transformer::rope_on(const ExecContext& ctx, Tensor& copy) const {
   if (ctx.device() == Device::kCPU) return rope_;
   if (!copy.defined() || copy.device() != ctx.device()) copy = ctx.copy_of(rope_);
@@ -184,17 +206,20 @@ void Transformer::forward(const ExecContext& ctx, const ParameterStore& params, 
   RLCPP_CHECK(!(options.entropy && options.truncation.active(config_.vocab_size)),
               "forward: the entropy of a top-k / top-p truncated distribution is not computed (logprob_space "
               "sampled with an entropy term)");
-  acts.tokens = i32_tensor(ctx, batch.tokens);
-  acts.targets = i32_tensor(ctx, batch.targets);
-  acts.positions = i32_tensor(ctx, batch.positions);
-  acts.cu_seqlens = i32_tensor(ctx, batch.cu_seqlens);
+  acts.tokens = i32_on(ctx, batch.tokens);
+  acts.targets = i32_on(ctx, batch.targets);
+  acts.positions = i32_on(ctx, batch.positions);
+  acts.cu_seqlens = i32_on(ctx, batch.cu_seqlens);
   acts.layers.resize(config_.num_hidden_layers);
 
   // CPU weights go through the packed kernel, as in forward_cached, so both compute the same bits, and the layers
-  // run chunk by chunk on the threads.
-  const bool pack = params.flat().device() == Device::kCPU;
+  // run chunk by chunk on the threads. On a device the layers run over all rows at once, through the packed
+  // kernel (the CPU's chains) in batch-invariant numerics, so that the engine's decode on that device computes
+  // the same bits, else through cuBLAS.
+  const bool host = ctx.device() == Device::kCPU;
+  const bool pack = host || numerics_.batch_invariant;
   if (pack) acts.packed.layers.resize(1);  // one layer's panels at a time (forward_layers)
-  acts.chunks = plan_row_chunks(batch.cu_seqlens, pack ? kChunkRows : std::max<int64_t>(N, 1));
+  acts.chunks = plan_row_chunks(batch.cu_seqlens, host ? kChunkRows : std::max<int64_t>(N, 1));
   if (ctx.device() != Device::kCPU)
     for (RowChunk& chunk : acts.chunks) chunk.cu_seqlens = ctx.copy_of(chunk.cu_seqlens);
 
@@ -204,7 +229,7 @@ void Transformer::forward(const ExecContext& ctx, const ParameterStore& params, 
   ensure(ctx, acts.layers[0].x, {N, C});
   ops::embedding_forward(ctx, w.embed, acts.tokens, acts.layers[0].x);
   ops::round_to(ctx, acts.layers[0].x, dt);
-  forward_layers(ctx, w, pack ? &acts.packed.layers[0] : nullptr, pack, acts);
+  forward_layers(ctx, w, pack ? &acts.packed.layers[0] : nullptr, host, acts);
   ensure(ctx, acts.rstd_final, {N});
   ensure(ctx, acts.xn_final, {N, C});
   ops::rmsnorm_forward(ctx, acts.x_final, w.final_norm, static_cast<float>(config_.rms_norm_eps), acts.xn_final,
@@ -304,9 +329,10 @@ void Transformer::backward_body(const ExecContext& ctx, const Weights& w, bool p
 }
 
 void Transformer::run_pack_jobs(const ExecContext& ctx, const std::vector<PackJob>& jobs, bool transposed) const {
-  // The matrices are packed side by side on the threads (each is a strided copy, ~0.1 ms for W1's largest).
+  // The matrices are packed side by side on the threads (each is a strided copy, ~0.1 ms for W1's largest); on a
+  // device one after the other, each a kernel on the context's stream.
   ParallelErrors errors(jobs.size());  // one slot per job
-#pragma omp parallel for schedule(dynamic) if (!omp_in_parallel())
+#pragma omp parallel for schedule(dynamic) if (!omp_in_parallel() && ctx.device() == Device::kCPU)
   for (size_t j = 0; j < jobs.size(); ++j) {
     errors.run(j, [&] {
       if (transposed)
@@ -332,7 +358,7 @@ void round_biases(const ExecContext& ctx, const Tensor& qkv_b, const Tensor& o_b
   const bool round = !transposed && n.compute != DType::kF32;
   auto rounded = [&](const Tensor& b) {
     if (!round || !b.defined()) return Tensor();
-    Tensor r = b.clone();
+    Tensor r = ctx.copy_of(b);
     ops::round_to(ctx, r, n.compute);
     return r;
   };
@@ -376,6 +402,13 @@ void Transformer::pack_weights(const ExecContext& ctx, const ParameterStore& par
 
 void Transformer::prepare_decode_weights(const ExecContext& ctx, const ParameterStore& params,
                                          PackedWeights& out) const {
+  RLCPP_CHECK(params.flat().device() == Device::kCPU,
+              "prepare_decode_weights: the parameters must be on the host (they are on "
+                  << device_name(params.flat().device()) << ")");
+  if (ctx.device() != Device::kCPU) {
+    prepare_device_decode_weights(ctx, params, out);
+    return;
+  }
   if (numerics_.batch_invariant) {
     pack_weights(ctx, params, out);
     return;
@@ -413,9 +446,11 @@ void Transformer::prepare_decode_weights(const ExecContext& ctx, const Parameter
 Tensor Transformer::forward_cached(const ExecContext& ctx, const ParameterStore& params, const CachedStep& step,
                                    KVCache& cache, const PackedWeights* packed) const {
   RLCPP_CHECK(!config_.value_head, "forward_cached: a value-head model (critic) has no logits to decode from");
-  RLCPP_CHECK(ctx.device() == Device::kCPU,
-              "forward_cached: a " << ctx.name() << " context: the cached decode runs on the CPU only (the model "
-                                   << "has no CUDA executor yet; pass an ExecContext::cpu())");
+  const bool on_host = ctx.device() == Device::kCPU;
+  RLCPP_CHECK(on_host || (packed != nullptr && packed->blas.flat().defined() &&
+                          packed->blas.flat().device() == ctx.device() && packed->rope.defined()),
+              "forward_cached: on " << ctx.name() << " the decode runs on weights prepared on that device "
+                                    << "(prepare_decode_weights with the same context)");
   RLCPP_CHECK(packed == nullptr || (packed->source == params.flat().data<float>() && !packed->transposed &&
                                     (packed->for_blas ||
                                      static_cast<int64_t>(packed->layers.size()) == config_.num_hidden_layers)),
@@ -423,9 +458,10 @@ Tensor Transformer::forward_cached(const ExecContext& ctx, const ParameterStore&
   RLCPP_CHECK(packed != nullptr || (numerics_.compute == DType::kF32 && !is_quantized(numerics_.linear_weights)),
               "forward_cached: " << numerics_.describe()
                                  << " numerics decode from prepared weights (prepare_decode_weights)");
-  // The OpenBLAS decode (not batch-invariant) multiplies by the prepared copy, or by the fp32 parameters.
+  // The OpenBLAS decode (and a device's) multiplies by the prepared copy, or by the fp32 parameters; a device's
+  // embeddings and norms come from its copy too.
   const bool blas = packed == nullptr || packed->for_blas;
-  const Weights w = views(blas && packed && packed->blas.flat().defined() ? packed->blas : params);
+  const Weights w = views(packed && packed->blas.flat().defined() ? packed->blas : params);
   const PackedWeights* panels = blas ? nullptr : packed;
   auto packed_layer = [panels](int64_t l) { return panels ? &panels->layers[static_cast<size_t>(l)] : nullptr; };
   const int64_t N = static_cast<int64_t>(step.tokens.size()), C = config_.hidden_size, V = config_.vocab_size;
@@ -445,9 +481,9 @@ Tensor Transformer::forward_cached(const ExecContext& ctx, const ParameterStore&
                 "forward_cached: row " << i << " has position " << step.positions[i] << " outside the context of "
                                        << config_.max_position_embeddings);
 
-  Tensor tokens = i32_tensor(ctx, step.tokens), positions = i32_tensor(ctx, step.positions);
-  Tensor query_seq = i32_tensor(ctx, step.query_seq), slots = i32_tensor(ctx, step.slot_mapping);
-  Tensor indptr = i32_tensor(ctx, step.block_indptr), indices = i32_tensor(ctx, step.block_indices);
+  Tensor tokens = i32_on(ctx, step.tokens), positions = i32_on(ctx, step.positions);
+  Tensor query_seq = i32_on(ctx, step.query_seq), slots = i32_on(ctx, step.slot_mapping);
+  Tensor indptr = i32_on(ctx, step.block_indptr), indices = i32_on(ctx, step.block_indices);
 
   Tensor x = ctx.empty({N, C}), xn = ctx.empty({N, C}), rstd = ctx.empty({N});
   Tensor qkv = ctx.empty({N, qkv_dim});
@@ -471,7 +507,7 @@ Tensor Transformer::forward_cached(const ExecContext& ctx, const ParameterStore&
     r.h = r.x;
     r.out = r.x;
     r.positions = rows_of(positions);
-    r.rope = rope_;
+    r.rope = on_host ? rope_ : packed->rope;
     r.q = rows_of(q);
     r.k = rows_of(k);
     r.v = rows_of(v);
@@ -504,7 +540,7 @@ Tensor Transformer::forward_cached(const ExecContext& ctx, const ParameterStore&
   // run on one thread). A step of one sequence, a small one, or a few rows of a large model (see
   // kCacheResidentWeightBytes) runs as one range with each op parallel inside.
   const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  const bool split = N * config_.num_parameters() >= kRowSplitMinMacs &&
+  const bool split = on_host && N * config_.num_parameters() >= kRowSplitMinMacs &&
                      (decode_weight_bytes(panels, params) <= kCacheResidentWeightBytes ||
                       N >= kRowSplitMinRowsPerRange * threads);
   const std::vector<int64_t> cuts = split ? split_at_sequences(step, threads) : std::vector<int64_t>{0, N};
@@ -518,12 +554,11 @@ Tensor Transformer::forward_cached(const ExecContext& ctx, const ParameterStore&
     errors.rethrow_first();
   }
   const int64_t R = static_cast<int64_t>(step.logits_rows.size());
-  Tensor last = ctx.empty({R, C});
-  for (int64_t r = 0; r < R; ++r) {
-    int32_t row = step.logits_rows[r];
+  for (int32_t row : step.logits_rows)
     RLCPP_CHECK(row >= 0 && row < N, "forward_cached: logits row " << row << " outside the step's " << N << " rows");
-    std::memcpy(last.data<float>() + r * C, x.data<float>() + row * C, C * sizeof(float));
-  }
+  // The requested rows of the residual stream: a gather of rows, the embedding lookup's (x as the table).
+  Tensor last = ctx.empty({R, C});
+  ops::embedding_forward(ctx, x, i32_on(ctx, step.logits_rows), last);
   Tensor last_n = ctx.empty({R, C}), last_rstd = ctx.empty({R});
   ops::rmsnorm_forward(ctx, last, w.final_norm, eps, last_n, last_rstd, dt);
   Tensor logits = ctx.empty({R, V});

@@ -45,7 +45,8 @@ struct ForwardOptions {
 // They are the weights "prepared per policy version" in the model's numerics: panels in the compute dtype (or
 // the Linear layers quantised), biases rounded to it. A decode that is not batch-invariant multiplies through
 // OpenBLAS instead: `blas` then holds the parameters as the numerics compute with them (rounded, dequantised;
-// empty for fp32, whose own parameters serve) and there are no panels.
+// empty for fp32, whose own parameters serve) and there are no panels. On a CUDA context (the CUDA executor)
+// `blas` is that copy on the device, always defined, multiplied through cuBLAS, and `rope` the RoPE table there.
 struct PackedWeights {
   struct Layer {
     ops::PackedWeight qkv, o, gate_up, down;
@@ -54,7 +55,8 @@ struct PackedWeights {
   std::vector<Layer> layers;
   ops::PackedWeight lm_head;
   ParameterStore blas;            // the not-batch-invariant decode's weights (see above)
-  bool for_blas = false;          // prepared for the OpenBLAS decode: no panels
+  bool for_blas = false;          // prepared for the OpenBLAS (or cuBLAS) decode: no panels
+  Tensor rope;                    // a device context's RoPE table (the host's is the model's own)
   const float* source = nullptr;  // the parameter buffer they were packed from
   bool transposed = false;
 };
@@ -177,7 +179,9 @@ class Transformer {
   std::vector<std::pair<int64_t, int64_t>> layer_param_spans() const;
 
   // Runs the step's rows through the model, writing their K/V into the cache, and returns the logits
-  // (logits_rows.size(), V) of the requested rows (untempered). With `packed` (packed from `params`) every
+  // (logits_rows.size(), V) of the requested rows (untempered), on ctx's device. On a CUDA context the cache is
+  // on the device and `packed` the weights prepared there (prepare_decode_weights), multiplied through cuBLAS
+  // over all rows at once. On the host, with `packed` (packed from `params`) every
   // matmul is ops::matmul_packed and each row's logits are bit-identical whatever the other rows of the step
   // (batch-invariant); without, the matmuls go through OpenBLAS (same values up to float rounding). A large
   // step whose sequences each own a contiguous run of rows is split between threads by sequence, each range
@@ -191,8 +195,10 @@ class Transformer {
   // their fp32 transposes for backward, reusing `out`'s buffers.
   void pack_weights(const ExecContext& ctx, const ParameterStore& params, PackedWeights& out,
                     bool transposed = false) const;
-  // The weights forward_cached decodes with: pack_weights in batch-invariant numerics, else the OpenBLAS
-  // decode's (PackedWeights::blas).
+  // The weights forward_cached decodes with, from host parameters: pack_weights in batch-invariant numerics,
+  // else the OpenBLAS decode's (PackedWeights::blas). On a CUDA context: the parameters as the numerics compute
+  // with them, on the device (rounded there to the compute dtype; a quantised format dequantised on the host
+  // first), and the RoPE table; `out`'s device buffers are reused from one policy version to the next.
   void prepare_decode_weights(const ExecContext& ctx, const ParameterStore& params, PackedWeights& out) const;
 
  private:
@@ -250,6 +256,8 @@ class Transformer {
   int64_t score_w_offset_ = -1, score_b_offset_ = -1;  // value head only
   // The RoPE table (max_positions, head_dim), on the host.
   Tensor rope_;
+  // prepare_decode_weights on a device context (the CUDA executor's weights).
+  void prepare_device_decode_weights(const ExecContext& ctx, const ParameterStore& params, PackedWeights& out) const;
   // The RoPE table on ctx's device: the model's own on the host, else `copy` (made once, kept by the caller).
   const Tensor& rope_on(const ExecContext& ctx, Tensor& copy) const;
 };

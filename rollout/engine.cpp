@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/metrics.h"
 #include "core/parallel_errors.h"
+#include "kernels/ops.h"
 #include "model/finite_weights.h"
 
 namespace rlcpp {
@@ -58,16 +59,20 @@ void validate_engine_config(const EngineConfig& c, const ModelConfig& m) {
 }
 
 Engine::Engine(const Transformer& model, const ParameterStore& params, const EngineConfig& config,
-               int64_t policy_version)
+               int64_t policy_version, const ExecContext& context)
     : model_(model),
       params_(&params),
       config_(validated(config, model.config())),
+      context_(context),
       policy_version_(policy_version),
       cache_(model.config(), resolve_num_blocks(config_, model.config(), model.numerics().compute),
-             config_.block_size, model.numerics().compute) {
+             config_.block_size, model.numerics().compute, context_) {
   RLCPP_CHECK(params.numel() == model.config().num_parameters(),
               "engine: parameter buffer of " << params.numel() << " floats, the model has "
                                              << model.config().num_parameters());
+  RLCPP_CHECK(params.flat().device() == Device::kCPU || params.flat().device() == context_.device(),
+              "engine: the weights are on " << device_name(params.flat().device()) << ", the engine runs on "
+                                            << context_.name());
   samplers_.assign(static_cast<size_t>(std::max(1, omp_get_max_threads())), Sampler(model.config().vocab_size));
 }
 
@@ -137,7 +142,37 @@ void Engine::build_step(const ScheduledBatch& batch, const BlockManager& blocks)
 }
 
 void Engine::copy_blocks(const std::vector<BlockCopy>& copies) {
-  for (const BlockCopy& c : copies) cache_.copy_block(c.src, c.dst, c.num_tokens);
+  for (const BlockCopy& c : copies) cache_.copy_block(context_, c.src, c.dst, c.num_tokens);
+}
+
+Tensor Engine::host_logits(const Tensor& logits) {
+  if (logits.device() == Device::kCPU) return logits;
+  const int64_t rows = logits.size(0), V = logits.size(1);
+  if (!host_logits_.defined() || host_logits_.size(0) < rows) host_logits_ = Tensor::empty({rows, V});
+  Tensor view = host_logits_.slice_rows(0, rows);
+  context_.copy(logits, view);
+  return view;
+}
+
+// The sampler's log-probs are the CPU's row_logprob bits, a CPU trainer's; a trainer on the engine's device
+// computes them with that device's logprob_forward, one row at a time in an order that does not depend on the
+// batch. The sampled tokens are scored with that op on the step's own logits, so that rollout and trainer agree
+// bit for bit there too (numerics.batch_invariant).
+void Engine::rescore_on_device(const Tensor& logits, const SamplingParams& params) {
+  const int64_t jobs = static_cast<int64_t>(sampled_.size()), V = model_.config().vocab_size;
+  if (jobs == 0) return;
+  std::vector<int32_t> rows(static_cast<size_t>(jobs)), tokens(static_cast<size_t>(jobs));
+  for (size_t j = 0; j < sampled_.size(); ++j) {
+    rows[j] = sampled_[j].logits_row;
+    tokens[j] = sampled_[j].token;
+  }
+  Tensor scored = context_.empty({jobs, V}), logp = context_.empty({jobs}), lse = context_.empty({jobs});
+  ops::embedding_forward(context_, logits, i32_on(context_, rows), scored);  // each job's row of logits
+  ops::logprob_forward(context_, scored, i32_on(context_, tokens), params.temperature > 0 ? params.temperature : 1.0f,
+                       logp, lse, nullptr);
+  Tensor host = Tensor::empty({jobs});
+  context_.copy(logp, host);
+  for (size_t j = 0; j < sampled_.size(); ++j) sampled_[j].logprob = host.data<float>()[j];
 }
 
 void Engine::sample_rows(const Tensor& logits, const SamplingParams& params) {
@@ -223,13 +258,14 @@ RolloutResult Engine::generate(const Request& request, const StepObserver& obser
     phase.reset();
     copy_blocks(batch_.copies);
     if (packed_stale_) {
-      // Weights prepared in the rollout numerics (packed panels, or the OpenBLAS decode's copy) are the CPU decode
-      // path; weights on another device decode through ops::matmul.
+      // Host weights are prepared in the rollout numerics for the context's device (packed panels, the OpenBLAS
+      // decode's copy, or the device copy); fp32 weights already on the engine's device decode as they are.
       use_packed_ = params_->flat().device() == Device::kCPU;
       if (use_packed_) model_.prepare_decode_weights(context_, *params_, packed_);
       packed_stale_ = false;
     }
-    const Tensor logits = model_.forward_cached(context_, *params_, step_, cache_, use_packed_ ? &packed_ : nullptr);
+    const Tensor step_logits = model_.forward_cached(context_, *params_, step_, cache_, use_packed_ ? &packed_ : nullptr);
+    const Tensor logits = host_logits(step_logits);
     stats.forward_s += phase.seconds();
     for (const PrefillUnit& unit : batch_.prefills)
       for (Sequence* seq : unit.sequences) seq->num_cached_tokens = unit.context_tokens;
@@ -237,6 +273,7 @@ RolloutResult Engine::generate(const Request& request, const StepObserver& obser
 
     phase.reset();
     sample_rows(logits, sp);
+    if (step_logits.device() != Device::kCPU && sp.logprob_space == "full") rescore_on_device(step_logits, sp);
     const double t_sampled = clock.seconds();
     for (size_t j = 0; j < sampled_.size(); ++j) {
       Sequence& seq = *job_sequence_[j];

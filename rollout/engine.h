@@ -55,7 +55,7 @@ struct StepView {
   int64_t step = 0;
   const ScheduledBatch& batch;
   const CachedStep& cached;
-  const Tensor& logits;  // (cached.logits_rows.size(), V), untempered
+  const Tensor& logits;  // (cached.logits_rows.size(), V), untempered, on the host
   const std::vector<SampledRow>& sampled;
   const Scheduler& scheduler;
   const BlockManager& blocks;
@@ -66,9 +66,12 @@ using StepObserver = std::function<void(const StepView&)>;
 
 class Engine {
  public:
-  // `params` must outlive the engine (or the next set_weights).
+  // `params` (host memory) must outlive the engine (or the next set_weights). The engine's steps run on
+  // `context`: on a CUDA context its KV cache lives on that device and it decodes from a copy of the weights
+  // prepared there per policy version (Transformer::prepare_decode_weights), each step's logits copied back to
+  // the host for the one sampler.
   Engine(const Transformer& model, const ParameterStore& params, const EngineConfig& config,
-         int64_t policy_version = 0);
+         int64_t policy_version = 0, const ExecContext& context = ExecContext::cpu());
 
   // Samples request.n completions of every prompt; samples come back prompt-major.
   RolloutResult generate(const Request& request, const StepObserver& observer = {});
@@ -88,7 +91,8 @@ class Engine {
   // The cache's bytes over its slots: 2 * layers * kv_heads * head_dim * 4 (fp32) or 2 (bf16, fp16).
   int64_t kv_bytes_per_token() const;
   int64_t kv_cache_bytes() const { return cache_.bytes(); }
-  // Where the engine's steps run and allocate: its step buffers and logits come from this context's pool.
+  // Where the engine's steps run and allocate: its step buffers, KV cache and logits come from this context's
+  // pool.
   const ExecContext& context() const { return context_; }
 
  private:
@@ -96,16 +100,22 @@ class Engine {
   void build_step(const ScheduledBatch& batch, const BlockManager& blocks);
   void copy_blocks(const std::vector<BlockCopy>& copies);
   void sample_rows(const Tensor& logits, const SamplingParams& params);
+  // The step's logits on the host: themselves, or copied from the engine's device into host_logits_.
+  Tensor host_logits(const Tensor& logits);
+  // A device engine: each sampled token's log-prob recomputed from the device logits by the device's
+  // logprob_forward (the bits a trainer on that device computes).
+  void rescore_on_device(const Tensor& logits, const SamplingParams& params);
 
   const Transformer& model_;
   const ParameterStore* params_;
   EngineConfig config_;
-  ExecContext context_ = ExecContext::cpu();
+  ExecContext context_;
   int64_t policy_version_;
   KVCache cache_;
-  PackedWeights packed_;       // *params_ prepared for forward_cached in the model's numerics (CPU weights)
+  PackedWeights packed_;       // *params_ prepared for forward_cached in the model's numerics, on context_'s device
   bool packed_stale_ = true;  // repack before the next step (construction, set_weights)
   bool use_packed_ = false;
+  Tensor host_logits_;        // a device engine's logits copied back for the sampler (rows for the largest step)
   // Reused across steps so a step allocates little.
   ScheduledBatch batch_;
   CachedStep step_;

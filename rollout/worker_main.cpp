@@ -108,6 +108,7 @@ int serve_worker(WorkerProcessConfig& a, const WeightFeedFactory& make_weights) 
   if (a.worker.curve.configured()) a.worker.curve.zap = &zap.emplace(context);
   WorkerService service(model, params, a.worker, a.policy_version);
   service.advertise("numerics", model.numerics().describe());
+  service.advertise("device", service.engine().context().name());
   std::string endpoint;
   if (!a.connect.empty()) {
     service.connect(context, a.connect);

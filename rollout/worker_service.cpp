@@ -12,7 +12,8 @@ namespace rlcpp {
 
 WorkerService::WorkerService(const Transformer& model, const ParameterStore& params, const WorkerOptions& options,
                              int64_t policy_version)
-    : options_(options), engine_(model, params, options.engine, policy_version) {
+    : options_(options),
+      engine_(model, params, options.engine, policy_version, context_for_device(options.device, "worker --device")) {
   RLCPP_CHECK(options_.heartbeat_interval_s > 0,
               "worker: heartbeat_interval_s must be positive, got " << options_.heartbeat_interval_s);
 }

@@ -32,6 +32,7 @@ namespace rlcpp {
 
 struct WorkerOptions {
   EngineConfig engine;
+  std::string device = "cpu";  // where the engine runs: cpu, cuda or cuda:N (--device)
   WireLimits limits;
   RequestLimits request_limits;
   double heartbeat_interval_s = 1.0;

@@ -392,16 +392,18 @@ WireMessage next_reply(zmq::socket_t& socket) {
   return WireMessage("none");
 }
 
-// SIGTERM while the worker is still starting (making and packing the 0.5B preset's 494 M weights takes seconds)
-// ends it at once with status 0, before it listens; it used to finish starting first.
+// SIGTERM while the worker is still starting (making and packing the 0.5B preset's 494 M weights takes tens of
+// seconds) ends it at once with status 0, before it listens; it used to finish starting first. The signal comes
+// 1 s in: loading the executable with CUDA's libraries alone took 0.3 s on one machine, and a signal before main
+// installs its handling ends the process by the default action instead.
 TEST_F(WorkerProcessFault, SigtermDuringStartUpEndsTheWorkerAtOnce) {
   const Ended e = run_with_limit({"worker", "--preset", "qwen05b", "--bind", ipc("early.ipc")}, 60,
-                                 /*sigterm_after_s=*/0.2);
+                                 /*sigterm_after_s=*/1.0);
   EXPECT_FALSE(e.killed) << e.output;
   EXPECT_TRUE(WIFEXITED(e.status) && WEXITSTATUS(e.status) == 0) << "status " << e.status << ": " << e.output;
   EXPECT_TRUE(contains(e.output, "\"during\":\"start-up\"")) << e.output;
   EXPECT_FALSE(contains(e.output, "listening")) << e.output;
-  EXPECT_LT(e.seconds, 2.0) << e.output;
+  EXPECT_LT(e.seconds, 3.0) << e.output;
 }
 
 TEST_F(WorkerProcessFault, PortInUseExitsNonZeroNamingTheAddress) {

@@ -199,5 +199,28 @@ TEST(ExecContext, DeviceCopiesRoundTripBitForBit) {
   EXPECT_EQ(gpu.pool().stats().system_allocations, before);  // served from the pool
 }
 
+TEST(DeviceSpec, CpuCudaAndCudaNParseAndAnythingElseNamesTheKey) {
+  EXPECT_EQ(parse_device_spec("cpu", "k").device, Device::kCPU);
+  const DeviceSpec cuda = parse_device_spec("cuda", "k");
+  EXPECT_EQ(cuda.device, Device::kCUDA);
+  EXPECT_EQ(cuda.index, 0);
+  EXPECT_EQ(parse_device_spec("cuda:3", "k").index, 3);
+  for (const char* bad : {"gpu", "cuda:", "cuda:x", "cuda:-1", "CPU", "cuda:123456789", ""})
+    expect_error([&] { parse_device_spec(bad, "config key 'rollout.device'"); },
+                 {"config key 'rollout.device'", std::string("'") + bad + "'", "cpu, cuda or cuda:N"});
+  EXPECT_EQ(context_for_device("cpu", "k").device(), Device::kCPU);
+}
+
+TEST(DeviceSpec, ACudaDeviceThatCannotBeUsedIsNamedWithTheKey) {
+  // Without a GPU (or in a CPU-only build) asking for one is an error naming the key, the device and the reason.
+  std::string why;
+  if (ExecContext::cuda_devices(&why) > 0) {
+    expect_error([] { context_for_device("cuda:99", "generate --device"); },
+                 {"generate --device = 'cuda:99'", "no such device"});
+    return;
+  }
+  expect_error([] { context_for_device("cuda", "generate --device"); }, {"generate --device = 'cuda'"});
+}
+
 }  // namespace
 }  // namespace rlcpp

@@ -271,5 +271,75 @@ TEST(CudaOps, MatmulMathRoundsTheOperands) {
   }
 }
 
+TEST(CudaOps, PackedMatmulIsTheCpusProductBitForBit) {
+  // ops::matmul_packed on the device: the CPU's panels (packed on the host and copied, or packed on the device
+  // for the compute formats) and the CPU's fma chains, so every output — plain, accumulated, into a residual,
+  // rounded to bf16/fp16 — is the CPU's bits (memcmp), whatever M: the batch-invariant product on the GPU.
+  // Odd sizes, K odd among them (bf16 pair panels), outputs poisoned with NaN first.
+  std::string why;
+  if (ExecContext::cuda_devices(&why) == 0) GTEST_SKIP() << why;
+  const ExecContext gpu = ExecContext::cuda(0);
+  Rng rng(71);
+  const WeightFormat formats[] = {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kF16, WeightFormat::kInt8,
+                                  WeightFormat::kFp8E4M3};
+  for (WeightFormat format : formats) {
+    for (int64_t k : {12, 17, 97}) {
+      for (int64_t n : {17, 54, 97}) {
+        const Tensor w = rng.normal({n, k}, 0.3f);
+        ops::PackedWeight cpu_w, moved, packed_there;
+        ops::pack_weight(host(), w, cpu_w, format);
+        ops::copy_packed(gpu, cpu_w, moved);
+        ops::pack_weight(gpu, gpu.copy_of(w), packed_there, format);
+        const std::string what = std::string(weight_format_name(format)) + " n " + std::to_string(n) + " k " +
+                                 std::to_string(k);
+        Tensor panels_back = Tensor::empty(cpu_w.panels.shape(), cpu_w.panels.dtype());
+        gpu.copy(packed_there.panels, panels_back);
+        EXPECT_EQ(std::memcmp(panels_back.raw(), cpu_w.panels.raw(), cpu_w.panels.nbytes()), 0)
+            << "panels packed on the device, " << what;
+        for (int64_t m : {1, 12, 17, 97}) {
+          const Tensor x = rng.normal({m, k}), residual = rng.normal({m, n});
+          for (DType round : {DType::kF32, DType::kBF16, DType::kF16}) {
+            const std::string case_name = what + " m " + std::to_string(m) + " round " + dtype_name(round);
+            Tensor want = Tensor::empty({m, n}), want_res = Tensor::empty({m, n});
+            ops::matmul_packed(host(), x, cpu_w, want, false, round);
+            ops::matmul_packed_residual(host(), x, cpu_w, residual, want_res, round);
+            Tensor got = gpu.copy_of(filled({m, n}, NAN)), got_res = gpu.copy_of(filled({m, n}, NAN));
+            const Tensor dx = gpu.copy_of(x), dres = gpu.copy_of(residual);
+            ops::matmul_packed(gpu, dx, moved, got, false, round);
+            ops::matmul_packed_residual(gpu, dx, moved, dres, got_res, round);
+            Tensor acc = gpu.copy_of(residual);  // y += x @ w^T: the residual form with y as the residual
+            ops::matmul_packed(gpu, dx, packed_there, acc, true, round);
+            Tensor back = Tensor::empty({m, n});
+            gpu.copy(got, back);
+            EXPECT_TRUE(testing::same_bits(back.data<float>(), want.data<float>(), m * n)) << case_name;
+            gpu.copy(got_res, back);
+            EXPECT_TRUE(testing::same_bits(back.data<float>(), want_res.data<float>(), m * n))
+                << "residual, " << case_name;
+            gpu.copy(acc, back);
+            EXPECT_TRUE(testing::same_bits(back.data<float>(), want_res.data<float>(), m * n))
+                << "accumulate, " << case_name;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaOps, PackedMatmulRefusesPanelsOfAnotherDevice) {
+  std::string why;
+  if (ExecContext::cuda_devices(&why) == 0) GTEST_SKIP() << why;
+  const ExecContext gpu = ExecContext::cuda(0);
+  Rng rng(72);
+  ops::PackedWeight cpu_w;
+  ops::pack_weight(host(), rng.normal({17, 12}), cpu_w, WeightFormat::kF32);
+  Tensor y = gpu.empty({3, 17});
+  try {
+    ops::matmul_packed(gpu, gpu.copy_of(rng.normal({3, 12})), cpu_w, y);
+    ADD_FAILURE() << "host panels were multiplied on the device";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("not on cuda:0"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace rlcpp

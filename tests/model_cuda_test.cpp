@@ -1,17 +1,20 @@
-// The model's training passes on a CUDA context (skipped without a GPU): the parameters copied to the device
+// The model on a CUDA context (skipped without a GPU). The training passes: the parameters copied to the device
 // (ParameterStore::on), Transformer::forward and backward with every op on the context's stream, against the
-// same passes on the host. The two sum in other orders (cuBLAS, the attention kernels), so log-probs, entropy
-// and every parameter gradient agree to fp32 rounding, not bit for bit; a bf16 model's forward (tensor-op bf16
-// products on the device, packed bf16 panels on the host) to bf16 rounding.
+// same passes on the host; the two sum in other orders (cuBLAS, the attention kernels), so log-probs, entropy
+// and every parameter gradient agree to fp32 rounding, not bit for bit; a bf16 model's forward to bf16
+// rounding. The cached decode (the engine's path): KV cache and prepared weights on the device, against the
+// device's training forward — the same bits in batch-invariant numerics.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/exec_context.h"
 #include "model/numerics.h"
+#include "model/kv_cache.h"
 #include "model/packed_batch.h"
 #include "model/parameters.h"
 #include "model/transformer.h"
@@ -100,25 +103,167 @@ TEST_P(ModelOnCuda, TrainingForwardAndBackwardMatchTheCpu) {
 }
 
 TEST_P(ModelOnCuda, Bf16ForwardMatchesTheCpuToBf16Rounding) {
-  // A bf16 model: on the host the packed bf16 panels, on the device cuBLAS's tensor-op math on bf16 operands,
-  // both accumulating in fp32 and rounding at the same op boundaries. Only the sums' order differs, and a
-  // value one bf16 ulp (2^-8) apart at an op boundary propagates: log-probs within a few ulps of their scale.
+  // A bf16 model: on the host the packed bf16 panels; on the device the same panels and chains (batch-invariant
+  // numerics) or cuBLAS's tensor-op math on bf16 operands, all accumulating in fp32 and rounding at the same op
+  // boundaries. The other ops sum in other orders, and a value one bf16 ulp (2^-8) apart at an op boundary
+  // propagates: log-probs within a few ulps of their scale.
   std::string why;
   if (ExecContext::cuda_devices(&why) == 0) GTEST_SKIP() << why;
   const ExecContext gpu = ExecContext::cuda(0);
   const ModelConfig c = small_test_config(GetParam());
-  ModelNumerics bf16;
-  bf16.compute = DType::kBF16;
-  bf16.linear_weights = WeightFormat::kBF16;
-  const Transformer model(c, bf16);
+  for (bool invariant : {true, false}) {
+    ModelNumerics bf16;
+    bf16.compute = DType::kBF16;
+    bf16.linear_weights = WeightFormat::kBF16;
+    bf16.batch_invariant = invariant;
+    const Transformer model(c, bf16);
+    const ParameterStore params = scaled_test_params(c);
+    std::vector<std::vector<int32_t>> seqs;
+    for (int64_t len : {12, 17}) seqs.push_back(random_test_tokens(len, c.vocab_size, 60 + len));
+    const PackedBatch batch = PackedBatch::from_sequences(seqs);
+    Activations cpu_acts, gpu_acts;
+    model.forward(host(), params, batch, ForwardOptions{}, cpu_acts);
+    model.forward(gpu, params.on(gpu), batch, ForwardOptions{}, gpu_acts);
+    expect_close(on_host(gpu, gpu_acts.logp), cpu_acts.logp.data<float>(), batch.num_tokens(), 4.0 / 256,
+                 std::string("bf16 logp, ") + bf16.describe());
+  }
+}
+
+// The numerics a decode test runs in: fp32 or bf16, batch-invariant (the packed kernel on the device) or not
+// (cuBLAS).
+ModelNumerics decode_numerics(DType compute, bool invariant) {
+  ModelNumerics n;
+  n.compute = compute;
+  n.linear_weights = compute == DType::kBF16 ? WeightFormat::kBF16 : WeightFormat::kF32;
+  n.batch_invariant = invariant;
+  return n;
+}
+
+// The logits after each token of `seq` fed through a cache on ctx (scattered blocks of `block_size`), the first
+// `prefill` tokens as one step, from weights prepared on ctx (prepare_decode_weights).
+std::vector<float> cached_logits_on(const ExecContext& ctx, const Transformer& model, const ParameterStore& params,
+                                    const std::vector<int32_t>& seq, int64_t block_size, size_t prefill) {
+  const int64_t blocks = (static_cast<int64_t>(seq.size()) + block_size - 1) / block_size;
+  KVCache cache(model.config(), blocks + 2, block_size, model.numerics().compute, ctx);
+  std::vector<int32_t> table;
+  for (int64_t b = 0; b < blocks; ++b) table.push_back(static_cast<int32_t>(blocks + 1 - b));
+  PackedWeights prepared;
+  model.prepare_decode_weights(ctx, params, prepared);
+  std::vector<float> out;
+  size_t done = 0;
+  while (done < seq.size()) {
+    const size_t take = done == 0 ? std::max<size_t>(1, prefill) : 1;
+    CachedStep step;
+    step.block_indptr = {0, static_cast<int32_t>(table.size())};
+    step.block_indices = table;
+    for (size_t t = done; t < done + take; ++t) {
+      step.tokens.push_back(seq[t]);
+      step.positions.push_back(static_cast<int32_t>(t));
+      step.query_seq.push_back(0);
+      step.slot_mapping.push_back(static_cast<int32_t>(table[t / block_size] * block_size + t % block_size));
+      step.logits_rows.push_back(static_cast<int32_t>(t - done));
+    }
+    const Tensor logits = model.forward_cached(ctx, params, step, cache, &prepared);
+    EXPECT_EQ(logits.device(), ctx.device());
+    const std::vector<float> rows = ctx.device() == Device::kCPU
+                                        ? std::vector<float>(logits.data<float>(), logits.data<float>() + logits.numel())
+                                        : on_host(ctx, logits);
+    out.insert(out.end(), rows.begin(), rows.end());
+    done += take;
+  }
+  return out;
+}
+
+class CachedDecodeOnCuda : public ::testing::TestWithParam<std::tuple<std::string, DType, bool>> {};
+
+TEST_P(CachedDecodeOnCuda, MatchesTheTrainingForwardOnTheDevice) {
+  // The engine's path on the device — KV cache there, weights prepared there, prefill and decode steps — against
+  // the training forward on the same device: in batch-invariant numerics the same bits (every op row by row,
+  // the products the packed kernel's chains), else to the numerics' rounding (cuBLAS sums M rows differently
+  // from one); and against the host's decode to the rounding of the other ops' sum orders.
+  std::string why;
+  if (ExecContext::cuda_devices(&why) == 0) GTEST_SKIP() << why;
+  const ExecContext gpu = ExecContext::cuda(0);
+  const auto& [family, compute, invariant] = GetParam();
+  const ModelConfig c = small_test_config(family);
+  const ModelNumerics numerics = decode_numerics(compute, invariant);
+  const Transformer model(c, numerics);
   const ParameterStore params = scaled_test_params(c);
-  std::vector<std::vector<int32_t>> seqs;
-  for (int64_t len : {12, 17}) seqs.push_back(random_test_tokens(len, c.vocab_size, 60 + len));
-  const PackedBatch batch = PackedBatch::from_sequences(seqs);
-  Activations cpu_acts, gpu_acts;
-  model.forward(host(), params, batch, ForwardOptions{}, cpu_acts);
-  model.forward(gpu, params.on(gpu), batch, ForwardOptions{}, gpu_acts);
-  expect_close(on_host(gpu, gpu_acts.logp), cpu_acts.logp.data<float>(), batch.num_tokens(), 4.0 / 256, "bf16 logp");
+  const double tol = compute == DType::kBF16 ? 4.0 / 256 : 1e-4;
+  for (int64_t len : {17, 54}) {
+    const std::vector<int32_t> seq = random_test_tokens(len, c.vocab_size, 80 + len);
+    Activations acts;
+    model.forward(gpu, params.on(gpu), PackedBatch::from_sequences({seq}), ForwardOptions{}, acts);
+    const std::vector<float> trained = on_host(gpu, acts.logits);
+    for (int64_t block_size : {1, 16}) {
+      for (size_t prefill : {size_t{1}, static_cast<size_t>(len / 2)}) {
+        const std::string what = numerics.describe() + ", length " + std::to_string(len) + ", block " +
+                                 std::to_string(block_size) + ", prefill " + std::to_string(prefill);
+        const std::vector<float> decoded = cached_logits_on(gpu, model, params, seq, block_size, prefill);
+        ASSERT_EQ(decoded.size(), trained.size()) << what;
+        if (invariant)
+          EXPECT_EQ(std::memcmp(decoded.data(), trained.data(), trained.size() * sizeof(float)), 0)
+              << "decode and training forward differ in bits, " << what;
+        else
+          expect_close(decoded, trained.data(), static_cast<int64_t>(trained.size()), tol, what);
+        const std::vector<float> on_cpu = cached_logits_on(host(), model, params, seq, block_size, prefill);
+        expect_close(decoded, on_cpu.data(), static_cast<int64_t>(on_cpu.size()), tol, "vs the host, " + what);
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Numerics, CachedDecodeOnCuda,
+    ::testing::Combine(::testing::ValuesIn(kTestFamilies), ::testing::Values(DType::kF32, DType::kBF16),
+                       ::testing::Bool()),
+    [](const ::testing::TestParamInfo<std::tuple<std::string, DType, bool>>& info) {
+      return std::get<0>(info.param) + "_" + (std::get<1>(info.param) == DType::kBF16 ? "bf16" : "fp32") +
+             (std::get<2>(info.param) ? "_invariant" : "_cublas");
+    });
+
+TEST(CachedDecodeOnCuda, AQuantisedRolloutDecodesOnTheDeviceAsOnTheHost) {
+  // int8 weights (rollout.quantization): the codes and scales of the CPU's reference, moved to the device; the
+  // batch-invariant decode there multiplies the same panels in the same chains as the host's.
+  std::string why;
+  if (ExecContext::cuda_devices(&why) == 0) GTEST_SKIP() << why;
+  const ExecContext gpu = ExecContext::cuda(0);
+  const ModelConfig c = small_test_config("qwen2");
+  for (bool invariant : {true, false}) {
+    ModelNumerics int8;
+    int8.linear_weights = WeightFormat::kInt8;
+    int8.batch_invariant = invariant;
+    const Transformer model(c, int8);
+    const ParameterStore params = scaled_test_params(c);
+    const std::vector<int32_t> seq = random_test_tokens(17, c.vocab_size, 91);
+    const std::vector<float> decoded = cached_logits_on(gpu, model, params, seq, 16, 8);
+    const std::vector<float> on_cpu = cached_logits_on(host(), model, params, seq, 16, 8);
+    expect_close(decoded, on_cpu.data(), static_cast<int64_t>(on_cpu.size()), 1e-4, int8.describe());
+  }
+}
+
+TEST(CachedDecodeOnCuda, UnpreparedWeightsAreRefusedNamingTheFix) {
+  std::string why;
+  if (ExecContext::cuda_devices(&why) == 0) GTEST_SKIP() << why;
+  const ExecContext gpu = ExecContext::cuda(0);
+  const ModelConfig c = small_test_config("qwen2");
+  const Transformer model(c);
+  const ParameterStore params = scaled_test_params(c);
+  KVCache cache(c, 2, 16, DType::kF32, gpu);
+  CachedStep step;
+  step.tokens = {3};
+  step.positions = {0};
+  step.query_seq = {0};
+  step.slot_mapping = {0};
+  step.block_indptr = {0, 1};
+  step.block_indices = {0};
+  step.logits_rows = {0};
+  try {
+    model.forward_cached(gpu, params, step, cache, nullptr);
+    ADD_FAILURE() << "a device decode ran without prepared weights";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("prepare_decode_weights"), std::string::npos) << e.what();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ModelOnCuda, ::testing::ValuesIn(kTestFamilies),

@@ -101,7 +101,8 @@ TEST_P(ModelDecodeByFamily, DecodeMatchesFullForward) {
           double scale = 0;
           for (int64_t i = 0; i < acts.logits.numel(); ++i) scale = std::max(scale, std::fabs(double(acts.logits.data<float>()[i])));
           EXPECT_GT(scale, 0.5);  // logits that vary, so the comparison means something
-          EXPECT_LE(worst, 1e-5) << "max logit " << scale << ", block size " << block_size << ", length " << len
+          // fp32 relative to the logits' scale: OpenBLAS's sum order differs by CPU (its kernels per ISA).
+          EXPECT_LE(worst, 1e-5 * scale) << "max logit " << scale << ", block size " << block_size << ", length " << len
                                  << ", prefill " << prefill << (weights ? ", packed" : ", OpenBLAS");
         }
       }

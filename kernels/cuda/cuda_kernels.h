@@ -13,6 +13,8 @@
 
 #include <cstdint>
 
+#include "kernels/weight_format.h"
+
 namespace rlcpp::cuda {
 
 // The float dtypes a kernel stores or rounds to (dtype_round.cuh: the CPU's bits, NaN included).
@@ -24,6 +26,17 @@ enum class FloatDtype { kF32, kBF16, kF16 };
 cublasStatus_t matmul(cublasHandle_t handle, const float* a, bool trans_a, const float* b, bool trans_b, float* c,
                       int64_t m, int64_t n, int64_t k, float alpha, float beta, cublasComputeType_t compute,
                       cudaStream_t stream);
+
+// The packed matmul (packed_matmul_cuda.cu): y (m,n) = x (m,k) @ w^T against the CPU's panels
+// (ceil(n/16), depth, 16) in `format` (scales for the quantised ones), or y = round(residual + round(x @ w^T))
+// when residual (may be y) is given: each output the CPU's fma chain over k in order, the same bits.
+cudaError_t matmul_packed(const float* x, const void* panels, const float* scales, WeightFormat format, float* y,
+                          int64_t m, int64_t n, int64_t k, int64_t depth, const float* residual, FloatDtype round,
+                          cudaStream_t stream);
+// w (n,k) fp32 into panels of `format` (F32, BF16 or F16; the quantised ones are packed on the host), the CPU's
+// pack_weight bits.
+cudaError_t pack_weight(const float* w, void* panels, WeightFormat format, int64_t n, int64_t k, int64_t depth,
+                        cudaStream_t stream);
 
 cudaError_t add_bias(float* y, const float* bias, int64_t rows, int64_t cols, cudaStream_t stream);
 cudaError_t bias_backward(const float* dy, float* dbias, int64_t rows, int64_t cols, cudaStream_t stream);
