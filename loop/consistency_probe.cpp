@@ -9,7 +9,7 @@ namespace rlcpp {
 ProbeResult run_consistency_probe(const ExecContext& exec, RolloutBackend& rollout, const Transformer& rollout_model,
                                   const ParameterStore& params, const Task& task, const Tokenizer& tokenizer,
                                   int64_t max_new_tokens, const ProbeConfig& config, int64_t version,
-                                  const Transformer* trainer_model) {
+                                  const Transformer* trainer_model, Device engine_device) {
   SamplingParams sampling;
   sampling.temperature = 1.0f;
   sampling.max_new_tokens = max_new_tokens;
@@ -22,7 +22,7 @@ ProbeResult run_consistency_probe(const ExecContext& exec, RolloutBackend& rollo
   for (const RolloutSample& s : batch) engine_logp.push_back(s.rollout_logp);
   ProbeResult out;
   out.engine = logprob_mismatch(engine_logp, compute_response_logp(exec, rollout_model, params, batch, 64, 1.0f));
-  const bool invariant = rollout_model.numerics().batch_invariant;
+  const bool invariant = rollout_model.numerics().batch_invariant && engine_device == exec.device();
   const double bound = invariant ? config.max_abs_dlogp : config.max_abs_dlogp_blas;
   RLCPP_CHECK(out.engine.max_abs_dlogp <= bound,
               "consistency probe after sync to version "

@@ -119,10 +119,10 @@ struct Critic {
   ParameterStore params;
   PolicyUpdater updater;
 
-  Critic(const ParameterStore& policy, const TrainConfig& config)
+  Critic(const ParameterStore& policy, const TrainConfig& config, const ExecContext& context)
       : model(critic_config(policy.config())),
         params(critic_from_policy(policy, config.seed)),
-        updater(model, params, config.critic.optim) {}
+        updater(model, params, config.critic.optim, context) {}
   CriticState state{params, updater.optimizer()};  // what checkpoints save and restore
 };
 
@@ -164,10 +164,13 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
     teacher = load_model_checkpoint(config.algorithm.distill.teacher);
     teacher_model = std::make_unique<Transformer>(teacher->config(), config.trainer_numerics());
   }
+  // The trainer's device (config key 'device'): the actor's and the critic's updates, old and reference log-probs,
+  // the probe's scoring.
+  const ExecContext trainer_context = context_for_device(config.device, "config key 'device'");
   std::unique_ptr<Critic> critic;
-  if (needs.critic) critic = std::make_unique<Critic>(params, config);
+  if (needs.critic) critic = std::make_unique<Critic>(params, config, trainer_context);
   const CriticState* critic_ckpt = critic ? &critic->state : nullptr;
-  PolicyUpdater actor(model, params, config.optim);
+  PolicyUpdater actor(model, params, config.optim, trainer_context);
   actor.set_communicator(&world);
   actor.set_grad_shards(config.trainer.grad_shards);
   if (critic) {
@@ -181,6 +184,8 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   std::string rollout_checkpoint = resume_checkpoint;
   if (!resume_checkpoint.empty()) {
     load_train_checkpoint(resume_checkpoint, params, actor.optimizer(), state, critic_ckpt);
+    actor.host_weights_changed();
+    if (critic) critic->updater.host_weights_changed();
     if (lead) {
       truncate_jsonl_after_step(run.file("metrics.jsonl"), state.step);
       truncate_jsonl_after_step(run.file("samples.jsonl"), state.step);
@@ -198,18 +203,20 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
     metrics_log.emplace(run.path(), config.logging);
     samples_log.emplace(run.file("samples.jsonl"));
   }
+  RolloutSection rollout_section = config.rollout;  // its device resolved ("" follows the trainer's)
+  rollout_section.device = config.rollout_device();
   std::unique_ptr<RolloutBackend> rollout;
   if (!lead)
     rollout = make_absent_rollout(world.rank());
   else if (config.rollout.placement == "split")
-    rollout = make_split_rollout(config.rollout, run.path(), rollout_checkpoint, params, state.policy_version,
+    rollout = make_split_rollout(rollout_section, run.path(), rollout_checkpoint, params, state.policy_version,
                                  config.rollout_numerics(), /*own_weights=*/config.async.max_staleness > 0);
   else if (config.rollout.placement == "remote")
     rollout = make_remote_rollout(config.rollout, run.path(), params, state.policy_version, config.rollout_numerics());
   else
     rollout = make_colocated_rollout(rollout_model, params, config.rollout.engine, state.policy_version,
                                      /*own_weights=*/config.async.max_staleness > 0,
-                                     context_for_device(config.rollout.device, "config key 'rollout.device'"));
+                                     context_for_device(rollout_section.device, "config key 'rollout.device'"));
   RlContext ctx{config, *task, *reward, tok, model, params, reference ? &*reference : nullptr,
                 actor, *rollout, data_rng, update_rng, state.policy_version, critic ? &critic->updater : nullptr,
                 same_numerics ? nullptr : &rollout_model, teacher_model.get(), teacher ? &*teacher : nullptr,
@@ -242,6 +249,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   EvalOptions eval_opts;
   eval_opts.problems = config.eval_size;
   eval_opts.max_new_tokens = task->max_new_tokens();
+  eval_opts.device = rollout_section.device;  // evaluated by an engine where the rollout runs
   TrainSummary summary;
   summary.run_dir = run.path();
   Stopwatch wall;

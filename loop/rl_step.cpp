@@ -195,7 +195,8 @@ void sync_and_probe(RlContext& ctx, PhaseTimer& timer, StepResult& out) {
   if (cfg.probe.prompts > 0) {
     const ProbeResult probe = timer.time(Phase::kProbe, [&] {
       return run_consistency_probe(ctx.actor.context(), ctx.rollout, rollout_model, ctx.params, ctx.task, ctx.tokenizer,
-                                   cfg.rollout.sampling.max_new_tokens, cfg.probe, ctx.version, &ctx.model);
+                                   cfg.rollout.sampling.max_new_tokens, cfg.probe, ctx.version, &ctx.model,
+                                   parse_device_spec(cfg.rollout_device(), "config key 'rollout.device'").device);
     });
     for (const auto& [k, v] : probe.engine.metrics("probe/")) out.metrics[k] = v;
     if (probe.trainer)

@@ -33,20 +33,22 @@ void restore_rng(const Json& j, PhiloxStream& rng, const std::string& where) {
   rng.restore(j["index"].get<uint64_t>(), j["buffered"].get<int>());
 }
 
-// non_negative: AdamW's second moment (a negative one would make sqrt(v) NaN at the first update).
-void copy_into(Tensor& dst, const Tensor& src, const std::string& what, bool non_negative) {
-  RLCPP_CHECK(src.dtype() == DType::kF32 && src.numel() == dst.numel(),
-              what << ": " << src.numel() << " values, expected " << dst.numel() << " F32");
+// A moment from the file into the optimizer (on its device) after checking it; second: AdamW's second moment
+// (a negative one would make sqrt(v) NaN at the first update).
+void load_moment(AdamW& optimizer, bool second, const Tensor& src, const std::string& what) {
+  const int64_t expected = second ? optimizer.exp_avg_sq().numel() : optimizer.exp_avg().numel();
+  RLCPP_CHECK(src.dtype() == DType::kF32 && src.numel() == expected,
+              what << ": " << src.numel() << " values, expected " << expected << " F32");
   const int64_t bad = first_non_finite(src.data<float>(), src.numel());
   RLCPP_CHECK(bad < 0, what << ": holds " << src.data<float>()[bad] << " at element " << bad
                             << ": the optimizer state must be finite");
-  if (non_negative) {
+  if (second) {
     const float* v = src.data<float>();
     for (int64_t i = 0; i < src.numel(); ++i)
       RLCPP_CHECK(v[i] >= 0, what << ": holds " << v[i] << " at element " << i
                                   << ": AdamW's second moment is never negative (a corrupt or edited file)");
   }
-  std::memcpy(dst.data<float>(), src.data<float>(), dst.nbytes());
+  optimizer.set_moment(second, src);
 }
 
 // DIR/config.json + model.safetensors + trainer_state.safetensors (the optimizer's moments).
@@ -54,7 +56,7 @@ void save_weights_and_moments(const std::string& dir, const ParameterStore& para
                               const std::vector<std::string>& extra_files = {}) {
   save_model_checkpoint(dir, params, /*overwrite=*/false, extra_files);
   write_safetensors(dir + "/trainer_state.safetensors",
-                    {{"exp_avg", optimizer.exp_avg()}, {"exp_avg_sq", optimizer.exp_avg_sq()}});
+                    {{"exp_avg", optimizer.moment_on_host(false)}, {"exp_avg_sq", optimizer.moment_on_host(true)}});
 }
 
 void load_weights_and_moments(const std::string& dir, ParameterStore& params, AdamW& optimizer) {
@@ -71,8 +73,7 @@ void load_weights_and_moments(const std::string& dir, ParameterStore& params, Ad
     const auto it = trainer_state.tensors.find(name);
     RLCPP_CHECK(it != trainer_state.tensors.end(), "resume: " << path << " has no " << name);
     const bool second_moment = std::string(name) == "exp_avg_sq";
-    copy_into(second_moment ? optimizer.exp_avg_sq() : optimizer.exp_avg(), it->second, path + " " + name,
-              second_moment);
+    load_moment(optimizer, second_moment, it->second, path + " " + name);
   }
 }
 

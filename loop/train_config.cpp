@@ -82,8 +82,11 @@ ModelNumerics TrainConfig::rollout_numerics() const {
 }
 
 ModelNumerics TrainConfig::trainer_numerics() const {
-  // The trainer's forward is always the packed (batch-invariant) one: it is also the fastest here.
-  return make_numerics(trainer.dtype, "none", true, "trainer.dtype", "trainer.quantization");
+  // On the CPU the trainer's forward is always the packed (batch-invariant) one: it is also the fastest there. On
+  // a GPU it follows numerics.batch_invariant: the packed kernel's chains (the engine's bits), or cuBLAS.
+  const bool on_cpu = parse_device_spec(device, "config key 'device'").device == Device::kCPU;
+  return make_numerics(trainer.dtype, "none", on_cpu || numerics.batch_invariant, "trainer.dtype",
+                       "trainer.quantization");
 }
 
 namespace {
@@ -114,6 +117,17 @@ std::string TrainConfig::tokenizer_path() const {
 }
 
 namespace {
+
+// A device the run will make a context on: spelt right and present on this machine, checked before any work.
+void check_device_available(const std::string& spec, const std::string& key) {
+  const DeviceSpec d = parse_device_spec(spec, key);
+  if (d.device == Device::kCPU) return;
+  std::string why;
+  const int count = ExecContext::cuda_devices(&why);
+  RLCPP_CHECK(d.index < count, key << " = '" << spec << "': "
+                                   << (count == 0 ? why
+                                                  : "no such device (" + std::to_string(count) + " visible)"));
+}
 
 // rollout.remote, when the placement is "remote" (and nothing in it otherwise): the lists agree, every endpoint
 // is one a trainer may reach (beyond this machine only with keys), and the key files load.
@@ -211,7 +225,9 @@ void TrainConfig::validate() const {
               "config key 'rollout.placement': \"" << rollout.placement
                                                     << "\", expected \"split\", \"colocated\" or \"remote\"");
   validate_remote_workers(rollout);
-  parse_device_spec(rollout.device, "config key 'rollout.device'");
+  check_device_available(device, "config key 'device'");
+  if (rollout.placement != "remote")  // remote workers run where their own --device says
+    check_device_available(rollout_device(), rollout.device.empty() ? "config key 'device'" : "config key 'rollout.device'");
   RLCPP_CHECK(rollout.num_workers >= 1 && rollout.num_workers <= rollout.prompts_per_step,
               "config key 'rollout.num_workers': must be in [1, prompts_per_step " << rollout.prompts_per_step
                                                                                   << "], got " << rollout.num_workers);

@@ -62,7 +62,7 @@ struct RolloutSection {
   std::string placement = "split";  // "split" | "colocated" (in-process engine) | "remote" (workers started by you)
   std::string dtype = "fp32";         // the engine's compute dtype (model/numerics.h)
   std::string quantization = "none";  // the engine's Linear weights: none | int8 | fp8_e4m3
-  std::string device = "cpu";         // where the engine runs: cpu | cuda | cuda:N
+  std::string device;                 // where the engine runs: cpu | cuda | cuda:N; "" = the run's device
   std::string worker_binary;         // the rlcpp executable for split workers; "" = this executable
   int64_t num_workers = 1;           // split: worker processes sharing each rollout
   int64_t chunk_prompts = 0;         // prompts per request handed to the next idle worker; 0 = automatic
@@ -89,7 +89,8 @@ struct RolloutSection {
       "one scale per output channel, re-quantised at every sync; lm_head and embeddings stay in the dtype)");
     v("device", device,
       "where the rollout engine runs: cpu, cuda or cuda:N (its KV cache and the weights, prepared there at each "
-      "sync, on that GPU; split workers are started with --device; remote workers use their own command line's)");
+      "sync, on that GPU; split workers are started with --device; remote workers use their own command line's); "
+      "\"\" = the run's device");
     v("num_workers", num_workers, "split: worker processes; each rollout's prompts are handed out among them in "
                                   "chunks, each to the next idle worker (a fast worker takes more)");
     v("chunk_prompts", chunk_prompts, "split and remote: prompts per chunk; 0 = automatic (one chunk for one "
@@ -201,6 +202,7 @@ struct TrainConfig {
   std::string tokenizer;  // "" = init_checkpoint's (or the warm start's) tokenizer.json, else the character tokenizer
   WarmStartSection warm_start;
   uint64_t seed = 1;
+  std::string device = "cpu";  // where the trainer runs (and the rollout, unless rollout.device says otherwise)
   TaskConfig task;
   ChatOptions chat;
   RewardConfig reward;
@@ -239,6 +241,8 @@ struct TrainConfig {
   // numerics.batch_invariant; errors name the key.
   ModelNumerics rollout_numerics() const;
   ModelNumerics trainer_numerics() const;
+  // rollout.device, or the run's device when it is "".
+  std::string rollout_device() const { return rollout.device.empty() ? device : rollout.device; }
   // The policy's model config as the run will start it — init_checkpoint's config.json, else the warm start's
   // or the run's preset — read without loading any weights, so validate() can check the sampling and engine
   // keys against it before any work.
@@ -253,6 +257,10 @@ struct TrainConfig {
     v("tokenizer", tokenizer, "a tokenizer.json or a directory holding one; \"\" = init_checkpoint's tokenizer.json when it has one, else the character tokenizer");
     v("warm_start", warm_start, "SFT warm start before RL");
     v("seed", seed, "seeds weights (random init), sampling, data order and mini-batch shuffles");
+    v("device", device,
+      "where the trainer runs: cpu, cuda or cuda:N (master weights, gradients and AdamW moments there, every "
+      "forward, backward and optimizer step of the policy and critic, the old and reference log-probs and the "
+      "probe; the SFT warm start stays on the CPU); the rollout engine too unless rollout.device is set");
     v("task", task, "the task (prompts and scorer)");
     v("chat", chat, "prompts as chat turns of the tokenizer's chat template (the SFT warm start uses the same)");
     v("reward", reward, "local scorer or a reward server");

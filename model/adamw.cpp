@@ -4,8 +4,23 @@
 
 namespace rlcpp {
 
-AdamW::AdamW(const ParameterStore& params, const ops::AdamWParams& hyper)
-    : hyper_(hyper), m_(Tensor::zeros({params.numel()})), v_(Tensor::zeros({params.numel()})) {}
+AdamW::AdamW(const ParameterStore& params, const ops::AdamWParams& hyper, const ExecContext& ctx)
+    : hyper_(hyper), ctx_(ctx), m_(ctx.zeros({params.numel()})), v_(ctx.zeros({params.numel()})) {}
+
+Tensor AdamW::moment_on_host(bool second) const {
+  const Tensor& t = second ? v_ : m_;
+  if (t.device() == Device::kCPU) return t;
+  Tensor host = Tensor::empty(t.shape());
+  ctx_.copy(t, host);
+  return host;
+}
+
+void AdamW::set_moment(bool second, const Tensor& host) {
+  Tensor& t = second ? v_ : m_;
+  RLCPP_CHECK(host.numel() == t.numel() && host.dtype() == DType::kF32,
+              "AdamW: a moment of " << host.numel() << " values for " << t.numel() << " parameters");
+  ctx_.copy(host.reshape(t.shape()), t);
+}
 
 void AdamW::step(const ExecContext& ctx, ParameterStore& params, const ParameterStore& grads, float lr) {
   RLCPP_CHECK(params.numel() == m_.numel() && grads.numel() == m_.numel(),

@@ -1,5 +1,6 @@
 // AdamW over a model's flat parameter buffer, with global-norm gradient clipping. State is two fp32 buffers
-// of the parameter layout (16 bytes/parameter with weights and gradients).
+// of the parameter layout (16 bytes/parameter with weights and gradients), on the device of the context it was
+// made on (a trainer on a GPU keeps them there; checkpoints read and write them through the host).
 #pragma once
 
 #include <cstdint>
@@ -12,20 +13,25 @@ namespace rlcpp {
 class AdamW {
  public:
   AdamW() = default;
-  AdamW(const ParameterStore& params, const ops::AdamWParams& hyper);
+  // Zeroed moments for `params` on ctx's device.
+  AdamW(const ParameterStore& params, const ops::AdamWParams& hyper, const ExecContext& ctx = ExecContext::cpu());
 
   // One update with learning rate `lr` (the schedule's value for this step).
   void step(const ExecContext& ctx, ParameterStore& params, const ParameterStore& grads, float lr);
 
   int64_t steps_taken() const { return step_; }
   const ops::AdamWParams& hyper() const { return hyper_; }
-  Tensor& exp_avg() { return m_; }
+  Tensor& exp_avg() { return m_; }  // on the device of the context it was made on
   Tensor& exp_avg_sq() { return v_; }
+  // A moment (second: exp_avg_sq) as a host tensor (a copy when it lives on a device), and overwritten from one.
+  Tensor moment_on_host(bool second) const;
+  void set_moment(bool second, const Tensor& host);
   // For checkpoint restore.
   void set_steps_taken(int64_t step) { step_ = step; }
 
  private:
   ops::AdamWParams hyper_;
+  ExecContext ctx_ = ExecContext::cpu();  // where m_ and v_ live
   Tensor m_, v_;
   int64_t step_ = 0;
 };

@@ -59,15 +59,25 @@ ForwardComparison compare_forward(const ExecContext& exec, const Transformer& a,
   Activations xa, xb;
   ForwardOptions options;
   options.temperature = temperature;
-  a.forward(exec, a_params, batch, options, xa);
-  b.forward(exec, b_params, batch, options, xb);
+  ParameterStore a_copy, b_copy;  // host weights copied to a device context
+  a.forward(exec, params_on(exec, a_params, a_copy), batch, options, xa);
+  b.forward(exec, params_on(exec, b_params, b_copy), batch, options, xb);
   const int64_t L = a.config().num_hidden_layers, V = a.config().vocab_size;
   ForwardComparison c;
+  // Each stage of both passes on the host (copied from a device context).
+  Tensor ha, hb;
+  auto stage_diff = [&](const Tensor& x, const Tensor& y) {
+    const Tensor& hx = host_tensor(exec, x, ha);
+    return max_abs_diff(hx, host_tensor(exec, y, hb));
+  };
   for (int64_t l = 0; l < L; ++l)
-    c.max_abs.push_back(max_abs_diff(xa.layers[static_cast<size_t>(l)].x, xb.layers[static_cast<size_t>(l)].x));
-  c.max_abs.push_back(max_abs_diff(xa.x_final, xb.x_final));
-  c.max_abs.push_back(max_abs_diff(xa.xn_final, xb.xn_final));
-  c.max_abs.push_back(max_abs_diff(xa.logits, xb.logits));
+    c.max_abs.push_back(stage_diff(xa.layers[static_cast<size_t>(l)].x, xb.layers[static_cast<size_t>(l)].x));
+  c.max_abs.push_back(stage_diff(xa.x_final, xb.x_final));
+  c.max_abs.push_back(stage_diff(xa.xn_final, xb.xn_final));
+  c.max_abs.push_back(stage_diff(xa.logits, xb.logits));
+  Tensor logits_a_buffer, logits_b_buffer;
+  const Tensor& logits_a = host_tensor(exec, xa.logits, logits_a_buffer);
+  const Tensor& logits_b = host_tensor(exec, xb.logits, logits_b_buffer);
   for (size_t s = 0; s < c.max_abs.size(); ++s)
     if (!(c.max_abs[s] <= threshold)) {  // NaN counts as passing the threshold
       c.first_stage = static_cast<int64_t>(s);
@@ -77,8 +87,8 @@ ForwardComparison compare_forward(const ExecContext& exec, const Transformer& a,
   double kl_sum = 0, tv_sum = 0;
   for (int64_t i = 0; i < batch.num_tokens(); ++i) {
     if (batch.targets[static_cast<size_t>(i)] < 0) continue;
-    log_softmax(xa.logits.data<float>() + i * V, V, temperature, lp);
-    log_softmax(xb.logits.data<float>() + i * V, V, temperature, lq);
+    log_softmax(logits_a.data<float>() + i * V, V, temperature, lp);
+    log_softmax(logits_b.data<float>() + i * V, V, temperature, lq);
     double kl = 0, tv = 0;
     for (int64_t j = 0; j < V; ++j) {
       const double p = std::exp(lp[static_cast<size_t>(j)]), q = std::exp(lq[static_cast<size_t>(j)]);

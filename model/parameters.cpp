@@ -64,6 +64,20 @@ ParameterStore ParameterStore::on(const ExecContext& ctx) const {
   return c;
 }
 
+const ParameterStore& params_on(const ExecContext& ctx, const ParameterStore& params, ParameterStore& copy) {
+  if (params.flat().device() == ctx.device()) return params;
+  copy = params.on(ctx);
+  return copy;
+}
+
+const Tensor& host_tensor(const ExecContext& ctx, const Tensor& t, Tensor& buffer) {
+  if (!t.defined() || t.device() == Device::kCPU) return t;
+  if (!buffer.defined() || buffer.shape() != t.shape() || buffer.dtype() != t.dtype())
+    buffer = Tensor::empty(t.shape(), t.dtype());
+  ctx.copy(t, buffer);
+  return buffer;
+}
+
 bool ParameterStore::has(const std::string& name) const {
   for (const auto& info : infos_)
     if (info.name == name) return true;

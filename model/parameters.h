@@ -66,4 +66,10 @@ class ParameterStore {
   Tensor flat_;
 };
 
+// What a pass on ctx reads: params themselves when they live on ctx's device, else a copy there, made into
+// `copy` (a trainer on a GPU scoring with host weights: the reference, a teacher, the policy's host copy).
+const ParameterStore& params_on(const ExecContext& ctx, const ParameterStore& params, ParameterStore& copy);
+// t on the host: itself, or copied from ctx's device into `buffer` (made t's shape).
+const Tensor& host_tensor(const ExecContext& ctx, const Tensor& t, Tensor& buffer);
+
 }  // namespace rlcpp

@@ -3,16 +3,18 @@
 # carried there (the device tool's `carry: [".device"]`). That machine's image has the CUDA toolkit, PyTorch and
 # cmake but none of rlcpp's Debian -dev packages (ZeroMQ, OpenBLAS, protobuf, MPI, ...) and no registry to fetch
 # them from, so rlcpp is built HERE, for Hopper (CMakeLists.txt's default CMAKE_CUDA_ARCHITECTURES is 90:
-# sm_90 machine code), in build/ (or $RLCPP_BUILD_DIR), and the bundle holds the GPU test binaries, the CLI and the shared libraries they need that
-# are neither glibc's nor CUDA's (CUDA's come from the machine: device_check.sh finds them).
+# sm_90 machine code), in build-device/ (or $RLCPP_BUILD_DIR) for any x86-64 CPU with AVX2 and FMA (-march=x86-64-v3:
+# the GPU machine's host CPU is not this one), and the bundle holds the GPU test binaries, the CLI and the shared
+# libraries they need that are neither glibc's nor CUDA's (CUDA's come from the machine: device_check.sh finds them).
 #   scripts/device_bundle.sh            then, on the device: scripts/device_check.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${RLCPP_BUILD_DIR:-build}
+build=${RLCPP_BUILD_DIR:-build-device}
 # The binaries device_check.sh runs: every test with a GPU case, and the CLI.
-binaries=(core_exec_context_test kernels_ops_test kernels_cuda_ops_test kernels_attention_test model_cuda_test trainer_nccl_test rlcpp)
+binaries=(core_exec_context_test kernels_ops_test kernels_cuda_ops_test kernels_attention_test model_cuda_test
+          rollout_cuda_test trainer_cuda_test trainer_nccl_test rlcpp)
 
-RLCPP_BUILD_DIR=$build RLCPP_CMAKE_ARGS="-DRLCPP_CUDA=ON" scripts/ensure_deps.sh "${binaries[@]}"
+RLCPP_BUILD_DIR=$build RLCPP_CMAKE_ARGS="-DRLCPP_CUDA=ON -DRLCPP_MARCH=x86-64-v3" scripts/ensure_deps.sh "${binaries[@]}"
 grep -q '^CMAKE_CUDA_COMPILER:.*nvcc' "$build/CMakeCache.txt" ||
   { echo "device_bundle: $build was configured without CUDA (rm -rf $build, or RLCPP_BUILD_DIR=another)" >&2; exit 1; }
 if command -v cuobjdump >/dev/null || [ -x /usr/local/cuda/bin/cuobjdump ]; then

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# The GPU check, on a lent GPU machine (the device tool's `run` with carry [".device"]; README "GPU"):
+# The GPU check, on a lent GPU machine (the device tool's `run` with carry [".device"]; README "GPU check"):
 # unpacks the bundle scripts/device_bundle.sh made here (binaries built for sm_90 with their libraries), finds
 # CUDA's libraries on that machine (the toolkit's, or the nvidia-* wheels beside its PyTorch), runs every test
-# with a GPU case, and leaves under $OUT each test's gtest JSON and log, gpu.txt (nvidia-smi) and
-# device_check.json (the summary), printing a short table last. Ends in a few minutes.
+# with a GPU case, then the whole loop on the GPU (a short GRPO run, trainer and engine on cuda:0) and the GPU
+# benchmarks against Hugging Face generate on the same GPU (the machine's python3). Under $OUT (the device tool
+# returns at most 8 files): device_check.json (the summary), device_check.log (every log, in order) and
+# logs.tar.xz (each test's gtest JSON and log, nvidia-smi, the run's metrics); a short table is printed last.
+# Ends in about 8 minutes (each part has its own time limit).
 #   here:  scripts/device_bundle.sh
 #   there: scripts/device_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-/tmp/rlcpp_device_check}
-mkdir -p "$out"
+final=${OUT:-/tmp/rlcpp_device_check}
+out=$(mktemp -d)  # the work files; packed into $final at the end
+mkdir -p "$final"
 bundle=.device/bundle.tar.xz
 [ -f "$bundle" ] || { echo "device_check: no $bundle: run scripts/device_bundle.sh first and carry .device" >&2; exit 2; }
 root=$(mktemp -d)
@@ -37,12 +41,37 @@ done
 [ -n "$missing" ] && echo "device_check: libraries not found: $missing" | tee "$out/missing_libraries.txt"
 
 export RLCPP_SOURCE_DIR=$PWD OMP_WAIT_POLICY=PASSIVE
-tests=(core_exec_context_test kernels_ops_test kernels_cuda_ops_test kernels_attention_test model_cuda_test trainer_nccl_test)
+tests=(core_exec_context_test kernels_ops_test kernels_cuda_ops_test kernels_attention_test model_cuda_test
+       rollout_cuda_test trainer_cuda_test trainer_nccl_test)
 for t in "${tests[@]}"; do
   start=$(date +%s%N)
   timeout 180 "$root/bin/$t" --gtest_output="json:$out/$t.json" --gtest_brief=1 >"$out/$t.log" 2>&1
   echo "$? $((($(date +%s%N) - start) / 1000000))" >"$out/$t.rc"
 done
+
+# The whole loop on the GPU: the SFT warm start (CPU), then GRPO with the trainer and a colocated engine on
+# cuda:0 (batch-invariant: the probe holds rollout and trainer log-probs to the same bits).
+rlcpp="$root/bin/rlcpp"
+start=$(date +%s%N)
+timeout 240 "$rlcpp" train configs/grpo_add3.json --set device=cuda --set rollout.placement=colocated \
+  --set steps=100 --set eval_every=25 --set eval_size=500 --set run_dir="$out/grpo_gpu" >"$out/grpo_gpu.log" 2>&1
+echo "$? $((($(date +%s%N) - start) / 1000000))" >"$out/grpo_gpu.rc"
+# The GPU benchmarks, each next to Hugging Face generate (eager, and a static cache with torch.compile) on the
+# same GPU: W1 (512 x 8 and the long tail) in fp32, batch-invariant and not; W2 in bf16 (cuBLAS) at batch 256
+# and batch 1.
+bench() {
+  local name=$1 limit=$2
+  shift 2
+  start=$(date +%s%N)
+  timeout "$limit" "$rlcpp" bench rollout --device cuda "$@" >"$out/bench_$name.log" 2>&1
+  echo "$? $((($(date +%s%N) - start) / 1000000))" >"$out/bench_$name.rc"
+}
+bench w1_invariant 90 --peers hf --iters 3
+bench w1_cublas 60 --peers hf --iters 3 --batch-invariant false
+bench w2_b256_bf16 150 --preset qwen05b --prompts 256 --group 1 --prompt-len 64 --new-tokens 128 --long-tail 0 \
+  --dtype bf16 --batch-invariant false --iters 2 --peers hf
+bench w2_b1_bf16 90 --preset qwen05b --prompts 1 --group 1 --prompt-len 64 --new-tokens 128 --long-tail 0 \
+  --dtype bf16 --batch-invariant false --iters 2 --peers hf
 
 python3 - "$out" "${tests[@]}" <<'EOF'
 import json, os, sys
@@ -62,6 +91,17 @@ for t in tests:
         entry["error"] = open(os.path.join(out, t + ".log")).read()[-2000:]
     summary["tests"][t] = entry
     rows.append((t, entry))
+runs = {}
+for name in sorted(f[:-3] for f in os.listdir(out) if f.endswith(".rc") and f[:-3] not in tests):
+    rc, ms = open(os.path.join(out, name + ".rc")).read().split()
+    log = open(os.path.join(out, name + ".log"), errors="replace").read()
+    runs[name] = {"exit_status": int(rc), "seconds": round(int(ms) / 1000, 1), "tail": log[-3000:]}
+summary["runs"] = runs
+metrics = os.path.join(out, "grpo_gpu", "metrics.jsonl")
+if os.path.exists(metrics):
+    summary["grpo_gpu_evals"] = [{k: v for k, v in json.loads(l).items()
+                                  if k in ("step", "eval/accuracy", "step_s", "probe/max_abs_dlogp")}
+                                 for l in open(metrics) if "eval/accuracy" in l]
 json.dump(summary, open(os.path.join(out, "device_check.json"), "w"), indent=1)
 print(f"\nGPU: {summary['gpu']}")
 print(f"{'test binary':28} {'exit':>4} {'s':>6} {'passed':>6} {'failed':>6} {'skipped':>7}")
@@ -74,9 +114,21 @@ for t, e in rows:
         print(f"  skipped {name}")
     if "error" in e:
         print("  no report; log tail:\n" + e["error"])
+for name, r in runs.items():
+    print(f"{name:28} {r['exit_status']:>4} {r['seconds']:>6}")
+for e in summary.get("grpo_gpu_evals", []):
+    print("  grpo_gpu", e)
 # On a GPU machine every GPU case must run: a skip there means the binaries did not see the GPU.
 skipped_on_gpu = summary["gpu"] and any(e.get("skipped") for _, e in rows)
 if skipped_on_gpu:
     print("device_check: GPU tests skipped on a machine with a GPU (see each test's log for the reason)")
-sys.exit(0 if all(e["exit_status"] == 0 for _, e in rows) and not skipped_on_gpu else 1)
+sys.exit(0 if all(e["exit_status"] == 0 for _, e in rows) and not skipped_on_gpu and
+         all(r["exit_status"] == 0 for r in runs.values()) else 1)
 EOF
+status=$?
+# What comes back (at most 8 files): the summary, every log in one file, and the work files packed.
+cp "$out/device_check.json" "$final/" 2>/dev/null
+for f in "$out"/gpu.txt "$out"/*.log; do [ -f "$f" ] && { echo "===== $(basename "$f")"; tail -c 200000 "$f"; }; done \
+  >"$final/device_check.log"
+tar -C "$out" -cJf "$final/logs.tar.xz" --exclude=checkpoints . 2>/dev/null
+exit $status

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/exec_context.h"
 #include "tests/app_test_support.h"
 
 namespace rlcpp {
@@ -163,6 +164,32 @@ TEST_F(InputChecks, TrainResumeOfAnSftRunSaysWhatTheRunIs) {
   expect_error(run_cli("dpo " + std::string(RLCPP_SOURCE_DIR) + "/configs/dpo_pairs_example.json --set pairs=" +
                        (dir_ / "pairs_dir").string() + " --set run_dir=" + (dir_ / "d").string()),
                (dir_ / "pairs_dir").string() + ": is a directory, not a JSONL file of preference pairs", "pairs=DIR");
+}
+
+TEST_F(InputChecks, DevicesAreCheckedNamingTheKeyOrOption) {
+  // A misspelt device is refused before any work; a GPU where there is none (CI, this CPU machine) is refused
+  // naming the key and why, with nothing written.
+  const std::string config = std::string(RLCPP_SOURCE_DIR) + "/configs/grpo_add3.json";
+  const std::string run = (dir_ / "gpu_run").string();
+  expect_error(run_cli("train " + config + " --set device=gpu --set run_dir=" + run),
+               "config key 'device': unknown device 'gpu' (expected cpu, cuda or cuda:N)", "device=gpu");
+  expect_error(run_cli("train " + config + " --set rollout.device=cuda:x --set run_dir=" + run),
+               "config key 'rollout.device': unknown device 'cuda:x'", "rollout.device=cuda:x");
+  EXPECT_FALSE(fs::exists(run));
+  const std::string ckpt = (dir_ / "ckpt").string();
+  expect_error(run_cli("generate " + ckpt + " --prompt 1+2= --device tpu"), "generate --device: unknown device 'tpu'",
+               "generate --device tpu");
+  expect_error(run_cli("eval " + ckpt + " --n 5 --device cuda:"), "eval --device: unknown device 'cuda:'",
+               "eval --device cuda:");
+  std::string why;
+  if (ExecContext::cuda_devices(&why) > 0) return;  // the rest is about a machine without a GPU
+  expect_error(run_cli("generate " + ckpt + " --prompt 1+2= --device cuda"), "generate --device = 'cuda'",
+               "generate --device cuda without a GPU");
+  expect_error(run_cli("train " + config + " --set device=cuda --set run_dir=" + run), "config key 'device' = 'cuda'",
+               "device=cuda without a GPU");
+  expect_error(run_cli("train " + config + " --set rollout.device=cuda:1 --set run_dir=" + run),
+               "config key 'rollout.device' = 'cuda:1'", "rollout.device=cuda:1 without a GPU");
+  EXPECT_FALSE(fs::exists(run));  // refused before the run directory was made
 }
 
 }  // namespace

@@ -25,10 +25,16 @@ std::vector<std::vector<float>> run_forward(const ExecContext& exec, const Trans
   ForwardOptions options;
   options.temperature = temperature;
   options.truncation = truncation;
+  // On a device context: host weights copied there for these passes (the reference, a teacher, the policy's
+  // host copy), the per-position results copied back.
+  ParameterStore copy;
+  const ParameterStore& on_exec = params_on(exec, params, copy);
+  Tensor host;
   for (const PackedRollout& p : pack_micro_batches(samples, all, micro_batch_size)) {
-    model.forward(exec, params, p.batch, options, acts);
+    model.forward(exec, on_exec, p.batch, options, acts);
     const Tensor& per_position = model.config().value_head ? acts.values : acts.logp;
-    auto per_sample = p.gather({per_position.data<float>(), static_cast<size_t>(acts.num_tokens)});
+    const Tensor& values = host_tensor(exec, per_position, host);
+    auto per_sample = p.gather({values.data<float>(), static_cast<size_t>(acts.num_tokens)});
     for (size_t k = 0; k < p.samples.size(); ++k) out[p.samples[k]] = std::move(per_sample[k]);
   }
   return out;

@@ -11,16 +11,53 @@
 
 namespace rlcpp {
 
-PolicyUpdater::PolicyUpdater(const Transformer& model, ParameterStore& params, const OptimConfig& config)
-    : model_(model), params_(params), config_(config), grads_(params.config()) {
+PolicyUpdater::PolicyUpdater(const Transformer& model, ParameterStore& params, const OptimConfig& config,
+                             const ExecContext& context)
+    : model_(model), params_(params), context_(context), config_(config), grads_(params.config()) {
   config_.validate();
+  RLCPP_CHECK(params.flat().device() == Device::kCPU, "PolicyUpdater: the weights it is given must be on the host");
+  if (context_.device() != Device::kCPU) {
+    device_params_.emplace(params.on(context_));
+    grads_ = grads_.on(context_);
+  }
   ops::AdamWParams hyper;
   hyper.lr = static_cast<float>(config_.lr);
   hyper.beta1 = static_cast<float>(config_.beta1);
   hyper.beta2 = static_cast<float>(config_.beta2);
   hyper.eps = static_cast<float>(config_.eps);
   hyper.weight_decay = static_cast<float>(config_.weight_decay);
-  adamw_ = AdamW(params_, hyper);
+  adamw_ = AdamW(params_, hyper, context_);
+}
+
+void PolicyUpdater::set_communicator(Communicator* comm) {
+  RLCPP_CHECK(comm == nullptr || comm->size() <= 1 || context_.device() == Device::kCPU,
+              "PolicyUpdater: data-parallel ranks train on the host (their gradient sums are MPI's); a trainer on "
+                  << context_.name() << " runs as one rank");
+  comm_ = comm;
+}
+
+void PolicyUpdater::host_weights_changed() {
+  if (device_params_) context_.copy(params_.flat(), device_params_->flat());
+}
+
+const Activations& PolicyUpdater::loss_inputs() {
+  if (context_.device() == Device::kCPU) return acts_;
+  Activations& h = host_outputs_;
+  h.num_tokens = acts_.num_tokens;
+  auto to_host = [&](const Tensor& from, Tensor& to) {
+    if (!from.defined()) {
+      to = Tensor();
+      return;
+    }
+    if (!to.defined() || to.shape() != from.shape()) to = Tensor::empty(from.shape());
+    context_.copy(from, to);
+  };
+  to_host(model_.config().value_head ? Tensor() : acts_.logp, h.logp);
+  to_host(acts_.has_entropy ? acts_.entropy : Tensor(), h.entropy);
+  to_host(model_.config().value_head ? acts_.values : Tensor(), h.values);
+  h.has_entropy = acts_.has_entropy;
+  h.temperature = acts_.temperature;
+  return h;
 }
 
 UpdateResult PolicyUpdater::step(const std::vector<PackedBatch>& micro_batches, const ForwardOptions& options,
@@ -28,7 +65,7 @@ UpdateResult PolicyUpdater::step(const std::vector<PackedBatch>& micro_batches, 
   RLCPP_CHECK(!micro_batches.empty(), "PolicyUpdater::step: no micro-batches");
   UpdateResult result;
   result.lr = config_.lr_at(adamw_.steps_taken(), total_steps);
-  grads_.flat().fill_zero();
+  context_.fill_zero(grads_.flat());
   const bool critic = model_.config().value_head;
   const size_t count = micro_batches.size();
   // The shards whose gradients this process sums, each from zero and then in shard order: with data
@@ -46,8 +83,8 @@ UpdateResult PolicyUpdater::step(const std::vector<PackedBatch>& micro_batches, 
   for (size_t s = 0; s < shards.size(); ++s) {
     ParameterStore* into = &grads_;
     if (s > 0) {  // a later shard from zero, then added: the sum a rank of its own would send
-      if (!shard_grads_) shard_grads_.emplace(params_.config());
-      shard_grads_->flat().fill_zero();
+      if (!shard_grads_) shard_grads_.emplace(ParameterStore(params_.config()).on(context_));
+      context_.fill_zero(shard_grads_->flat());
       into = &*shard_grads_;
     }
     for (size_t m = shards[s].first; m < shards[s].second; ++m) {
@@ -55,11 +92,7 @@ UpdateResult PolicyUpdater::step(const std::vector<PackedBatch>& micro_batches, 
       const bool last = buckets && m + 1 == shards[s].second;
       accumulate_micro_batch(micro_batches, m, options, loss_fn, *into, last ? buckets->on_ready() : nullptr, result);
     }
-    if (s > 0) {
-      float* g = grads_.flat().data<float>();
-      const float* add = shard_grads_->flat().data<float>();
-      for (int64_t i = 0; i < grads_.numel(); ++i) g[i] += add[i];
-    }
+    if (s > 0) ops::add_inplace(context_, grads_.flat(), shard_grads_->flat());
   }
   if (buckets) {
     result.allreduce_wait_s = buckets->finish();
@@ -79,7 +112,8 @@ UpdateResult PolicyUpdater::step(const std::vector<PackedBatch>& micro_batches, 
     return result;
   }
   bad_in_a_row_ = 0;
-  adamw_.step(context_, params_, grads_, static_cast<float>(result.lr));
+  adamw_.step(context_, work_params(), grads_, static_cast<float>(result.lr));
+  if (device_params_) context_.copy(device_params_->flat(), params_.flat());
   // A finite gradient can still overflow the weights (a huge lr: 1e308 is inf in fp32). They cannot be taken
   // back, so the run stops here, before a rollout samples from them or a checkpoint saves them.
   if (const auto bad = find_non_finite(params_.infos(), params_.flat().data<float>()))
@@ -94,14 +128,14 @@ void PolicyUpdater::accumulate_micro_batch(const std::vector<PackedBatch>& micro
                                            const ForwardOptions& options, const MicroLossFn& loss_fn,
                                            ParameterStore& into, const Transformer::GradsReadyFn& ready,
                                            UpdateResult& result) {
-  model_.forward(context_, params_, micro_batches[m], options, acts_);
+  model_.forward(context_, work_params(), micro_batches[m], options, acts_);
   const size_t n = static_cast<size_t>(acts_.num_tokens);
-  LossOutput out = loss_fn(m, acts_);
+  LossOutput out = loss_fn(m, loss_inputs());
   if (model_.config().value_head) {
     RLCPP_CHECK(out.dvalue.size() == n, "PolicyUpdater::step: the critic's loss for micro-batch "
                                             << m << " returned " << out.dvalue.size() << " dvalue entries for " << n
                                             << " tokens");
-    model_.backward_values(context_, params_, acts_, out.dvalue.data(), into, ready);
+    model_.backward_values(context_, work_params(), acts_, out.dvalue.data(), into, ready);
   } else {
     RLCPP_CHECK(out.dlogp.size() == n, "PolicyUpdater::step: the loss for micro-batch "
                                            << m << " returned " << out.dlogp.size() << " dlogp entries for " << n
@@ -109,8 +143,8 @@ void PolicyUpdater::accumulate_micro_batch(const std::vector<PackedBatch>& micro
     RLCPP_CHECK(out.dentropy.empty() || out.dentropy.size() == n,
                 "PolicyUpdater::step: the loss for micro-batch " << m << " returned " << out.dentropy.size()
                                                                  << " dentropy entries for " << n << " tokens");
-    model_.backward(context_, params_, acts_, out.dlogp.data(), out.dentropy.empty() ? nullptr : out.dentropy.data(),
-                    into, ready);
+    model_.backward(context_, work_params(), acts_, out.dlogp.data(),
+                    out.dentropy.empty() ? nullptr : out.dentropy.data(), into, ready);
   }
   result.loss += out.loss;
   result.metrics.merge(out.metrics);

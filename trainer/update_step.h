@@ -13,6 +13,11 @@
 //
 // Data-parallel (set_communicator): the micro-batches are sharded over the ranks and the gradients summed
 // before the NaN guard, so every rank decides alike.
+//
+// On a CUDA context the updater trains on the device: the master weights, gradients and AdamW moments live
+// there, every forward, backward, clipping and AdamW step runs there, and after each optimizer step the new
+// weights are copied to the host store the updater was given (the run's weights: checkpoints, weight sync,
+// evaluation read it). The loss callback sees the forward's log-probs (entropy, values) on the host.
 #pragma once
 
 #include <functional>
@@ -50,7 +55,9 @@ std::map<std::string, double> step_metrics(const UpdateResult& result, const std
 
 class PolicyUpdater {
  public:
-  PolicyUpdater(const Transformer& model, ParameterStore& params, const OptimConfig& config);
+  // params: host weights, updated in place after every optimizer step (on a device context, copied there).
+  PolicyUpdater(const Transformer& model, ParameterStore& params, const OptimConfig& config,
+                const ExecContext& context = ExecContext::cpu());
 
   // total_steps sizes the LR schedule. Throws when max_bad_steps non-finite steps come in a row, or when the
   // update made the weights non-finite.
@@ -58,17 +65,19 @@ class PolicyUpdater {
                     const MicroLossFn& loss_fn, int64_t total_steps);
 
   const Transformer& model() const { return model_; }
-  // Where its forwards, backwards and AdamW run (the host), and what a caller running the same model's
-  // passes for this updater (old or reference log-probs) runs them on.
+  // Where its forwards, backwards and AdamW run, and what a caller running the same model's passes for this
+  // updater (old or reference log-probs) runs them on.
   const ExecContext& context() const { return context_; }
-  const ParameterStore& params() const { return params_; }
+  const ParameterStore& params() const { return params_; }  // the host weights
+  // The host weights were overwritten (a resume loaded a checkpoint into them): copies them to the device.
+  void host_weights_changed();
   const OptimConfig& config() const { return config_; }
   AdamW& optimizer() { return adamw_; }
   const ParameterStore& grads() const { return grads_; }
   // Data parallelism (null or a world of one: none): each step runs this rank's shard of the micro-batches and
   // sums the gradients, loss and metrics over the ranks before clipping and AdamW, so every rank takes the same
   // step — the global batch's, up to the order of the gradient sum (trainer/gradient_buckets.h).
-  void set_communicator(Communicator* comm) { comm_ = comm; }
+  void set_communicator(Communicator* comm);
   // Ordered gradient sums (trainer.grad_shards = S > 1): each mini-batch's micro-batches are cut into S
   // contiguous shards whose gradients are summed from zero each, then added in shard order — alone, this process
   // does all S; as one of S data-parallel ranks, its own, the ranks' gathered and added in rank order. Either way
@@ -84,11 +93,14 @@ class PolicyUpdater {
  private:
   const Transformer& model_;
   ParameterStore& params_;
-  ExecContext context_ = ExecContext::cpu();
+  ExecContext context_;
+  // On a device context, the weights the updater trains there (params_ holds their copy after each step).
+  std::optional<ParameterStore> device_params_;
   OptimConfig config_;
   ParameterStore grads_;
   AdamW adamw_;
   Activations acts_;
+  Activations host_outputs_;  // a device forward's logp, entropy and values, copied for the loss callback
   int64_t bad_in_a_row_ = 0;
   int64_t bad_total_ = 0;
   int64_t steps_asked_ = 0;
@@ -97,6 +109,9 @@ class PolicyUpdater {
   std::optional<ParameterStore> shard_grads_;  // a later shard's gradient (grad_shards > 1, one process), on first use
   std::vector<float> gathered_;  // the ranks' gradients of an ordered sum (grad_shards > 1, data-parallel)
 
+  ParameterStore& work_params() { return device_params_ ? *device_params_ : params_; }
+  // The forward's outputs the loss reads, on the host: acts_ itself, or copies in host_outputs_.
+  const Activations& loss_inputs();
   // Forward, loss and backward of micro-batch m, its gradient accumulated into `into`; `ready` as backward's.
   void accumulate_micro_batch(const std::vector<PackedBatch>& micro_batches, size_t m, const ForwardOptions& options,
                               const MicroLossFn& loss_fn, ParameterStore& into,
