@@ -160,9 +160,11 @@ struct NumericsSection {
 
   template <class V> void visit(V& v) {
     v("batch_invariant", batch_invariant,
-      "true: the rollout engine's products are the packed fma chains, so a sequence's log-probs are the same bits "
-      "in any batch and equal the trainer's when their dtypes agree; false: the engine decodes through OpenBLAS, "
-      "whose sum order depends on the batch (the fastest kernels on GPUs; on this CPU see bench/RESULTS.md)");
+      "true: the rollout engine's products are the packed fma chains (on a GPU too: the CPU's chains, no tensor "
+      "cores), so a sequence's log-probs are the same bits in any batch and equal the trainer's when their dtypes "
+      "and devices agree; false: the engine decodes through OpenBLAS (cuBLAS on a GPU, where the trainer follows "
+      "this key too), whose sum order depends on the batch (the fastest kernels on GPUs; on this CPU see "
+      "bench/RESULTS.md)");
   }
 };
 
