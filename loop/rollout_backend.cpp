@@ -83,8 +83,8 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
                        std::to_string(e.max_num_batched_tokens), "--dtype", compute_dtype_name(numerics.compute),
                        "--quantization",
                        is_quantized(numerics.linear_weights) ? weight_format_name(numerics.linear_weights) : "none",
-                       "--batch-invariant", numerics.batch_invariant ? "true" : "false", "--device", rollout.device,
-                       "--exit-with-parent"});
+                       "--batch-invariant", numerics.batch_invariant ? "true" : "false", "--device",
+                       rollout.device.empty() ? "cpu" : rollout.device, "--exit-with-parent"});
       processes_.push_back(std::make_unique<WorkerProcess>(binary_, args_.back()));
       endpoints.push_back(processes_.back()->endpoint());
       publishers_.push_back(std::make_unique<ZmqWeightPublisher>(context_, processes_.back()->weights_endpoint(),

@@ -45,7 +45,8 @@ std::unique_ptr<RolloutBackend> make_colocated_rollout(const Transformer& model,
 // ipc://RUN_DIR/worker<i>.ipc and taking weights at ipc://RUN_DIR/worker<i>_weights.ipc;
 // rollout.worker_binary "" = this executable. A worker restarted during generate is brought to the weights
 // last passed to sync (or `params` before any), so those must hold that version whenever generate runs.
-// The workers compute in `numerics` (rlcpp worker --dtype/--quantization/--batch-invariant). With `own_weights`
+// The workers compute in `numerics` (rlcpp worker --dtype/--quantization/--batch-invariant) on rollout.device
+// (--device; "" is the CPU here: TrainConfig::rollout_device resolves a run's). With `own_weights`
 // (the async pipeline, whose draws run while the trainer updates `params`) the backend keeps a copy of the
 // weights of each sync, and a restarted worker is brought to that copy.
 std::unique_ptr<RolloutBackend> make_split_rollout(const RolloutSection& rollout, const std::string& run_dir,
