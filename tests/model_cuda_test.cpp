@@ -18,6 +18,7 @@
 #include "model/packed_batch.h"
 #include "model/parameters.h"
 #include "model/transformer.h"
+#include "tests/decode_test_support.h"
 #include "tests/host_context.h"
 #include "tests/test_models.h"
 
@@ -112,10 +113,7 @@ TEST_P(ModelOnCuda, Bf16ForwardMatchesTheCpuToBf16Rounding) {
   const ExecContext gpu = ExecContext::cuda(0);
   const ModelConfig c = small_test_config(GetParam());
   for (bool invariant : {true, false}) {
-    ModelNumerics bf16;
-    bf16.compute = DType::kBF16;
-    bf16.linear_weights = WeightFormat::kBF16;
-    bf16.batch_invariant = invariant;
+    const ModelNumerics bf16 = test_numerics(DType::kBF16, invariant);
     const Transformer model(c, bf16);
     const ParameterStore params = scaled_test_params(c);
     std::vector<std::vector<int32_t>> seqs;
@@ -129,48 +127,15 @@ TEST_P(ModelOnCuda, Bf16ForwardMatchesTheCpuToBf16Rounding) {
   }
 }
 
-// The numerics a decode test runs in: fp32 or bf16, batch-invariant (the packed kernel on the device) or not
-// (cuBLAS).
-ModelNumerics decode_numerics(DType compute, bool invariant) {
-  ModelNumerics n;
-  n.compute = compute;
-  n.linear_weights = compute == DType::kBF16 ? WeightFormat::kBF16 : WeightFormat::kF32;
-  n.batch_invariant = invariant;
-  return n;
-}
 
-// The logits after each token of `seq` fed through a cache on ctx (scattered blocks of `block_size`), the first
-// `prefill` tokens as one step, from weights prepared on ctx (prepare_decode_weights).
+// The logits after each token of `seq` decoded on ctx from weights prepared there, flattened.
 std::vector<float> cached_logits_on(const ExecContext& ctx, const Transformer& model, const ParameterStore& params,
                                     const std::vector<int32_t>& seq, int64_t block_size, size_t prefill) {
-  const int64_t blocks = (static_cast<int64_t>(seq.size()) + block_size - 1) / block_size;
-  KVCache cache(model.config(), blocks + 2, block_size, model.numerics().compute, ctx);
-  std::vector<int32_t> table;
-  for (int64_t b = 0; b < blocks; ++b) table.push_back(static_cast<int32_t>(blocks + 1 - b));
   PackedWeights prepared;
   model.prepare_decode_weights(ctx, params, prepared);
   std::vector<float> out;
-  size_t done = 0;
-  while (done < seq.size()) {
-    const size_t take = done == 0 ? std::max<size_t>(1, prefill) : 1;
-    CachedStep step;
-    step.block_indptr = {0, static_cast<int32_t>(table.size())};
-    step.block_indices = table;
-    for (size_t t = done; t < done + take; ++t) {
-      step.tokens.push_back(seq[t]);
-      step.positions.push_back(static_cast<int32_t>(t));
-      step.query_seq.push_back(0);
-      step.slot_mapping.push_back(static_cast<int32_t>(table[t / block_size] * block_size + t % block_size));
-      step.logits_rows.push_back(static_cast<int32_t>(t - done));
-    }
-    const Tensor logits = model.forward_cached(ctx, params, step, cache, &prepared);
-    EXPECT_EQ(logits.device(), ctx.device());
-    const std::vector<float> rows = ctx.device() == Device::kCPU
-                                        ? std::vector<float>(logits.data<float>(), logits.data<float>() + logits.numel())
-                                        : on_host(ctx, logits);
-    out.insert(out.end(), rows.begin(), rows.end());
-    done += take;
-  }
+  for (const std::vector<float>& row : testing::cached_logits(ctx, model, params, seq, block_size, prefill, &prepared))
+    out.insert(out.end(), row.begin(), row.end());
   return out;
 }
 
@@ -186,7 +151,7 @@ TEST_P(CachedDecodeOnCuda, MatchesTheTrainingForwardOnTheDevice) {
   const ExecContext gpu = ExecContext::cuda(0);
   const auto& [family, compute, invariant] = GetParam();
   const ModelConfig c = small_test_config(family);
-  const ModelNumerics numerics = decode_numerics(compute, invariant);
+  const ModelNumerics numerics = test_numerics(compute, invariant);
   const Transformer model(c, numerics);
   const ParameterStore params = scaled_test_params(c);
   const double tol = compute == DType::kBF16 ? 4.0 / 256 : 1e-4;

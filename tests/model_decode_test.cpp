@@ -12,12 +12,14 @@
 #include "core/philox.h"
 #include "model/init.h"
 #include "model/transformer.h"
+#include "tests/decode_test_support.h"
 #include "tests/host_context.h"
 #include "tests/test_models.h"
 
 namespace rlcpp {
 namespace {
 
+using testing::cached_logits;
 using testing::host;
 
 ModelConfig decode_config() { return small_test_config("qwen2"); }
@@ -43,38 +45,6 @@ std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
   return t;
 }
 
-// Feeds `seq` through the cache token by token (contiguous blocks of `block_size`) and returns the logits
-// after each token; the first `prefill` tokens go in as one prefill step.
-std::vector<std::vector<float>> cached_logits(const Transformer& model, const ParameterStore& params,
-                                              const std::vector<int32_t>& seq, int64_t block_size, size_t prefill,
-                                              const PackedWeights* packed) {
-  const int64_t blocks = (static_cast<int64_t>(seq.size()) + block_size - 1) / block_size;
-  KVCache cache(model.config(), blocks + 2, block_size);
-  std::vector<int32_t> table;
-  for (int64_t b = 0; b < blocks; ++b) table.push_back(static_cast<int32_t>(blocks + 1 - b));  // scattered blocks
-  std::vector<std::vector<float>> out;
-  size_t done = 0;
-  while (done < seq.size()) {
-    size_t take = done == 0 ? std::max<size_t>(1, prefill) : 1;
-    CachedStep step;
-    step.block_indptr = {0, static_cast<int32_t>(table.size())};
-    step.block_indices = table;
-    for (size_t t = done; t < done + take; ++t) {
-      step.tokens.push_back(seq[t]);
-      step.positions.push_back(static_cast<int32_t>(t));
-      step.query_seq.push_back(0);
-      step.slot_mapping.push_back(static_cast<int32_t>(table[t / block_size] * block_size + t % block_size));
-      step.logits_rows.push_back(static_cast<int32_t>(t - done));
-    }
-    Tensor logits = model.forward_cached(ExecContext::cpu(), params, step, cache, packed);
-    const int64_t V = model.config().vocab_size;
-    for (size_t r = 0; r < take; ++r)
-      out.emplace_back(logits.data<float>() + r * V, logits.data<float>() + (r + 1) * V);
-    done += take;
-  }
-  return out;
-}
-
 TEST_P(ModelDecodeByFamily, DecodeMatchesFullForward) {
   const ModelConfig cfg = small_test_config(GetParam());
   const ParameterStore params = random_params(cfg);
@@ -90,7 +60,7 @@ TEST_P(ModelDecodeByFamily, DecodeMatchesFullForward) {
         Activations acts;
         model.forward(host(), params, PackedBatch::from_sequences({seq}), ForwardOptions{}, acts);
         for (size_t prefill : {size_t{1}, static_cast<size_t>(len / 2)}) {
-          auto got = cached_logits(model, params, seq, block_size, prefill, weights);
+          auto got = cached_logits(host(), model, params, seq, block_size, prefill, weights);
           ASSERT_EQ(static_cast<int64_t>(got.size()), len);
           double worst = 0;
           for (int64_t t = 0; t < len; ++t)
@@ -120,8 +90,8 @@ TEST_P(ModelDecodeByFamily, PackedDecodeLogitsAreBitIdenticalWhateverTheBatch) {
   model.pack_weights(host(), params, packed);
   const std::vector<int32_t> seq = random_tokens(30, cfg.vocab_size, 5);
   // Token by token, and as one prefill of every position: the logits of each position agree bit for bit.
-  const auto stepwise = cached_logits(model, params, seq, 4, 1, &packed);
-  const auto prefilled = cached_logits(model, params, seq, 4, seq.size(), &packed);
+  const auto stepwise = cached_logits(host(), model, params, seq, 4, 1, &packed);
+  const auto prefilled = cached_logits(host(), model, params, seq, 4, seq.size(), &packed);
   ASSERT_EQ(stepwise.size(), prefilled.size());
   for (size_t t = 0; t < seq.size(); ++t)
     EXPECT_EQ(std::memcmp(stepwise[t].data(), prefilled[t].data(), stepwise[t].size() * sizeof(float)), 0)

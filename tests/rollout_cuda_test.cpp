@@ -30,13 +30,6 @@ EngineConfig small_engine(int64_t block_size = 16) {
   return c;
 }
 
-ModelNumerics numerics_of(DType compute, bool invariant) {
-  ModelNumerics n;
-  n.compute = compute;
-  n.linear_weights = compute == DType::kBF16 ? WeightFormat::kBF16 : WeightFormat::kF32;
-  n.batch_invariant = invariant;
-  return n;
-}
 
 Request sampled_request(const ModelConfig& c, int64_t prompts, int64_t n, float temperature, uint64_t first_id = 0) {
   Request r;
@@ -90,7 +83,7 @@ TEST_P(EngineOnCuda, BatchInvariantSamplesEqualTheDeviceTrainersLogprobsBitForBi
   const ExecContext gpu = ExecContext::cuda(0);
   const auto& [family, compute] = GetParam();
   const ModelConfig c = small_test_config(family);
-  const Transformer model(c, numerics_of(compute, true));
+  const Transformer model(c, test_numerics(compute, true));
   const ParameterStore params = scaled_test_params(c);
   Engine engine(model, params, small_engine(), 0, gpu);
   EXPECT_EQ(engine.context().device(), Device::kCUDA);
@@ -135,7 +128,7 @@ TEST_P(EngineOnCuda, GreedyRolloutAgreesWithTheHostEngine) {
   const ParameterStore params = scaled_test_params(c);
   const double tol = compute == DType::kBF16 ? 0.05 : 1e-4;
   for (bool invariant : {true, false}) {
-    const Transformer model(c, numerics_of(compute, invariant));
+    const Transformer model(c, test_numerics(compute, invariant));
     const Request request = sampled_request(c, 5, 1, 0.0f);
     Engine on_gpu(model, params, small_engine(), 0, gpu), on_cpu(model, params, small_engine(), 0, host());
     const RolloutResult a = on_gpu.generate(request), b = on_cpu.generate(request);

@@ -8,6 +8,7 @@
 
 #include "core/philox.h"
 #include "model/init.h"
+#include "model/numerics.h"
 #include "model/model_config.h"
 
 namespace rlcpp {
@@ -42,6 +43,16 @@ inline ParameterStore scaled_test_params(const ModelConfig& c, float scale = 3.0
   ParameterStore p = init_random(c, seed);
   for (int64_t i = 0; i < p.numel(); ++i) p.flat().data<float>()[i] *= scale;
   return p;
+}
+
+// A role's numerics as the GPU tests vary them: fp32 or bf16 (its Linear weights in that dtype), batch-invariant
+// (the packed kernel, also on a GPU) or not (OpenBLAS / cuBLAS).
+inline ModelNumerics test_numerics(DType compute, bool batch_invariant) {
+  ModelNumerics n;
+  n.compute = compute;
+  n.linear_weights = compute == DType::kBF16 ? WeightFormat::kBF16 : WeightFormat::kF32;
+  n.batch_invariant = batch_invariant;
+  return n;
 }
 
 }  // namespace rlcpp

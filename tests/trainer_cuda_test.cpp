@@ -43,27 +43,36 @@ std::vector<RolloutSample> actor_samples(const Transformer& model, const Paramet
   return s;
 }
 
+// Two mini-batches of 6 (two optimizer steps) of micro-batches of 3: four micro-batches in all, in order.
+PpoEpochsConfig two_mini_batches() {
+  PpoEpochsConfig cfg;
+  cfg.micro_batch_size = 3;
+  cfg.mini_batch_size = 6;
+  cfg.shuffle = false;
+  return cfg;
+}
+
+// Two PPO-clip steps of the actor on `samples`.
+EpochsResult two_actor_steps(PolicyUpdater& updater, const std::vector<RolloutSample>& samples) {
+  ActorUpdateOptions opt;
+  opt.max_response_length = 9;
+  PhiloxStream rng(1, 0);
+  return update_actor(updater, samples, opt, two_mini_batches(), rng);
+}
+
 struct Trained {
   ParameterStore params;
   std::vector<double> losses;
   Tensor exp_avg_sq;
 };
 
-// Two mini-batches of 6 (two optimizer steps), micro-batches of 3: four micro-batches in all.
 Trained train_actor(const ExecContext& ctx, const std::vector<RolloutSample>& samples) {
   const ModelConfig mc = small_model_config();
   const Transformer model(mc);
   Trained t{init_random(mc, 30), {}, Tensor()};
   PolicyUpdater updater(model, t.params, two_step_optim(), ctx);
   EXPECT_EQ(updater.context().device(), ctx.device());
-  ActorUpdateOptions opt;
-  opt.max_response_length = 9;
-  PpoEpochsConfig cfg;
-  cfg.micro_batch_size = 3;
-  cfg.mini_batch_size = 6;
-  cfg.shuffle = false;
-  PhiloxStream rng(1, 0);
-  const EpochsResult r = update_actor(updater, samples, opt, cfg, rng);
+  const EpochsResult r = two_actor_steps(updater, samples);
   EXPECT_EQ(r.steps.size(), 2u);
   for (const UpdateResult& s : r.steps) t.losses.push_back(s.loss);
   t.exp_avg_sq = updater.optimizer().moment_on_host(true);
@@ -103,14 +112,7 @@ TEST(TrainerOnCuda, HostWeightsLoadedLaterReachTheDevice) {
   const ParameterStore loaded = init_random(mc, 30);
   std::memcpy(resumed.flat().data<float>(), loaded.flat().data<float>(), loaded.flat().nbytes());
   updater.host_weights_changed();
-  ActorUpdateOptions opt;
-  opt.max_response_length = 9;
-  PpoEpochsConfig cfg;
-  cfg.micro_batch_size = 3;
-  cfg.mini_batch_size = 6;
-  cfg.shuffle = false;
-  PhiloxStream rng(1, 0);
-  update_actor(updater, samples, opt, cfg, rng);
+  two_actor_steps(updater, samples);
   const Trained fresh = train_actor(gpu, samples);
   EXPECT_EQ(std::memcmp(resumed.flat().raw(), fresh.params.flat().raw(), fresh.params.flat().nbytes()), 0);
 }
@@ -131,13 +133,8 @@ TEST(TrainerOnCuda, ACriticStepMatchesTheHosts) {
   auto train = [&](const ExecContext& ctx) {
     ParameterStore params = critic_from_policy(init_random(policy, 40), 7);
     PolicyUpdater updater(critic_model, params, two_step_optim(), ctx);
-    CriticUpdateOptions options;
-    PpoEpochsConfig cfg;
-    cfg.micro_batch_size = 3;
-    cfg.mini_batch_size = 6;
-    cfg.shuffle = false;
     PhiloxStream order(1, 0);
-    update_critic(updater, samples, options, cfg, order);
+    update_critic(updater, samples, CriticUpdateOptions{}, two_mini_batches(), order);
     return params;
   };
   const ParameterStore on_cpu = train(host()), on_gpu = train(gpu);

@@ -21,9 +21,9 @@ Prints ONE JSON object on stdout (human text on stderr): {"peer": "hf", "torch",
 import argparse
 import json
 import random
-import statistics
 import sys
-import time
+
+from peer_timing import median_ms
 
 
 def log(*args):
@@ -54,17 +54,11 @@ def rollout(args):
         def once():
             with torch.inference_mode():
                 out = model.generate(input_ids=prompts, attention_mask=attention, **kwargs)
-            torch.cuda.synchronize(device)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
             return int(out.shape[0]) * (int(out.shape[1]) - args.prompt_len)
 
-        for _ in range(args.warmup):
-            once()
-        times, generated = [], 0
-        for _ in range(args.iters):
-            t = time.perf_counter()
-            generated = once()
-            times.append(time.perf_counter() - t)
-        ms = 1e3 * statistics.median(times)
+        ms, generated = median_ms(once, args.warmup, args.iters)
         log(f"hf_generate ({mode}): {sequences} sequences x {args.new_tokens} new tokens: {ms:.1f} ms")
         return {"ms": ms, "tokens_per_s": sequences * args.new_tokens / (ms / 1e3), "generated_tokens": generated}
 
@@ -78,7 +72,7 @@ def rollout(args):
     measured = [m for m in modes.values() if "tokens_per_s" in m]
     best = max(measured, key=lambda m: m["tokens_per_s"]) if measured else {}
     return {"peer": "hf", "torch": torch.__version__, "transformers": transformers.__version__,
-            "device": torch.cuda.get_device_name(device), "command": "rollout", "dtype": args.dtype,
+            "device": torch.cuda.get_device_name(device) if device.type == "cuda" else str(device), "command": "rollout", "dtype": args.dtype,
             "prompts": args.prompts, "group": args.group, "prompt_len": args.prompt_len,
             "new_tokens": args.new_tokens, "sequences": sequences, "ms": best.get("ms"),
             "tokens_per_s": best.get("tokens_per_s"), "modes": modes}

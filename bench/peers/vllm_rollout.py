@@ -21,10 +21,11 @@ import argparse
 import json
 import os
 import random
-import statistics
 import sys
 import tempfile
 import time
+
+from peer_timing import median_ms
 
 
 def log(*args):
@@ -64,14 +65,7 @@ def rollout(args):
         outputs = llm.generate(prompts, params, use_tqdm=False)
         return sum(len(c.token_ids) for o in outputs for c in o.outputs)
 
-    for _ in range(args.warmup):
-        once()
-    times, generated = [], 0
-    for _ in range(args.iters):
-        t = time.perf_counter()
-        generated = once()
-        times.append(time.perf_counter() - t)
-    ms = 1e3 * statistics.median(times)
+    ms, generated = median_ms(once, args.warmup, args.iters)
     sequences = args.prompts * args.group
     log(f"vllm_rollout: {sequences} sequences x {args.new_tokens} new tokens: {ms:.1f} ms")
     return {"peer": "vllm", "vllm": vllm.__version__, "torch": torch.__version__, "command": "rollout",
