@@ -45,4 +45,17 @@ inline std::vector<std::vector<float>> cached_logits(const ExecContext& ctx, con
   return out;
 }
 
+// A step of one row: token `token` at position 0 of one sequence in block 0, its logits asked for.
+inline CachedStep single_token_step(int32_t token) {
+  CachedStep step;
+  step.tokens = {token};
+  step.positions = {0};
+  step.query_seq = {0};
+  step.slot_mapping = {0};
+  step.block_indptr = {0, 1};
+  step.block_indices = {0};
+  step.logits_rows = {0};
+  return step;
+}
+
 }  // namespace rlcpp::testing

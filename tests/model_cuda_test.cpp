@@ -215,14 +215,7 @@ TEST(CachedDecodeOnCuda, UnpreparedWeightsAreRefusedNamingTheFix) {
   const Transformer model(c);
   const ParameterStore params = scaled_test_params(c);
   KVCache cache(c, 2, 16, DType::kF32, gpu);
-  CachedStep step;
-  step.tokens = {3};
-  step.positions = {0};
-  step.query_seq = {0};
-  step.slot_mapping = {0};
-  step.block_indptr = {0, 1};
-  step.block_indices = {0};
-  step.logits_rows = {0};
+  const CachedStep step = testing::single_token_step(3);
   try {
     model.forward_cached(gpu, params, step, cache, nullptr);
     ADD_FAILURE() << "a device decode ran without prepared weights";

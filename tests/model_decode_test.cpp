@@ -190,14 +190,7 @@ TEST(ModelDecode, PackedWeightsOfAnotherBufferAreRejected) {
   PackedWeights packed;
   model.pack_weights(host(), copy, packed);
   KVCache cache(cfg, 1, 16);
-  CachedStep step;
-  step.tokens = {1};
-  step.positions = {0};
-  step.query_seq = {0};
-  step.slot_mapping = {0};
-  step.block_indptr = {0, 1};
-  step.block_indices = {0};
-  step.logits_rows = {0};
+  const CachedStep step = testing::single_token_step(1);
   try {
     model.forward_cached(ExecContext::cpu(), params, step, cache, &packed);
     ADD_FAILURE() << "forward_cached accepted weights packed from another buffer";
