@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages rlcpp needs when any is missing (needs root or sudo), then configures and builds
-# into build/ (or $RLCPP_BUILD_DIR): the targets given as arguments, or everything. Quiet when all is there.
+# into build/ (or $RLCPP_BUILD_DIR): the targets given as arguments, or everything; `--packages-only` stops after
+# the packages. Quiet when all is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,6 +21,7 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
 
+[ "${1:-}" = --packages-only ] && exit 0
 build_dir=${RLCPP_BUILD_DIR:-build}
 if [ ! -f "$build_dir/build.ninja" ]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release ${RLCPP_CMAKE_ARGS:-} >&2

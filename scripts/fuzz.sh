@@ -1,39 +1,20 @@
 #!/usr/bin/env bash
 # Fuzzes every parser of outside input (tests/fuzz/fuzz_*.cpp) with libFuzzer under ASan + UBSan: builds them
-# with clang into build-fuzz/ (or $RLCPP_FUZZ_BUILD_DIR), then runs each for $RLCPP_FUZZ_SECONDS (default 30)
-# from its seed corpus in tests/fuzz/corpus/<parser>/ (new inputs go to a scratch copy, not into the repo).
+# with clang into build-asan/ (scripts/instrumented_build.sh, shared with scripts/sanitize.sh address), then runs
+# each for $RLCPP_FUZZ_SECONDS (default 30) from its seed corpus in tests/fuzz/corpus/<parser>/ (new inputs go to
+# a scratch copy, not into the repo).
 # A crash, a sanitizer report, a leak or a hang past 10 s fails the script and leaves the input that caused it in
-# build-fuzz/artifacts/ — make it a regression test. Usage: scripts/fuzz.sh [PARSER ...] (default: all).
+# build-asan/artifacts/ — make it a regression test. Usage: scripts/fuzz.sh [PARSER ...] (default: all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build_dir=${RLCPP_FUZZ_BUILD_DIR:-build-fuzz}
 seconds=${RLCPP_FUZZ_SECONDS:-30}
-
-packages=(clang libclang-rt-14-dev libomp-14-dev)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "rlcpp fuzz: installing ${missing[*]}" >&2
-  sudo_cmd=""
-  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
-fi
-
-if [ ! -f "$build_dir/build.ninja" ]; then
-  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang \
-    -DCMAKE_CXX_COMPILER=clang++ -DRLCPP_FUZZ=ON -DRLCPP_SANITIZE=address,undefined -DRLCPP_TESTS=OFF \
-    -DRLCPP_CUDA=OFF >&2
-fi
 parsers=("$@")
 if ((${#parsers[@]} == 0)); then
   for src in tests/fuzz/fuzz_*.cpp; do parsers+=("$(basename "$src" .cpp | sed 's/^fuzz_//')"); done
 fi
 targets=()
-for p in "${parsers[@]}"; do targets+=(--target "fuzz_$p"); done
-cmake --build "$build_dir" -j"$(nproc)" "${targets[@]}" >&2
+for p in "${parsers[@]}"; do targets+=("fuzz_$p"); done
+build_dir=$(scripts/instrumented_build.sh address "${targets[@]}")
 
 mkdir -p "$build_dir/artifacts"
 status=0
