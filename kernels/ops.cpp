@@ -943,4 +943,14 @@ bool all_finite(const ExecContext& ctx, const Tensor& x) {
   return cpu::all_finite(x.data<float>(), x.numel());
 }
 
+uint64_t keyed_checksum(const ExecContext& ctx, const Tensor& x) {
+  const char* op = "keyed_checksum";
+  if (runs_on_cuda(ctx, op, {{"x", &x}})) {
+    uint64_t sum = 0;
+    RLCPP_CUDA_ARM(op, cuda::keyed_checksum(x.data<float>(), x.numel(), &sum, stream_of(ctx)));
+    return sum;
+  }
+  return cpu::keyed_checksum(x.data<float>(), x.numel());
+}
+
 }  // namespace rlcpp::ops

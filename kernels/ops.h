@@ -219,5 +219,9 @@ void adamw_step(const ExecContext& ctx, Tensor& param, const Tensor& grad, Tenso
 double l2_norm(const ExecContext& ctx, const Tensor& x);
 // true when every element is finite.
 bool all_finite(const ExecContext& ctx, const Tensor& x);
+// The sum modulo 2^64 of one keyed Philox draw per element (kernels/keyed_checksum.h: keyed by the index, counting
+// the element's bits): the checksum of weights that move between devices (the cuda-ipc weight sync), computed
+// where they are, with the same 64 bits on every device and whatever the threads or blocks.
+uint64_t keyed_checksum(const ExecContext& ctx, const Tensor& x);
 
 }  // namespace rlcpp::ops

@@ -49,6 +49,19 @@ TEST(CudaOps, OpsRunOnTensorsFromACudaContext) {
   }
 }
 
+TEST(CudaOps, KeyedChecksumIsTheCpus) {
+  // The cuda-ipc weight sync compares a checksum computed on one side's device with the other's: the kernel must
+  // give the CPU's 64 bits, on sizes below and well past one block's share.
+  std::string why;
+  if (ExecContext::cuda_devices(&why) == 0) GTEST_SKIP() << why;
+  const ExecContext gpu = ExecContext::cuda(0);
+  Rng rng(37);
+  for (int64_t n : {int64_t{1}, int64_t{97}, int64_t{1} << 20, (int64_t{1} << 22) + 13}) {
+    const Tensor x = rng.normal({n});
+    EXPECT_EQ(ops::keyed_checksum(gpu, gpu.copy_of(x)), ops::keyed_checksum(host(), x)) << n;
+  }
+}
+
 TEST(CudaOps, LogprobsMatchTheCpuReference) {
   // logprob_forward (log-prob, lse, entropy) and logprob_backward (with an entropy term) on CUDA against the CPU
   // reference on odd sizes, rows without a target among them, the device outputs poisoned with NaN first.

@@ -3,11 +3,15 @@
 // formula, and the errors the dispatch point throws.
 #include <omp.h>
 
+#include <Random123/philox.h>
+
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "kernels/cpu/vec_math.h"
+#include "kernels/keyed_checksum.h"
 #include "kernels/ops.h"
 #include "tests/host_context.h"
 #include "tests/kernels_test_support.h"
@@ -151,6 +155,37 @@ TEST(Elementwise, AddScaleNormAndFiniteness) {
     z.data<float>()[33] = bad;
     EXPECT_FALSE(ops::all_finite(host(), z)) << bad;
   }
+}
+
+TEST(Elementwise, KeyedChecksumSeesEveryBitAndEveryPosition) {
+  // The checksum of the cuda-ipc weight sync: the sum modulo 2^64 of a Philox-4x32-10 draw per element, keyed by
+  // the element's index and counting its bits. Checked against the draws computed here from Random123 itself, on
+  // a size past the parallel threshold (so the threads' shares are summed too); then a flipped low bit, a -0.0
+  // for a +0.0 and two values swapped each change it.
+  Rng rng(6);
+  Tensor x = rng.normal({100003});
+  x.data<float>()[17] = 0.0f;
+  uint64_t want = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    r123::Philox4x32 philox;
+    const r123::Philox4x32::key_type key = {{static_cast<uint32_t>(kKeyedChecksumSeed),
+                                             static_cast<uint32_t>(kKeyedChecksumSeed >> 32)}};
+    const r123::Philox4x32::ctr_type ctr = {{static_cast<uint32_t>(i), 0u, std::bit_cast<uint32_t>(x.data<float>()[i]), 0u}};
+    const r123::Philox4x32::ctr_type d = philox(ctr, key);
+    want += (static_cast<uint64_t>(d[1]) << 32) | d[0];
+  }
+  const uint64_t sum = ops::keyed_checksum(host(), x);
+  EXPECT_EQ(sum, want);
+  Tensor flipped = x.clone();
+  flipped.data<float>()[99999] = std::bit_cast<float>(std::bit_cast<uint32_t>(flipped.data<float>()[99999]) ^ 1u);
+  EXPECT_NE(ops::keyed_checksum(host(), flipped), sum);
+  Tensor negative_zero = x.clone();
+  negative_zero.data<float>()[17] = -0.0f;
+  EXPECT_NE(ops::keyed_checksum(host(), negative_zero), sum);
+  Tensor swapped = x.clone();
+  std::swap(swapped.data<float>()[3], swapped.data<float>()[50000]);
+  EXPECT_NE(ops::keyed_checksum(host(), swapped), sum);
+  EXPECT_EQ(ops::keyed_checksum(host(), Tensor::empty({0})), 0u);
 }
 
 TEST(Elementwise, LargeReductionsDoNotDependOnThreadCount) {

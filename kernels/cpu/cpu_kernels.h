@@ -72,6 +72,7 @@ void scale_inplace(float* x, float s, int64_t n);
 // sqrt(sum x^2), accumulated in double in fixed chunks.
 double l2_norm(const float* x, int64_t n);
 bool all_finite(const float* x, int64_t n);
+uint64_t keyed_checksum(const float* x, int64_t n);
 
 // out (n,c) = table[ids (n)]; dtable (v,c) += dout rows scattered by ids.
 void embedding_forward(const float* table, const int32_t* ids, float* out, int64_t n, int64_t c);

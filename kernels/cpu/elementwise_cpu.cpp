@@ -1,4 +1,5 @@
-// Elementwise and whole-tensor ops on the CPU: bias add and its backward, x += y, x *= s, L2 norm, finiteness.
+// Elementwise and whole-tensor ops on the CPU: bias add and its backward, x += y, x *= s, L2 norm, finiteness,
+// the keyed checksum.
 #include <omp.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/keyed_checksum.h"
 
 namespace rlcpp::cpu {
 namespace {
@@ -87,6 +89,17 @@ bool all_finite(const float* x, int64_t n) {
     bad |= (bits & 0x7f800000u) == 0x7f800000u;
   }
   return bad == 0;
+}
+
+uint64_t keyed_checksum(const float* x, int64_t n) {
+  uint64_t sum = 0;  // modulo 2^64: the same bits whatever the threads' shares
+#pragma omp parallel for reduction(+ : sum) if (n > kParallelMinWork)
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, x + i, sizeof bits);
+    sum += keyed_checksum_term(i, bits);
+  }
+  return sum;
 }
 
 }  // namespace rlcpp::cpu

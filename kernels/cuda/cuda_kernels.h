@@ -46,6 +46,8 @@ cudaError_t scale_inplace(float* x, float s, int64_t n, cudaStream_t stream);
 cudaError_t l2_norm(const float* x, int64_t n, double* result, cudaStream_t stream);
 // *result (host) = every element finite; synchronises the stream.
 cudaError_t all_finite(const float* x, int64_t n, bool* result, cudaStream_t stream);
+// *result (host) = ops::keyed_checksum of x; synchronises the stream.
+cudaError_t keyed_checksum(const float* x, int64_t n, uint64_t* result, cudaStream_t stream);
 
 cudaError_t embedding_forward(const float* table, const int32_t* ids, float* out, int64_t n, int64_t vocab,
                               int64_t c, cudaStream_t stream);

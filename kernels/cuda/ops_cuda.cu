@@ -9,6 +9,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/dtype_round.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/keyed_checksum.h"
 
 namespace rlcpp::cuda {
 namespace {
@@ -56,6 +57,25 @@ __global__ void sum_partials_kernel(const double* partial, int64_t count, double
 __global__ void non_finite_kernel(const float* x, int64_t n, int* any_bad) {
   for (int64_t i = thread_index(); i < n; i += thread_stride())
     if (!isfinite(x[i])) *any_bad = 1;  // every writer stores the same value, so the race is benign
+}
+
+// Partial keyed checksums (kernels/keyed_checksum.h), one per block: sums modulo 2^64, so any order gives the bits.
+__global__ void keyed_checksum_kernel(const float* x, int64_t n, unsigned long long* partial) {
+  __shared__ unsigned long long smem[kThreads];
+  unsigned long long acc = 0;
+  for (int64_t i = thread_index(); i < n; i += thread_stride())
+    acc += keyed_checksum_term(i, __float_as_uint(x[i]));
+  const unsigned long long total = block_sum(acc, smem);
+  if (threadIdx.x == 0) partial[blockIdx.x] = total;
+}
+
+__global__ void sum_checksum_partials_kernel(const unsigned long long* partial, int64_t count,
+                                             unsigned long long* result) {
+  __shared__ unsigned long long smem[kThreads];
+  unsigned long long acc = 0;
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) acc += partial[i];
+  const unsigned long long total = block_sum(acc, smem);
+  if (threadIdx.x == 0) *result = total;
 }
 
 // ---------------------------------------------------------------- embedding
@@ -287,6 +307,25 @@ cudaError_t all_finite(const float* x, int64_t n, bool* result, cudaStream_t str
   if (err == cudaSuccess) err = free_err;
   if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
   *result = any_bad == 0;
+  return err;
+}
+
+cudaError_t keyed_checksum(const float* x, int64_t n, uint64_t* result, cudaStream_t stream) {
+  *result = 0;
+  if (n == 0) return cudaSuccess;
+  const unsigned blocks = grid_for((n + 7) / 8);
+  unsigned long long* scratch = nullptr;  // blocks partial sums, then the total
+  cudaError_t err = cudaMallocAsync(&scratch, (blocks + 1) * sizeof(unsigned long long), stream);
+  if (err != cudaSuccess) return err;
+  keyed_checksum_kernel<<<blocks, kThreads, 0, stream>>>(x, n, scratch);
+  sum_checksum_partials_kernel<<<1, kThreads, 0, stream>>>(scratch, blocks, scratch + blocks);
+  unsigned long long total = 0;
+  err = cudaGetLastError();
+  if (err == cudaSuccess) err = cudaMemcpyAsync(&total, scratch + blocks, sizeof total, cudaMemcpyDeviceToHost, stream);
+  const cudaError_t free_err = cudaFreeAsync(scratch, stream);
+  if (err == cudaSuccess) err = free_err;
+  if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
+  *result = total;
   return err;
 }
 
