@@ -1,5 +1,6 @@
 // `rlcpp worker`: the options of a rollout worker process (rollout/worker_main.h), which serves generate
-// requests over ZeroMQ, and its weight feed: the zmq weight-sync subscriber (weightsync/zmq_channel.h).
+// requests over ZeroMQ, and its weight feed: the zmq weight-sync subscriber (weightsync/zmq_channel.h), which on a
+// GPU also takes cuda-ipc announcements.
 #include <memory>
 
 #include "apps/commands.h"
@@ -14,8 +15,8 @@ namespace {
 class ZmqWeightFeed final : public WeightFeed {
  public:
   ZmqWeightFeed(zmq::context_t& context, const std::string& endpoint, const ModelConfig& config, int64_t version,
-                const CurveOptions& curve)
-      : subscriber_(context, endpoint, /*bind=*/true, config, version, curve) {}
+                const CurveOptions& curve, const ExecContext& device)
+      : subscriber_(context, endpoint, /*bind=*/true, config, version, curve, device) {}
   zmq::socket_t& socket() override { return subscriber_.socket(); }
   std::string endpoint() const override { return subscriber_.endpoint(); }
   void receive(const std::function<void(ParameterStore, int64_t)>& install) override { subscriber_.poll(0, install); }
@@ -25,8 +26,9 @@ class ZmqWeightFeed final : public WeightFeed {
 };
 
 std::unique_ptr<WeightFeed> zmq_weight_feed(zmq::context_t& context, const std::string& endpoint,
-                                            const ModelConfig& config, int64_t version, const CurveOptions& curve) {
-  return std::make_unique<ZmqWeightFeed>(context, endpoint, config, version, curve);
+                                            const ModelConfig& config, int64_t version, const CurveOptions& curve,
+                                            const ExecContext& device) {
+  return std::make_unique<ZmqWeightFeed>(context, endpoint, config, version, curve, device);
 }
 
 }  // namespace

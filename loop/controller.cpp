@@ -210,7 +210,8 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
     rollout = make_absent_rollout(world.rank());
   else if (config.rollout.placement == "split")
     rollout = make_split_rollout(rollout_section, run.path(), rollout_checkpoint, params, state.policy_version,
-                                 config.rollout_numerics(), /*own_weights=*/config.async.max_staleness > 0);
+                                 config.rollout_numerics(), /*own_weights=*/config.async.max_staleness > 0,
+                                 {&actor.device_weights(), &actor.context()});
   else if (config.rollout.placement == "remote")
     rollout = make_remote_rollout(config.rollout, run.path(), params, state.policy_version, config.rollout_numerics());
   else
@@ -226,13 +227,14 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   if (!resume_checkpoint.empty())
     pipeline.restore(state.pending_rollouts, resume_checkpoint + "/" + kPendingRolloutsFile);
 
-  std::printf("train: %s, %s, %lld parameters, task %s, %lld steps of %lld prompts x %lld, placement %s%s%s, "
+  std::printf("train: %s, %s, %lld parameters, task %s, %lld steps of %lld prompts x %lld, placement %s%s%s%s, "
               "numerics rollout %s / trainer %s, run %s\n",
               config.algorithm.name.c_str(),
               config.init_checkpoint.empty() ? config.model_preset.c_str() : config.init_checkpoint.c_str(),
               static_cast<long long>(mc.num_parameters()), task->name().c_str(),
               static_cast<long long>(config.steps), static_cast<long long>(config.rollout.prompts_per_step),
               static_cast<long long>(config.rollout.group_size), config.rollout.placement.c_str(),
+              config.rollout.placement == "split" ? (" (weights over " + config.rollout.weight_sync + ")").c_str() : "",
               config.async.max_staleness > 0
                   ? (", async (staleness " + std::to_string(config.async.max_staleness) + ")").c_str()
                   : "",

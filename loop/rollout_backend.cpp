@@ -9,6 +9,7 @@
 #include "core/metrics.h"
 #include "loop/worker_process.h"
 #include "rollout/worker_client.h"
+#include "weightsync/cuda_ipc_channel.h"
 #include "weightsync/inproc_channel.h"
 #include "weightsync/zmq_channel.h"
 
@@ -58,14 +59,21 @@ class ColocatedRollout : public RolloutBackend {
 class SplitRollout : public RolloutBackend, private WorkerSupervisor {
  public:
   SplitRollout(const RolloutSection& rollout, const std::string& run_dir, const std::string& checkpoint,
-               const ParameterStore& params, int64_t version, const ModelNumerics& numerics, bool own_weights)
-      : binary_(rollout.worker_binary.empty() ? current_executable() : rollout.worker_binary),
+               const ParameterStore& params, int64_t version, const ModelNumerics& numerics, bool own_weights,
+               TrainerDeviceWeights device)
+      : device_weights_(device.weights),
+        binary_(rollout.worker_binary.empty() ? current_executable() : rollout.worker_binary),
         max_restarts_(rollout.max_worker_restarts),
         worker_timeout_s_(rollout.worker_timeout_s),
         snapshot_(own_weights ? std::optional<ParameterStore>(params.clone()) : std::nullopt),
         params_(snapshot_ ? &*snapshot_ : &params),
         version_(version),
         initial_version_(version) {
+    if (rollout.weight_sync == "cuda-ipc") {
+      RLCPP_CHECK(device.weights != nullptr && device.context != nullptr,
+                  "rollout.weight_sync = cuda-ipc: the split rollout was not given the trainer's device weights");
+      export_.emplace(*device.context, params.config());
+    }
     const std::string dir = std::filesystem::absolute(run_dir).string();
     const EngineConfig& e = rollout.engine;
     // Several heartbeats fit in the silence that counts as death.
@@ -125,6 +133,7 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
       params_ = &params;
     version_ = version;
     phase_ = "weight sync";
+    if (export_) export_->stage(*device_weights_, version);  // once for every worker: they copy it in turn
     for (size_t w = 0; w < processes_.size(); ++w) {
       const std::string ended = processes_[w]->exit_reason();
       if (!ended.empty()) {
@@ -132,7 +141,7 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
         continue;
       }
       try {
-        publishers_[w]->publish(params, version);
+        publish(w, params);
       } catch (const WeightSyncTimeout&) {
         restart(w, "did not acknowledge weights version " + std::to_string(version) + " within " +
                        format_seconds(worker_timeout_s_) + " s (rollout.worker_timeout_s)",
@@ -157,6 +166,14 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.3g", s);
     return buf;
+  }
+
+  // Worker w to version_: `weights`' bytes over zmq, or the cuda-ipc export staged at that version.
+  void publish(size_t w, const ParameterStore& weights) {
+    if (export_)
+      publishers_[w]->publish(export_->announce(), version_);
+    else
+      publishers_[w]->publish(weights, version_);
   }
 
   std::string exit_reason(int worker) override { return processes_[static_cast<size_t>(worker)]->exit_reason(); }
@@ -201,7 +218,7 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
       publishers_[w] = std::make_unique<ZmqWeightPublisher>(context_, processes_[w]->weights_endpoint(),
                                                             /*bind=*/false, publisher_options_);
       // It starts from the initial checkpoint, which holds the weights until the first update.
-      if (version_ != initial_version_) publishers_[w]->publish(*params_, version_);
+      if (version_ != initial_version_) publish(w, *params_);
     } catch (const std::exception& e) {
       RLCPP_FAIL("rollout: " << names_[w] << " " << what << " " << when << "; restarting it failed: " << e.what());
     }
@@ -214,6 +231,8 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
     std::fflush(stdout);
   }
 
+  const ParameterStore* device_weights_;       // cuda-ipc: the trainer's weights on its GPU
+  std::optional<CudaIpcWeightExport> export_;  // cuda-ipc: their copy the workers map
   std::string binary_;
   int64_t max_restarts_;
   double worker_timeout_s_;
@@ -253,8 +272,9 @@ std::unique_ptr<RolloutBackend> make_colocated_rollout(const Transformer& model,
 std::unique_ptr<RolloutBackend> make_split_rollout(const RolloutSection& rollout, const std::string& run_dir,
                                                    const std::string& checkpoint, const ParameterStore& params,
                                                    int64_t version, const ModelNumerics& numerics,
-                                                   bool own_weights) {
-  return std::make_unique<SplitRollout>(rollout, run_dir, checkpoint, params, version, numerics, own_weights);
+                                                   bool own_weights, TrainerDeviceWeights device) {
+  return std::make_unique<SplitRollout>(rollout, run_dir, checkpoint, params, version, numerics, own_weights,
+                                        device);
 }
 
 }  // namespace rlcpp

@@ -1,7 +1,7 @@
 // Where rollouts run (rollout.placement): `colocated`, an Engine inside the trainer process reading the
 // trainer's own weights (sync = an inproc version bump), or `split`, one `rlcpp worker` child process over
 // ipc:// in the run directory per `rollout.num_workers` (the request's prompts split among them), each fed by
-// the zmq weight-sync channel after every update. A split worker that exits, is killed or stops answering is
+// the zmq weight-sync channel after every update (or on one GPU by cuda-ipc, announced over zmq). A split worker that exits, is killed or stops answering is
 // restarted and its unfinished prompts re-issued (loop/README.md "Fault handling"); or `remote`, `rlcpp worker`
 // processes the user started (other hosts, CURVE-authenticated; bound at given endpoints, or joining a trainer
 // that listens), fed like split ones but never restarted by the trainer: a failed one is dropped and the others
@@ -41,6 +41,12 @@ std::unique_ptr<RolloutBackend> make_colocated_rollout(const Transformer& model,
                                                        bool own_weights = false,
                                                        const ExecContext& context = ExecContext::cpu());
 
+// The weights a trainer updates where it computes, and its context there: what a cuda-ipc sync exports.
+struct TrainerDeviceWeights {
+  const ParameterStore* weights = nullptr;  // PolicyUpdater::device_weights()
+  const ExecContext* context = nullptr;
+};
+
 // Starts rollout.num_workers workers on `checkpoint` (the policy at `version`), worker i serving at
 // ipc://RUN_DIR/worker<i>.ipc and taking weights at ipc://RUN_DIR/worker<i>_weights.ipc;
 // rollout.worker_binary "" = this executable. A worker restarted during generate is brought to the weights
@@ -49,10 +55,12 @@ std::unique_ptr<RolloutBackend> make_colocated_rollout(const Transformer& model,
 // (--device; "" is the CPU here: TrainConfig::rollout_device resolves a run's). With `own_weights`
 // (the async pipeline, whose draws run while the trainer updates `params`) the backend keeps a copy of the
 // weights of each sync, and a restarted worker is brought to that copy.
+// rollout.weight_sync "cuda-ipc": each sync exports `device` (on the GPU the workers use; required then) instead
+// of sending `params`' bytes; a restarted worker is brought to the last export.
 std::unique_ptr<RolloutBackend> make_split_rollout(const RolloutSection& rollout, const std::string& run_dir,
                                                    const std::string& checkpoint, const ParameterStore& params,
                                                    int64_t version, const ModelNumerics& numerics = {},
-                                                   bool own_weights = false);
+                                                   bool own_weights = false, TrainerDeviceWeights device = {});
 
 // Connects to the workers of rollout.remote (bound at its endpoints, started by the user), or listens at
 // rollout.remote.listen for workers that join (min_workers before it returns), checks that each answers and

@@ -129,6 +129,23 @@ void check_device_available(const std::string& spec, const std::string& key) {
                                                   : "no such device (" + std::to_string(count) + " visible)"));
 }
 
+// rollout.weight_sync: zmq anywhere; cuda-ipc between a trainer and split workers on one GPU.
+void validate_weight_sync(const TrainConfig& c) {
+  const std::string& w = c.rollout.weight_sync;
+  RLCPP_CHECK(w == "zmq" || w == "cuda-ipc",
+              "config key 'rollout.weight_sync': \"" << w << "\", expected \"zmq\" or \"cuda-ipc\"");
+  if (w == "zmq") return;
+  RLCPP_CHECK(c.rollout.placement == "split",
+              "config key 'rollout.weight_sync': cuda-ipc feeds split workers, but rollout.placement is \""
+                  << c.rollout.placement << "\" (colocated needs no copy; remote workers take zmq)");
+  const DeviceSpec trainer = parse_device_spec(c.device, "config key 'device'");
+  const DeviceSpec rollout = parse_device_spec(c.rollout_device(), "config key 'rollout.device'");
+  RLCPP_CHECK(trainer.device == Device::kCUDA && rollout.device == Device::kCUDA && trainer.index == rollout.index,
+              "config key 'rollout.weight_sync': cuda-ipc copies between processes on one GPU, but the trainer runs "
+              "on '" << c.device << "' and the workers on '" << c.rollout_device()
+                     << "' (set device = cuda and leave rollout.device empty, or use zmq)");
+}
+
 // rollout.remote, when the placement is "remote" (and nothing in it otherwise): the lists agree, every endpoint
 // is one a trainer may reach (beyond this machine only with keys), and the key files load.
 void validate_remote_workers(const RolloutSection& rollout) {
@@ -225,6 +242,7 @@ void TrainConfig::validate() const {
               "config key 'rollout.placement': \"" << rollout.placement
                                                     << "\", expected \"split\", \"colocated\" or \"remote\"");
   validate_remote_workers(rollout);
+  validate_weight_sync(*this);
   check_device_available(device, "config key 'device'");
   if (rollout.placement != "remote")  // remote workers run where their own --device says
     check_device_available(rollout_device(), rollout.device.empty() ? "config key 'device'" : "config key 'rollout.device'");

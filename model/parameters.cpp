@@ -52,6 +52,14 @@ ParameterStore::ParameterStore(const ModelConfig& cfg) : config_(cfg), infos_(pa
   flat_ = Tensor::zeros({total});
 }
 
+ParameterStore ParameterStore::allocate(const ModelConfig& cfg, const ExecContext& ctx) {
+  ParameterStore s;
+  s.config_ = cfg;
+  s.infos_ = parameter_layout(cfg);
+  s.flat_ = ctx.empty({s.infos_.empty() ? 0 : s.infos_.back().offset + s.infos_.back().numel()});
+  return s;
+}
+
 ParameterStore ParameterStore::clone() const {
   ParameterStore c = *this;
   c.flat_ = flat_.clone();

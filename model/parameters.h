@@ -44,6 +44,8 @@ class ParameterStore {
   explicit ParameterStore(const ModelConfig& cfg);
   // Copies SHARE the buffer (Tensor semantics); clone() is a deep copy (e.g. a frozen reference model).
   ParameterStore clone() const;
+  // A store of `cfg`'s layout whose floats are uninitialised, from ctx's pool (to be overwritten whole).
+  static ParameterStore allocate(const ModelConfig& cfg, const ExecContext& ctx);
   // A deep copy on ctx's device, from its pool (the device copy a CUDA context computes with).
   ParameterStore on(const ExecContext& ctx) const;
 

@@ -90,8 +90,8 @@ void Transformer::pack_weights(const ExecContext& ctx, const ParameterStore& par
 
 void Transformer::prepare_decode_weights(const ExecContext& ctx, const ParameterStore& params,
                                          PackedWeights& out) const {
-  RLCPP_CHECK(params.flat().device() == Device::kCPU,
-              "prepare_decode_weights: the parameters must be on the host (they are on "
+  RLCPP_CHECK(params.flat().device() == Device::kCPU || params.flat().device() == ctx.device(),
+              "prepare_decode_weights: the parameters must be on the host or on " << ctx.name() << " (they are on "
                   << device_name(params.flat().device()) << ")");
   if (ctx.device() != Device::kCPU) {
     prepare_device_decode_weights(ctx, params, out);
@@ -152,8 +152,9 @@ void Transformer::prepare_device_decode_weights(const ExecContext& ctx, const Pa
     out.for_blas = true;
     if (quantized) {
       // A quantised format's values come from its CPU pack and unpack (the host's prepared copy).
+      ParameterStore on_host;
       PackedWeights host;
-      prepare_decode_weights(ExecContext::cpu(), params, host);
+      prepare_decode_weights(ExecContext::cpu(), params_on(ExecContext::cpu(), params, on_host), host);
       ctx.copy(host.blas.flat(), out.blas.flat());
     } else {
       ops::round_to(ctx, out.blas.flat(), numerics_.compute);  // round_to on the device gives the CPU's bits

@@ -80,8 +80,15 @@ void Engine::set_weights(const ParameterStore& params, int64_t version) {
   RLCPP_CHECK(params.numel() == model_.config().num_parameters(),
               "engine: new weights have " << params.numel() << " floats, the model has "
                                           << model_.config().num_parameters());
+  RLCPP_CHECK(params.flat().device() == Device::kCPU || params.flat().device() == context_.device(),
+              "engine: new weights are on " << device_name(params.flat().device()) << ", the engine runs on "
+                                            << context_.name());
   // Here rather than as "non-finite logits" in the sampler, steps later; the weights in use stay in place.
-  check_finite_weights(params, "engine: refusing weights of policy version " + std::to_string(version));
+  const std::string refusing = "engine: refusing weights of policy version " + std::to_string(version);
+  if (params.flat().device() == Device::kCPU)
+    check_finite_weights(params, refusing);
+  else
+    RLCPP_CHECK(ops::all_finite(context_, params.flat()), refusing << ": they hold a NaN or an infinity");
   params_ = &params;
   policy_version_ = version;
   packed_stale_ = true;
@@ -258,13 +265,12 @@ RolloutResult Engine::generate(const Request& request, const StepObserver& obser
     phase.reset();
     copy_blocks(batch_.copies);
     if (packed_stale_) {
-      // Host weights are prepared in the rollout numerics for the context's device (packed panels, the OpenBLAS
-      // decode's copy, or the device copy); fp32 weights already on the engine's device decode as they are.
-      use_packed_ = params_->flat().device() == Device::kCPU;
-      if (use_packed_) model_.prepare_decode_weights(context_, *params_, packed_);
+      // The weights are prepared in the rollout numerics for the context's device (packed panels, the OpenBLAS
+      // decode's copy, or the device copy, from host weights or from weights already on that device).
+      model_.prepare_decode_weights(context_, *params_, packed_);
       packed_stale_ = false;
     }
-    const Tensor step_logits = model_.forward_cached(context_, *params_, step_, cache_, use_packed_ ? &packed_ : nullptr);
+    const Tensor step_logits = model_.forward_cached(context_, *params_, step_, cache_, &packed_);
     const Tensor logits = host_logits(step_logits);
     stats.forward_s += phase.seconds();
     for (const PrefillUnit& unit : batch_.prefills)

@@ -114,7 +114,6 @@ class Engine {
   KVCache cache_;
   PackedWeights packed_;       // *params_ prepared for forward_cached in the model's numerics, on context_'s device
   bool packed_stale_ = true;  // repack before the next step (construction, set_weights)
-  bool use_packed_ = false;
   Tensor host_logits_;        // a device engine's logits copied back for the sampler (rows for the largest step)
   // Reused across steps so a step allocates little.
   ScheduledBatch batch_;

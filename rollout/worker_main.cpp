@@ -133,7 +133,8 @@ int serve_worker(WorkerProcessConfig& a, const WeightFeedFactory& make_weights) 
   if (a.exit_with_parent) control.parent = getppid();
   std::string weights_endpoint;
   if (!a.weights.empty()) {
-    weights = make_weights(context, a.weights, params.config(), a.policy_version, a.worker.curve);
+    weights = make_weights(context, a.weights, params.config(), a.policy_version, a.worker.curve,
+                           service.engine().context());
     weights_endpoint = weights->endpoint();
     // A worker that joins a listening trainer says where to send it weights, and with which key.
     service.advertise("weights_endpoint", weights_endpoint);

@@ -41,13 +41,15 @@ class WeightFeed {
   virtual ~WeightFeed() = default;
   virtual zmq::socket_t& socket() = 0;
   virtual std::string endpoint() const = 0;
-  // Serves what arrived without waiting; calls install(weights, version) for each complete, verified version.
+  // Serves what arrived without waiting; calls install(weights, version) for each complete, verified version
+  // (on the host, or on the engine's GPU).
   virtual void receive(const std::function<void(ParameterStore, int64_t)>& install) = 0;
 };
-// Binds a feed at `endpoint` for a model of `config` now at `version`, with the worker's CURVE keys.
+// Binds a feed at `endpoint` for a model of `config` now at `version`, with the worker's CURVE keys, for an engine
+// on `device` (a GPU's engine also takes weights that arrive on that GPU: cuda-ipc).
 using WeightFeedFactory = std::function<std::unique_ptr<WeightFeed>(
     zmq::context_t& context, const std::string& endpoint, const ModelConfig& config, int64_t version,
-    const CurveOptions& curve)>;
+    const CurveOptions& curve, const ExecContext& device)>;
 
 // The process: returns its exit status (0 after a clean stop). Any error is printed as the "error" event line and
 // rethrown. `weights` is called when config.weights names an endpoint.

@@ -42,7 +42,7 @@ done
 
 export RLCPP_SOURCE_DIR=$PWD OMP_WAIT_POLICY=PASSIVE
 tests=(core_exec_context_test kernels_ops_test kernels_cuda_ops_test kernels_attention_test model_cuda_test
-       rollout_cuda_test trainer_cuda_test trainer_nccl_test)
+       rollout_cuda_test trainer_cuda_test trainer_nccl_test weightsync_cuda_ipc_test)
 for t in "${tests[@]}"; do
   start=$(date +%s%N)
   timeout 180 "$root/bin/$t" --gtest_output="json:$out/$t.json" --gtest_brief=1 >"$out/$t.log" 2>&1
@@ -56,6 +56,21 @@ start=$(date +%s%N)
 timeout 240 "$rlcpp" train configs/grpo_add3.json --set device=cuda --set rollout.placement=colocated \
   --set steps=100 --set eval_every=25 --set eval_size=500 --set run_dir="$out/grpo_gpu" >"$out/grpo_gpu.log" 2>&1
 echo "$? $((($(date +%s%N) - start) / 1000000))" >"$out/grpo_gpu.rc"
+# Split workers on the trainer's GPU, fed over zmq (the bytes through the host) and over cuda-ipc (a device copy
+# from the trainer's exported buffer): the same seeded run must give the same samples and metrics (compared in
+# the summary below), and each sync's time is in its metrics. (The W2 sync time is weightsync_cuda_ipc_test's.)
+train_run() {
+  local name=$1 limit=$2
+  shift 2
+  start=$(date +%s%N)
+  timeout "$limit" "$rlcpp" train configs/grpo_add3.json --set warm_start.enabled=false --set device=cuda \
+    --set rollout.placement=split --set eval_every=0 --set eval_size=20 --set run_dir="$out/$name" "$@" \
+    >"$out/$name.log" 2>&1
+  echo "$? $((($(date +%s%N) - start) / 1000000))" >"$out/$name.rc"
+}
+for sync in zmq cuda-ipc; do
+  train_run "split_${sync/-/_}" 90 --set rollout.weight_sync=$sync --set steps=8 --set rollout.prompts_per_step=64
+done
 # The GPU benchmarks, each next to Hugging Face generate (eager, and a static cache with torch.compile) on the
 # same GPU: W1 (512 x 8 and the long tail) in fp32, batch-invariant and not; W2 in bf16 (cuBLAS) at batch 256
 # and batch 1.
@@ -86,7 +101,9 @@ for t in tests:
         cases = [c for s in report.get("testsuites", []) for c in s.get("testsuite", [])]
         entry["passed"] = sum(1 for c in cases if c.get("result") == "COMPLETED" and not c.get("failures"))
         entry["failed"] = [c["classname"] + "." + c["name"] for c in cases if c.get("failures")]
-        entry["skipped"] = [c["classname"] + "." + c["name"] for c in cases if c.get("result") == "SKIPPED"]
+        # CudaIpcSubscriberProcess: the other process of weightsync_cuda_ipc_test, run only by it.
+        entry["skipped"] = [c["classname"] + "." + c["name"] for c in cases if c.get("result") == "SKIPPED"
+                            and c["classname"] != "CudaIpcSubscriberProcess"]
     else:
         entry["error"] = open(os.path.join(out, t + ".log")).read()[-2000:]
     summary["tests"][t] = entry
@@ -102,6 +119,26 @@ if os.path.exists(metrics):
     summary["grpo_gpu_evals"] = [{k: v for k, v in json.loads(l).items()
                                   if k in ("step", "eval/accuracy", "step_s", "probe/max_abs_dlogp")}
                                  for l in open(metrics) if "eval/accuracy" in l]
+def records(run, name):
+    path = os.path.join(out, run, name)
+    return [json.loads(l) for l in open(path)] if os.path.exists(path) else []
+def same_run(a, b):  # samples, and every metric but the run-dependent ones (timing, engine, memory, layout)
+    skip = ("timing", "elapsed_s", "tokens_per_s", "checkpoint", "engine/", "memory/", "layout/")
+    ma, mb = records(a, "metrics.jsonl"), records(b, "metrics.jsonl")
+    return bool(ma) and records(a, "samples.jsonl") == records(b, "samples.jsonl") and len(ma) == len(mb) and all(
+        {k: v for k, v in x.items() if not k.startswith(skip)} == {k: v for k, v in y.items() if not k.startswith(skip)}
+        for x, y in zip(ma, mb))
+summary["weight_sync"] = {}
+for run in ("split_zmq", "split_cuda_ipc"):
+    ms = [m["timing_s/weight_sync"] for m in records(run, "metrics.jsonl") if "timing_s/weight_sync" in m]
+    if ms:
+        summary["weight_sync"][run] = {"sync_ms": [round(1000 * x, 2) for x in ms],
+                                       "probe_max_abs_dlogp": [m.get("probe/max_abs_dlogp")
+                                                               for m in records(run, "metrics.jsonl")]}
+summary["weight_sync"]["split_cuda_ipc_equals_zmq"] = same_run("split_zmq", "split_cuda_ipc")
+ipc_log = os.path.join(out, "weightsync_cuda_ipc_test.log")
+w2 = [l.strip() for l in open(ipc_log, errors="replace") if l.startswith("cuda-ipc W2 sync")] if os.path.exists(ipc_log) else []
+summary["weight_sync"]["w2_cuda_ipc"] = w2[0] if w2 else None
 json.dump(summary, open(os.path.join(out, "device_check.json"), "w"), indent=1)
 print(f"\nGPU: {summary['gpu']}")
 print(f"{'test binary':28} {'exit':>4} {'s':>6} {'passed':>6} {'failed':>6} {'skipped':>7}")
@@ -118,12 +155,15 @@ for name, r in runs.items():
     print(f"{name:28} {r['exit_status']:>4} {r['seconds']:>6}")
 for e in summary.get("grpo_gpu_evals", []):
     print("  grpo_gpu", e)
+for name, e in summary["weight_sync"].items():
+    print("  weight_sync", name, e)
 # On a GPU machine every GPU case must run: a skip there means the binaries did not see the GPU.
 skipped_on_gpu = summary["gpu"] and any(e.get("skipped") for _, e in rows)
 if skipped_on_gpu:
     print("device_check: GPU tests skipped on a machine with a GPU (see each test's log for the reason)")
 sys.exit(0 if all(e["exit_status"] == 0 for _, e in rows) and not skipped_on_gpu and
-         all(r["exit_status"] == 0 for r in runs.values()) else 1)
+         all(r["exit_status"] == 0 for r in runs.values()) and summary["weight_sync"]["split_cuda_ipc_equals_zmq"]
+         else 1)
 EOF
 status=$?
 # What comes back (at most 8 files): the summary, every log in one file, and the work files packed.

@@ -16,6 +16,7 @@
 #include "model/checkpoint.h"
 #include "model/init.h"
 #include "reward/task_registry.h"
+#include "tests/error_test_support.h"
 #include "tests/host_context.h"
 #include "tests/train_test_support.h"
 
@@ -210,6 +211,25 @@ TEST(LoopTrain, BypassSkipsTheOldLogprobPhase) {
   }
   cfg.algorithm.policy_loss.rollout_correction.is = "token";
   EXPECT_THROW(cfg.validate(), Error);  // a correction against old / rollout = 1 is refused
+}
+
+// rollout.weight_sync: a name it does not know, cuda-ipc for a placement it does not feed and cuda-ipc off a GPU
+// are each refused naming the key and what to set, before any work.
+TEST(LoopTrain, WeightSyncSettingsAreCheckedByName) {
+  TrainConfig cfg;
+  cfg.rollout.weight_sync = "nccl";
+  expect_error([&] { cfg.validate(); }, {"config key 'rollout.weight_sync': \"nccl\"", "\"cuda-ipc\""});
+  cfg.rollout.weight_sync = "cuda-ipc";
+  cfg.rollout.placement = "colocated";
+  expect_error([&] { cfg.validate(); }, {"rollout.weight_sync", "rollout.placement is \"colocated\""});
+  cfg.rollout.placement = "split";
+  expect_error([&] { cfg.validate(); }, {"rollout.weight_sync", "the trainer runs on 'cpu'", "set device = cuda"});
+  cfg.device = "cuda";
+  cfg.rollout.device = "cpu";
+  expect_error([&] { cfg.validate(); }, {"rollout.weight_sync", "the workers on 'cpu'"});
+  cfg.rollout.weight_sync = "zmq";
+  cfg.device = "cpu";
+  cfg.validate();
 }
 
 // logprob_space "sampled" with top-p sampling: the trainer replays the sampler's kept set, so rollout and

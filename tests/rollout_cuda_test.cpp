@@ -156,7 +156,7 @@ INSTANTIATE_TEST_SUITE_P(Numerics, EngineOnCuda,
 
 TEST(EngineOnCuda, NewWeightsAreUsedFromTheNextRequest) {
   // set_weights re-prepares the device copy (the buffers kept): the next request samples from the new weights,
-  // the same as an engine built on them.
+  // the same as an engine built on them, whether the new weights are on the host or already on the GPU.
   std::string why;
   if (ExecContext::cuda_devices(&why) == 0) GTEST_SKIP() << why;
   const ExecContext gpu = ExecContext::cuda(0);
@@ -170,14 +170,19 @@ TEST(EngineOnCuda, NewWeightsAreUsedFromTheNextRequest) {
   const RolloutResult updated = engine.generate(request);
   Engine fresh(model, second, small_engine(), 1, gpu);
   const RolloutResult want = fresh.generate(request);
-  for (size_t i = 0; i < want.samples.size(); ++i) {
-    EXPECT_EQ(updated.samples[i].policy_version, 1);
-    ASSERT_EQ(updated.samples[i].tokens, want.samples[i].tokens) << i;
-    EXPECT_EQ(std::memcmp(updated.samples[i].logprobs.data(), want.samples[i].logprobs.data(),
-                          want.samples[i].logprobs.size() * sizeof(float)),
-              0)
-        << i;
-  }
+  // Weights that arrive on the GPU (a cuda-ipc sync) are prepared from there: the same samples again.
+  const ParameterStore second_on_gpu = second.on(gpu);
+  engine.set_weights(second_on_gpu, 2);
+  const RolloutResult from_device = engine.generate(request);
+  for (const RolloutResult* got : {&updated, &from_device})
+    for (size_t i = 0; i < want.samples.size(); ++i) {
+      EXPECT_EQ(got->samples[i].policy_version, got == &updated ? 1 : 2);
+      ASSERT_EQ(got->samples[i].tokens, want.samples[i].tokens) << i;
+      EXPECT_EQ(std::memcmp(got->samples[i].logprobs.data(), want.samples[i].logprobs.data(),
+                            want.samples[i].logprobs.size() * sizeof(float)),
+                0)
+          << i;
+    }
 }
 
 }  // namespace

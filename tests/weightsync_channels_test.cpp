@@ -6,6 +6,7 @@
 
 #include "core/curve.h"
 #include "model/init.h"
+#include "weightsync/cuda_ipc_channel.h"
 #include "weightsync/inproc_channel.h"
 #include "weightsync/weight_message.h"
 #include "weightsync/zmq_channel.h"
@@ -348,6 +349,48 @@ TEST(WeightSyncZmq, CurveSubscriberAcceptsAdmittedPublishersOnly) {
 
   EXPECT_THROW(ZmqWeightSubscriber(ctx, "tcp://0.0.0.0:0", true, cfg, 0), Error);
   EXPECT_THROW(ZmqWeightPublisher(ctx, "tcp://10.1.2.3:5555", false, small_chunks()), Error);
+}
+
+// A cuda-ipc announcement carries a handle, not the weights. One that reaches a subscriber whose weights live on
+// the host (made by hand here: this test needs no GPU) is refused at every attempt, saying where the weights
+// would have to be, and the subscriber keeps its version; a message published under another version than its
+// own is not sent at all.
+TEST(WeightSyncCudaIpc, AHostSubscriberRefusesAnAnnouncementSayingWhy) {
+  const ModelConfig cfg = small_config();
+  SubscriberFixture f(cfg);
+  f.serve(2);
+  ZmqPublisherOptions o = small_chunks();
+  o.max_attempts = 2;
+  ZmqWeightPublisher pub(f.ctx, f.sub.endpoint(), false, o);
+  WireMessage m("weights");
+  m.header["version"] = 3;
+  m.header["transport"] = "cuda-ipc";
+  m.header["total_floats"] = ParameterStore(cfg).numel();
+  m.header["layout"] = layout_json(parameter_layout(cfg));
+  m.header["device_uuid"] = std::string(32, '0');
+  m.header["keyed_checksum"] = "1";
+  m.add<uint8_t>("ipc_handle", std::vector<uint8_t>(64, 7));
+  EXPECT_THROW(pub.publish(m, 4), Error);  // not this message's version: refused before sending
+  try {
+    pub.publish(m, 3);
+    ADD_FAILURE() << "a host subscriber took a cuda-ipc announcement";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("refused 2 times"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("this subscriber's weights live on cpu"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rlcpp worker --device cuda"), std::string::npos) << e.what();
+  }
+  f.server.join();
+  EXPECT_EQ(f.outcomes, (std::vector<bool>{false, false}));
+  EXPECT_EQ(f.sub.version(), 0);
+}
+
+TEST(WeightSyncCudaIpc, TheExportIsOfGpuMemory) {
+  try {
+    CudaIpcWeightExport exported(ExecContext::cpu(), small_config());
+    ADD_FAILURE() << "an export of host memory was made";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the trainer's weights are on cpu"), std::string::npos) << e.what();
+  }
 }
 
 TEST(WeightSyncInproc, PublishIsAVersionBumpOnTheSharedBuffer) {

@@ -69,6 +69,9 @@ class PolicyUpdater {
   // updater (old or reference log-probs) runs them on.
   const ExecContext& context() const { return context_; }
   const ParameterStore& params() const { return params_; }  // the host weights
+  // The weights it trains on its context's device: params() on the host, the device copy on a GPU (what a
+  // cuda-ipc weight sync exports). Updated in place by every applied step.
+  const ParameterStore& device_weights() const { return device_params_ ? *device_params_ : params_; }
   // The host weights were overwritten (a resume loaded a checkpoint into them): copies them to the device.
   void host_weights_changed();
   const OptimConfig& config() const { return config_; }

@@ -89,19 +89,29 @@ void check_layout(const Json& got, const std::vector<ParameterInfo>& expected) {
 
 }  // namespace
 
-int64_t decode_weights(const WireMessage& message, const std::vector<ParameterInfo>& expected, int64_t total_floats,
-                       float* out) {
+int64_t check_weights_header(const WireMessage& message, const std::vector<ParameterInfo>& expected,
+                             int64_t total_floats) {
   if (message.type() != "weights") refuse("type is '" + message.type() + "', expected 'weights'");
   const Json& h = message.header;
   const auto version = header_field<int64_t>(h, "version");
   const auto total = header_field<int64_t>(h, "total_floats");
-  const auto chunk = header_field<int64_t>(h, "chunk_floats");
-  const auto checksum_text = header_field<std::string>(h, "checksum");
   if (total != total_floats)
     refuse("total_floats " + std::to_string(total) + ", expected " + std::to_string(total_floats));
-  if (chunk <= 0) refuse("chunk_floats " + std::to_string(chunk) + ", expected > 0");
   if (!h.contains("layout")) refuse("header has no 'layout'");
   check_layout(h["layout"], expected);
+  return version;
+}
+
+std::string weights_header_text(const Json& header, const char* key) { return header_field<std::string>(header, key); }
+
+int64_t decode_weights(const WireMessage& message, const std::vector<ParameterInfo>& expected, int64_t total_floats,
+                       float* out) {
+  const int64_t version = check_weights_header(message, expected, total_floats);
+  const Json& h = message.header;
+  const int64_t total = total_floats;
+  const auto chunk = header_field<int64_t>(h, "chunk_floats");
+  const auto checksum_text = header_field<std::string>(h, "checksum");
+  if (chunk <= 0) refuse("chunk_floats " + std::to_string(chunk) + ", expected > 0");
   const int64_t chunks = (total + chunk - 1) / chunk;
   if (static_cast<int64_t>(message.arrays.size()) != chunks)
     refuse("has " + std::to_string(message.arrays.size()) + " chunks, expected " + std::to_string(chunks) +

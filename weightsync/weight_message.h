@@ -25,6 +25,14 @@ WireMessage encode_weights(const ParameterStore& params, int64_t version, int64_
 // Wire limits that admit a publish of `total_floats` in chunks of `chunk_floats`.
 WireLimits weights_limits(int64_t total_floats, int64_t chunk_floats);
 
+// The part of a "weights" message every transport shares — its type, version, total_floats and layout (names,
+// shapes, offsets) — checked against what the receiver expects. Returns the version; throws WireError naming the
+// first mismatch.
+int64_t check_weights_header(const WireMessage& message, const std::vector<ParameterInfo>& expected,
+                             int64_t total_floats);
+// Header field `key` of a "weights" message as a string; WireError naming it when absent or not a string.
+std::string weights_header_text(const Json& header, const char* key);
+
 // Checks `message` against `expected` (names, shapes, offsets, total size, chunk sizes, checksum) and copies
 // its floats into `out` (numel = the layout's total). Throws WireError naming the first mismatch, or the first
 // tensor holding a NaN or an infinity.

@@ -48,6 +48,19 @@ PublishStats ZmqWeightPublisher::publish(const ParameterStore& params, int64_t v
               "weight sync: version " << version << " published after " << last_version_ << " (must increase)");
   const auto start = std::chrono::steady_clock::now();
   WireMessage message = encode_weights(params, version, options_.chunk_floats);
+  const double encoding_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  PublishStats stats = publish(std::move(message), version, rebase);
+  stats.seconds += encoding_s;
+  return stats;
+}
+
+PublishStats ZmqWeightPublisher::publish(WireMessage message, int64_t version, bool rebase) {
+  RLCPP_CHECK(version > last_version_,
+              "weight sync: version " << version << " published after " << last_version_ << " (must increase)");
+  RLCPP_CHECK(message.header.value("version", int64_t{-1}) == version,
+              "weight sync: a message of version " << message.header.value("version", Json()).dump()
+                                                   << " published as version " << version);
+  const auto start = std::chrono::steady_clock::now();
   if (rebase) message.header["rebase"] = true;
   PublishStats stats;
   stats.version = version;
@@ -108,9 +121,10 @@ PublishStats ZmqWeightPublisher::publish(const ParameterStore& params, int64_t v
 
 ZmqWeightSubscriber::ZmqWeightSubscriber(zmq::context_t& ctx, const std::string& endpoint, bool bind,
                                          const ModelConfig& config, int64_t current_version,
-                                         const CurveOptions& curve)
+                                         const CurveOptions& curve, const ExecContext& device)
     : socket_(ctx, zmq::socket_type::router),
       config_(config),
+      ipc_(device),
       layout_(parameter_layout(config)),
       version_(current_version) {
   for (const ParameterInfo& p : layout_) total_floats_ = std::max(total_floats_, p.offset + p.numel());
@@ -150,11 +164,17 @@ bool ZmqWeightSubscriber::poll(long timeout_ms, const Swap& swap) {
     if (version < 0 || (!rebased && version <= version_))
       throw WireError("weights message refused: version " + std::to_string(version) + " is not newer than " +
                       std::to_string(version_) + (rebased ? " (a rebase needs a version >= 0)" : ""));
-    ParameterStore staged(config_);
-    RLCPP_CHECK(staged.numel() == total_floats_, "weight sync: layout size " << total_floats_ << " != store size "
-                                                                             << staged.numel());
-    decode_weights(message, layout_, total_floats_, staged.flat().data<float>());
-    swap(std::move(staged), version);
+    if (is_cuda_ipc_message(message)) {
+      int64_t announced = -1;
+      ParameterStore staged = ipc_.receive(message, config_, &announced);
+      swap(std::move(staged), version);
+    } else {
+      ParameterStore staged(config_);
+      RLCPP_CHECK(staged.numel() == total_floats_, "weight sync: layout size " << total_floats_ << " != store size "
+                                                                               << staged.numel());
+      decode_weights(message, layout_, total_floats_, staged.flat().data<float>());
+      swap(std::move(staged), version);
+    }
   } catch (const std::exception& e) {  // WireError, or any other failure to take these weights: refused either way
     last_error_ = e.what();
     reply(socket_, in.envelope, "error", version, last_error_);

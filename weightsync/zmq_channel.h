@@ -18,6 +18,7 @@
 #include "core/curve.h"
 #include "core/wire.h"
 #include "model/parameters.h"
+#include "weightsync/cuda_ipc_channel.h"
 
 namespace rlcpp {
 
@@ -56,6 +57,8 @@ class ZmqWeightPublisher {
   // subscriber that outlives trainers (a remote worker): taken even when not newer than the subscriber's
   // version, which then counts on from `version`.
   PublishStats publish(const ParameterStore& params, int64_t version, bool rebase = false);
+  // The same for a "weights" message made elsewhere (weightsync/cuda_ipc_channel.h: a cuda-ipc announcement).
+  PublishStats publish(WireMessage message, int64_t version, bool rebase = false);
   std::string endpoint() const;  // bound endpoint read back when bound
   int64_t last_version() const { return last_version_; }
 
@@ -69,12 +72,15 @@ class ZmqWeightPublisher {
 class ZmqWeightSubscriber {
  public:
   // `layout` is what every publish must match (names, shapes, offsets); `current_version` the weights in use;
-  // `curve` the keys for an endpoint beyond this machine.
+  // `curve` the keys for an endpoint beyond this machine; `device` where the weights are used: a GPU's context
+  // also takes cuda-ipc announcements (weightsync/cuda_ipc_channel.h), whose weights then arrive on that GPU.
   ZmqWeightSubscriber(zmq::context_t& ctx, const std::string& endpoint, bool bind, const ModelConfig& config,
-                      int64_t current_version, const CurveOptions& curve = {});
+                      int64_t current_version, const CurveOptions& curve = {},
+                      const ExecContext& device = ExecContext::cpu());
   std::string endpoint() const;
 
-  // Called with verified weights (a fresh store the callee may keep) and their version.
+  // Called with verified weights (a fresh store the callee may keep: on the host, or on the GPU for a cuda-ipc
+  // announcement) and their version.
   using Swap = std::function<void(ParameterStore weights, int64_t version)>;
   // Serves at most one message within `timeout_ms` (-1 = wait). Returns true when a new version was swapped in
   // and acknowledged; a refused message is answered with an error and false returned.
@@ -87,6 +93,7 @@ class ZmqWeightSubscriber {
  private:
   zmq::socket_t socket_;
   ModelConfig config_;
+  CudaIpcWeightImport ipc_;
   std::vector<ParameterInfo> layout_;
   int64_t total_floats_ = 0;
   int64_t version_ = 0;

@@ -1,0 +1,199 @@
+// The cuda-ipc weight sync between two processes on one GPU (weightsync/cuda_ipc_channel.h): this binary starts
+// itself again as the subscriber (the CudaIpcSubscriberProcess case, which runs only when started so), publishes
+// over the channel and reads back what the other process received. Skipped without a GPU; scripts/device_check.sh
+// runs it on a lent one. The CPU-side refusals are in weightsync_channels_test.
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "core/exec_context.h"
+#include "model/init.h"
+#include "weightsync/cuda_ipc_channel.h"
+#include "weightsync/zmq_channel.h"
+
+extern char** environ;
+
+namespace rlcpp {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kChildDirVariable = "RLCPP_CUDA_IPC_SUBSCRIBER_DIR";
+constexpr const char* kChildModelVariable = "RLCPP_CUDA_IPC_SUBSCRIBER_MODEL";
+constexpr int kChildPolls = 4;
+
+// "small" (2 layers of the tiny preset, each received version written back) or "w2" (the qwen05b preset: 494M
+// parameters, 2 GB of fp32 weights a sync, timed).
+ModelConfig child_config(const std::string& model) {
+  if (model == "w2") return model_preset("qwen05b");
+  ModelConfig cfg = model_preset("tiny");
+  cfg.num_hidden_layers = 2;
+  return cfg;
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The subscriber process: binds in the directory it was given, says so with a `ready` file, then serves
+// kChildPolls publishes, writing each version it takes (the small model's weights copied back to the host) to
+// v<VERSION>.bin and what happened to each to log.txt.
+TEST(CudaIpcSubscriberProcess, Serves) {
+  const char* dir = std::getenv(kChildDirVariable);
+  if (dir == nullptr) GTEST_SKIP() << "the subscriber side of the CudaIpc cases, run by them";
+  const char* model = std::getenv(kChildModelVariable);
+  const bool small = model == nullptr || std::string(model) != "w2";
+  const ExecContext gpu = ExecContext::cuda(0);
+  zmq::context_t ctx;
+  ZmqWeightSubscriber sub(ctx, std::string("ipc://") + dir + "/sub.ipc", /*bind=*/true,
+                          child_config(small ? "small" : "w2"), 0, {}, gpu);
+  std::ofstream(fs::path(dir) / "ready") << "ready\n";
+  std::ofstream log(fs::path(dir) / "log.txt");
+  for (int i = 0; i < kChildPolls; ++i) {
+    const bool took = sub.poll(60000, [&](ParameterStore w, int64_t version) {
+      ASSERT_EQ(w.flat().device(), Device::kCUDA);  // arrived on the GPU
+      if (!small) return;
+      Tensor host;
+      const Tensor& h = host_tensor(gpu, w.flat(), host);
+      std::ofstream(fs::path(dir) / ("v" + std::to_string(version) + ".bin"), std::ios::binary)
+          .write(static_cast<const char*>(h.raw()), static_cast<std::streamsize>(h.nbytes()));
+    });
+    log << (took ? "took " + std::to_string(sub.version()) : "refused: " + sub.last_error()) << "\n" << std::flush;
+  }
+}
+
+class SubscriberProcess {
+ public:
+  SubscriberProcess(const fs::path& dir, const std::string& model) : dir_(dir) {
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+    env.push_back(std::string(kChildDirVariable) + "=" + dir.string());
+    env.push_back(std::string(kChildModelVariable) + "=" + model);
+    std::vector<char*> envp;
+    for (std::string& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::string exe = fs::read_symlink("/proc/self/exe").string(), filter = "--gtest_filter=CudaIpcSubscriberProcess.*";
+    char* argv[] = {exe.data(), filter.data(), nullptr};
+    EXPECT_EQ(posix_spawn(&pid_, exe.c_str(), nullptr, nullptr, argv, envp.data()), 0);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!fs::exists(dir / "ready") && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ~SubscriberProcess() {
+    if (pid_ > 0) kill(pid_, SIGKILL), waitpid(pid_, nullptr, 0);
+  }
+  bool ready() const { return fs::exists(dir_ / "ready"); }
+  int wait() {
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  std::string endpoint() const { return "ipc://" + (dir_ / "sub.ipc").string(); }
+
+ private:
+  fs::path dir_;
+  pid_t pid_ = -1;
+};
+
+// Two processes on one GPU: version 1 and a changed version 2 arrive with the publisher's bits exactly (the
+// other process's copy, read back); a checksum that does not match and an export on another GPU are refused by
+// name between them, and the subscriber keeps serving.
+TEST(CudaIpc, TwoProcessesOnOneGpuGetTheSameBits) {
+  std::string why;
+  if (ExecContext::cuda_devices(&why) == 0) GTEST_SKIP() << why;
+  const fs::path dir = fs::temp_directory_path() / ("rlcpp_cuda_ipc_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const ExecContext gpu = ExecContext::cuda(0);
+  const ModelConfig cfg = child_config("small");
+  ParameterStore params = init_random(cfg, 21);
+  CudaIpcWeightExport exported(gpu, cfg);
+  SubscriberProcess child(dir, "small");
+  ASSERT_TRUE(child.ready()) << "the subscriber process did not start";
+  zmq::context_t ctx;
+  ZmqPublisherOptions once;
+  once.max_attempts = 1;
+  once.reply_timeout_ms = 60000;
+  ZmqWeightPublisher pub(ctx, child.endpoint(), /*bind=*/false, once);
+  auto bytes_of = [](const ParameterStore& p) {
+    return std::string(static_cast<const char*>(p.flat().raw()), static_cast<size_t>(p.flat().nbytes()));
+  };
+
+  const PublishStats first = pub.publish(exported.stage(params.on(gpu), 1), 1);
+  EXPECT_LT(first.bytes, 64 << 10);  // a handle and a header, not the weights
+  EXPECT_EQ(read_file(dir / "v1.bin"), bytes_of(params));
+
+  WireMessage bad_checksum = exported.announce();
+  bad_checksum.header["version"] = 2;
+  bad_checksum.header["keyed_checksum"] = "12345";
+  EXPECT_THROW(pub.publish(bad_checksum, 2), Error);
+  WireMessage other_gpu = exported.announce();
+  other_gpu.header["version"] = 2;
+  other_gpu.header["device_uuid"] = std::string(32, 'f');
+  EXPECT_THROW(pub.publish(other_gpu, 2), Error);
+
+  params.flat().data<float>()[0] += 1.0f;
+  params.flat().data<float>()[params.numel() - 1] = -0.0f;
+  pub.publish(exported.stage(params.on(gpu), 2), 2);
+  EXPECT_EQ(read_file(dir / "v2.bin"), bytes_of(params));
+  EXPECT_EQ(child.wait(), 0);
+  const std::string log = read_file(dir / "log.txt");
+  EXPECT_NE(log.find("took 1\n"), std::string::npos) << log;
+  EXPECT_NE(log.find("checksum mismatch for version 2: header 12345"), std::string::npos) << log;
+  EXPECT_NE(log.find("the export is on the GPU with UUID ffff"), std::string::npos) << log;
+  EXPECT_NE(log.find("took 2\n"), std::string::npos) << log;
+  fs::remove_all(dir);
+}
+
+// The goal's figure: a W2 sync (2 GB of fp32 weights) between two processes on one GPU — the trainer's device
+// copy into its export buffer, the checksum there, the announcement, the subscriber's device copy, its checksum
+// and finiteness check, and the acknowledgement. Printed (and recorded as a test property), not asserted: the
+// goal is <= 10 ms on an H200 (one copy each side is ~2 x 4 GB of traffic at ~4 TB/s, about 2 ms).
+TEST(CudaIpc, W2SyncTime) {
+  std::string why;
+  if (ExecContext::cuda_devices(&why) == 0) GTEST_SKIP() << why;
+  const fs::path dir = fs::temp_directory_path() / ("rlcpp_cuda_ipc_w2_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const ExecContext gpu = ExecContext::cuda(0);
+  const ModelConfig cfg = child_config("w2");
+  ParameterStore weights = ParameterStore::allocate(cfg, gpu);
+  gpu.fill_zero(weights.flat());
+  CudaIpcWeightExport exported(gpu, cfg);
+  SubscriberProcess child(dir, "w2");
+  ASSERT_TRUE(child.ready()) << "the subscriber process did not start";
+  zmq::context_t ctx;
+  ZmqPublisherOptions options;
+  options.reply_timeout_ms = 60000;
+  ZmqWeightPublisher pub(ctx, child.endpoint(), /*bind=*/false, options);
+  std::vector<double> ms;
+  for (int64_t v = 1; v <= kChildPolls; ++v) {
+    const auto start = std::chrono::steady_clock::now();
+    pub.publish(exported.stage(weights, v), v);
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  EXPECT_EQ(child.wait(), 0);
+  const std::vector<double> sorted = [&] { auto s = ms; std::sort(s.begin(), s.end()); return s; }();
+  std::printf("cuda-ipc W2 sync (%lld floats): %.2f ms median, %.2f ms best, first %.2f ms\n",
+              static_cast<long long>(weights.numel()), sorted[sorted.size() / 2], sorted.front(), ms.front());
+  ::testing::Test::RecordProperty("w2_sync_ms_median", std::to_string(sorted[sorted.size() / 2]));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace rlcpp

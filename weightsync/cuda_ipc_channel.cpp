@@ -1,0 +1,110 @@
+#include "weightsync/cuda_ipc_channel.h"
+
+#include "kernels/ops.h"
+#include "model/finite_weights.h"
+#include "weightsync/cuda_ipc_memory.h"
+#include "weightsync/weight_message.h"
+
+namespace rlcpp {
+
+namespace {
+
+constexpr const char* kTransport = "cuda-ipc";
+
+[[noreturn]] void refuse(const std::string& what) { throw WireError("weights message refused (cuda-ipc): " + what); }
+
+}  // namespace
+
+bool is_cuda_ipc_message(const WireMessage& message) {
+  const auto t = message.header.find("transport");
+  return t != message.header.end() && t->is_string() && t->get<std::string>() == kTransport;
+}
+
+CudaIpcWeightExport::CudaIpcWeightExport(const ExecContext& ctx, const ModelConfig& config)
+    : ctx_(ctx), layout_(parameter_layout(config)) {
+  RLCPP_CHECK(ctx.device() == Device::kCUDA,
+              "cuda-ipc weight sync: the trainer's weights are on " << ctx.name() << "; the channel exports GPU "
+                                                                       "memory (set device = cuda, or use zmq)");
+  for (const ParameterInfo& p : layout_) total_floats_ = std::max(total_floats_, p.offset + p.numel());
+  const size_t bytes = static_cast<size_t>(total_floats_) * sizeof(float);
+  allocation_ = cuda_ipc::allocate_exportable(bytes, ctx.device_index());
+  buffer_ = Tensor::from_storage(allocation_, {total_floats_}, DType::kF32, Device::kCUDA);
+  handle_ = cuda_ipc::export_handle(allocation_.get(), ctx.device_index());
+  device_uuid_ = cuda_ipc::device_uuid(ctx.device_index());
+}
+
+WireMessage CudaIpcWeightExport::stage(const ParameterStore& weights, int64_t version) {
+  RLCPP_CHECK(weights.numel() == total_floats_,
+              "cuda-ipc weight sync: " << weights.numel() << " floats of weights for an export of " << total_floats_);
+  RLCPP_CHECK(weights.flat().device() == Device::kCUDA,
+              "cuda-ipc weight sync: the weights to publish are on " << device_name(weights.flat().device())
+                                                                     << ", not on the GPU");
+  cuda_ipc::copy_device_to_device(buffer_.raw(), weights.flat().raw(), static_cast<size_t>(buffer_.nbytes()),
+                                  ctx_.stream(), ctx_.device_index());
+  checksum_ = std::to_string(ops::keyed_checksum(ctx_, buffer_));
+  staged_version_ = version;
+  return announce();
+}
+
+WireMessage CudaIpcWeightExport::announce() const {
+  RLCPP_CHECK(staged_version_ >= 0, "cuda-ipc weight sync: nothing staged to announce yet");
+  WireMessage m("weights");
+  m.header["version"] = staged_version_;
+  m.header["transport"] = kTransport;
+  m.header["total_floats"] = total_floats_;
+  m.header["device_uuid"] = device_uuid_;
+  m.header["keyed_checksum"] = checksum_;  // as a decimal string: JSON numbers above 2^53 do not survive every parser
+  m.header["layout"] = layout_json(layout_);
+  m.add<uint8_t>("ipc_handle", std::vector<uint8_t>(handle_.begin(), handle_.end()));
+  return m;
+}
+
+CudaIpcWeightImport::CudaIpcWeightImport(const ExecContext& ctx) : ctx_(ctx) {}
+
+ParameterStore CudaIpcWeightImport::receive(const WireMessage& message, const ModelConfig& config, int64_t* version) {
+  if (ctx_.device() != Device::kCUDA)
+    refuse("this subscriber's weights live on " + ctx_.name() + "; a GPU export is taken by a worker on a GPU "
+           "(rlcpp worker --device cuda)");
+  const std::vector<ParameterInfo> layout = parameter_layout(config);
+  ParameterStore staged = ParameterStore::allocate(config, ctx_);
+  const int64_t v = check_weights_header(message, layout, staged.numel());
+  const std::string uuid = weights_header_text(message.header, "device_uuid");
+  const std::string checksum = weights_header_text(message.header, "keyed_checksum");
+  if (!message.has("ipc_handle")) refuse("no 'ipc_handle' array");
+  const WireArray& handle_array = message.array("ipc_handle");
+  if (handle_array.dtype != WireDType::kU8) refuse("'ipc_handle' is " + std::string(wire_dtype_name(handle_array.dtype)) + ", expected u8");
+  const std::string& handle = handle_array.bytes;
+  const std::string ours = cuda_ipc::device_uuid(ctx_.device_index());
+  if (uuid != ours)
+    refuse("the export is on the GPU with UUID " + uuid + ", this subscriber computes on " + ctx_.name() + " (UUID " +
+           ours + "); cuda-ipc joins processes on one GPU (use zmq, or the same device)");
+  try {
+    if (!mapped_ || handle != mapped_handle_) {
+      mapped_.reset();  // a new export (a restarted trainer): the old mapping goes first
+      mapped_ = cuda_ipc::open_handle(handle, ctx_.device_index());
+      mapped_handle_ = handle;
+    }
+    cuda_ipc::copy_device_to_device(staged.flat().raw(), mapped_.get(), static_cast<size_t>(staged.flat().nbytes()),
+                                    ctx_.stream(), ctx_.device_index());
+  } catch (const WireError&) {
+    throw;
+  } catch (const std::exception& e) {
+    mapped_.reset();
+    mapped_handle_.clear();
+    refuse(std::string("version ") + std::to_string(v) + ": " + e.what());
+  }
+  const uint64_t got = ops::keyed_checksum(ctx_, staged.flat());
+  if (std::to_string(got) != checksum)
+    refuse("checksum mismatch for version " + std::to_string(v) + ": header " + checksum + ", the copy " +
+           std::to_string(got));
+  if (!ops::all_finite(ctx_, staged.flat())) {  // intact but diverged: which tensor, read on the host
+    Tensor host;
+    const auto bad = find_non_finite(layout, host_tensor(ctx_, staged.flat(), host).data<float>());
+    refuse("version " + std::to_string(v) + " has non-finite weights: " +
+           (bad ? bad->describe() : std::string("(none found on the host copy)")));
+  }
+  *version = v;
+  return staged;
+}
+
+}  // namespace rlcpp

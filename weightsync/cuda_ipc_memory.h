@@ -1,0 +1,26 @@
+// The CUDA runtime calls of the cuda-ipc weight sync (weightsync/cuda_ipc_channel.h), behind plain pointers so
+// that their callers compile without the CUDA headers: weightsync/cuda/cuda_ipc_memory.cpp with CUDA, and in a
+// build without it weightsync/cuda_ipc_unavailable.cpp, where each call throws saying so. Each error names the
+// device and CUDA's message.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace rlcpp::cuda_ipc {
+
+// `bytes` on device `index` in an allocation of its own (an IPC handle names a whole cudaMalloc allocation),
+// freed with the last reference.
+std::shared_ptr<void> allocate_exportable(size_t bytes, int index);
+// The IPC handle of such an allocation: CUDA_IPC_HANDLE_SIZE opaque bytes another process on this host opens.
+std::string export_handle(const void* allocation, int index);
+// The allocation `handle` names (exported by another process), mapped for device `index`; unmapped with the
+// last reference.
+std::shared_ptr<void> open_handle(const std::string& handle, int index);
+// Device `index`'s UUID as 32 hex digits: the one GPU both sides of a sync must name.
+std::string device_uuid(int index);
+// `bytes` from device memory src to dst (any device of this process), on `stream` (the context's), waited for.
+void copy_device_to_device(void* dst, const void* src, size_t bytes, void* stream, int index);
+
+}  // namespace rlcpp::cuda_ipc
