@@ -30,9 +30,11 @@ Command add_bench_command(CLI::App& app) {
                   "peers run beside rlcpp, comma-separated (default torch: Debian's PyTorch 1.13 scripts); the real "
                   "systems of scripts/install_peers.sh: train: pytorch2 (eager and torch.compile); rollout: "
                   "llama.cpp, vllm, hf (Hugging Face generate on the GPU of --device, the machine's python3); step: "
-                  "trl (TRL's GRPOTrainer)");
-  cmd->add_option("--dtype", rollout->dtype, "rollout: rlcpp's and the peers' dtype, fp32 or bf16");
-  cmd->add_option("--device", rollout->device, "rollout: where rlcpp's engine runs: cpu, cuda or cuda:N");
+                  "trl (TRL's GRPOTrainer); train on a GPU: pytorch-gpu (the machine's PyTorch on that GPU)");
+  cmd->add_option("--dtype", rollout->dtype,
+                  "rollout: rlcpp's and the peers' dtype, fp32 or bf16; train (with --device cuda): the trainer's");
+  cmd->add_option("--device", rollout->device,
+                  "rollout: where rlcpp's engine runs; train: where the trainer runs (cpu, cuda or cuda:N)");
   cmd->add_option("--batch-invariant", rollout->batch_invariant,
                   "rollout: rlcpp's numerics.batch_invariant (false: cuBLAS on a GPU, OpenBLAS on the CPU)");
   cmd->add_option("--long-tail", rollout->long_tail_sequences,
@@ -84,6 +86,8 @@ Command add_bench_command(CLI::App& app) {
       if (!numerics->empty()) return bench::run_rollout_numerics_bench(*rollout, *numerics);
       return bench::run_rollout_bench(*rollout);
     }
+    train->device = rollout->device;
+    train->dtype = rollout->dtype;
     return bench::run_train_bench(*train);
   }};
 }

@@ -32,6 +32,7 @@ const std::map<std::string, PeerSpec>& peer_specs() {
       {"llama.cpp", {"venv", "llamacpp_rollout.py"}},
       {"vllm", {"vllm-venv", "vllm_rollout.py"}},
       {"hf", {"", "hf_generate.py"}},
+      {"pytorch-gpu", {"", "torch2_train.py"}},  // the GPU machine's own PyTorch, training there
   };
   return specs;
 }

@@ -10,10 +10,15 @@ struct TrainBenchOptions {
   int64_t seq = 18;
   int iters = 10;
   bool peer = true;
-  std::string peers = "torch";  // torch (Debian's PyTorch 1.13 peer), pytorch2 (eager and torch.compile)
+  std::string peers = "torch";  // torch (Debian's PyTorch 1.13 peer), pytorch2 (eager and torch.compile);
+                                // on a GPU: pytorch-gpu (the machine's PyTorch on that GPU, autocast for bf16)
+  std::string device = "cpu";   // cpu, cuda or cuda:N
+  std::string dtype = "fp32";   // the trainer's compute dtype on a GPU: fp32 or bf16 (tensor cores)
 };
 
-// fwd+bwd+AdamW tokens/s on random tokens, the sgemm peak and MFU, next to the peers of `peers`. Returns 0.
+// fwd+bwd+AdamW tokens/s on random tokens, the sgemm peak and MFU, next to the peers of `peers`; on a GPU
+// (device_train_bench.cpp) against that GPU's measured cuBLAS peak in the dtype. Returns 0.
 int run_train_bench(const TrainBenchOptions& options);
+int run_device_train_bench(const TrainBenchOptions& options);
 
 }  // namespace rlcpp::bench

@@ -324,16 +324,18 @@ Tensor stored_as(const ExecContext& ctx, const Tensor& x, DType dtype) {
   return out;
 }
 
-void linear_weight_grad(const ExecContext& ctx, const Tensor& dy, const Tensor& x, Tensor& dw) {
+void linear_weight_grad(const ExecContext& ctx, const Tensor& dy, const Tensor& x, Tensor& dw, MatmulMath math) {
   const char* op = "linear_weight_grad";
   const bool cuda = runs_on_cuda(ctx, op, {{"dy", &dy}, {"x", &x}, {"dw", &dw}});
+  RLCPP_CHECK(cuda || math == MatmulMath::kF32, op << ": " << matmul_math_name(math)
+                                                   << " math is a tensor-core mode of CUDA; the CPU computes in f32");
   expect_rank(op, {"dy", &dy}, 2, "(M,N)");
   expect_rank(op, {"x", &x}, 2, "(M,K)");
   RLCPP_CHECK(dy.size(0) == x.size(0), op << ": dy " << shape_str(dy.shape()) << " and x " << shape_str(x.shape())
                                           << " have different row counts");
   expect_shape(op, {"dw", &dw}, {dy.size(1), x.size(1)});
   if (cuda) {
-    matmul(ctx, dy, true, x, false, dw, 1.0f, 1.0f);
+    matmul(ctx, dy, true, x, false, dw, 1.0f, 1.0f, math);
     return;
   }
   cpu::linear_weight_grad(dy.data<float>(), x.data<float>(), dw.data<float>(), dy.size(0), dy.size(1), x.size(1));

@@ -88,8 +88,10 @@ Tensor stored_as(const ExecContext& ctx, const Tensor& x, DType dtype);
 
 // dw (N,K) += dy (M,N)^T @ x (M,K), the weight gradient of a Linear layer. On the CPU the operands are read in
 // place (no copies; for a chunk of rows that is already in cache) and every output is one fma chain over the
-// rows in order from dw's value, whatever the thread count; on CUDA it is matmul (cuBLAS).
-void linear_weight_grad(const ExecContext& ctx, const Tensor& dy, const Tensor& x, Tensor& dw);
+// rows in order from dw's value, whatever the thread count; on CUDA it is matmul (cuBLAS) in `math` (the CPU
+// refuses any but F32).
+void linear_weight_grad(const ExecContext& ctx, const Tensor& dy, const Tensor& x, Tensor& dw,
+                        MatmulMath math = MatmulMath::kF32);
 
 // y (M,N) += bias (N) on every row.
 void add_bias(const ExecContext& ctx, Tensor& y, const Tensor& bias);

@@ -60,13 +60,20 @@ inline void linear_residual(const ExecContext& ctx, const Tensor& x, const Tenso
 }
 
 // dx (M,K) = dy (M,N) @ weight (N,K), the input gradient of a Linear layer: the packed kernel when `packed_t`
-// (weight packed transposed) is given, else ops::matmul.
+// (weight packed transposed) is given, else ops::matmul in the math of the compute dtype `round` (model_math:
+// on CUDA a bf16/fp16 model's backward products run on tensor cores, as under PyTorch's autocast; fp32 results).
 inline void linear_input_grad(const ExecContext& ctx, const Tensor& dy, const Tensor& weight,
-                              const ops::PackedWeight* packed_t, Tensor& dx) {
+                              const ops::PackedWeight* packed_t, Tensor& dx, DType round = DType::kF32) {
   if (packed_t)
     ops::matmul_packed(ctx, dy, *packed_t, dx);
   else
-    ops::matmul(ctx, dy, false, weight, false, dx);
+    ops::matmul(ctx, dy, false, weight, false, dx, 1.0f, 0.0f, model_math(ctx, round));
+}
+
+// dw (N,K) += dy (M,N)^T @ x (M,K), a Linear layer's weight gradient in the math of the compute dtype `round`.
+inline void linear_weight_grad(const ExecContext& ctx, const Tensor& dy, const Tensor& x, Tensor& dw,
+                               DType round) {
+  ops::linear_weight_grad(ctx, dy, x, dw, model_math(ctx, round));
 }
 
 }  // namespace rlcpp::layer_ops

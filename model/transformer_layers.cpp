@@ -154,17 +154,17 @@ void Transformer::layer_backward(const ExecContext& ctx, const LayerWeights& W, 
   Tensor dv = s.dv.slice_rows(0, n), dqkv = s.dqkv.slice_rows(0, n);
 
   // MLP: x_next = h + down(swiglu(gate_up(norm2(h)))); dx holds d/dx_next. act and norm2(h) are recomputed.
-  linear_input_grad(ctx, dx, W.down, P ? &P->down : nullptr, dact);
+  linear_input_grad(ctx, dx, W.down, P ? &P->down : nullptr, dact, numerics_.compute);
   ops::swiglu_backward(ctx, dact, gate_up, dgate_up, act);
   ops::round_to(ctx, act, numerics_.compute);  // the forward's act
-  ops::linear_weight_grad(ctx, dx, act, G.down);
+  linear_weight_grad(ctx, dx, act, G.down, numerics_.compute);
   ops::rmsnorm_forward(ctx, h, W.ln2, eps, xn, rstd, numerics_.compute);
-  ops::linear_weight_grad(ctx, dgate_up, xn, G.gate_up);
-  linear_input_grad(ctx, dgate_up, W.gate_up, P ? &P->gate_up : nullptr, dxn);
+  linear_weight_grad(ctx, dgate_up, xn, G.gate_up, numerics_.compute);
+  linear_input_grad(ctx, dgate_up, W.gate_up, P ? &P->gate_up : nullptr, dxn, numerics_.compute);
   ops::rmsnorm_backward(ctx, dxn, h, W.ln2, rstd, dx, G.ln2);  // dx is now d/dh
   // Attention: h = x + o(attn(rope(qkv(norm1(x))))) (Qwen3: rope(qk_norm(.)) on q and k); norm1(x) is recomputed.
-  linear_input_grad(ctx, dx, W.o_w, P ? &P->o : nullptr, datt);
-  ops::linear_weight_grad(ctx, dx, att, G.o_w);
+  linear_input_grad(ctx, dx, W.o_w, P ? &P->o : nullptr, datt, numerics_.compute);
+  linear_weight_grad(ctx, dx, att, G.o_w, numerics_.compute);
   if (G.o_b.defined()) ops::bias_backward(ctx, dx, G.o_b);
   ops::attention_backward(ctx, datt.reshape({n, Hq, D}), q, k, v, att.reshape({n, Hq, D}), lse, rows.cu_seqlens, scale,
                           dq, dk, dv);
@@ -186,8 +186,8 @@ void Transformer::layer_backward(const ExecContext& ctx, const LayerWeights& W, 
   }
   if (G.qkv_b.defined()) ops::bias_backward(ctx, dqkv, G.qkv_b);
   ops::rmsnorm_forward(ctx, x, W.ln1, eps, xn, rstd, numerics_.compute);
-  ops::linear_weight_grad(ctx, dqkv, xn, G.qkv_w);
-  linear_input_grad(ctx, dqkv, W.qkv_w, P ? &P->qkv : nullptr, dxn);
+  linear_weight_grad(ctx, dqkv, xn, G.qkv_w, numerics_.compute);
+  linear_input_grad(ctx, dqkv, W.qkv_w, P ? &P->qkv : nullptr, dxn, numerics_.compute);
   ops::rmsnorm_backward(ctx, dxn, x, W.ln1, rstd, dx, G.ln1);  // dx is now d/dx of this block
 }
 

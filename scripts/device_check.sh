@@ -6,9 +6,11 @@
 # benchmarks against Hugging Face generate on the same GPU (the machine's python3). Under $OUT (the device tool
 # returns at most 8 files): device_check.json (the summary), device_check.log (every log, in order) and
 # logs.tar.xz (each test's gtest JSON and log, nvidia-smi, the run's metrics); a short table is printed last.
-# Ends in about 8 minutes (each part has its own time limit).
+# Parts (arguments; default all four): tests (every GPU test binary), loop (GRPO on the GPU; split workers over
+# zmq and cuda-ipc), rollout (rollout benchmarks beside HF generate), train (training benchmarks beside the
+# machine's PyTorch); each part has its own time limits, so a part that ran long can be run again alone.
 #   here:  scripts/device_bundle.sh
-#   there: scripts/device_check.sh
+#   there: scripts/device_check.sh [tests] [loop] [rollout] [train]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 final=${OUT:-/tmp/rlcpp_device_check}
@@ -41,8 +43,11 @@ done
 [ -n "$missing" ] && echo "device_check: libraries not found: $missing" | tee "$out/missing_libraries.txt"
 
 export RLCPP_SOURCE_DIR=$PWD OMP_WAIT_POLICY=PASSIVE
-tests=(core_exec_context_test kernels_ops_test kernels_cuda_ops_test kernels_attention_test model_cuda_test
-       rollout_cuda_test trainer_cuda_test trainer_nccl_test weightsync_cuda_ipc_test)
+parts=" ${*:-tests loop rollout train} "
+part() { [[ $parts == *" $1 "* ]]; }
+tests=()
+part tests && tests=(core_exec_context_test kernels_ops_test kernels_cuda_ops_test kernels_attention_test
+                     model_cuda_test rollout_cuda_test trainer_cuda_test trainer_nccl_test weightsync_cuda_ipc_test)
 for t in "${tests[@]}"; do
   start=$(date +%s%N)
   timeout 180 "$root/bin/$t" --gtest_output="json:$out/$t.json" --gtest_brief=1 >"$out/$t.log" 2>&1
@@ -52,10 +57,12 @@ done
 # The whole loop on the GPU: the SFT warm start (CPU), then GRPO with the trainer and a colocated engine on
 # cuda:0 (batch-invariant: the probe holds rollout and trainer log-probs to the same bits).
 rlcpp="$root/bin/rlcpp"
+if part loop; then
 start=$(date +%s%N)
 timeout 240 "$rlcpp" train configs/grpo_add3.json --set device=cuda --set rollout.placement=colocated \
   --set steps=100 --set eval_every=25 --set eval_size=500 --set run_dir="$out/grpo_gpu" >"$out/grpo_gpu.log" 2>&1
 echo "$? $((($(date +%s%N) - start) / 1000000))" >"$out/grpo_gpu.rc"
+fi
 # Split workers on the trainer's GPU, fed over zmq (the bytes through the host) and over cuda-ipc (a device copy
 # from the trainer's exported buffer): the same seeded run must give the same samples and metrics (compared in
 # the summary below), and each sync's time is in its metrics. (The W2 sync time is weightsync_cuda_ipc_test's.)
@@ -68,25 +75,33 @@ train_run() {
     >"$out/$name.log" 2>&1
   echo "$? $((($(date +%s%N) - start) / 1000000))" >"$out/$name.rc"
 }
-for sync in zmq cuda-ipc; do
+part loop && for sync in zmq cuda-ipc; do
   train_run "split_${sync/-/_}" 90 --set rollout.weight_sync=$sync --set steps=8 --set rollout.prompts_per_step=64
 done
 # The GPU benchmarks, each next to Hugging Face generate (eager, and a static cache with torch.compile) on the
 # same GPU: W1 (512 x 8 and the long tail) in fp32, batch-invariant and not; W2 in bf16 (cuBLAS) at batch 256
 # and batch 1.
 bench() {
-  local name=$1 limit=$2
-  shift 2
+  local name=$1 limit=$2 what=$3
+  shift 3
   start=$(date +%s%N)
-  timeout "$limit" "$rlcpp" bench rollout --device cuda "$@" >"$out/bench_$name.log" 2>&1
+  timeout "$limit" "$rlcpp" bench "$what" --device cuda "$@" >"$out/bench_$name.log" 2>&1
   echo "$? $((($(date +%s%N) - start) / 1000000))" >"$out/bench_$name.rc"
 }
-bench w1_invariant 90 --peers hf --iters 3
-bench w1_cublas 60 --peers hf --iters 3 --batch-invariant false
-bench w2_b256_bf16 150 --preset qwen05b --prompts 256 --group 1 --prompt-len 64 --new-tokens 128 --long-tail 0 \
+if part rollout; then
+bench w1_invariant 90 rollout --peers hf --iters 3
+bench w1_cublas 60 rollout --peers hf --iters 3 --batch-invariant false
+bench w2_b256_bf16 150 rollout --preset qwen05b --prompts 256 --group 1 --prompt-len 64 --new-tokens 128 \
+  --long-tail 0 --dtype bf16 --batch-invariant false --iters 2 --peers hf
+bench w2_b1_bf16 90 rollout --preset qwen05b --prompts 1 --group 1 --prompt-len 64 --new-tokens 128 --long-tail 0 \
   --dtype bf16 --batch-invariant false --iters 2 --peers hf
-bench w2_b1_bf16 90 --preset qwen05b --prompts 1 --group 1 --prompt-len 64 --new-tokens 128 --long-tail 0 \
-  --dtype bf16 --batch-invariant false --iters 2 --peers hf
+fi
+# The training benchmarks beside the machine's PyTorch (eager and torch.compile) on the same GPU: W1 fp32
+# (512 x 18) and W2 bf16 (16 x 512; PyTorch under autocast).
+if part train; then
+bench train_w1_fp32 120 train --peers pytorch-gpu --iters 10
+bench train_w2_bf16 240 train --preset qwen05b --batch 16 --seq 512 --dtype bf16 --iters 5 --peers pytorch-gpu
+fi
 
 python3 - "$out" "${tests[@]}" <<'EOF'
 import json, os, sys
@@ -135,10 +150,12 @@ for run in ("split_zmq", "split_cuda_ipc"):
         summary["weight_sync"][run] = {"sync_ms": [round(1000 * x, 2) for x in ms],
                                        "probe_max_abs_dlogp": [m.get("probe/max_abs_dlogp")
                                                                for m in records(run, "metrics.jsonl")]}
-summary["weight_sync"]["split_cuda_ipc_equals_zmq"] = same_run("split_zmq", "split_cuda_ipc")
+if os.path.exists(os.path.join(out, "split_zmq.rc")):
+    summary["weight_sync"]["split_cuda_ipc_equals_zmq"] = same_run("split_zmq", "split_cuda_ipc")
 ipc_log = os.path.join(out, "weightsync_cuda_ipc_test.log")
 w2 = [l.strip() for l in open(ipc_log, errors="replace") if l.startswith("cuda-ipc W2 sync")] if os.path.exists(ipc_log) else []
-summary["weight_sync"]["w2_cuda_ipc"] = w2[0] if w2 else None
+if os.path.exists(ipc_log):
+    summary["weight_sync"]["w2_cuda_ipc"] = w2[0] if w2 else None
 json.dump(summary, open(os.path.join(out, "device_check.json"), "w"), indent=1)
 print(f"\nGPU: {summary['gpu']}")
 print(f"{'test binary':28} {'exit':>4} {'s':>6} {'passed':>6} {'failed':>6} {'skipped':>7}")
@@ -158,12 +175,12 @@ for e in summary.get("grpo_gpu_evals", []):
 for name, e in summary["weight_sync"].items():
     print("  weight_sync", name, e)
 # On a GPU machine every GPU case must run: a skip there means the binaries did not see the GPU.
-skipped_on_gpu = summary["gpu"] and any(e.get("skipped") for _, e in rows)
+skipped_on_gpu = bool(summary["gpu"]) and any(e.get("skipped") for _, e in rows)
 if skipped_on_gpu:
     print("device_check: GPU tests skipped on a machine with a GPU (see each test's log for the reason)")
 sys.exit(0 if all(e["exit_status"] == 0 for _, e in rows) and not skipped_on_gpu and
-         all(r["exit_status"] == 0 for r in runs.values()) and summary["weight_sync"]["split_cuda_ipc_equals_zmq"]
-         else 1)
+         all(r["exit_status"] == 0 for r in runs.values()) and
+         summary["weight_sync"].get("split_cuda_ipc_equals_zmq", True) else 1)
 EOF
 status=$?
 # What comes back (at most 8 files): the summary, every log in one file, and the work files packed.

@@ -181,6 +181,12 @@ TEST_F(InputChecks, DevicesAreCheckedNamingTheKeyOrOption) {
                "generate --device tpu");
   expect_error(run_cli("eval " + ckpt + " --n 5 --device cuda:"), "eval --device: unknown device 'cuda:'",
                "eval --device cuda:");
+  expect_error(run_cli("bench train --device npu --no-peer"), "bench train --device: unknown device 'npu'",
+               "bench train --device npu");
+  expect_error(run_cli("bench train --dtype bf16 --no-peer"), "the CPU trainer's bench is fp32",
+               "bench train --dtype bf16 on the CPU");
+  expect_error(run_cli("bench train --peers pytorch-gpu"), "'pytorch-gpu' is not a peer of this bench",
+               "the GPU peer on the CPU");
   std::string why;
   if (ExecContext::cuda_devices(&why) > 0) return;  // the rest is about a machine without a GPU
   expect_error(run_cli("generate " + ckpt + " --prompt 1+2= --device cuda"), "generate --device = 'cuda'",
@@ -189,6 +195,8 @@ TEST_F(InputChecks, DevicesAreCheckedNamingTheKeyOrOption) {
                "device=cuda without a GPU");
   expect_error(run_cli("train " + config + " --set rollout.device=cuda:1 --set run_dir=" + run),
                "config key 'rollout.device' = 'cuda:1'", "rollout.device=cuda:1 without a GPU");
+  expect_error(run_cli("bench train --device cuda --dtype bf16 --no-peer"), "bench train --device = 'cuda'",
+               "bench train --device cuda without a GPU");
   EXPECT_FALSE(fs::exists(run));  // refused before the run directory was made
 }
 

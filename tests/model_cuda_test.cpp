@@ -103,11 +103,13 @@ TEST_P(ModelOnCuda, TrainingForwardAndBackwardMatchTheCpu) {
                  "gradient of " + info.name);
 }
 
-TEST_P(ModelOnCuda, Bf16ForwardMatchesTheCpuToBf16Rounding) {
+TEST_P(ModelOnCuda, Bf16ForwardAndBackwardMatchTheCpuToBf16Rounding) {
   // A bf16 model: on the host the packed bf16 panels; on the device the same panels and chains (batch-invariant
   // numerics) or cuBLAS's tensor-op math on bf16 operands, all accumulating in fp32 and rounding at the same op
   // boundaries. The other ops sum in other orders, and a value one bf16 ulp (2^-8) apart at an op boundary
-  // propagates: log-probs within a few ulps of their scale.
+  // propagates: log-probs within a few ulps of their scale. The backward's products run on the device's tensor
+  // cores with bf16 operands (the incoming gradients rounded too, as under autocast), the host's in fp32 on the
+  // same bf16 activations: every gradient within a few bf16 ulps of its largest element.
   std::string why;
   if (ExecContext::cuda_devices(&why) == 0) GTEST_SKIP() << why;
   const ExecContext gpu = ExecContext::cuda(0);
@@ -119,11 +121,21 @@ TEST_P(ModelOnCuda, Bf16ForwardMatchesTheCpuToBf16Rounding) {
     std::vector<std::vector<int32_t>> seqs;
     for (int64_t len : {12, 17}) seqs.push_back(random_test_tokens(len, c.vocab_size, 60 + len));
     const PackedBatch batch = PackedBatch::from_sequences(seqs);
+    const int64_t n = batch.num_tokens();
+    std::vector<float> dlogp(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) dlogp[static_cast<size_t>(i)] = 0.1f * static_cast<float>(i % 7) - 0.3f;
     Activations cpu_acts, gpu_acts;
+    ParameterStore cpu_grads(c), gpu_grads = ParameterStore(c).on(gpu);
+    const ParameterStore device_params = params.on(gpu);
     model.forward(host(), params, batch, ForwardOptions{}, cpu_acts);
-    model.forward(gpu, params.on(gpu), batch, ForwardOptions{}, gpu_acts);
-    expect_close(on_host(gpu, gpu_acts.logp), cpu_acts.logp.data<float>(), batch.num_tokens(), 4.0 / 256,
+    model.backward(host(), params, cpu_acts, dlogp.data(), nullptr, cpu_grads);
+    model.forward(gpu, device_params, batch, ForwardOptions{}, gpu_acts);
+    model.backward(gpu, device_params, gpu_acts, dlogp.data(), nullptr, gpu_grads);
+    expect_close(on_host(gpu, gpu_acts.logp), cpu_acts.logp.data<float>(), n, 4.0 / 256,
                  std::string("bf16 logp, ") + bf16.describe());
+    for (const ParameterInfo& info : params.infos())
+      expect_close(on_host(gpu, gpu_grads.get(info.name)), cpu_grads.get(info.name).data<float>(), info.numel(),
+                   8.0 / 256, "bf16 gradient of " + info.name + ", " + bf16.describe());
   }
 }
 

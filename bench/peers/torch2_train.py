@@ -5,10 +5,15 @@ user trains. Run it with the peers' environment (scripts/install_peers.sh):
 
   build/peers/venv/bin/python bench/peers/torch2_train.py train --preset tiny|qwen05b | --checkpoint DIR
       [--batch 512 --seq 18 --iters 5 --warmup 2 --threads 1|2|best --modes eager,compile --seed 0]
+      [--device cpu|cuda|cuda:N --dtype fp32|bf16]
+
+On a GPU (`--device cuda`, the machine's own PyTorch: issue 19's training peer) the model, the tokens and the
+fused AdamW live there, each step is timed to a torch.cuda.synchronize(), and `--dtype bf16` runs the forward
+and the loss under torch.autocast(bfloat16) over fp32 master weights, the way a PyTorch user trains in bf16.
 
 Tokens are random ids (seeded); the loss is the token-mean cross-entropy of next-token prediction over every
 position (what rlcpp's `bench train` computes: one log-prob per token, its mean); AdamW lr 1e-4, betas (0.9,
-0.95), eps 1e-8, no weight decay, fused (the fastest CPU AdamW of torch 2). fp32 throughout.
+0.95), eps 1e-8, no weight decay, fused (the fastest CPU AdamW of torch 2). fp32 throughout on the CPU.
 
 Prints ONE JSON object on stdout (human text on stderr): {"peer": "pytorch2", "torch", "transformers",
 "command": "train", "model", "parameters", "batch", "seq", "threads", "threads_option", "modes": {"eager":
@@ -63,21 +68,28 @@ def time_mode(model_factory, mode, args):
     """Median ms of one fwd+bwd+AdamW step (and the first steps' time under compile)."""
     import torch
     import torch.nn.functional as F
-    model = model_factory()
+    import contextlib
+    device = torch.device(args.device)
+    model = model_factory().to(device)
     model.train()
     vocab = model.config.vocab_size
     g = torch.Generator().manual_seed(args.seed + 1)
-    tokens = torch.randint(0, vocab, (args.batch, args.seq), generator=g)
+    tokens = torch.randint(0, vocab, (args.batch, args.seq), generator=g).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0,
                                   fused=True)
     forward = torch.compile(model) if mode == "compile" else model
+    autocast = (torch.autocast(device_type=device.type, dtype=torch.bfloat16) if args.dtype == "bf16"
+                else contextlib.nullcontext())
 
     def step():
-        logits = forward(input_ids=tokens).logits
-        loss = F.cross_entropy(logits[:, :-1].reshape(-1, vocab), tokens[:, 1:].reshape(-1))
+        with autocast:
+            logits = forward(input_ids=tokens).logits
+            loss = F.cross_entropy(logits[:, :-1].reshape(-1, vocab).float(), tokens[:, 1:].reshape(-1))
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
         return loss
 
     start = time.perf_counter()
@@ -103,11 +115,14 @@ def train(args):
     model = build_model(args)
     n = sum(p.numel() for p in model.parameters())  # tied embeddings counted once, as rlcpp counts them
     shape = args.checkpoint or args.preset
-    log(f"torch2_train: {shape}, {n} parameters, {args.batch} x {args.seq} tokens, {args.threads} threads")
+    log(f"torch2_train: {shape}, {n} parameters, {args.batch} x {args.seq} tokens, {args.threads} threads, "
+        f"{args.device}, {args.dtype}")
+    device = torch.device(args.device)
     result = {"peer": "pytorch2", "torch": torch.__version__, "transformers": transformers.__version__,
               "command": "train", "model": shape, "parameters": n, "batch": args.batch, "seq": args.seq,
               "threads": args.threads, "threads_option": str(args.threads), "flops_per_token": 6 * n,
-              "modes": {}}
+              "dtype": args.dtype, "autocast": args.dtype == "bf16",
+              "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu", "modes": {}}
     for mode in args.modes.split(","):
         try:
             result["modes"][mode] = time_mode(lambda: build_model(args), mode, args)
@@ -164,6 +179,8 @@ def main():
     p.add_argument("--threads", default="best")
     p.add_argument("--modes", default="eager,compile")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    p.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32", help="bf16: torch.autocast(bfloat16)")
     args = p.parse_args()
     if args.threads == "best":
         argv = list(sys.argv[1:])

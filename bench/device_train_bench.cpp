@@ -1,0 +1,141 @@
+// `rlcpp bench train --device cuda`: the trainer's fwd+bwd+AdamW on a GPU (master weights, gradients and AdamW
+// moments there; a bf16 model's products on tensor cores, forward and backward), next to the machine's own
+// PyTorch training the same Hugging Face model on the same GPU (peer "pytorch-gpu": eager and torch.compile,
+// autocast for bf16), with MFU against the cuBLAS peak this run measures in the same math.
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <vector>
+
+#include "bench/bench_common.h"
+#include "bench/real_peers.h"
+#include "bench/train_bench.h"
+#include "core/metrics.h"
+#include "core/philox.h"
+#include "kernels/ops.h"
+#include "model/init.h"
+#include "model/numerics.h"
+#include "trainer/update_step.h"
+
+namespace rlcpp::bench {
+
+namespace {
+
+// TFLOP/s of an n^3 ops::matmul on ctx in `math` (fp32 matrices; the _FAST_ math rounds the operands): the
+// median of a few calls after one untimed one.
+double device_matmul_tflops(const ExecContext& ctx, int64_t n, ops::MatmulMath math) {
+  Tensor values = Tensor::empty({n, n});
+  PhiloxStream rng(3, 0);
+  for (int64_t i = 0; i < values.numel(); ++i) values.data<float>()[i] = rng.uniform() - 0.5f;
+  const Tensor a = ctx.copy_of(values), b = ctx.copy_of(values);
+  Tensor c = ctx.empty({n, n});
+  const double s = median_seconds(
+      [&] {
+        ops::matmul(ctx, a, false, b, true, c, 1.0f, 0.0f, math);
+        ctx.synchronize();
+      },
+      1, 5);
+  return 2.0 * static_cast<double>(n) * n * n / s / 1e12;
+}
+
+}  // namespace
+
+int run_device_train_bench(const TrainBenchOptions& o) {
+  const ExecContext ctx = context_for_device(o.device, "bench train --device");
+  RLCPP_CHECK(o.dtype == "fp32" || o.dtype == "bf16", "bench train --dtype: fp32 or bf16, got '" << o.dtype << "'");
+  // The peer first, before this process holds the model: both on one GPU's memory at once is not what either
+  // measures.
+  std::optional<PeerRun> peer;
+  if (o.peer && !real_peers_in(o.peers, {"pytorch-gpu"}).empty())
+    peer = run_real_peer("pytorch-gpu", "train --preset " + o.preset + " --batch " + std::to_string(o.batch) +
+                                            " --seq " + std::to_string(o.seq) + " --device " + o.device +
+                                            " --dtype " + o.dtype + " --threads 1 --iters " +
+                                            std::to_string(std::max(3, o.iters)) + " --warmup 3");
+  const ModelConfig mc = model_preset(o.preset);
+  ParameterStore params = init_random(mc, 1);
+  // The fast mode (cuBLAS, not batch-invariant), as a PyTorch trainer computes.
+  const Transformer model(mc, make_numerics(o.dtype, "none", /*batch_invariant=*/false, "bench train --dtype",
+                                            "bench train --quantization"));
+  PhiloxStream rng(7, 0);
+  std::vector<std::vector<int32_t>> seqs(o.batch, std::vector<int32_t>(o.seq));
+  for (auto& s : seqs)
+    for (auto& t : s) t = static_cast<int32_t>(rng.below(mc.vocab_size));
+  const std::vector<PackedBatch> micro = {PackedBatch::from_sequences(seqs)};
+  int64_t scored = 0;
+  for (int32_t t : micro[0].targets) scored += t >= 0;
+  auto token_mean = [&](size_t, const Activations& acts) {
+    LossOutput out;
+    out.dlogp.assign(static_cast<size_t>(acts.num_tokens), 0.0f);
+    for (int64_t i = 0; i < acts.num_tokens; ++i)
+      if (micro[0].targets[i] >= 0) {
+        out.loss -= acts.logp.data<float>()[i] / scored;
+        out.dlogp[i] = -1.0f / static_cast<float>(scored);
+      }
+    return out;
+  };
+  OptimConfig oc;
+  PolicyUpdater updater(model, params, oc, ctx);
+  ForwardOptions fwd;
+  const int iters = std::max(3, o.iters);
+  // The updater's step: forward, the loss on the host, backward, clipping, AdamW, and the new weights' copy
+  // to host memory (what checkpoints, the zmq sync and evaluation read).
+  const double step_s = median_seconds([&] { updater.step(micro, fwd, token_mean, 1000); }, 2, iters);
+  const ParameterStore& weights = updater.device_weights();
+  Activations acts;
+  ParameterStore grads = ParameterStore::allocate(mc, ctx);
+  ctx.fill_zero(grads.flat());
+  std::vector<float> dlogp(micro[0].num_tokens(), -1.0f / static_cast<float>(scored));
+  const double fwd_s = median_seconds(
+      [&] {
+        model.forward(ctx, weights, micro[0], fwd, acts);
+        ctx.synchronize();
+      },
+      1, iters);
+  const double fwd_bwd_s = median_seconds(
+      [&] {
+        model.forward(ctx, weights, micro[0], fwd, acts);
+        model.backward(ctx, weights, acts, dlogp.data(), nullptr, grads);
+        ctx.synchronize();
+      },
+      1, iters);
+  Tensor host_copy = Tensor::empty({params.numel()});
+  const double to_host_s = median_seconds([&] { ctx.copy(weights.flat(), host_copy); }, 1, iters);
+  const ops::MatmulMath math = o.dtype == "bf16" ? ops::MatmulMath::kBF16 : ops::MatmulMath::kF32;
+  const double peak = device_matmul_tflops(ctx, 8192, math);
+
+  const double tokens = static_cast<double>(o.batch * o.seq);
+  const double flops_per_token = 6.0 * static_cast<double>(mc.num_parameters());
+  auto tflops = [&](double s) { return flops_per_token * tokens / s / 1e12; };
+  std::printf("train bench: preset %s (%lld params), %lld x %lld tokens, %s on %s (cuBLAS, not batch-invariant)\n",
+              o.preset.c_str(), static_cast<long long>(mc.num_parameters()), static_cast<long long>(o.batch),
+              static_cast<long long>(o.seq), o.dtype.c_str(), ctx.name().c_str());
+  std::printf("  rlcpp fwd           %8.2f ms  %9.0f tok/s\n", 1e3 * fwd_s, tokens / fwd_s);
+  std::printf("  rlcpp fwd+bwd       %8.2f ms  %9.0f tok/s\n", 1e3 * fwd_bwd_s, tokens / fwd_bwd_s);
+  std::printf("  rlcpp updater step  %8.2f ms  %9.0f tok/s  %6.1f TFLOP/s (6N per token; fwd+bwd+AdamW and the "
+              "weights' copy to the host, %.2f ms of it)\n",
+              1e3 * step_s, tokens / step_s, tflops(step_s), 1e3 * to_host_s);
+  std::printf("  cuBLAS peak, 8192^3 in %s math: %.1f TFLOP/s; MFU of the step %.0f%%\n", ops::matmul_math_name(math),
+              peak, 100 * tflops(step_s) / peak);
+  if (peer) {
+    std::vector<PeerFigure> figures = {peer_figure(*peer, "modes.eager.tokens_per_s"),
+                                       peer_figure(*peer, "modes.compile.tokens_per_s")};
+    figures[0].name += " eager";
+    figures[1].name += " torch.compile";
+    for (PeerFigure& f : figures)
+      if (f.measured()) {
+        char mfu[64];
+        std::snprintf(mfu, sizeof mfu, "MFU %.0f%%", 100 * flops_per_token * f.value / 1e12 / peak);
+        f.note = mfu;
+      }
+    char name[96];
+    std::snprintf(name, sizeof name, "rlcpp updater step (MFU %.0f%%)", 100 * tflops(step_s) / peak);
+    std::printf("  fwd+bwd+AdamW, tokens/s (%s%s):\n", o.dtype.c_str(), o.dtype == "bf16" ? ", the peer under autocast" : "");
+    for (const std::string& row : comparison_rows(name, tokens / step_s, figures, "tok/s", true))
+      std::printf("%s\n", row.c_str());
+    if (!peer->result.is_null()) std::printf("  pytorch-gpu peer: %s\n", peer->result.dump().c_str());
+    else std::printf("  pytorch-gpu peer did not run: %s\n", peer->skipped.c_str());
+  }
+  return 0;
+}
+
+}  // namespace rlcpp::bench
