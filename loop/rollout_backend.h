@@ -1,7 +1,7 @@
 // Where rollouts run (rollout.placement): `colocated`, an Engine inside the trainer process reading the
 // trainer's own weights (sync = an inproc version bump), or `split`, one `rlcpp worker` child process over
 // ipc:// in the run directory per `rollout.num_workers` (the request's prompts split among them), each fed by
-// the zmq weight-sync channel after every update (or on one GPU by cuda-ipc, announced over zmq). A split worker that exits, is killed or stops answering is
+// the zmq weight-sync channel after every update (or GPU to GPU by cuda-ipc, announced over zmq). A split worker that exits, is killed or stops answering is
 // restarted and its unfinished prompts re-issued (loop/README.md "Fault handling"); or `remote`, `rlcpp worker`
 // processes the user started (other hosts, CURVE-authenticated; bound at given endpoints, or joining a trainer
 // that listens), fed like split ones but never restarted by the trainer: a failed one is dropped and the others

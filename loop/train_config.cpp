@@ -129,7 +129,7 @@ void check_device_available(const std::string& spec, const std::string& key) {
                                                   : "no such device (" + std::to_string(count) + " visible)"));
 }
 
-// rollout.weight_sync: zmq anywhere; cuda-ipc between a trainer and split workers on one GPU.
+// rollout.weight_sync: zmq anywhere; cuda-ipc between a trainer and split workers on this host's GPUs.
 void validate_weight_sync(const TrainConfig& c) {
   const std::string& w = c.rollout.weight_sync;
   RLCPP_CHECK(w == "zmq" || w == "cuda-ipc",
@@ -140,10 +140,10 @@ void validate_weight_sync(const TrainConfig& c) {
                   << c.rollout.placement << "\" (colocated needs no copy; remote workers take zmq)");
   const DeviceSpec trainer = parse_device_spec(c.device, "config key 'device'");
   const DeviceSpec rollout = parse_device_spec(c.rollout_device(), "config key 'rollout.device'");
-  RLCPP_CHECK(trainer.device == Device::kCUDA && rollout.device == Device::kCUDA && trainer.index == rollout.index,
-              "config key 'rollout.weight_sync': cuda-ipc copies between processes on one GPU, but the trainer runs "
-              "on '" << c.device << "' and the workers on '" << c.rollout_device()
-                     << "' (set device = cuda and leave rollout.device empty, or use zmq)");
+  RLCPP_CHECK(trainer.device == Device::kCUDA && rollout.device == Device::kCUDA,
+              "config key 'rollout.weight_sync': cuda-ipc copies GPU to GPU between processes of this host, but the "
+              "trainer runs on '" << c.device << "' and the workers on '" << c.rollout_device()
+                                  << "' (set device = cuda, or use zmq)");
 }
 
 // rollout.remote, when the placement is "remote" (and nothing in it otherwise): the lists agree, every endpoint

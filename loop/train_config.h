@@ -100,8 +100,8 @@ struct RolloutSection {
     v("worker_binary", worker_binary, "rlcpp executable that runs split workers (\"\" = this one)");
     v("weight_sync", weight_sync,
       "split: how each new policy reaches the workers: zmq (the weights' bytes over ipc://, any device) or "
-      "cuda-ipc (trainer and workers on one GPU: a device-to-device copy from the trainer's exported buffer, "
-      "announced over zmq; weightsync/cuda_ipc_channel.h)");
+      "cuda-ipc (trainer and workers on this host's GPUs, one shared or each its own: a device-to-device copy "
+      "from the trainer's exported buffer, announced over zmq; weightsync/cuda_ipc_channel.h)");
     v("prompts_per_step", prompts_per_step, "prompts per rollout batch");
     v("group_size", group_size, "samples per prompt (the GRPO group)");
     v("sampling", sampling, "sampling parameters (sampling.seed must stay 0: each step's seed is derived from the "

@@ -31,7 +31,8 @@ namespace fs = std::filesystem;
 
 constexpr const char* kChildDirVariable = "RLCPP_CUDA_IPC_SUBSCRIBER_DIR";
 constexpr const char* kChildModelVariable = "RLCPP_CUDA_IPC_SUBSCRIBER_MODEL";
-constexpr int kChildPolls = 4;
+constexpr const char* kChildDeviceVariable = "RLCPP_CUDA_IPC_SUBSCRIBER_DEVICE";
+constexpr int kChildPolls = 5;
 
 // "small" (2 layers of the tiny preset, each received version written back) or "w2" (the qwen05b preset: 494M
 // parameters, 2 GB of fp32 weights a sync, timed).
@@ -54,10 +55,11 @@ std::string read_file(const fs::path& path) {
 // v<VERSION>.bin and what happened to each to log.txt.
 TEST(CudaIpcSubscriberProcess, Serves) {
   const char* dir = std::getenv(kChildDirVariable);
-  if (dir == nullptr) GTEST_SKIP() << "the subscriber side of the CudaIpc cases, run by them";
+  if (dir == nullptr) GTEST_SKIP() << "the subscriber side of the cuda-ipc cases, run by them";
   const char* model = std::getenv(kChildModelVariable);
   const bool small = model == nullptr || std::string(model) != "w2";
-  const ExecContext gpu = ExecContext::cuda(0);
+  const char* device = std::getenv(kChildDeviceVariable);
+  const ExecContext gpu = ExecContext::cuda(device ? std::atoi(device) : 0);
   zmq::context_t ctx;
   ZmqWeightSubscriber sub(ctx, std::string("ipc://") + dir + "/sub.ipc", /*bind=*/true,
                           child_config(small ? "small" : "w2"), 0, {}, gpu);
@@ -78,11 +80,12 @@ TEST(CudaIpcSubscriberProcess, Serves) {
 
 class SubscriberProcess {
  public:
-  SubscriberProcess(const fs::path& dir, const std::string& model) : dir_(dir) {
+  SubscriberProcess(const fs::path& dir, const std::string& model, int device = 0) : dir_(dir) {
     std::vector<std::string> env;
     for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
     env.push_back(std::string(kChildDirVariable) + "=" + dir.string());
     env.push_back(std::string(kChildModelVariable) + "=" + model);
+    env.push_back(std::string(kChildDeviceVariable) + "=" + std::to_string(device));
     std::vector<char*> envp;
     for (std::string& e : env) envp.push_back(e.data());
     envp.push_back(nullptr);
@@ -110,12 +113,20 @@ class SubscriberProcess {
   pid_t pid_ = -1;
 };
 
-// Two processes on one GPU: version 1 and a changed version 2 arrive with the publisher's bits exactly (the
-// other process's copy, read back); a checksum that does not match and an export on another GPU are refused by
-// name between them, and the subscriber keeps serving.
-TEST(CudaIpc, TwoProcessesOnOneGpuGetTheSameBits) {
+// Two processes, the subscriber on the publisher's GPU (cuda:0) or on another GPU of the machine (cuda:1, peer to
+// peer; skipped with fewer GPUs): version 1 and a changed version 2 arrive with the publisher's bits exactly (the
+// other process's copy, read back); a checksum that does not match, an export on a GPU the subscriber does not
+// see and one from another host are refused by name between them, and the subscriber keeps serving.
+class CudaIpcBetweenProcesses : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaIpcBetweenProcesses, VersionsArriveWithThePublishersBits) {
+  const int subscriber_device = GetParam();
   std::string why;
-  if (ExecContext::cuda_devices(&why) == 0) GTEST_SKIP() << why;
+  const int devices = ExecContext::cuda_devices(&why);
+  if (devices == 0) GTEST_SKIP() << why;
+  if (devices <= subscriber_device)
+    GTEST_SKIP() << "a subscriber on cuda:" << subscriber_device << " needs " << subscriber_device + 1
+                 << " GPUs; this machine has " << devices;
   const fs::path dir = fs::temp_directory_path() / ("rlcpp_cuda_ipc_" + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -123,7 +134,7 @@ TEST(CudaIpc, TwoProcessesOnOneGpuGetTheSameBits) {
   const ModelConfig cfg = child_config("small");
   ParameterStore params = init_random(cfg, 21);
   CudaIpcWeightExport exported(gpu, cfg);
-  SubscriberProcess child(dir, "small");
+  SubscriberProcess child(dir, "small", subscriber_device);
   ASSERT_TRUE(child.ready()) << "the subscriber process did not start";
   zmq::context_t ctx;
   ZmqPublisherOptions once;
@@ -138,14 +149,15 @@ TEST(CudaIpc, TwoProcessesOnOneGpuGetTheSameBits) {
   EXPECT_LT(first.bytes, 64 << 10);  // a handle and a header, not the weights
   EXPECT_EQ(read_file(dir / "v1.bin"), bytes_of(params));
 
-  WireMessage bad_checksum = exported.announce();
-  bad_checksum.header["version"] = 2;
-  bad_checksum.header["keyed_checksum"] = "12345";
-  EXPECT_THROW(pub.publish(bad_checksum, 2), Error);
-  WireMessage other_gpu = exported.announce();
-  other_gpu.header["version"] = 2;
-  other_gpu.header["device_uuid"] = std::string(32, 'f');
-  EXPECT_THROW(pub.publish(other_gpu, 2), Error);
+  auto altered = [&](const char* key, const std::string& value) {
+    WireMessage m = exported.announce();
+    m.header["version"] = 2;
+    m.header[key] = value;
+    return m;
+  };
+  EXPECT_THROW(pub.publish(altered("keyed_checksum", "12345"), 2), Error);
+  EXPECT_THROW(pub.publish(altered("device_uuid", std::string(32, 'f')), 2), Error);
+  EXPECT_THROW(pub.publish(altered("host_boot_id", "another-boot"), 2), Error);
 
   params.flat().data<float>()[0] += 1.0f;
   params.flat().data<float>()[params.numel() - 1] = -0.0f;
@@ -156,9 +168,16 @@ TEST(CudaIpc, TwoProcessesOnOneGpuGetTheSameBits) {
   EXPECT_NE(log.find("took 1\n"), std::string::npos) << log;
   EXPECT_NE(log.find("checksum mismatch for version 2: header 12345"), std::string::npos) << log;
   EXPECT_NE(log.find("the export is on the GPU with UUID ffff"), std::string::npos) << log;
+  EXPECT_NE(log.find("which this process does not see"), std::string::npos) << log;
+  EXPECT_NE(log.find("the export is on another host (boot id another-boot"), std::string::npos) << log;
   EXPECT_NE(log.find("took 2\n"), std::string::npos) << log;
   fs::remove_all(dir);
 }
+
+INSTANTIATE_TEST_SUITE_P(SubscriberDevice, CudaIpcBetweenProcesses, ::testing::Values(0, 1),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == 0 ? std::string("SameGpu") : std::string("AnotherGpu");
+                         });
 
 // The goal's figure: a W2 sync (2 GB of fp32 weights) between two processes on one GPU — the trainer's device
 // copy into its export buffer, the checksum there, the announcement, the subscriber's device copy, its checksum

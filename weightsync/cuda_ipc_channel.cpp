@@ -1,5 +1,7 @@
 #include "weightsync/cuda_ipc_channel.h"
 
+#include <fstream>
+
 #include "kernels/ops.h"
 #include "model/finite_weights.h"
 #include "weightsync/cuda_ipc_memory.h"
@@ -12,6 +14,14 @@ namespace {
 constexpr const char* kTransport = "cuda-ipc";
 
 [[noreturn]] void refuse(const std::string& what) { throw WireError("weights message refused (cuda-ipc): " + what); }
+
+// This boot of this machine: an IPC handle opens only on the host (and boot) that exported it.
+std::string host_boot_id() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
+}
 
 }  // namespace
 
@@ -53,6 +63,7 @@ WireMessage CudaIpcWeightExport::announce() const {
   m.header["transport"] = kTransport;
   m.header["total_floats"] = total_floats_;
   m.header["device_uuid"] = device_uuid_;
+  m.header["host_boot_id"] = host_boot_id();
   m.header["keyed_checksum"] = checksum_;  // as a decimal string: JSON numbers above 2^53 do not survive every parser
   m.header["layout"] = layout_json(layout_);
   m.add<uint8_t>("ipc_handle", std::vector<uint8_t>(handle_.begin(), handle_.end()));
@@ -69,15 +80,20 @@ ParameterStore CudaIpcWeightImport::receive(const WireMessage& message, const Mo
   ParameterStore staged = ParameterStore::allocate(config, ctx_);
   const int64_t v = check_weights_header(message, layout, staged.numel());
   const std::string uuid = weights_header_text(message.header, "device_uuid");
+  const std::string boot = weights_header_text(message.header, "host_boot_id");
   const std::string checksum = weights_header_text(message.header, "keyed_checksum");
   if (!message.has("ipc_handle")) refuse("no 'ipc_handle' array");
   const WireArray& handle_array = message.array("ipc_handle");
   if (handle_array.dtype != WireDType::kU8) refuse("'ipc_handle' is " + std::string(wire_dtype_name(handle_array.dtype)) + ", expected u8");
   const std::string& handle = handle_array.bytes;
-  const std::string ours = cuda_ipc::device_uuid(ctx_.device_index());
-  if (uuid != ours)
-    refuse("the export is on the GPU with UUID " + uuid + ", this subscriber computes on " + ctx_.name() + " (UUID " +
-           ours + "); cuda-ipc joins processes on one GPU (use zmq, or the same device)");
+  if (boot != host_boot_id())
+    refuse("the export is on another host (boot id " + boot + ", this host's " + host_boot_id() +
+           "); cuda-ipc joins processes of one host (use zmq)");
+  // The same GPU, or another GPU of this host that this process sees (the copy then goes peer to peer).
+  if (cuda_ipc::device_with_uuid(uuid) < 0)
+    refuse("the export is on the GPU with UUID " + uuid + ", which this process does not see (it computes on " +
+           ctx_.name() + ", UUID " + cuda_ipc::device_uuid(ctx_.device_index()) +
+           "; check CUDA_VISIBLE_DEVICES, or use zmq)");
   try {
     if (!mapped_ || handle != mapped_handle_) {
       mapped_.reset();  // a new export (a restarted trainer): the old mapping goes first

@@ -1,8 +1,9 @@
-// The `cuda-ipc` weight-sync transport (same host, GPU to GPU; also two processes sharing one GPU). The zmq
-// channel's messages and replies (weightsync/zmq_channel.h: versions, the layout check, acknowledgement,
-// retries, timeouts) carry, in place of the weights' bytes, a CUDA IPC handle of the publisher's export buffer,
-// the UUID of the GPU it is on and the weights' keyed checksum (ops::keyed_checksum, computed on that GPU). The
-// subscriber maps the buffer once per handle, copies it device to device into a fresh store on its own GPU,
+// The `cuda-ipc` weight-sync transport (one host, GPU to GPU: two processes sharing one GPU, or a subscriber on
+// another GPU of the host, copying peer to peer). The zmq channel's messages and replies
+// (weightsync/zmq_channel.h: versions, the layout check, acknowledgement, retries, timeouts) carry, in place of
+// the weights' bytes, a CUDA IPC handle of the publisher's export buffer, the UUID of the GPU it is on, the
+// host's boot id and the weights' keyed checksum (ops::keyed_checksum, computed on that GPU). The subscriber
+// maps the buffer once per handle, copies it device to device into a fresh store on its own GPU,
 // checks the checksum and that every weight is finite on that copy, and only then swaps and acknowledges. The
 // publisher stages the next version into its buffer only after every subscriber acknowledged the last one (its
 // publish returns on the acknowledgement), so no reader copies a half-written version.
@@ -46,7 +47,8 @@ class CudaIpcWeightImport {
  public:
   // Weights arrive on `ctx`'s GPU.
   explicit CudaIpcWeightImport(const ExecContext& ctx);
-  // Checks `message` — layout, size, the GPU it names, the checksum and finiteness of the copy — and returns the
+  // Checks `message` — layout, size, the host and a GPU this process sees, the checksum and finiteness of the
+  // copy — and returns the
   // weights it announces in a fresh store of `config` from ctx's pool, setting *version. Throws WireError naming
   // the first mismatch (a failed mapping or copy: its CUDA error).
   ParameterStore receive(const WireMessage& message, const ModelConfig& config, int64_t* version);

@@ -15,11 +15,14 @@ namespace rlcpp::cuda_ipc {
 std::shared_ptr<void> allocate_exportable(size_t bytes, int index);
 // The IPC handle of such an allocation: CUDA_IPC_HANDLE_SIZE opaque bytes another process on this host opens.
 std::string export_handle(const void* allocation, int index);
-// The allocation `handle` names (exported by another process), mapped for device `index`; unmapped with the
-// last reference.
+// The allocation `handle` names (exported by another process of this host), mapped for device `index` (an
+// allocation on another GPU through peer access); unmapped with the last reference.
 std::shared_ptr<void> open_handle(const std::string& handle, int index);
-// Device `index`'s UUID as 32 hex digits: the one GPU both sides of a sync must name.
+// Device `index`'s UUID as 32 hex digits: how the two sides of a sync name a GPU (their device indices differ
+// under different CUDA_VISIBLE_DEVICES).
 std::string device_uuid(int index);
+// The index of the visible device with UUID `uuid`, or -1 when this process does not see it.
+int device_with_uuid(const std::string& uuid);
 // `bytes` from device memory src to dst (any device of this process), on `stream` (the context's), waited for.
 void copy_device_to_device(void* dst, const void* src, size_t bytes, void* stream, int index);
 

@@ -66,6 +66,14 @@ std::string device_uuid(int index) {
   return hex;
 }
 
+int device_with_uuid(const std::string& uuid) {
+  int count = 0;
+  check(cudaGetDeviceCount(&count), 0, "cudaGetDeviceCount");
+  for (int i = 0; i < count; ++i)
+    if (device_uuid(i) == uuid) return i;
+  return -1;
+}
+
 void copy_device_to_device(void* dst, const void* src, size_t bytes, void* stream, int index) {
   check(cudaSetDevice(index), index, "cudaSetDevice");
   const auto s = static_cast<cudaStream_t>(stream);
