@@ -11,6 +11,7 @@
 #include "rollout/worker_client.h"
 #include "weightsync/cuda_ipc_channel.h"
 #include "weightsync/inproc_channel.h"
+#include "weightsync/nccl_channel.h"
 #include "weightsync/zmq_channel.h"
 
 namespace rlcpp {
@@ -69,11 +70,14 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
         params_(snapshot_ ? &*snapshot_ : &params),
         version_(version),
         initial_version_(version) {
-    if (rollout.weight_sync == "cuda-ipc") {
+    const bool gpu_sync = rollout.weight_sync == "cuda-ipc" || rollout.weight_sync == "nccl";
+    if (gpu_sync) {
       RLCPP_CHECK(device.weights != nullptr && device.context != nullptr,
-                  "rollout.weight_sync = cuda-ipc: the split rollout was not given the trainer's device weights");
-      export_.emplace(*device.context, params.config());
+                  "rollout.weight_sync = " << rollout.weight_sync
+                                           << ": the split rollout was not given the trainer's device weights");
+      trainer_context_.emplace(*device.context);
     }
+    if (rollout.weight_sync == "cuda-ipc") export_.emplace(*device.context, params.config());
     const std::string dir = std::filesystem::absolute(run_dir).string();
     const EngineConfig& e = rollout.engine;
     // Several heartbeats fit in the silence that counts as death.
@@ -92,7 +96,7 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
                        "--quantization",
                        is_quantized(numerics.linear_weights) ? weight_format_name(numerics.linear_weights) : "none",
                        "--batch-invariant", numerics.batch_invariant ? "true" : "false", "--device",
-                       rollout.device.empty() ? "cpu" : rollout.device, "--exit-with-parent"});
+                       worker_device(rollout, w), "--exit-with-parent"});
       processes_.push_back(std::make_unique<WorkerProcess>(binary_, args_.back()));
       endpoints.push_back(processes_.back()->endpoint());
       publishers_.push_back(std::make_unique<ZmqWeightPublisher>(context_, processes_.back()->weights_endpoint(),
@@ -103,6 +107,7 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
     options.result_timeout_s = rollout.worker_timeout_s;
     options.chunk_prompts = rollout.chunk_prompts;
     client_.emplace(WorkerClient::connect(context_, endpoints, options));
+    if (rollout.weight_sync == "nccl") join_nccl_world(version);
   }
 
   ~SplitRollout() override {
@@ -133,6 +138,10 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
       params_ = &params;
     version_ = version;
     phase_ = "weight sync";
+    if (nccl_) {
+      broadcast(version);
+      return;
+    }
     if (export_) export_->stage(*device_weights_, version);  // once for every worker: they copy it in turn
     for (size_t w = 0; w < processes_.size(); ++w) {
       const std::string ended = processes_[w]->exit_reason();
@@ -168,6 +177,38 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
     return buf;
   }
 
+  // Worker w's --device: rollout.device; for nccl each worker on a GPU of its own, cuda:(D + w) from
+  // rollout.device = cuda:D (two NCCL ranks cannot share one GPU).
+  static std::string worker_device(const RolloutSection& rollout, int64_t w) {
+    if (rollout.weight_sync != "nccl") return rollout.device.empty() ? "cpu" : rollout.device;
+    return "cuda:" + std::to_string(parse_device_spec(rollout.device, "config key 'rollout.device'").index + w);
+  }
+
+  // The nccl world: the trainer rank 0, worker w rank w + 1. Every worker is sent its join, the trainer joins
+  // (returning once all have), then every worker's acknowledgement is awaited.
+  void join_nccl_world(int64_t version) {
+    const int world = static_cast<int>(processes_.size()) + 1;
+    const std::string id = NcclWeightBroadcast::unique_id();
+    for (size_t w = 0; w < processes_.size(); ++w)
+      publishers_[w]->post(nccl_join_message(id, static_cast<int>(w) + 1, world, worker_timeout_s_));
+    nccl_ = std::make_unique<NcclWeightBroadcast>(*trainer_context_, id, 0, world, worker_timeout_s_);
+    for (size_t w = 0; w < processes_.size(); ++w) publishers_[w]->await_ack(version);
+  }
+
+  // A version over nccl: announced to every worker, broadcast from the trainer's weights, acknowledged by all.
+  void broadcast(int64_t version) {
+    for (size_t w = 0; w < processes_.size(); ++w) {
+      const std::string ended = processes_[w]->exit_reason();
+      RLCPP_CHECK(ended.empty(), "rollout: " << names_[w] << " " << ended << " before weight sync " << version
+                                             << "; " << kNcclNoRestart);
+    }
+    const WireMessage message = nccl_weights_message(*trainer_context_, *device_weights_, version, kNcclBucketFloats);
+    for (size_t w = 0; w < processes_.size(); ++w) publishers_[w]->post(message);
+    nccl_->broadcast(const_cast<float*>(device_weights_->flat().data<float>()), device_weights_->numel(),
+                     kNcclBucketFloats, "the workers (ranks 1.." + std::to_string(processes_.size()) + ")");
+    for (size_t w = 0; w < processes_.size(); ++w) publishers_[w]->await_ack(version);
+  }
+
   // Worker w to version_: `weights`' bytes over zmq, or the cuda-ipc export staged at that version.
   void publish(size_t w, const ParameterStore& weights) {
     if (export_)
@@ -188,6 +229,7 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
 
   // Worker `w` failed (`what`: how) while it owed `prompts` prompts of a rollout (0 in a sync).
   void restart(size_t w, std::string what, int64_t prompts) {
+    RLCPP_CHECK(!nccl_, "rollout: " << names_[w] << " " << what << "; " << kNcclNoRestart);
     WorkerProcess& process = *processes_[w];
     if (process.exit_reason().empty()) {
       process.kill_now();  // hung or too slow: it would answer a request we have given to its successor
@@ -231,8 +273,14 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
     std::fflush(stdout);
   }
 
-  const ParameterStore* device_weights_;       // cuda-ipc: the trainer's weights on its GPU
+  static constexpr int64_t kNcclBucketFloats = int64_t{64} << 20;  // 256 MiB a broadcast call
+  static constexpr const char* kNcclNoRestart =
+      "a restarted worker cannot join the nccl weight-sync world of the others: the run stops (resume it with "
+      "rlcpp train --resume RUN_DIR)";
+  const ParameterStore* device_weights_;       // cuda-ipc, nccl: the trainer's weights on its GPU
+  std::optional<ExecContext> trainer_context_;  // cuda-ipc, nccl: where those are
   std::optional<CudaIpcWeightExport> export_;  // cuda-ipc: their copy the workers map
+  std::unique_ptr<NcclWeightBroadcast> nccl_;  // nccl: the trainer's end of the world
   std::string binary_;
   int64_t max_restarts_;
   double worker_timeout_s_;

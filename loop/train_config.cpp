@@ -129,21 +129,30 @@ void check_device_available(const std::string& spec, const std::string& key) {
                                                   : "no such device (" + std::to_string(count) + " visible)"));
 }
 
-// rollout.weight_sync: zmq anywhere; cuda-ipc between a trainer and split workers on this host's GPUs.
+// rollout.weight_sync: zmq anywhere; cuda-ipc between a trainer and split workers on this host's GPUs; nccl to
+// split workers each on a GPU of its own, none the trainer's.
 void validate_weight_sync(const TrainConfig& c) {
   const std::string& w = c.rollout.weight_sync;
-  RLCPP_CHECK(w == "zmq" || w == "cuda-ipc",
-              "config key 'rollout.weight_sync': \"" << w << "\", expected \"zmq\" or \"cuda-ipc\"");
+  RLCPP_CHECK(w == "zmq" || w == "cuda-ipc" || w == "nccl",
+              "config key 'rollout.weight_sync': \"" << w << "\", expected \"zmq\", \"cuda-ipc\" or \"nccl\"");
   if (w == "zmq") return;
   RLCPP_CHECK(c.rollout.placement == "split",
-              "config key 'rollout.weight_sync': cuda-ipc feeds split workers, but rollout.placement is \""
-                  << c.rollout.placement << "\" (colocated needs no copy; remote workers take zmq)");
+              "config key 'rollout.weight_sync': " << w << " feeds split workers, but rollout.placement is \""
+                                                   << c.rollout.placement
+                                                   << "\" (colocated needs no copy; remote workers take zmq)");
   const DeviceSpec trainer = parse_device_spec(c.device, "config key 'device'");
   const DeviceSpec rollout = parse_device_spec(c.rollout_device(), "config key 'rollout.device'");
   RLCPP_CHECK(trainer.device == Device::kCUDA && rollout.device == Device::kCUDA,
-              "config key 'rollout.weight_sync': cuda-ipc copies GPU to GPU between processes of this host, but the "
-              "trainer runs on '" << c.device << "' and the workers on '" << c.rollout_device()
-                                  << "' (set device = cuda, or use zmq)");
+              "config key 'rollout.weight_sync': " << w << " copies GPU to GPU, but the trainer runs on '" << c.device
+                                                   << "' and the workers on '" << c.rollout_device()
+                                                   << "' (set device = cuda, or use zmq)");
+  if (w != "nccl") return;
+  const int64_t first = rollout.index, last = rollout.index + c.rollout.num_workers - 1;
+  RLCPP_CHECK(trainer.index < first || trainer.index > last,
+              "config key 'rollout.weight_sync': nccl puts worker w on cuda:(" << first << " + w), cuda:" << first
+                  << "..cuda:" << last << " for " << c.rollout.num_workers
+                  << " workers, which holds the trainer's cuda:" << trainer.index
+                  << " (two NCCL ranks cannot share a GPU: set rollout.device = cuda:" << trainer.index + 1 << ")");
 }
 
 // rollout.remote, when the placement is "remote" (and nothing in it otherwise): the lists agree, every endpoint

@@ -64,7 +64,7 @@ struct RolloutSection {
   std::string quantization = "none";  // the engine's Linear weights: none | int8 | fp8_e4m3
   std::string device;                 // where the engine runs: cpu | cuda | cuda:N; "" = the run's device
   std::string worker_binary;         // the rlcpp executable for split workers; "" = this executable
-  std::string weight_sync = "zmq";   // split: how weights reach the workers: zmq | cuda-ipc
+  std::string weight_sync = "zmq";   // split: how weights reach the workers: zmq | cuda-ipc | nccl
   int64_t num_workers = 1;           // split: worker processes sharing each rollout
   int64_t chunk_prompts = 0;         // prompts per request handed to the next idle worker; 0 = automatic
   int64_t prompts_per_step = 64;
@@ -101,7 +101,9 @@ struct RolloutSection {
     v("weight_sync", weight_sync,
       "split: how each new policy reaches the workers: zmq (the weights' bytes over ipc://, any device) or "
       "cuda-ipc (trainer and workers on this host's GPUs, one shared or each its own: a device-to-device copy "
-      "from the trainer's exported buffer, announced over zmq; weightsync/cuda_ipc_channel.h)");
+      "from the trainer's exported buffer, announced over zmq; weightsync/cuda_ipc_channel.h) or nccl (each "
+      "worker w on a GPU of its own, cuda:(D + w) for rollout.device = cuda:D: a broadcast from the trainer's GPU, "
+      "announced over zmq, aborted and named past rollout.worker_timeout_s; weightsync/nccl_channel.h)");
     v("prompts_per_step", prompts_per_step, "prompts per rollout batch");
     v("group_size", group_size, "samples per prompt (the GRPO group)");
     v("sampling", sampling, "sampling parameters (sampling.seed must stay 0: each step's seed is derived from the "

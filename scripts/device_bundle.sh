@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 build=${RLCPP_BUILD_DIR:-build-device}
 # The binaries device_check.sh runs: every test with a GPU case, and the CLI.
 binaries=(core_exec_context_test kernels_ops_test kernels_cuda_ops_test kernels_attention_test model_cuda_test
-          rollout_cuda_test trainer_cuda_test trainer_nccl_test weightsync_cuda_ipc_test rlcpp)
+          rollout_cuda_test trainer_cuda_test trainer_nccl_test weightsync_gpu_test rlcpp)
 
 RLCPP_BUILD_DIR=$build RLCPP_CMAKE_ARGS="-DRLCPP_CUDA=ON -DRLCPP_MARCH=x86-64-v3" scripts/ensure_deps.sh "${binaries[@]}"
 grep -q '^CMAKE_CUDA_COMPILER:.*nvcc' "$build/CMakeCache.txt" ||

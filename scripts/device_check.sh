@@ -7,7 +7,7 @@
 # returns at most 8 files): device_check.json (the summary), device_check.log (every log, in order) and
 # logs.tar.xz (each test's gtest JSON and log, nvidia-smi, the run's metrics); a short table is printed last.
 # Parts (arguments; default all four): tests (every GPU test binary), loop (GRPO on the GPU; split workers over
-# zmq and cuda-ipc), rollout (rollout benchmarks beside HF generate), train (training benchmarks beside the
+# zmq and cuda-ipc, and nccl where there is a second GPU), rollout (rollout benchmarks beside HF generate), train (training benchmarks beside the
 # machine's PyTorch); each part has its own time limits, so a part that ran long can be run again alone.
 #   here:  scripts/device_bundle.sh
 #   there: scripts/device_check.sh [tests] [loop] [rollout] [train]
@@ -47,7 +47,7 @@ parts=" ${*:-tests loop rollout train} "
 part() { [[ $parts == *" $1 "* ]]; }
 tests=()
 part tests && tests=(core_exec_context_test kernels_ops_test kernels_cuda_ops_test kernels_attention_test
-                     model_cuda_test rollout_cuda_test trainer_cuda_test trainer_nccl_test weightsync_cuda_ipc_test)
+                     model_cuda_test rollout_cuda_test trainer_cuda_test trainer_nccl_test weightsync_gpu_test)
 for t in "${tests[@]}"; do
   start=$(date +%s%N)
   timeout 180 "$root/bin/$t" --gtest_output="json:$out/$t.json" --gtest_brief=1 >"$out/$t.log" 2>&1
@@ -65,7 +65,7 @@ echo "$? $((($(date +%s%N) - start) / 1000000))" >"$out/grpo_gpu.rc"
 fi
 # Split workers on the trainer's GPU, fed over zmq (the bytes through the host) and over cuda-ipc (a device copy
 # from the trainer's exported buffer): the same seeded run must give the same samples and metrics (compared in
-# the summary below), and each sync's time is in its metrics. (The W2 sync time is weightsync_cuda_ipc_test's.)
+# the summary below), and each sync's time is in its metrics. (The W2 sync time is weightsync_gpu_test's.)
 train_run() {
   local name=$1 limit=$2
   shift 2
@@ -78,6 +78,11 @@ train_run() {
 part loop && for sync in zmq cuda-ipc; do
   train_run "split_${sync/-/_}" 90 --set rollout.weight_sync=$sync --set steps=8 --set rollout.prompts_per_step=64
 done
+# With a second GPU, nccl too (the worker on cuda:1, a broadcast from the trainer's cuda:0).
+if part loop && [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then
+  train_run split_nccl 90 --set rollout.weight_sync=nccl --set rollout.device=cuda:1 --set steps=8 \
+    --set rollout.prompts_per_step=64
+fi
 # The GPU benchmarks, each next to Hugging Face generate (eager, and a static cache with torch.compile) on the
 # same GPU: W1 (512 x 8 and the long tail) in fp32, batch-invariant and not; W2 in bf16 (cuBLAS) at batch 256
 # and batch 1.
@@ -116,12 +121,13 @@ for t in tests:
         cases = [c for s in report.get("testsuites", []) for c in s.get("testsuite", [])]
         entry["passed"] = sum(1 for c in cases if c.get("result") == "COMPLETED" and not c.get("failures"))
         entry["failed"] = [c["classname"] + "." + c["name"] for c in cases if c.get("failures")]
-        # CudaIpcSubscriberProcess: the other process of weightsync_cuda_ipc_test, run only by it.
+        # CudaIpcSubscriberProcess: the other process of weightsync_gpu_test, run only by it.
         skipped = [c["classname"] + "." + c["name"] for c in cases if c.get("result") == "SKIPPED"
                    and c["classname"] != "CudaIpcSubscriberProcess"]
-        # The cases of a second GPU (named .../AnotherGpu) skip on a machine with one: reported, not failed.
+        # The cases of a second GPU (named .../AnotherGpu or ...TwoGpus...) skip on a machine with one: reported,
+        # not failed.
         gpus = len([l for l in summary["gpu"].splitlines() if l.strip()])
-        entry["needs_more_gpus"] = [n for n in skipped if n.endswith("/AnotherGpu") and gpus < 2]
+        entry["needs_more_gpus"] = [n for n in skipped if (n.endswith("/AnotherGpu") or "TwoGpus" in n) and gpus < 2]
         entry["skipped"] = [n for n in skipped if n not in entry["needs_more_gpus"]]
     else:
         entry["error"] = open(os.path.join(out, t + ".log")).read()[-2000:]
@@ -148,7 +154,7 @@ def same_run(a, b):  # samples, and every metric but the run-dependent ones (tim
         {k: v for k, v in x.items() if not k.startswith(skip)} == {k: v for k, v in y.items() if not k.startswith(skip)}
         for x, y in zip(ma, mb))
 summary["weight_sync"] = {}
-for run in ("split_zmq", "split_cuda_ipc"):
+for run in ("split_zmq", "split_cuda_ipc", "split_nccl"):
     ms = [m["timing_s/weight_sync"] for m in records(run, "metrics.jsonl") if "timing_s/weight_sync" in m]
     if ms:
         summary["weight_sync"][run] = {"sync_ms": [round(1000 * x, 2) for x in ms],
@@ -156,7 +162,9 @@ for run in ("split_zmq", "split_cuda_ipc"):
                                                                for m in records(run, "metrics.jsonl")]}
 if os.path.exists(os.path.join(out, "split_zmq.rc")):
     summary["weight_sync"]["split_cuda_ipc_equals_zmq"] = same_run("split_zmq", "split_cuda_ipc")
-ipc_log = os.path.join(out, "weightsync_cuda_ipc_test.log")
+if os.path.exists(os.path.join(out, "split_nccl.rc")):
+    summary["weight_sync"]["split_nccl_equals_zmq"] = same_run("split_zmq", "split_nccl")
+ipc_log = os.path.join(out, "weightsync_gpu_test.log")
 w2 = [l.strip() for l in open(ipc_log, errors="replace") if l.startswith("cuda-ipc W2 sync")] if os.path.exists(ipc_log) else []
 if os.path.exists(ipc_log):
     summary["weight_sync"]["w2_cuda_ipc"] = w2[0] if w2 else None
@@ -186,7 +194,8 @@ if skipped_on_gpu:
     print("device_check: GPU tests skipped on a machine with a GPU (see each test's log for the reason)")
 sys.exit(0 if all(e["exit_status"] == 0 for _, e in rows) and not skipped_on_gpu and
          all(r["exit_status"] == 0 for r in runs.values()) and
-         summary["weight_sync"].get("split_cuda_ipc_equals_zmq", True) else 1)
+         summary["weight_sync"].get("split_cuda_ipc_equals_zmq", True) and
+         summary["weight_sync"].get("split_nccl_equals_zmq", True) else 1)
 EOF
 status=$?
 # What comes back (at most 8 files): the summary, every log in one file, and the work files packed.

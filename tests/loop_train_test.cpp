@@ -213,12 +213,12 @@ TEST(LoopTrain, BypassSkipsTheOldLogprobPhase) {
   EXPECT_THROW(cfg.validate(), Error);  // a correction against old / rollout = 1 is refused
 }
 
-// rollout.weight_sync: a name it does not know, cuda-ipc for a placement it does not feed and cuda-ipc off a GPU
-// are each refused naming the key and what to set, before any work.
+// rollout.weight_sync: a name it does not know, cuda-ipc for a placement it does not feed, cuda-ipc off a GPU and
+// nccl workers on the trainer's GPU are each refused naming the key and what to set, before any work.
 TEST(LoopTrain, WeightSyncSettingsAreCheckedByName) {
   TrainConfig cfg;
-  cfg.rollout.weight_sync = "nccl";
-  expect_error([&] { cfg.validate(); }, {"config key 'rollout.weight_sync': \"nccl\"", "\"cuda-ipc\""});
+  cfg.rollout.weight_sync = "gloo";
+  expect_error([&] { cfg.validate(); }, {"config key 'rollout.weight_sync': \"gloo\"", "\"cuda-ipc\" or \"nccl\""});
   cfg.rollout.weight_sync = "cuda-ipc";
   cfg.rollout.placement = "colocated";
   expect_error([&] { cfg.validate(); }, {"rollout.weight_sync", "rollout.placement is \"colocated\""});
@@ -227,6 +227,11 @@ TEST(LoopTrain, WeightSyncSettingsAreCheckedByName) {
   cfg.device = "cuda";
   cfg.rollout.device = "cpu";
   expect_error([&] { cfg.validate(); }, {"rollout.weight_sync", "the workers on 'cpu'"});
+  cfg.rollout.weight_sync = "nccl";
+  cfg.rollout.device = "";  // the trainer's cuda:0 for its workers too
+  cfg.rollout.num_workers = 2;
+  expect_error([&] { cfg.validate(); }, {"nccl puts worker w on cuda:(0 + w), cuda:0..cuda:1 for 2 workers",
+                                        "the trainer's cuda:0", "set rollout.device = cuda:1"});
   cfg.rollout.weight_sync = "zmq";
   cfg.device = "cpu";
   cfg.validate();

@@ -8,6 +8,7 @@
 #include "model/init.h"
 #include "weightsync/cuda_ipc_channel.h"
 #include "weightsync/inproc_channel.h"
+#include "weightsync/nccl_channel.h"
 #include "weightsync/weight_message.h"
 #include "weightsync/zmq_channel.h"
 
@@ -381,6 +382,28 @@ TEST(WeightSyncCudaIpc, AHostSubscriberRefusesAnAnnouncementSayingWhy) {
   }
   f.server.join();
   EXPECT_EQ(f.outcomes, (std::vector<bool>{false, false}));
+  EXPECT_EQ(f.sub.version(), 0);
+}
+
+// The nccl transport's control messages at a subscriber whose weights live on the host: a join is refused
+// saying NCCL joins workers on GPUs, an announcement before any join is refused saying so, and the version stays.
+TEST(WeightSyncNccl, AHostSubscriberRefusesTheJoinAndAnUnjoinedAnnouncement) {
+  const ModelConfig cfg = small_config();
+  SubscriberFixture f(cfg);
+  RawPublisher raw(f.ctx, f.sub.endpoint());
+  f.serve(2);
+  const std::string join = raw.error(nccl_join_message(std::string(128, 'x'), 1, 2, 5.0));
+  EXPECT_NE(join.find("NCCL joins workers on GPUs"), std::string::npos) << join;
+  WireMessage announce("weights");
+  announce.header["version"] = 1;
+  announce.header["transport"] = "nccl";
+  announce.header["total_floats"] = ParameterStore(cfg).numel();
+  announce.header["layout"] = layout_json(parameter_layout(cfg));
+  announce.header["keyed_checksum"] = "1";
+  announce.header["bucket_floats"] = 1000;
+  const std::string early = raw.error(announce);
+  EXPECT_NE(early.find("before this worker joined a world"), std::string::npos) << early;
+  f.server.join();
   EXPECT_EQ(f.sub.version(), 0);
 }
 

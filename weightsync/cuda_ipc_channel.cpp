@@ -3,7 +3,6 @@
 #include <fstream>
 
 #include "kernels/ops.h"
-#include "model/finite_weights.h"
 #include "weightsync/cuda_ipc_memory.h"
 #include "weightsync/weight_message.h"
 
@@ -109,16 +108,7 @@ ParameterStore CudaIpcWeightImport::receive(const WireMessage& message, const Mo
     mapped_handle_.clear();
     refuse(std::string("version ") + std::to_string(v) + ": " + e.what());
   }
-  const uint64_t got = ops::keyed_checksum(ctx_, staged.flat());
-  if (std::to_string(got) != checksum)
-    refuse("checksum mismatch for version " + std::to_string(v) + ": header " + checksum + ", the copy " +
-           std::to_string(got));
-  if (!ops::all_finite(ctx_, staged.flat())) {  // intact but diverged: which tensor, read on the host
-    Tensor host;
-    const auto bad = find_non_finite(layout, host_tensor(ctx_, staged.flat(), host).data<float>());
-    refuse("version " + std::to_string(v) + " has non-finite weights: " +
-           (bad ? bad->describe() : std::string("(none found on the host copy)")));
-  }
+  check_device_copy(ctx_, staged, checksum, v, kTransport);
   *version = v;
   return staged;
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/ops.h"
 #include "model/finite_weights.h"
 
 namespace rlcpp {
@@ -60,14 +61,7 @@ namespace {
 
 [[noreturn]] void refuse(const std::string& what) { throw WireError("weights message refused: " + what); }
 
-template <class T> T header_field(const Json& header, const char* key) {
-  if (!header.contains(key)) refuse(std::string("header has no '") + key + "'");
-  try {
-    return header.at(key).get<T>();
-  } catch (const std::exception&) {
-    refuse(std::string("header field '") + key + "' has the wrong type: " + header.at(key).dump());
-  }
-}
+template <class T> T header_field(const Json& header, const char* key) { return weights_header_field<T>(header, key); }
 
 void check_layout(const Json& got, const std::vector<ParameterInfo>& expected) {
   if (!got.is_array()) refuse("'layout' is not an array");
@@ -102,7 +96,22 @@ int64_t check_weights_header(const WireMessage& message, const std::vector<Param
   return version;
 }
 
-std::string weights_header_text(const Json& header, const char* key) { return header_field<std::string>(header, key); }
+void refuse_weights(const std::string& what) { refuse(what); }
+
+void check_device_copy(const ExecContext& ctx, const ParameterStore& copy, const std::string& checksum,
+                       int64_t version, const std::string& transport) {
+  const std::string refused = "(" + transport + ") ";
+  const uint64_t got = ops::keyed_checksum(ctx, copy.flat());
+  if (std::to_string(got) != checksum)
+    refuse(refused + "checksum mismatch for version " + std::to_string(version) + ": header " + checksum +
+           ", the copy " + std::to_string(got));
+  if (!ops::all_finite(ctx, copy.flat())) {  // intact but diverged: which tensor, read on the host
+    Tensor host;
+    const auto bad = find_non_finite(copy.infos(), host_tensor(ctx, copy.flat(), host).data<float>());
+    refuse(refused + "version " + std::to_string(version) + " has non-finite weights: " +
+           (bad ? bad->describe() : std::string("(none found on the host copy)")));
+  }
+}
 
 int64_t decode_weights(const WireMessage& message, const std::vector<ParameterInfo>& expected, int64_t total_floats,
                        float* out) {

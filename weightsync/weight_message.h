@@ -30,8 +30,25 @@ WireLimits weights_limits(int64_t total_floats, int64_t chunk_floats);
 // first mismatch.
 int64_t check_weights_header(const WireMessage& message, const std::vector<ParameterInfo>& expected,
                              int64_t total_floats);
-// Header field `key` of a "weights" message as a string; WireError naming it when absent or not a string.
-std::string weights_header_text(const Json& header, const char* key);
+// Throws WireError("weights message refused: WHAT").
+[[noreturn]] void refuse_weights(const std::string& what);
+// Header field `key` of a weights-sync message as a T; WireError naming it when absent or of another type.
+template <class T> T weights_header_field(const Json& header, const char* key) {
+  if (!header.contains(key)) refuse_weights(std::string("header has no '") + key + "'");
+  try {
+    return header.at(key).get<T>();
+  } catch (const std::exception&) {
+    refuse_weights(std::string("header field '") + key + "' has the wrong type: " + header.at(key).dump());
+  }
+}
+inline std::string weights_header_text(const Json& header, const char* key) {
+  return weights_header_field<std::string>(header, key);
+}
+// The checks of weights that arrived on ctx's device (cuda-ipc, nccl): their keyed checksum (ops::keyed_checksum)
+// equals the announced `checksum` and every weight is finite; WireError naming the transport and the first
+// failure (the non-finite tensor by name).
+void check_device_copy(const ExecContext& ctx, const ParameterStore& copy, const std::string& checksum,
+                       int64_t version, const std::string& transport);
 
 // Checks `message` against `expected` (names, shapes, offsets, total size, chunk sizes, checksum) and copies
 // its floats into `out` (numel = the layout's total). Throws WireError naming the first mismatch, or the first

@@ -1,6 +1,8 @@
 #include "weightsync/zmq_channel.h"
 
+#include <algorithm>
 #include <chrono>
+#include <optional>
 #include <utility>
 
 #include "weightsync/weight_message.h"
@@ -64,14 +66,53 @@ PublishStats ZmqWeightPublisher::publish(WireMessage message, int64_t version, b
   if (rebase) message.header["rebase"] = true;
   PublishStats stats;
   stats.version = version;
+  for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
+    stats.bytes += send(message, attempt);
+    stats.attempts = attempt;
+    std::optional<std::string> refusal = next_answer(version);
+    if (!refusal) {
+      last_version_ = version;
+      stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      return stats;
+    }
+    stats.refusals.push_back(std::move(*refusal));
+  }
+  RLCPP_FAIL("weight sync: version " << version << " refused " << stats.attempts
+                                     << " times; last error: " << stats.refusals.back());
+  return stats;  // not reached
+}
+
+void ZmqWeightPublisher::post(const WireMessage& message) { send(message, 1); }
+
+void ZmqWeightPublisher::await_ack(int64_t version) {
+  const std::optional<std::string> refusal = next_answer(version);
+  RLCPP_CHECK(!refusal, "weight sync: " << endpoint() << " refused version " << version << ": " << *refusal);
+  last_version_ = std::max(last_version_, version);
+}
+
+void ZmqWeightPublisher::check_refused() {
   // A subscriber that refused our CURVE handshake has closed the connection for good (a send would then block
   // forever); the refusal is reported before that, so asking before each send and while waiting is enough.
-  auto check_refused = [&] {
-    const std::string refused = handshakes_.refusal();
-    RLCPP_CHECK(refused.empty(), "weight sync: " << endpoint() << " refused us: " << refused);
-  };
-  // Waits for the next reply until `deadline`; false when none came.
-  auto next_reply = [&](std::chrono::steady_clock::time_point deadline, ReceivedFrames& in) {
+  const std::string refused = handshakes_.refusal();
+  RLCPP_CHECK(refused.empty(), "weight sync: " << endpoint() << " refused us: " << refused);
+}
+
+int64_t ZmqWeightPublisher::send(const WireMessage& message, int attempt) {
+  std::vector<zmq::message_t> frames = encode_wire_message(message);
+  if (options_.tamper) options_.tamper(frames, attempt);
+  check_refused();
+  int64_t bytes = 0;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    bytes += static_cast<int64_t>(frames[i].size());
+    socket_.send(frames[i], i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  }
+  return bytes;
+}
+
+std::optional<std::string> ZmqWeightPublisher::next_answer(int64_t version) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.reply_timeout_ms);
+  // Waits for the next reply until the deadline; false when none came.
+  auto next_reply = [&](ReceivedFrames& in) {
     while (true) {
       check_refused();
       const auto left =
@@ -82,41 +123,22 @@ PublishStats ZmqWeightPublisher::publish(WireMessage message, int64_t version, b
       if ((items[0].revents & ZMQ_POLLIN) && receive_frames(socket_, 0, WireLimits{}, 0, in)) return true;
     }
   };
-  for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
-    std::vector<zmq::message_t> frames = encode_wire_message(message);
-    if (options_.tamper) options_.tamper(frames, attempt);
-    check_refused();
-    for (size_t i = 0; i < frames.size(); ++i) {
-      stats.bytes += static_cast<int64_t>(frames[i].size());
-      socket_.send(frames[i], i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  // Replies to an earlier version (a late answer after a timeout) are skipped.
+  while (true) {
+    ReceivedFrames in;
+    if (!next_reply(in)) {
+      const std::string& failure = handshakes_.last_failure();
+      throw WeightSyncTimeout("weight sync: no reply to version " + std::to_string(version) + " from " + endpoint() +
+                              " within " + std::to_string(options_.reply_timeout_ms) + " ms" +
+                              (failure.empty() ? "" : " (" + failure + ")"));
     }
-    stats.attempts = attempt;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.reply_timeout_ms);
-    // Replies to an earlier version (a late answer after a timeout) are skipped.
-    while (true) {
-      ReceivedFrames in;
-      if (!next_reply(deadline, in)) {
-        const std::string& failure = handshakes_.last_failure();
-        throw WeightSyncTimeout("weight sync: no reply to version " + std::to_string(version) + " from " +
-                                endpoint() + " within " + std::to_string(options_.reply_timeout_ms) + " ms" +
-                                (failure.empty() ? "" : " (" + failure + ")"));
-      }
-      RLCPP_CHECK(in.error.empty(), "weight sync: malformed reply: " << in.error);
-      const WireMessage r = decode_wire_message(in.frames, WireLimits{});
-      if (r.header.value("version", int64_t{-1}) != version && r.type() == "ack") continue;
-      if (r.type() == "ack") {
-        last_version_ = version;
-        stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        return stats;
-      }
-      RLCPP_CHECK(r.type() == "error", "weight sync: unexpected reply '" << r.type() << "'");
-      stats.refusals.push_back(r.header.value("error", std::string("(no message)")));
-      break;
-    }
+    RLCPP_CHECK(in.error.empty(), "weight sync: malformed reply: " << in.error);
+    const WireMessage r = decode_wire_message(in.frames, WireLimits{});
+    if (r.header.value("version", int64_t{-1}) != version && r.type() == "ack") continue;
+    if (r.type() == "ack") return std::nullopt;
+    RLCPP_CHECK(r.type() == "error", "weight sync: unexpected reply '" << r.type() << "'");
+    return r.header.value("error", std::string("(no message)"));
   }
-  RLCPP_FAIL("weight sync: version " << version << " refused " << stats.attempts
-                                     << " times; last error: " << stats.refusals.back());
-  return stats;  // not reached
 }
 
 ZmqWeightSubscriber::ZmqWeightSubscriber(zmq::context_t& ctx, const std::string& endpoint, bool bind,
@@ -125,6 +147,7 @@ ZmqWeightSubscriber::ZmqWeightSubscriber(zmq::context_t& ctx, const std::string&
     : socket_(ctx, zmq::socket_type::router),
       config_(config),
       ipc_(device),
+      nccl_(device),
       layout_(parameter_layout(config)),
       version_(current_version) {
   for (const ParameterInfo& p : layout_) total_floats_ = std::max(total_floats_, p.offset + p.numel());
@@ -149,6 +172,11 @@ bool ZmqWeightSubscriber::poll(long timeout_ms, const Swap& swap) {
   try {
     if (!in.error.empty()) throw WireError("weights message refused: " + in.error);
     WireMessage message = decode_wire_message(in.frames, weights_limits(total_floats_, kMinChunkFloats));
+    if (is_nccl_join_message(message)) {  // no weights: this end of the nccl world, then an ack at our version
+      nccl_.join(message);
+      reply(socket_, in.envelope, "ack", version_);
+      return false;
+    }
     const auto field = message.header.find("version");
     if (field == message.header.end() || !field->is_number_integer())
       throw WireError("weights message refused: header field 'version' is " +
@@ -164,9 +192,10 @@ bool ZmqWeightSubscriber::poll(long timeout_ms, const Swap& swap) {
     if (version < 0 || (!rebased && version <= version_))
       throw WireError("weights message refused: version " + std::to_string(version) + " is not newer than " +
                       std::to_string(version_) + (rebased ? " (a rebase needs a version >= 0)" : ""));
-    if (is_cuda_ipc_message(message)) {
+    if (is_cuda_ipc_message(message) || is_nccl_weights_message(message)) {
       int64_t announced = -1;
-      ParameterStore staged = ipc_.receive(message, config_, &announced);
+      ParameterStore staged = is_cuda_ipc_message(message) ? ipc_.receive(message, config_, &announced)
+                                                           : nccl_.receive(message, config_, &announced);
       swap(std::move(staged), version);
     } else {
       ParameterStore staged(config_);

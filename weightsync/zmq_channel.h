@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "core/wire.h"
 #include "model/parameters.h"
 #include "weightsync/cuda_ipc_channel.h"
+#include "weightsync/nccl_channel.h"
 
 namespace rlcpp {
 
@@ -59,10 +61,20 @@ class ZmqWeightPublisher {
   PublishStats publish(const ParameterStore& params, int64_t version, bool rebase = false);
   // The same for a "weights" message made elsewhere (weightsync/cuda_ipc_channel.h: a cuda-ipc announcement).
   PublishStats publish(WireMessage message, int64_t version, bool rebase = false);
+  // The two halves of a publish, for a transport whose data moves between them (nccl: the announcement to every
+  // subscriber, then the broadcast, then every acknowledgement): send `message` once, without waiting ...
+  void post(const WireMessage& message);
+  // ... and wait for the acknowledgement of `version`: throws naming a refusal, WeightSyncTimeout past the timeout.
+  void await_ack(int64_t version);
   std::string endpoint() const;  // bound endpoint read back when bound
   int64_t last_version() const { return last_version_; }
 
  private:
+  void check_refused();
+  int64_t send(const WireMessage& message, int attempt);  // bytes sent
+  // The subscriber's answer to `version`: nullopt for its acknowledgement, else its refusal.
+  std::optional<std::string> next_answer(int64_t version);
+
   zmq::socket_t socket_;
   HandshakeMonitor handshakes_;  // connected: says why a subscriber refuses us when a publish times out
   ZmqPublisherOptions options_;
@@ -73,7 +85,8 @@ class ZmqWeightSubscriber {
  public:
   // `layout` is what every publish must match (names, shapes, offsets); `current_version` the weights in use;
   // `curve` the keys for an endpoint beyond this machine; `device` where the weights are used: a GPU's context
-  // also takes cuda-ipc announcements (weightsync/cuda_ipc_channel.h), whose weights then arrive on that GPU.
+  // also takes cuda-ipc announcements (weightsync/cuda_ipc_channel.h) and nccl joins and announcements
+  // (weightsync/nccl_channel.h), whose weights then arrive on that GPU.
   ZmqWeightSubscriber(zmq::context_t& ctx, const std::string& endpoint, bool bind, const ModelConfig& config,
                       int64_t current_version, const CurveOptions& curve = {},
                       const ExecContext& device = ExecContext::cpu());
@@ -94,6 +107,7 @@ class ZmqWeightSubscriber {
   zmq::socket_t socket_;
   ModelConfig config_;
   CudaIpcWeightImport ipc_;
+  NcclWeightImport nccl_;
   std::vector<ParameterInfo> layout_;
   int64_t total_floats_ = 0;
   int64_t version_ = 0;

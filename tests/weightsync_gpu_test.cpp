@@ -1,7 +1,8 @@
-// The cuda-ipc weight sync between two processes on one GPU (weightsync/cuda_ipc_channel.h): this binary starts
-// itself again as the subscriber (the CudaIpcSubscriberProcess case, which runs only when started so), publishes
-// over the channel and reads back what the other process received. Skipped without a GPU; scripts/device_check.sh
-// runs it on a lent one. The CPU-side refusals are in weightsync_channels_test.
+// The GPU weight syncs between processes — cuda-ipc (weightsync/cuda_ipc_channel.h) on one GPU or two, nccl
+// (weightsync/nccl_channel.h) across two GPUs, and NCCL's world of one and its join timeout on one: this binary
+// starts itself again as the subscriber (the CudaIpcSubscriberProcess case, which runs only when started so),
+// publishes and reads back what the other process received. Skipped without a GPU (or the second GPU a case
+// needs); scripts/device_check.sh runs it on a lent one. The CPU-side refusals are in weightsync_channels_test.
 #include <gtest/gtest.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -20,6 +21,7 @@
 #include "core/exec_context.h"
 #include "model/init.h"
 #include "weightsync/cuda_ipc_channel.h"
+#include "weightsync/nccl_channel.h"
 #include "weightsync/zmq_channel.h"
 
 extern char** environ;
@@ -32,7 +34,8 @@ namespace fs = std::filesystem;
 constexpr const char* kChildDirVariable = "RLCPP_CUDA_IPC_SUBSCRIBER_DIR";
 constexpr const char* kChildModelVariable = "RLCPP_CUDA_IPC_SUBSCRIBER_MODEL";
 constexpr const char* kChildDeviceVariable = "RLCPP_CUDA_IPC_SUBSCRIBER_DEVICE";
-constexpr int kChildPolls = 5;
+constexpr const char* kChildPollsVariable = "RLCPP_CUDA_IPC_SUBSCRIBER_POLLS";
+constexpr int kChildPolls = 5;  // unless told otherwise
 
 // "small" (2 layers of the tiny preset, each received version written back) or "w2" (the qwen05b preset: 494M
 // parameters, 2 GB of fp32 weights a sync, timed).
@@ -65,7 +68,8 @@ TEST(CudaIpcSubscriberProcess, Serves) {
                           child_config(small ? "small" : "w2"), 0, {}, gpu);
   std::ofstream(fs::path(dir) / "ready") << "ready\n";
   std::ofstream log(fs::path(dir) / "log.txt");
-  for (int i = 0; i < kChildPolls; ++i) {
+  const char* polls = std::getenv(kChildPollsVariable);
+  for (int i = 0; i < (polls ? std::atoi(polls) : kChildPolls); ++i) {
     const bool took = sub.poll(60000, [&](ParameterStore w, int64_t version) {
       ASSERT_EQ(w.flat().device(), Device::kCUDA);  // arrived on the GPU
       if (!small) return;
@@ -74,18 +78,21 @@ TEST(CudaIpcSubscriberProcess, Serves) {
       std::ofstream(fs::path(dir) / ("v" + std::to_string(version) + ".bin"), std::ios::binary)
           .write(static_cast<const char*>(h.raw()), static_cast<std::streamsize>(h.nbytes()));
     });
-    log << (took ? "took " + std::to_string(sub.version()) : "refused: " + sub.last_error()) << "\n" << std::flush;
+    log << (took ? "took " + std::to_string(sub.version()) : "no new version; last error: " + sub.last_error())
+        << "\n" << std::flush;
   }
 }
 
 class SubscriberProcess {
  public:
-  SubscriberProcess(const fs::path& dir, const std::string& model, int device = 0) : dir_(dir) {
+  SubscriberProcess(const fs::path& dir, const std::string& model, int device = 0, int polls = kChildPolls)
+      : dir_(dir) {
     std::vector<std::string> env;
     for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
     env.push_back(std::string(kChildDirVariable) + "=" + dir.string());
     env.push_back(std::string(kChildModelVariable) + "=" + model);
     env.push_back(std::string(kChildDeviceVariable) + "=" + std::to_string(device));
+    env.push_back(std::string(kChildPollsVariable) + "=" + std::to_string(polls));
     std::vector<char*> envp;
     for (std::string& e : env) envp.push_back(e.data());
     envp.push_back(nullptr);
@@ -211,6 +218,74 @@ TEST(CudaIpc, W2SyncTime) {
   std::printf("cuda-ipc W2 sync (%lld floats): %.2f ms median, %.2f ms best, first %.2f ms\n",
               static_cast<long long>(weights.numel()), sorted[sorted.size() / 2], sorted.front(), ms.front());
   ::testing::Test::RecordProperty("w2_sync_ms_median", std::to_string(sorted[sorted.size() / 2]));
+  fs::remove_all(dir);
+}
+
+// NCCL's world of one (the trainer alone): a broadcast from rank 0 leaves the weights as they are.
+TEST(NcclWeightSync, AWorldOfOneBroadcastsInPlace) {
+  std::string why;
+  if (!nccl_weight_sync_available(&why)) GTEST_SKIP() << why;
+  const ExecContext gpu = ExecContext::cuda(0);
+  const ParameterStore params = init_random(child_config("small"), 23);
+  ParameterStore on_gpu = params.on(gpu);
+  NcclWeightBroadcast world(gpu, NcclWeightBroadcast::unique_id(), 0, 1, 30);
+  world.broadcast(on_gpu.flat().data<float>(), on_gpu.numel(), 1000, "nobody");
+  Tensor back;
+  EXPECT_EQ(std::memcmp(host_tensor(gpu, on_gpu.flat(), back).raw(), params.flat().raw(), params.flat().nbytes()), 0);
+}
+
+// A worker that never joins: the trainer's end of the world gives up at its timeout, aborting the communicator
+// and saying what it waited for, instead of hanging (the failure TRL, verl and SGLang users report most).
+TEST(NcclWeightSync, ARankThatNeverJoinsEndsTheWaitAtTheTimeout) {
+  std::string why;
+  if (!nccl_weight_sync_available(&why)) GTEST_SKIP() << why;
+  const ExecContext gpu = ExecContext::cuda(0);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    NcclWeightBroadcast world(gpu, NcclWeightBroadcast::unique_id(), 0, 2, 3.0);
+    ADD_FAILURE() << "a world of two formed with one rank";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0 of 2: joining the weight-sync world"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("did not finish within 3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("the communicator is aborted"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30.0);
+}
+
+// Two processes on two GPUs over nccl, as a split run drives them: the join (the id over zmq, both ends of the
+// world formed), then two versions each announced, broadcast in several buckets and acknowledged; the other
+// process's copies, read back, hold the publisher's bits. Skipped with fewer than two GPUs.
+TEST(NcclWeightSync, TwoProcessesOnTwoGpusGetTheSameBits) {
+  std::string why;
+  if (!nccl_weight_sync_available(&why)) GTEST_SKIP() << why;
+  const int devices = ExecContext::cuda_devices(&why);
+  if (devices < 2) GTEST_SKIP() << "needs 2 GPUs (two NCCL ranks cannot share one); this machine has " << devices;
+  const fs::path dir = fs::temp_directory_path() / ("rlcpp_nccl_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const ExecContext gpu = ExecContext::cuda(0);
+  ParameterStore params = init_random(child_config("small"), 25);
+  SubscriberProcess child(dir, "small", /*device=*/1, /*polls=*/3);
+  ASSERT_TRUE(child.ready()) << "the subscriber process did not start";
+  zmq::context_t ctx;
+  ZmqPublisherOptions options;
+  options.reply_timeout_ms = 60000;
+  ZmqWeightPublisher pub(ctx, child.endpoint(), /*bind=*/false, options);
+  const std::string id = NcclWeightBroadcast::unique_id();
+  pub.post(nccl_join_message(id, 1, 2, 60));
+  NcclWeightBroadcast world(gpu, id, 0, 2, 60);
+  pub.await_ack(0);
+  for (int64_t v = 1; v <= 2; ++v) {
+    params.flat().data<float>()[static_cast<size_t>(v)] += 1.0f;
+    ParameterStore on_gpu = params.on(gpu);
+    pub.post(nccl_weights_message(gpu, on_gpu, v, 10000));  // buckets of 10,000 floats: several broadcasts
+    world.broadcast(on_gpu.flat().data<float>(), on_gpu.numel(), 10000, "the subscriber process");
+    pub.await_ack(v);
+    EXPECT_EQ(read_file(dir / ("v" + std::to_string(v) + ".bin")),
+              std::string(static_cast<const char*>(params.flat().raw()), static_cast<size_t>(params.flat().nbytes())))
+        << "version " << v;
+  }
+  EXPECT_EQ(child.wait(), 0);
   fs::remove_all(dir);
 }
 
