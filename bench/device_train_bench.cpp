@@ -56,23 +56,10 @@ int run_device_train_bench(const TrainBenchOptions& o) {
   // The fast mode (cuBLAS, not batch-invariant), as a PyTorch trainer computes.
   const Transformer model(mc, make_numerics(o.dtype, "none", /*batch_invariant=*/false, "bench train --dtype",
                                             "bench train --quantization"));
-  PhiloxStream rng(7, 0);
-  std::vector<std::vector<int32_t>> seqs(o.batch, std::vector<int32_t>(o.seq));
-  for (auto& s : seqs)
-    for (auto& t : s) t = static_cast<int32_t>(rng.below(mc.vocab_size));
-  const std::vector<PackedBatch> micro = {PackedBatch::from_sequences(seqs)};
-  int64_t scored = 0;
-  for (int32_t t : micro[0].targets) scored += t >= 0;
-  auto token_mean = [&](size_t, const Activations& acts) {
-    LossOutput out;
-    out.dlogp.assign(static_cast<size_t>(acts.num_tokens), 0.0f);
-    for (int64_t i = 0; i < acts.num_tokens; ++i)
-      if (micro[0].targets[i] >= 0) {
-        out.loss -= acts.logp.data<float>()[i] / scored;
-        out.dlogp[i] = -1.0f / static_cast<float>(scored);
-      }
-    return out;
-  };
+  const TrainBenchBatch data = random_train_batch(mc, o.batch, o.seq);
+  const std::vector<PackedBatch>& micro = data.micro;
+  const int64_t scored = data.scored;
+  const MicroLossFn token_mean = data.token_mean();
   OptimConfig oc;
   PolicyUpdater updater(model, params, oc, ctx);
   ForwardOptions fwd;

@@ -15,6 +15,30 @@
 
 namespace rlcpp::bench {
 
+TrainBenchBatch random_train_batch(const ModelConfig& config, int64_t batch, int64_t seq) {
+  PhiloxStream rng(7, 0);
+  std::vector<std::vector<int32_t>> seqs(static_cast<size_t>(batch), std::vector<int32_t>(static_cast<size_t>(seq)));
+  for (auto& s : seqs)
+    for (auto& t : s) t = static_cast<int32_t>(rng.below(config.vocab_size));
+  TrainBenchBatch out;
+  out.micro = {PackedBatch::from_sequences(seqs)};
+  for (int32_t t : out.micro[0].targets) out.scored += t >= 0;
+  return out;
+}
+
+MicroLossFn TrainBenchBatch::token_mean() const {
+  return [targets = micro[0].targets, scored = scored](size_t, const Activations& acts) {
+    LossOutput out;
+    out.dlogp.assign(static_cast<size_t>(acts.num_tokens), 0.0f);
+    for (int64_t i = 0; i < acts.num_tokens; ++i)
+      if (targets[static_cast<size_t>(i)] >= 0) {
+        out.loss -= acts.logp.data<float>()[i] / scored;
+        out.dlogp[static_cast<size_t>(i)] = -1.0f / static_cast<float>(scored);
+      }
+    return out;
+  };
+}
+
 int run_train_bench(const TrainBenchOptions& o) {
   if (parse_device_spec(o.device, "bench train --device").device != Device::kCPU) return run_device_train_bench(o);
   RLCPP_CHECK(o.dtype == "fp32", "bench train --dtype " << o.dtype << ": the CPU trainer's bench is fp32 (bf16 is "
@@ -35,27 +59,14 @@ int run_train_bench(const TrainBenchOptions& o) {
   const ModelConfig mc = model_preset(o.preset);
   ParameterStore params = init_random(mc, 1);
   Transformer model(mc);
-  PhiloxStream rng(7, 0);
-  std::vector<std::vector<int32_t>> seqs(o.batch, std::vector<int32_t>(o.seq));
-  for (auto& s : seqs)
-    for (auto& t : s) t = static_cast<int32_t>(rng.below(mc.vocab_size));
-  const std::vector<PackedBatch> micro = {PackedBatch::from_sequences(seqs)};
-  int64_t scored = 0;
-  for (int32_t t : micro[0].targets) scored += t >= 0;
+  const TrainBenchBatch data = random_train_batch(mc, o.batch, o.seq);
+  const std::vector<PackedBatch>& micro = data.micro;
+  const int64_t scored = data.scored;
+  const MicroLossFn token_mean = data.token_mean();
 
   OptimConfig oc;
   PolicyUpdater updater(model, params, oc);
   ForwardOptions fwd;
-  auto token_mean = [&](size_t, const Activations& acts) {
-    LossOutput out;
-    out.dlogp.assign(static_cast<size_t>(acts.num_tokens), 0.0f);
-    for (int64_t i = 0; i < acts.num_tokens; ++i)
-      if (micro[0].targets[i] >= 0) {
-        out.loss -= acts.logp.data<float>()[i] / scored;
-        out.dlogp[i] = -1.0f / static_cast<float>(scored);
-      }
-    return out;
-  };
   const double tokens = static_cast<double>(o.batch * o.seq);
   const double flops_per_token = 6.0 * static_cast<double>(mc.num_parameters());
   // The step and the sgemm peaks are measured in alternating rounds, and each round's MFU is against that

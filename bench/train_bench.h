@@ -1,6 +1,11 @@
 #pragma once
 
 #include <string>
+#include <vector>
+
+#include "model/model_config.h"
+#include "model/packed_batch.h"
+#include "trainer/update_step.h"
 
 namespace rlcpp::bench {
 
@@ -15,6 +20,15 @@ struct TrainBenchOptions {
   std::string device = "cpu";   // cpu, cuda or cuda:N
   std::string dtype = "fp32";   // the trainer's compute dtype on a GPU: fp32 or bf16 (tensor cores)
 };
+
+// The benchmark's step: `batch` sequences of `seq` random tokens of `config`'s vocabulary (seeded) as one
+// micro-batch, and the loss, the token mean of -log p over every scored position (what both peers compute).
+struct TrainBenchBatch {
+  std::vector<PackedBatch> micro;
+  int64_t scored = 0;  // positions with a target
+  MicroLossFn token_mean() const;
+};
+TrainBenchBatch random_train_batch(const ModelConfig& config, int64_t batch, int64_t seq);
 
 // fwd+bwd+AdamW tokens/s on random tokens, the sgemm peak and MFU, next to the peers of `peers`; on a GPU
 // (device_train_bench.cpp) against that GPU's measured cuBLAS peak in the dtype. Returns 0.

@@ -46,12 +46,33 @@ __global__ void sum_squares_kernel(const float* x, int64_t n, double* partial) {
   if (threadIdx.x == 0) partial[blockIdx.x] = total;
 }
 
-__global__ void sum_partials_kernel(const double* partial, int64_t count, double* result) {
-  __shared__ double smem[kThreads];
-  double acc = 0.0;
+template <class T>
+__global__ void sum_partials_kernel(const T* partial, int64_t count, T* result) {
+  __shared__ T smem[kThreads];
+  T acc = 0;
   for (int64_t i = threadIdx.x; i < count; i += blockDim.x) acc += partial[i];
-  const double total = block_sum(acc, smem);
+  const T total = block_sum(acc, smem);
   if (threadIdx.x == 0) *result = total;
+}
+
+// *total (host) = the sum of the per-block partial sums that `launch(blocks, partial)` writes for n elements
+// (~8 a thread before the tree), summed by one block in a fixed order; synchronises the stream. 0 for n = 0.
+template <class T, class Launch>
+cudaError_t block_partials_total(int64_t n, Launch launch, T* total, cudaStream_t stream) {
+  *total = 0;
+  if (n == 0) return cudaSuccess;
+  const unsigned blocks = grid_for((n + 7) / 8);
+  T* scratch = nullptr;  // blocks partial sums, then the total
+  cudaError_t err = cudaMallocAsync(&scratch, (blocks + 1) * sizeof(T), stream);
+  if (err != cudaSuccess) return err;
+  launch(blocks, scratch);
+  sum_partials_kernel<T><<<1, kThreads, 0, stream>>>(scratch, blocks, scratch + blocks);
+  err = cudaGetLastError();
+  if (err == cudaSuccess) err = cudaMemcpyAsync(total, scratch + blocks, sizeof(T), cudaMemcpyDeviceToHost, stream);
+  const cudaError_t free_err = cudaFreeAsync(scratch, stream);
+  if (err == cudaSuccess) err = free_err;
+  if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
+  return err;
 }
 
 __global__ void non_finite_kernel(const float* x, int64_t n, int* any_bad) {
@@ -67,15 +88,6 @@ __global__ void keyed_checksum_kernel(const float* x, int64_t n, unsigned long l
     acc += keyed_checksum_term(i, __float_as_uint(x[i]));
   const unsigned long long total = block_sum(acc, smem);
   if (threadIdx.x == 0) partial[blockIdx.x] = total;
-}
-
-__global__ void sum_checksum_partials_kernel(const unsigned long long* partial, int64_t count,
-                                             unsigned long long* result) {
-  __shared__ unsigned long long smem[kThreads];
-  unsigned long long acc = 0;
-  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) acc += partial[i];
-  const unsigned long long total = block_sum(acc, smem);
-  if (threadIdx.x == 0) *result = total;
 }
 
 // ---------------------------------------------------------------- embedding
@@ -272,20 +284,10 @@ cudaError_t scale_inplace(float* x, float s, int64_t n, cudaStream_t stream) {
 }
 
 cudaError_t l2_norm(const float* x, int64_t n, double* result, cudaStream_t stream) {
-  *result = 0.0;
-  if (n == 0) return cudaSuccess;
-  const unsigned blocks = grid_for((n + 7) / 8);  // ~8 elements per thread before the tree
-  double* scratch = nullptr;                      // blocks partial sums, then the total
-  cudaError_t err = cudaMallocAsync(&scratch, (blocks + 1) * sizeof(double), stream);
-  if (err != cudaSuccess) return err;
-  sum_squares_kernel<<<blocks, kThreads, 0, stream>>>(x, n, scratch);
-  sum_partials_kernel<<<1, kThreads, 0, stream>>>(scratch, blocks, scratch + blocks);
   double total = 0.0;
-  err = cudaGetLastError();
-  if (err == cudaSuccess) err = cudaMemcpyAsync(&total, scratch + blocks, sizeof total, cudaMemcpyDeviceToHost, stream);
-  const cudaError_t free_err = cudaFreeAsync(scratch, stream);
-  if (err == cudaSuccess) err = free_err;
-  if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
+  const cudaError_t err = block_partials_total<double>(
+      n, [&](unsigned blocks, double* partial) { sum_squares_kernel<<<blocks, kThreads, 0, stream>>>(x, n, partial); },
+      &total, stream);
   *result = std::sqrt(total);
   return err;
 }
@@ -311,20 +313,13 @@ cudaError_t all_finite(const float* x, int64_t n, bool* result, cudaStream_t str
 }
 
 cudaError_t keyed_checksum(const float* x, int64_t n, uint64_t* result, cudaStream_t stream) {
-  *result = 0;
-  if (n == 0) return cudaSuccess;
-  const unsigned blocks = grid_for((n + 7) / 8);
-  unsigned long long* scratch = nullptr;  // blocks partial sums, then the total
-  cudaError_t err = cudaMallocAsync(&scratch, (blocks + 1) * sizeof(unsigned long long), stream);
-  if (err != cudaSuccess) return err;
-  keyed_checksum_kernel<<<blocks, kThreads, 0, stream>>>(x, n, scratch);
-  sum_checksum_partials_kernel<<<1, kThreads, 0, stream>>>(scratch, blocks, scratch + blocks);
   unsigned long long total = 0;
-  err = cudaGetLastError();
-  if (err == cudaSuccess) err = cudaMemcpyAsync(&total, scratch + blocks, sizeof total, cudaMemcpyDeviceToHost, stream);
-  const cudaError_t free_err = cudaFreeAsync(scratch, stream);
-  if (err == cudaSuccess) err = free_err;
-  if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
+  const cudaError_t err = block_partials_total<unsigned long long>(
+      n,
+      [&](unsigned blocks, unsigned long long* partial) {
+        keyed_checksum_kernel<<<blocks, kThreads, 0, stream>>>(x, n, partial);
+      },
+      &total, stream);
   *result = total;
   return err;
 }
