@@ -37,7 +37,6 @@ class NcclWeightBroadcast {
   struct Comm;
   std::unique_ptr<Comm> comm_;
   int rank_ = 0, world_ = 1;
-  double timeout_s_ = 0;
 };
 
 // Whether this build and machine can form a world (CUDA, NCCL and a GPU); `why` says what is missing.

@@ -30,6 +30,7 @@ struct NcclWeightBroadcast::Comm {
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
   int device = 0;
+  double timeout_s = 0;
   bool aborted = false;
 
   // Polls the communicator until its last call is no longer in progress; past `timeout_s` aborts it.
@@ -73,7 +74,8 @@ std::string NcclWeightBroadcast::unique_id() {
 
 NcclWeightBroadcast::NcclWeightBroadcast(const ExecContext& ctx, const std::string& id, int rank, int world,
                                          double timeout_s)
-    : comm_(std::make_unique<Comm>()), rank_(rank), world_(world), timeout_s_(timeout_s) {
+    : comm_(std::make_unique<Comm>()), rank_(rank), world_(world) {
+  comm_->timeout_s = timeout_s;
   RLCPP_CHECK(ctx.device() == Device::kCUDA,
               "nccl weight sync: rank " << rank << " computes on " << ctx.name() << "; NCCL moves GPU memory");
   RLCPP_CHECK(id.size() == sizeof(ncclUniqueId),
@@ -110,7 +112,7 @@ void NcclWeightBroadcast::broadcast(float* data, int64_t n, int64_t bucket_float
     const ncclResult_t r = ncclBroadcast(data + begin, data + begin, static_cast<size_t>(count), ncclFloat, 0,
                                          comm_->comm, comm_->stream);
     if (r != ncclSuccess && r != ncclInProgress) comm_->fail(who + ": ncclBroadcast: " + ncclGetErrorString(r));
-    comm_->settle(timeout_s_, who + ": enqueueing the broadcast");
+    comm_->settle(comm_->timeout_s, who + ": enqueueing the broadcast");
   }
   Stopwatch waited;
   for (;;) {
@@ -121,9 +123,9 @@ void NcclWeightBroadcast::broadcast(float* data, int64_t n, int64_t bucket_float
     ncclCommGetAsyncError(comm_->comm, &async);
     if (async != ncclSuccess && async != ncclInProgress)
       comm_->fail(who + ": the broadcast failed: " + ncclGetErrorString(async));
-    if (waited.seconds() > timeout_s_)
+    if (waited.seconds() > comm_->timeout_s)
       comm_->fail(who + ": the broadcast of " + std::to_string(n) + " floats did not finish within " +
-                  std::to_string(timeout_s_) + " s (waiting for " + waiting_for + ")");
+                  std::to_string(comm_->timeout_s) + " s (waiting for " + waiting_for + ")");
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
