@@ -104,16 +104,7 @@ int run_device_train_bench(const TrainBenchOptions& o) {
   std::printf("  cuBLAS peak, 8192^3 in %s math: %.1f TFLOP/s; MFU of the step %.0f%%\n", ops::matmul_math_name(math),
               peak, 100 * tflops(step_s) / peak);
   if (peer) {
-    std::vector<PeerFigure> figures = {peer_figure(*peer, "modes.eager.tokens_per_s"),
-                                       peer_figure(*peer, "modes.compile.tokens_per_s")};
-    figures[0].name += " eager";
-    figures[1].name += " torch.compile";
-    for (PeerFigure& f : figures)
-      if (f.measured()) {
-        char mfu[64];
-        std::snprintf(mfu, sizeof mfu, "MFU %.0f%%", 100 * flops_per_token * f.value / 1e12 / peak);
-        f.note = mfu;
-      }
+    const std::vector<PeerFigure> figures = train_peer_figures(*peer, flops_per_token, peak * 1e12);
     char name[96];
     std::snprintf(name, sizeof name, "rlcpp updater step (MFU %.0f%%)", 100 * tflops(step_s) / peak);
     std::printf("  fwd+bwd+AdamW, tokens/s (%s%s):\n", o.dtype.c_str(), o.dtype == "bf16" ? ", the peer under autocast" : "");

@@ -39,6 +39,20 @@ MicroLossFn TrainBenchBatch::token_mean() const {
   };
 }
 
+std::vector<PeerFigure> train_peer_figures(const PeerRun& run, double flops_per_token, double peak_flops) {
+  std::vector<PeerFigure> figures = {peer_figure(run, "modes.eager.tokens_per_s"),
+                                     peer_figure(run, "modes.compile.tokens_per_s")};
+  figures[0].name += " eager";
+  figures[1].name += " torch.compile";
+  for (PeerFigure& f : figures)
+    if (f.measured()) {
+      char mfu[64];
+      std::snprintf(mfu, sizeof mfu, "MFU %.0f%%", 100 * flops_per_token * f.value / peak_flops);
+      f.note = mfu;
+    }
+  return figures;
+}
+
 int run_train_bench(const TrainBenchOptions& o) {
   if (parse_device_spec(o.device, "bench train --device").device != Device::kCPU) return run_device_train_bench(o);
   RLCPP_CHECK(o.dtype == "fp32", "bench train --dtype " << o.dtype << ": the CPU trainer's bench is fp32 (bf16 is "
@@ -127,17 +141,8 @@ int run_train_bench(const TrainBenchOptions& o) {
   }
   if (pytorch2) {
     const PeerRun& run = *pytorch2;
-    std::vector<PeerFigure> figures = {peer_figure(run, "modes.eager.tokens_per_s"),
-                                       peer_figure(run, "modes.compile.tokens_per_s")};
-    figures[0].name += " eager";
-    figures[1].name += " torch.compile";
     const double peak = median_of(peaks_big);
-    for (PeerFigure& f : figures)
-      if (f.measured()) {
-        char mfu[64];
-        std::snprintf(mfu, sizeof mfu, "MFU %.0f%%", 100 * flops_per_token * f.value / 1e9 / peak);
-        f.note = mfu;
-      }
+    const std::vector<PeerFigure> figures = train_peer_figures(run, flops_per_token, peak * 1e9);
     char name[96];
     std::snprintf(name, sizeof name, "rlcpp fwd+bwd+AdamW (MFU %.0f%%)", 100 * achieved / peak);
     std::printf("  fwd+bwd+AdamW, tokens/s (MFU against the 2048^3 sgemm peak, %.1f GFLOP/s):\n", peak);

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/real_peers.h"
 #include "model/model_config.h"
 #include "model/packed_batch.h"
 #include "trainer/update_step.h"
@@ -29,6 +30,8 @@ struct TrainBenchBatch {
   MicroLossFn token_mean() const;
 };
 TrainBenchBatch random_train_batch(const ModelConfig& config, int64_t batch, int64_t seq);
+// A PyTorch training peer's two rows (eager, torch.compile), each noting its MFU against `peak_flops` (FLOP/s).
+std::vector<PeerFigure> train_peer_figures(const PeerRun& run, double flops_per_token, double peak_flops);
 
 // fwd+bwd+AdamW tokens/s on random tokens, the sgemm peak and MFU, next to the peers of `peers`; on a GPU
 // (device_train_bench.cpp) against that GPU's measured cuBLAS peak in the dtype. Returns 0.
