@@ -87,8 +87,11 @@ void Engine::set_weights(const ParameterStore& params, int64_t version) {
   const std::string refusing = "engine: refusing weights of policy version " + std::to_string(version);
   if (params.flat().device() == Device::kCPU)
     check_finite_weights(params, refusing);
-  else
-    RLCPP_CHECK(ops::all_finite(context_, params.flat()), refusing << ": they hold a NaN or an infinity");
+  else if (!ops::all_finite(context_, params.flat())) {  // which tensor, read on the host
+    Tensor host;
+    const auto bad = find_non_finite(params.infos(), host_tensor(context_, params.flat(), host).data<float>());
+    RLCPP_FAIL(refusing << ": " << (bad ? bad->describe() : std::string("they hold a NaN or an infinity")));
+  }
   params_ = &params;
   policy_version_ = version;
   packed_stale_ = true;

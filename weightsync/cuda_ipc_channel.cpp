@@ -76,8 +76,7 @@ ParameterStore CudaIpcWeightImport::receive(const WireMessage& message, const Mo
     refuse("this subscriber's weights live on " + ctx_.name() + "; a GPU export is taken by a worker on a GPU "
            "(rlcpp worker --device cuda)");
   const std::vector<ParameterInfo> layout = parameter_layout(config);
-  ParameterStore staged = ParameterStore::allocate(config, ctx_);
-  const int64_t v = check_weights_header(message, layout, staged.numel());
+  const int64_t v = check_weights_header(message, layout, layout.back().offset + layout.back().numel());
   const std::string uuid = weights_header_text(message.header, "device_uuid");
   const std::string boot = weights_header_text(message.header, "host_boot_id");
   const std::string checksum = weights_header_text(message.header, "keyed_checksum");
@@ -93,6 +92,7 @@ ParameterStore CudaIpcWeightImport::receive(const WireMessage& message, const Mo
     refuse("the export is on the GPU with UUID " + uuid + ", which this process does not see (it computes on " +
            ctx_.name() + ", UUID " + cuda_ipc::device_uuid(ctx_.device_index()) +
            "; check CUDA_VISIBLE_DEVICES, or use zmq)");
+  ParameterStore staged = ParameterStore::allocate(config, ctx_);  // after the checks: nothing taken for a refusal
   try {
     if (!mapped_ || handle != mapped_handle_) {
       mapped_.reset();  // a new export (a restarted trainer): the old mapping goes first

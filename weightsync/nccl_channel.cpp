@@ -71,11 +71,11 @@ void NcclWeightImport::join(const WireMessage& message) {
 ParameterStore NcclWeightImport::receive(const WireMessage& message, const ModelConfig& config, int64_t* version) {
   if (!world_) refuse("an announcement before this worker joined a world (no nccl_join came first)");
   const std::vector<ParameterInfo> layout = parameter_layout(config);
-  ParameterStore staged = ParameterStore::allocate(config, ctx_);
-  const int64_t v = check_weights_header(message, layout, staged.numel());
+  const int64_t v = check_weights_header(message, layout, layout.back().offset + layout.back().numel());
   const std::string checksum = weights_header_text(message.header, "keyed_checksum");
   const auto bucket = field<int64_t>(message.header, "bucket_floats");
   if (bucket <= 0) refuse("bucket_floats " + std::to_string(bucket) + ", expected > 0");
+  ParameterStore staged = ParameterStore::allocate(config, ctx_);
   try {
     world_->broadcast(staged.flat().data<float>(), staged.numel(), bucket, "the trainer (rank 0)");
   } catch (const std::exception& e) {
