@@ -36,6 +36,12 @@ std::optional<NonFiniteWeight> find_non_finite(const std::vector<ParameterInfo>&
   return std::nullopt;
 }
 
+std::optional<NonFiniteWeight> find_non_finite(const ExecContext& ctx, const ParameterStore& params) {
+  if (params.numel() == 0 || ops::all_finite(ctx, params.flat())) return std::nullopt;
+  Tensor host;
+  return find_non_finite(params.infos(), host_tensor(ctx, params.flat(), host).data<float>());
+}
+
 void check_finite_weights(const ParameterStore& params, const std::string& what) {
   RLCPP_CHECK(params.flat().device() == Device::kCPU || params.numel() == 0,
               what << ": checking weights on " << device_name(params.flat().device()) << " is not supported");

@@ -27,6 +27,11 @@ struct NonFiniteWeight {
 // The first parameter of `layout` (in layout order) whose floats in `data` hold a NaN or an infinity, or nullopt.
 std::optional<NonFiniteWeight> find_non_finite(const std::vector<ParameterInfo>& layout, const float* data);
 
+// The first non-finite parameter of `params`, which may live on ctx's device (a weight sync's copy on a GPU): one
+// parallel pass there answers for the common, finite case; only when it finds something are the weights read on
+// the host to name the tensor.
+std::optional<NonFiniteWeight> find_non_finite(const ExecContext& ctx, const ParameterStore& params);
+
 // Throws "WHAT: tensor 'NAME' holds nan at element I" when a parameter is not finite.
 void check_finite_weights(const ParameterStore& params, const std::string& what);
 

@@ -2,7 +2,7 @@
 
 #include <fstream>
 
-#include "kernels/ops.h"
+#include "model/weight_checksum.h"
 #include "weightsync/cuda_ipc_memory.h"
 #include "weightsync/weight_message.h"
 
@@ -50,7 +50,7 @@ WireMessage CudaIpcWeightExport::stage(const ParameterStore& weights, int64_t ve
                                                                      << ", not on the GPU");
   cuda_ipc::copy_device_to_device(buffer_.raw(), weights.flat().raw(), static_cast<size_t>(buffer_.nbytes()),
                                   ctx_.stream(), ctx_.device_index());
-  checksum_ = std::to_string(ops::keyed_checksum(ctx_, buffer_));
+  checksum_ = std::to_string(weights_keyed_checksum(ctx_, buffer_));
   staged_version_ = version;
   return announce();
 }

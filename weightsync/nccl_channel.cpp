@@ -1,6 +1,6 @@
 #include "weightsync/nccl_channel.h"
 
-#include "kernels/ops.h"
+#include "model/weight_checksum.h"
 #include "weightsync/weight_message.h"
 
 namespace rlcpp {
@@ -34,7 +34,7 @@ WireMessage nccl_weights_message(const ExecContext& ctx, const ParameterStore& w
   m.header["transport"] = kTransport;
   m.header["total_floats"] = weights.numel();
   m.header["bucket_floats"] = bucket_floats;
-  m.header["keyed_checksum"] = std::to_string(ops::keyed_checksum(ctx, weights.flat()));
+  m.header["keyed_checksum"] = std::to_string(weights_keyed_checksum(ctx, weights.flat()));
   m.header["layout"] = layout_json(weights.infos());
   return m;
 }

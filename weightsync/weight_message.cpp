@@ -6,8 +6,8 @@
 #include <cstring>
 #include <string>
 
-#include "kernels/ops.h"
 #include "model/finite_weights.h"
+#include "model/weight_checksum.h"
 
 namespace rlcpp {
 
@@ -101,16 +101,13 @@ void refuse_weights(const std::string& what) { refuse(what); }
 void check_device_copy(const ExecContext& ctx, const ParameterStore& copy, const std::string& checksum,
                        int64_t version, const std::string& transport) {
   const std::string refused = "(" + transport + ") ";
-  const uint64_t got = ops::keyed_checksum(ctx, copy.flat());
+  const uint64_t got = weights_keyed_checksum(ctx, copy.flat());
   if (std::to_string(got) != checksum)
     refuse(refused + "checksum mismatch for version " + std::to_string(version) + ": header " + checksum +
            ", the copy " + std::to_string(got));
-  if (!ops::all_finite(ctx, copy.flat())) {  // intact but diverged: which tensor, read on the host
-    Tensor host;
-    const auto bad = find_non_finite(copy.infos(), host_tensor(ctx, copy.flat(), host).data<float>());
-    refuse(refused + "version " + std::to_string(version) + " has non-finite weights: " +
-           (bad ? bad->describe() : std::string("(none found on the host copy)")));
-  }
+  if (const auto bad = find_non_finite(ctx, copy))  // intact but diverged
+    refuse(refused + "version " + std::to_string(version) + " has non-finite weights: " + bad->describe());
+
 }
 
 int64_t decode_weights(const WireMessage& message, const std::vector<ParameterInfo>& expected, int64_t total_floats,
