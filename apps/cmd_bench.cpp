@@ -30,11 +30,14 @@ Command add_bench_command(CLI::App& app) {
                   "peers run beside rlcpp, comma-separated (default torch: Debian's PyTorch 1.13 scripts); the real "
                   "systems of scripts/install_peers.sh: train: pytorch2 (eager and torch.compile); rollout: "
                   "llama.cpp, vllm, hf (Hugging Face generate on the GPU of --device, the machine's python3); step: "
-                  "trl (TRL's GRPOTrainer); train on a GPU: pytorch-gpu (the machine's PyTorch on that GPU)");
+                  "trl (TRL's GRPOTrainer), hf-pytorch (Hugging Face generate + a PyTorch update, the machine's python3; "
+                  "the default with --device cuda); train on a GPU: pytorch-gpu (the machine's PyTorch on that GPU)");
   cmd->add_option("--dtype", rollout->dtype,
-                  "rollout: rlcpp's and the peers' dtype, fp32 or bf16; train (with --device cuda): the trainer's");
+                  "rollout: rlcpp's and the peers' dtype, fp32 or bf16; train (with --device cuda): the trainer's; step: "
+                  "the trainer's and the engine's (fp32, bf16, fp16)");
   cmd->add_option("--device", rollout->device,
-                  "rollout: where rlcpp's engine runs; train: where the trainer runs (cpu, cuda or cuda:N)");
+                  "rollout: where rlcpp's engine runs; train: where the trainer runs; step: where both run, the split "
+                  "worker sharing the GPU over cuda-ipc (cpu, cuda or cuda:N)");
   cmd->add_option("--batch-invariant", rollout->batch_invariant,
                   "rollout: rlcpp's numerics.batch_invariant (false: cuBLAS on a GPU, OpenBLAS on the CPU)");
   cmd->add_option("--long-tail", rollout->long_tail_sequences,
@@ -44,7 +47,9 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("--prompts", rollout->prompts, "rollout: prompts");
   cmd->add_option("--group", rollout->group, "rollout: samples per prompt");
   cmd->add_option("--prompt-len", rollout->prompt_len, "rollout: prompt tokens");
-  cmd->add_option("--new-tokens", rollout->new_tokens, "rollout: tokens sampled per sequence");
+  auto* new_tokens = cmd->add_option("--new-tokens", rollout->new_tokens,
+                                     "rollout: tokens sampled per sequence; step: per response (default the "
+                                     "recipe's 6)");
   cmd->add_option("--block-size", rollout->block_size, "rollout: KV-cache block size");
   auto numerics = std::make_shared<std::string>();
   cmd->add_option("--numerics", *numerics,
@@ -77,6 +82,9 @@ Command add_bench_command(CLI::App& app) {
       step->preset = train->preset;
       if (iters->count() > 0) step->iters = train->iters;
       step->peer = train->peer;
+      step->device = rollout->device;
+      step->dtype = rollout->dtype;
+      if (new_tokens->count() > 0) step->new_tokens = rollout->new_tokens;
       return bench::run_step_bench(*step);
     }
     if (*which == "rollout") {

@@ -32,6 +32,7 @@ const std::map<std::string, PeerSpec>& peer_specs() {
       {"llama.cpp", {"venv", "llamacpp_rollout.py"}},
       {"vllm", {"vllm-venv", "vllm_rollout.py"}},
       {"hf", {"", "hf_generate.py"}},
+      {"hf-pytorch", {"", "hf_grpo_step.py"}},  // Hugging Face generate + a PyTorch update, a GRPO step
       {"pytorch-gpu", {"", "torch2_train.py"}},  // the GPU machine's own PyTorch, training there
   };
   return specs;

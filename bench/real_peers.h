@@ -17,7 +17,7 @@ namespace rlcpp::bench {
 std::string peers_dir();
 
 struct PeerRun {
-  std::string peer;     // "pytorch2", "trl", "llama.cpp", "vllm", "hf", "pytorch-gpu"
+  std::string peer;     // "pytorch2", "trl", "llama.cpp", "vllm", "hf", "pytorch-gpu", "hf-pytorch"
   Json result;          // the peer's JSON object; null when it did not run
   std::string skipped;  // why not: "not installed (...)", or its exit status and last lines of stderr
 };

@@ -14,11 +14,12 @@
 
 #include "bench/bench_common.h"
 #include "bench/real_peers.h"
-#include "model/checkpoint.h"
-#include "model/init.h"
 #include "core/error.h"
+#include "core/exec_context.h"
 #include "loop/controller.h"
 #include "loop/worker_process.h"
+#include "model/checkpoint.h"
+#include "model/init.h"
 #include "model/model_config.h"
 #include "trainer/algorithm.h"
 
@@ -50,6 +51,24 @@ struct StepFigures {
   double allreduce_wait_s = 0;  // data-parallel only (median): the wait for the gradient all-reduce
 };
 
+// What --device, --dtype and --new-tokens set, applied before the user's --set (which wins). On a GPU the engine
+// runs cuBLAS (the batch-invariant products are the CPU's fma chains, not what a GPU step should time) and the
+// split worker shares the trainer's GPU over cuda-ipc.
+std::vector<std::string> option_overrides(const StepBenchOptions& o, const std::string& placement) {
+  std::vector<std::string> out;
+  if (o.device != "cpu") {
+    out.push_back("device=" + o.device);
+    out.push_back("numerics.batch_invariant=false");
+    if (placement == "split") out.push_back("rollout.weight_sync=cuda-ipc");
+  }
+  if (o.dtype != "fp32") {
+    out.push_back("rollout.dtype=" + o.dtype);
+    out.push_back("trainer.dtype=" + o.dtype);
+  }
+  if (o.new_tokens > 0) out.push_back("rollout.sampling.max_new_tokens=" + std::to_string(o.new_tokens));
+  return out;
+}
+
 // The recipe of configs/grpo_add3_benchmark.json, RL part only: random init (no warm start), `steps` steps, eval and
 // checkpoint only at the last step (kept out of the figures), fixed-length responses.
 // `algorithm` ("" = the recipe's GRPO): another algorithm of trainer/algorithm.h with its own defaults.
@@ -61,6 +80,7 @@ TrainConfig step_config(const StepBenchOptions& o, const std::string& placement,
     Json j = load_json_file(recipe);
     // Another algorithm starts from its own defaults (the recipe's algorithm section is GRPO's).
     if (!algorithm.empty()) j["algorithm"] = Json{{"name", algorithm}};
+    for (const std::string& assignment : option_overrides(o, placement)) apply_override(j, assignment);
     for (const std::string& assignment : o.overrides) apply_override(j, assignment);
     config_from_json(j, c);
   } catch (const Error& e) {
@@ -163,7 +183,7 @@ std::map<std::string, double> shares(const StepFigures& f) {
 
 void print_row(const char* name, double step_ms, double tokens, const std::map<std::string, double>& share,
                const std::map<std::string, bool>& present) {
-  std::printf("  %-26s %9.1f %7.0f", name, step_ms, tokens);
+  std::printf("  %-32s %9.1f %7.0f", name, step_ms, tokens);
   for (const std::string& c : kColumns) {
     if (present.at(c))
       std::printf(" %10.1f%%", 100 * share.at(c));
@@ -184,6 +204,30 @@ Json figures_json(const StepFigures& f) {
   return j;
 }
 
+// A step peer's row (the torch peer's or hf-pytorch's JSON: step_ms and a `_share` per column it has; the
+// columns it lacks are "-"), then its step time over rlcpp's split and colocated ones. Returns the ratios.
+Json print_peer_step(const std::string& name, const Json& peer, double tokens,
+                     const std::vector<std::pair<std::string, StepFigures>>& rows, double goal) {
+  std::map<std::string, double> share;
+  std::map<std::string, bool> present;
+  for (const std::string& c : kColumns) {
+    present[c] = peer.contains(c + "_share");
+    share[c] = peer.value(c + "_share", 0.0);
+  }
+  print_row(name.c_str(), peer["step_ms"].get<double>(), tokens, share, present);
+  const double peer_s = peer["step_ms"].get<double>() / 1e3;
+  Json ratios = Json::object();
+  std::printf("  ratio %s / rlcpp step time:", name.c_str());
+  for (const auto& [row, f] : rows) {
+    if (row != "rlcpp split" && row != "rlcpp colocated") continue;
+    const std::string key = row == "rlcpp split" ? "split" : "colocated";
+    std::printf(" %s %.2fx", key.c_str(), peer_s / f.step_s);
+    ratios["ratio_" + key] = peer_s / f.step_s;
+  }
+  std::printf("  (goal >= %gx)\n", goal);
+  return ratios;
+}
+
 }  // namespace
 
 static int run_step_bench_in(const StepBenchOptions& o, const TempDir& dir);
@@ -195,6 +239,14 @@ int run_step_bench(const StepBenchOptions& o) {
   TempDir dir("step_bench");
   RLCPP_CHECK(o.throttle_ms >= 0, "bench step: --throttle-ms must be >= 0, got " << o.throttle_ms);
   RLCPP_CHECK(o.ranks >= 1 && o.ranks <= 64, "bench step: --ranks must be in [1, 64], got " << o.ranks);
+  RLCPP_CHECK(o.dtype == "fp32" || o.dtype == "bf16" || o.dtype == "fp16",
+              "bench step --dtype: fp32, bf16 or fp16, got '" << o.dtype << "'");
+  RLCPP_CHECK(o.new_tokens >= 0, "bench step --new-tokens must be >= 1 (0 = the recipe's), got " << o.new_tokens);
+  if (o.device != "cpu") {
+    context_for_device(o.device, "bench step --device");  // a GPU that is not there is refused before any work
+    RLCPP_CHECK(o.ranks == 1, "bench step --ranks: the data-parallel ranks run on the CPU (mpirun), not with --device "
+                                  << o.device);
+  }
   if (o.throttle_ms > 0) {  // every split run's worker goes through a wrapper that slows it down
     const std::string wrapper = dir.path() + "/throttled_worker.sh";
     std::ofstream(wrapper) << "#!/bin/sh\nexec '" << current_executable() << "' \"$@\" --throttle-ms "
@@ -213,10 +265,18 @@ int run_step_bench(const StepBenchOptions& o) {
 
 static int run_step_bench_in(const StepBenchOptions& o, const TempDir& dir) {
   const ModelConfig mc = model_preset(o.preset);
+  const bool on_gpu = o.device != "cpu";
+  // The step peers of the device: Debian's PyTorch 1.13 for W1 fp32 on the CPU, Hugging Face + PyTorch on a GPU.
+  const std::string peers = on_gpu && o.peers == "torch" ? "hf-pytorch" : o.peers;
+  const std::vector<std::string> real = o.peer ? real_peers_in(peers, {"trl", "hf-pytorch"}) : std::vector<std::string>{};
+  const bool torch_peer = o.peer && list_has(peers, "torch") && o.preset == "tiny" && !on_gpu && o.dtype == "fp32";
+  if (o.peer && list_has(peers, "torch") && !torch_peer)
+    std::printf("step bench: the PyTorch 1.13 peer (torch) times W1 in fp32 on the CPU only: not run here\n");
   std::printf("step bench: one GRPO step of configs/grpo_add3_benchmark.json (RL part) on preset %s (%lld params), "
-              "random init, fixed-length responses, CPU, %d threads; median of %d steps after %d\n",
-              o.preset.c_str(), static_cast<long long>(mc.num_parameters()), omp_get_max_threads(), o.iters,
-              o.warmup);
+              "random init, fixed-length responses, %s on %s, %d threads; median of %d steps after %d\n",
+              o.preset.c_str(), static_cast<long long>(mc.num_parameters()), o.dtype.c_str(), o.device.c_str(),
+              omp_get_max_threads(), o.iters, o.warmup);
+  for (const std::string& s : option_overrides(o, "split")) std::printf("  by the options: %s\n", s.c_str());
   for (const std::string& s : o.overrides) std::printf("  --set %s\n", s.c_str());
   std::fflush(stdout);
   const StepFigures split = run_placement(o, "split", dir.path());
@@ -229,7 +289,7 @@ static int run_step_bench_in(const StepBenchOptions& o, const TempDir& dir) {
   const int64_t prompt_len = std::lround(split.tokens / static_cast<double>(sequences)) - new_tokens;
   const int64_t minibatches = cfg.ppo.mini_batch_size > 0 ? sequences / cfg.ppo.mini_batch_size : 1;
   Json peer = nullptr;
-  if (o.peer && list_has(o.peers, "torch") && o.preset == "tiny")
+  if (torch_peer)
     peer = run_torch_peer(source_dir(), "grpo-step --prompts " + std::to_string(cfg.rollout.prompts_per_step) +
                                             " --group " + std::to_string(cfg.rollout.group_size) + " --prompt-len " +
                                             std::to_string(prompt_len) + " --new-tokens " +
@@ -249,29 +309,37 @@ static int run_step_bench_in(const StepBenchOptions& o, const TempDir& dir) {
     async = run_placement(a, "split", dir.path(), "", "_async");
     rows.emplace_back("rlcpp split async", *async);
   }
-  // TRL's own GRPOTrainer, the same recipe on a random model of the same shape.
-  std::optional<PeerRun> trl;
-  if (o.peer && !real_peers_in(o.peers, {"trl"}).empty()) {
-    const std::string checkpoint = dir.path() + "/trl_init";
-    save_model_checkpoint(checkpoint, init_random(mc, 1));
-    trl = run_real_peer("trl", "step --checkpoint '" + checkpoint + "' --prompts " +
-                                   std::to_string(cfg.rollout.prompts_per_step) + " --group " +
-                                   std::to_string(cfg.rollout.group_size) + " --new-tokens " +
-                                   std::to_string(new_tokens) + " --minibatches " + std::to_string(minibatches) +
-                                   " --iters " + std::to_string(o.iters) + " --warmup 1 --threads " +
+  // The real peers (TRL's own GRPOTrainer; Hugging Face generate + a PyTorch update on the GPU): the same recipe on
+  // a random model of the same shape, as a Hugging Face directory.
+  const std::string peer_checkpoint = dir.path() + "/peer_init";
+  if (!real.empty()) save_model_checkpoint(peer_checkpoint, init_random(mc, 1));
+  const std::string peer_shape = "--prompts " + std::to_string(cfg.rollout.prompts_per_step) + " --group " +
+                                 std::to_string(cfg.rollout.group_size) + " --new-tokens " +
+                                 std::to_string(new_tokens) + " --minibatches " + std::to_string(minibatches) +
+                                 " --iters " + std::to_string(o.iters) + " --warmup 1";
+  std::optional<PeerRun> trl, hf;
+  auto wanted = [&](const std::string& name) { return std::find(real.begin(), real.end(), name) != real.end(); };
+  if (wanted("trl"))
+    trl = run_real_peer("trl", "step --checkpoint '" + peer_checkpoint + "' " + peer_shape + " --threads " +
                                    std::to_string(omp_get_max_threads()));
+  if (wanted("hf-pytorch")) {
+    const std::string torch_dtype = o.dtype == "bf16" ? "bfloat16" : o.dtype == "fp16" ? "float16" : "float32";
+    hf = run_real_peer("hf-pytorch", "step --checkpoint '" + peer_checkpoint + "' " + peer_shape + " --prompt-len " +
+                                         std::to_string(prompt_len) + " --dtype " + torch_dtype + " --device " +
+                                         o.device);
   }
 
   std::printf("\nstep bench: %lld prompts x %lld, %lld new tokens, %lld mini-batches; step excludes eval and "
               "checkpoint\n",
               static_cast<long long>(cfg.rollout.prompts_per_step), static_cast<long long>(cfg.rollout.group_size),
               static_cast<long long>(new_tokens), static_cast<long long>(minibatches));
-  std::printf("  %-26s %9s %7s", "", "step ms", "tokens");
+  std::printf("  %-32s %9s %7s", "", "step ms", "tokens");
   for (const std::string& c : kColumns) std::printf(" %11s", c.c_str());
   std::printf("\n");
   std::map<std::string, bool> all_present;
   for (const std::string& c : kColumns) all_present[c] = true;
-  Json out = {{"bench", "step"}, {"preset", o.preset}, {"warmup", o.warmup}, {"iters", o.iters},
+  Json out = {{"bench", "step"}, {"preset", o.preset}, {"device", o.device}, {"dtype", o.dtype},
+              {"weight_sync", cfg.rollout.weight_sync}, {"warmup", o.warmup}, {"iters", o.iters},
               {"prompts", cfg.rollout.prompts_per_step}, {"group", cfg.rollout.group_size},
               {"new_tokens", new_tokens}, {"minibatches", minibatches}, {"threads", omp_get_max_threads()}};
   for (const auto& [name, f] : rows) {
@@ -282,28 +350,25 @@ static int run_step_bench_in(const StepBenchOptions& o, const TempDir& dir) {
                                                           : "split_ranks";
     out[key] = figures_json(f);
   }
-  const bool have_peer = !peer.is_null() && peer.contains("step_ms");
-  if (have_peer) {
+  const double peer_tokens = static_cast<double>(sequences * (prompt_len + new_tokens));
+  if (!peer.is_null() && peer.contains("step_ms")) {
     // The peer has no weight sync or probe, and its phases cover its whole step ("other" is 0).
-    std::map<std::string, double> share;
-    std::map<std::string, bool> present;
-    for (const std::string& c : kColumns) {
-      present[c] = peer.contains(c + "_share");
-      share[c] = peer.value(c + "_share", 0.0);
-    }
     char name[64];
     std::snprintf(name, sizeof name, "PyTorch peer (%s thr)", peer.value("threads", Json("?")).dump().c_str());
-    const double peer_tokens = static_cast<double>(sequences * (prompt_len + new_tokens));
-    print_row(name, peer["step_ms"].get<double>(), peer_tokens, share, present);
     out["peer"] = peer;
-    const double peer_s = peer["step_ms"].get<double>() / 1e3;
-    std::printf("  ratio peer / rlcpp step time: split %.2fx", peer_s / split.step_s);
-    out["ratio_split"] = peer_s / split.step_s;
-    if (o.colocated) {
-      std::printf(", colocated %.2fx", peer_s / rows[1].second.step_s);
-      out["ratio_colocated"] = peer_s / rows[1].second.step_s;
+    out.update(print_peer_step(name, peer, peer_tokens, rows, 2));
+  }
+  if (hf) {
+    // Its sync is the weight copy from the policy to its rollout model; it has no probe.
+    if (!hf->result.is_null() && hf->result.contains("step_ms")) {
+      const std::string name = "HF+PyTorch (torch " + hf->result.value("torch", std::string("?")) + ")";
+      Json result = hf->result;
+      result.update(print_peer_step(name, hf->result, peer_tokens, rows, 3));
+      out["hf_pytorch"] = result;
+    } else {
+      std::printf("  HF+PyTorch peer did not run: %s\n", hf->skipped.c_str());
+      out["hf_pytorch"] = {{"skipped", hf->skipped}};
     }
-    std::printf("  (goal >= 2x)\n");
   }
   if (trl) {
     std::printf("  step time against TRL's GRPOTrainer (its responses end at EOS, rlcpp's are fixed-length):\n");
@@ -361,7 +426,8 @@ static int run_step_bench_in(const StepBenchOptions& o, const TempDir& dir) {
                     {"allreduce_share", ranks->allreduce_wait_s / ranks->step_s}};
   }
   const double sync_share = shares(split).at("sync");
-  std::printf("  weight sync (split, zmq over ipc://): %.1f ms = %.2f%% of the step (goal < 2%%)\n",
+  std::printf("  weight sync (split, %s): %.1f ms = %.2f%% of the step (goal < 2%%)\n",
+              cfg.rollout.weight_sync == "zmq" ? "zmq over ipc://" : cfg.rollout.weight_sync.c_str(),
               1e3 * split.column_s.at("sync"), 100 * sync_share);
   std::printf("%s\n", out.dump().c_str());
   return 0;

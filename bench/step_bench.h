@@ -11,7 +11,15 @@ struct StepBenchOptions {
   int iters = 5;           // timed steps per placement (the median is reported)
   bool colocated = true;   // also time the colocated placement (split, the default, is always timed)
   bool peer = true;
-  std::string peers = "torch";  // torch (Debian's PyTorch 1.13 grpo-step), trl (TRL's GRPOTrainer)
+  // torch (Debian's PyTorch 1.13 grpo-step, CPU), trl (TRL's GRPOTrainer), hf-pytorch (Hugging Face generate +
+  // a PyTorch update: bench/peers/hf_grpo_step.py, the default on a GPU)
+  std::string peers = "torch";
+  // Where the trainer and the rollout engine run ("cpu", "cuda", "cuda:N"; on a GPU the split workers share it
+  // over cuda-ipc, and the engine runs cuBLAS unless --set numerics.batch_invariant=true), their dtype (fp32,
+  // bf16, fp16) and the tokens sampled per response (0 = the recipe's 6).
+  std::string device = "cpu";
+  std::string dtype = "fp32";
+  int64_t new_tokens = 0;
   // key=value overrides of the recipe (rlcpp train's --set), e.g. numerics.batch_invariant=false to time the
   // cost of invariance, rollout.dtype=bf16.
   std::vector<std::string> overrides;
@@ -31,8 +39,9 @@ struct StepBenchOptions {
 
 // One GRPO step of the add3 recipe (configs/grpo_add3_benchmark.json without its warm start) through the real
 // controller (run_train) from a random model, split and colocated, with its phase shares, next to the PyTorch
-// peer's `grpo-step` of the same shapes, and TRL's GRPOTrainer with the same recipe (peers "trl"). Responses
-// are fixed-length (ignore_eos), as the PyTorch peer's. Returns 0.
+// peer's `grpo-step` of the same shapes, and TRL's GRPOTrainer with the same recipe (peers "trl"); on a GPU next to
+// the Hugging Face + PyTorch step on the same GPU (peers "hf-pytorch"). Responses are fixed-length (ignore_eos),
+// as the peers'. Returns 0.
 int run_step_bench(const StepBenchOptions& options);
 
 }  // namespace rlcpp::bench

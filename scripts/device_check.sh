@@ -6,11 +6,12 @@
 # benchmarks against Hugging Face generate on the same GPU (the machine's python3). Under $OUT (the device tool
 # returns at most 8 files): device_check.json (the summary), device_check.log (every log, in order) and
 # logs.tar.xz (each test's gtest JSON and log, nvidia-smi, the run's metrics); a short table is printed last.
-# Parts (arguments; default all four): tests (every GPU test binary), loop (GRPO on the GPU; split workers over
-# zmq and cuda-ipc, and nccl where there is a second GPU), rollout (rollout benchmarks beside HF generate), train (training benchmarks beside the
-# machine's PyTorch); each part has its own time limits, so a part that ran long can be run again alone.
+# Parts (arguments; default all five): tests (every GPU test binary), loop (GRPO on the GPU; split workers over
+# zmq and cuda-ipc, and nccl where there is a second GPU), rollout (rollout benchmarks beside HF generate), train
+# (training benchmarks beside the machine's PyTorch), step (a GRPO step beside Hugging Face generate + a PyTorch
+# update); each part has its own time limits, so a part that ran long can be run again alone.
 #   here:  scripts/device_bundle.sh
-#   there: scripts/device_check.sh [tests] [loop] [rollout] [train]
+#   there: scripts/device_check.sh [tests] [loop] [rollout] [train] [step]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 final=${OUT:-/tmp/rlcpp_device_check}
@@ -43,7 +44,7 @@ done
 [ -n "$missing" ] && echo "device_check: libraries not found: $missing" | tee "$out/missing_libraries.txt"
 
 export RLCPP_SOURCE_DIR=$PWD OMP_WAIT_POLICY=PASSIVE
-parts=" ${*:-tests loop rollout train} "
+parts=" ${*:-tests loop rollout train step} "
 part() { [[ $parts == *" $1 "* ]]; }
 tests=()
 part tests && tests=(core_exec_context_test kernels_ops_test kernels_cuda_ops_test kernels_attention_test
@@ -106,6 +107,13 @@ fi
 if part train; then
 bench train_w1_fp32 120 train --peers pytorch-gpu --iters 10
 bench train_w2_bf16 240 train --preset qwen05b --batch 16 --seq 512 --dtype bf16 --iters 5 --peers pytorch-gpu
+fi
+# A GRPO step on the GPU, split (the worker sharing the GPU over cuda-ipc) and colocated, beside the Hugging Face
+# + PyTorch step on the same GPU (bench/peers/hf_grpo_step.py, the machine's python3): W1 fp32 (the add3 recipe)
+# and W2 bf16 (64 x 8, 128 new tokens, 2 mini-batches).
+if part step; then
+bench step_w1_fp32 150 step --iters 3 --warmup 1
+bench step_w2_bf16 300 step --preset qwen05b --dtype bf16 --new-tokens 128 --iters 2 --warmup 1
 fi
 
 python3 - "$out" "${tests[@]}" <<'EOF'

@@ -187,6 +187,12 @@ TEST_F(InputChecks, DevicesAreCheckedNamingTheKeyOrOption) {
                "bench train --dtype bf16 on the CPU");
   expect_error(run_cli("bench train --peers pytorch-gpu"), "'pytorch-gpu' is not a peer of this bench",
                "the GPU peer on the CPU");
+  expect_error(run_cli("bench step --device npu --no-peer"), "bench step --device: unknown device 'npu'",
+               "bench step --device npu");
+  expect_error(run_cli("bench step --dtype int4 --no-peer"), "bench step --dtype: fp32, bf16 or fp16, got 'int4'",
+               "bench step --dtype int4");
+  expect_error(run_cli("bench step --peers pytorch-gpu"), "'pytorch-gpu' is not a peer of this bench",
+               "the GPU training peer in the step bench");
   std::string why;
   if (ExecContext::cuda_devices(&why) > 0) return;  // the rest is about a machine without a GPU
   expect_error(run_cli("generate " + ckpt + " --prompt 1+2= --device cuda"), "generate --device = 'cuda'",
@@ -197,6 +203,8 @@ TEST_F(InputChecks, DevicesAreCheckedNamingTheKeyOrOption) {
                "config key 'rollout.device' = 'cuda:1'", "rollout.device=cuda:1 without a GPU");
   expect_error(run_cli("bench train --device cuda --dtype bf16 --no-peer"), "bench train --device = 'cuda'",
                "bench train --device cuda without a GPU");
+  expect_error(run_cli("bench step --device cuda --dtype bf16"), "bench step --device = 'cuda'",
+               "bench step --device cuda without a GPU");
   EXPECT_FALSE(fs::exists(run));  // refused before the run directory was made
 }
 

@@ -4,6 +4,9 @@
 // give Hugging Face's logits.
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
+#include <filesystem>
 #include <optional>
 
 #include "bench/bench_common.h"
@@ -74,6 +77,29 @@ TEST_F(Peers, TrlRunsAGrpoStep) {
   EXPECT_EQ(r["prompts"], 2);
   EXPECT_TRUE(peer_figure({"trl", r, ""}, "step_ms").measured()) << r.dump();
   EXPECT_TRUE(r.contains("phases_ms")) << r.dump();
+}
+
+TEST_F(Peers, HfPyTorchRunsAGrpoStepThatMovesThePolicyAndSyncsItsRolloutCopy) {
+  // The GPU's step peer runs the machine's python3 there; here it runs on the CPU in the peers' environment
+  // (torch 2 and transformers), set as that python the way a user points the bench at one.
+  const std::string venv = peers_dir() + "/venv";
+  if (!std::filesystem::exists(venv + "/.done"))
+    GTEST_SKIP() << "not installed (" << venv << " is missing or unfinished: run scripts/install_peers.sh)";
+  ASSERT_EQ(setenv("RLCPP_PEER_PYTHON", (venv + "/bin/python").c_str(), 1), 0);
+  for (const char* dtype : {"float32", "bfloat16"}) {
+    RUN_OR_SKIP(r, "hf-pytorch", "step --checkpoint " + checkpoint_ + " --device cpu --dtype " + dtype +
+                                     " --prompts 2 --group 4 --prompt-len 5 --new-tokens 3 --minibatches 2 "
+                                     "--iters 1 --warmup 1");
+    EXPECT_EQ(r["generated_tokens"], 2 * 4 * 3) << r.dump();
+    EXPECT_TRUE(peer_figure({"hf-pytorch", r, ""}, "step_ms").measured()) << r.dump();
+    double shares = 0;
+    for (const char* phase : {"rollout", "reward", "old_logprob", "update", "sync"})
+      shares += r[std::string(phase) + "_share"].get<double>();
+    EXPECT_NEAR(shares, 1.0, 1e-9) << r.dump();
+    EXPECT_GT(r["update_max_abs_change"].get<double>(), 0) << dtype << ": the updates did not move the policy";
+    EXPECT_EQ(r["rollout_copy_max_abs_diff"].get<double>(), 0) << dtype << ": the rollout copy is not the policy's";
+  }
+  unsetenv("RLCPP_PEER_PYTHON");
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // The trainer on a CUDA context (skipped without a GPU; scripts/device_check.sh runs it on a lent one): master
-// weights, gradients and AdamW moments on the device, the host weights the updater was given refreshed after
-// every optimizer step. Against the same updates on the host: two PPO-clip optimizer steps over four
+// weights, gradients and AdamW moments on the device, the host weights the updater was given refreshed at the
+// end of each update (update_actor, update_critic). Against the same updates on the host: two PPO-clip optimizer steps over four
 // micro-batches (the loss normalised by the global batch), actor and critic, the weights, the loss and the
 // moments to fp32 rounding (the device's ops sum in other orders); a resume's host weights reach the device.
 #include <gtest/gtest.h>

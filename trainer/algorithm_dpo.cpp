@@ -40,6 +40,7 @@ void dpo_update(UpdateContext& ctx, ScoredBatch& batch, PhaseTimer& timer, StepM
       result.skipped += r.skipped ? 1 : 0;
       result.steps.push_back(std::move(r));
     }
+    ctx.actor.refresh_host_weights();
     return result;
   });
   // dpo_step's metrics (dpo_loss, dpo_reward_margin, dpo_accuracy, ...; each measured before its optimizer

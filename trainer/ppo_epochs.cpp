@@ -115,6 +115,7 @@ EpochsResult update_actor(PolicyUpdater& actor, const std::vector<RolloutSample>
     };
     record(result, actor.step(model_batches(micro), fwd, loss, options.total_steps));
   }
+  actor.refresh_host_weights();
   return result;
 }
 
@@ -148,6 +149,7 @@ EpochsResult update_critic(PolicyUpdater& critic, const std::vector<RolloutSampl
     };
     record(result, critic.step(model_batches(micro), ForwardOptions{}, loss, options.total_steps));
   }
+  critic.refresh_host_weights();
   return result;
 }
 

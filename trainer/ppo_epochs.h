@@ -62,7 +62,8 @@ struct ActorUpdateOptions {
 };
 
 // Samples need old_logp and advantages; ref_logp when a KL is in the loss; rollout_logp when a rollout
-// correction is on (loss.rollout_correction, or loss.tis_cap > 0).
+// correction is on (loss.rollout_correction, or loss.tis_cap > 0). Ends with the actor's host weights refreshed
+// (PolicyUpdater::refresh_host_weights), as update_critic ends with the critic's.
 EpochsResult update_actor(PolicyUpdater& actor, const std::vector<RolloutSample>& samples,
                           const ActorUpdateOptions& options, const PpoEpochsConfig& cfg, PhiloxStream& rng);
 

@@ -38,6 +38,13 @@ void PolicyUpdater::set_communicator(Communicator* comm) {
 
 void PolicyUpdater::host_weights_changed() {
   if (device_params_) context_.copy(params_.flat(), device_params_->flat());
+  host_stale_ = false;
+}
+
+void PolicyUpdater::refresh_host_weights() {
+  if (!device_params_ || !host_stale_) return;
+  context_.copy(device_params_->flat(), params_.flat());
+  host_stale_ = false;
 }
 
 const Activations& PolicyUpdater::loss_inputs() {
@@ -113,10 +120,11 @@ UpdateResult PolicyUpdater::step(const std::vector<PackedBatch>& micro_batches, 
   }
   bad_in_a_row_ = 0;
   adamw_.step(context_, work_params(), grads_, static_cast<float>(result.lr));
-  if (device_params_) context_.copy(device_params_->flat(), params_.flat());
+  host_stale_ = device_params_.has_value();
   // A finite gradient can still overflow the weights (a huge lr: 1e308 is inf in fp32). They cannot be taken
-  // back, so the run stops here, before a rollout samples from them or a checkpoint saves them.
-  if (const auto bad = find_non_finite(params_.infos(), params_.flat().data<float>()))
+  // back, so the run stops here, before a rollout samples from them or a checkpoint saves them. One pass where
+  // they live; the host reads them only to name the tensor.
+  if (const auto bad = find_non_finite(context_, work_params()))
     RLCPP_FAIL("training stopped: the " << (critic ? "critic's " : "") << "weights became non-finite at "
                << "optimizer step " << adamw_.steps_taken() << " (loss " << result.loss << ", gradient norm "
                << result.grad_norm << ", lr " << result.lr << "; lower " << (critic ? "critic.optim.lr" : "optim.lr")

@@ -15,9 +15,11 @@
 // before the NaN guard, so every rank decides alike.
 //
 // On a CUDA context the updater trains on the device: the master weights, gradients and AdamW moments live
-// there, every forward, backward, clipping and AdamW step runs there, and after each optimizer step the new
-// weights are copied to the host store the updater was given (the run's weights: checkpoints, weight sync,
-// evaluation read it). The loss callback sees the forward's log-probs (entropy, values) on the host.
+// there, every forward, backward, clipping and AdamW step runs there (the finiteness check of the new weights
+// too), and refresh_host_weights copies the new weights to the host store the updater was given (the run's
+// weights: checkpoints, weight sync, evaluation read it) — once per update (update_actor, update_critic, DPO's
+// update call it at their end), not per optimizer step: 2 GB of fp32 W2 weights is ~40 ms at PCIe's pinned rate.
+// The loss callback sees the forward's log-probs (entropy, values) on the host.
 #pragma once
 
 #include <functional>
@@ -55,7 +57,8 @@ std::map<std::string, double> step_metrics(const UpdateResult& result, const std
 
 class PolicyUpdater {
  public:
-  // params: host weights, updated in place after every optimizer step (on a device context, copied there).
+  // params: host weights, updated in place by every optimizer step (on a device context, by
+  // refresh_host_weights).
   PolicyUpdater(const Transformer& model, ParameterStore& params, const OptimConfig& config,
                 const ExecContext& context = ExecContext::cpu());
 
@@ -68,12 +71,16 @@ class PolicyUpdater {
   // Where its forwards, backwards and AdamW run, and what a caller running the same model's passes for this
   // updater (old or reference log-probs) runs them on.
   const ExecContext& context() const { return context_; }
-  const ParameterStore& params() const { return params_; }  // the host weights
+  const ParameterStore& params() const { return params_; }  // the host weights (refresh_host_weights first)
   // The weights it trains on its context's device: params() on the host, the device copy on a GPU (what a
   // cuda-ipc weight sync exports). Updated in place by every applied step.
   const ParameterStore& device_weights() const { return device_params_ ? *device_params_ : params_; }
   // The host weights were overwritten (a resume loaded a checkpoint into them): copies them to the device.
   void host_weights_changed();
+  // On a device context: copies the device weights to the host store when an applied step changed them since
+  // the last copy (a no-op on the host, where the steps update the store itself). Call before the host store is
+  // read: the end of an update.
+  void refresh_host_weights();
   const OptimConfig& config() const { return config_; }
   AdamW& optimizer() { return adamw_; }
   const ParameterStore& grads() const { return grads_; }
@@ -99,6 +106,7 @@ class PolicyUpdater {
   ExecContext context_;
   // On a device context, the weights the updater trains there (params_ holds their copy after each step).
   std::optional<ParameterStore> device_params_;
+  bool host_stale_ = false;  // an applied step changed device_params_ since their last copy to params_
   OptimConfig config_;
   ParameterStore grads_;
   AdamW adamw_;

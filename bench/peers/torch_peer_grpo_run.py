@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 import add3_task
 import torch_peer_work
+from grpo_math import grpo_advantages
 from torch_peer_work import llama_model, log
 
 
@@ -168,7 +169,7 @@ def grpo_step(args, model, opt, problems, gen):
     with torch.no_grad():
         old_logp = response_logp(model, batch, everyone, args.temperature)
     t["old_logprob"] = time.perf_counter()
-    adv = torch_peer_work.grpo_advantages(rewards, args.group)[:, None]  # (B, 1)
+    adv = grpo_advantages(rewards, args.group)[:, None]  # (B, 1)
     rows = len(prompts) // args.minibatches  # whole groups: prompts % minibatches == 0
     for m in range(args.minibatches):
         sl = slice(m * rows, (m + 1) * rows)

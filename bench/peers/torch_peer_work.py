@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "golden"))
 import llama_model  # noqa: E402
+from grpo_math import grpo_advantages, hash_reward  # noqa: E402
 
 
 def log(msg):
@@ -135,36 +136,11 @@ def rollout(args, model, gen):
     return out
 
 
-def splitmix64(x):
-    x = (x + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
-    return x ^ (x >> 31)
-
-
-def hash_reward(sequence):
-    """Deterministic stand-in for add3's reward (the peer measures time, not learning): a value of
-    {0, 0.1, 1} picked by hashing the tokens, walked one by one in Python like a string check would be."""
-    h = 0
-    for t in sequence:
-        h = splitmix64(h ^ t)
-    return (0.0, 0.1, 1.0)[h % 3]
-
-
 def completion_logp(model, sequences, prompt_len, temperature):
     """log-probs (B, N) of the completion tokens sequences[:, Lp:] under the model."""
     logits = model(sequences)[:, prompt_len - 1:-1]  # (B, N, V): position t predicts token t + 1
     logp = F.log_softmax(logits / temperature, dim=-1)
     return logp.gather(2, sequences[:, prompt_len:, None])[..., 0]
-
-
-def grpo_advantages(rewards, group):
-    """(B,) rewards of adjacent groups -> (B,) advantages (r - mean) / (std + 1e-6), 0 for a group whose
-    rewards are all equal. std is torch's default (unbiased), as verl computes it."""
-    r = rewards.view(-1, group)
-    adv = (r - r.mean(dim=1, keepdim=True)) / (r.std(dim=1, keepdim=True) + 1e-6)
-    same = (r == r[:, :1]).all(dim=1, keepdim=True)
-    return torch.where(same, torch.zeros_like(adv), adv).view(-1)
 
 
 def grpo_step(args, model, opt, prompts, gen):
