@@ -87,11 +87,19 @@ ParameterStore CudaIpcWeightImport::receive(const WireMessage& message, const Mo
   if (boot != host_boot_id())
     refuse("the export is on another host (boot id " + boot + ", this host's " + host_boot_id() +
            "); cuda-ipc joins processes of one host (use zmq)");
-  // The same GPU, or another GPU of this host that this process sees (the copy then goes peer to peer).
-  if (cuda_ipc::device_with_uuid(uuid) < 0)
+  // The same GPU, or another GPU of this host that this process sees and can map (the copy then goes peer to
+  // peer). The device of a UUID is looked up once (cudaGetDeviceProperties of every device is slow per sync).
+  auto known = device_of_uuid_.find(uuid);
+  if (known == device_of_uuid_.end()) known = device_of_uuid_.emplace(uuid, cuda_ipc::device_with_uuid(uuid)).first;
+  const int owner = known->second;
+  if (owner < 0)
     refuse("the export is on the GPU with UUID " + uuid + ", which this process does not see (it computes on " +
            ctx_.name() + ", UUID " + cuda_ipc::device_uuid(ctx_.device_index()) +
            "; check CUDA_VISIBLE_DEVICES, or use zmq)");
+  if (!cuda_ipc::can_access_peer(ctx_.device_index(), owner))
+    refuse("the export is on cuda:" + std::to_string(owner) + ", which " + ctx_.name() +
+           " cannot access peer to peer (cudaDeviceCanAccessPeer is 0: GPUs across sockets, or a VM); put the "
+           "workers on the trainer's GPU, or use nccl or zmq");
   ParameterStore staged = ParameterStore::allocate(config, ctx_);  // after the checks: nothing taken for a refusal
   try {
     if (!mapped_ || handle != mapped_handle_) {

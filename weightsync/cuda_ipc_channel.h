@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,6 +58,7 @@ class CudaIpcWeightImport {
   ExecContext ctx_;
   std::string mapped_handle_;  // the IPC handle of the mapping below
   std::shared_ptr<void> mapped_;
+  std::map<std::string, int> device_of_uuid_;  // an export's GPU UUID -> its index here (-1: not visible)
 };
 
 // Whether a "weights" message announces a cuda-ipc export rather than carrying the bytes.

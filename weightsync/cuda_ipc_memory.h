@@ -10,8 +10,9 @@
 
 namespace rlcpp::cuda_ipc {
 
-// `bytes` on device `index` in an allocation of its own (an IPC handle names a whole cudaMalloc allocation),
-// freed with the last reference.
+// `bytes` on device `index` in an allocation of its own (an IPC handle names a whole cudaMalloc allocation;
+// rounded up to 2 MiB, so that the mapping holds nothing else), freed with the last reference. Every call here
+// leaves the caller's current device as it found it.
 std::shared_ptr<void> allocate_exportable(size_t bytes, int index);
 // The IPC handle of such an allocation: CUDA_IPC_HANDLE_SIZE opaque bytes another process on this host opens.
 std::string export_handle(const void* allocation, int index);
@@ -23,6 +24,9 @@ std::shared_ptr<void> open_handle(const std::string& handle, int index);
 std::string device_uuid(int index);
 // The index of the visible device with UUID `uuid`, or -1 when this process does not see it.
 int device_with_uuid(const std::string& uuid);
+// Whether device `index` can map memory of device `peer` (cudaDeviceCanAccessPeer; true for the same device):
+// an export on another GPU is opened through peer access, which PCIe GPUs across sockets and many VMs lack.
+bool can_access_peer(int index, int peer);
 // `bytes` from device memory src to dst (any device of this process), on `stream` (the context's), waited for.
 void copy_device_to_device(void* dst, const void* src, size_t bytes, void* stream, int index);
 

@@ -18,6 +18,7 @@ std::string export_handle(const void*, int) { unavailable(); }
 std::shared_ptr<void> open_handle(const std::string&, int) { unavailable(); }
 std::string device_uuid(int) { unavailable(); }
 int device_with_uuid(const std::string&) { unavailable(); }
+bool can_access_peer(int, int) { unavailable(); }
 void copy_device_to_device(void*, const void*, size_t, void*, int) { unavailable(); }
 
 }  // namespace rlcpp::cuda_ipc

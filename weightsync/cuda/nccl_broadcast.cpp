@@ -89,9 +89,10 @@ NcclWeightBroadcast::NcclWeightBroadcast(const ExecContext& ctx, const std::stri
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   const ncclResult_t r = ncclCommInitRankConfig(&comm_->comm, world, unique, rank, &config);
+  // A constructor that throws runs no destructor: fail() aborts a communicator the call may have made.
   if (r != ncclSuccess && r != ncclInProgress)
-    RLCPP_FAIL("nccl weight sync: rank " << rank << " of " << world << ": ncclCommInitRankConfig: "
-                                         << ncclGetErrorString(r));
+    comm_->fail("rank " + std::to_string(rank) + " of " + std::to_string(world) +
+                ": ncclCommInitRankConfig: " + ncclGetErrorString(r));
   comm_->settle(timeout_s, "rank " + std::to_string(rank) + " of " + std::to_string(world) +
                                ": joining the weight-sync world (every rank must join)");
 }
