@@ -107,7 +107,6 @@ void check_device_copy(const ExecContext& ctx, const ParameterStore& copy, const
            ", the copy " + std::to_string(got));
   if (const auto bad = find_non_finite(ctx, copy))  // intact but diverged
     refuse(refused + "version " + std::to_string(version) + " has non-finite weights: " + bad->describe());
-
 }
 
 int64_t decode_weights(const WireMessage& message, const std::vector<ParameterInfo>& expected, int64_t total_floats,
