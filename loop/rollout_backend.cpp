@@ -191,8 +191,25 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
     const std::string id = NcclWeightBroadcast::unique_id();
     for (size_t w = 0; w < processes_.size(); ++w)
       publishers_[w]->post(nccl_join_message(id, static_cast<int>(w) + 1, world, worker_timeout_s_));
-    nccl_ = std::make_unique<NcclWeightBroadcast>(*trainer_context_, id, 0, world, worker_timeout_s_);
+    nccl_ = std::make_unique<NcclWeightBroadcast>(*trainer_context_, id, 0, world, worker_timeout_s_,
+                                                  refusals_of(version));
     for (size_t w = 0; w < processes_.size(); ++w) publishers_[w]->await_ack(version);
+  }
+
+  // While the trainer waits on the nccl world: a worker that refused the join or the announcement (over zmq), or
+  // ended, never takes part, so that ends the wait at once, naming it, instead of the timeout.
+  NcclWeightBroadcast::WhileWaiting refusals_of(int64_t version) {
+    return [this, version] {
+      for (size_t w = 0; w < processes_.size(); ++w) {
+        const std::string ended = processes_[w]->exit_reason();
+        RLCPP_CHECK(ended.empty(), names_[w] << " " << ended << "; " << kNcclNoRestart);
+        try {
+          publishers_[w]->check_no_refusal(version);
+        } catch (const std::exception& e) {
+          RLCPP_FAIL(names_[w] << ": " << e.what());
+        }
+      }
+    };
   }
 
   // A version over nccl: announced to every worker, broadcast from the trainer's weights, acknowledged by all.
@@ -205,7 +222,8 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
     const WireMessage message = nccl_weights_message(*trainer_context_, *device_weights_, version, kNcclBucketFloats);
     for (size_t w = 0; w < processes_.size(); ++w) publishers_[w]->post(message);
     nccl_->broadcast(const_cast<float*>(device_weights_->flat().data<float>()), device_weights_->numel(),
-                     kNcclBucketFloats, "the workers (ranks 1.." + std::to_string(processes_.size()) + ")");
+                     kNcclBucketFloats, "the workers (ranks 1.." + std::to_string(processes_.size()) + ")",
+                     refusals_of(version));
     for (size_t w = 0; w < processes_.size(); ++w) publishers_[w]->await_ack(version);
   }
 

@@ -407,6 +407,37 @@ TEST(WeightSyncNccl, AHostSubscriberRefusesTheJoinAndAnUnjoinedAnnouncement) {
   EXPECT_EQ(f.sub.version(), 0);
 }
 
+// While a posted version's data moves elsewhere (nccl's broadcast), the trainer asks each publisher without
+// waiting: a refusal that has arrived is thrown naming it (the nccl wait then ends at once, not at its
+// timeout), nothing yet is no error, and an acknowledgement read there is kept for await_ack.
+TEST(WeightSyncZmq, APostedVersionsRefusalIsSeenWithoutWaitingAndItsAckIsKept) {
+  const ModelConfig cfg = small_config();
+  const ParameterStore params = init_random(cfg, 12);
+  SubscriberFixture f(cfg);
+  ZmqWeightPublisher pub(f.ctx, f.sub.endpoint(), false, small_chunks());
+  pub.check_no_refusal(1);  // nothing sent, nothing answered: no error
+  // An acknowledged version: the ack check_no_refusal reads is the one await_ack returns on.
+  f.serve(1);
+  pub.post(encode_weights(params, 1, 1 << 20));
+  f.server.join();  // answered by now
+  pub.check_no_refusal(1);
+  pub.await_ack(1);  // would wait out its timeout and throw if the ack had been dropped
+  EXPECT_EQ(pub.last_version(), 1);
+  EXPECT_EQ(f.sub.version(), 1);
+  // A refused version (not newer than the subscriber's): the refusal is thrown naming the endpoint and version.
+  f.serve(1);
+  pub.post(encode_weights(params, 1, 1 << 20));
+  f.server.join();
+  try {
+    pub.check_no_refusal(1);
+    ADD_FAILURE() << "the refusal was not seen";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(pub.endpoint() + " refused version 1"), std::string::npos) << what;
+  }
+  EXPECT_EQ(f.outcomes, (std::vector<bool>{true, false}));
+}
+
 TEST(WeightSyncCudaIpc, TheExportIsOfGpuMemory) {
   try {
     CudaIpcWeightExport exported(ExecContext::cpu(), small_config());

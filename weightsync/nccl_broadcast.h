@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -19,9 +20,14 @@ class NcclWeightBroadcast {
  public:
   // A fresh ncclUniqueId's bytes: made by rank 0, sent to every other rank.
   static std::string unique_id();
+  // What a wait calls between its polls: throws when the wait is known to be in vain (rank 0: a worker refused
+  // the join or the announcement over zmq, so it will never take part); the communicator is then aborted and
+  // the error passed on.
+  using WhileWaiting = std::function<void()>;
   // Joins world `id` as `rank` of `world` on ctx's GPU; returns when every rank has joined, throws past
   // `timeout_s` (the communicator aborted).
-  NcclWeightBroadcast(const ExecContext& ctx, const std::string& id, int rank, int world, double timeout_s);
+  NcclWeightBroadcast(const ExecContext& ctx, const std::string& id, int rank, int world, double timeout_s,
+                      const WhileWaiting& while_waiting = {});
   ~NcclWeightBroadcast();
   NcclWeightBroadcast(const NcclWeightBroadcast&) = delete;
   NcclWeightBroadcast& operator=(const NcclWeightBroadcast&) = delete;
@@ -29,7 +35,8 @@ class NcclWeightBroadcast {
   // `n` floats at `data` (on ctx's GPU) from rank 0 to every rank, in buckets of at most `bucket_floats`, on
   // ctx's stream; returns when they have arrived here. Past the timeout the communicator is aborted and the
   // error names `waiting_for` (who stopped answering); the object is then unusable.
-  void broadcast(float* data, int64_t n, int64_t bucket_floats, const std::string& waiting_for);
+  void broadcast(float* data, int64_t n, int64_t bucket_floats, const std::string& waiting_for,
+                 const WhileWaiting& while_waiting = {});
   int rank() const { return rank_; }
   int world() const { return world_; }
 

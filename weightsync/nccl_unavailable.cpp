@@ -21,13 +21,14 @@ bool nccl_weight_sync_available(std::string* why) {
 
 std::string NcclWeightBroadcast::unique_id() { RLCPP_FAIL("nccl weight sync: " << kMissing); }
 
-NcclWeightBroadcast::NcclWeightBroadcast(const ExecContext&, const std::string&, int, int, double) {
+NcclWeightBroadcast::NcclWeightBroadcast(const ExecContext&, const std::string&, int, int, double,
+                                         const WhileWaiting&) {
   RLCPP_FAIL("nccl weight sync: " << kMissing);
 }
 
 NcclWeightBroadcast::~NcclWeightBroadcast() = default;
 
-void NcclWeightBroadcast::broadcast(float*, int64_t, int64_t, const std::string&) {
+void NcclWeightBroadcast::broadcast(float*, int64_t, int64_t, const std::string&, const WhileWaiting&) {
   RLCPP_FAIL("nccl weight sync: " << kMissing);
 }
 

@@ -85,9 +85,35 @@ PublishStats ZmqWeightPublisher::publish(WireMessage message, int64_t version, b
 void ZmqWeightPublisher::post(const WireMessage& message) { send(message, 1); }
 
 void ZmqWeightPublisher::await_ack(int64_t version) {
+  if (early_ack_ == version) {
+    early_ack_.reset();
+    last_version_ = std::max(last_version_, version);
+    return;
+  }
   const std::optional<std::string> refusal = next_answer(version);
   RLCPP_CHECK(!refusal, "weight sync: " << endpoint() << " refused version " << version << ": " << *refusal);
   last_version_ = std::max(last_version_, version);
+}
+
+void ZmqWeightPublisher::check_no_refusal(int64_t version) {
+  check_refused();
+  while (!early_ack_) {
+    zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::poll(items, 1, std::chrono::milliseconds(0));
+    ReceivedFrames in;
+    if (!(items[0].revents & ZMQ_POLLIN) || !receive_frames(socket_, 0, WireLimits{}, 0, in)) return;
+    const Answer a = read_answer(in, version);
+    RLCPP_CHECK(!a.refusal, "weight sync: " << endpoint() << " refused version " << version << ": " << *a.refusal);
+    if (a.ack) early_ack_ = version;
+  }
+}
+
+ZmqWeightPublisher::Answer ZmqWeightPublisher::read_answer(ReceivedFrames& in, int64_t version) const {
+  RLCPP_CHECK(in.error.empty(), "weight sync: malformed reply: " << in.error);
+  const WireMessage r = decode_wire_message(in.frames, WireLimits{});
+  if (r.type() == "ack") return {r.header.value("version", int64_t{-1}) == version, std::nullopt};
+  RLCPP_CHECK(r.type() == "error", "weight sync: unexpected reply '" << r.type() << "'");
+  return {false, r.header.value("error", std::string("(no message)"))};
 }
 
 void ZmqWeightPublisher::check_refused() {
@@ -132,12 +158,9 @@ std::optional<std::string> ZmqWeightPublisher::next_answer(int64_t version) {
                               " within " + std::to_string(options_.reply_timeout_ms) + " ms" +
                               (failure.empty() ? "" : " (" + failure + ")"));
     }
-    RLCPP_CHECK(in.error.empty(), "weight sync: malformed reply: " << in.error);
-    const WireMessage r = decode_wire_message(in.frames, WireLimits{});
-    if (r.header.value("version", int64_t{-1}) != version && r.type() == "ack") continue;
-    if (r.type() == "ack") return std::nullopt;
-    RLCPP_CHECK(r.type() == "error", "weight sync: unexpected reply '" << r.type() << "'");
-    return r.header.value("error", std::string("(no message)"));
+    const Answer a = read_answer(in, version);
+    if (a.refusal) return a.refusal;
+    if (a.ack) return std::nullopt;  // else an earlier version's acknowledgement: skipped
   }
 }
 

@@ -66,6 +66,10 @@ class ZmqWeightPublisher {
   void post(const WireMessage& message);
   // ... and wait for the acknowledgement of `version`: throws naming a refusal, WeightSyncTimeout past the timeout.
   void await_ack(int64_t version);
+  // Between the two, while the data moves elsewhere: throws naming the subscriber's refusal of `version` when one
+  // has arrived, without waiting (a refusing nccl worker never joins the broadcast, which would otherwise wait
+  // out its whole timeout); an acknowledgement that arrives is kept for await_ack.
+  void check_no_refusal(int64_t version);
   std::string endpoint() const;  // bound endpoint read back when bound
   int64_t last_version() const { return last_version_; }
 
@@ -74,11 +78,18 @@ class ZmqWeightPublisher {
   int64_t send(const WireMessage& message, int attempt);  // bytes sent
   // The subscriber's answer to `version`: nullopt for its acknowledgement, else its refusal.
   std::optional<std::string> next_answer(int64_t version);
+  // What a reply says of `version`: an acknowledgement, a refusal (its text), or nothing (an earlier version's).
+  struct Answer {
+    bool ack = false;
+    std::optional<std::string> refusal;
+  };
+  Answer read_answer(ReceivedFrames& in, int64_t version) const;
 
   zmq::socket_t socket_;
   HandshakeMonitor handshakes_;  // connected: says why a subscriber refuses us when a publish times out
   ZmqPublisherOptions options_;
   int64_t last_version_ = -1;
+  std::optional<int64_t> early_ack_;  // an acknowledgement check_no_refusal read before await_ack asked
 };
 
 class ZmqWeightSubscriber {

@@ -33,10 +33,20 @@ struct NcclWeightBroadcast::Comm {
   double timeout_s = 0;
   bool aborted = false;
 
+  // while_waiting() between polls; what it throws aborts the communicator first.
+  void check_others(const WhileWaiting& while_waiting, const std::string& what) {
+    if (!while_waiting) return;
+    try {
+      while_waiting();
+    } catch (const std::exception& e) {
+      fail(what + ": " + e.what());
+    }
+  }
   // Polls the communicator until its last call is no longer in progress; past `timeout_s` aborts it.
-  void settle(double timeout_s, const std::string& what) {
+  void settle(double timeout_s, const std::string& what, const WhileWaiting& while_waiting = {}) {
     Stopwatch waited;
     for (;;) {
+      check_others(while_waiting, what);
       ncclResult_t state = ncclSuccess;
       const ncclResult_t got = ncclCommGetAsyncError(comm, &state);
       if (got != ncclSuccess) state = got;
@@ -73,7 +83,7 @@ std::string NcclWeightBroadcast::unique_id() {
 }
 
 NcclWeightBroadcast::NcclWeightBroadcast(const ExecContext& ctx, const std::string& id, int rank, int world,
-                                         double timeout_s)
+                                         double timeout_s, const WhileWaiting& while_waiting)
     : comm_(std::make_unique<Comm>()), rank_(rank), world_(world) {
   comm_->timeout_s = timeout_s;
   RLCPP_CHECK(ctx.device() == Device::kCUDA,
@@ -93,8 +103,10 @@ NcclWeightBroadcast::NcclWeightBroadcast(const ExecContext& ctx, const std::stri
   if (r != ncclSuccess && r != ncclInProgress)
     comm_->fail("rank " + std::to_string(rank) + " of " + std::to_string(world) +
                 ": ncclCommInitRankConfig: " + ncclGetErrorString(r));
-  comm_->settle(timeout_s, "rank " + std::to_string(rank) + " of " + std::to_string(world) +
-                               ": joining the weight-sync world (every rank must join)");
+  comm_->settle(timeout_s,
+                "rank " + std::to_string(rank) + " of " + std::to_string(world) +
+                    ": joining the weight-sync world (every rank must join)",
+                while_waiting);
 }
 
 NcclWeightBroadcast::~NcclWeightBroadcast() {
@@ -103,7 +115,8 @@ NcclWeightBroadcast::~NcclWeightBroadcast() {
   comm_->abort();  // between syncs nothing is in flight; an abort frees it without waiting on the other ranks
 }
 
-void NcclWeightBroadcast::broadcast(float* data, int64_t n, int64_t bucket_floats, const std::string& waiting_for) {
+void NcclWeightBroadcast::broadcast(float* data, int64_t n, int64_t bucket_floats, const std::string& waiting_for,
+                                    const WhileWaiting& while_waiting) {
   RLCPP_CHECK(!comm_->aborted, "nccl weight sync: the communicator was aborted by an earlier failure");
   RLCPP_CHECK(bucket_floats > 0, "nccl weight sync: buckets of " << bucket_floats << " floats");
   check_cuda(cudaSetDevice(comm_->device), "cudaSetDevice");
@@ -113,13 +126,14 @@ void NcclWeightBroadcast::broadcast(float* data, int64_t n, int64_t bucket_float
     const ncclResult_t r = ncclBroadcast(data + begin, data + begin, static_cast<size_t>(count), ncclFloat, 0,
                                          comm_->comm, comm_->stream);
     if (r != ncclSuccess && r != ncclInProgress) comm_->fail(who + ": ncclBroadcast: " + ncclGetErrorString(r));
-    comm_->settle(comm_->timeout_s, who + ": enqueueing the broadcast");
+    comm_->settle(comm_->timeout_s, who + ": enqueueing the broadcast", while_waiting);
   }
   Stopwatch waited;
   for (;;) {
     const cudaError_t state = cudaStreamQuery(comm_->stream);
     if (state == cudaSuccess) return;
     if (state != cudaErrorNotReady) comm_->fail(who + ": the broadcast's stream failed: " + cudaGetErrorString(state));
+    comm_->check_others(while_waiting, who + ": the broadcast");
     ncclResult_t async = ncclSuccess;
     ncclCommGetAsyncError(comm_->comm, &async);
     if (async != ncclSuccess && async != ncclInProgress)
