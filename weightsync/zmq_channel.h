@@ -70,6 +70,8 @@ class ZmqWeightPublisher {
   // has arrived, without waiting (a refusing nccl worker never joins the broadcast, which would otherwise wait
   // out its whole timeout); an acknowledgement that arrives is kept for await_ack.
   void check_no_refusal(int64_t version);
+  // The acknowledgement check_no_refusal has read and await_ack takes next, if any.
+  std::optional<int64_t> ack_read_early() const { return early_ack_; }
   std::string endpoint() const;  // bound endpoint read back when bound
   int64_t last_version() const { return last_version_; }
 
