@@ -1,11 +1,12 @@
 #include "loop/train_config.h"
 
 #include <filesystem>
+#include <map>
 
 #include "core/curve.h"
 #include "core/error.h"
 #include "core/exec_context.h"
-#include "core/wire.h"
+#include "core/endpoint.h"
 #include "loop/evaluation.h"
 #include "model/hf_tokenizer.h"
 #include "model/model_config.h"
@@ -191,23 +192,32 @@ void validate_remote_workers(const RolloutSection& rollout) {
   RLCPP_CHECK(r.key.empty() == r.worker_keys.empty(),
               "config keys 'rollout.remote.key' and 'rollout.remote.worker_keys': give both (CURVE: the trainer's "
               "PREFIX.key and the workers' .pub files) or neither");
-  auto check_endpoint = [&](const std::string& key, const std::string& e) {
-    bool local = false;
+  // Each place once: one worker listed twice would be sent two shares of every rollout and two copies of every
+  // publish (the second refused as "not newer").
+  std::map<std::string, std::string> places;  // place -> the entry that named it first
+  auto check_endpoint = [&](const std::string& key, size_t i, const std::string& e, EndpointUse use) {
+    Endpoint parsed;
     try {
-      local = is_local_endpoint(e);
+      parsed = parse_endpoint(e, use);
     } catch (const Error& err) {
       RLCPP_FAIL("config key '" << key << "': " << err.what());
     }
-    RLCPP_CHECK(e.rfind("inproc://", 0) != 0, "config key '" << key << "': '" << e
-                                                             << "' is inproc://, which no other process can reach");
-    RLCPP_CHECK(local || !r.key.empty(),
+    RLCPP_CHECK(parsed.transport != "inproc",
+                "config key '" << key << "': '" << e << "' is inproc://, which no other process can reach");
+    RLCPP_CHECK(parsed.local || !r.key.empty(),
                 "config key '" << key << "': '" << e << "' reaches beyond this machine, which needs CURVE keys: "
                                << "`rlcpp keys PREFIX` on each side, then rollout.remote.key = the trainer's "
                                << "PREFIX.key and rollout.remote.worker_keys = the workers' .pub files");
+    const std::string entry = key + "[" + std::to_string(i) + "] '" + e + "'";
+    const auto [first, fresh] = places.emplace(parsed.place(), entry);
+    RLCPP_CHECK(fresh, "config key '" << key << "': " << entry << " is the place " << first->second
+                                      << " already names (" << parsed.place() << "): list each worker once");
   };
-  for (const std::string& e : r.endpoints) check_endpoint("rollout.remote.endpoints", e);
-  for (const std::string& e : r.weights_endpoints) check_endpoint("rollout.remote.weights_endpoints", e);
-  if (!r.listen.empty()) check_endpoint("rollout.remote.listen", r.listen);
+  for (size_t i = 0; i < r.endpoints.size(); ++i)
+    check_endpoint("rollout.remote.endpoints", i, r.endpoints[i], EndpointUse::kConnect);
+  for (size_t i = 0; i < r.weights_endpoints.size(); ++i)
+    check_endpoint("rollout.remote.weights_endpoints", i, r.weights_endpoints[i], EndpointUse::kConnect);
+  if (!r.listen.empty()) check_endpoint("rollout.remote.listen", 0, r.listen, EndpointUse::kBind);
   if (r.key.empty()) return;
   RLCPP_CHECK(curve_supported(), "config key 'rollout.remote.key': this libzmq was built without CURVE");
   try {
@@ -317,6 +327,7 @@ void TrainConfig::validate() const {
                                                                                  << " is larger than the rollout "
                                                                                     "batch of "
                                                                                  << batch);
+  reward.validate();
   reward.overlong_buffer.validate("reward.overlong_buffer", rollout.sampling.max_new_tokens);
   algorithm.validate("algorithm");
   if (needs.teacher_logp) {  // the teacher scores the student's tokens: the same vocabulary, room for them

@@ -65,6 +65,17 @@ TEST_F(RolloutCli, WorkerRefusesRemoteEndpointsWithoutCurveKeys) {
   r = run_cli("worker --preset tiny --bind ipc://" + (dir_ / "w.ipc").string() + " --connect ipc://x");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("not both"), std::string::npos) << r.output;
+  // A port outside 1..65535, or "any port" to connect to, is refused at once naming the option.
+  r = run_cli("worker --preset tiny --connect tcp://127.0.0.1:0");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("worker --connect: endpoint 'tcp://127.0.0.1:0': port '0' is not a port to connect to"),
+            std::string::npos)
+      << r.output;
+  r = run_cli("worker --preset tiny --weights tcp://127.0.0.1:70000");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("worker --weights: endpoint 'tcp://127.0.0.1:70000': port '70000' is not a port"),
+            std::string::npos)
+      << r.output;
 }
 
 }  // namespace
