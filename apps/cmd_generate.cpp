@@ -5,6 +5,7 @@
 
 #include "apps/output_path.h"
 #include "apps/commands.h"
+#include "apps/float_option.h"
 #include "apps/seed_option.h"
 #include "apps/tokenizer_options.h"
 #include "core/metrics.h"
@@ -42,10 +43,10 @@ Command add_generate_command(CLI::App& app) {
   const RequestLimits limits;
   cmd->add_option("--n", a->n, "samples per prompt (a group shares its prompt's prefill and KV blocks)")
       ->check(CLI::Range(int64_t{1}, limits.max_n));
-  cmd->add_option("--temperature", a->sampling.temperature,
-                  "sampling temperature: 0 = greedy, else finite and >= 1e-3 (colder overflows fp32)");
+  add_float_option(cmd, "--temperature", a->sampling.temperature,
+                   "sampling temperature: 0 = greedy, else finite and >= 1e-3 (colder overflows fp32)");
   cmd->add_option("--top-k", a->sampling.top_k, "keep the k most likely tokens (0 = off)");
-  cmd->add_option("--top-p", a->sampling.top_p, "nucleus mass (1 = off)");
+  add_float_option(cmd, "--top-p", a->sampling.top_p, "nucleus mass (1 = off)");
   add_seed_option(cmd, "--seed", a->sampling.seed, "sampling seed (a non-negative integer)");
   cmd->add_option("--max-new-tokens", a->sampling.max_new_tokens, "response length limit");
   cmd->add_option("--stop", a->sampling.stop_tokens, "token ids that end a response (besides EOS)");
