@@ -63,15 +63,15 @@ Command add_generate_command(CLI::App& app) {
   cmd->add_option("--num-blocks", a->engine.num_blocks, "KV-cache blocks (0 = automatic)");
   cmd->add_option("--max-num-seqs", a->engine.max_num_seqs, "sequences decoded together");
   auto* batched = cmd->add_option("--max-batched-tokens", a->engine.max_num_batched_tokens,
-                                  "rows per forward (default 8192, or the model's context when larger)");
+                                  "rows per forward (default 8192, or the longest prompt and its response when larger)");
   return {cmd, [=]() {
     RLCPP_CHECK(!a->prompt.empty() || !a->prompts_file.empty(), "generate: give --prompt TEXT or --prompts FILE.jsonl");
     check_temperature(a->sampling.temperature, "generate --temperature", /*zero_is_greedy=*/true);
     parse_device_spec(a->device, "generate --device");  // a misspelling is named before the checkpoint loads
     check_output_is_not_an_input(a->out, {a->prompts_file}, "generate");
     ParameterStore params = load_model_checkpoint(a->checkpoint);
-    const Transformer model(params.config(),
-                            make_numerics(a->dtype, a->quantization, a->batch_invariant, "--dtype", "--quantization"));
+    const ModelNumerics numerics =
+        make_numerics(a->dtype, a->quantization, a->batch_invariant, "--dtype", "--quantization");
     const std::unique_ptr<Tokenizer> tokenizer =
         load_tokenizer(choose_tokenizer(a->tokenizer, a->checkpoint), params.config(), a->chat);
     const Tokenizer& tok = *tokenizer;
@@ -96,11 +96,17 @@ Command add_generate_command(CLI::App& app) {
       req.prompts.push_back(p.tokens);
       req.prompt_ids.push_back(p.id);
     }
+    // The engine's context is what these prompts need, the longest one and its response: its KV cache and RoPE
+    // table follow use, not the model's context (2^22 positions would take gigabytes for a short prompt).
+    int64_t longest = 0;
+    for (const PromptLine& p : prompts) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.tokens.size()));
     EngineConfig engine_config = a->engine;
-    // Any one prefill must fit in a step: a long-context model (e.g. Qwen2.5's 32768) raises the default.
+    engine_config.max_context = std::min(context, longest + std::clamp<int64_t>(a->sampling.max_new_tokens, 1, context));
+    // Any one prefill must fit in a step: a long prompt raises the default.
     if (batched->count() == 0)
       engine_config.max_num_batched_tokens =
-          std::max(engine_config.max_num_batched_tokens, params.config().max_position_embeddings);
+          std::max(engine_config.max_num_batched_tokens, engine_config.max_context);
+    const Transformer model(engine_model_config(params.config(), engine_config), numerics);
     Engine engine(model, params, engine_config, 0, context_for_device(a->device, "generate --device"));
     const RolloutResult result = engine.generate(req);
     // Before any output: a NaN would print as null (JSON) or -nan and pass for a log-prob.

@@ -120,7 +120,7 @@ struct Critic {
   PolicyUpdater updater;
 
   Critic(const ParameterStore& policy, const TrainConfig& config, const ExecContext& context)
-      : model(critic_config(policy.config())),
+      : model(critic_config(engine_model_config(policy.config(), config.rollout.engine))),
         params(critic_from_policy(policy, config.seed)),
         updater(model, params, config.critic.optim, context) {}
   CriticState state{params, updater.optimizer()};  // what checkpoints save and restore
@@ -162,7 +162,8 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   std::unique_ptr<Transformer> teacher_model;
   if (needs.teacher_logp) {
     teacher = load_model_checkpoint(config.algorithm.distill.teacher);
-    teacher_model = std::make_unique<Transformer>(teacher->config(), config.trainer_numerics());
+    teacher_model = std::make_unique<Transformer>(engine_model_config(teacher->config(), config.rollout.engine),
+                                                  config.trainer_numerics());
   }
   // The trainer's device (config key 'device'): the actor's and the critic's updates, old and reference log-probs,
   // the probe's scoring.

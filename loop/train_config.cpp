@@ -246,7 +246,8 @@ void TrainConfig::validate() const {
   }
   // The tokenizer loads and fits the model (its errors name the file), and the task's text fits its charset.
   make_task_for(task, *run_tokenizer(tokenizer_path(), tokenizer, policy, chat))
-      ->check_fits(policy.max_position_embeddings, rollout.sampling.max_new_tokens);
+      ->check_fits(engine_model_config(policy, rollout.engine).max_position_embeddings,
+                   rollout.sampling.max_new_tokens);
   const RequestLimits limits;
   RLCPP_CHECK(rollout.prompts_per_step <= limits.max_prompts && rollout.group_size <= limits.max_n &&
                   rollout.prompts_per_step * rollout.group_size <= limits.max_sequences,
