@@ -295,6 +295,9 @@ void TrainConfig::validate() const {
   RLCPP_CHECK(steps >= 1, "config key 'steps': must be >= 1, got " << steps);
   RLCPP_CHECK(trainer.grad_shards >= 0 && trainer.grad_shards <= 64,
               "config key 'trainer.grad_shards': must be in [0, 64], got " << trainer.grad_shards);
+  RLCPP_CHECK(trainer.collective_timeout_s > 0 && trainer.collective_timeout_s <= kMaxTimeoutS,
+              "config key 'trainer.collective_timeout_s': must be positive seconds, at most a week (604800), got "
+                  << trainer.collective_timeout_s);
   RLCPP_CHECK(async.max_staleness >= 0 && async.max_staleness <= 64,
               "config key 'async.max_staleness': must be in [0, 64] (each pending step's rollout is held in "
               "memory and in checkpoints), got " << async.max_staleness);

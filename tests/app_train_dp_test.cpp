@@ -199,6 +199,89 @@ TEST(TrainDataParallel, ARankThatDiesEndsTheRunNamingItAndTheRunResumes) {
   EXPECT_TRUE(fs::exists(run + "/checkpoints/step_40/model.safetensors"));
 }
 
+// One rank stopped (kill -STOP) left the other spinning in its next collective for ever: past
+// trainer.collective_timeout_s the waiting rank asks who is there and the run stops naming the rank that is not.
+TEST(TrainDataParallel, ARankThatStopsAnsweringEndsTheRunNamingItPastTheDeadline) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_dp_stop_test";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  const std::string config = write_config(root, 40, 0);
+  const std::string run = (root / "run").string();
+  const std::string log = (root / "mpirun.log").string(), rc = (root / "mpirun.rc").string();
+  ASSERT_EQ(std::system(("(" + mpirun(2, "train " + config + " --set trainer.collective_timeout_s=2 --set run_dir=" +
+                                             run) +
+                         " > " + log + " 2>&1; echo $? > " + rc + ") &")
+                            .c_str()),
+            0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  int victim = -1;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (fs::exists(run + "/metrics.jsonl") && read_jsonl(run + "/metrics.jsonl").size() >= 2) {
+      victim = find_rank_pid(1, run);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_GT(victim, 0) << "rank 1 was not found running";
+  ASSERT_EQ(::kill(victim, SIGSTOP), 0);
+  const auto stopped_at = std::chrono::steady_clock::now();
+  while (!fs::exists(rc) && std::chrono::steady_clock::now() < stopped_at + std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const bool ended = fs::exists(rc);
+  if (!ended) {  // the old behaviour: rank 0 spins for ever; end the launch so that nothing is left running
+    ::kill(victim, SIGKILL);
+    const int rank0 = find_rank_pid(0, run);
+    if (rank0 > 0) ::kill(rank0, SIGKILL);
+  }
+  ASSERT_TRUE(ended) << "the run did not stop within 60 s of rank 1 being stopped";
+  const std::string out{std::istreambuf_iterator<char>(std::ifstream(log).rdbuf()), {}};
+  EXPECT_NE(out.find("rank(s) 1 did not answer"), std::string::npos) << out;
+  EXPECT_NE(out.find("trainer.collective_timeout_s = 2"), std::string::npos) << out;
+  ::kill(victim, SIGKILL);  // in case the launcher left it stopped
+}
+
+// Ranks that would run different configs (another step count hung, another algorithm or dtype trained on mixed
+// gradients) are refused before any work, naming the rank and the first key that differs; and ranks whose
+// init_checkpoint holds other weights (a relative path, resolved in each rank's directory).
+TEST(TrainDataParallel, RanksWithAnotherConfigOrOtherInitialWeightsAreRefusedByName) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_dp_config_test";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  const std::string config = write_config(root, 2, 0);
+  const std::string launch = "mpirun --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 "
+                             "-x OMP_WAIT_POLICY=PASSIVE -x LSAN_OPTIONS=detect_leaks=0 ";
+  const std::string train = " " RLCPP_BINARY_DIR "/rlcpp train " + config + " --set run_dir=" + (root / "run").string();
+  const CliResult steps = run_shell(launch + "-np 1" + train + " : -np 1" + train + " --set steps=3");
+  EXPECT_NE(steps.status, 0);
+  EXPECT_NE(steps.output.find("rank 1's config differs from rank 0's: steps: 2 -> 3 (rank 0 -> rank 1)"),
+            std::string::npos)
+      << steps.output;
+  EXPECT_FALSE(fs::exists(root / "run")) << "work started before the refusal";
+  const CliResult dtype = run_shell(launch + "-np 1" + train + " : -np 1" + train + " --set trainer.dtype=bf16");
+  EXPECT_NE(dtype.output.find("rank 1's config differs from rank 0's: trainer.dtype: \"fp32\" -> \"bf16\""),
+            std::string::npos)
+      << dtype.output;
+  // The same config text, two directories whose init/ holds other weights.
+  for (const char* host : {"a", "b"}) {
+    fs::create_directories(root / host);
+    const ParameterStore init = load_model_checkpoint((root / "init").string());
+    ParameterStore moved = init.clone();
+    if (std::string(host) == "b") moved.flat().data<float>()[0] += 1.0f;
+    save_model_checkpoint((root / host / "init").string(), moved);
+  }
+  Json relative = Json::parse(std::ifstream(config));
+  relative["init_checkpoint"] = "init";
+  std::ofstream(root / "relative.json") << relative.dump();
+  const std::string train_relative =
+      " " RLCPP_BINARY_DIR "/rlcpp train " + (root / "relative.json").string() + " --set run_dir=" +
+      (root / "run").string();
+  const CliResult weights = run_shell(launch + "-np 1 -wdir " + (root / "a").string() + train_relative +
+                                      " : -np 1 -wdir " + (root / "b").string() + train_relative);
+  EXPECT_NE(weights.status, 0);
+  EXPECT_NE(weights.output.find("the initial weights of rank(s) 1 differ from rank 0's"), std::string::npos)
+      << weights.output;
+}
+
 TEST(TrainDataParallel, OtherCommandsAndMpiLessLaunchesAreRefused) {
   const fs::path root = fs::temp_directory_path() / "rlcpp_dp_refuse_test";
   fs::remove_all(root);
