@@ -62,8 +62,9 @@ Command add_generate_command(CLI::App& app) {
   cmd->add_option("--block-size", a->engine.block_size, "KV-cache block size (tokens)");
   cmd->add_option("--num-blocks", a->engine.num_blocks, "KV-cache blocks (0 = automatic)");
   cmd->add_option("--max-num-seqs", a->engine.max_num_seqs, "sequences decoded together");
-  auto* batched = cmd->add_option("--max-batched-tokens", a->engine.max_num_batched_tokens,
-                                  "rows per forward (default 8192, or the longest prompt and its response when larger)");
+  auto* batched =
+      cmd->add_option("--max-batched-tokens", a->engine.max_num_batched_tokens,
+                      "rows per forward (default 8192, or the longest prompt and its response when larger)");
   return {cmd, [=]() {
     RLCPP_CHECK(!a->prompt.empty() || !a->prompts_file.empty(), "generate: give --prompt TEXT or --prompts FILE.jsonl");
     check_temperature(a->sampling.temperature, "generate --temperature", /*zero_is_greedy=*/true);
@@ -101,7 +102,8 @@ Command add_generate_command(CLI::App& app) {
     int64_t longest = 0;
     for (const PromptLine& p : prompts) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.tokens.size()));
     EngineConfig engine_config = a->engine;
-    engine_config.max_context = std::min(context, longest + std::clamp<int64_t>(a->sampling.max_new_tokens, 1, context));
+    const int64_t response = std::clamp<int64_t>(a->sampling.max_new_tokens, 1, context);
+    engine_config.max_context = std::min(context, longest + response);
     // Any one prefill must fit in a step: a long prompt raises the default.
     if (batched->count() == 0)
       engine_config.max_num_batched_tokens =

@@ -19,7 +19,9 @@ TrainHooks train_fault_hooks(const std::string& spec) {
   TrainHooks hooks;
   if (spec.empty()) return hooks;
   const std::string prefix = "kill-after-checkpoint:";
-  const auto bad = [&] { return "train: --inject-fault '" + spec + "': expected kill-after-checkpoint:STEP, STEP >= 1"; };
+  const auto bad = [&] {
+    return "train: --inject-fault '" + spec + "': expected kill-after-checkpoint:STEP, STEP >= 1";
+  };
   RLCPP_CHECK(spec.rfind(prefix, 0) == 0, bad());
   int64_t step = 0;
   const char* last = spec.data() + spec.size();

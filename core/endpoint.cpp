@@ -40,7 +40,8 @@ Endpoint parse_endpoint(const std::string& endpoint, EndpointUse use) {
   e.host = target.substr(0, colon);
   e.port = colon == std::string::npos ? "" : target.substr(colon + 1);
   const bool any_port = e.port == "*" || (!e.port.empty() && e.port.find_first_not_of('0') == std::string::npos);
-  const bool number = !e.port.empty() && e.port.size() <= 5 && e.port.find_first_not_of("0123456789") == std::string::npos;
+  const bool number =
+      !e.port.empty() && e.port.size() <= 5 && e.port.find_first_not_of("0123456789") == std::string::npos;
   if (use == EndpointUse::kConnect)
     RLCPP_CHECK(number && !any_port && std::stol(e.port) <= 65535,
                 "endpoint '" << endpoint << "': port '" << e.port << "' is not a port to connect to (1..65535)");

@@ -41,12 +41,10 @@ void check_ranks_share_config(Communicator& comm, const Json& resolved_config) {
   for (size_t r = 1; r < configs.size(); ++r) {
     if (configs[r] == configs[0]) continue;
     const std::vector<std::string> differences = config_differences(lead, Json::parse(configs[r]));
-    RLCPP_FAIL("data parallelism: rank " << r << "'s config differs from rank 0's"
-                                         << (differences.empty() ? std::string(" (in key order)")
-                                                                 : ": " + differences.front() + " (rank 0 -> rank " +
-                                                                       std::to_string(r) + ")")
-                                         << "; every rank must run the same config (the same file and --set "
-                                            "overrides)");
+    if (differences.empty()) continue;  // the same values, written otherwise
+    RLCPP_FAIL("data parallelism: rank " << r << "'s config differs from rank 0's: " << differences.front()
+                                         << " (rank 0 -> rank " << r << "); every rank must run the same config "
+                                         << "(the same file and --set overrides)");
   }
 }
 

@@ -4,9 +4,9 @@
 #include <map>
 
 #include "core/curve.h"
+#include "core/endpoint.h"
 #include "core/error.h"
 #include "core/exec_context.h"
-#include "core/endpoint.h"
 #include "loop/evaluation.h"
 #include "model/hf_tokenizer.h"
 #include "model/model_config.h"

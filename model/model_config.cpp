@@ -51,7 +51,8 @@ void ModelConfig::validate(const std::string& where) const {
     const float stored = static_cast<float>(value);
     RLCPP_CHECK(value > 0 && stored > 0 && std::isfinite(stored),
                 where << ": " << key << " " << Json(value).dump() << " is not a positive number a 32-bit float holds "
-                      << "(" << std::numeric_limits<float>::min() << " to " << std::numeric_limits<float>::max() << ")");
+                      << "(" << std::numeric_limits<float>::min() << " to " << std::numeric_limits<float>::max()
+                      << ")");
   }
   // In double: the int64 count of num_parameters() overflows for sizes near the bounds above.
   const double C = static_cast<double>(hidden_size), F = static_cast<double>(intermediate_size);

@@ -41,7 +41,8 @@ const EngineConfig& validated(const EngineConfig& c, const ModelConfig& m) {
 
 ModelConfig engine_model_config(const ModelConfig& model, const EngineConfig& config) {
   ModelConfig served = model;
-  if (config.max_context > 0) served.max_position_embeddings = std::min(model.max_position_embeddings, config.max_context);
+  if (config.max_context > 0)
+    served.max_position_embeddings = std::min(model.max_position_embeddings, config.max_context);
   return served;
 }
 

@@ -166,7 +166,8 @@ TEST_F(NonFiniteCli, NumbersPastTheirTypeAreReportedAsWritten) {
   hf["rope_theta"] = 1e-300;
   std::ofstream(dir_ / "theta" / "config.json") << hf.dump();
   refused(run_cli("generate " + (dir_ / "theta").string() + " --prompt 1+2="),
-          (dir_ / "theta" / "config.json").string() + ": rope_theta 1e-300 is not a positive number a 32-bit float holds");
+          (dir_ / "theta" / "config.json").string() +
+              ": rope_theta 1e-300 is not a positive number a 32-bit float holds");
 }
 
 TEST_F(Cli, BadScoreLineNamesFileAndLine) {
