@@ -1,5 +1,9 @@
 #include "model/model_config.h"
 
+#include <cmath>
+#include <limits>
+
+#include "core/config.h"
 #include "core/error.h"
 
 namespace rlcpp {
@@ -41,8 +45,15 @@ void ModelConfig::validate(const std::string& where) const {
               where << ": num_attention_heads " << num_attention_heads << " is not a multiple of num_key_value_heads "
                     << num_key_value_heads);
   RLCPP_CHECK(head_dim() % 2 == 0, where << ": head_dim " << head_dim() << " must be even for RoPE");
-  RLCPP_CHECK(rms_norm_eps > 0, where << ": rms_norm_eps must be positive, got " << rms_norm_eps);
-  RLCPP_CHECK(rope_theta > 0, where << ": rope_theta must be positive, got " << rope_theta);
+  // Both are used as fp32 (the norms' epsilon, the RoPE table's frequencies): a value fp32 turns into 0 or inf is
+  // named here as written, not as "theta = 0" from the kernel.
+  for (auto [key, value] : {std::pair{"rms_norm_eps", rms_norm_eps}, {"rope_theta", rope_theta}}) {
+    const float stored = static_cast<float>(value);
+    RLCPP_CHECK(value > 0 && stored > 0 && std::isfinite(stored),
+                where << ": " << key << " " << Json(value).dump() << " is not a positive number a 32-bit float holds "
+                      << "(" << std::numeric_limits<float>::min() << " to " << std::numeric_limits<float>::max()
+                      << ")");
+  }
   // In double: the int64 count of num_parameters() overflows for sizes near the bounds above.
   const double C = static_cast<double>(hidden_size), F = static_cast<double>(intermediate_size);
   const double q = static_cast<double>(num_attention_heads) * static_cast<double>(head_dim());

@@ -47,12 +47,10 @@ fs::path scratch_dir() {
   return dir;
 }
 
-// Every corpus line encoded by both; ids and decoded text equal.
-void expect_same_as_library(const std::string& tokenizer_json) {
-  const fs::path out = scratch_dir() / "reference.json";
-  ASSERT_TRUE(run_venv_python("'" + kReference + "' encode '" + tokenizer_json + "' '" + kCorpus + "' '" +
-                              out.string() + "'"));
-  const Json want = Json::parse(std::ifstream(out));
+// Every corpus line encoded by rlcpp equals the library's encoding in `reference` (tokenizer_reference.py's
+// encode): ids and decoded text.
+void expect_same_as_reference(const std::string& tokenizer_json, const fs::path& reference) {
+  const Json want = Json::parse(std::ifstream(reference));
   const BpeTokenizer tok = BpeTokenizer::load(tokenizer_json);
   const std::vector<std::string> texts = corpus_texts();
   ASSERT_EQ(want.size(), texts.size());
@@ -66,6 +64,14 @@ void expect_same_as_library(const std::string& tokenizer_json) {
     EXPECT_EQ(tok.decode(ids), want[i]["decoded"].get<std::string>());
     EXPECT_EQ(tok.decode(ids, /*skip_special=*/true), want[i]["decoded_skip_special"].get<std::string>());
   }
+}
+
+// Every corpus line encoded by both; ids and decoded text equal.
+void expect_same_as_library(const std::string& tokenizer_json) {
+  const fs::path out = scratch_dir() / "reference.json";
+  ASSERT_TRUE(run_venv_python("'" + kReference + "' encode '" + tokenizer_json + "' '" + kCorpus + "' '" +
+                              out.string() + "'"));
+  expect_same_as_reference(tokenizer_json, out);
 }
 
 TEST(BpeTokenizer, Qwen3IdsEqualTheLibrarysOnTheCorpus) {
@@ -91,6 +97,22 @@ TEST(BpeTokenizer, Gpt2StyleByteLevelRegexAndPrefixSpaceEqualTheLibrary) {
   const fs::path dir = scratch_dir() / "gpt2";
   ASSERT_TRUE(run_venv_python("'" + kReference + "' make-gpt2 '" + kCorpus + "' '" + dir.string() + "'"));
   expect_same_as_library((dir / "tokenizer.json").string());
+}
+
+// Split patterns that can match the empty string ("" splits a text into its characters, as the library does;
+// "s*", "e|", a lookahead) and literal {"String": ...} patterns (a space, two, a regex metacharacter), each under
+// every behaviour: the library's ids.
+TEST(BpeTokenizer, SplitPatternsMatchingEmptyAndLiteralPatternsEqualTheLibrary) {
+  const fs::path dir = scratch_dir() / "split";
+  ASSERT_TRUE(run_venv_python("'" + kReference + "' split-cases '" + kCorpus + "' '" + dir.string() + "'"));
+  int cases = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().filename() == "base") continue;
+    SCOPED_TRACE(entry.path().filename().string());
+    expect_same_as_reference((entry.path() / "tokenizer.json").string(), entry.path() / "reference.json");
+    ++cases;
+  }
+  EXPECT_EQ(cases, 32);
 }
 
 TEST(BpeTokenizer, SpecialTokensAreNeverSplitAndDecodeRoundTrips) {

@@ -9,6 +9,7 @@
 #include "core/philox.h"
 #include "model/init.h"
 #include "rollout/engine.h"
+#include "tests/error_test_support.h"
 #include "tests/host_context.h"
 #include "tests/test_models.h"
 
@@ -312,6 +313,42 @@ TEST(RolloutEngine, StopsAtEosStopTokensLengthAndContext) {
   const Sample c = engine.generate(near_full).samples[0];
   EXPECT_EQ(c.finish_reason, FinishReason::kLength);
   EXPECT_EQ(c.tokens.size(), 4u);
+}
+
+// An engine capped below its model's context (max_context): a model of 2^22 positions serves 64-token sequences
+// with the KV cache and step budget of 64 tokens (the model built from engine_model_config has a RoPE row per
+// position of the cap), sampling what the same weights sample in a model of 64 positions; a prompt past the cap is
+// refused, and a cap past the model's context too.
+TEST(RolloutEngine, ContextCappedBelowTheModelsSamplesTheSameInTheCapsMemory) {
+  Fixture f;  // 64 positions
+  ModelConfig huge = f.cfg;
+  huge.max_position_embeddings = int64_t{1} << 22;
+  EngineConfig capped = engine_config(16, 64);
+  capped.max_context = 64;
+  capped.max_num_batched_tokens = 128;  // below the model's context: enough for the cap's
+  const Transformer huge_model(engine_model_config(huge, capped));
+  EXPECT_EQ(huge_model.config().max_position_embeddings, 64);
+  Engine engine(huge_model, f.params, capped);
+  Engine reference(f.model, f.params, engine_config(16, 64));
+  EXPECT_EQ(engine.num_blocks(), 64 * 4);  // automatic: max_num_seqs sequences of the cap, not of 2^22 tokens
+  EXPECT_EQ(engine.kv_cache_bytes(), reference.kv_cache_bytes());
+  Request req;
+  req.prompts = {random_tokens(5, f.cfg.vocab_size, 31), random_tokens(58, f.cfg.vocab_size, 32)};
+  req.n = 2;
+  req.sampling.temperature = 1;
+  req.sampling.seed = 4;
+  req.sampling.max_new_tokens = 12;
+  req.sampling.ignore_eos = true;
+  const RolloutResult capped_run = engine.generate(req);
+  expect_same_samples(reference.generate(req), capped_run, 0, "capped at 64");
+  EXPECT_EQ(capped_run.samples[3].tokens.size(), 6u);  // the 58-token prompt stops at the cap
+  Request too_long = req;
+  too_long.prompts = {std::vector<int32_t>(64, 1)};
+  expect_error([&] { engine.generate(too_long); }, {"the context of 64 leaves no room"});
+  EngineConfig past = capped;
+  past.max_context = 65;
+  expect_error([&] { Engine(f.model, f.params, past); },
+               {"engine config: max_context 65 must be in [0, the model's context 64]"});
 }
 
 TEST(RolloutEngine, SamplesCarryThePolicyVersionAcrossAWeightSwap) {
