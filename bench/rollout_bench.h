@@ -23,7 +23,7 @@ struct RolloutBenchOptions {
   bool batch_invariant = true;  // rlcpp's numerics.batch_invariant (false: cuBLAS / OpenBLAS products)
 };
 
-// Rollout tokens/s (fixed-length sampling at temperature 1) on the W1 shapes of BENCHMARKS.md (the long tail
+// Rollout tokens/s (fixed-length sampling at temperature 1) on the W1 shapes of docs/benchmarks.md (the long tail
 // skipped when long_tail_sequences is 0) next to the peers of `peers` on the same weights, plus the KV-cache
 // memory report (W1 only). Returns 0.
 int run_rollout_bench(const RolloutBenchOptions& options);

@@ -67,7 +67,7 @@ struct ModelConfig {
   }
 };
 
-// Presets of ../shared/BENCHMARKS.md: "tiny" (W1) and "qwen05b" (W2).
+// Presets of docs/benchmarks.md: "tiny" (W1) and "qwen05b" (W2).
 ModelConfig model_preset(const std::string& name);
 
 // Hugging Face config.json: reads llama, qwen2 and qwen3 configs (ignoring keys that do not change the

@@ -1,5 +1,5 @@
 // The run ledger: the back-of-the-envelope numbers of an LLM system next to what this run measured, one line
-// each, so a reader learns both the rule and how far reality sits from it (../shared/BENCHMARKS.md "Limits").
+// each, so a reader learns both the rule and how far reality sits from it (docs/benchmarks.md "Limits").
 //
 //   parameters          N = V·C [+ V·C untied head] + L·(2C + C·(Hq+2·Hkv)·d + Hq·d·C + 3·C·F [+ biases]) + C
 //   training memory     16 B/parameter (fp32 weights, gradients, AdamW m and v)  vs peak resident bytes

@@ -9,6 +9,7 @@
 
 #include "core/exec_context.h"
 #include "tests/app_test_support.h"
+#include "tests/test_fixtures.h"
 
 namespace rlcpp {
 namespace {
@@ -94,7 +95,7 @@ TEST_F(InputChecks, OutputOntoTheInputAndEmptyInputsAreRefusedAndTheInputIsKept)
   const std::string prompts = write("prompts.jsonl", "{\"prompt\": \"1+2=\"}\n");
   expect_error(run_cli("generate " + ckpt + " --prompts " + prompts + " --out " + prompts), "is the input file",
                "generate --out = --prompts");
-  const std::string tok = std::string(RLCPP_SOURCE_DIR) + "/../shared/fixtures/qwen3/tokenizer.json";
+  const std::string tok = qwen3_fixture_dir() + "/tokenizer.json";
   expect_error(run_cli("tokenize " + tok + " --input " + in + " --out " + in), "is the input file",
                "tokenize --out = input");
   std::ifstream kept(in);

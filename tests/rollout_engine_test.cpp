@@ -230,7 +230,7 @@ TEST(RolloutEngine, DecodesAllRunningSequencesInOneForwardPerStep) {
 
 TEST(RolloutEngine, ARepeatedRequestTakesNoMemoryFromTheSystem) {
   // The step buffers and logits come from the engine's pool: once a request's shapes have been seen, running
-  // it again is served from the pool entirely (DESIGN.md: no allocation per step).
+  // it again is served from the pool entirely (docs/architecture.md: no allocation per step).
   Fixture f;
   Request req;
   for (int p = 0; p < 6; ++p) req.prompts.push_back(random_tokens(9, f.cfg.vocab_size, 40 + p));

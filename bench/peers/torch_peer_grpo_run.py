@@ -1,7 +1,7 @@
 """torch_peer.py grpo-run: GRPO on add3 in eager PyTorch from an rlcpp checkpoint, with the held-out accuracy
 curve against training wall time. Imported only after torch_peer.py has set the threading environment.
 
-The recipe is BENCHMARKS.md's (and rlcpp's configs/grpo_add3_benchmark.json): P prompts x G samples, temperature 1, at
+The recipe is docs/benchmarks.md's (and rlcpp's configs/grpo_add3_benchmark.json): P prompts x G samples, temperature 1, at
 most N new tokens (stop at EOS), advantage (r - group mean) / (group std + 1e-6) (0 for a group whose rewards
 are all equal), PPO-clip 0.2, token-mean loss over the mini-batch's response tokens, no KL, M mini-batches of
 whole groups in order with an optimizer step each, AdamW (lr 1e-4, betas 0.9/0.95, eps 1e-8, no weight decay),
