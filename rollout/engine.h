@@ -27,6 +27,9 @@ struct EngineConfig {
   int64_t max_kv_cache_mib = 4096;
   int64_t max_num_seqs = 512;
   int64_t max_num_batched_tokens = 8192;  // must be >= the model's context, so any one prefill fits
+  // Static batching instead of continuous (rollout/scheduler.h), for `rlcpp bench rollout`'s comparison; not a
+  // config key: a run always batches continuously.
+  bool static_batching = false;
 
   template <class V> void visit(V& v) {
     v("block_size", block_size, "tokens per KV-cache block");
