@@ -70,6 +70,11 @@ struct ModelConfig {
 // Presets of docs/benchmarks.md: "tiny" (W1) and "qwen05b" (W2).
 ModelConfig model_preset(const std::string& name);
 
+// A model's shapes given by name or file, as `rlcpp ledger MODEL` and `rlcpp bench train|rollout --preset` take
+// them: a Hugging Face config.json, a directory holding one (a checkpoint), else a preset name. The error names
+// what was given and what was expected.
+ModelConfig model_shapes(const std::string& preset_or_config);
+
 // Hugging Face config.json: reads llama, qwen2 and qwen3 configs (ignoring keys that do not change the
 // computation, e.g. torch_dtype, use_cache); rejects unsupported ones (hidden_act other than silu,
 // rope_scaling, Qwen2's and Qwen3's use_sliding_window or a sliding_attention layer in layer_types) with the

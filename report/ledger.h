@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/config.h"
@@ -62,6 +63,10 @@ struct LedgerLine {
   std::string ratio_name;   // e.g. "measured/formula", "MFU"
   double ratio = kNotMeasured;
 };
+
+// One layer's attention parameters (q, k, v and o projections, with the family's biases and Qwen3's q/k norms)
+// and their formula in the symbols above: "C·(Hq+2·Hkv)·d + Hq·d·C [+ (Hq+2·Hkv)·d] [+ C] [+ 2·d]".
+std::pair<double, std::string> attention_parameters_per_layer(const ModelConfig& model);
 
 // The ledger's lines, in the order of the header comment.
 std::vector<LedgerLine> build_ledger(const ModelConfig& model, const LedgerFigures& figures,
