@@ -167,6 +167,19 @@ TEST_F(InputChecks, TrainResumeOfAnSftRunSaysWhatTheRunIs) {
                (dir_ / "pairs_dir").string() + ": is a directory, not a JSONL file of preference pairs", "pairs=DIR");
 }
 
+TEST_F(InputChecks, LedgerModelsAndDtypesAreNamed) {
+  expect_error(run_cli("ledger tiny2"), "'tiny2' is neither a Hugging Face config.json (or a checkpoint directory "
+               "holding one) nor a preset: unknown model preset 'tiny2'", "ledger tiny2");
+  expect_error(run_cli("ledger tiny --dtype fp64 --measure"), "ledger --dtype: expected fp32, bf16, fp16 or int8, got "
+               "'fp64'", "ledger --dtype fp64");
+  const std::string bad = write("config.json", "{\"model_type\": \"llama\", \"hidden_size\": 100, "
+                                               "\"num_attention_heads\": 3}");
+  expect_error(run_cli("ledger " + bad), bad, "ledger of a config.json whose heads do not divide its width");
+  const CliResult ok = run_cli("ledger " + (dir_ / "ckpt").string());
+  EXPECT_EQ(ok.status, 0) << ok.output;
+  EXPECT_NE(ok.output.find("parameters N = 742,528"), std::string::npos) << ok.output;
+}
+
 TEST_F(InputChecks, DevicesAreCheckedNamingTheKeyOrOption) {
   // A misspelt device is refused before any work; a GPU where there is none (CI, this CPU machine) is refused
   // naming the key and why, with nothing written.
