@@ -187,9 +187,10 @@ void print_batching(const Transformer& model, const ParameterStore& params, cons
                 m.result.tokens_per_s, static_cast<long long>(s.steps),
                 static_cast<double>(s.generated_tokens) / static_cast<double>(std::max<int64_t>(1, s.steps)));
   }
-  std::printf("    continuous / static: %.2fx the tokens/s\n", modes[0].result.tokens_per_s / modes[1].result.tokens_per_s);
-  std::printf("  KV slots holding a token (continuous, averaged over steps): paged (blocks of %lld) %.0f%%; a contiguous "
-              "cache reserving prompt + max new tokens (%lld) per sequence %.0f%%\n",
+  std::printf("    continuous / static: %.2fx the tokens/s\n",
+              modes[0].result.tokens_per_s / modes[1].result.tokens_per_s);
+  std::printf("  KV slots holding a token (continuous, averaged over steps): paged (blocks of %lld) %.0f%%; "
+              "a contiguous cache reserving prompt + max new tokens (%lld) per sequence %.0f%%\n",
               static_cast<long long>(o.block_size), 100 * utilisation.paged(), static_cast<long long>(reserved),
               100 * utilisation.contiguous());
 }

@@ -7,7 +7,8 @@
 namespace rlcpp {
 
 KvUtilisation::KvUtilisation(int64_t reserved_tokens) : reserved_tokens_(reserved_tokens) {
-  RLCPP_CHECK(reserved_tokens >= 1, "KvUtilisation: reserved tokens per sequence must be >= 1, got " << reserved_tokens);
+  RLCPP_CHECK(reserved_tokens >= 1,
+              "KvUtilisation: reserved tokens per sequence must be >= 1, got " << reserved_tokens);
 }
 
 void KvUtilisation::add_step(const StepView& step) {

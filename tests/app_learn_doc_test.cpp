@@ -104,7 +104,8 @@ TEST_P(LearnPageCommand, RunsAndPrintsWhatThePageSays) {
   EXPECT_EQ(r.status, 0) << c.command << "\n" << r.output;
   ASSERT_FALSE(c.expected.empty()) << "the page says nothing about what this prints: " << c.command;
   for (const std::string& span : c.expected)
-    EXPECT_NE(r.output.find(span), std::string::npos) << c.command << "\ndoes not print `" << span << "`:\n" << r.output;
+    EXPECT_NE(r.output.find(span), std::string::npos)
+        << c.command << "\ndoes not print `" << span << "`:\n" << r.output;
   fs::remove_all(scratch);
 }
 

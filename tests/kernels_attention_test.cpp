@@ -111,7 +111,8 @@ TEST(Attention, CausalMaskHidesLaterTokens) {
   ops::attention_forward(host(), q, k, v, cu, scale, after, lse);
   const size_t per_position = static_cast<size_t>(hq * d) * sizeof(float);
   for (int64_t i = 0; i < n; ++i) {
-    const bool same = std::memcmp(before.data<float>() + i * hq * d, after.data<float>() + i * hq * d, per_position) == 0;
+    const bool same =
+        std::memcmp(before.data<float>() + i * hq * d, after.data<float>() + i * hq * d, per_position) == 0;
     EXPECT_EQ(same, i < first_changed) << "position " << i;
   }
 }
