@@ -51,6 +51,14 @@ int ExecContext::cuda_devices(std::string* why) {
 #endif
 }
 
+std::string ExecContext::describe_cuda() {
+#ifdef RLCPP_WITH_CUDA
+  return cuda_runtime::describe();
+#else
+  return "rlcpp was built without CUDA\n";
+#endif
+}
+
 std::string ExecContext::name() const {
   return device() == Device::kCPU ? "cpu" : "cuda:" + std::to_string(device_index());
 }

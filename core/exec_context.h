@@ -40,6 +40,9 @@ class ExecContext {
   static ExecContext cuda(int index = 0);
   // How many CUDA devices this process can use; 0 with the reason in *why (built without CUDA, no driver, none).
   static int cuda_devices(std::string* why = nullptr);
+  // What this process sees of CUDA: the runtime's and the driver's versions and each device, a line each
+  // (`rlcpp devices`); "rlcpp was built without CUDA" in a CPU-only build.
+  static std::string describe_cuda();
 
   Device device() const { return res_->device; }
   int device_index() const { return res_->index; }

@@ -19,6 +19,27 @@ namespace fs = std::filesystem;
 
 using Cli = CliTest;
 
+TEST(CliDevices, NamesTheCpuAndCudaAndRequireGpuSaysWhyThereIsNone) {
+  // What a machine offers (the GPU check's first question): the CPU line always, CUDA's runtime line in a CUDA
+  // build; --require-gpu exits 1 with the reason where no GPU is usable, 0 where one is.
+  const CliResult r = run_cli("devices");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output.rfind("cpu: ", 0), 0u) << r.output;
+  EXPECT_NE(r.output.find("hardware threads"), std::string::npos) << r.output;
+#ifdef RLCPP_WITH_CUDA
+  EXPECT_NE(r.output.find("CUDA runtime "), std::string::npos) << r.output;
+#else
+  EXPECT_NE(r.output.find("rlcpp was built without CUDA"), std::string::npos) << r.output;
+#endif
+  const CliResult required = run_cli("devices --require-gpu");
+  if (r.output.find("cuda:0 ") != std::string::npos) {
+    EXPECT_EQ(required.status, 0) << required.output;
+  } else {
+    EXPECT_TRUE(WIFEXITED(required.status) && WEXITSTATUS(required.status) == 1) << required.output;
+    EXPECT_NE(required.output.find("devices --require-gpu: "), std::string::npos) << required.output;
+  }
+}
+
 TEST_F(Cli, UnknownConfigKeyNamesFileAndKeyPath) {
   std::string cfg = write("bad.json", R"({"optim": {"lrr": 1e-3}})");
   CliResult r = run_cli("sft " + cfg);
