@@ -1,5 +1,5 @@
 // The `rlcpp train CONFIG` run config: everything a GRPO-family, REINFORCE++, PPO or online DPO run needs, with the add3 GRPO
-// recipe of ../shared/BENCHMARKS.md as the defaults (64 prompts x 8, temperature 1, 6 new tokens, PPO-clip 0.2,
+// recipe of docs/benchmarks.md as the defaults (64 prompts x 8, temperature 1, 6 new tokens, PPO-clip 0.2,
 // two mini-batches of 32 groups, AdamW lr 1e-4 betas 0.9/0.95, no weight decay, grad clip 1.0).
 //
 // `algorithm.name` picks the algorithm and the defaults of the rest of `algorithm` (algorithm_defaults: PPO

@@ -1,6 +1,7 @@
 #include "model/model_config.h"
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 
 #include "core/config.h"
@@ -103,6 +104,21 @@ ModelConfig model_preset(const std::string& name) {
     return c;
   }
   RLCPP_FAIL("unknown model preset '" << name << "' (expected \"tiny\" or \"qwen05b\")");
+}
+
+ModelConfig model_shapes(const std::string& given) {
+  namespace fs = std::filesystem;
+  if (fs::exists(given)) {
+    const std::string path = fs::is_directory(given) ? (fs::path(given) / "config.json").string() : given;
+    RLCPP_CHECK(fs::is_regular_file(path), "'" << given << "' is a directory without a config.json");
+    return model_config_from_hf_json(load_json_file(path), path);
+  }
+  try {
+    return model_preset(given);
+  } catch (const Error& e) {
+    RLCPP_FAIL("'" << given << "' is neither a Hugging Face config.json (or a checkpoint directory holding one) nor "
+                   << "a preset: " << e.what());
+  }
 }
 
 namespace {

@@ -245,7 +245,7 @@ RolloutResult Engine::generate(const Request& request, const StepObserver& obser
       sequences.emplace_back(p * n + i, p, request.prompt_id(static_cast<size_t>(p)), i, request.prompts[p]);
 
   BlockManager blocks(cache_.num_blocks, cache_.block_size);
-  Scheduler scheduler(blocks, {config_.max_num_seqs, config_.max_num_batched_tokens});
+  Scheduler scheduler(blocks, {config_.max_num_seqs, config_.max_num_batched_tokens, config_.static_batching});
   for (int64_t p = 0; p < P; ++p) {
     std::vector<Sequence*> group;
     for (int64_t i = 0; i < n; ++i) group.push_back(&sequences[p * n + i]);

@@ -28,6 +28,9 @@ struct EngineConfig {
   int64_t max_num_seqs = 512;
   int64_t max_num_batched_tokens = 8192;  // must be >= the engine's context, so any one prefill fits
   int64_t max_context = 0;  // tokens a sequence may reach (prompt + response); 0 = the model's context
+  // Static batching instead of continuous (rollout/scheduler.h), for `rlcpp bench rollout`'s comparison; not a
+  // config key: a run always batches continuously.
+  bool static_batching = false;
 
   template <class V> void visit(V& v) {
     v("block_size", block_size, "tokens per KV-cache block");

@@ -1,7 +1,7 @@
 // rlcpp's byte-level BPE against Hugging Face `tokenizers` (tests/tokenizer_reference.py, in .venv): the same
 // ids on a multilingual corpus (English, Chinese, Japanese, Korean, code, emoji, runs of whitespace, CRLF,
 // combining characters that NFC changes, special tokens), for the real Qwen3 tokenizer.json
-// (../shared/fixtures/qwen3), a Llama-3-style one (its split regex, ignore_merges) and a GPT-2-style one (ByteLevel's
+// (tests/data/qwen3), a Llama-3-style one (its split regex, ignore_merges) and a GPT-2-style one (ByteLevel's
 // own regex, add_prefix_space) that the library trains in the test; decode gives the library's text back;
 // a malformed tokenizer.json is an error naming the field.
 #include <gtest/gtest.h>
@@ -16,19 +16,20 @@
 #include "model/bpe_tokenizer.h"
 #include "tests/error_test_support.h"
 #include "tests/python_env.h"
+#include "tests/test_fixtures.h"
 
 namespace rlcpp {
 namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kSource = RLCPP_SOURCE_DIR;
+const std::string kSource = test_source_dir();
 const std::string kCorpus = kSource + "/tests/data/tokenizer_corpus.jsonl";
 const std::string kReference = kSource + "/tests/tokenizer_reference.py";
 
-// The real Qwen3 tokenizer.json of ../shared/fixtures (beside the project root).
+// The real Qwen3 tokenizer.json of tests/data/qwen3.
 std::string qwen3_tokenizer() {
-  const std::string path = kSource + "/../shared/fixtures/qwen3/tokenizer.json";
+  const std::string path = qwen3_fixture_dir() + "/tokenizer.json";
   return fs::exists(path) ? path : "";
 }
 
@@ -76,7 +77,7 @@ void expect_same_as_library(const std::string& tokenizer_json) {
 
 TEST(BpeTokenizer, Qwen3IdsEqualTheLibrarysOnTheCorpus) {
   const std::string path = qwen3_tokenizer();
-  ASSERT_FALSE(path.empty()) << "../shared/fixtures/qwen3/tokenizer.json is missing";
+  ASSERT_FALSE(path.empty()) << "tests/data/qwen3/tokenizer.json is missing";
   expect_same_as_library(path);
 }
 

@@ -1,7 +1,7 @@
-// Data parallelism's collectives (DESIGN.md "Scale-out"): N trainer ranks, each on a shard of the global batch,
-// sum their gradients with an all-reduce of the launcher's engine — MPI on CPUs (OpenMPI, launched by mpirun or
-// srun), NCCL on GPUs — never a collective of our own. One interface for both; a single process is the
-// world of one, where every collective is the identity.
+// Data parallelism's collectives (docs/architecture.md "Scale-out"): N trainer ranks, each on a shard of the global
+// batch, sum their gradients with an all-reduce of the launcher's engine — MPI on CPUs (OpenMPI, launched by mpirun
+// or srun), NCCL on GPUs — never a collective of our own. One interface for both; a single process is the world of
+// one, where every collective is the identity.
 //
 // Collectives are called by every rank in the same order, from the thread that created the communicator.
 #pragma once
