@@ -12,7 +12,7 @@
 #include <fstream>
 
 #include "core/error.h"
-#include "core/wire.h"
+#include "core/endpoint.h"
 
 namespace rlcpp {
 

@@ -1,4 +1,4 @@
-// Where work runs (DESIGN.md "Execution"): a device, the stream its work is queued on, the memory pool it
+// Where work runs (docs/architecture.md "Execution"): a device, the stream its work is queued on, the memory pool it
 // allocates from, and the library handles (cuBLAS). It is an argument of whatever allocates or launches — no
 // global or thread-local state. Copies share the same resources (pool, stream, handles), which the last copy
 // frees; tensors allocated from the pool keep the pool alive.

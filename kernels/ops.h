@@ -2,7 +2,7 @@
 // (device x dtype) to kernels/cpu/*.cpp or kernels/cuda/*.cu. Shapes are in the comments, row-major.
 //
 // Conventions:
-// - Every op's first argument is the execution context it runs on (core/exec_context.h, DESIGN.md
+// - Every op's first argument is the execution context it runs on (core/exec_context.h, docs/architecture.md
 //   "Execution"): its tensors must live on the context's device; on CUDA the op's work is queued on the
 //   context's stream, its products on the context's cuBLAS handle, and what it allocates comes from the
 //   context's pool. No op keeps state of its own (no thread-local handles, no global streams).

@@ -1,5 +1,5 @@
-// How one role computes (DESIGN.md "Numerics"): the rollout engine and the trainer each run the same model code
-// with their own ModelNumerics, so the mismatch between them can be switched on one source at a time.
+// How one role computes (docs/architecture.md "Numerics"): the rollout engine and the trainer each run the same
+// model code with their own ModelNumerics, so the mismatch between them can be switched on one source at a time.
 //   compute          fp32 | bf16 | fp16: weights, matmul inputs, activations and the KV cache hold values of
 //                    that dtype (rounded to nearest even at the op boundaries a GPU model of that dtype rounds
 //                    them), every product and reduction accumulates in fp32. fp32 master weights and AdamW

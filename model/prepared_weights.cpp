@@ -1,8 +1,8 @@
-// The weights prepared for the products (DESIGN.md "Execution": prepared once per policy version for the backend
-// and dtype that uses them): the packed panels of the CPU's kernel (and of the batch-invariant CUDA one), biases
-// rounded to the compute dtype, the OpenBLAS decode's rounded or dequantised copy, and a GPU engine's device
-// copy. The training passes pack one layer at a time just before it runs (pack_layer); the engine prepares all
-// of them at each sync (prepare_decode_weights).
+// The weights prepared for the products (docs/architecture.md "Execution": prepared once per policy version for the
+// backend and dtype that uses them): the packed panels of the CPU's kernel (and of the batch-invariant CUDA one),
+// biases rounded to the compute dtype, the OpenBLAS decode's rounded or dequantised copy, and a GPU engine's device
+// copy. The training passes pack one layer at a time just before it runs (pack_layer); the engine prepares all of
+// them at each sync (prepare_decode_weights).
 #include <omp.h>
 
 #include <cstring>

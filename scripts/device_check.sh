@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check, on a lent GPU machine: the device tool's `run` with carry [".device"] (README "GPU check").
+# The GPU check, on a lent GPU machine: the device tool's `run` with carry [".device"] (docs/gpu.md "GPU check").
 # Unpacks the bundle scripts/device_bundle.sh made here (binaries built for sm_90 and x86-64-v3 with their
 # libraries, and a warm-start checkpoint of the default task), finds CUDA's libraries on that machine (the
 # toolkit's, or the nvidia-* wheels beside its PyTorch) for rlcpp's own binaries only, and runs its steps in

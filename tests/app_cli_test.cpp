@@ -159,6 +159,38 @@ TEST_F(NonFiniteCli, SubnormalTemperatureIsRefusedNamingTheOption) {
   EXPECT_EQ(ok.status, 0) << ok.output;  // the documented minimum itself is accepted
 }
 
+// A number is reported as written, not as what a 32-bit float made of it (1e308 -> "inf", 1e-300 -> "got 0"), nor an
+// integer as what it wrapped to: options, config keys and a checkpoint's config.json.
+TEST_F(NonFiniteCli, NumbersPastTheirTypeAreReportedAsWritten) {
+  const std::string ckpt = (dir_ / "ckpt").string();
+  const std::string in = write("in.jsonl", "{\"text\": \"1+2=3\"}\n");
+  const auto refused = [](const CliResult& r, const std::string& message) {
+    EXPECT_NE(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+  };
+  const std::string past = " is outside the range of a 32-bit float (it would be stored as ";
+  refused(run_cli("generate " + ckpt + " --prompt 1+2= --top-p 1e-300"), "--top-p: 1e-300" + past + "0)");
+  refused(run_cli("generate " + ckpt + " --prompt 1+2= --temperature 1e308"), "--temperature: 1e308" + past + "inf)");
+  refused(run_cli("score " + ckpt + " --input " + in + " --temperature 1e308"), "--temperature: 1e308" + past + "inf)");
+  refused(run_cli("eval " + ckpt + " --n 5 --temperature -1e39"), "--temperature: -1e39" + past + "-inf)");
+  const std::string config = write("train.json", "{}");
+  const std::string run = " --set run_dir=" + (dir_ / "run").string();
+  refused(run_cli("train " + config + run + " --set rollout.sampling.temperature=1e308"),
+          "config key 'rollout.sampling.temperature': 1e+308" + past + "inf)");
+  refused(run_cli("train " + config + run + " --set rollout.sampling.top_p=1e-300"),
+          "config key 'rollout.sampling.top_p': 1e-300" + past + "0)");
+  refused(run_cli("train " + config + run + " --set steps=18446744073709551615"),
+          "config key 'steps': 18446744073709551615 is outside the range of this key's 64-bit integers");
+  EXPECT_FALSE(fs::exists(dir_ / "run"));
+  fs::copy(dir_ / "ckpt", dir_ / "theta", fs::copy_options::recursive);
+  Json hf = Json::parse(std::ifstream(dir_ / "theta" / "config.json"));
+  hf["rope_theta"] = 1e-300;
+  std::ofstream(dir_ / "theta" / "config.json") << hf.dump();
+  refused(run_cli("generate " + (dir_ / "theta").string() + " --prompt 1+2="),
+          (dir_ / "theta" / "config.json").string() +
+              ": rope_theta 1e-300 is not a positive number a 32-bit float holds");
+}
+
 TEST_F(Cli, BadScoreLineNamesFileAndLine) {
   std::string in = write("bad.jsonl", "{\"text\": \"1+2=3\"}\n{\"text\": \"1+x\"}\n");
   CliResult r = run_cli("score " + (dir_ / "ckpt").string() + " --input " + in);
