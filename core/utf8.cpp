@@ -1,5 +1,7 @@
 #include "core/utf8.h"
 
+#include <cstdio>
+
 namespace rlcpp {
 
 namespace {
@@ -96,6 +98,26 @@ std::string utf8_lossy(std::string_view bytes) {
     } else {
       out += "\xEF\xBF\xBD";  // U+FFFD
       at += consumed;
+    }
+  }
+  return out;
+}
+
+std::string utf8_with_byte_escapes(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  size_t at = 0;
+  while (at < bytes.size()) {
+    size_t consumed = 0;
+    const size_t n = well_formed_length(bytes, at, &consumed);
+    if (n > 0) {
+      out.append(bytes.substr(at, n));
+      at += n;
+    } else {
+      char escape[8];
+      std::snprintf(escape, sizeof escape, "<0x%02X>", static_cast<unsigned char>(bytes[at]));
+      out += escape;
+      ++at;
     }
   }
   return out;

@@ -67,7 +67,8 @@ struct ModelConfig {
   }
 };
 
-// Presets of ../shared/BENCHMARKS.md: "tiny" (W1) and "qwen05b" (W2).
+// Presets: "tiny" (W1) and "qwen05b" (W2) of ../shared/BENCHMARKS.md, and "qwen-tiny", the Qwen3 tokenizer's
+// vocabulary on a 2-layer, 64-wide body (a real-model path that runs in seconds; give it the tokenizer).
 ModelConfig model_preset(const std::string& name);
 
 // Hugging Face config.json: reads llama, qwen2 and qwen3 configs (ignoring keys that do not change the
