@@ -23,17 +23,6 @@ namespace {
 
 Json number_or_null(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }
 
-// Mean of `key` over the records that have it; NaN when none does.
-double mean_over_steps(const std::vector<Json>& records, const std::string& key) {
-  double sum = 0;
-  size_t n = 0;
-  for (const Json& r : records) {
-    const double v = record_number(r, key);
-    if (std::isfinite(v)) sum += v, ++n;
-  }
-  return n ? sum / static_cast<double>(n) : std::nan("");
-}
-
 std::string bucket_key(const std::string& label, const std::string& figure) {
   return "rollout_corr/bucket/" + label + "/" + figure;
 }

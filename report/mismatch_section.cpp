@@ -24,17 +24,6 @@ Json column(const std::vector<Json>& records, const std::string& key) {
   return out;
 }
 
-// Mean of `key` over the records that have it; NaN when none does.
-double mean_over_steps(const std::vector<Json>& records, const std::string& key) {
-  double sum = 0;
-  size_t n = 0;
-  for (const Json& r : records) {
-    const double v = record_number(r, key);
-    if (std::isfinite(v)) sum += v, ++n;
-  }
-  return n ? sum / static_cast<double>(n) : NAN;
-}
-
 double max_over_steps(const std::vector<Json>& records, const std::string& key) {
   double m = NAN;
   for (const Json& r : records) {
@@ -169,25 +158,22 @@ const std::vector<std::string>& report_mismatch_plot_names() {
   return kNames;
 }
 
-std::string mismatch_section_markdown(const std::vector<ReportRun>& runs) {
-  std::vector<const ReportRun*> with;
-  for (const ReportRun& r : runs)
-    if (run_has_mismatch(r.records)) with.push_back(&r);
-  if (with.empty()) return "";
-  std::ostringstream os;
-  os << "\n## Mismatch: its size, where in the distribution, where it enters\n\n"
-        "The engine and the trainer computed differently in "
-     << (with.size() == runs.size() ? "these runs" : "the runs below")
-     << " (other numerics on one side, or a batch-dependent engine): the trainer's recomputation of a sampled "
-        "token's log-prob is not the engine's, so the PPO ratio of an on-policy token is not 1. Means over the "
-        "steps; the probe batch is the task's first held-out prompts, scored after every sync.\n\n"
-        "| run | numerics | k3 KL (mean) | full-vocabulary TV (mean) | max \\|Δlogp\\| (largest) | is_ess (mean) | "
+namespace {
+
+// A run with a mismatch and its section data.
+struct RunSection {
+  const ReportRun* run;
+  Json series;  // mismatch_section_series
+};
+
+// One row per run: the size figures, where it enters, the sync check.
+void size_table(std::ostringstream& os, const std::vector<RunSection>& with) {
+  os << "| run | numerics | k3 KL (mean) | full-vocabulary TV (mean) | max \\|Δlogp\\| (largest) | is_ess (mean) | "
         "probe batch: k3 / TV (mean) | first stage past the threshold | sync check: probe max \\|Δlogp\\| |\n"
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |\n";
-  for (const ReportRun* r : with) {
-    const std::vector<Json>& m = r->records.metrics;
-    const Json s = mismatch_section_series(r->records, r->model.num_hidden_layers);
-    const Json& stages = s["stages"];
+  for (const RunSection& r : with) {
+    const std::vector<Json>& m = r.run->records.metrics;
+    const Json& stages = r.series["stages"];
     std::string first = "none";
     if (!stages["first_stage"].is_null())
       first = "`" + stages["first_stage"].get<std::string>() + "` (" +
@@ -195,13 +181,66 @@ std::string mismatch_section_markdown(const std::vector<ReportRun>& runs) {
               " probes)";
     else if (!std::isfinite(max_over_steps(m, "probe_trainer/max_abs_dlogp")))
       first = "— (no probe in other numerics)";
-    os << "| " << r->records.label << " | " << numerics_text(r->records.config) << " | "
+    os << "| " << r.run->records.label << " | " << numerics_text(r.run->records.config) << " | "
        << sig(mean_over_steps(m, "rollout_corr/k3_kl")) << " | " << sig(mean_over_steps(m, "rollout_corr/full_tv"))
        << " | " << sig(max_over_steps(m, "mismatch/max_abs_dlogp")) << " | "
        << sig(mean_over_steps(m, "rollout_corr/is_ess"), 6) << " | " << sig(mean_over_steps(m, "probe_trainer/k3"))
        << " / " << sig(mean_over_steps(m, "probe_trainer/full_tv")) << " | " << first << " | "
        << sig(max_over_steps(m, "probe/max_abs_dlogp")) << " |\n";
   }
+}
+
+// Per run, a row per rollout-probability bucket.
+void bucket_tables(std::ostringstream& os, const std::vector<RunSection>& with) {
+  const auto at = [](const Json& row, size_t i) { return row[i].is_null() ? NAN : row[i].get<double>(); };
+  for (const RunSection& r : with) {
+    const Json& b = r.series["buckets"];
+    if (with.size() > 1) os << "**" << r.run->records.label << "**\n\n";
+    os << "| rollout probability of the token | k3 KL per token | mean \\|Δp\\| | share of the tokens | share of the "
+          "k3 sum |\n| --- | ---: | ---: | ---: | ---: |\n";
+    for (size_t i = 0; i < b["labels"].size(); ++i)
+      os << "| " << b["labels"][i].get<std::string>() << " | " << sig(at(b["k3_kl"], i)) << " | "
+         << sig(at(b["probs_diff_mean"], i)) << " | " << format_percent(at(b["token_share"], i), "—") << " | "
+         << format_percent(at(b["k3_share"], i), "—") << " |\n";
+    os << "\n";
+  }
+}
+
+// Per run: the first stage past the threshold and every stage's max |Δ|.
+void stage_lines(std::ostringstream& os, const std::vector<RunSection>& with) {
+  for (const RunSection& r : with) {
+    const Json& stages = r.series["stages"];
+    os << "- **" << r.run->records.label << "**: ";
+    if (!stages["first_stage"].is_null())
+      os << "the two numerics first differ by more than " << sig(stages["threshold"].get<double>())
+         << " (`probe.layer_threshold`) at `" << stages["first_stage"].get<std::string>() << "` ("
+         << stages["first_stage_steps"].get<int64_t>() << " of " << r.run->records.metrics.size() << " probes)";
+    else
+      os << "no stage passed `probe.layer_threshold` (" << sig(stages["threshold"].get<double>()) << ")";
+    os << "; max |Δ| of the residual stream after each stage, mean over the probes:";
+    for (size_t i = 0; i < stages["names"].size(); ++i)
+      os << (i ? ", " : " ") << stages["names"][i].get<std::string>() << " "
+         << sig(stages["max_abs"][i].is_null() ? NAN : stages["max_abs"][i].get<double>());
+    os << ".\n";
+  }
+}
+
+}  // namespace
+
+std::string mismatch_section_markdown(const std::vector<ReportRun>& runs) {
+  std::vector<RunSection> with;
+  for (const ReportRun& r : runs)
+    if (run_has_mismatch(r.records))
+      with.push_back({&r, mismatch_section_series(r.records, r.model.num_hidden_layers)});
+  if (with.empty()) return "";
+  std::ostringstream os;
+  os << "\n## Mismatch: its size, where in the distribution, where it enters\n\n"
+        "The engine and the trainer computed differently in "
+     << (with.size() == runs.size() ? "these runs" : "the runs below")
+     << " (other numerics on one side, or a batch-dependent engine): the trainer's recomputation of a sampled "
+        "token's log-prob is not the engine's, so the PPO ratio of an on-policy token is not 1. Means over the "
+        "steps; the probe batch is the task's first held-out prompts, scored after every sync.\n\n";
+  size_table(os, with);
   os << "\nk3 KL is mean(ρ − 1 − log ρ) over the step's sampled tokens (ρ = p_trainer / p_rollout), the TV "
         "½ Σ|p − q| over the WHOLE next-token distributions at the positions of the step's first samples "
         "(`mismatch.full_vocab_samples`): mass moved between tokens that were never sampled shows only there. The "
@@ -212,41 +251,14 @@ std::string mismatch_section_markdown(const std::vector<ReportRun>& runs) {
         "Solid: each step's own samples (`rollout_corr/k3_kl`, `rollout_corr/full_tv`); dashed: the probe batch "
         "(`probe_trainer/k3`, `probe_trainer/full_tv`).\n\n"
         "### By rollout probability\n\n";
-  for (const ReportRun* r : with) {
-    const Json s = mismatch_section_series(r->records, r->model.num_hidden_layers);
-    const Json& b = s["buckets"];
-    if (with.size() > 1) os << "**" << r->records.label << "**\n\n";
-    os << "| rollout probability of the token | k3 KL per token | mean \\|Δp\\| | share of the tokens | share of the "
-          "k3 sum |\n| --- | ---: | ---: | ---: | ---: |\n";
-    const auto at = [](const Json& row, size_t i) { return row[i].is_null() ? NAN : row[i].get<double>(); };
-    for (size_t i = 0; i < b["labels"].size(); ++i)
-      os << "| " << b["labels"][i].get<std::string>() << " | " << sig(at(b["k3_kl"], i)) << " | "
-         << sig(at(b["probs_diff_mean"], i)) << " | " << format_percent(at(b["token_share"], i), "—") << " | "
-         << format_percent(at(b["k3_share"], i), "—") << " |\n";
-    os << "\n";
-  }
+  bucket_tables(os, with);
   os << "![mismatch by rollout probability](plots/mismatch_buckets.png)\n\n"
         "Left: k3 per token by the rollout's probability of the token. Right: each bucket's share of the run's "
         "tokens against its share of the k3 sum. The mismatch lives in the tokens the rollout found unlikely: "
         "their k3 per token is orders of magnitude above the confident ones', so they carry more of the k3 sum "
         "than of the tokens (docs/mismatch.md).\n\n"
         "### Where it enters\n\n";
-  for (const ReportRun* r : with) {
-    const Json s = mismatch_section_series(r->records, r->model.num_hidden_layers);
-    const Json& stages = s["stages"];
-    os << "- **" << r->records.label << "**: ";
-    if (!stages["first_stage"].is_null())
-      os << "the two numerics first differ by more than " << sig(stages["threshold"].get<double>())
-         << " (`probe.layer_threshold`) at `" << stages["first_stage"].get<std::string>() << "` ("
-         << stages["first_stage_steps"].get<int64_t>() << " of " << r->records.metrics.size() << " probes)";
-    else
-      os << "no stage passed `probe.layer_threshold` (" << sig(stages["threshold"].get<double>()) << ")";
-    os << "; max |Δ| of the residual stream after each stage, mean over the probes:";
-    for (size_t i = 0; i < stages["names"].size(); ++i)
-      os << (i ? ", " : " ") << stages["names"][i].get<std::string>() << " "
-         << sig(stages["max_abs"][i].is_null() ? NAN : stages["max_abs"][i].get<double>());
-    os << ".\n";
-  }
+  stage_lines(os, with);
   os << "\n![where the mismatch enters](plots/mismatch_stages.png)\n\n"
         "The probe batch through the training forward in each numerics, compared after every stage (the "
         "embedding, each layer's output, the final norm, the logits; model/forward_comparison.h): where the "

@@ -3,8 +3,10 @@
 
 PLOT_DATA_JSON is written by rlcpp (report/run_report.cpp): {"runs": [series, ...]}, every series computed there,
 null where a step lacks a figure. This script only draws, one PNG per figure, every run on the same axes
-(labelled by its run directory's name), and prints the files it wrote. Needs matplotlib (Debian's
-python3-matplotlib, installed by scripts/ensure_deps.sh); runs headless.
+(labelled by its run directory's name), and prints the files it wrote: the seven plots of every report, and
+mismatch_steps, mismatch_buckets and mismatch_stages when some run has a mismatch (its "mismatch_section";
+plot_mismatch.py draws mismatch_steps and mismatch_stages the same way for a sweep's points). Needs matplotlib (Debian's python3-matplotlib,
+installed by scripts/ensure_deps.sh); runs headless.
 """
 import json
 import math

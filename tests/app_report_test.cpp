@@ -107,25 +107,35 @@ void expect_plots_decode(const fs::path& out) {
   }
 }
 
+// A fresh `dir` holding `ckpt/`, a random W1 model, for short runs of configs/grpo_add3_benchmark.json from it.
+void make_run_dir(const fs::path& dir) {
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  save_model_checkpoint((dir / "ckpt").string(), init_random(model_preset("tiny"), 1));
+}
+
+// `rlcpp train` of the benchmark recipe from `dir`/ckpt (no warm start, 8 prompts a step) into `dir`/`name`, with
+// the extra `--set`s; what it printed. Fails the caller when the run fails.
+std::string train_short_run(const fs::path& dir, const std::string& name, const std::string& sets) {
+  const std::string cmd = std::string("train " RLCPP_SOURCE_DIR "/configs/grpo_add3_benchmark.json") +
+                          " --set warm_start.enabled=false --set init_checkpoint=" + (dir / "ckpt").string() +
+                          " --set rollout.prompts_per_step=8 " + sets + " --set run_dir=" + (dir / name).string();
+  const CliResult r = run_cli(cmd);
+  EXPECT_EQ(r.status, 0) << cmd << "\n" << r.output;
+  return r.output;
+}
+
 class ReportTest : public ::testing::Test {
  protected:
   // Two short real runs shared by the tests: split (the default placement) and colocated.
   static void SetUpTestSuite() {
     dir_ = fs::temp_directory_path() / ("rlcpp_report_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    save_model_checkpoint((dir_ / "ckpt").string(), init_random(model_preset("tiny"), 1));
-    for (const char* placement : {"split", "colocated"}) {
-      const std::string cmd = std::string("train " RLCPP_SOURCE_DIR "/configs/grpo_add3_benchmark.json") +
-                              " --set warm_start.enabled=false --set init_checkpoint=" + (dir_ / "ckpt").string() +
-                              " --set steps=3 --set eval_every=2 --set eval_size=40 --set samples_per_step=8" +
-                              " --set rollout.prompts_per_step=8 --set ppo.mini_batch_size=32" +
-                              " --set rollout.placement=" + placement + " --set run_dir=" +
-                              (dir_ / placement).string();
-      CliResult r = run_cli(cmd);
-      train_output_[placement] = r.output;
-      ASSERT_EQ(r.status, 0) << cmd << "\n" << r.output;
-    }
+    make_run_dir(dir_);
+    for (const char* placement : {"split", "colocated"})
+      train_output_[placement] = train_short_run(dir_, placement,
+                                                 "--set steps=3 --set eval_every=2 --set eval_size=40 --set "
+                                                 "samples_per_step=8 --set ppo.mini_batch_size=32 --set "
+                                                 "rollout.placement=" + std::string(placement));
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
   void SetUp() override {
@@ -315,16 +325,10 @@ class MismatchReportTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = fs::temp_directory_path() / ("rlcpp_report_mismatch_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    save_model_checkpoint((dir_ / "ckpt").string(), init_random(model_preset("tiny"), 1));
-    const std::string cmd = std::string("train " RLCPP_SOURCE_DIR "/configs/grpo_add3_benchmark.json") +
-                            " --set warm_start.enabled=false --set init_checkpoint=" + (dir_ / "ckpt").string() +
-                            " --set steps=2 --set eval_every=0 --set eval_size=20 --set rollout.prompts_per_step=8" +
-                            " --set ppo.mini_batch_size=64 --set rollout.placement=colocated" +
-                            " --set trainer.dtype=bf16 --set run_dir=" + (dir_ / "bf16").string();
-    const CliResult r = run_cli(cmd);
-    ASSERT_EQ(r.status, 0) << cmd << "\n" << r.output;
+    make_run_dir(dir_);
+    train_short_run(dir_, "bf16",
+                    "--set steps=2 --set eval_every=0 --set eval_size=20 --set ppo.mini_batch_size=64 "
+                    "--set rollout.placement=colocated --set trainer.dtype=bf16");
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
   void SetUp() override {

@@ -9,6 +9,7 @@
 #include "model/hf_tokenizer.h"
 #include "model/model_config.h"
 #include "model/parameters.h"
+#include "tests/error_test_support.h"
 
 namespace rlcpp {
 namespace {
@@ -181,20 +182,9 @@ TEST(ModelPresets, QwenTinyHoldsTheQwen3TokenizersVocabulary) {
   EXPECT_EQ(tok.vocab_size(), c.vocab_size);
   EXPECT_EQ(tok.eos_id(), tok.bpe().token_id("<|im_end|>"));
   EXPECT_EQ(c.bos_token_id, tok.bpe().token_id("<|endoftext|>"));
-  try {
-    HfTokenizer(qwen3, model_preset("tiny"));
-    FAIL() << "the Qwen3 tokenizer fit a vocabulary of 32";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("past the model's vocabulary of 32"), std::string::npos) << what;
-    EXPECT_NE(what.find("\"qwen-tiny\""), std::string::npos) << what;
-  }
-  try {
-    model_preset("qwen_tiny");
-    FAIL() << "a misspelt preset was taken";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("\"qwen-tiny\""), std::string::npos) << e.what();
-  }
+  expect_error([&] { HfTokenizer(qwen3, model_preset("tiny")); },
+               {"past the model's vocabulary of 32", "\"qwen-tiny\""});
+  expect_error([] { model_preset("qwen_tiny"); }, {"unknown model preset 'qwen_tiny'", "\"qwen-tiny\""});
 }
 
 }  // namespace
