@@ -49,7 +49,8 @@ std::string config_text(const Json& config, const std::string& section, const st
   return it->is_string() ? it->get<std::string>() : it->dump();
 }
 
-// "rollout bf16 + int8 weights / trainer fp32, batch-invariant": the run's numerics as configured.
+// "rollout bf16 + int8 weights / trainer fp32": the run's numerics as configured (and ", not batch-invariant
+// (OpenBLAS decode)" with numerics.batch_invariant false).
 std::string numerics_text(const Json& config) {
   std::string rollout = config_text(config, "rollout", "dtype");
   const std::string quantization = config_text(config, "rollout", "quantization");
@@ -67,7 +68,7 @@ bool run_has_mismatch(const RunRecords& run) {
     for (const char* key : {"mismatch/max_abs_dlogp", "rollout_corr/full_tv", "probe_trainer/max_abs_dlogp"}) {
       if (!r.is_object() || !r.contains(key) || !r[key].is_number()) continue;
       const double v = r[key].get<double>();
-      if (!(v == 0)) return true;  // NaN counts: it must show
+      if (!(v == 0)) return true;  // any figure but an exact 0
     }
   return false;
 }

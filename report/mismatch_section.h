@@ -24,7 +24,7 @@
 namespace rlcpp {
 
 // Some step measured a difference between the two computations: mismatch/max_abs_dlogp, rollout_corr/full_tv
-// or probe_trainer/max_abs_dlogp above 0 (or not a number: a NaN must show).
+// or probe_trainer/max_abs_dlogp recorded as anything but an exact 0.
 bool run_has_mismatch(const RunRecords& run);
 
 // The rollout-probability buckets the run's rollout_corr/bucket/<label>/ keys name, in ascending probability
