@@ -10,7 +10,7 @@
 
 namespace rlcpp {
 
-// The one precision type (DESIGN.md "Numerics"): what a tensor holds, what a role computes in, how a packed
+// The one precision type (docs/architecture.md "Numerics"): what a tensor holds, what a role computes in, how a packed
 // weight stores its values and what arithmetic a product runs in.
 //   kF32, kBF16, kF16   floating-point storage and math
 //   kTF32               a math mode, not a storage format: fp32 values whose products run on CUDA tensor cores
