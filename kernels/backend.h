@@ -162,5 +162,7 @@ struct Backend {
 const Backend& backend_of(const ExecContext& ctx);
 // Every backend this build has, by name (the op matrix test runs each that a context can be made for).
 std::vector<std::string> backend_names();
+// The backend of that name; an error naming the ones there are otherwise.
+const Backend& backend_named(const std::string& name);
 
 }  // namespace rlcpp::ops

@@ -65,17 +65,19 @@ const char* op_name(Op op) {
   return op < Op::kCount ? names[static_cast<int>(op)] : "?";
 }
 
-const Backend& backend_of(const ExecContext& ctx) {
-  const std::string& name = ctx.backend();
-  for (const Backend* b : registered()) {
-    if (name != b->name) continue;
-    RLCPP_CHECK(b->device == ctx.device(), "backend " << name << " runs on " << device_name(b->device)
-                                                      << ", not on the " << ctx.name() << " context");
-    return *b;
-  }
+const Backend& backend_named(const std::string& name) {
+  for (const Backend* b : registered())
+    if (name == b->name) return *b;
   std::string known;
   for (const std::string& n : backend_names()) known += (known.empty() ? "" : ", ") + n;
   RLCPP_FAIL("no backend named '" << name << "' in this build (" << known << ")");
+}
+
+const Backend& backend_of(const ExecContext& ctx) {
+  const Backend& b = backend_named(ctx.backend());
+  RLCPP_CHECK(b.device == ctx.device(), "backend " << b.name << " runs on " << device_name(b.device)
+                                                   << ", not on the " << ctx.name() << " context");
+  return b;
 }
 
 std::vector<std::string> backend_names() {
