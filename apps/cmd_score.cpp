@@ -72,7 +72,9 @@ Command add_score_command(CLI::App& app) {
     if (!a->output.empty()) file.emplace(a->output, OutputFile::Mode::kReplace);
     OutputFile standard_output;
     OutputFile& out = file ? *file : standard_output;
-    const ExecContext host = ExecContext::cpu();
+    // No cache of freed blocks: batches of other sizes would fill it with blocks of many sizes (up to its 1 GiB);
+    // a batch's buffers are few and large, so taking them from the system each time costs nothing measurable.
+    const ExecContext host = ExecContext::cpu(/*max_cached_bytes=*/0);
     Activations acts;  // reused by every batch
     ForwardOptions fwd;
     fwd.temperature = a->temperature;
