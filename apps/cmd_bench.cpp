@@ -19,10 +19,13 @@ Command add_bench_command(CLI::App& app) {
       ->required()
       ->check(CLI::IsMember({"train", "rollout", "step", "tokenize"}));
   cmd->add_option("--tokenizer", tokenize->tokenizer, "tokenize: a tokenizer.json or a checkpoint directory");
-  cmd->add_option("--input", tokenize->input,
-                  "tokenize: a text file, encoded line by line (default: the project's docs, corpus and code)")
+  cmd->add_option("--input", tokenize->inputs,
+                  "tokenize: text files, encoded line by line, each one's characters and bytes per token printed "
+                  "(repeatable; default: the project's docs, corpus and code)")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--preset", train->preset, "model preset: tiny (W1) or qwen05b (W2)");
+  cmd->add_option("--preset", train->preset,
+                  "model preset: tiny (W1) or qwen05b (W2); train and rollout also take a Hugging Face config.json "
+                  "(random weights of its shapes)");
   auto* iters = cmd->add_option("--iters", train->iters, "timed iterations (step: timed GRPO steps, default 5)");
   cmd->add_flag("!--no-peer", train->peer, "skip every peer");
   auto peers = std::make_shared<std::string>();

@@ -1,6 +1,7 @@
 #include <cstdio>
 
 #include "apps/commands.h"
+#include "apps/float_option.h"
 #include "apps/seed_option.h"
 #include "apps/tokenizer_options.h"
 #include "core/error.h"
@@ -35,8 +36,8 @@ Command add_eval_command(CLI::App& app) {
   cmd->add_option("--n", a->n, "held-out problems")->check(CLI::Range(int64_t{1}, limits.max_prompts));
   cmd->add_option("--samples", a->samples, "samples per problem (pass@k for k <= samples; needs --temperature)")
       ->check(CLI::Range(int64_t{1}, limits.max_n));
-  cmd->add_option("--temperature", a->temperature,
-                  "sampling temperature: 0 = greedy, else finite and >= 1e-3 (colder overflows fp32)");
+  add_float_option(cmd, "--temperature", a->temperature,
+                   "sampling temperature: 0 = greedy, else finite and >= 1e-3 (colder overflows fp32)");
   add_seed_option(cmd, "--seed", a->seed, "sampling seed (a non-negative integer)");
   cmd->add_option("--max-new-tokens", a->max_new_tokens, "response length limit (default: the task's)");
   cmd->add_option("--dtype", a->dtype, "compute dtype of the engine: fp32, bf16 or fp16 (model/numerics.h)");

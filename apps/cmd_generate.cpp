@@ -5,6 +5,7 @@
 
 #include "apps/output_path.h"
 #include "apps/commands.h"
+#include "apps/float_option.h"
 #include "apps/seed_option.h"
 #include "apps/tokenizer_options.h"
 #include "core/metrics.h"
@@ -43,10 +44,10 @@ Command add_generate_command(CLI::App& app) {
   const RequestLimits limits;
   cmd->add_option("--n", a->n, "samples per prompt (a group shares its prompt's prefill and KV blocks)")
       ->check(CLI::Range(int64_t{1}, limits.max_n));
-  cmd->add_option("--temperature", a->sampling.temperature,
-                  "sampling temperature: 0 = greedy, else finite and >= 1e-3 (colder overflows fp32)");
+  add_float_option(cmd, "--temperature", a->sampling.temperature,
+                   "sampling temperature: 0 = greedy, else finite and >= 1e-3 (colder overflows fp32)");
   cmd->add_option("--top-k", a->sampling.top_k, "keep the k most likely tokens (0 = off)");
-  cmd->add_option("--top-p", a->sampling.top_p, "nucleus mass (1 = off)");
+  add_float_option(cmd, "--top-p", a->sampling.top_p, "nucleus mass (1 = off)");
   add_seed_option(cmd, "--seed", a->sampling.seed, "sampling seed (a non-negative integer)");
   cmd->add_option("--max-new-tokens", a->sampling.max_new_tokens, "response length limit");
   cmd->add_option("--stop", a->sampling.stop_tokens, "token ids that end a response (besides EOS)");
@@ -62,8 +63,9 @@ Command add_generate_command(CLI::App& app) {
   cmd->add_option("--block-size", a->engine.block_size, "KV-cache block size (tokens)");
   cmd->add_option("--num-blocks", a->engine.num_blocks, "KV-cache blocks (0 = automatic)");
   cmd->add_option("--max-num-seqs", a->engine.max_num_seqs, "sequences decoded together");
-  auto* batched = cmd->add_option("--max-batched-tokens", a->engine.max_num_batched_tokens,
-                                  "rows per forward (default 8192, or the model's context when larger)");
+  auto* batched =
+      cmd->add_option("--max-batched-tokens", a->engine.max_num_batched_tokens,
+                      "rows per forward (default 8192, or the longest prompt and its response when larger)");
   return {cmd, [=]() {
     // `--prompt ""` is a prompt (BOS alone, or the chat template's turn), as {"prompt": ""} in a file is.
     RLCPP_CHECK(one->count() > 0 || !a->prompts_file.empty(), "generate: give --prompt TEXT or --prompts FILE.jsonl");
@@ -73,8 +75,8 @@ Command add_generate_command(CLI::App& app) {
     inputs.insert(inputs.end(), {a->checkpoint, a->prompts_file});
     check_output_is_not_an_input(a->out, inputs, "generate");
     ParameterStore params = load_model_checkpoint(a->checkpoint);
-    const Transformer model(params.config(),
-                            make_numerics(a->dtype, a->quantization, a->batch_invariant, "--dtype", "--quantization"));
+    const ModelNumerics numerics =
+        make_numerics(a->dtype, a->quantization, a->batch_invariant, "--dtype", "--quantization");
     const std::unique_ptr<Tokenizer> tokenizer =
         load_tokenizer(choose_tokenizer(a->tokenizer, a->checkpoint), params.config(), a->chat);
     const Tokenizer& tok = *tokenizer;
@@ -99,11 +101,18 @@ Command add_generate_command(CLI::App& app) {
       req.prompts.push_back(p.tokens);
       req.prompt_ids.push_back(p.id);
     }
+    // The engine's context is what these prompts need, the longest one and its response: its KV cache and RoPE
+    // table follow use, not the model's context (2^22 positions would take gigabytes for a short prompt).
+    int64_t longest = 0;
+    for (const PromptLine& p : prompts) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.tokens.size()));
     EngineConfig engine_config = a->engine;
-    // Any one prefill must fit in a step: a long-context model (e.g. Qwen2.5's 32768) raises the default.
+    const int64_t response = std::clamp<int64_t>(a->sampling.max_new_tokens, 1, context);
+    engine_config.max_context = std::min(context, longest + response);
+    // Any one prefill must fit in a step: a long prompt raises the default.
     if (batched->count() == 0)
       engine_config.max_num_batched_tokens =
-          std::max(engine_config.max_num_batched_tokens, params.config().max_position_embeddings);
+          std::max(engine_config.max_num_batched_tokens, engine_config.max_context);
+    const Transformer model(engine_model_config(params.config(), engine_config), numerics);
     Engine engine(model, params, engine_config, 0, context_for_device(a->device, "generate --device"));
     const RolloutResult result = engine.generate(req);
     // Before any output: a NaN would print as null (JSON) or -nan and pass for a log-prob.

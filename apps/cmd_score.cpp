@@ -5,6 +5,7 @@
 
 #include "apps/output_path.h"
 #include "apps/commands.h"
+#include "apps/float_option.h"
 #include "apps/tokenizer_options.h"
 #include "core/error.h"
 #include "core/input_file.h"
@@ -38,8 +39,8 @@ Command add_score_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   add_tokenizer_option(cmd, a->tokenizer);
   cmd->add_option("--out", a->output, "output JSONL (default: stdout)");
-  cmd->add_option("--temperature", a->temperature,
-                  "score under softmax(logits / temperature); finite and >= 1e-3 (colder overflows fp32)");
+  add_float_option(cmd, "--temperature", a->temperature,
+                   "score under softmax(logits / temperature); finite and >= 1e-3 (colder overflows fp32)");
   return {cmd, [=]() {
     check_temperature(a->temperature, "score --temperature", /*zero_is_greedy=*/false);
     std::vector<std::string> inputs = tokenizer_inputs(a->tokenizer);

@@ -1,3 +1,5 @@
+#include <charconv>
+#include <csignal>
 #include <cstdio>
 #include <memory>
 
@@ -8,6 +10,32 @@
 #include "trainer/launch_env.h"
 
 namespace rlcpp::cli {
+
+namespace {
+
+// `--inject-fault kill-after-checkpoint:STEP`: the process kills itself (SIGKILL: nothing flushed, no handler)
+// right after step STEP's checkpoint is complete, to test that a resumed run loses none of that step's records.
+TrainHooks train_fault_hooks(const std::string& spec) {
+  TrainHooks hooks;
+  if (spec.empty()) return hooks;
+  const std::string prefix = "kill-after-checkpoint:";
+  const auto bad = [&] {
+    return "train: --inject-fault '" + spec + "': expected kill-after-checkpoint:STEP, STEP >= 1";
+  };
+  RLCPP_CHECK(spec.rfind(prefix, 0) == 0, bad());
+  int64_t step = 0;
+  const char* last = spec.data() + spec.size();
+  const auto [end, ec] = std::from_chars(spec.data() + prefix.size(), last, step);
+  RLCPP_CHECK(ec == std::errc() && end == last && step >= 1, bad());
+  hooks.checkpoint_committed = [step](int64_t done) {
+    if (done != step) return;
+    std::fflush(stdout);
+    ::raise(SIGKILL);
+  };
+  return hooks;
+}
+
+}  // namespace
 
 Command add_train_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("train", "RL post-training (GRPO, PPO, online DPO) on a task (e.g. configs/grpo_add3.json)");
@@ -28,7 +56,12 @@ Command add_train_command(CLI::App& app) {
   cmd->add_flag("--allow-config-change", *allow_config_change,
                 "with --resume: continue even though the run's config.json was edited since its last checkpoint "
                 "(the changed keys are printed)");
+  // Hidden (group ""): a test tool, documented in loop/README.md "Fault handling".
+  auto inject_fault = std::make_shared<std::string>();
+  cmd->add_option("--inject-fault", *inject_fault, "kill-after-checkpoint:STEP: SIGKILL once step_STEP is complete")
+      ->group("");
   return {cmd, [=]() {
+    const TrainHooks hooks = train_fault_hooks(*inject_fault);
     // Under mpirun or srun, one rank of a data-parallel run (loop/data_parallel_step.h); the lead (rank 0)
     // alone prints the run's progress.
     const std::unique_ptr<Communicator> comm = make_communicator(ranks_from_environment(), *dp_backend);
@@ -37,13 +70,13 @@ Command add_train_command(CLI::App& app) {
     try {
       if (!resume_dir->empty()) {
         RLCPP_CHECK(overrides->empty(), "train --resume: --set is not allowed (the run keeps its config.json)");
-        resume_train(*resume_dir, *allow_config_change, comm.get());
+        resume_train(*resume_dir, *allow_config_change, comm.get(), hooks);
         return 0;
       }
       RLCPP_CHECK(!config_path->empty(), "train: give a CONFIG file or --resume RUN_DIR");
       TrainConfig cfg;
       Json resolved = load_run_config(*config_path, *overrides, cfg);
-      run_train(cfg, resolved, comm.get());
+      run_train(cfg, resolved, comm.get(), hooks);
       return 0;
     } catch (const std::exception& e) {
       if (comm->size() == 1) throw;

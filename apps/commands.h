@@ -32,5 +32,7 @@ Command add_keys_command(CLI::App& app);
 Command add_tokenize_command(CLI::App& app);
 Command add_export_command(CLI::App& app);
 Command add_scale_command(CLI::App& app);
+Command add_ledger_command(CLI::App& app);
+Command add_devices_command(CLI::App& app);
 
 }  // namespace rlcpp::cli

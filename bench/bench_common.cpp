@@ -53,8 +53,18 @@ Json run_torch_peer(const std::string& src, const std::string& args) {
   return run_python_peer("/usr/bin/python3", src + "/bench/peers/torch_peer.py", args);
 }
 
+std::string peer_environment() {
+  const char* kept = std::getenv("RLCPP_PEER_LD_LIBRARY_PATH");
+  if (kept == nullptr) return "";
+  const std::string value(kept);
+  if (value.empty()) return "env -u LD_LIBRARY_PATH ";
+  RLCPP_CHECK(value.find('\'') == std::string::npos,
+              "bench: RLCPP_PEER_LD_LIBRARY_PATH holds a quote: '" << value << "'");
+  return "env LD_LIBRARY_PATH='" + value + "' ";
+}
+
 Json run_python_peer(const std::string& python, const std::string& script, const std::string& args) {
-  const std::string cmd = "'" + python + "' '" + script + "' " + args + " 2>/dev/null";
+  const std::string cmd = peer_environment() + "'" + python + "' '" + script + "' " + args + " 2>/dev/null";
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
   if (!pipe) return nullptr;
   std::string out;

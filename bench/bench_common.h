@@ -23,6 +23,11 @@ Json run_torch_peer(const std::string& source_dir, const std::string& args);
 // Runs `PYTHON SCRIPT ARGS` and returns the JSON object it prints last; a null Json, the command printed, when
 // it cannot run.
 Json run_python_peer(const std::string& python, const std::string& script, const std::string& args);
+// What a peer's shell command starts with so that it runs in the environment its machine gave: "" normally;
+// where scripts/device_check.sh set LD_LIBRARY_PATH for rlcpp's own binaries (the bundle's and CUDA's libraries)
+// and kept the machine's value in RLCPP_PEER_LD_LIBRARY_PATH, that value restored ("env -u LD_LIBRARY_PATH " when
+// it was empty), so a peer's PyTorch loads its own CUDA libraries, not the ones beside rlcpp.
+std::string peer_environment();
 
 // The source tree (for bench/peers/ and bench/RESULTS.md): $RLCPP_SOURCE_DIR, else the build's source dir.
 std::string source_dir();

@@ -86,7 +86,7 @@ PeerRun run_real_peer(const std::string& peer, const std::string& args) {
   TempDir dir("peer");
   const std::string err_file = dir.path() + "/stderr";
   // The peer's progress goes to stderr, which is kept (its last lines are the reason when it fails) and shown.
-  const std::string cmd = "'" + python + "' '" + script + "' " + args + " 2>'" + err_file + "'";
+  const std::string cmd = peer_environment() + "'" + python + "' '" + script + "' " + args + " 2>'" + err_file + "'";
   std::fprintf(stderr, "bench: running the %s peer: %s\n", peer.c_str(), (script + " " + args).c_str());
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
   RLCPP_CHECK(pipe, "bench: cannot run " << cmd);

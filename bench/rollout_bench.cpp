@@ -15,6 +15,7 @@
 #include "kernels/machine_peaks.h"
 #include "model/init.h"
 #include "rollout/engine.h"
+#include "rollout/kv_utilisation.h"
 
 namespace rlcpp::bench {
 
@@ -149,6 +150,51 @@ void print_memory(const char* name, const RolloutStats& s, int64_t sequences, in
               static_cast<double>(sequences * context * s.kv_bytes_per_token) * mib);
 }
 
+// Continuous against static batching of the same requests (EngineConfig::static_batching): single samples that
+// end at EOS (the random model draws it about once in V tokens) or at o.batching_new_tokens, at most
+// o.batching_max_seqs at a time, so their lengths differ and a static batch waits for its longest. Keyed sampling
+// gives both the same tokens. With the KV slots each layout fills (rollout/kv_utilisation.h).
+void print_batching(const Transformer& model, const ParameterStore& params, const RolloutBenchOptions& o,
+                    const ExecContext& context) {
+  const ModelConfig& mc = model.config();
+  Request req = make_request(mc, o.batching_prompts, 1, o.prompt_len, o.batching_new_tokens);
+  req.sampling.ignore_eos = false;
+  struct Mode {
+    const char* name;
+    bool static_batching;
+    ShapeResult result;
+  };
+  std::vector<Mode> modes = {{"continuous", false, {}}, {"static", true, {}}};
+  const int64_t reserved = std::min(o.prompt_len + o.batching_new_tokens, mc.max_position_embeddings);
+  KvUtilisation utilisation(reserved);
+  for (Mode& m : modes) {
+    EngineConfig ec;
+    ec.block_size = o.block_size;
+    ec.max_num_seqs = o.batching_max_seqs;
+    ec.max_num_batched_tokens = std::max<int64_t>(8192, mc.max_position_embeddings);
+    ec.static_batching = m.static_batching;
+    Engine engine(model, params, ec, 0, context);
+    time_shape(engine, req, o.iters, m.result);
+    if (!m.static_batching) engine.generate(req, [&](const StepView& v) { utilisation.add_step(v); });
+  }
+  std::printf("  batching (%lld prompts x 1, prompt %lld, ending at EOS or after %lld new tokens, %lld sequences at a "
+              "time; the same samples both ways):\n",
+              static_cast<long long>(o.batching_prompts), static_cast<long long>(o.prompt_len),
+              static_cast<long long>(o.batching_new_tokens), static_cast<long long>(o.batching_max_seqs));
+  for (const Mode& m : modes) {
+    const RolloutStats& s = m.result.stats;
+    std::printf("    %-10s %10.0f tok/s  %5lld engine steps, %.1f sequences a step on average\n", m.name,
+                m.result.tokens_per_s, static_cast<long long>(s.steps),
+                static_cast<double>(s.generated_tokens) / static_cast<double>(std::max<int64_t>(1, s.steps)));
+  }
+  std::printf("    continuous / static: %.2fx the tokens/s\n",
+              modes[0].result.tokens_per_s / modes[1].result.tokens_per_s);
+  std::printf("  KV slots holding a token (continuous, averaged over steps): paged (blocks of %lld) %.0f%%; "
+              "a contiguous cache reserving prompt + max new tokens (%lld) per sequence %.0f%%\n",
+              static_cast<long long>(o.block_size), 100 * utilisation.paged(), static_cast<long long>(reserved),
+              100 * utilisation.contiguous());
+}
+
 }  // namespace
 
 int run_rollout_bench(const RolloutBenchOptions& o) {
@@ -157,7 +203,7 @@ int run_rollout_bench(const RolloutBenchOptions& o) {
                                                : std::vector<std::string>{};
   const bool torch_peer = o.peer && list_has(o.peers, "torch") && o.preset == "tiny" && o.dtype == "fp32";
   const ExecContext context = context_for_device(o.device, "bench rollout --device");
-  const ModelConfig mc = model_preset(o.preset);
+  const ModelConfig mc = model_shapes(o.preset);
   const ParameterStore params = init_random(mc, 1);
   const Transformer model(mc, make_numerics(o.dtype, "none", o.batch_invariant, "bench rollout --dtype", ""));
   // The same weights for the real peers, as a Hugging Face directory.
@@ -221,6 +267,7 @@ int run_rollout_bench(const RolloutBenchOptions& o) {
   const RolloutStats shared = engine.generate(shared_req).stats;
   std::snprintf(name, sizeof name, "prompt %lld (same groups)", static_cast<long long>(o.shared_prompt_len));
   print_memory(name, shared, o.prompts * o.group, o.shared_prompt_len + o.new_tokens);
+  if (o.batching_prompts > 0) print_batching(model, params, o, context);
   return 0;
 }
 

@@ -14,6 +14,10 @@ struct RolloutBenchOptions {
   int64_t long_tail_sequences = 64;  // the long-tail shape: few sequences, long responses
   int64_t long_tail_new_tokens = 54;
   int64_t shared_prompt_len = 40;    // the memory figure with a prompt longer than a block
+  // W1: continuous against static batching of the same single-sample requests, ending at EOS (0 = skip)
+  int64_t batching_prompts = 256;
+  int64_t batching_max_seqs = 64;
+  int64_t batching_new_tokens = 54;
   int64_t block_size = 16;
   int iters = 10;  // timed runs per shape on each side of the peer
   bool peer = true;
@@ -23,9 +27,10 @@ struct RolloutBenchOptions {
   bool batch_invariant = true;  // rlcpp's numerics.batch_invariant (false: cuBLAS / OpenBLAS products)
 };
 
-// Rollout tokens/s (fixed-length sampling at temperature 1) on the W1 shapes of BENCHMARKS.md (the long tail
+// Rollout tokens/s (fixed-length sampling at temperature 1) on the W1 shapes of docs/benchmarks.md (the long tail
 // skipped when long_tail_sequences is 0) next to the peers of `peers` on the same weights, plus the KV-cache
-// memory report (W1 only). Returns 0.
+// memory report and continuous against static batching with the KV slots each layout fills (W1, with the long
+// tail). Returns 0.
 int run_rollout_bench(const RolloutBenchOptions& options);
 
 }  // namespace rlcpp::bench

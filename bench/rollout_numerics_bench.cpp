@@ -121,7 +121,7 @@ NumericsGap numerics_gap(const Entry& e, const Transformer& baseline, const Para
 }  // namespace
 
 int run_rollout_numerics_bench(const RolloutBenchOptions& o, const std::string& numerics) {
-  ModelConfig mc = model_preset(o.preset);
+  ModelConfig mc = model_shapes(o.preset);
   // The context only sizes the RoPE table and the KV cache's per-sequence limit: the shape's own is enough.
   mc.max_position_embeddings = std::max<int64_t>(64, (o.prompt_len + o.new_tokens + 15) / 16 * 16);
   const ParameterStore params = init_random(mc, 1);

@@ -367,7 +367,7 @@ static int run_step_bench_in(const StepBenchOptions& o, const TempDir& dir) {
     if (!hf->result.is_null() && hf->result.contains("step_ms")) {
       const std::string name = "HF+PyTorch (torch " + hf->result.value("torch", std::string("?")) + ")";
       Json result = hf->result;
-      // BENCHMARKS.md's goal is for the GPU (rlcpp >= 3x); on the CPU the row is for reference.
+      // docs/benchmarks.md's goal is for the GPU (rlcpp >= 3x); on the CPU the row is for reference.
       result.update(print_peer_step(name, hf->result, peer_tokens, rows, on_gpu ? 3 : 0));
       out["hf_pytorch"] = result;
     } else {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -51,13 +52,36 @@ int run_tokenizer_bench(const TokenizerBenchOptions& o) {
       fs::is_directory(o.tokenizer) ? (fs::path(o.tokenizer) / "tokenizer.json").string() : o.tokenizer;
   const BpeTokenizer tok = BpeTokenizer::load(path);
   const std::string src = source_dir();
-  std::string text = o.input.empty() ? default_text(src) : read_all(o.input);
+  std::string text;
+  std::vector<std::string> per_input;  // each input's counts, printed under the header
+  for (const std::string& input : o.inputs) {
+    std::string part = read_all(input);
+    if (!part.empty() && part.back() != '\n') part += '\n';
+    int64_t part_bytes = 0, part_chars = 0, part_tokens = 0, part_lines = 0;
+    for (const std::string& line : split_lines(part)) {
+      if (line.empty()) continue;
+      ++part_lines;
+      part_bytes += static_cast<int64_t>(line.size());
+      for (unsigned char c : line) part_chars += (c & 0xC0) != 0x80;  // UTF-8 code points
+      part_tokens += static_cast<int64_t>(tok.encode(line).size());
+    }
+    char row[512];
+    std::snprintf(row, sizeof row, "  %s: %lld lines, %lld characters, %lld tokens: %.2f characters/token, "
+                  "%.2f bytes/token", input.c_str(), static_cast<long long>(part_lines),
+                  static_cast<long long>(part_chars), static_cast<long long>(part_tokens),
+                  static_cast<double>(part_chars) / static_cast<double>(std::max<int64_t>(1, part_tokens)),
+                  static_cast<double>(part_bytes) / static_cast<double>(std::max<int64_t>(1, part_tokens)));
+    per_input.push_back(row);
+    text += part;
+  }
+  if (o.inputs.empty()) text = default_text(src);
   const std::vector<std::string> lines = split_lines(text);
-  // The peer reads the same lines from a file (the default text is assembled here).
+  // The peer reads the same lines from a file: the one input, or the text assembled here.
+  const bool own_file = o.inputs.size() != 1;
   const std::string text_file =
-      o.input.empty() ? (fs::temp_directory_path() / ("rlcpp_tokenize_bench_" + std::to_string(getpid()) + ".txt")).string()
-                      : o.input;
-  if (o.input.empty()) {
+      own_file ? (fs::temp_directory_path() / ("rlcpp_tokenize_bench_" + std::to_string(getpid()) + ".txt")).string()
+               : o.inputs[0];
+  if (own_file) {
     OutputFile file(text_file, OutputFile::Mode::kReplace);
     file.write(text);
     file.close();
@@ -80,6 +104,7 @@ int run_tokenizer_bench(const TokenizerBenchOptions& o) {
   std::printf("bench tokenize: %s, %zu lines, %.2f MB, %lld tokens (%.2f bytes/token), one thread, median of %d\n",
               path.c_str(), lines.size(), bytes / 1e6, static_cast<long long>(tokens),
               static_cast<double>(bytes) / static_cast<double>(tokens), o.iters);
+  for (const std::string& row : per_input) std::printf("%s\n", row.c_str());
   std::printf("  rlcpp  %8.2f MB/s  %10.0f tokens/s by line; %8.2f MB/s in one call\n", mb_per_s,
               static_cast<double>(tokens) / seconds, whole_mb_per_s);
   if (o.peer) {
@@ -100,7 +125,7 @@ int run_tokenizer_bench(const TokenizerBenchOptions& o) {
       std::printf("  peer   not run: %s missing? (scripts/ensure_python.sh installs it)\n", python.c_str());
     }
   }
-  if (o.input.empty()) fs::remove(text_file);
+  if (own_file) fs::remove(text_file);
   return 0;
 }
 

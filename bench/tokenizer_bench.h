@@ -3,12 +3,15 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace rlcpp::bench {
 
 struct TokenizerBenchOptions {
   std::string tokenizer;  // a tokenizer.json or a checkpoint directory holding one
-  std::string input;      // text, encoded line by line; default: the project's READMEs, docs, corpus and code
+  // Text files, encoded line by line (each one's characters and bytes per token printed); default: the
+  // project's READMEs, docs, corpus and code.
+  std::vector<std::string> inputs;
   int iters = 5;
   bool peer = true;
 };

@@ -70,7 +70,7 @@ int run_train_bench(const TrainBenchOptions& o) {
     pytorch2 = run_real_peer("pytorch2", "train --preset " + o.preset + " --batch " + std::to_string(o.batch) +
                                                       " --seq " + std::to_string(o.seq) + timing);
   }
-  const ModelConfig mc = model_preset(o.preset);
+  const ModelConfig mc = model_shapes(o.preset);
   ParameterStore params = init_random(mc, 1);
   Transformer model(mc);
   const TrainBenchBatch data = random_train_batch(mc, o.batch, o.seq);

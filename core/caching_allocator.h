@@ -1,6 +1,6 @@
-// A caching allocator: the memory pool of one device (DESIGN.md "Execution"). A buffer released by a step goes
-// back to the pool and the next step of a like shape gets it again, instead of the system allocator: on the
-// CPU that spares the mmap, page faults and zeroing of every large step buffer; on CUDA, cudaMalloc's and
+// A caching allocator: the memory pool of one device (docs/architecture.md "Execution"). A buffer released by a
+// step goes back to the pool and the next step of a like shape gets it again, instead of the system allocator: on
+// the CPU that spares the mmap, page faults and zeroing of every large step buffer; on CUDA, cudaMalloc's and
 // cudaFree's device-wide synchronisation. An ExecContext owns one; the tensors it allocates keep it alive.
 #pragma once
 

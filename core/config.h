@@ -10,6 +10,9 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <cmath>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -57,10 +60,29 @@ template <class T> T read_leaf(const Json& j, const std::string& path) {
     return j.get<bool>();
   } else if constexpr (std::is_integral_v<T>) {
     RLCPP_CHECK(j.is_number_integer(), "config key '" << path << "': expected an integer, got " << json_excerpt(j));
+    // Checked before converting, so that an error shows the number as written, not what it wrapped to.
+    using Limits = std::numeric_limits<T>;
+    bool fits = false;
+    if (j.is_number_unsigned()) {
+      fits = j.get<uint64_t>() <= static_cast<uint64_t>(Limits::max());
+    } else {
+      const int64_t v = j.get<int64_t>();
+      fits = v < 0 ? !std::is_unsigned_v<T> && v >= static_cast<int64_t>(Limits::min())
+                   : static_cast<uint64_t>(v) <= static_cast<uint64_t>(Limits::max());
+    }
+    RLCPP_CHECK(fits, "config key '" << path << "': " << json_excerpt(j) << " is outside the range of this key's "
+                                     << (std::is_unsigned_v<T> ? "unsigned " : "") << 8 * sizeof(T)
+                                     << "-bit integers");
     return j.get<T>();
   } else if constexpr (std::is_floating_point_v<T>) {
     RLCPP_CHECK(j.is_number(), "config key '" << path << "': expected a number, got " << json_excerpt(j));
-    return j.get<T>();
+    // A float key: a number a float cannot hold would reach the checks as inf or 0; name it as written.
+    const double value = j.get<double>();
+    const T stored = static_cast<T>(value);
+    RLCPP_CHECK(!std::isinf(stored) && (stored != 0 || value == 0),
+                "config key '" << path << "': " << json_excerpt(j) << " is outside the range of a "
+                               << 8 * sizeof(T) << "-bit float (it would be stored as " << stored << ")");
+    return stored;
   } else if constexpr (std::is_same_v<T, std::string>) {
     RLCPP_CHECK(j.is_string(), "config key '" << path << "': expected a string, got " << json_excerpt(j));
     return j.get<std::string>();

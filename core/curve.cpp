@@ -11,8 +11,8 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/endpoint.h"
 #include "core/input_file.h"
-#include "core/wire.h"
 
 namespace rlcpp {
 

@@ -51,6 +51,20 @@ int ExecContext::cuda_devices(std::string* why) {
 #endif
 }
 
+ExecContext ExecContext::on_backend(std::string name) const {
+  ExecContext other(*this);
+  other.backend_ = std::move(name);
+  return other;
+}
+
+std::string ExecContext::describe_cuda() {
+#ifdef RLCPP_WITH_CUDA
+  return cuda_runtime::describe();
+#else
+  return "rlcpp was built without CUDA\n";
+#endif
+}
+
 std::string ExecContext::name() const {
   return device() == Device::kCPU ? "cpu" : "cuda:" + std::to_string(device_index());
 }

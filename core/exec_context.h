@@ -1,4 +1,4 @@
-// Where work runs (DESIGN.md "Execution"): a device, the stream its work is queued on, the memory pool it
+// Where work runs (docs/architecture.md "Execution"): a device, the stream its work is queued on, the memory pool it
 // allocates from, and the library handles (cuBLAS). It is an argument of whatever allocates or launches — no
 // global or thread-local state. Copies share the same resources (pool, stream, handles), which the last copy
 // frees; tensors allocated from the pool keep the pool alive.
@@ -40,6 +40,15 @@ class ExecContext {
   static ExecContext cuda(int index = 0);
   // How many CUDA devices this process can use; 0 with the reason in *why (built without CUDA, no driver, none).
   static int cuda_devices(std::string* why = nullptr);
+  // What this process sees of CUDA: the runtime's and the driver's versions and each device, a line each
+  // (`rlcpp devices`); "rlcpp was built without CUDA" in a CPU-only build.
+  static std::string describe_cuda();
+
+  // The same resources with ops dispatched to another backend of the same device (kernels/backend.h): e.g.
+  // "reference" on the host, the readable definitions the op matrix test compares the fast kernels with.
+  ExecContext on_backend(std::string name) const;
+  // The backend ops on this context run on: "cpu" or "cuda" unless on_backend chose another.
+  const std::string& backend() const { return backend_; }
 
   Device device() const { return res_->device; }
   int device_index() const { return res_->index; }
@@ -62,8 +71,10 @@ class ExecContext {
   Tensor copy_of(const Tensor& src) const;
 
  private:
-  explicit ExecContext(std::shared_ptr<Resources> res) : res_(std::move(res)) {}
+  explicit ExecContext(std::shared_ptr<Resources> res)
+      : res_(std::move(res)), backend_(res_->device == Device::kCPU ? "cpu" : "cuda") {}
   std::shared_ptr<Resources> res_;
+  std::string backend_;
 };
 
 // A device named in a config key or option: "cpu", "cuda" (device 0) or "cuda:N". parse_device_spec checks the

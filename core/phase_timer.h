@@ -1,4 +1,4 @@
-// Wall time of a step's phases (DESIGN.md "Step timing"): rollout, reward, old_logprob, ref_logprob, values,
+// Wall time of a step's phases (docs/architecture.md "Step timing"): rollout, reward, old_logprob, ref_logprob, values,
 // advantage, update_actor, update_critic, weight_sync, probe, eval, checkpoint, and `other`, the remainder of
 // the step's wall time, so the phases add up to it exactly.
 #pragma once

@@ -246,30 +246,4 @@ void bind_endpoint(zmq::socket_t& socket, const std::string& endpoint, const std
   }
 }
 
-bool is_local_endpoint(const std::string& endpoint) {
-  const auto sep = endpoint.find("://");
-  RLCPP_CHECK(sep != std::string::npos && sep > 0,
-              "endpoint '" << endpoint << "' is not of the form transport://address (e.g. ipc:///tmp/w.ipc, "
-                           << "tcp://127.0.0.1:5555)");
-  const std::string transport = endpoint.substr(0, sep), address = endpoint.substr(sep + 3);
-  if (transport == "ipc" || transport == "inproc") return true;
-  RLCPP_CHECK(transport == "tcp", "endpoint '" << endpoint << "': transport '" << transport
-                                               << "' is not supported; use ipc://, inproc:// or tcp://");
-  // A connect may name a source first ("tcp://SRC;DST:PORT"): where it goes is what follows the last ';'.
-  const size_t semicolon = address.rfind(';');
-  const std::string target = semicolon == std::string::npos ? address : address.substr(semicolon + 1);
-  const size_t colon = target.rfind(':');
-  const std::string host = target.substr(0, colon);
-  // libzmq takes "tcp://host:99999" and listens on the port modulo 2^16: refuse what is no port.
-  const std::string port = colon == std::string::npos ? "" : target.substr(colon + 1);
-  const bool wildcard = port == "*" || port == "0";
-  RLCPP_CHECK(wildcard || (!port.empty() && port.size() <= 5 &&
-                           port.find_first_not_of("0123456789") == std::string::npos && std::stol(port) <= 65535),
-              "endpoint '" << endpoint << "': port '" << port << "' is not a port (1..65535, or * for any)");
-  // 127.x as an IPv4 literal only: a name such as 127.example.com may resolve anywhere.
-  const bool ipv4_loopback = host.rfind("127.", 0) == 0 &&
-                             host.find_first_not_of("0123456789.") == std::string::npos;
-  return host == "localhost" || host == "[::1]" || host == "::1" || ipv4_loopback;
-}
-
 }  // namespace rlcpp

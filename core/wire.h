@@ -103,11 +103,6 @@ bool send_wire_message(zmq::socket_t& socket, const std::vector<zmq::message_t>&
 // "address in use" when another socket holds the address, else ZeroMQ's message.
 void bind_endpoint(zmq::socket_t& socket, const std::string& endpoint, const std::string& who);
 
-// Whether `endpoint` stays on this machine: ipc://, inproc://, and tcp:// on a loopback address (127.x, localhost,
-// [::1]); any other tcp host (an address, '*', an interface) reaches beyond it. Throws naming the endpoint when it
-// is not transport://address or its transport is not one of these three. Which endpoints need CURVE: core/curve.h.
-bool is_local_endpoint(const std::string& endpoint);
-
 // ---- template definitions ----
 
 template <class T> void WireMessage::add(const std::string& name, const std::vector<T>& values,

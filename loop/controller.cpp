@@ -48,7 +48,11 @@ ParameterStore initial_policy(const TrainConfig& config, const RunDir& run, Comm
     std::printf("train: SFT warm start in %s\n", sft.run_dir.c_str());
     checkpoint = run_sft(sft, config_to_json(sft)).checkpoint;
   }
+  // The SFT takes as long as it takes: the other ranks wait for it without the collectives' deadline.
+  const double deadline_s = world.timeout_s();
+  world.set_timeout_s(0);
   world.broadcast(checkpoint, 0);
+  world.set_timeout_s(deadline_s);
   return load_model_checkpoint(checkpoint);
 }
 
@@ -120,7 +124,7 @@ struct Critic {
   PolicyUpdater updater;
 
   Critic(const ParameterStore& policy, const TrainConfig& config, const ExecContext& context)
-      : model(critic_config(policy.config())),
+      : model(critic_config(engine_model_config(policy.config(), config.rollout.engine))),
         params(critic_from_policy(policy, config.seed)),
         updater(model, params, config.critic.optim, context) {}
   CriticState state{params, updater.optimizer()};  // what checkpoints save and restore
@@ -130,11 +134,13 @@ struct Critic {
 // world.size() (loop/data_parallel_step.h: the lead, rank 0, alone writes the run directory and runs the
 // rollout).
 TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std::string& resume_checkpoint,
-                        Communicator& world) {
+                        Communicator& world, const TrainHooks& hooks) {
   const bool lead = world.rank() == 0;
   ParameterStore params =
       resume_checkpoint.empty() ? initial_policy(config, run, world) : load_model_checkpoint(resume_checkpoint);
-  const ModelConfig& mc = params.config();
+  check_ranks_agree(world, params, 0);
+  // The run's models serve what the engine makes: sequences within its context (rollout.engine.max_context).
+  const ModelConfig mc = engine_model_config(params.config(), config.rollout.engine);
   const std::unique_ptr<Tokenizer> tokenizer = run_tokenizer(config.tokenizer_path(), config.tokenizer, mc, config.chat);
   const Tokenizer& tok = *tokenizer;
   const std::vector<std::string> tokenizer_files_saved = tokenizer_files(tok);  // in every checkpoint
@@ -162,7 +168,8 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   std::unique_ptr<Transformer> teacher_model;
   if (needs.teacher_logp) {
     teacher = load_model_checkpoint(config.algorithm.distill.teacher);
-    teacher_model = std::make_unique<Transformer>(teacher->config(), config.trainer_numerics());
+    teacher_model = std::make_unique<Transformer>(engine_model_config(teacher->config(), config.rollout.engine),
+                                                  config.trainer_numerics());
   }
   // The trainer's device (config key 'device'): the actor's and the critic's updates, old and reference log-probs,
   // the probe's scoring.
@@ -287,13 +294,11 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
     std::string checkpoint;
     if (lead && (last || (config.checkpoint_every > 0 && step % config.checkpoint_every == 0))) {
       checkpoint = run.checkpoint_dir(step);
-      timer.time(Phase::kCheckpoint, [&] {
-        save_train_checkpoint(checkpoint, params, actor.optimizer(),
-                              {step, ctx.version, &data_rng, &update_rng, state.run_config,
-                               pipeline.pending_to_json()},
-                              critic_ckpt,
-                              tokenizer_files_saved);
-        prune_checkpoints(run.path(), config.checkpoint_keep_last, rollout_checkpoint);
+      timer.time(Phase::kCheckpoint, [&] {  // as step_N.partial: committed below, after the step's records
+        write_train_checkpoint(checkpoint, params, actor.optimizer(),
+                               {step, ctx.version, &data_rng, &update_rng, state.run_config,
+                                pipeline.pending_to_json()},
+                               critic_ckpt, tokenizer_files_saved);
         return 0;
       });
       summary.checkpoint = checkpoint;
@@ -325,8 +330,15 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
                                    : config.rollout.num_workers;
     record["layout/cores"] = static_cast<int64_t>(std::thread::hardware_concurrency());
     if (!lead) continue;
+    // The step's records, then its checkpoint's rename: a crash between them leaves records past the newest
+    // complete checkpoint, which a resume drops and writes again, never a checkpoint whose step has none.
     metrics_log->write(record);
     for (const Json& s : r.samples) samples_log->write(s);
+    if (!checkpoint.empty()) {
+      commit_train_checkpoint(checkpoint);
+      prune_checkpoints(run.path(), config.checkpoint_keep_last, rollout_checkpoint);
+      if (hooks.checkpoint_committed) hooks.checkpoint_committed(step);
+    }
     if (step % config.log_every == 0 || step == 1 || last)
       print_step_line(config, step, r, timer, accuracy, step_seconds_total / steps_done);
   }
@@ -343,11 +355,14 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
 
 }  // namespace
 
-TrainSummary run_train(const TrainConfig& config, const Json& resolved_config, Communicator* comm) {
+TrainSummary run_train(const TrainConfig& config, const Json& resolved_config, Communicator* comm,
+                       const TrainHooks& hooks) {
   const std::unique_ptr<Communicator> single = comm ? nullptr : make_single_communicator();
   Communicator& world = comm ? *comm : *single;
   config.validate();
+  world.set_timeout_s(config.trainer.collective_timeout_s);
   config.check_data_parallel(world.size());
+  check_ranks_share_config(world, config_to_json(config));
   // The lead creates the run directory (maybe NAME-2); every rank works in the one it chose.
   std::string path;
   std::optional<RunDir> run;
@@ -357,10 +372,11 @@ TrainSummary run_train(const TrainConfig& config, const Json& resolved_config, C
   }
   world.broadcast(path, 0);
   if (!run) run = RunDir::open_existing(path);
-  return train_loop(config, *run, "", world);
+  return train_loop(config, *run, "", world, hooks);
 }
 
-TrainSummary resume_train(const std::string& run_dir, bool allow_config_change, Communicator* comm) {
+TrainSummary resume_train(const std::string& run_dir, bool allow_config_change, Communicator* comm,
+                          const TrainHooks& hooks) {
   const std::unique_ptr<Communicator> single = comm ? nullptr : make_single_communicator();
   Communicator& world = comm ? *comm : *single;
   if (world.rank() != 0) {  // the lead checks the run and picks the checkpoint; the others follow it
@@ -370,7 +386,8 @@ TrainSummary resume_train(const std::string& run_dir, bool allow_config_change, 
     world.broadcast(config_text, 0);
     TrainConfig config;
     config_from_json(Json::parse(config_text), config);
-    return train_loop(config, RunDir::open_existing(path), checkpoint, world);
+    world.set_timeout_s(config.trainer.collective_timeout_s);
+    return train_loop(config, RunDir::open_existing(path), checkpoint, world, hooks);
   }
   RunDir run = RunDir::open_to_resume(run_dir);
   TrainConfig config;
@@ -399,13 +416,14 @@ TrainSummary resume_train(const std::string& run_dir, bool allow_config_change, 
       std::printf("train: warning: resuming under an edited config (--allow-config-change):%s\n", changes.c_str());
   }
   config.check_data_parallel(world.size());
+  world.set_timeout_s(config.trainer.collective_timeout_s);
   if (world.size() > 1) {
     std::string path = run.path(), chosen = checkpoint, config_text = config_to_json(config).dump();
     world.broadcast(path, 0);
     world.broadcast(chosen, 0);
     world.broadcast(config_text, 0);
   }
-  return train_loop(config, run, checkpoint, world);
+  return train_loop(config, run, checkpoint, world, hooks);
 }
 
 }  // namespace rlcpp

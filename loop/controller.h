@@ -7,6 +7,8 @@
 // samples to samples.jsonl, and prints a step line.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,12 @@
 #include "trainer/communicator.h"
 
 namespace rlcpp {
+
+// Test hooks (`rlcpp train --inject-fault`, hidden from --help): called on the lead at the points where a crash must
+// lose nothing. A hook may end the process.
+struct TrainHooks {
+  std::function<void(int64_t step)> checkpoint_committed;  // step_N is complete (and step N's records written)
+};
 
 struct TrainSummary {
   std::string run_dir;
@@ -25,7 +33,8 @@ struct TrainSummary {
 };
 
 // `comm`: this process's rank of a data-parallel launch (loop/data_parallel_step.h); null = one process.
-TrainSummary run_train(const TrainConfig& config, const Json& resolved_config, Communicator* comm = nullptr);
+TrainSummary run_train(const TrainConfig& config, const Json& resolved_config, Communicator* comm = nullptr,
+                       const TrainHooks& hooks = {});
 
 // Continues the run in `run_dir` (its config.json) from its newest complete checkpoint: weights, optimizer
 // moments and step count (the critic's too), RNG positions, step and policy version, and the reference saved at
@@ -37,6 +46,6 @@ TrainSummary run_train(const TrainConfig& config, const Json& resolved_config, C
 // Data-parallel, every rank calls it: the lead (rank 0) takes the lock, checks and picks the checkpoint, and the
 // other ranks resume from that one.
 TrainSummary resume_train(const std::string& run_dir, bool allow_config_change = false,
-                          Communicator* comm = nullptr);
+                          Communicator* comm = nullptr, const TrainHooks& hooks = {});
 
 }  // namespace rlcpp

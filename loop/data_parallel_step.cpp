@@ -24,10 +24,28 @@ void check_ranks_agree(Communicator& comm, const ParameterStore& params, int64_t
   std::string differ;
   for (size_t r = 1; r < all.size(); ++r)
     if (all[r] != all[0]) differ += (differ.empty() ? "" : ", ") + std::to_string(r);
+  if (step == 0)
+    RLCPP_CHECK(differ.empty(), "data parallelism: the initial weights of rank(s) "
+                                    << differ << " differ from rank 0's (every rank must start from the same "
+                                    << "checkpoint: is init_checkpoint the same files on every host?)");
   RLCPP_CHECK(differ.empty(), "data parallelism: after step " << step << " the weights of rank(s) " << differ
                                                               << " differ from rank 0's (the ranks must take the "
                                                               << "same update; is every rank running the same "
                                                               << "binary and config?)");
+}
+
+void check_ranks_share_config(Communicator& comm, const Json& resolved_config) {
+  if (comm.size() == 1) return;
+  const std::vector<std::string> configs = comm.all_gather(resolved_config.dump());
+  const Json lead = Json::parse(configs[0]);
+  for (size_t r = 1; r < configs.size(); ++r) {
+    if (configs[r] == configs[0]) continue;
+    const std::vector<std::string> differences = config_differences(lead, Json::parse(configs[r]));
+    if (differences.empty()) continue;  // the same values, written otherwise
+    RLCPP_FAIL("data parallelism: rank " << r << "'s config differs from rank 0's: " << differences.front()
+                                         << " (rank 0 -> rank " << r << "); every rank must run the same config "
+                                         << "(the same file and --set overrides)");
+  }
 }
 
 std::vector<std::vector<float>> response_logp_over_ranks(const ExecContext& exec, Communicator& comm,

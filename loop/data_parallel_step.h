@@ -22,8 +22,14 @@ namespace rlcpp {
 // The lead's draws on every rank (broadcast as step_draws_to_json).
 void share_draws(Communicator& comm, StepDraws& drawn);
 
-// Stops the run naming the ranks whose weights differ from rank 0's after `step` (XXH3 of the flat buffer).
+// Stops the run naming the ranks whose weights differ from rank 0's after `step` (XXH3 of the flat buffer); step 0:
+// the initial weights, before any work.
 void check_ranks_agree(Communicator& comm, const ParameterStore& params, int64_t step);
+
+// Stops the run on every rank when a rank's resolved run config is not rank 0's, naming the rank and the first key
+// that differs (the configs are gathered whole: a few kB each). Mixed configs hang (another step count) or train
+// on mixed gradients (another algorithm or dtype).
+void check_ranks_share_config(Communicator& comm, const Json& resolved_config);
 
 // compute_response_logp (trainer/rollout_batch.h) with the samples split over the ranks in contiguous shards and
 // the results gathered: every rank gets every sample's log-probs, the same bits as one rank computing them all

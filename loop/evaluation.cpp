@@ -11,21 +11,20 @@ namespace rlcpp {
 
 namespace {
 
-// An engine sized for the request: a KV cache for max_num_seqs sequences of the longest prompt plus the
-// response limit (not of the model's whole context, which for a large model would be most of the memory),
-// and at least the one full-context sequence the engine requires. Fewer blocks than the batch needs would
-// only make the engine preempt and recompute.
+// An engine sized for the request: its context the longest prompt plus the response limit, and a KV cache for
+// max_num_seqs such sequences (not of the model's whole context, which for a large model would be most of the
+// memory). Fewer blocks than the batch needs would only make the engine preempt and recompute.
 EngineConfig eval_engine_config(const ModelConfig& model, const Request& request, int64_t max_num_seqs) {
   EngineConfig c;
   const int64_t sequences = static_cast<int64_t>(request.prompts.size()) * request.n;
   c.max_num_seqs = std::clamp<int64_t>(sequences, 1, max_num_seqs);
   int64_t longest = 0;
   for (const auto& p : request.prompts) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
-  const int64_t tokens = std::min(model.max_position_embeddings, longest + request.sampling.max_new_tokens);
-  const int64_t blocks_per_seq = (tokens + c.block_size - 1) / c.block_size;
-  const int64_t full_context = (model.max_position_embeddings + c.block_size - 1) / c.block_size;
-  c.num_blocks = std::max(full_context, c.max_num_seqs * blocks_per_seq);
-  c.max_num_batched_tokens = std::max(c.max_num_batched_tokens, model.max_position_embeddings);
+  c.max_context = std::min(model.max_position_embeddings,
+                           longest + std::clamp<int64_t>(request.sampling.max_new_tokens, 1,
+                                                         model.max_position_embeddings));
+  c.num_blocks = c.max_num_seqs * ((c.max_context + c.block_size - 1) / c.block_size);
+  c.max_num_batched_tokens = std::max(c.max_num_batched_tokens, c.max_context);
   return c;
 }
 

@@ -1,4 +1,4 @@
-// One RL step of `rlcpp train` through its phases (DESIGN.md "one RL step"): the step's draws (rollout and
+// One RL step of `rlcpp train` through its phases (docs/architecture.md "one RL step"): the step's draws (rollout and
 // reward, loop/step_draws.h, handed over by the rollout pipeline), then old_logprob and ref_logprob as the
 // algorithm needs them and the algorithm's own part (trainer/algorithm.h: values, advantage, update_critic,
 // update_actor) in learn_step, then weight_sync and probe in sync_and_probe. Eval and checkpoint belong to the

@@ -92,9 +92,10 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
                        "--name", name, "--heartbeat", std::to_string(heartbeat_s), "--block-size",
                        std::to_string(e.block_size), "--num-blocks", std::to_string(e.num_blocks), "--max-num-seqs",
                        std::to_string(e.max_num_seqs), "--max-batched-tokens",
-                       std::to_string(e.max_num_batched_tokens), "--dtype", compute_dtype_name(numerics.compute),
+                       std::to_string(e.max_num_batched_tokens), "--max-context", std::to_string(e.max_context),
+                       "--dtype", compute_dtype_name(numerics.compute),
                        "--quantization",
-                       is_quantized(numerics.linear_weights) ? weight_format_name(numerics.linear_weights) : "none",
+                       is_quantized(numerics.linear_weights) ? precision_name(numerics.linear_weights) : "none",
                        "--batch-invariant", numerics.batch_invariant ? "true" : "false", "--device",
                        worker_device(rollout, w), "--exit-with-parent"});
       processes_.push_back(std::make_unique<WorkerProcess>(binary_, args_.back()));

@@ -75,9 +75,21 @@ void RolloutPipeline::restore(const Json& pending, const std::string& where) {
   RLCPP_CHECK(!thread_.joinable(), "rollout pipeline: pending draws restored while draws are in flight");
   if (pending.is_null()) return;
   RLCPP_CHECK(pending.is_array(), where << ": must be an array of pending steps' draws");
+  const int64_t group = ctx_.config.rollout.group_size, prompts = ctx_.config.rollout.prompts_per_step;
   for (size_t i = 0; i < pending.size(); ++i) {
     StepDraws d = step_draws_from_json(pending[i], where + " [" + std::to_string(i) + "]");
     const int64_t step = d.step;
+    // Drawn under the config the checkpoint was trained with: a resume under another group size or batch
+    // (--allow-config-change) would learn from groups the step does not expect.
+    const int64_t drawn_prompts = static_cast<int64_t>(d.drawn.problems.size());
+    const int64_t drawn_samples = static_cast<int64_t>(d.drawn.rollout.samples.size());
+    RLCPP_CHECK(drawn_samples == drawn_prompts * group && drawn_prompts == prompts * d.draws,
+                where << ": step " << step << " was drawn ahead (async.max_staleness) as " << drawn_prompts
+                      << " prompts x " << (drawn_prompts > 0 ? drawn_samples / drawn_prompts : 0)
+                      << " samples in " << d.draws << " draw(s), but the run's config asks for "
+                      << "rollout.prompts_per_step " << prompts << " x rollout.group_size " << group
+                      << ": those keys cannot change while draws made under the old ones are pending; restore "
+                         "them, or resume from a checkpoint without pending_rollouts.json");
     RLCPP_CHECK(pending_.emplace(step, std::move(d)).second, where << ": step " << step << " appears twice");
   }
 }

@@ -1,4 +1,4 @@
-// The rollout side of `rlcpp train` running ahead of the trainer (async.max_staleness = N, DESIGN.md "Async
+// The rollout side of `rlcpp train` running ahead of the trainer (async.max_staleness = N, docs/architecture.md "Async
 // pipeline"). Step k takes its draws (loop/step_draws.h) and, when N >= 1, starts the draws of step k + N on a
 // thread of their own with the policy the engine holds then (version k - 1, synced at the end of step k - 1);
 // the trainer learns from step k's draws meanwhile and joins before it syncs version k. So every step trains on

@@ -1,4 +1,5 @@
-// The run directory of DESIGN.md: runs/NAME/{config.json, metrics.jsonl, samples.jsonl, checkpoints/step_N/}.
+// The run directory of docs/architecture.md: runs/NAME/{config.json, metrics.jsonl, samples.jsonl,
+// checkpoints/step_N/}.
 #pragma once
 
 #include <memory>

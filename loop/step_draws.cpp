@@ -1,5 +1,6 @@
 #include "loop/step_draws.h"
 
+#include <cmath>
 #include <iterator>
 
 #include "core/error.h"
@@ -55,6 +56,17 @@ Draw draw_and_score(const DrawContext& ctx, uint64_t seed, int64_t version, Step
     std::vector<int64_t> lengths;
     for (const Sample& s : draw.rollout.samples) lengths.push_back(static_cast<int64_t>(s.tokens.size()));
     apply_overlong_penalty(draw.rewards, lengths, cfg.rollout.sampling.max_new_tokens, cfg.reward.overlong_buffer);
+  }
+  // Named here, with the sample, rather than as a non-finite loss steps later.
+  for (size_t i = 0; i < draw.rewards.size(); ++i) {
+    const double total = draw.rewards[i].total;
+    RLCPP_CHECK(std::isfinite(total) && std::fabs(total) <= kMaxRewardMagnitude,
+                "step " << d.step << ": the reward of sample " << i << " (task " << ctx.task.name() << ", prompt "
+                        << json_excerpt(queries[i].problem->prompt, 80) << ", response "
+                        << json_excerpt(queries[i].response, 80) << ", reward.type \"" << cfg.reward.type
+                        << "\") is " << (std::isfinite(total) ? Json(total).dump() : std::to_string(total))
+                        << ": a reward must be finite and within +-"
+                        << kMaxRewardMagnitude << " (the trainer holds rewards in fp32); check the reward function");
   }
   d.reward_s += reward_watch.seconds();
   return draw;

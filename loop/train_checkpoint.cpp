@@ -82,6 +82,13 @@ void load_weights_and_moments(const std::string& dir, ParameterStore& params, Ad
 void save_train_checkpoint(const std::string& dir, const ParameterStore& params, AdamW& optimizer,
                            const TrainState& state, const CriticState* critic,
                            const std::vector<std::string>& extra_files) {
+  write_train_checkpoint(dir, params, optimizer, state, critic, extra_files);
+  commit_train_checkpoint(dir);
+}
+
+void write_train_checkpoint(const std::string& dir, const ParameterStore& params, AdamW& optimizer,
+                            const TrainState& state, const CriticState* critic,
+                            const std::vector<std::string>& extra_files) {
   const std::string partial = dir + ".partial";
   fs::remove_all(partial);
   try {
@@ -105,8 +112,11 @@ void save_train_checkpoint(const std::string& dir, const ParameterStore& params,
     fs::remove_all(partial, ec);
     throw;
   }
+}
+
+void commit_train_checkpoint(const std::string& dir) {
   fs::remove_all(dir);
-  fs::rename(partial, dir);
+  fs::rename(dir + ".partial", dir);
 }
 
 Json checkpoint_run_config(const std::string& dir) {

@@ -42,9 +42,17 @@ struct CriticState {
 
 // `critic` null: a run without a critic (no critic/ directory).
 // `extra_files` (a tokenizer's) are copied in beside the weights.
+// write_train_checkpoint then commit_train_checkpoint: between the two, the caller writes what must exist whenever
+// the checkpoint does (rlcpp train: the step's metrics and samples).
 void save_train_checkpoint(const std::string& dir, const ParameterStore& params, AdamW& optimizer,
                            const TrainState& state, const CriticState* critic = nullptr,
                            const std::vector<std::string>& extra_files = {});
+// Everything into DIR.partial (removed again when a write fails): no DIR that resuming could take yet.
+void write_train_checkpoint(const std::string& dir, const ParameterStore& params, AdamW& optimizer,
+                            const TrainState& state, const CriticState* critic = nullptr,
+                            const std::vector<std::string>& extra_files = {});
+// Renames DIR.partial to DIR (replacing a DIR left by an earlier run of the same step): the checkpoint is complete.
+void commit_train_checkpoint(const std::string& dir);
 
 // Loads the policy into `params` (same layout), the optimizer moments and step count into `optimizer`, the
 // RNG positions into state's streams; returns step and version in `state`. With `critic`, the critic's

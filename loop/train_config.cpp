@@ -1,11 +1,12 @@
 #include "loop/train_config.h"
 
 #include <filesystem>
+#include <map>
 
 #include "core/curve.h"
+#include "core/endpoint.h"
 #include "core/error.h"
 #include "core/exec_context.h"
-#include "core/wire.h"
 #include "loop/evaluation.h"
 #include "model/hf_tokenizer.h"
 #include "model/model_config.h"
@@ -191,23 +192,32 @@ void validate_remote_workers(const RolloutSection& rollout) {
   RLCPP_CHECK(r.key.empty() == r.worker_keys.empty(),
               "config keys 'rollout.remote.key' and 'rollout.remote.worker_keys': give both (CURVE: the trainer's "
               "PREFIX.key and the workers' .pub files) or neither");
-  auto check_endpoint = [&](const std::string& key, const std::string& e) {
-    bool local = false;
+  // Each place once: one worker listed twice would be sent two shares of every rollout and two copies of every
+  // publish (the second refused as "not newer").
+  std::map<std::string, std::string> places;  // place -> the entry that named it first
+  auto check_endpoint = [&](const std::string& key, size_t i, const std::string& e, EndpointUse use) {
+    Endpoint parsed;
     try {
-      local = is_local_endpoint(e);
+      parsed = parse_endpoint(e, use);
     } catch (const Error& err) {
       RLCPP_FAIL("config key '" << key << "': " << err.what());
     }
-    RLCPP_CHECK(e.rfind("inproc://", 0) != 0, "config key '" << key << "': '" << e
-                                                             << "' is inproc://, which no other process can reach");
-    RLCPP_CHECK(local || !r.key.empty(),
+    RLCPP_CHECK(parsed.transport != "inproc",
+                "config key '" << key << "': '" << e << "' is inproc://, which no other process can reach");
+    RLCPP_CHECK(parsed.local || !r.key.empty(),
                 "config key '" << key << "': '" << e << "' reaches beyond this machine, which needs CURVE keys: "
                                << "`rlcpp keys PREFIX` on each side, then rollout.remote.key = the trainer's "
                                << "PREFIX.key and rollout.remote.worker_keys = the workers' .pub files");
+    const std::string entry = key + "[" + std::to_string(i) + "] '" + e + "'";
+    const auto [first, fresh] = places.emplace(parsed.place(), entry);
+    RLCPP_CHECK(fresh, "config key '" << key << "': " << entry << " is the place " << first->second
+                                      << " already names (" << parsed.place() << "): list each worker once");
   };
-  for (const std::string& e : r.endpoints) check_endpoint("rollout.remote.endpoints", e);
-  for (const std::string& e : r.weights_endpoints) check_endpoint("rollout.remote.weights_endpoints", e);
-  if (!r.listen.empty()) check_endpoint("rollout.remote.listen", r.listen);
+  for (size_t i = 0; i < r.endpoints.size(); ++i)
+    check_endpoint("rollout.remote.endpoints", i, r.endpoints[i], EndpointUse::kConnect);
+  for (size_t i = 0; i < r.weights_endpoints.size(); ++i)
+    check_endpoint("rollout.remote.weights_endpoints", i, r.weights_endpoints[i], EndpointUse::kConnect);
+  if (!r.listen.empty()) check_endpoint("rollout.remote.listen", 0, r.listen, EndpointUse::kBind);
   if (r.key.empty()) return;
   RLCPP_CHECK(curve_supported(), "config key 'rollout.remote.key': this libzmq was built without CURVE");
   try {
@@ -236,7 +246,8 @@ void TrainConfig::validate() const {
   }
   // The tokenizer loads and fits the model (its errors name the file), and the task's text fits its charset.
   make_task_for(task, *run_tokenizer(tokenizer_path(), tokenizer, policy, chat))
-      ->check_fits(policy.max_position_embeddings, rollout.sampling.max_new_tokens);
+      ->check_fits(engine_model_config(policy, rollout.engine).max_position_embeddings,
+                   rollout.sampling.max_new_tokens);
   const RequestLimits limits;
   RLCPP_CHECK(rollout.prompts_per_step <= limits.max_prompts && rollout.group_size <= limits.max_n &&
                   rollout.prompts_per_step * rollout.group_size <= limits.max_sequences,
@@ -284,6 +295,9 @@ void TrainConfig::validate() const {
   RLCPP_CHECK(steps >= 1, "config key 'steps': must be >= 1, got " << steps);
   RLCPP_CHECK(trainer.grad_shards >= 0 && trainer.grad_shards <= 64,
               "config key 'trainer.grad_shards': must be in [0, 64], got " << trainer.grad_shards);
+  RLCPP_CHECK(trainer.collective_timeout_s > 0 && trainer.collective_timeout_s <= kMaxTimeoutS,
+              "config key 'trainer.collective_timeout_s': must be positive seconds, at most a week (604800), got "
+                  << trainer.collective_timeout_s);
   RLCPP_CHECK(async.max_staleness >= 0 && async.max_staleness <= 64,
               "config key 'async.max_staleness': must be in [0, 64] (each pending step's rollout is held in "
               "memory and in checkpoints), got " << async.max_staleness);
@@ -317,6 +331,7 @@ void TrainConfig::validate() const {
                                                                                  << " is larger than the rollout "
                                                                                     "batch of "
                                                                                  << batch);
+  reward.validate();
   reward.overlong_buffer.validate("reward.overlong_buffer", rollout.sampling.max_new_tokens);
   algorithm.validate("algorithm");
   if (needs.teacher_logp) {  // the teacher scores the student's tokens: the same vocabulary, room for them

@@ -1,5 +1,5 @@
 // The `rlcpp train CONFIG` run config: everything a GRPO-family, REINFORCE++, PPO or online DPO run needs, with the add3 GRPO
-// recipe of ../shared/BENCHMARKS.md as the defaults (64 prompts x 8, temperature 1, 6 new tokens, PPO-clip 0.2,
+// recipe of docs/benchmarks.md as the defaults (64 prompts x 8, temperature 1, 6 new tokens, PPO-clip 0.2,
 // two mini-batches of 32 groups, AdamW lr 1e-4 betas 0.9/0.95, no weight decay, grad clip 1.0).
 //
 // `algorithm.name` picks the algorithm and the defaults of the rest of `algorithm` (algorithm_defaults: PPO
@@ -20,6 +20,7 @@
 #include "rollout/engine.h"
 #include "rollout/request.h"
 #include "trainer/algorithm_config.h"
+#include "trainer/communicator.h"
 #include "trainer/optim_config.h"
 #include "trainer/ppo_epochs.h"
 
@@ -149,6 +150,7 @@ struct CriticSection {
 struct TrainerSection {
   std::string dtype = "fp32";  // the trainer's compute dtype (fp32 master weights and AdamW always)
   int64_t grad_shards = 0;     // ordered gradient sums over this many shards (0: off)
+  double collective_timeout_s = kDefaultCollectiveTimeoutS;  // data-parallel ranks: longest wait in a collective
 
   template <class V> void visit(V& v) {
     v("dtype", dtype,
@@ -159,6 +161,11 @@ struct TrainerSection {
       "zero) — what S data-parallel ranks compute, so a run on S ranks (mpirun -np S, the gathered shards added in "
       "rank order) and one on a single process give the same weights bit for bit; 0: one running sum (alone) or an "
       "all-reduce (ranks), which agree to rounding only");
+    v("collective_timeout_s", collective_timeout_s,
+      "data-parallel ranks (mpirun): the longest a rank waits in one collective, in seconds (at most a week); the "
+      "other ranks wait in one while the lead runs a step's rollout, evaluation and checkpoint, so it must exceed "
+      "those (the SFT warm start is waited for without it). Past it the run stops naming the ranks that do not "
+      "answer (stopped, hung, or busy longer); NCCL's all-reduce is aborted then too");
   }
 };
 

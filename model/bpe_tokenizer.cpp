@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <optional>
 #include <queue>
 
 #include "core/config.h"
@@ -82,7 +83,8 @@ std::string pcre2_message(int code) {
 Pcre2Code compile_regex(const std::string& pattern, bool literal, const std::string& where) {
   int error = 0;
   PCRE2_SIZE offset = 0;
-  const uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK | (literal ? PCRE2_LITERAL : 0);
+  // A literal ({"String": ...}, which tokenizers escapes into a regex) takes no UCP: PCRE2 refuses that pair.
+  const uint32_t options = PCRE2_UTF | PCRE2_NO_UTF_CHECK | (literal ? PCRE2_LITERAL : PCRE2_UCP);
   Pcre2Code code(pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &error,
                                &offset, nullptr));
   RLCPP_CHECK(code, where << ": the pattern does not compile at offset " << offset << ": " << pcre2_message(error));
@@ -109,11 +111,14 @@ MatchScratch& match_scratch() {
 }
 
 // Calls on_piece(begin, end, is_match) for the matches of `code` in `text` and the stretches between them, in
-// order, covering the text. An empty match is skipped (the text then advances by one character).
+// order, covering the text: tokenizers' find_matches over Oniguruma's find_iter. An empty match is a piece too
+// (so "" splits a text into its characters), except one where the previous match ended, which is skipped by
+// one character. An empty text has no pieces.
 template <class OnPiece>
 void for_each_split(const pcre2_code* code, std::string_view text, OnPiece&& on_piece) {
   MatchScratch& scratch = match_scratch();
   size_t at = 0, gap_start = 0;
+  std::optional<size_t> last_match_end;
   while (at <= text.size()) {
     const int rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), at,
                                PCRE2_NO_UTF_CHECK, scratch.data, scratch.context);
@@ -122,15 +127,16 @@ void for_each_split(const pcre2_code* code, std::string_view text, OnPiece&& on_
                                                                                       << " bytes: " << pcre2_message(rc));
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(scratch.data);
     const size_t begin = ov[0], end = ov[1];
-    if (end == begin) {  // empty: step over one character
-      if (begin >= text.size()) break;
-      at = begin + 1;
+    if (end == begin && last_match_end == end) {  // empty where the last match ended: step over one character
+      if (at >= text.size()) break;
+      ++at;
       while (at < text.size() && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) ++at;
       continue;
     }
     if (begin > gap_start) on_piece(gap_start, begin, false);
     on_piece(begin, end, true);
     at = gap_start = end;
+    last_match_end = end;
   }
   if (gap_start < text.size()) on_piece(gap_start, text.size(), false);
 }
@@ -562,6 +568,52 @@ void BpeTokenizer::Impl::encode_piece(std::string_view piece, std::vector<int32_
   if (cache.size() < kCacheEntries) cache.emplace(key, std::vector<int32_t>(ids.begin() + start, ids.end()));
 }
 
+namespace {
+
+// tokenizers' NormalizedString::split of one piece: its pieces (for_each_split) combined as `behavior` says, the
+// empty ones dropped, appended to `out`. Matches that follow a match stay on their own in the merged behaviours.
+void split_piece(const pcre2_code* code, const std::string& piece, SplitBehavior behavior,
+                 std::vector<std::string>& out) {
+  std::vector<std::pair<size_t, size_t>> kept;  // [begin, end) of each piece, empty ones included
+  bool previous_match = false;
+  std::optional<std::pair<size_t, size_t>> pending;  // MergedWithNext: a match that takes the next non-match
+  for_each_split(code, piece, [&](size_t b, size_t e, bool is_match) {
+    switch (behavior) {
+      case SplitBehavior::kIsolated:
+        kept.emplace_back(b, e);
+        break;
+      case SplitBehavior::kRemoved:
+        if (!is_match) kept.emplace_back(b, e);
+        break;
+      case SplitBehavior::kMergedWithPrevious:
+        if (is_match && !previous_match && !kept.empty())
+          kept.back().second = e;
+        else
+          kept.emplace_back(b, e);
+        break;
+      case SplitBehavior::kMergedWithNext:
+        if (pending && !is_match) {
+          kept.emplace_back(pending->first, e);
+          pending.reset();
+          break;
+        }
+        if (pending) kept.push_back(*pending);
+        pending.reset();
+        if (is_match)
+          pending.emplace(b, e);
+        else
+          kept.emplace_back(b, e);
+        break;
+    }
+    previous_match = is_match;
+  });
+  if (pending) kept.push_back(*pending);
+  for (const auto& [b, e] : kept)
+    if (e > b) out.emplace_back(piece, b, e - b);
+}
+
+}  // namespace
+
 void BpeTokenizer::Impl::encode_normalized(std::string_view text, std::vector<int32_t>& ids) const {
   // The pre-tokenizer's steps, each splitting every piece the previous ones made.
   std::vector<std::string> pieces{std::string(text)};
@@ -577,22 +629,7 @@ void BpeTokenizer::Impl::encode_normalized(std::string_view text, std::vector<in
       }
       const SplitBehavior behavior =
           step.kind == PreTokenizerStep::kByteLevel ? SplitBehavior::kIsolated : step.behavior;
-      bool merge_into_next = false;
-      for_each_split(step.regex.get(), piece, [&](size_t b, size_t e, bool is_match) {
-        const std::string_view part(piece.data() + b, e - b);
-        if (is_match && behavior == SplitBehavior::kRemoved) return;
-        if (is_match && behavior == SplitBehavior::kMergedWithPrevious && !next.empty() && b > 0) {
-          next.back().append(part);
-          return;
-        }
-        if (merge_into_next) {
-          next.back().append(part);
-          merge_into_next = false;
-        } else {
-          next.emplace_back(part);
-        }
-        if (is_match && behavior == SplitBehavior::kMergedWithNext) merge_into_next = true;
-      });
+      split_piece(step.regex.get(), piece, behavior, next);
     }
     pieces.swap(next);
   }

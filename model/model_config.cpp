@@ -1,5 +1,10 @@
 #include "model/model_config.h"
 
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include "core/config.h"
 #include "core/error.h"
 
 namespace rlcpp {
@@ -41,8 +46,15 @@ void ModelConfig::validate(const std::string& where) const {
               where << ": num_attention_heads " << num_attention_heads << " is not a multiple of num_key_value_heads "
                     << num_key_value_heads);
   RLCPP_CHECK(head_dim() % 2 == 0, where << ": head_dim " << head_dim() << " must be even for RoPE");
-  RLCPP_CHECK(rms_norm_eps > 0, where << ": rms_norm_eps must be positive, got " << rms_norm_eps);
-  RLCPP_CHECK(rope_theta > 0, where << ": rope_theta must be positive, got " << rope_theta);
+  // Both are used as fp32 (the norms' epsilon, the RoPE table's frequencies): a value fp32 turns into 0 or inf is
+  // named here as written, not as "theta = 0" from the kernel.
+  for (auto [key, value] : {std::pair{"rms_norm_eps", rms_norm_eps}, {"rope_theta", rope_theta}}) {
+    const float stored = static_cast<float>(value);
+    RLCPP_CHECK(value > 0 && stored > 0 && std::isfinite(stored),
+                where << ": " << key << " " << Json(value).dump() << " is not a positive number a 32-bit float holds "
+                      << "(" << std::numeric_limits<float>::min() << " to " << std::numeric_limits<float>::max()
+                      << ")");
+  }
   // In double: the int64 count of num_parameters() overflows for sizes near the bounds above.
   const double C = static_cast<double>(hidden_size), F = static_cast<double>(intermediate_size);
   const double q = static_cast<double>(num_attention_heads) * static_cast<double>(head_dim());
@@ -92,6 +104,21 @@ ModelConfig model_preset(const std::string& name) {
     return c;
   }
   RLCPP_FAIL("unknown model preset '" << name << "' (expected \"tiny\" or \"qwen05b\")");
+}
+
+ModelConfig model_shapes(const std::string& given) {
+  namespace fs = std::filesystem;
+  if (fs::exists(given)) {
+    const std::string path = fs::is_directory(given) ? (fs::path(given) / "config.json").string() : given;
+    RLCPP_CHECK(fs::is_regular_file(path), "'" << given << "' is a directory without a config.json");
+    return model_config_from_hf_json(load_json_file(path), path);
+  }
+  try {
+    return model_preset(given);
+  } catch (const Error& e) {
+    RLCPP_FAIL("'" << given << "' is neither a Hugging Face config.json (or a checkpoint directory holding one) nor "
+                   << "a preset: " << e.what());
+  }
 }
 
 namespace {

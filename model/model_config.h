@@ -67,8 +67,13 @@ struct ModelConfig {
   }
 };
 
-// Presets of ../shared/BENCHMARKS.md: "tiny" (W1) and "qwen05b" (W2).
+// Presets of docs/benchmarks.md: "tiny" (W1) and "qwen05b" (W2).
 ModelConfig model_preset(const std::string& name);
+
+// A model's shapes given by name or file, as `rlcpp ledger MODEL` and `rlcpp bench train|rollout --preset` take
+// them: a Hugging Face config.json, a directory holding one (a checkpoint), else a preset name. The error names
+// what was given and what was expected.
+ModelConfig model_shapes(const std::string& preset_or_config);
 
 // Hugging Face config.json: reads llama, qwen2 and qwen3 configs (ignoring keys that do not change the
 // computation, e.g. torch_dtype, use_cache); rejects unsupported ones (hidden_act other than silu,

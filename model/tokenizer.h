@@ -1,6 +1,6 @@
 // Text to token ids and back, as the loop uses it: the Tokenizer interface, and the character tokenizer of
-// BENCHMARKS.md (one id per character, no merges) for the arithmetic tasks:
-//   0 PAD, 1 BOS, 2 EOS, 3..17 "0123456789+-*= " (BENCHMARKS.md), 18..20 "()/" (for the countdown task's
+// docs/benchmarks.md (one id per character, no merges) for the arithmetic tasks:
+//   0 PAD, 1 BOS, 2 EOS, 3..17 "0123456789+-*= " (docs/benchmarks.md), 18..20 "()/" (for the countdown task's
 //   expressions; the arithmetic tasks never produce them), 21..31 unused. The model's vocabulary is 32.
 // A checkpoint with a tokenizer.json uses byte-level BPE instead (model/hf_tokenizer.h).
 #pragma once

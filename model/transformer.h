@@ -1,4 +1,4 @@
-// The Llama-family transformer (Llama, Qwen2, Qwen3) and the one model API every algorithm uses (DESIGN.md):
+// The Llama-family transformer (Llama, Qwen2, Qwen3) and the one model API every algorithm uses (docs/architecture.md):
 //   forward(batch)   -> per-token log p(target | prefix) at a temperature (and entropy), activations kept;
 //   backward(dlogp)  -> parameter gradients, accumulated into a ParameterStore of the same layout.
 // forward_cached runs prefill and decode over a paged KV cache for the rollout side. Both paths run the one layer
@@ -243,7 +243,7 @@ class Transformer {
   struct PackJob {
     const Tensor* weight;
     ops::PackedWeight* out;
-    WeightFormat format;
+    DType format;
   };
   void run_pack_jobs(const ExecContext& ctx, const std::vector<PackJob>& jobs, bool transposed) const;
   // One layer's panels (and its biases rounded to the compute dtype, for the forward).

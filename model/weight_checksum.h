@@ -1,6 +1,6 @@
 // The checksum the weight syncs between devices carry (cuda-ipc, nccl): ops::keyed_checksum of the flat weights,
 // the same 64 bits whether the CPU or a GPU computes it, in any summation order. weightsync/ reaches kernels
-// through here (DESIGN.md: it may include core and model only).
+// through here (docs/architecture.md: it may include core and model only).
 #pragma once
 
 #include <cstdint>

@@ -19,25 +19,11 @@ double ratio_of(double a, double b) { return std::isfinite(a) && std::isfinite(b
 std::pair<double, std::string> parameter_formula(const ModelConfig& m) {
   const double V = static_cast<double>(m.vocab_size), C = static_cast<double>(m.hidden_size);
   const double L = static_cast<double>(m.num_hidden_layers), F = static_cast<double>(m.intermediate_size);
-  const double Hq = static_cast<double>(m.num_attention_heads), Hkv = static_cast<double>(m.num_key_value_heads);
-  const double d = static_cast<double>(m.head_dim());  // config.json's head_dim, or C / Hq
-  double per_layer = 2 * C                 // input and post-attention RMSNorm weights
-                     + C * (Hq + 2 * Hkv) * d  // q, k, v projections
-                     + Hq * d * C              // o projection
-                     + 3 * C * F;              // gate, up, down
-  std::string layer = "2C + C·(Hq+2·Hkv)·d + Hq·d·C + 3·C·F";
-  if (m.has_qkv_bias()) {
-    per_layer += (Hq + 2 * Hkv) * d;
-    layer += " + (Hq+2·Hkv)·d";
-  }
-  if (m.has_o_bias()) {
-    per_layer += C;
-    layer += " + C";
-  }
-  if (m.has_qk_norm()) {  // Qwen3's q_norm and k_norm over each head
-    per_layer += 2 * d;
-    layer += " + 2·d";
-  }
+  const auto [attention, attention_formula] = attention_parameters_per_layer(m);
+  const double per_layer = 2 * C           // input and post-attention RMSNorm weights
+                           + attention     // q, k, v, o (and the family's biases and q/k norms)
+                           + 3 * C * F;    // gate, up, down
+  const std::string layer = "2C + " + attention_formula + " + 3·C·F";
   double n = V * C + L * per_layer + C;  // embedding, layers, final norm
   std::string head;
   if (m.value_head) {
@@ -51,6 +37,27 @@ std::pair<double, std::string> parameter_formula(const ModelConfig& m) {
 }
 
 }  // namespace
+
+std::pair<double, std::string> attention_parameters_per_layer(const ModelConfig& m) {
+  const double C = static_cast<double>(m.hidden_size), d = static_cast<double>(m.head_dim());
+  const double Hq = static_cast<double>(m.num_attention_heads), Hkv = static_cast<double>(m.num_key_value_heads);
+  double n = C * (Hq + 2 * Hkv) * d  // q, k, v projections
+             + Hq * d * C;           // o projection
+  std::string formula = "C·(Hq+2·Hkv)·d + Hq·d·C";
+  if (m.has_qkv_bias()) {
+    n += (Hq + 2 * Hkv) * d;
+    formula += " + (Hq+2·Hkv)·d";
+  }
+  if (m.has_o_bias()) {
+    n += C;
+    formula += " + C";
+  }
+  if (m.has_qk_norm()) {  // Qwen3's q_norm and k_norm over each head
+    n += 2 * d;
+    formula += " + 2·d";
+  }
+  return {n, formula};
+}
 
 std::vector<LedgerLine> build_ledger(const ModelConfig& model, const LedgerFigures& f, const LedgerDtypes& dtypes) {
   const auto [n, n_formula] = parameter_formula(model);

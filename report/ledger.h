@@ -1,5 +1,5 @@
 // The run ledger: the back-of-the-envelope numbers of an LLM system next to what this run measured, one line
-// each, so a reader learns both the rule and how far reality sits from it (../shared/BENCHMARKS.md "Limits").
+// each, so a reader learns both the rule and how far reality sits from it (docs/benchmarks.md "Limits").
 //
 //   parameters          N = V·C [+ V·C untied head] + L·(2C + C·(Hq+2·Hkv)·d + Hq·d·C + 3·C·F [+ biases]) + C
 //   training memory     16 B/parameter (fp32 weights, gradients, AdamW m and v)  vs peak resident bytes
@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/config.h"
@@ -62,6 +63,10 @@ struct LedgerLine {
   std::string ratio_name;   // e.g. "measured/formula", "MFU"
   double ratio = kNotMeasured;
 };
+
+// One layer's attention parameters (q, k, v and o projections, with the family's biases and Qwen3's q/k norms)
+// and their formula in the symbols above: "C·(Hq+2·Hkv)·d + Hq·d·C [+ (Hq+2·Hkv)·d] [+ C] [+ 2·d]".
+std::pair<double, std::string> attention_parameters_per_layer(const ModelConfig& model);
 
 // The ledger's lines, in the order of the header comment.
 std::vector<LedgerLine> build_ledger(const ModelConfig& model, const LedgerFigures& figures,

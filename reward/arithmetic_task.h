@@ -3,7 +3,7 @@
 // in 1..digits, then its value uniform among the numbers of that many digits (0..9 for one digit) — the same
 // pairs, weighted so that short operands, ~1 % of uniform pairs each, are a third of the draws. The held-out
 // set is always uniform. Split key: a * 10^digits + b, so add3's test pairs are exactly
-// those of BENCHMARKS.md (splitmix64(a*1000 + b) % 10 == 0); sub and mul of the same width hold out the
+// those of docs/benchmarks.md (splitmix64(a*1000 + b) % 10 == 0); sub and mul of the same width hold out the
 // same (a, b) pairs.
 #pragma once
 

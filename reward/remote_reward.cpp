@@ -5,6 +5,7 @@
 #include <optional>
 #include <zmq.hpp>
 
+#include "core/endpoint.h"
 #include "core/error.h"
 #include "core/json_input.h"
 
@@ -106,14 +107,29 @@ std::vector<RewardResult> parse_remote_reply(const std::string& reply, size_t ex
   return out;
 }
 
+void RemoteRewardConfig::validate(const std::string& prefix) const {
+  const std::string key = "config key '" + prefix + ".";
+  RLCPP_CHECK(on_failure == "fail" || on_failure == "zero",
+              key << "on_failure': \"" << on_failure << "\", expected \"fail\" or \"zero\"");
+  RLCPP_CHECK(timeout_ms >= 1 && timeout_ms <= kMaxRemoteTimeoutMs,
+              key << "timeout_ms': " << timeout_ms << " is not in [1, " << kMaxRemoteTimeoutMs
+                  << "] (milliseconds per reply, at most an hour)");
+  RLCPP_CHECK(retries >= 0 && retries <= 100, key << "retries': " << retries << " is not in [0, 100]");
+  RLCPP_CHECK(batch_size >= 1, key << "batch_size': " << batch_size << " is not >= 1");
+  Endpoint server;
+  try {
+    server = parse_endpoint(endpoint, EndpointUse::kConnect);
+  } catch (const Error& e) {
+    RLCPP_FAIL(key << "endpoint' (expected tcp://HOST:PORT or ipc://PATH): " << e.what());
+  }
+  RLCPP_CHECK(server.transport != "inproc", key << "endpoint': \"" << endpoint
+                                                << "\" is inproc://, which no reward server can reach; expected "
+                                                   "tcp://HOST:PORT or ipc://PATH");
+}
+
 RemoteRewardClient::RemoteRewardClient(const RemoteRewardConfig& cfg)
     : cfg_(cfg), connection_(std::make_unique<Connection>()) {
-  RLCPP_CHECK(cfg.on_failure == "fail" || cfg.on_failure == "zero",
-              "config key 'reward.remote.on_failure': \"" << cfg.on_failure << "\", expected \"fail\" or \"zero\"");
-  RLCPP_CHECK(cfg.timeout_ms >= 1, "config key 'reward.remote.timeout_ms': " << cfg.timeout_ms << " is not >= 1");
-  RLCPP_CHECK(cfg.retries >= 0 && cfg.retries <= 100,
-              "config key 'reward.remote.retries': " << cfg.retries << " is not in [0, 100]");
-  RLCPP_CHECK(cfg.batch_size >= 1, "config key 'reward.remote.batch_size': " << cfg.batch_size << " is not >= 1");
+  cfg.validate("reward.remote");
   zero_on_failure_ = cfg.on_failure == "zero";
   // Connecting needs no server; it only fails for an endpoint ZeroMQ cannot parse, which is a config error.
   try {

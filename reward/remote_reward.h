@@ -22,6 +22,10 @@
 
 namespace rlcpp {
 
+// The longest wait for one reply (reward.remote.timeout_ms): a judge that takes longer than an hour per batch is
+// no working server, and a dead one must not stall the run for longer than timeout x (retries + 1).
+constexpr int64_t kMaxRemoteTimeoutMs = int64_t{3600} * 1000;
+
 struct RemoteRewardConfig {
   std::string endpoint = "tcp://127.0.0.1:5555";
   int64_t timeout_ms = 10000;
@@ -32,8 +36,8 @@ struct RemoteRewardConfig {
 
   template <class V> void visit(V& v) {
     v("endpoint", endpoint, "ZeroMQ endpoint of the reward server (tcp://host:port or ipc://path)");
-    v("timeout_ms", timeout_ms, "milliseconds to wait for one reply before retrying");
-    v("retries", retries, "attempts after the first when a reply times out");
+    v("timeout_ms", timeout_ms, "milliseconds to wait for one reply before retrying (1 to 3600000, an hour)");
+    v("retries", retries, "attempts after the first when a reply times out (0 to 100)");
     v("on_failure", on_failure,
       "when a batch gets no valid reply: \"fail\" stops the step with the reason, \"zero\" scores it 0 and "
       "counts it");
@@ -41,6 +45,10 @@ struct RemoteRewardConfig {
     v("correct_threshold", correct_threshold,
       "a reward without an explicit \"correct\" counts as correct when its total is at least this");
   }
+  // What the client would refuse (an endpoint that is not tcp://HOST:PORT with a port in 1..65535 or ipc://PATH,
+  // a timeout outside [1, kMaxRemoteTimeoutMs], retries outside [0, 100], batch_size < 1, on_failure other than
+  // fail or zero), named by its key under `prefix`: checked with the run's config, before any work.
+  void validate(const std::string& prefix) const;
 };
 
 struct RemoteRequest {

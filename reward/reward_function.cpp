@@ -43,10 +43,16 @@ class RemoteReward : public RewardFunction {
 
 }  // namespace
 
+void RewardConfig::validate() const {
+  RLCPP_CHECK(type == "local" || type == "remote",
+              "config key 'reward.type': \"" << type << "\", expected \"local\" or \"remote\"");
+  if (type == "remote") remote.validate("reward.remote");
+}
+
 std::unique_ptr<RewardFunction> make_reward_function(const RewardConfig& cfg, const Task& task) {
-  if (cfg.type == "local") return std::make_unique<LocalReward>(task);
+  cfg.validate();
   if (cfg.type == "remote") return std::make_unique<RemoteReward>(cfg.remote);
-  RLCPP_FAIL("config key 'reward.type': \"" << cfg.type << "\", expected \"local\" or \"remote\"");
+  return std::make_unique<LocalReward>(task);
 }
 
 }  // namespace rlcpp

@@ -21,6 +21,8 @@ struct RewardConfig {
     v("remote", remote, "reward server settings, used when type is remote");
     v("overlong_buffer", overlong_buffer, "DAPO's soft overlong punishment (reward/overlong_penalty.h)");
   }
+  // reward.type and, for a remote one, reward.remote.* (RemoteRewardConfig::validate): before any work.
+  void validate() const;
 };
 
 struct RewardQuery {

@@ -9,6 +9,11 @@
 
 namespace rlcpp {
 
+// The largest |total| a run learns from. The trainer holds rewards in fp32, sums them over tokens and squares
+// returns in a critic's loss, so a reward of 1e308 (or 1e30) makes the step's loss non-finite; no reward scale in
+// use comes near a billion, so a larger one is taken for a broken scorer and named, not trained on.
+constexpr double kMaxRewardMagnitude = 1e9;
+
 struct RewardResult {
   double total = 0.0;
   // Named diagnostics, e.g. {"correct", 1}, {"well_formed", 1}, {"terminated", 1}. They are not required to

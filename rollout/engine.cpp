@@ -22,9 +22,9 @@ int64_t resolve_num_blocks(const EngineConfig& c, const ModelConfig& m, DType kv
   const int64_t per_seq = (m.max_position_embeddings + c.block_size - 1) / c.block_size;
   if (c.num_blocks > 0) {
     RLCPP_CHECK(c.num_blocks >= per_seq, "engine config: num_blocks " << c.num_blocks << " cannot hold one sequence of "
-                                                                       << m.max_position_embeddings << " tokens ("
-                                                                       << per_seq << " blocks of " << c.block_size
-                                                                       << ")");
+                                                                       << m.max_position_embeddings << " tokens, the "
+                                                                       << "context (" << per_seq << " blocks of "
+                                                                       << c.block_size << "; max_context caps it)");
     return c.num_blocks;
   }
   const int64_t block_bytes = c.block_size * m.kv_bytes_per_token(static_cast<int64_t>(dtype_size(kv_dtype)));
@@ -39,7 +39,18 @@ const EngineConfig& validated(const EngineConfig& c, const ModelConfig& m) {
 
 }  // namespace
 
-void validate_engine_config(const EngineConfig& c, const ModelConfig& m) {
+ModelConfig engine_model_config(const ModelConfig& model, const EngineConfig& config) {
+  ModelConfig served = model;
+  if (config.max_context > 0)
+    served.max_position_embeddings = std::min(model.max_position_embeddings, config.max_context);
+  return served;
+}
+
+void validate_engine_config(const EngineConfig& c, const ModelConfig& model) {
+  RLCPP_CHECK(c.max_context >= 0 && c.max_context <= model.max_position_embeddings,
+              "engine config: max_context " << c.max_context << " must be in [0, the model's context "
+                                            << model.max_position_embeddings << "] (0 = the model's)");
+  const ModelConfig m = engine_model_config(model, c);
   RLCPP_CHECK(c.block_size >= 1 && c.block_size <= (int64_t{1} << 20),
               "engine config: block_size must be in [1, 1048576], got " << c.block_size);
   RLCPP_CHECK(c.num_blocks >= 0, "engine config: num_blocks must be >= 0 (0 = automatic), got " << c.num_blocks);
@@ -53,9 +64,10 @@ void validate_engine_config(const EngineConfig& c, const ModelConfig& m) {
                                            << " MiB; use a block of tens of tokens (default 16)");
   RLCPP_CHECK(c.max_num_seqs >= 1, "engine config: max_num_seqs must be >= 1, got " << c.max_num_seqs);
   RLCPP_CHECK(c.max_num_batched_tokens >= m.max_position_embeddings,
-              "engine config: max_num_batched_tokens " << c.max_num_batched_tokens
-                                                       << " must be >= the model's context "
-                                                       << m.max_position_embeddings << " so any prefill fits");
+              "engine config: max_num_batched_tokens " << c.max_num_batched_tokens << " must be >= the context "
+                                                       << m.max_position_embeddings << " so any prefill fits"
+                                                       << (c.max_context > 0 ? " (max_context)" : " (the model's; "
+                                                           "max_context caps it)"));
 }
 
 Engine::Engine(const Transformer& model, const ParameterStore& params, const EngineConfig& config,
@@ -63,10 +75,11 @@ Engine::Engine(const Transformer& model, const ParameterStore& params, const Eng
     : model_(model),
       params_(&params),
       config_(validated(config, model.config())),
+      served_(engine_model_config(model.config(), config_)),
       context_(context),
       policy_version_(policy_version),
-      cache_(model.config(), resolve_num_blocks(config_, model.config(), model.numerics().compute),
-             config_.block_size, model.numerics().compute, context_) {
+      cache_(served_, resolve_num_blocks(config_, served_, model.numerics().compute), config_.block_size,
+             model.numerics().compute, context_) {
   RLCPP_CHECK(params.numel() == model.config().num_parameters(),
               "engine: parameter buffer of " << params.numel() << " floats, the model has "
                                              << model.config().num_parameters());
@@ -219,7 +232,7 @@ void Engine::sample_rows(const Tensor& logits, const SamplingParams& params) {
 }
 
 RolloutResult Engine::generate(const Request& request, const StepObserver& observer) {
-  const ModelConfig& mc = model_.config();
+  const ModelConfig& mc = served_;
   request.validate(mc);
   const SamplingParams& sp = request.sampling;
   const int64_t P = static_cast<int64_t>(request.prompts.size()), n = request.n;
@@ -232,7 +245,7 @@ RolloutResult Engine::generate(const Request& request, const StepObserver& obser
       sequences.emplace_back(p * n + i, p, request.prompt_id(static_cast<size_t>(p)), i, request.prompts[p]);
 
   BlockManager blocks(cache_.num_blocks, cache_.block_size);
-  Scheduler scheduler(blocks, {config_.max_num_seqs, config_.max_num_batched_tokens});
+  Scheduler scheduler(blocks, {config_.max_num_seqs, config_.max_num_batched_tokens, config_.static_batching});
   for (int64_t p = 0; p < P; ++p) {
     std::vector<Sequence*> group;
     for (int64_t i = 0; i < n; ++i) group.push_back(&sequences[p * n + i]);

@@ -26,19 +26,33 @@ struct EngineConfig {
   int64_t num_blocks = 0;  // 0 = room for max_num_seqs full-context sequences, capped by max_kv_cache_mib
   int64_t max_kv_cache_mib = 4096;
   int64_t max_num_seqs = 512;
-  int64_t max_num_batched_tokens = 8192;  // must be >= the model's context, so any one prefill fits
+  int64_t max_num_batched_tokens = 8192;  // must be >= the engine's context, so any one prefill fits
+  int64_t max_context = 0;  // tokens a sequence may reach (prompt + response); 0 = the model's context
+  // Static batching instead of continuous (rollout/scheduler.h), for `rlcpp bench rollout`'s comparison; not a
+  // config key: a run always batches continuously.
+  bool static_batching = false;
 
   template <class V> void visit(V& v) {
     v("block_size", block_size, "tokens per KV-cache block");
     v("num_blocks", num_blocks, "KV-cache blocks (0 = enough for max_num_seqs full-context sequences, capped)");
     v("max_kv_cache_mib", max_kv_cache_mib, "cap on the automatic KV-cache size (MiB)");
     v("max_num_seqs", max_num_seqs, "sequences decoded together (the batch limit)");
-    v("max_num_batched_tokens", max_num_batched_tokens, "rows per forward: decode rows + prefill tokens");
+    v("max_num_batched_tokens", max_num_batched_tokens,
+      "rows per forward: decode rows + prefill tokens (at least the context, so any one prefill fits)");
+    v("max_context", max_context,
+      "tokens a sequence may reach, prompt and response, at most the model's max_position_embeddings (0 = that): "
+      "the KV cache's blocks per sequence, max_num_batched_tokens' floor and the RoPE table follow it, a longer "
+      "prompt is refused and a sequence stops there (finish_reason length)");
   }
 };
-// The engine config's checks against the model it serves (block_size, num_blocks, limits; max_num_batched_tokens
-// >= the model's context), as the Engine makes them: a run checks its config with them before any work.
+// The engine config's checks against the model it serves (block_size, num_blocks, limits; max_context within the
+// model's context; max_num_batched_tokens >= the engine's context), as the Engine makes them: a run checks its
+// config with them before any work.
 void validate_engine_config(const EngineConfig& config, const ModelConfig& model);
+// `model` as an engine of `config` serves it: its context (max_position_embeddings) capped at config.max_context.
+// Build the engine's Transformer from it, so that the RoPE table (a row per position) follows the cap too; the
+// weights' layout does not depend on the context.
+ModelConfig engine_model_config(const ModelConfig& model, const EngineConfig& config);
 
 
 // One sampled token of a step.
@@ -85,7 +99,8 @@ class Engine {
   int64_t policy_version() const { return policy_version_; }
 
   const EngineConfig& config() const { return config_; }
-  const ModelConfig& model_config() const { return model_.config(); }
+  // The model as the engine serves it: its context capped at config().max_context (engine_model_config).
+  const ModelConfig& model_config() const { return served_; }
   const ModelNumerics& numerics() const { return model_.numerics(); }
   int64_t num_blocks() const { return cache_.num_blocks; }
   // The cache's bytes over its slots: 2 * layers * kv_heads * head_dim * 4 (fp32) or 2 (bf16, fp16).
@@ -109,6 +124,7 @@ class Engine {
   const Transformer& model_;
   const ParameterStore* params_;
   EngineConfig config_;
+  ModelConfig served_;  // engine_model_config(model_.config(), config_)
   ExecContext context_;
   int64_t policy_version_;
   KVCache cache_;

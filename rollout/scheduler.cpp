@@ -79,7 +79,8 @@ void Scheduler::schedule(ScheduledBatch& batch) {
   }
   running_.swap(kept_);
   // Admitting while preempting would only take back the blocks just freed for older sequences.
-  if (batch.preempted.empty()) admit(batch, static_cast<int64_t>(batch.decodes.size()));
+  const bool batch_open = !config_.static_batching || running_.empty();
+  if (batch.preempted.empty() && batch_open) admit(batch, static_cast<int64_t>(batch.decodes.size()));
   RLCPP_CHECK(!batch.empty() || !has_work(),
               "scheduler: nothing can run: " << num_waiting() << " sequences wait, the first needs "
                                              << waiting_.front().front()->num_tokens() << " tokens of context, "

@@ -7,7 +7,9 @@
 //      admitted together and share one prefill of the prompt (as many of them as fit; the rest stay first
 //      in line); a preempted sequence is admitted alone and prefills prompt + response so far.
 // Finished sequences give their blocks back as soon as the engine marks them (release_finished).
-// Bookkeeping is O(running) per step.
+// Bookkeeping is O(running) per step. With `static_batching` (for comparison: `rlcpp bench rollout`) step 2 admits
+// only when no sequence is running, so a batch runs until its longest sequence ends while finished sequences'
+// places stay empty: the static batching that continuous batching replaces.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +24,7 @@ namespace rlcpp {
 struct SchedulerConfig {
   int64_t max_num_seqs = 512;             // sequences running at once (the batch limit)
   int64_t max_num_batched_tokens = 8192;  // rows per forward: decode rows + prefill tokens
+  bool static_batching = false;           // admit only into an empty batch (see above)
 };
 
 // Sequences that share one prefill: the same context (a fresh group's prompt, or one preempted sequence's

@@ -10,10 +10,12 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <tuple>
 #include <optional>
 #include <thread>
 
 #include "core/config.h"
+#include "core/endpoint.h"
 #include "core/error.h"
 #include "model/checkpoint.h"
 #include "model/init.h"
@@ -75,6 +77,18 @@ class StartupStopWatch {
 int serve_worker(WorkerProcessConfig& a, const WeightFeedFactory& make_weights) {
   RLCPP_CHECK(a.bind.empty() || a.connect.empty(), "worker: give --bind or --connect, not both");
   RLCPP_CHECK(a.checkpoint.empty() != a.preset.empty(), "worker: give a checkpoint directory or --preset");
+  // Before the model loads: a port outside 1..65535 (libzmq would take 70000 as 70000 mod 2^16), or "any port"
+  // to connect to.
+  for (const auto& [option, endpoint, use] : {std::tuple{"--bind", a.bind, EndpointUse::kBind},
+                                              {"--weights", a.weights, EndpointUse::kBind},
+                                              {"--connect", a.connect, EndpointUse::kConnect}}) {
+    if (endpoint.empty()) continue;
+    try {
+      parse_endpoint(endpoint, use);
+    } catch (const Error& e) {
+      RLCPP_FAIL("worker " << option << ": " << e.what());
+    }
+  }
   // At least a header's room; at most 64 GiB (ZeroMQ's frame cap is twice it, and a generate request is tokens).
   RLCPP_CHECK(a.max_message_mib >= 1 && a.max_message_mib <= 65536,
               "worker: --max-message-mib must be in [1, 65536], got " << a.max_message_mib);
@@ -98,8 +112,10 @@ int serve_worker(WorkerProcessConfig& a, const WeightFeedFactory& make_weights) 
   StartupStopWatch startup(stop_fd);
   ParameterStore params = a.checkpoint.empty() ? init_random(model_preset(a.preset), a.init_seed)
                                                : load_model_checkpoint(a.checkpoint);
-  const Transformer model(params.config(), make_numerics(a.dtype, a.quantization, a.batch_invariant,
-                                                         "worker --dtype", "worker --quantization"));
+  // Built for the engine's context (--max-context), so its RoPE table is no larger than what it serves.
+  const Transformer model(engine_model_config(params.config(), a.worker.engine),
+                          make_numerics(a.dtype, a.quantization, a.batch_invariant, "worker --dtype",
+                                        "worker --quantization"));
   // Declared before the sockets' owners, so that on every way out (a failed bind, an exception while serving)
   // they are closed before the context's destructor waits for them.
   zmq::context_t context;

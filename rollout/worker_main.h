@@ -35,7 +35,7 @@ struct WorkerProcessConfig {
 };
 
 // New weights the serve loop polls together with its request socket: the trainer's weight-sync subscriber.
-// rollout/ does not include weightsync/ (DESIGN.md's table), so the caller adapts its subscriber to this.
+// rollout/ does not include weightsync/ (docs/architecture.md's table), so the caller adapts its subscriber to this.
 class WeightFeed {
  public:
   virtual ~WeightFeed() = default;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The include rule of ../shared/DESIGN.md's folder table: each library includes only the folders it may.
+"""The include rule of docs/architecture.md's folder table: each library includes only the folders it may.
 
 rollout/ and trainer/ never include each other (they meet only in model/ and in the wire messages), and no
 library includes one above it. Prints every offending line (file:line: folder -> folder) and exits 1 if any.
@@ -68,7 +68,7 @@ def main():
                                        f"(it may include: {', '.join(sorted(allowed)) or 'nothing'})")
     for line in bad:
         print(line)
-    print(f"check_includes: {files} files, {len(bad)} includes against DESIGN.md's folder table")
+    print(f"check_includes: {files} files, {len(bad)} includes against docs/architecture.md's folder table")
     return 1 if bad else 0
 
 

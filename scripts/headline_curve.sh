@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The headline curve: held-out accuracy against GRPO training wall seconds on add3, rlcpp vs a peer (the PyTorch
 # peer, or TRL's GRPOTrainer with --peer trl), from the same SFT warm-start checkpoint with the same recipe
-# (configs/grpo_add3_benchmark.json, BENCHMARKS.md).
+# (configs/grpo_add3_benchmark.json, docs/benchmarks.md).
 #
 #   scripts/headline_curve.sh [--out DIR] [--steps 200] [--eval-every 10] [--eval-size 1000]
 #                             [--checkpoint CKPT | --sft-steps N] [--peer torch|trl] [--peer-threads 2]

@@ -19,6 +19,27 @@ namespace fs = std::filesystem;
 
 using Cli = CliTest;
 
+TEST(CliDevices, NamesTheCpuAndCudaAndRequireGpuSaysWhyThereIsNone) {
+  // What a machine offers (the GPU check's first question): the CPU line always, CUDA's runtime line in a CUDA
+  // build; --require-gpu exits 1 with the reason where no GPU is usable, 0 where one is.
+  const CliResult r = run_cli("devices");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output.rfind("cpu: ", 0), 0u) << r.output;
+  EXPECT_NE(r.output.find("hardware threads"), std::string::npos) << r.output;
+#ifdef RLCPP_WITH_CUDA
+  EXPECT_NE(r.output.find("CUDA runtime "), std::string::npos) << r.output;
+#else
+  EXPECT_NE(r.output.find("rlcpp was built without CUDA"), std::string::npos) << r.output;
+#endif
+  const CliResult required = run_cli("devices --require-gpu");
+  if (r.output.find("cuda:0 ") != std::string::npos) {
+    EXPECT_EQ(required.status, 0) << required.output;
+  } else {
+    EXPECT_TRUE(WIFEXITED(required.status) && WEXITSTATUS(required.status) == 1) << required.output;
+    EXPECT_NE(required.output.find("devices --require-gpu: "), std::string::npos) << required.output;
+  }
+}
+
 TEST_F(Cli, UnknownConfigKeyNamesFileAndKeyPath) {
   std::string cfg = write("bad.json", R"({"optim": {"lrr": 1e-3}})");
   CliResult r = run_cli("sft " + cfg);
@@ -136,6 +157,38 @@ TEST_F(NonFiniteCli, SubnormalTemperatureIsRefusedNamingTheOption) {
   }
   CliResult ok = run_cli("score " + ckpt + " --input " + in + " --temperature 1e-3");
   EXPECT_EQ(ok.status, 0) << ok.output;  // the documented minimum itself is accepted
+}
+
+// A number is reported as written, not as what a 32-bit float made of it (1e308 -> "inf", 1e-300 -> "got 0"), nor an
+// integer as what it wrapped to: options, config keys and a checkpoint's config.json.
+TEST_F(NonFiniteCli, NumbersPastTheirTypeAreReportedAsWritten) {
+  const std::string ckpt = (dir_ / "ckpt").string();
+  const std::string in = write("in.jsonl", "{\"text\": \"1+2=3\"}\n");
+  const auto refused = [](const CliResult& r, const std::string& message) {
+    EXPECT_NE(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+  };
+  const std::string past = " is outside the range of a 32-bit float (it would be stored as ";
+  refused(run_cli("generate " + ckpt + " --prompt 1+2= --top-p 1e-300"), "--top-p: 1e-300" + past + "0)");
+  refused(run_cli("generate " + ckpt + " --prompt 1+2= --temperature 1e308"), "--temperature: 1e308" + past + "inf)");
+  refused(run_cli("score " + ckpt + " --input " + in + " --temperature 1e308"), "--temperature: 1e308" + past + "inf)");
+  refused(run_cli("eval " + ckpt + " --n 5 --temperature -1e39"), "--temperature: -1e39" + past + "-inf)");
+  const std::string config = write("train.json", "{}");
+  const std::string run = " --set run_dir=" + (dir_ / "run").string();
+  refused(run_cli("train " + config + run + " --set rollout.sampling.temperature=1e308"),
+          "config key 'rollout.sampling.temperature': 1e+308" + past + "inf)");
+  refused(run_cli("train " + config + run + " --set rollout.sampling.top_p=1e-300"),
+          "config key 'rollout.sampling.top_p': 1e-300" + past + "0)");
+  refused(run_cli("train " + config + run + " --set steps=18446744073709551615"),
+          "config key 'steps': 18446744073709551615 is outside the range of this key's 64-bit integers");
+  EXPECT_FALSE(fs::exists(dir_ / "run"));
+  fs::copy(dir_ / "ckpt", dir_ / "theta", fs::copy_options::recursive);
+  Json hf = Json::parse(std::ifstream(dir_ / "theta" / "config.json"));
+  hf["rope_theta"] = 1e-300;
+  std::ofstream(dir_ / "theta" / "config.json") << hf.dump();
+  refused(run_cli("generate " + (dir_ / "theta").string() + " --prompt 1+2="),
+          (dir_ / "theta" / "config.json").string() +
+              ": rope_theta 1e-300 is not a positive number a 32-bit float holds");
 }
 
 TEST_F(Cli, BadScoreLineNamesFileAndLine) {

@@ -14,6 +14,7 @@
 
 #include "core/exec_context.h"
 #include "tests/app_test_support.h"
+#include "tests/test_fixtures.h"
 
 namespace rlcpp {
 namespace {
@@ -99,7 +100,7 @@ TEST_F(InputChecks, OutputOntoTheInputAndEmptyInputsAreRefusedAndTheInputIsKept)
   const std::string prompts = write("prompts.jsonl", "{\"prompt\": \"1+2=\"}\n");
   expect_error(run_cli("generate " + ckpt + " --prompts " + prompts + " --out " + prompts), "is the input file",
                "generate --out = --prompts");
-  const std::string tok = std::string(RLCPP_SOURCE_DIR) + "/../shared/fixtures/qwen3/tokenizer.json";
+  const std::string tok = qwen3_fixture_dir() + "/tokenizer.json";
   expect_error(run_cli("tokenize " + tok + " --input " + in + " --out " + in), "is the input file",
                "tokenize --out = input");
   std::ifstream kept(in);
@@ -169,6 +170,19 @@ TEST_F(InputChecks, TrainResumeOfAnSftRunSaysWhatTheRunIs) {
   expect_error(run_cli("dpo " + std::string(RLCPP_SOURCE_DIR) + "/configs/dpo_pairs_example.json --set pairs=" +
                        (dir_ / "pairs_dir").string() + " --set run_dir=" + (dir_ / "d").string()),
                (dir_ / "pairs_dir").string() + ": is a directory, not a JSONL file of preference pairs", "pairs=DIR");
+}
+
+TEST_F(InputChecks, LedgerModelsAndDtypesAreNamed) {
+  expect_error(run_cli("ledger tiny2"), "'tiny2' is neither a Hugging Face config.json (or a checkpoint directory "
+               "holding one) nor a preset: unknown model preset 'tiny2'", "ledger tiny2");
+  expect_error(run_cli("ledger tiny --dtype fp64 --measure"), "ledger --dtype: expected fp32, bf16, fp16 or int8, got "
+               "'fp64'", "ledger --dtype fp64");
+  const std::string bad = write("config.json", "{\"model_type\": \"llama\", \"hidden_size\": 100, "
+                                               "\"num_attention_heads\": 3}");
+  expect_error(run_cli("ledger " + bad), bad, "ledger of a config.json whose heads do not divide its width");
+  const CliResult ok = run_cli("ledger " + (dir_ / "ckpt").string());
+  EXPECT_EQ(ok.status, 0) << ok.output;
+  EXPECT_NE(ok.output.find("parameters N = 742,528"), std::string::npos) << ok.output;
 }
 
 TEST_F(InputChecks, DevicesAreCheckedNamingTheKeyOrOption) {

@@ -1,16 +1,17 @@
 // generate and eval through the CLI on a checkpoint that carries a tokenizer.json (the Qwen3 one of
-// ../shared/fixtures): prompts are text or chat turns (--chat, {"messages": ...} lines), responses come back as
+// tests/data/qwen3): prompts are text or chat turns (--chat, {"messages": ...} lines), responses come back as
 // text, and the words task evaluates; without --chat support in the tokenizer the error says why. export writes
 // a bf16 copy with the tokenizer beside it.
 #include <gtest/gtest.h>
 
 #include "core/config.h"
 #include "tests/app_test_support.h"
+#include "tests/test_fixtures.h"
 
 namespace rlcpp {
 namespace {
 
-const std::string kQwen3 = std::string(RLCPP_SOURCE_DIR) + "/../shared/fixtures/qwen3";
+const std::string kQwen3 = qwen3_fixture_dir();
 
 class TextCli : public CliTest {
  protected:

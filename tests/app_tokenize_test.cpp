@@ -1,16 +1,17 @@
 // `rlcpp tokenize`: text lines to ids and token spellings, and back with --decode, through the CLI, on the
-// Qwen3 tokenizer.json of ../shared/fixtures (equal to Hugging Face's: model_bpe_tokenizer_test.cpp); a bad
+// Qwen3 tokenizer.json of tests/data/qwen3 (equal to Hugging Face's: model_bpe_tokenizer_test.cpp); a bad
 // line names FILE:LINE and writes no output file.
 #include <gtest/gtest.h>
 
 #include "core/config.h"
 #include "tests/app_test_support.h"
+#include "tests/test_fixtures.h"
 
 namespace rlcpp {
 namespace {
 
 std::string qwen3_dir() {
-  const std::string dir = std::string(RLCPP_SOURCE_DIR) + "/../shared/fixtures/qwen3";
+  const std::string dir = qwen3_fixture_dir();
   return std::filesystem::exists(dir + "/tokenizer.json") ? dir : "";
 }
 

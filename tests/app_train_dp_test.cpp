@@ -24,9 +24,10 @@ namespace fs = std::filesystem;
 // mpirun as CI runs it: as root, two ranks on however many cores, one OpenMP thread each, not pinned. Under
 // ASan (scripts/sanitize.sh) the ranks check memory but not leaks: OpenMPI's plugins leave allocations that
 // LeakSanitizer cannot name once they are unloaded (tests/sanitizer/lsan.supp); release builds ignore it.
+constexpr const char* kMpirun = "mpirun --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 "
+                                "-x OMP_WAIT_POLICY=PASSIVE -x LSAN_OPTIONS=detect_leaks=0 ";
 std::string mpirun(int ranks, const std::string& args) {
-  return "mpirun --allow-run-as-root --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -x OMP_WAIT_POLICY=PASSIVE "
-         "-x LSAN_OPTIONS=detect_leaks=0 -np " + std::to_string(ranks) + " " RLCPP_BINARY_DIR "/rlcpp " + args;
+  return kMpirun + ("-np " + std::to_string(ranks)) + " " RLCPP_BINARY_DIR "/rlcpp " + args;
 }
 
 std::string write_config(const fs::path& dir, int64_t steps, int64_t checkpoint_every) {
@@ -158,36 +159,57 @@ int find_rank_pid(int rank, const std::string& tag) {
   return -1;
 }
 
+// `mpirun -np 2 rlcpp ARGS` started in the background: its output goes to ROOT/mpirun.log, its exit status to
+// ROOT/mpirun.rc when it ends.
+class BackgroundLaunch {
+ public:
+  BackgroundLaunch(const fs::path& root, const std::string& args)
+      : log_((root / "mpirun.log").string()), rc_((root / "mpirun.rc").string()) {
+    EXPECT_EQ(std::system(("(" + mpirun(2, args) + " > " + log_ + " 2>&1; echo $? > " + rc_ + ") &").c_str()), 0);
+  }
+  // Whether it ended within `limit`.
+  bool ended_within(std::chrono::seconds limit) const {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!fs::exists(rc_) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return fs::exists(rc_);
+  }
+  int status() const {
+    int status = 0;
+    std::ifstream(rc_) >> status;
+    return status;
+  }
+  std::string output() const { return {std::istreambuf_iterator<char>(std::ifstream(log_).rdbuf()), {}}; }
+
+ private:
+  std::string log_, rc_;
+};
+
+// The pid of rank 1 of the run writing `run` once its metrics.jsonl holds `steps` records (-1: not within 3 minutes).
+int rank1_once_logged(const std::string& run, size_t steps) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(3);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (fs::exists(run + "/metrics.jsonl") && read_jsonl(run + "/metrics.jsonl").size() >= steps)
+      return find_rank_pid(1, run);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return -1;
+}
+
 TEST(TrainDataParallel, ARankThatDiesEndsTheRunNamingItAndTheRunResumes) {
   const fs::path root = fs::temp_directory_path() / "rlcpp_dp_kill_test";
   fs::remove_all(root);
   fs::create_directories(root);
   const std::string config = write_config(root, 40, 2);
   const std::string run = (root / "run").string();
-  const std::string log = (root / "mpirun.log").string(), rc = (root / "mpirun.rc").string();
-  ASSERT_EQ(std::system(("(" + mpirun(2, "train " + config + " --set run_dir=" + run) + " > " + log +
-                         " 2>&1; echo $? > " + rc + ") &")
-                            .c_str()),
-            0);
+  const BackgroundLaunch launch(root, "train " + config + " --set run_dir=" + run);
   // Once step 3 is logged (a checkpoint exists at step 2), rank 1 is killed.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(3);
-  int victim = -1;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (fs::exists(run + "/metrics.jsonl") && read_jsonl(run + "/metrics.jsonl").size() >= 3) {
-      victim = find_rank_pid(1, run);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  const int victim = rank1_once_logged(run, 3);
   ASSERT_GT(victim, 0) << "rank 1 was not found running";
   ASSERT_EQ(::kill(victim, SIGKILL), 0);
-  while (!fs::exists(rc) && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  std::ifstream rc_in(rc);
-  int status = 0;
-  rc_in >> status;
-  const std::string out{std::istreambuf_iterator<char>(std::ifstream(log).rdbuf()), {}};
-  EXPECT_NE(status, 0) << out;
+  ASSERT_TRUE(launch.ended_within(std::chrono::minutes(3)));
+  const std::string out = launch.output();
+  EXPECT_NE(launch.status(), 0) << out;
   EXPECT_NE(out.find("rank 1"), std::string::npos) << out;  // the launcher names the rank that died
   ASSERT_FALSE(fs::exists(run + "/checkpoints/step_40"));
 
@@ -197,6 +219,73 @@ TEST(TrainDataParallel, ARankThatDiesEndsTheRunNamingItAndTheRunResumes) {
   EXPECT_NE(resumed.output.find("train: resuming"), std::string::npos) << resumed.output;
   EXPECT_EQ(read_jsonl(run + "/metrics.jsonl").size(), 40u);
   EXPECT_TRUE(fs::exists(run + "/checkpoints/step_40/model.safetensors"));
+}
+
+// One rank stopped (kill -STOP) left the other spinning in its next collective for ever: past
+// trainer.collective_timeout_s the waiting rank asks who is there and the run stops naming the rank that is not.
+TEST(TrainDataParallel, ARankThatStopsAnsweringEndsTheRunNamingItPastTheDeadline) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_dp_stop_test";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  const std::string config = write_config(root, 40, 0);
+  const std::string run = (root / "run").string();
+  const BackgroundLaunch launch(root, "train " + config + " --set trainer.collective_timeout_s=2 --set run_dir=" + run);
+  const int victim = rank1_once_logged(run, 2);
+  ASSERT_GT(victim, 0) << "rank 1 was not found running";
+  ASSERT_EQ(::kill(victim, SIGSTOP), 0);
+  const bool ended = launch.ended_within(std::chrono::seconds(60));
+  if (!ended) {  // the old behaviour: rank 0 spins for ever; end the launch so that nothing is left running
+    ::kill(victim, SIGKILL);
+    const int rank0 = find_rank_pid(0, run);
+    if (rank0 > 0) ::kill(rank0, SIGKILL);
+  }
+  ASSERT_TRUE(ended) << "the run did not stop within 60 s of rank 1 being stopped";
+  const std::string out = launch.output();
+  EXPECT_NE(launch.status(), 0) << out;
+  EXPECT_NE(out.find("rank(s) 1 did not answer"), std::string::npos) << out;
+  EXPECT_NE(out.find("trainer.collective_timeout_s = 2"), std::string::npos) << out;
+  ::kill(victim, SIGKILL);  // in case the launcher left it stopped
+}
+
+// Ranks that would run different configs (another step count hung, another algorithm or dtype trained on mixed
+// gradients) are refused before any work, naming the rank and the first key that differs; and ranks whose
+// init_checkpoint holds other weights (a relative path, resolved in each rank's directory).
+TEST(TrainDataParallel, RanksWithAnotherConfigOrOtherInitialWeightsAreRefusedByName) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_dp_config_test";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  const std::string config = write_config(root, 2, 0);
+  const std::string launch = kMpirun;  // one rank per app context (mpirun's A : B), each its own command line
+  const std::string train = " " RLCPP_BINARY_DIR "/rlcpp train " + config + " --set run_dir=" + (root / "run").string();
+  const CliResult steps = run_shell(launch + "-np 1" + train + " : -np 1" + train + " --set steps=3");
+  EXPECT_NE(steps.status, 0);
+  EXPECT_NE(steps.output.find("rank 1's config differs from rank 0's: steps: 2 -> 3 (rank 0 -> rank 1)"),
+            std::string::npos)
+      << steps.output;
+  EXPECT_FALSE(fs::exists(root / "run")) << "work started before the refusal";
+  const CliResult dtype = run_shell(launch + "-np 1" + train + " : -np 1" + train + " --set trainer.dtype=bf16");
+  EXPECT_NE(dtype.output.find("rank 1's config differs from rank 0's: trainer.dtype: \"fp32\" -> \"bf16\""),
+            std::string::npos)
+      << dtype.output;
+  // The same config text, two directories whose init/ holds other weights.
+  for (const char* host : {"a", "b"}) {
+    fs::create_directories(root / host);
+    const ParameterStore init = load_model_checkpoint((root / "init").string());
+    ParameterStore moved = init.clone();
+    if (std::string(host) == "b") moved.flat().data<float>()[0] += 1.0f;
+    save_model_checkpoint((root / host / "init").string(), moved);
+  }
+  Json relative = Json::parse(std::ifstream(config));
+  relative["init_checkpoint"] = "init";
+  std::ofstream(root / "relative.json") << relative.dump();
+  const std::string train_relative =
+      " " RLCPP_BINARY_DIR "/rlcpp train " + (root / "relative.json").string() + " --set run_dir=" +
+      (root / "run").string();
+  const CliResult weights = run_shell(launch + "-np 1 -wdir " + (root / "a").string() + train_relative +
+                                      " : -np 1 -wdir " + (root / "b").string() + train_relative);
+  EXPECT_NE(weights.status, 0);
+  EXPECT_NE(weights.output.find("the initial weights of rank(s) 1 differ from rank 0's"), std::string::npos)
+      << weights.output;
 }
 
 TEST(TrainDataParallel, OtherCommandsAndMpiLessLaunchesAreRefused) {

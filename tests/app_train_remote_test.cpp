@@ -373,6 +373,27 @@ TEST(TrainRemoteConfig, RemoteWorkerSettingsAreCheckedBeforeAnyWork) {
   EXPECT_EQ(error(local), "<no error>");
   local.rollout.remote.weights_endpoints = {"inproc://w"};
   EXPECT_TRUE(has(error(local), "inproc://")) << error(local);
+
+  // One worker listed twice (also as another loopback name, or its request endpoint as another's weights one).
+  TrainConfig twice = local;
+  twice.rollout.remote.endpoints = {"tcp://127.0.0.1:5600", "tcp://localhost:5600"};
+  twice.rollout.remote.weights_endpoints = {"tcp://127.0.0.1:5601", "tcp://127.0.0.1:5602"};
+  EXPECT_TRUE(has(error(twice), "config key 'rollout.remote.endpoints': rollout.remote.endpoints[1] "
+                                "'tcp://localhost:5600' is the place rollout.remote.endpoints[0] "
+                                "'tcp://127.0.0.1:5600' already names"))
+      << error(twice);
+  twice.rollout.remote.endpoints = {"tcp://127.0.0.1:5600", "tcp://127.0.0.1:5603"};
+  twice.rollout.remote.weights_endpoints = {"tcp://127.0.0.1:5601", "tcp://[::1]:5600"};
+  EXPECT_TRUE(has(error(twice), "rollout.remote.weights_endpoints[1] 'tcp://[::1]:5600' is the place")) << error(twice);
+  twice.rollout.remote.weights_endpoints = {"tcp://127.0.0.1:5601", "tcp://127.0.0.1:5602"};
+  EXPECT_EQ(error(twice), "<no error>");
+  // A port outside 1..65535 is refused at once, by key (a worker is connected to: no "any port" either).
+  for (const char* port : {"0", "*", "65536", "99999", "-1"}) {
+    twice.rollout.remote.endpoints = {"tcp://127.0.0.1:5600", std::string("tcp://127.0.0.1:") + port};
+    EXPECT_TRUE(has(error(twice), std::string("config key 'rollout.remote.endpoints': endpoint 'tcp://127.0.0.1:") +
+                                      port + "': port '" + port + "' is not a port to connect to (1..65535)"))
+        << error(twice);
+  }
 }
 
 }  // namespace

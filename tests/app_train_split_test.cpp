@@ -2,6 +2,8 @@
 // same samples and metrics as the colocated placement with the same seed: the worker samples with exactly
 // the trainer's weights after every sync. So does an async run whose workers run at different speeds.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -10,6 +12,7 @@
 #include "loop/controller.h"
 #include "model/checkpoint.h"
 #include "model/init.h"
+#include "tests/app_test_support.h"
 #include "tests/train_test_support.h"
 
 namespace rlcpp {
@@ -161,6 +164,51 @@ TEST(TrainSplit, AsyncWorkerKilledMidDrawIsRestartedOnTheDrawsWeights) {
   fs::permissions(wrapper, fs::perms::owner_all);
   const std::vector<Json> mb = async_split_equals_colocated(root, wrapper, 1, 0);
   EXPECT_EQ(mb.back()["rollout/worker_restarts"], 1.0);  // its 4th request (step 3's draws, during step 2)
+}
+
+// A trainer killed (SIGKILL) right after step 2's checkpoint is complete lost step 2's metrics and samples for good
+// (resumed: steps 1, 3). A checkpoint and its step's records are committed together: resumed, each of steps 1..3
+// is in metrics.jsonl and samples.jsonl once, equal to the uninterrupted run's, synchronous and async.
+TEST(TrainSplit, AKillRightAfterACheckpointLosesNoneOfItsStepsRecords) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_kill_after_checkpoint_test";
+  fs::remove_all(root);
+  const std::string init = small_train_checkpoint(root / "init");
+  const std::string rlcpp = RLCPP_BINARY_DIR "/rlcpp train ";
+  for (const int64_t staleness : {0, 1}) {
+    SCOPED_TRACE("async.max_staleness " + std::to_string(staleness));
+    const Json c = {{"init_checkpoint", init},
+                    {"rollout", {{"placement", "colocated"}, {"prompts_per_step", 4}, {"group_size", 4}}},
+                    {"ppo", {{"mini_batch_size", 16}, {"micro_batch_size", 16}}},
+                    {"async", {{"max_staleness", staleness}}},
+                    {"steps", 3},
+                    {"eval_every", 0},
+                    {"eval_size", 4},
+                    {"checkpoint_every", 1}};
+    const fs::path config = root / ("config_" + std::to_string(staleness) + ".json");
+    std::ofstream(config) << c.dump();
+    const std::string whole = (root / ("whole_" + std::to_string(staleness))).string();
+    const std::string cut = (root / ("cut_" + std::to_string(staleness))).string();
+    const CliResult a = run_shell(rlcpp + config.string() + " --set run_dir=" + whole);
+    ASSERT_EQ(a.status, 0) << a.output;
+    const CliResult killed =
+        run_shell(rlcpp + config.string() + " --set run_dir=" + cut + " --inject-fault kill-after-checkpoint:2");
+    const bool by_sigkill = (WIFSIGNALED(killed.status) && WTERMSIG(killed.status) == SIGKILL) ||
+                            (WIFEXITED(killed.status) && WEXITSTATUS(killed.status) == 128 + SIGKILL);  // via sh
+    ASSERT_TRUE(by_sigkill) << "status " << killed.status << "\n" << killed.output;
+    ASSERT_TRUE(fs::exists(cut + "/checkpoints/step_2/state.json"));
+    ASSERT_FALSE(fs::exists(cut + "/checkpoints/step_3"));
+    const CliResult resumed = run_shell(rlcpp + "--resume " + cut);
+    ASSERT_EQ(resumed.status, 0) << resumed.output;
+    const std::vector<Json> ma = read_jsonl(whole + "/metrics.jsonl"), mb = read_jsonl(cut + "/metrics.jsonl");
+    ASSERT_EQ(mb.size(), 3u);
+    for (size_t i = 0; i < mb.size(); ++i) {
+      EXPECT_EQ(mb[i]["step"], i + 1);
+      for (const auto& [key, value] : ma[i].items())
+        if (!run_dependent_key(key)) EXPECT_EQ(value, mb[i][key]) << "step " << i + 1 << " key " << key;
+    }
+    EXPECT_EQ(read_jsonl(whole + "/samples.jsonl"), read_jsonl(cut + "/samples.jsonl"));
+  }
+  fs::remove_all(root);
 }
 
 }  // namespace

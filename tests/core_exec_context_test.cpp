@@ -163,9 +163,17 @@ TEST(ExecContext, FillZeroZeroesItsDevicesTensorsAndNamesAnother) {
   expect_error([&] { ctx.fill_zero(on_device); }, {"fill_zero: the tensor is on cuda, the context is cpu"});
 }
 
-TEST(ExecContext, ACudaContextWithoutADeviceSaysWhy) {
+TEST(ExecContext, ACudaContextOnADeviceThatIsNotThereSaysWhy) {
+  // Runs on every machine: without a GPU (or in a CPU-only build) cuda:0 is refused with the reason; with N GPUs,
+  // cuda:N is refused naming the device and how many are visible.
   std::string why;
-  if (ExecContext::cuda_devices(&why) > 0) GTEST_SKIP() << "a CUDA device is present";
+  const int devices = ExecContext::cuda_devices(&why);
+  if (devices > 0) {
+    expect_error([&] { ExecContext::cuda(devices); },
+                 {"cuda:" + std::to_string(devices), "no such device", std::to_string(devices) + " visible"});
+    expect_error([] { ExecContext::cuda(-1); }, {"cuda:-1", "no such device"});
+    return;
+  }
   EXPECT_FALSE(why.empty());
 #ifdef RLCPP_WITH_CUDA
   expect_error([] { ExecContext::cuda(0); }, {"cuda:0"});

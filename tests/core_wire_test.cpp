@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "core/endpoint.h"
 #include "core/wire.h"
 #include "tests/error_test_support.h"
 

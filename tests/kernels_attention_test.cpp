@@ -92,6 +92,31 @@ TEST(Attention, ForwardMatchesDoubleReference) {
   }
 }
 
+TEST(Attention, CausalMaskHidesLaterTokens) {
+  // A token's output depends on itself and the tokens before it only: new keys and values for positions 5..8 of
+  // a 9-token sequence leave rows 0..4 bit for bit as they were, and change every later row.
+  Rng rng(24);
+  const int64_t n = 9, hq = 4, hkv = 2, d = 8, first_changed = 5;
+  const Tensor cu = int_tensor({0, static_cast<int32_t>(n)});
+  Tensor q = rng.normal({n, hq, d}), k = rng.normal({n, hkv, d}), v = rng.normal({n, hkv, d});
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  Tensor before = Tensor::empty({n, hq, d}), after = Tensor::empty({n, hq, d}), lse = Tensor::empty({n, hq});
+  ops::attention_forward(host(), q, k, v, cu, scale, before, lse);
+  const Tensor later_k = rng.normal({n, hkv, d}), later_v = rng.normal({n, hkv, d});
+  const int64_t row = hkv * d;  // floats of one position's keys (or values)
+  std::memcpy(k.data<float>() + first_changed * row, later_k.data<float>() + first_changed * row,
+              sizeof(float) * static_cast<size_t>((n - first_changed) * row));
+  std::memcpy(v.data<float>() + first_changed * row, later_v.data<float>() + first_changed * row,
+              sizeof(float) * static_cast<size_t>((n - first_changed) * row));
+  ops::attention_forward(host(), q, k, v, cu, scale, after, lse);
+  const size_t per_position = static_cast<size_t>(hq * d) * sizeof(float);
+  for (int64_t i = 0; i < n; ++i) {
+    const bool same =
+        std::memcmp(before.data<float>() + i * hq * d, after.data<float>() + i * hq * d, per_position) == 0;
+    EXPECT_EQ(same, i < first_changed) << "position " << i;
+  }
+}
+
 TEST(Attention, BackwardMatchesFiniteDifferences) {
   Rng rng(22);
   const std::vector<int32_t> cu = cumulative({1, 4, 6});

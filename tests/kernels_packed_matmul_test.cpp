@@ -152,6 +152,32 @@ TEST(PackedMatmul, ResidualProductEqualsCopyThenAccumulate) {
   }
 }
 
+// The epilogue is separate IEEE operations — the chain times the channel scale rounded, then added to the residual
+// and rounded — never one fused multiply-add (GCC contracts a * b + c under its default -ffp-contract=fast; the
+// CUDA kernel uses __fmul_rn and __fadd_rn): in every format and compute dtype, the residual form equals the plain
+// product plus the residual, added here as a separate float operation.
+TEST(PackedMatmul, TheEpilogueMultipliesAndAddsSeparately) {
+  Rng rng(16);
+  for (const DType format :
+       {DType::kF32, DType::kBF16, DType::kF16, DType::kInt8, DType::kFp8E4M3}) {
+    for (const Dims& d : kShapes) {
+      SCOPED_TRACE(::testing::Message() << precision_name(format) << " M=" << d.m << " N=" << d.n << " K=" << d.k);
+      const Tensor x = rng.normal({d.m, d.k}), w = rng.normal({d.n, d.k}, 0.3f), res = rng.normal({d.m, d.n});
+      ops::PackedWeight pw;
+      ops::pack_weight(host(), w, pw, format);
+      Tensor product = Tensor::empty({d.m, d.n}), y = Tensor::empty({d.m, d.n});
+      ops::matmul_packed(host(), x, pw, product);
+      ops::matmul_packed_residual(host(), x, pw, res, y);
+      std::vector<float> want(static_cast<size_t>(product.numel()));
+      for (size_t i = 0; i < want.size(); ++i) {
+        volatile float scaled = product.data<float>()[i];  // stored: no fusing with the add below
+        want[i] = res.data<float>()[i] + scaled;
+      }
+      EXPECT_TRUE(same_bits(y.data<float>(), want.data(), y.numel()));
+    }
+  }
+}
+
 TEST(PackedMatmul, RepackingReusesTheBufferAndTakesTheNewWeights) {
   Rng rng(10);
   Tensor w = rng.normal({40, 24});

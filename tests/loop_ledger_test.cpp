@@ -1,5 +1,5 @@
 // The run ledger (report/ledger.h): every formula against a hand computation for W1 and W2
-// (../shared/BENCHMARKS.md), ratios against given measurements, "—" for what was not measured; the machine
+// (docs/benchmarks.md), ratios against given measurements, "—" for what was not measured; the machine
 // yardsticks (kernels/machine_peaks.h) and the /proc/self/status reader (core/process_memory.h) behind it.
 #include <gtest/gtest.h>
 
@@ -42,13 +42,13 @@ TEST(Ledger, W2FormulasMatchHandComputation) {
   bf16.kv_cache = 2;
   bf16.weights = 2;
   LedgerFigures f;
-  f.memory_bandwidth = 4.8e12;  // H200 HBM, BENCHMARKS.md "Limits"
+  f.memory_bandwidth = 4.8e12;  // H200 HBM, docs/benchmarks.md "Limits"
   const std::vector<LedgerLine> lines = build_ledger(model_preset("qwen05b"), f, bf16);
   EXPECT_EQ(ledger_line(lines, "parameters").formula_value, 494032768.0);
   EXPECT_EQ(ledger_line(lines, "training_memory").formula_value, 7904524288.0);
   EXPECT_EQ(ledger_line(lines, "kv_bytes_per_token").formula_value, 12288.0);  // 2·24·2·64·2
   EXPECT_EQ(ledger_line(lines, "train_flops_per_token").formula_value, 2964196608.0);
-  // 2·494032768 B / 4.8e12 B/s = 0.2058 ms: BENCHMARKS.md's "≈ 0.2 ms".
+  // 2·494032768 B / 4.8e12 B/s = 0.2058 ms: docs/benchmarks.md's "≈ 0.2 ms".
   EXPECT_NEAR(ledger_line(lines, "decode_floor").formula_value, 988065536.0 / 4.8e12, 1e-18);
   // fp32 cache: 2·24·2·64·4.
   EXPECT_EQ(ledger_line(build_ledger(model_preset("qwen05b"), f), "kv_bytes_per_token").formula_value, 24576.0);

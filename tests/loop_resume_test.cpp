@@ -184,6 +184,31 @@ TEST(LoopResume, PendingRolloutsOlderThanALoweredBoundAreDropped) {
   EXPECT_TRUE(m[4].contains("actor/pg_loss"));
 }
 
+// Draws made ahead under one group size cannot be trained on under another (they failed deep in the step, "sample 4
+// belongs to group 1"): a resume with an edited rollout.group_size or prompts_per_step while they are pending is
+// refused naming the keys and the file.
+TEST(LoopResume, PendingRolloutsOfAnotherGroupSizeAreRefusedByName) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_resume_async_group_test";
+  fs::remove_all(root);
+  TrainConfig c = resumable_run(root);
+  c.steps = 3;
+  c.async.max_staleness = 1;
+  c.run_dir = (root / "run").string();
+  const TrainSummary first = run_train(c, config_to_json(c));
+  fs::remove_all(fs::path(first.run_dir) / "checkpoints/step_3");  // back to step 2, with step 3 drawn
+  for (const auto& [key, value] : {std::pair{"group_size", 4}, {"prompts_per_step", 4}}) {
+    Json edited = load_json_file(first.run_dir + "/config.json");
+    edited["rollout"][key] = value;
+    write_json_file_atomic(first.run_dir + "/config.json", edited);
+    expect_error([&] { resume_train(first.run_dir, /*allow_config_change=*/true); },
+                 {"checkpoints/step_2/pending_rollouts.json", "step 3 was drawn ahead", "8 prompts x 8 samples",
+                  "rollout.prompts_per_step", "rollout.group_size", "cannot change while draws"});
+    write_json_file_atomic(first.run_dir + "/config.json", config_to_json(c));
+  }
+  EXPECT_FALSE(fs::exists(fs::path(first.run_dir) / "checkpoints/step_3"));
+  EXPECT_EQ(resume_train(first.run_dir).mean_rewards.size(), 1u);  // the config restored, it resumes
+}
+
 // Distillation resumes against its teacher (read again from algorithm.distill.teacher).
 TEST(LoopResume, DistillationRunResumes) {
   const fs::path root = fs::temp_directory_path() / "rlcpp_resume_distill_test";

@@ -1,5 +1,5 @@
 // Text tasks end to end on a Qwen-vocabulary model: a checkpoint carrying the Qwen3 tokenizer.json of
-// ../shared/fixtures (and its chat template) trains the words task with GRPO for two steps, its prompts rendered
+// tests/data/qwen3 (and its chat template) trains the words task with GRPO for two steps, its prompts rendered
 // as ChatML turns; every checkpoint it writes carries the tokenizer, which later commands pick up by themselves.
 // And the chat formatting of prompts: one user turn, an optional system message, a dataset's conversation.
 #include <gtest/gtest.h>
@@ -14,13 +14,14 @@
 #include "model/init.h"
 #include "tests/error_test_support.h"
 #include "tests/train_test_support.h"
+#include "tests/test_fixtures.h"
 
 namespace rlcpp {
 namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kQwen3 = std::string(RLCPP_SOURCE_DIR) + "/../shared/fixtures/qwen3";
+const std::string kQwen3 = qwen3_fixture_dir();
 
 // W1's shape with Qwen's vocabulary and EOS (<|im_end|>), a context long enough for word problems.
 ModelConfig qwen_vocab_config() {

@@ -8,11 +8,13 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 
 #include "loop/consistency_probe.h"
 #include "loop/controller.h"
 #include "loop/mismatch.h"
 #include "loop/rollout_samples.h"
+#include "loop/step_draws.h"
 #include "model/checkpoint.h"
 #include "model/init.h"
 #include "reward/task_registry.h"
@@ -126,6 +128,51 @@ TEST(LoopTrain, ProbeStopsTheRunWhenTheEngineMissedASync) {
   }
 }
 
+// A reward function that scores every response `value`: a broken scorer or reward server.
+class ConstantReward : public RewardFunction {
+ public:
+  explicit ConstantReward(double value) : value_(value) {}
+  std::vector<RewardResult> score(const std::vector<RewardQuery>& queries) override {
+    std::vector<RewardResult> out(queries.size());
+    for (RewardResult& r : out) r.total = value_;
+    return out;
+  }
+  Json counters() const override { return Json::object(); }
+
+ private:
+  double value_;
+};
+
+// Rewards of +-1e308 made every step non-finite, and the run stopped advising a lower optim.lr: a reward that is
+// not finite or past +-1e9 is named where it is drawn, with its step, sample, task, prompt and value.
+TEST(LoopTrain, AbsurdRewardsAreNamedWithTheirSample) {
+  ModelConfig mc = model_preset("tiny");
+  mc.num_hidden_layers = 1;
+  const ParameterStore params = init_random(mc, 8);
+  const Transformer model(mc);
+  EngineConfig engine;
+  engine.max_num_seqs = 16;
+  std::unique_ptr<RolloutBackend> rollout = make_colocated_rollout(model, params, engine);
+  TrainConfig c;
+  c.rollout.prompts_per_step = 2;
+  c.rollout.group_size = 2;
+  const std::unique_ptr<Task> task = make_task(c.task);
+  CharTokenizer tok;
+  PhiloxStream data_rng(c.seed, 1);
+  const auto draw_with = [&](double reward) {
+    ConstantReward scorer(reward);
+    return error_of([&] { draw_step({c, *task, scorer, tok, *rollout, data_rng}, 3, 0); });
+  };
+  for (const double absurd : {1e308, -1e308, 1e30, std::nan(""), -std::numeric_limits<double>::infinity()}) {
+    const std::string e = draw_with(absurd);
+    EXPECT_TRUE(e.find("step 3: the reward of sample 0 (task add3, prompt \"") != std::string::npos) << e;
+    EXPECT_TRUE(e.find("reward.type \"local\") is ") != std::string::npos) << e;
+    EXPECT_TRUE(e.find("within +-1e+09") != std::string::npos) << e;
+  }
+  EXPECT_TRUE(draw_with(1e308).find(") is 1e+308: a reward must be finite") != std::string::npos) << draw_with(1e308);
+  EXPECT_EQ(draw_with(-1e9), "<no error>");
+}
+
 // Each source of rollout/trainer mismatch switched on alone (mismatch lab): the step's own samples and the
 // probe's trainer comparison show it, the probe's sync check (engine vs the trainer's weights in the engine's
 // numerics) stays exactly 0 for a batch-invariant engine, and a rounded or quantised rollout reports its weight
@@ -235,6 +282,34 @@ TEST(LoopTrain, WeightSyncSettingsAreCheckedByName) {
   cfg.rollout.weight_sync = "zmq";
   cfg.device = "cpu";
   cfg.validate();
+}
+
+// Bad reward.remote.* values are refused with the config, before the SFT warm start or any other work (they were
+// found only when the reward client was made, after the warm start).
+TEST(LoopTrain, RemoteRewardSettingsAreRefusedBeforeTheWarmStart) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_remote_reward_config_test";
+  fs::remove_all(root);
+  const std::vector<std::pair<std::function<void(RemoteRewardConfig&)>, std::string>> cases = {
+      {[](RemoteRewardConfig& r) { r.timeout_ms = 0; }, "reward.remote.timeout_ms"},
+      {[](RemoteRewardConfig& r) { r.retries = -1; }, "reward.remote.retries"},
+      {[](RemoteRewardConfig& r) { r.batch_size = 0; }, "reward.remote.batch_size"},
+      {[](RemoteRewardConfig& r) { r.on_failure = "retry"; }, "reward.remote.on_failure"},
+      {[](RemoteRewardConfig& r) { r.endpoint = "foo"; }, "reward.remote.endpoint"},
+      {[](RemoteRewardConfig& r) { r.endpoint = "tcp://127.0.0.1:70000"; }, "reward.remote.endpoint"}};
+  for (const auto& [edit, key] : cases) {
+    TrainConfig c;
+    c.run_dir = (root / "run").string();
+    c.rollout.placement = "colocated";
+    c.warm_start.enabled = true;
+    c.warm_start.sft.steps = 1;
+    c.warm_start.sft.eval_size = 1;
+    c.steps = 1;
+    c.reward.type = "remote";
+    edit(c.reward.remote);
+    expect_error([&] { run_train(c, config_to_json(c)); }, {"config key '" + key + "'"});
+    EXPECT_FALSE(fs::exists(root / "run")) << key << ": work started before the refusal";
+    fs::remove_all(root);
+  }
 }
 
 // logprob_space "sampled" with top-p sampling: the trainer replays the sampler's kept set, so rollout and

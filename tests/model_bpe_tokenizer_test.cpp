@@ -1,7 +1,7 @@
 // rlcpp's byte-level BPE against Hugging Face `tokenizers` (tests/tokenizer_reference.py, in .venv): the same
 // ids on a multilingual corpus (English, Chinese, Japanese, Korean, code, emoji, runs of whitespace, CRLF,
 // combining characters that NFC changes, special tokens), for the real Qwen3 tokenizer.json
-// (../shared/fixtures/qwen3), a Llama-3-style one (its split regex, ignore_merges) and a GPT-2-style one (ByteLevel's
+// (tests/data/qwen3), a Llama-3-style one (its split regex, ignore_merges) and a GPT-2-style one (ByteLevel's
 // own regex, add_prefix_space) that the library trains in the test; decode gives the library's text back;
 // a malformed tokenizer.json is an error naming the field.
 #include <gtest/gtest.h>
@@ -16,19 +16,20 @@
 #include "model/bpe_tokenizer.h"
 #include "tests/error_test_support.h"
 #include "tests/python_env.h"
+#include "tests/test_fixtures.h"
 
 namespace rlcpp {
 namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kSource = RLCPP_SOURCE_DIR;
+const std::string kSource = test_source_dir();
 const std::string kCorpus = kSource + "/tests/data/tokenizer_corpus.jsonl";
 const std::string kReference = kSource + "/tests/tokenizer_reference.py";
 
-// The real Qwen3 tokenizer.json of ../shared/fixtures (beside the project root).
+// The real Qwen3 tokenizer.json of tests/data/qwen3.
 std::string qwen3_tokenizer() {
-  const std::string path = kSource + "/../shared/fixtures/qwen3/tokenizer.json";
+  const std::string path = qwen3_fixture_dir() + "/tokenizer.json";
   return fs::exists(path) ? path : "";
 }
 
@@ -47,12 +48,10 @@ fs::path scratch_dir() {
   return dir;
 }
 
-// Every corpus line encoded by both; ids and decoded text equal.
-void expect_same_as_library(const std::string& tokenizer_json) {
-  const fs::path out = scratch_dir() / "reference.json";
-  ASSERT_TRUE(run_venv_python("'" + kReference + "' encode '" + tokenizer_json + "' '" + kCorpus + "' '" +
-                              out.string() + "'"));
-  const Json want = Json::parse(std::ifstream(out));
+// Every corpus line encoded by rlcpp equals the library's encoding in `reference` (tokenizer_reference.py's
+// encode): ids and decoded text.
+void expect_same_as_reference(const std::string& tokenizer_json, const fs::path& reference) {
+  const Json want = Json::parse(std::ifstream(reference));
   const BpeTokenizer tok = BpeTokenizer::load(tokenizer_json);
   const std::vector<std::string> texts = corpus_texts();
   ASSERT_EQ(want.size(), texts.size());
@@ -68,9 +67,17 @@ void expect_same_as_library(const std::string& tokenizer_json) {
   }
 }
 
+// Every corpus line encoded by both; ids and decoded text equal.
+void expect_same_as_library(const std::string& tokenizer_json) {
+  const fs::path out = scratch_dir() / "reference.json";
+  ASSERT_TRUE(run_venv_python("'" + kReference + "' encode '" + tokenizer_json + "' '" + kCorpus + "' '" +
+                              out.string() + "'"));
+  expect_same_as_reference(tokenizer_json, out);
+}
+
 TEST(BpeTokenizer, Qwen3IdsEqualTheLibrarysOnTheCorpus) {
   const std::string path = qwen3_tokenizer();
-  ASSERT_FALSE(path.empty()) << "../shared/fixtures/qwen3/tokenizer.json is missing";
+  ASSERT_FALSE(path.empty()) << "tests/data/qwen3/tokenizer.json is missing";
   expect_same_as_library(path);
 }
 
@@ -91,6 +98,22 @@ TEST(BpeTokenizer, Gpt2StyleByteLevelRegexAndPrefixSpaceEqualTheLibrary) {
   const fs::path dir = scratch_dir() / "gpt2";
   ASSERT_TRUE(run_venv_python("'" + kReference + "' make-gpt2 '" + kCorpus + "' '" + dir.string() + "'"));
   expect_same_as_library((dir / "tokenizer.json").string());
+}
+
+// Split patterns that can match the empty string ("" splits a text into its characters, as the library does;
+// "s*", "e|", a lookahead) and literal {"String": ...} patterns (a space, two, a regex metacharacter), each under
+// every behaviour: the library's ids.
+TEST(BpeTokenizer, SplitPatternsMatchingEmptyAndLiteralPatternsEqualTheLibrary) {
+  const fs::path dir = scratch_dir() / "split";
+  ASSERT_TRUE(run_venv_python("'" + kReference + "' split-cases '" + kCorpus + "' '" + dir.string() + "'"));
+  int cases = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().filename() == "base") continue;
+    SCOPED_TRACE(entry.path().filename().string());
+    expect_same_as_reference((entry.path() / "tokenizer.json").string(), entry.path() / "reference.json");
+    ++cases;
+  }
+  EXPECT_EQ(cases, 32);
 }
 
 TEST(BpeTokenizer, SpecialTokensAreNeverSplitAndDecodeRoundTrips) {

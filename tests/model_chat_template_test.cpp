@@ -1,5 +1,5 @@
 // Chat templates against `transformers`' apply_chat_template (tests/tokenizer_reference.py chat, in .venv): the
-// Qwen3 template of ../shared/fixtures (thinking kept or dropped by turn, enable_thinking = false), a Qwen2.5-style
+// Qwen3 template of tests/data/qwen3 (thinking kept or dropped by turn, enable_thinking = false), a Qwen2.5-style
 // one (its default system message) and Llama-3's, on the same conversations; unknown templates and malformed
 // messages are errors naming them.
 #include <gtest/gtest.h>
@@ -12,13 +12,14 @@
 #include "model/chat_template.h"
 #include "tests/error_test_support.h"
 #include "tests/python_env.h"
+#include "tests/test_fixtures.h"
 
 namespace rlcpp {
 namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kSource = RLCPP_SOURCE_DIR;
+const std::string kSource = test_source_dir();
 const std::string kReference = kSource + "/tests/tokenizer_reference.py";
 const std::string kCorpus = kSource + "/tests/data/tokenizer_corpus.jsonl";
 
@@ -64,7 +65,7 @@ void expect_same_as_transformers(const std::string& tokenizer_dir, const std::st
 }
 
 TEST(ChatTemplate, Qwen3FixtureRendersAsTransformersDoes) {
-  const std::string dir = kSource + "/../shared/fixtures/qwen3";
+  const std::string dir = qwen3_fixture_dir();
   ASSERT_TRUE(fs::exists(dir + "/tokenizer_config.json")) << dir << " is missing";
   EXPECT_EQ(ChatTemplate::of_tokenizer(dir)->family(), ChatTemplate::Family::kChatML);
   expect_same_as_transformers(dir, dir + "/tokenizer.json");

@@ -1,8 +1,12 @@
 // Hugging Face config.json <-> ModelConfig: the Qwen3 family (q_norm / k_norm, an explicit head_dim, bias only
 // with attention_bias) and head_dim for every family. (Llama and Qwen2 files written by transformers itself are
 // model_hf_parity_test's; the pinned transformers 4.49 predates Qwen3, so Qwen3 is checked here from the keys.)
+// And model_shapes: a preset, a config.json or a checkpoint directory, as `rlcpp ledger` and the benches take them.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "core/error.h"
@@ -165,6 +169,41 @@ TEST(ModelConfigFamilies, UnknownModelTypeNamesTheChoices) {
   EXPECT_NE(error_of(j).find("model_type 'qwen3_moe' is not supported (expected \"llama\", \"qwen2\" or \"qwen3\")"),
             std::string::npos)
       << error_of(j);
+}
+
+}  // namespace
+}  // namespace rlcpp
+
+namespace rlcpp {
+namespace {
+
+TEST(ModelShapes, APresetAConfigJsonOrACheckpointDirectory) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("rlcpp_model_shapes_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  ModelConfig wide = model_preset("tiny");
+  wide.hidden_size = 256;
+  std::ofstream(dir / "config.json") << model_config_to_hf_json(wide).dump();
+  EXPECT_EQ(model_shapes("tiny").hidden_size, 128);
+  EXPECT_EQ(model_shapes((dir / "config.json").string()).hidden_size, 256);
+  EXPECT_EQ(model_shapes(dir.string()).hidden_size, 256);
+  std::filesystem::remove(dir / "config.json");
+  try {
+    model_shapes(dir.string());
+    ADD_FAILURE() << "a directory without config.json";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is a directory without a config.json"), std::string::npos) << e.what();
+  }
+  try {
+    model_shapes("tiny2");
+    ADD_FAILURE() << "an unknown name";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'tiny2' is neither a Hugging Face config.json (or a checkpoint directory "
+                                         "holding one) nor a preset: unknown model preset 'tiny2'"),
+              std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -46,7 +46,7 @@ void expect_close(const std::vector<float>& got, const float* want, int64_t n, d
   EXPECT_EQ(misses, 0) << what;
 }
 
-TEST(ParameterStoreOn, ACopyOnAContextIsDeepAndItsViewsLiveThere) {
+TEST(ParameterStoreOn, ACopyOnTheHostIsDeepAndItsViewsLiveThere) {
   const ModelConfig c = small_test_config("qwen3");
   const ParameterStore params = scaled_test_params(c);
   const ParameterStore copy = params.on(host());
@@ -54,8 +54,13 @@ TEST(ParameterStoreOn, ACopyOnAContextIsDeepAndItsViewsLiveThere) {
   EXPECT_NE(copy.flat().raw(), params.flat().raw());
   EXPECT_EQ(std::memcmp(copy.flat().raw(), params.flat().raw(), params.flat().nbytes()), 0);
   EXPECT_EQ(copy.get("model.norm.weight").device(), Device::kCPU);
+}
+
+TEST(ParameterStoreOn, ACopyOnACudaContextIsDeepAndItsViewsLiveThere) {
   std::string why;
-  if (ExecContext::cuda_devices(&why) == 0) return;  // the device half below needs a GPU
+  if (ExecContext::cuda_devices(&why) == 0) GTEST_SKIP() << why;
+  const ModelConfig c = small_test_config("qwen3");
+  const ParameterStore params = scaled_test_params(c);
   const ExecContext gpu = ExecContext::cuda(0);
   const ParameterStore on_gpu = params.on(gpu);
   EXPECT_EQ(on_gpu.flat().device(), Device::kCUDA);
@@ -208,7 +213,7 @@ TEST(CachedDecodeOnCuda, AQuantisedRolloutDecodesOnTheDeviceAsOnTheHost) {
   const ModelConfig c = small_test_config("qwen2");
   for (bool invariant : {true, false}) {
     ModelNumerics int8;
-    int8.linear_weights = WeightFormat::kInt8;
+    int8.linear_weights = DType::kInt8;
     int8.batch_invariant = invariant;
     const Transformer model(c, int8);
     const ParameterStore params = scaled_test_params(c);

@@ -204,6 +204,21 @@ TEST(RemoteRewardConfig, InvalidSettingsNameTheKey) {
   cfg.endpoint = "localhost:5555";
   EXPECT_TRUE(contains(error(cfg), "reward.remote.endpoint"));
   EXPECT_EQ(error(RemoteRewardConfig{}), "");  // connecting needs no server
+  // A dead server must not stall a run for ever: one reply is waited for at most an hour.
+  cfg = RemoteRewardConfig{};
+  cfg.timeout_ms = 9000000000000;
+  EXPECT_TRUE(contains(error(cfg), "config key 'reward.remote.timeout_ms': 9000000000000 is not in [1, 3600000]"))
+      << error(cfg);
+  cfg.timeout_ms = kMaxRemoteTimeoutMs;
+  EXPECT_EQ(error(cfg), "");
+  // A port outside 1..65535 (libzmq would take 70000 as 70000 mod 2^16 and wait for no server), or a name that is
+  // no endpoint: refused by key, at once.
+  for (const std::string bad : {"tcp://127.0.0.1:70000", "tcp://127.0.0.1:0", "tcp://127.0.0.1:*", "foo",
+                                "inproc://rewards"}) {
+    cfg.endpoint = bad;
+    const std::string e = error(cfg);
+    EXPECT_TRUE(contains(e, "config key 'reward.remote.endpoint'") && contains(e, bad)) << e;
+  }
 }
 
 TEST(RewardFunction, LocalScoresWithTheTaskAndUnknownTypeIsAnError) {

@@ -1,4 +1,4 @@
-// Arithmetic and countdown tasks: the add3 split of BENCHMARKS.md, disjoint and reproducible splits,
+// Arithmetic and countdown tasks: the add3 split of docs/benchmarks.md, disjoint and reproducible splits,
 // deterministic generators, and the task registry's config errors.
 #include <gtest/gtest.h>
 
@@ -47,7 +47,7 @@ TEST(SplitHash, Splitmix64MatchesTheReferenceSequence) {
 
 TEST(Add3Split, HoldsOutAboutTenPercentIndependentOfTheLastDigit) {
   ArithmeticTask task = add3();
-  // Counted independently in Python with the BENCHMARKS.md formula.
+  // Counted independently in Python with the docs/benchmarks.md formula.
   EXPECT_EQ(task.count_test_pairs(), 100012);
   int64_t b_ends_in_zero = 0, b_ends_in_zero_test = 0;
   for (uint64_t a = 0; a < 1000; ++a)

@@ -4,11 +4,14 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "core/error.h"
 #include "core/philox.h"
 #include "model/init.h"
 #include "rollout/engine.h"
+#include "tests/error_test_support.h"
+#include "rollout/kv_utilisation.h"
 #include "tests/host_context.h"
 #include "tests/test_models.h"
 
@@ -230,7 +233,7 @@ TEST(RolloutEngine, DecodesAllRunningSequencesInOneForwardPerStep) {
 
 TEST(RolloutEngine, ARepeatedRequestTakesNoMemoryFromTheSystem) {
   // The step buffers and logits come from the engine's pool: once a request's shapes have been seen, running
-  // it again is served from the pool entirely (DESIGN.md: no allocation per step).
+  // it again is served from the pool entirely (docs/architecture.md: no allocation per step).
   Fixture f;
   Request req;
   for (int p = 0; p < 6; ++p) req.prompts.push_back(random_tokens(9, f.cfg.vocab_size, 40 + p));
@@ -270,6 +273,50 @@ TEST(RolloutEngine, ReportsKvMemoryAndWhatSharingSaved) {
   EXPECT_EQ(s.peak_blocks_unshared, 8 * 3);
   EXPECT_EQ(s.bytes_saved_by_sharing(), (8 * 3 - 10) * 16 * s.kv_bytes_per_token);
   EXPECT_EQ(used_at_end, 0);  // every block back once the last sequence finished
+}
+
+TEST(RolloutEngine, StaticBatchingGivesTheSameSamplesInMoreSteps) {
+  // Responses that end at EOS after 1..24 tokens, 4 sequences at a time: continuous batching refills a finished
+  // place at once, static batching waits for the batch's longest. Keyed sampling makes the tokens the same.
+  Fixture f;
+  Request req;
+  for (int p = 0; p < 12; ++p) req.prompts.push_back(random_tokens(5, f.cfg.vocab_size, 60 + p));
+  req.sampling.max_new_tokens = 24;
+  req.sampling.stop_tokens = {3, 7};  // with EOS, ends a response after a few tokens on average
+  EngineConfig continuous = engine_config(4, 4);
+  EngineConfig static_config = continuous;
+  static_config.static_batching = true;
+  Engine a(f.model, f.params, continuous), b(f.model, f.params, static_config);
+  const RolloutResult ca = a.generate(req, invariant_checker()), sb = b.generate(req, invariant_checker());
+  expect_same_samples(ca, sb, 0.0, "static vs continuous batching");
+  std::set<size_t> lengths;
+  for (const Sample& s : ca.samples) lengths.insert(s.tokens.size());
+  ASSERT_GT(lengths.size(), 2u) << "the responses must differ in length for the comparison to mean anything";
+  EXPECT_GT(sb.stats.steps, ca.stats.steps);
+  EXPECT_EQ(sb.stats.generated_tokens, ca.stats.generated_tokens);
+}
+
+TEST(RolloutEngine, PagedSlotsAreFullerThanAContiguousReservation) {
+  // One sequence of a 5-token prompt decoding 11 tokens in blocks of 4: after step k it holds 5 + k - 1 cached
+  // tokens (the prefill caches 5, each decode one more) in ceil((5 + k - 1) / 4) blocks, against the 16
+  // (prompt + max_new_tokens) a contiguous cache reserves. The last step finishes it, so it is not counted.
+  Fixture f;
+  Request req;
+  req.prompts = {random_tokens(5, f.cfg.vocab_size, 70)};
+  req.sampling.max_new_tokens = 11;
+  req.sampling.ignore_eos = true;
+  Engine engine(f.model, f.params, engine_config(4, 4));
+  KvUtilisation u(5 + 11);
+  engine.generate(req, [&](const StepView& v) { u.add_step(v); });
+  int64_t tokens = 0, slots = 0;
+  for (int64_t k = 1; k <= 10; ++k) {
+    tokens += 5 + k - 1;
+    slots += (5 + k - 1 + 3) / 4 * 4;
+  }
+  EXPECT_EQ(u.token_steps(), tokens);
+  EXPECT_DOUBLE_EQ(u.paged(), static_cast<double>(tokens) / static_cast<double>(slots));
+  EXPECT_DOUBLE_EQ(u.contiguous(), static_cast<double>(tokens) / (10.0 * 16));
+  EXPECT_GT(u.paged(), u.contiguous());
 }
 
 TEST(RolloutEngine, StopsAtEosStopTokensLengthAndContext) {
@@ -312,6 +359,42 @@ TEST(RolloutEngine, StopsAtEosStopTokensLengthAndContext) {
   const Sample c = engine.generate(near_full).samples[0];
   EXPECT_EQ(c.finish_reason, FinishReason::kLength);
   EXPECT_EQ(c.tokens.size(), 4u);
+}
+
+// An engine capped below its model's context (max_context): a model of 2^22 positions serves 64-token sequences
+// with the KV cache and step budget of 64 tokens (the model built from engine_model_config has a RoPE row per
+// position of the cap), sampling what the same weights sample in a model of 64 positions; a prompt past the cap is
+// refused, and a cap past the model's context too.
+TEST(RolloutEngine, ContextCappedBelowTheModelsSamplesTheSameInTheCapsMemory) {
+  Fixture f;  // 64 positions
+  ModelConfig huge = f.cfg;
+  huge.max_position_embeddings = int64_t{1} << 22;
+  EngineConfig capped = engine_config(16, 64);
+  capped.max_context = 64;
+  capped.max_num_batched_tokens = 128;  // below the model's context: enough for the cap's
+  const Transformer huge_model(engine_model_config(huge, capped));
+  EXPECT_EQ(huge_model.config().max_position_embeddings, 64);
+  Engine engine(huge_model, f.params, capped);
+  Engine reference(f.model, f.params, engine_config(16, 64));
+  EXPECT_EQ(engine.num_blocks(), 64 * 4);  // automatic: max_num_seqs sequences of the cap, not of 2^22 tokens
+  EXPECT_EQ(engine.kv_cache_bytes(), reference.kv_cache_bytes());
+  Request req;
+  req.prompts = {random_tokens(5, f.cfg.vocab_size, 31), random_tokens(58, f.cfg.vocab_size, 32)};
+  req.n = 2;
+  req.sampling.temperature = 1;
+  req.sampling.seed = 4;
+  req.sampling.max_new_tokens = 12;
+  req.sampling.ignore_eos = true;
+  const RolloutResult capped_run = engine.generate(req);
+  expect_same_samples(reference.generate(req), capped_run, 0, "capped at 64");
+  EXPECT_EQ(capped_run.samples[3].tokens.size(), 6u);  // the 58-token prompt stops at the cap
+  Request too_long = req;
+  too_long.prompts = {std::vector<int32_t>(64, 1)};
+  expect_error([&] { engine.generate(too_long); }, {"the context of 64 leaves no room"});
+  EngineConfig past = capped;
+  past.max_context = 65;
+  expect_error([&] { Engine(f.model, f.params, past); },
+               {"engine config: max_context 65 must be in [0, the model's context 64]"});
 }
 
 TEST(RolloutEngine, SamplesCarryThePolicyVersionAcrossAWeightSwap) {

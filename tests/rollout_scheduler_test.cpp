@@ -133,6 +133,31 @@ TEST(Scheduler, RespectsTheBatchLimitSplittingAGroup) {
   sim.expect_complete();
 }
 
+TEST(Scheduler, StaticBatchingAdmitsOnlyIntoAnEmptyBatch) {
+  // 12 single-sample groups of 1..20 new tokens, at most 4 at once. Continuous batching refills a place as
+  // soon as it frees; static batching waits for the whole batch of 4 to end, so it takes more steps for the
+  // same tokens.
+  auto run = [](bool static_batching) {
+    Simulation sim(256, 16, {4, 8192, static_batching}, 64);
+    PhiloxStream rng(5, 0);
+    for (int g = 0; g < 12; ++g) sim.add_group(rng, 1, 8, 20);
+    bool refilled_a_running_batch = false;
+    while (sim.scheduler.has_work()) {
+      const int64_t running_before = sim.scheduler.num_running();
+      const ScheduledBatch& b = sim.step();
+      if (!b.prefills.empty() && running_before > 0) refilled_a_running_batch = true;
+      EXPECT_LE(sim.scheduler.num_running(), 4);
+    }
+    sim.expect_complete();
+    return std::make_pair(sim.steps, refilled_a_running_batch);
+  };
+  const auto [continuous_steps, continuous_refilled] = run(false);
+  const auto [static_steps, static_refilled] = run(true);
+  EXPECT_TRUE(continuous_refilled);
+  EXPECT_FALSE(static_refilled);
+  EXPECT_GT(static_steps, continuous_steps);
+}
+
 TEST(Scheduler, RespectsTheTokenBudget) {
   Simulation sim(256, 16, {512, 64}, 64);
   PhiloxStream rng(3, 0);

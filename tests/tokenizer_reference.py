@@ -6,6 +6,9 @@
                                                 each sequence by a TemplateProcessing, with whole words in the
                                                 vocabulary that no merge reaches (so ignore_merges matters)
   make-gpt2 CORPUS_JSONL OUT_DIR                GPT-2 style: ByteLevel with its own regex and add_prefix_space
+  split-cases CORPUS_JSONL OUT_DIR              OUT_DIR/NAME/tokenizer.json and reference.json (as encode) for
+                                                each Split pattern x behaviour of SPLIT_CASES, before a ByteLevel
+                                                without regex: patterns that match the empty string, literals
   chat TOKENIZER_DIR CASES_JSON OUT_JSON        transformers' apply_chat_template (tokenize=False) of each case
                                                 {"messages", "add_generation_prompt", "enable_thinking"}
   set-template TOKENIZER_DIR NAME               writes tokenizer_config.json with a chat template: llama3
@@ -78,6 +81,31 @@ QWEN25_TEMPLATE = (
     "{%- endfor %}\n{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n{%- endif %}\n")
 
 
+# Split pre-tokenizers whose patterns match the empty string ("" splits into characters; "x*" and "a|" match
+# empty between the non-empty matches; a lookahead is empty only), and literal ("String") patterns, one of them a
+# regex metacharacter.
+SPLIT_PATTERNS = {"empty": tokenizers.Regex(""), "star": tokenizers.Regex("s*"), "or_empty": tokenizers.Regex("e|"),
+                  "lookahead": tokenizers.Regex("(?=o)"), "space": " ", "two_spaces": "  ", "dot": ".",
+                  "space_regex": tokenizers.Regex(" ")}
+SPLIT_BEHAVIORS = ["isolated", "removed", "merged_with_previous", "merged_with_next"]
+
+
+def split_cases(corpus, out_dir):
+    base = os.path.join(out_dir, "base")
+    train(corpus, base, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False), ["<|endoftext|>"], [],
+          ignore_merges=False)
+    for pattern_name, pattern in SPLIT_PATTERNS.items():
+        for behavior in SPLIT_BEHAVIORS:
+            tok = Tokenizer.from_file(os.path.join(base, "tokenizer.json"))
+            tok.pre_tokenizer = pre_tokenizers.Sequence([
+                pre_tokenizers.Split(pattern, behavior=behavior, invert=False),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+            case_dir = os.path.join(out_dir, pattern_name + "-" + behavior)
+            os.makedirs(case_dir, exist_ok=True)
+            tok.save(os.path.join(case_dir, "tokenizer.json"))
+            encode(os.path.join(case_dir, "tokenizer.json"), corpus, os.path.join(case_dir, "reference.json"))
+
+
 def set_template(tokenizer_dir, name):
     tok = Tokenizer.from_file(os.path.join(tokenizer_dir, "tokenizer.json"))
     specials = {t.content for t in tok.get_added_tokens_decoder().values()}
@@ -126,6 +154,8 @@ def main():
     elif cmd == "make-gpt2":
         train(sys.argv[2], sys.argv[3], pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=True),
               ["<|endoftext|>"], [], ignore_merges=False)
+    elif cmd == "split-cases":
+        split_cases(sys.argv[2], sys.argv[3])
     else:
         sys.exit(f"unknown command {cmd}")
 

@@ -35,6 +35,8 @@ class RecordingCommunicator : public Communicator {
   void wait_all() override { waited_after = started.size(); }
   void broadcast(std::string&, int) override {}
   std::vector<std::string> all_gather(const std::string& bytes) override { return {bytes, bytes}; }
+  void set_timeout_s(double) override {}
+  double timeout_s() const override { return 0; }
 
   int ranks = 2;
   std::vector<std::pair<int64_t, int64_t>> started;  // (offset, count)

@@ -37,6 +37,14 @@ constexpr const char* kChildDeviceVariable = "RLCPP_CUDA_IPC_SUBSCRIBER_DEVICE";
 constexpr const char* kChildPollsVariable = "RLCPP_CUDA_IPC_SUBSCRIBER_POLLS";
 constexpr int kChildPolls = 5;  // unless told otherwise
 
+// Every wait of these cases, in seconds: RLCPP_GPU_TEST_TIMEOUT_S (default 60). scripts/device_check.sh sets it
+// short, so that a case that goes wrong early does not spend minutes of a lent GPU's time waiting; the
+// subscriber process inherits it.
+int wait_s() {
+  const char* value = std::getenv("RLCPP_GPU_TEST_TIMEOUT_S");
+  return value ? std::max(1, std::atoi(value)) : 60;
+}
+
 // "small" (2 layers of the tiny preset, each received version written back) or "w2" (the qwen05b preset: 494M
 // parameters, 2 GB of fp32 weights a sync, timed).
 ModelConfig child_config(const std::string& model) {
@@ -70,7 +78,7 @@ TEST(CudaIpcSubscriberProcess, Serves) {
   std::ofstream log(fs::path(dir) / "log.txt");
   const char* polls = std::getenv(kChildPollsVariable);
   for (int i = 0; i < (polls ? std::atoi(polls) : kChildPolls); ++i) {
-    const bool took = sub.poll(60000, [&](ParameterStore w, int64_t version) {
+    const bool took = sub.poll(wait_s() * 1000, [&](ParameterStore w, int64_t version) {
       ASSERT_EQ(w.flat().device(), Device::kCUDA);  // arrived on the GPU
       if (!small) return;
       Tensor host;
@@ -99,7 +107,7 @@ class SubscriberProcess {
     std::string exe = fs::read_symlink("/proc/self/exe").string(), filter = "--gtest_filter=CudaIpcSubscriberProcess.*";
     char* argv[] = {exe.data(), filter.data(), nullptr};
     EXPECT_EQ(posix_spawn(&pid_, exe.c_str(), nullptr, nullptr, argv, envp.data()), 0);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_s());
     while (!fs::exists(dir / "ready") && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -146,7 +154,7 @@ TEST_P(CudaIpcBetweenProcesses, VersionsArriveWithThePublishersBits) {
   zmq::context_t ctx;
   ZmqPublisherOptions once;
   once.max_attempts = 1;
-  once.reply_timeout_ms = 60000;
+  once.reply_timeout_ms = wait_s() * 1000;
   ZmqWeightPublisher pub(ctx, child.endpoint(), /*bind=*/false, once);
   auto bytes_of = [](const ParameterStore& p) {
     return std::string(static_cast<const char*>(p.flat().raw()), static_cast<size_t>(p.flat().nbytes()));
@@ -188,8 +196,10 @@ INSTANTIATE_TEST_SUITE_P(SubscriberDevice, CudaIpcBetweenProcesses, ::testing::V
 
 // The goal's figure: a W2 sync (2 GB of fp32 weights) between two processes on one GPU — the trainer's device
 // copy into its export buffer, the checksum there, the announcement, the subscriber's device copy, its checksum
-// and finiteness check, and the acknowledgement. Printed (and recorded as a test property), not asserted: the
-// goal is <= 10 ms on an H200 (one copy each side is ~2 x 4 GB of traffic at ~4 TB/s, about 2 ms).
+// and finiteness check, and the acknowledgement. Printed and recorded as a test property; the goal is <= 10 ms on an
+// H200 (one copy each side is ~2 x 4 GB of traffic at ~4 TB/s, about 2 ms, plus the checksums). The median must
+// stay under RLCPP_W2_SYNC_BOUND_MS (default 30 ms): the 2 GB through the host would take ~40 ms each way at
+// PCIe's ~53 GB/s, so a sync over that bound did not stay on the GPU. Every version must have arrived.
 TEST(CudaIpc, W2SyncTime) {
   std::string why;
   if (ExecContext::cuda_devices(&why) == 0) GTEST_SKIP() << why;
@@ -205,7 +215,7 @@ TEST(CudaIpc, W2SyncTime) {
   ASSERT_TRUE(child.ready()) << "the subscriber process did not start";
   zmq::context_t ctx;
   ZmqPublisherOptions options;
-  options.reply_timeout_ms = 60000;
+  options.reply_timeout_ms = wait_s() * 1000;
   ZmqWeightPublisher pub(ctx, child.endpoint(), /*bind=*/false, options);
   std::vector<double> ms;
   for (int64_t v = 1; v <= kChildPolls; ++v) {
@@ -214,10 +224,16 @@ TEST(CudaIpc, W2SyncTime) {
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
   EXPECT_EQ(child.wait(), 0);
+  const std::string log = read_file(dir / "log.txt");
+  for (int64_t v = 1; v <= kChildPolls; ++v)
+    EXPECT_NE(log.find("took " + std::to_string(v) + "\n"), std::string::npos) << "version " << v << ": " << log;
   const std::vector<double> sorted = [&] { auto s = ms; std::sort(s.begin(), s.end()); return s; }();
+  const double median = sorted[sorted.size() / 2];
   std::printf("cuda-ipc W2 sync (%lld floats): %.2f ms median, %.2f ms best, first %.2f ms\n",
-              static_cast<long long>(weights.numel()), sorted[sorted.size() / 2], sorted.front(), ms.front());
-  ::testing::Test::RecordProperty("w2_sync_ms_median", std::to_string(sorted[sorted.size() / 2]));
+              static_cast<long long>(weights.numel()), median, sorted.front(), ms.front());
+  ::testing::Test::RecordProperty("w2_sync_ms_median", std::to_string(median));
+  const char* bound = std::getenv("RLCPP_W2_SYNC_BOUND_MS");
+  EXPECT_LE(median, bound ? std::atof(bound) : 30.0) << "ms: the W2 sync is not a device-to-device copy";
   fs::remove_all(dir);
 }
 
@@ -269,11 +285,11 @@ TEST(NcclWeightSync, TwoProcessesOnTwoGpusGetTheSameBits) {
   ASSERT_TRUE(child.ready()) << "the subscriber process did not start";
   zmq::context_t ctx;
   ZmqPublisherOptions options;
-  options.reply_timeout_ms = 60000;
+  options.reply_timeout_ms = wait_s() * 1000;
   ZmqWeightPublisher pub(ctx, child.endpoint(), /*bind=*/false, options);
   const std::string id = NcclWeightBroadcast::unique_id();
-  pub.post(nccl_join_message(id, 1, 2, 60));
-  NcclWeightBroadcast world(gpu, id, 0, 2, 60);
+  pub.post(nccl_join_message(id, 1, 2, wait_s()));
+  NcclWeightBroadcast world(gpu, id, 0, 2, wait_s());
   pub.await_ack(0);
   for (int64_t v = 1; v <= 2; ++v) {
     params.flat().data<float>()[static_cast<size_t>(v)] += 1.0f;

@@ -1,7 +1,7 @@
-// Data parallelism's collectives (DESIGN.md "Scale-out"): N trainer ranks, each on a shard of the global batch,
-// sum their gradients with an all-reduce of the launcher's engine — MPI on CPUs (OpenMPI, launched by mpirun or
-// srun), NCCL on GPUs — never a collective of our own. One interface for both; a single process is the
-// world of one, where every collective is the identity.
+// Data parallelism's collectives (docs/architecture.md "Scale-out"): N trainer ranks, each on a shard of the global
+// batch, sum their gradients with an all-reduce of the launcher's engine — MPI on CPUs (OpenMPI, launched by mpirun
+// or srun), NCCL on GPUs — never a collective of our own. One interface for both; a single process is the world of
+// one, where every collective is the identity.
 //
 // Collectives are called by every rank in the same order, from the thread that created the communicator.
 #pragma once
@@ -36,7 +36,17 @@ class Communicator {
   virtual void broadcast(std::string& bytes, int root) = 0;
   // Every rank's `bytes`, in rank order.
   virtual std::vector<std::string> all_gather(const std::string& bytes) = 0;
+
+  // The longest wait in one collective, in seconds (config key trainer.collective_timeout_s; 0 = none). Past it
+  // the waiting rank asks every other rank whether it is there (a rank waiting in a collective answers at once)
+  // and throws naming those that do not answer: stopped, hung, or busy for longer than the deadline.
+  virtual void set_timeout_s(double seconds) = 0;
+  virtual double timeout_s() const = 0;
 };
+
+// trainer.collective_timeout_s's default: generous, as the other ranks wait through the lead's rollout, evaluation
+// and checkpoint of each step.
+inline constexpr double kDefaultCollectiveTimeoutS = 600;
 
 // The world of one process.
 std::unique_ptr<Communicator> make_single_communicator();
@@ -50,9 +60,9 @@ std::unique_ptr<Communicator> make_single_communicator();
 // NCCL world of one. Throws naming what is missing in a build without NCCL or on a machine without a GPU. The
 // all-reduce stages the host buffers through the GPU until the trainer keeps its gradients there (the CUDA
 // backend); a reduction that does not finish within `timeout_s` aborts the NCCL communicator and throws, naming
-// the rank, instead of hanging.
+// the rank, instead of hanging. `timeout_s` is every collective's deadline (set_timeout_s), MPI's too.
 std::unique_ptr<Communicator> make_communicator(const LaunchRanks& ranks, const std::string& backend = "mpi",
-                                                double timeout_s = 600);
+                                                double timeout_s = kDefaultCollectiveTimeoutS);
 
 // The GPUs the "nccl" backend can use in this build on this machine (0: none; `why` says what is missing).
 int nccl_devices(std::string* why = nullptr);

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """rlcpp's add3 task in plain Python, drawn exactly as rlcpp draws it, for the PyTorch peer's `grpo-run`:
 the character tokenizer, the train/test split, the held-out set, the training stream and the format scorer
-(../../reward/arithmetic_task.cpp, scorers.cpp, split_hash.h; ../../core/philox.h; BENCHMARKS.md "Task add3").
+(../../reward/arithmetic_task.cpp, scorers.cpp, split_hash.h; ../../core/philox.h; docs/benchmarks.md "Task add3").
 No torch needed. tests/reward_peer_task_test.cpp checks it against rlcpp problem by problem.
 
   add3_task.py eval-set [--n 1000] [--eval-seed 20240917]   one {"a", "b", "prompt", "answer"} per line

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""HF+PyTorch GRPO step on a GPU (issue 19's step peer, ../shared/BENCHMARKS.md: "GRPO step W2"): what a user of
+"""HF+PyTorch GRPO step on a GPU (issue 19's step peer, docs/benchmarks.md: "GRPO step W2"): what a user of
 Hugging Face transformers and PyTorch writes for one GRPO step, timed phase by phase, from an rlcpp checkpoint (a
 Hugging Face directory). Run with a Python that has torch and transformers (the lent GPU machine's own):
 

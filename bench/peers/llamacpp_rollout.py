@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""llama.cpp peer of ../shared/BENCHMARKS.md ("Peers", CPU): batched sampling on the SAME weights as rlcpp,
+"""llama.cpp peer of docs/benchmarks.md ("Peers", CPU): batched sampling on the SAME weights as rlcpp,
 through llama.cpp's own C API (llama-cpp-python's low-level ctypes bindings), so rlcpp can report
 rlcpp / llama.cpp tokens/s ratios.
 

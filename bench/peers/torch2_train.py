@@ -30,11 +30,11 @@ import subprocess
 import sys
 import time
 
-# Before torch loads: idle OpenMP threads must sleep, not spin (../../BENCHMARKS.md "Peers").
+# Before torch loads: idle OpenMP threads must sleep, not spin (docs/benchmarks.md "Peers").
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 PRESETS = {
-    # ../../model/model_config.cpp model_preset: W1 and W2 of BENCHMARKS.md
+    # ../../model/model_config.cpp model_preset: W1 and W2 of docs/benchmarks.md
     "tiny": dict(architectures=["LlamaForCausalLM"], model_type="llama", vocab_size=32, hidden_size=128,
                  num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, intermediate_size=352,
                  rms_norm_eps=1e-5, rope_theta=1e4, tie_word_embeddings=True, max_position_embeddings=64,

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch CPU peer of ../shared/BENCHMARKS.md ("Peers", CPU): the same Llama model as rlcpp's golden
+"""PyTorch CPU peer of docs/benchmarks.md ("Peers", CPU): the same Llama model as rlcpp's golden
 reference (tests/golden/llama_model.py), W1 shapes, random weights from a seed, eager PyTorch.
 
   torch_peer.py train     [--batch 512 --seq 18 --iters 3 --warmup 1]

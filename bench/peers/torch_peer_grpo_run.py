@@ -1,13 +1,13 @@
 """torch_peer.py grpo-run: GRPO on add3 in eager PyTorch from an rlcpp checkpoint, with the held-out accuracy
 curve against training wall time. Imported only after torch_peer.py has set the threading environment.
 
-The recipe is BENCHMARKS.md's (and rlcpp's configs/grpo_add3_benchmark.json): P prompts x G samples, temperature 1, at
-most N new tokens (stop at EOS), advantage (r - group mean) / (group std + 1e-6) (0 for a group whose rewards
-are all equal), PPO-clip 0.2, token-mean loss over the mini-batch's response tokens, no KL, M mini-batches of
-whole groups in order with an optimizer step each, AdamW (lr 1e-4, betas 0.9/0.95, eps 1e-8, no weight decay),
-grad clip 1.0. Prompts are the training problems `rlcpp train` draws (run seed, Philox stream 1); the
-held-out set is rlcpp's (add3_task.py, checked by tests/reward_peer_task_test.cpp); eval is greedy, at most
-N new tokens, exact answer then EOS.
+The recipe is docs/benchmarks.md's (and rlcpp's configs/grpo_add3_benchmark.json): P prompts x G samples, temperature
+1, at most N new tokens (stop at EOS), advantage (r - group mean) / (group std + 1e-6) (0 for a group whose rewards
+are all equal), PPO-clip 0.2, token-mean loss over the mini-batch's response tokens, no KL, M mini-batches of whole
+groups in order with an optimizer step each, AdamW (lr 1e-4, betas 0.9/0.95, eps 1e-8, no weight decay), grad clip
+1.0. Prompts are the training problems `rlcpp train` draws (run seed, Philox stream 1); the held-out set is rlcpp's
+(add3_task.py, checked by tests/reward_peer_task_test.cpp); eval is greedy, at most N new tokens, exact answer then
+EOS.
 
 Batches are padded the way a PyTorch user would (Hugging Face's generate does the same): prompts are
 left-padded, responses right-padded, each row has its own RoPE positions, and attention masks padding.

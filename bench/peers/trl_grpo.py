@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""TRL peer of ../shared/BENCHMARKS.md ("Peers", real systems): Hugging Face TRL's own `GRPOTrainer` on the CPU,
+"""TRL peer of docs/benchmarks.md ("Peers", real systems): Hugging Face TRL's own `GRPOTrainer` on the CPU,
 on rlcpp's add3 task with rlcpp's GRPO recipe (configs/grpo_add3_benchmark.json), from an rlcpp checkpoint
 (config.json + model.safetensors, loaded as transformers' LlamaForCausalLM). Run it with the peers' venv:
 

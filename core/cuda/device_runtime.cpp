@@ -3,6 +3,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <cstdio>
 #include <string>
 
 #include "core/error.h"
@@ -33,6 +34,32 @@ int device_count(std::string* why) {
   }
   if (count == 0 && why) *why = "no CUDA device";
   return count;
+}
+
+std::string describe() {
+  auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+  int runtime = 0, driver = 0;
+  cudaRuntimeGetVersion(&runtime);
+  cudaDriverGetVersion(&driver);
+  std::string out = "CUDA runtime " + version(runtime) + " (built with " + version(CUDART_VERSION) +
+                    "), driver " + (driver ? "for CUDA " + version(driver) : std::string("not found")) + "\n";
+  std::string why;
+  const int count = device_count(&why);
+  if (count == 0) return out + why + "\n";
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp prop{};
+    const cudaError_t status = cudaGetDeviceProperties(&prop, i);
+    if (status != cudaSuccess) {
+      out += "cuda:" + std::to_string(i) + ": " + cudaGetErrorString(status) + "\n";
+      continue;
+    }
+    char line[256];
+    std::snprintf(line, sizeof line, "cuda:%d %s, compute capability %d.%d, %d multiprocessors, %.1f GiB\n", i,
+                  prop.name, prop.major, prop.minor, prop.multiProcessorCount,
+                  static_cast<double>(prop.totalGlobalMem) / (1 << 30));
+    out += line;
+  }
+  return out;
 }
 
 std::shared_ptr<ExecContext::Resources> make_resources(int index) {

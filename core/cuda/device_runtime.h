@@ -20,5 +20,8 @@ void copy(void* dst, const void* src, size_t bytes, void* stream, int index);
 // `bytes` zero bytes at device pointer p, on `stream`; done when it returns.
 void zero(void* p, size_t bytes, void* stream, int index);
 void synchronize(void* stream, int index);
+// The runtime's and the driver's CUDA versions and each visible device (name, compute capability,
+// multiprocessors, memory), one line each; the CUDA error instead of the devices when there are none.
+std::string describe();
 
 }  // namespace rlcpp::cuda_runtime

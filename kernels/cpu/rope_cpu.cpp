@@ -1,6 +1,7 @@
 // Rotary position embedding (Hugging Face Llama, rotate-half convention) on the CPU.
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -42,13 +43,16 @@ void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_str
 
 void rope_table(float* table, int64_t max_positions, int64_t head_dim, float theta) {
   const int64_t half = head_dim / 2;
+  // As transformers' LlamaRotaryEmbedding: inv_freq = 1 / theta^(arange(0, D, 2) / D), all in float32, and the
+  // angle is the float product position * inv_freq. The frequencies once, not per position: a model of 2^22
+  // positions took seconds of pow calls.
+  std::vector<float> inv_freq(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i)
+    inv_freq[i] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
   for (int64_t p = 0; p < max_positions; ++p) {
     float* row = table + p * head_dim;
     for (int64_t i = 0; i < half; ++i) {
-      // As transformers' LlamaRotaryEmbedding: inv_freq = 1 / theta^(arange(0, D, 2) / D), all in float32,
-      // and the angle is the float product position * inv_freq.
-      const float inv_freq = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
-      const float angle = static_cast<float>(p) * inv_freq;
+      const float angle = static_cast<float>(p) * inv_freq[i];
       row[i] = std::cos(angle);
       row[half + i] = std::sin(angle);
     }

@@ -115,15 +115,15 @@ __global__ void embedding_backward_kernel(const float* dout, const int32_t* ids,
 // ---------------------------------------------------------------- rmsnorm (one block per row)
 
 // x rounded to dtype, as a float (dtype_round.cuh).
-__device__ inline float rounded(float x, FloatDtype dtype) {
-  if (dtype == FloatDtype::kBF16) return bf16_value(bf16_bits(x));
-  if (dtype == FloatDtype::kF16) return f16_value(f16_bits(x));
+__device__ inline float rounded(float x, DType dtype) {
+  if (dtype == DType::kBF16) return bf16_value(bf16_bits(x));
+  if (dtype == DType::kF16) return f16_value(f16_bits(x));
   return x;
 }
 
 // out = weight * (x * rstd); in a 16-bit dtype Hugging Face's expression round(round(w) * round(x * rstd)).
 __global__ void rmsnorm_forward_kernel(const float* x, const float* weight, float eps, float* out, float* rstd,
-                                       int64_t c, FloatDtype round) {
+                                       int64_t c, DType round) {
   __shared__ float smem[kThreads];
   const float* xr = x + blockIdx.x * c;
   float* orow = out + blockIdx.x * c;
@@ -132,7 +132,7 @@ __global__ void rmsnorm_forward_kernel(const float* x, const float* weight, floa
   const float r = 1.0f / sqrtf(block_sum(acc, smem) / static_cast<float>(c) + eps);
   if (threadIdx.x == 0) rstd[blockIdx.x] = r;
   for (int64_t j = threadIdx.x; j < c; j += blockDim.x)
-    orow[j] = round == FloatDtype::kF32 ? weight[j] * (xr[j] * r)
+    orow[j] = round == DType::kF32 ? weight[j] * (xr[j] * r)
                                         : rounded(rounded(weight[j], round) * rounded(xr[j] * r, round), round);
 }
 
@@ -339,7 +339,7 @@ cudaError_t embedding_backward(const float* dout, const int32_t* ids, float* dta
 }
 
 cudaError_t rmsnorm_forward(const float* x, const float* weight, float eps, float* out, float* rstd, int64_t n,
-                            int64_t c, FloatDtype round, cudaStream_t stream) {
+                            int64_t c, DType round, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   if (n > INT32_MAX) return cudaErrorInvalidValue;
   rmsnorm_forward_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(x, weight, eps, out, rstd, c, round);

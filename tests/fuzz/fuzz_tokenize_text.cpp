@@ -1,18 +1,15 @@
-// libFuzzer target: any bytes as text through the real Qwen3 tokenizer.json (../shared/fixtures, loaded once):
+// libFuzzer target: any bytes as text through the real Qwen3 tokenizer.json (tests/data/qwen3, loaded once):
 // invalid UTF-8 is an error; valid text encodes (regex split, NFC, added tokens, merges) and its ids decode to
 // the NFC form of the text, which encodes to the same ids again.
-#include <cstdlib>
-
 #include "model/bpe_tokenizer.h"
 #include "tests/fuzz/fuzz_support.h"
+#include "tests/test_fixtures.h"
 
 namespace {
 
 const rlcpp::BpeTokenizer& qwen3() {
   static const rlcpp::BpeTokenizer tok = [] {
-    const char* source = std::getenv("RLCPP_SOURCE_DIR");
-    const std::string dir = source ? source : RLCPP_SOURCE_DIR;
-    return rlcpp::BpeTokenizer::load(dir + "/../shared/fixtures/qwen3/tokenizer.json");
+    return rlcpp::BpeTokenizer::load(rlcpp::qwen3_fixture_dir() + "/tokenizer.json");
   }();
   return tok;
 }

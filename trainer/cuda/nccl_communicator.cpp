@@ -91,10 +91,11 @@ class NcclCommunicator : public Communicator {
         aborted_ = true;
         RLCPP_FAIL("NCCL: rank " << rank() << ": the all-reduce failed: " << ncclGetErrorString(async));
       }
-      if (waited.seconds() > timeout_s_) {
+      if (timeout_s_ > 0 && waited.seconds() > timeout_s_) {
         aborted_ = true;
         RLCPP_FAIL("NCCL: rank " << rank() << " of " << size() << ": the gradient all-reduce did not finish within "
-                                 << timeout_s_ << " s (another rank stopped answering); the communicator is aborted");
+                                 << timeout_s_ << " s (trainer.collective_timeout_s: another rank stopped "
+                                 << "answering); the communicator is aborted");
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
@@ -102,6 +103,11 @@ class NcclCommunicator : public Communicator {
   }
   void broadcast(std::string& bytes, int root) override { bootstrap_->broadcast(bytes, root); }
   std::vector<std::string> all_gather(const std::string& bytes) override { return bootstrap_->all_gather(bytes); }
+  void set_timeout_s(double seconds) override {
+    timeout_s_ = seconds;
+    bootstrap_->set_timeout_s(seconds);
+  }
+  double timeout_s() const override { return timeout_s_; }
 
  private:
   std::unique_ptr<Communicator> bootstrap_;
