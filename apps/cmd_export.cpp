@@ -1,8 +1,10 @@
 // `rlcpp export`: a checkpoint rewritten as a Hugging Face directory in bf16 or fp16 (or fp32), with its
 // tokenizer files, for sharing and for other tools; training checkpoints stay fp32 so that a run resumes exactly.
 #include <cstdio>
+#include <filesystem>
 
 #include "apps/commands.h"
+#include "apps/output_path.h"
 #include "core/error.h"
 #include "model/checkpoint.h"
 #include "model/hf_tokenizer.h"
@@ -22,6 +24,13 @@ Command add_export_command(CLI::App& app) {
   cmd->add_option("--tokenizer", a->tokenizer,
                   "tokenizer files to copy in (default: the checkpoint's tokenizer.json and tokenizer_config.json)");
   return {cmd, [=]() {
+    // An existing `out` is refused by the save ("already exists"); a new one must not lie inside an input.
+    std::error_code ec;
+    if (!std::filesystem::exists(std::filesystem::symlink_status(a->out, ec))) {
+      std::vector<std::string> inputs = tokenizer_inputs(a->tokenizer);
+      inputs.push_back(a->checkpoint);
+      check_output_is_outside_inputs(a->out, inputs, "export OUT");
+    }
     const ParameterStore params = load_model_checkpoint(a->checkpoint);
     const DType dtype = a->dtype == "bf16" ? DType::kBF16 : a->dtype == "fp16" ? DType::kF16 : DType::kF32;
     const std::unique_ptr<Tokenizer> tok = load_tokenizer(choose_tokenizer(a->tokenizer, a->checkpoint), params.config());

@@ -1,7 +1,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <optional>
 
 #include "apps/output_path.h"
 #include "apps/commands.h"
@@ -9,6 +9,7 @@
 #include "apps/seed_option.h"
 #include "apps/tokenizer_options.h"
 #include "core/metrics.h"
+#include "core/output_file.h"
 #include "kernels/temperature.h"
 #include "loop/evaluation.h"
 #include "loop/input_lines.h"
@@ -69,10 +70,13 @@ Command add_generate_command(CLI::App& app) {
       cmd->add_option("--max-batched-tokens", a->engine.max_num_batched_tokens,
                       "rows per forward (default 8192, or the longest prompt and its response when larger)");
   return {cmd, [=]() {
-    RLCPP_CHECK(!a->prompt.empty() || !a->prompts_file.empty(), "generate: give --prompt TEXT or --prompts FILE.jsonl");
+    // `--prompt ""` is a prompt (BOS alone, or the chat template's turn), as {"prompt": ""} in a file is.
+    RLCPP_CHECK(one->count() > 0 || !a->prompts_file.empty(), "generate: give --prompt TEXT or --prompts FILE.jsonl");
     check_temperature(a->sampling.temperature, "generate --temperature", /*zero_is_greedy=*/true);
     parse_device_spec(a->device, "generate --device");  // a misspelling is named before the checkpoint loads
-    check_output_is_not_an_input(a->out, {a->prompts_file}, "generate");
+    std::vector<std::string> inputs = tokenizer_inputs(a->tokenizer);
+    inputs.insert(inputs.end(), {a->checkpoint, a->prompts_file});
+    check_output_is_not_an_input(a->out, inputs, "generate");
     ParameterStore params = load_model_checkpoint(a->checkpoint);
     const ModelNumerics numerics =
         make_numerics(a->dtype, a->quantization, a->batch_invariant, "--dtype", "--quantization");
@@ -127,21 +131,18 @@ Command add_generate_command(CLI::App& app) {
                                                       << " (the checkpoint's logits overflow or are not finite)");
     // Text for a tokenizer.json, and for the character tokenizer when the model is one of its vocabulary.
     const bool text = tok.charset().empty() || params.config().vocab_size == tok.vocab_size();
-    std::unique_ptr<JsonlWriter> writer;
-    if (!a->out.empty()) {
-      std::remove(a->out.c_str());
-      writer = std::make_unique<JsonlWriter>(a->out);
-    }
+    std::optional<OutputFile> file;
+    if (!a->out.empty()) file.emplace(a->out, OutputFile::Mode::kReplace);
     for (const Sample& s : result.samples) {
       const PromptLine& p = prompts[s.prompt_index];
       const std::string response = text ? tok.decode(s.tokens) : std::string();
-      if (writer) {
+      if (file) {
         Json j{{"prompt_index", s.prompt_index}, {"prompt_id", p.id},          {"sample_index", s.sample_index},
                {"tokens", s.tokens},             {"logprobs", s.logprobs},     {"finish_reason", finish_reason_name(s.finish_reason)},
                {"policy_version", s.policy_version}, {"first_token_s", s.first_token_s}, {"finished_s", s.finished_s}};
         if (!p.text.empty()) j["prompt"] = p.text;
         if (text) j["response"] = response;
-        writer->write(j);
+        file->write(j.dump() + "\n");
       } else {
         double sum = 0;
         for (float lp : s.logprobs) sum += lp;
@@ -149,7 +150,8 @@ Command add_generate_command(CLI::App& app) {
                     s.finish_reason == FinishReason::kEos ? "<eos>" : "", sum, finish_reason_name(s.finish_reason));
       }
     }
-    if (writer) {
+    if (file) {
+      file->close();
       // With --out, stdout is free for the run's summary and memory report.
       const RolloutStats& st = result.stats;
       std::printf("generate: %lld samples, %lld sampled tokens in %.2fs (%s sampled tok/s, %s), %lld steps, %lld "

@@ -3,13 +3,13 @@
 // {"ids": [...]} -> {"text": ...}. A token reads as the text it stands for ("用", " the"; the bytes of part of a
 // character as "<0xE7><0x94>"), or with --raw as tokenizer.json spells it (byte-level: "çĶ¨", "Ġthe").
 #include <filesystem>
-#include <fstream>
-#include <iostream>
 
 #include "apps/output_path.h"
 #include "apps/commands.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "core/input_file.h"
+#include "core/output_file.h"
 #include "core/json_input.h"
 #include "core/utf8.h"
 #include "model/bpe_tokenizer.h"
@@ -59,14 +59,16 @@ Command add_tokenize_command(CLI::App& app) {
                 "the text each stands for (\" the\", \"用\"; bytes of part of a character as <0xNN>)")
       ->excludes(decode);
   return {cmd, [=]() {
-    check_output_is_not_an_input(a->output, {a->input, tokenizer_json_path(a->tokenizer)}, "tokenize");
+    std::vector<std::string> inputs = tokenizer_inputs(a->tokenizer);
+    inputs.push_back(a->input);
+    check_output_is_not_an_input(a->output, inputs, "tokenize");
     const BpeTokenizer tok = BpeTokenizer::load(tokenizer_json_path(a->tokenizer));
-    std::ifstream in(a->input, std::ios::binary);
+    const InputFile in(a->input, kDatasetInput.named("a JSONL file of texts or ids"));
     // Everything is computed before anything is written, so a bad line leaves no partial output file.
     std::vector<std::string> out_lines;
-    std::string line;
-    for (int64_t n = 1; std::getline(in, line); ++n) {
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    in.for_each_line([&](std::string_view text, int64_t n) {
+      if (text.find_first_not_of(" \t\r") == std::string_view::npos) return;
+      const std::string line(text);
       const std::string where = a->input + ":" + std::to_string(n);
       try {
         if (a->decode) {
@@ -93,17 +95,11 @@ Command add_tokenize_command(CLI::App& app) {
         if (what.rfind(where, 0) == 0) throw;
         RLCPP_FAIL(where << ": " << what);
       }
-    }
+    });
     RLCPP_CHECK(!out_lines.empty(), a->input << ": no input lines (one JSON object per line)");
-    std::ofstream file;
-    if (!a->output.empty()) {
-      file.open(a->output, std::ios::binary);
-      RLCPP_CHECK(file.good(), "tokenize: cannot write '" << a->output << "'");
-    }
-    std::ostream& out = a->output.empty() ? std::cout : file;
-    for (const std::string& l : out_lines) out << l << "\n";
-    out.flush();
-    RLCPP_CHECK(out.good(), "tokenize: writing '" << (a->output.empty() ? "stdout" : a->output) << "' failed");
+    OutputFile out = a->output.empty() ? OutputFile() : OutputFile(a->output, OutputFile::Mode::kReplace);
+    for (const std::string& l : out_lines) out.write(l + "\n");
+    out.close();
     return 0;
   }};
 }

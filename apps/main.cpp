@@ -6,6 +6,7 @@
 #include "apps/blas_startup.h"
 #include "apps/commands.h"
 #include "core/error.h"
+#include "core/output_file.h"
 
 int main(int argc, char** argv) {
   rlcpp::cli::ensure_blas_core_type(argv);
@@ -20,8 +21,12 @@ int main(int argc, char** argv) {
       add_scale_command(app), add_ledger_command(app), add_devices_command(app)};
   CLI11_PARSE(app, argc, argv);
   try {
-    for (const auto& command : commands)
-      if (command.sub->parsed()) return command.run();
+    for (const auto& command : commands) {
+      if (!command.sub->parsed()) continue;
+      const int status = command.run();
+      rlcpp::check_standard_output();  // what a command printed must have arrived: `> /dev/full` is an error
+      return status;
+    }
   } catch (const rlcpp::Error& e) {
     std::fprintf(stderr, "rlcpp: error: %s\n", e.what());
     return 1;

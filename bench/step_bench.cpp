@@ -7,20 +7,22 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <vector>
 
 #include "bench/bench_common.h"
 #include "bench/real_peers.h"
 #include "core/error.h"
 #include "core/exec_context.h"
+#include "core/output_file.h"
 #include "loop/controller.h"
 #include "loop/worker_process.h"
 #include "model/checkpoint.h"
 #include "model/init.h"
 #include "model/model_config.h"
+#include "report/run_records.h"
 #include "trainer/algorithm.h"
 
 namespace rlcpp::bench {
@@ -110,12 +112,9 @@ TrainConfig step_config(const StepBenchOptions& o, const std::string& placement,
 
 // The figures of the timed steps (after the warm-up) of a run's metrics.jsonl.
 StepFigures read_step_figures(const StepBenchOptions& o, const std::string& run_dir) {
-  std::ifstream in(run_dir + "/metrics.jsonl");
-  RLCPP_CHECK(in, "bench step: " << run_dir << "/metrics.jsonl is missing");
   std::vector<double> steps, tokens, generated, rollout_wall, overlapped, allreduce;
   std::map<std::string, std::vector<double>> columns;
-  for (std::string line; std::getline(in, line);) {
-    const Json j = Json::parse(line);
+  for (const Json& j : read_metrics_records(run_dir + "/metrics.jsonl")) {
     const int64_t step = j.at("step").get<int64_t>();
     // The last step also ran eval and wrote the checkpoint; its figure without them is still a step.
     if (step <= o.warmup) continue;
@@ -251,8 +250,11 @@ int run_step_bench(const StepBenchOptions& o) {
   }
   if (o.throttle_ms > 0) {  // every split run's worker goes through a wrapper that slows it down
     const std::string wrapper = dir.path() + "/throttled_worker.sh";
-    std::ofstream(wrapper) << "#!/bin/sh\nexec '" << current_executable() << "' \"$@\" --throttle-ms "
-                           << o.throttle_ms << "\n";
+    std::ostringstream text;
+    text << "#!/bin/sh\nexec '" << current_executable() << "' \"$@\" --throttle-ms " << o.throttle_ms << "\n";
+    OutputFile script(wrapper, OutputFile::Mode::kReplace);
+    script.write(text.str());
+    script.close();
     std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
     StepBenchOptions throttled = o;
     throttled.overrides.push_back("rollout.worker_binary=" + wrapper);

@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "bench/bench_common.h"
 #include "core/error.h"
+#include "core/input_file.h"
+#include "core/output_file.h"
 #include "model/bpe_tokenizer.h"
 
 namespace rlcpp::bench {
@@ -18,13 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  RLCPP_CHECK(in.good(), "bench tokenize: cannot read '" << path << "'");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string read_all(const std::string& path) { return read_input_file(path, kDatasetInput.named("a text file")); }
 
 // English prose and Markdown (the READMEs and docs), the multilingual test corpus, and C++: ~0.5 MB.
 std::string default_text(const std::string& src) {
@@ -87,7 +81,11 @@ int run_tokenizer_bench(const TokenizerBenchOptions& o) {
   const std::string text_file =
       own_file ? (fs::temp_directory_path() / ("rlcpp_tokenize_bench_" + std::to_string(getpid()) + ".txt")).string()
                : o.inputs[0];
-  if (own_file) std::ofstream(text_file, std::ios::binary) << text;
+  if (own_file) {
+    OutputFile file(text_file, OutputFile::Mode::kReplace);
+    file.write(text);
+    file.close();
+  }
   int64_t bytes = 0, tokens = 0;
   for (const std::string& line : lines) {  // warm-up, as the peer's
     bytes += static_cast<int64_t>(line.size());

@@ -1,28 +1,17 @@
 #include "core/config.h"
 
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "core/json_input.h"
+#include "core/output_file.h"
 
 namespace rlcpp {
 
-void check_not_directory(const std::string& path, const std::string& what) {
-  std::error_code ec;
-  RLCPP_CHECK(!std::filesystem::is_directory(path, ec), path << ": is a directory, not " << what);
-}
-
-Json load_json_file(const std::string& path) {
-  check_not_directory(path, "a JSON file");
-  std::ifstream in(path);
-  RLCPP_CHECK(in.good(), "cannot open JSON file '" << path << "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
+Json load_json_file(const std::string& path, const InputKind& kind) {
+  const std::string text = read_input_file(path, kind);
   try {
-    return parse_json_limited(ss.str());
+    return parse_json_limited(text);
   } catch (const Json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
     RLCPP_FAIL("invalid JSON in '" << path << "': " << e.what());
   }
@@ -64,12 +53,9 @@ void apply_override(Json& j, const std::string& assignment) {
 
 void write_json_file_atomic(const std::string& path, const Json& j) {
   std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    RLCPP_CHECK(out.good(), "cannot write '" << tmp << "'");
-    out << j.dump(2) << "\n";
-    RLCPP_CHECK(out.good(), "write to '" << tmp << "' failed");
-  }
+  OutputFile out(tmp, OutputFile::Mode::kReplace);  // removed again should a write fail
+  out.write(j.dump(2) + "\n");
+  out.close();
   RLCPP_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename '" << tmp << "' to '" << path << "'");
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace rlcpp {
 
@@ -189,12 +190,9 @@ template <class C> std::vector<std::string> config_doc(const C& cfg) {
   return lines;
 }
 
-// Throws "PATH: is a directory, not WHAT" when `path` names a directory (reading one as a file fails obscurely:
-// an ifstream opens it, and reads nothing or -1 bytes).
-void check_not_directory(const std::string& path, const std::string& what);
-
-// Reads a JSON file; the error names the file and the parse position.
-Json load_json_file(const std::string& path);
+// Reads a JSON file (an InputFile of `kind`: a regular file within its size limit); the error names the file
+// and the parse position.
+Json load_json_file(const std::string& path, const InputKind& kind = kConfigInput);
 
 // Applies "a.b.c=value" to `j`. The value is parsed as JSON when it parses (numbers, true, [1,2]),
 // otherwise taken as a string. Unknown keys are caught later by config_from_json.

@@ -9,10 +9,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 
 #include "core/error.h"
 #include "core/endpoint.h"
+#include "core/input_file.h"
 
 namespace rlcpp {
 
@@ -37,15 +37,21 @@ struct KeyFileLines {
   std::string public_key, secret_key;
 };
 
-KeyFileLines read_key_lines(const std::string& path) {
-  std::ifstream in(path);
-  RLCPP_CHECK(in, "CURVE key file '" << path << "' cannot be read: " << std::strerror(errno) << "; "
-                                     << kHowToMakeKeys);
+// A key file opened for reading: a regular file of a key file's size (InputFile), else an error saying what
+// it is (a directory, a device).
+InputFile open_key_file(const std::string& path) {
+  struct stat st;
+  RLCPP_CHECK(::stat(path.c_str(), &st) == 0,
+              "CURVE key file '" << path << "' cannot be read: " << std::strerror(errno) << "; " << kHowToMakeKeys);
+  return InputFile(path, kKeyFileInput);
+}
+
+KeyFileLines read_key_lines(const InputFile& in) {
+  const std::string& path = in.path();
   KeyFileLines keys;
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
-    const std::string text = trim(line);
-    if (text.empty() || text[0] == '#') continue;
+  in.for_each_line([&](std::string_view line, int64_t number) {
+    const std::string text = trim(std::string(line));
+    if (text.empty() || text[0] == '#') return;
     const size_t eq = text.find('=');  // the first: '=' is also a z85 character
     const std::string name = eq == std::string::npos ? "" : trim(text.substr(0, eq));
     RLCPP_CHECK(name == "public-key" || name == "secret-key",
@@ -56,7 +62,7 @@ KeyFileLines read_key_lines(const std::string& path) {
     RLCPP_CHECK(slot.empty(), "CURVE key file '" << path << "' line " << number << ": a second " << name << " line");
     slot = trim(text.substr(eq + 1));
     check_curve_key(slot, "CURVE key file '" + path + "' line " + std::to_string(number) + " (" + name + ")");
-  }
+  });
   return keys;
 }
 
@@ -146,17 +152,19 @@ void save_curve_keys(const std::string& prefix, const CurveKeys& keys) {
 }
 
 CurveKeys load_curve_key_file(const std::string& path) {
-  struct stat st;
-  RLCPP_CHECK(::stat(path.c_str(), &st) == 0,
-              "CURVE key file '" << path << "' cannot be read: " << std::strerror(errno) << "; " << kHowToMakeKeys);
+  const InputFile in = open_key_file(path);
+  // What the file holds first: a .pub given here is named as one, whatever its mode.
+  const KeyFileLines lines = read_key_lines(in);
+  RLCPP_CHECK(!lines.secret_key.empty(),
+              "CURVE key file '" << path << "' has no 'secret-key = KEY' line"
+                                 << (lines.public_key.empty() ? std::string()
+                                                              : ": it holds only a public key, as a .pub file does")
+                                 << "; give the .key file of `rlcpp keys` (the key pair)");
   char mode[8];
-  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-  RLCPP_CHECK((st.st_mode & 077) == 0, "CURVE key file '" << path << "' holds a secret key but is open to group or "
-                                                          << "others (mode " << mode << "); refused, as ssh does: "
-                                                          << "chmod 600 '" << path << "'");
-  const KeyFileLines lines = read_key_lines(path);
-  RLCPP_CHECK(!lines.secret_key.empty(), "CURVE key file '" << path << "' has no 'secret-key = KEY' line (a .pub file "
-                                                            << "given where the .key file of `rlcpp keys` belongs?)");
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(in.permissions()));
+  RLCPP_CHECK((in.permissions() & 077) == 0, "CURVE key file '" << path << "' holds a secret key but is open to group "
+                                                                << "or others (mode " << mode << "); refused, as ssh "
+                                                                << "does: chmod 600 '" << path << "'");
   RLCPP_CHECK(!lines.public_key.empty(), "CURVE key file '" << path << "' has no 'public-key = KEY' line");
   char derived[kCurveKeyChars + 1];
   RLCPP_CHECK(zmq_curve_public(derived, lines.secret_key.c_str()) == 0,
@@ -167,7 +175,7 @@ CurveKeys load_curve_key_file(const std::string& path) {
 }
 
 std::string load_curve_public_key(const std::string& path) {
-  const KeyFileLines lines = read_key_lines(path);
+  const KeyFileLines lines = read_key_lines(open_key_file(path));
   RLCPP_CHECK(lines.secret_key.empty(), "CURVE public key file '" << path << "' holds a secret key: give peers the "
                                                                   << ".pub file of `rlcpp keys`, never the .key file");
   RLCPP_CHECK(!lines.public_key.empty(), "CURVE public key file '" << path << "' has no 'public-key = KEY' line");

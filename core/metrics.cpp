@@ -9,15 +9,11 @@
 
 namespace rlcpp {
 
-JsonlWriter::JsonlWriter(const std::string& path) : path_(path), out_(path, std::ios::app) {
-  RLCPP_CHECK(out_.good(), "cannot open '" << path << "' for appending");
-}
+JsonlWriter::JsonlWriter(const std::string& path) : out_(path, OutputFile::Mode::kAppend) {}
 
 void JsonlWriter::write(const Json& record) {
-  RLCPP_CHECK(out_.is_open(), "JsonlWriter: no file open");
-  out_ << record.dump() << "\n";
+  out_.write(record.dump() + "\n");
   out_.flush();
-  RLCPP_CHECK(out_.good(), "write to '" << path_ << "' failed");
 }
 
 std::string format_duration(double seconds) {

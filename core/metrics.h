@@ -3,25 +3,23 @@
 #pragma once
 
 #include <chrono>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "core/config.h"
+#include "core/output_file.h"
 
 namespace rlcpp {
 
 class JsonlWriter {
  public:
-  JsonlWriter() = default;
   // Appends to `path` (created when missing).
   explicit JsonlWriter(const std::string& path);
+  // One line, flushed; a failed write (a full disk) throws naming the file.
   void write(const Json& record);
-  bool is_open() const { return out_.is_open(); }
 
  private:
-  std::string path_;
-  std::ofstream out_;
+  OutputFile out_;
 };
 
 class Stopwatch {

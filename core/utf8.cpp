@@ -122,4 +122,21 @@ std::string utf8_with_byte_escapes(std::string_view bytes) {
   });
 }
 
+std::string describe_character(std::string_view text, size_t at, size_t* bytes) {
+  size_t next = at;
+  const std::optional<uint32_t> cp = utf8_next(text, next);
+  char buf[32];
+  if (!cp) {
+    if (bytes) *bytes = 1;
+    std::snprintf(buf, sizeof buf, "byte 0x%02X", static_cast<unsigned>(static_cast<unsigned char>(text[at])));
+    return buf;
+  }
+  if (bytes) *bytes = next - at;
+  const std::string shown = *cp < 0x20 || *cp == 0x7F
+                                ? (*cp == '\n' ? "\\n" : *cp == '\t' ? "\\t" : *cp == '\r' ? "\\r" : "?")
+                                : std::string(text.substr(at, next - at));
+  std::snprintf(buf, sizeof buf, " (U+%04X)", static_cast<unsigned>(*cp));
+  return "'" + shown + "'" + buf;
+}
+
 }  // namespace rlcpp

@@ -15,6 +15,10 @@ std::string utf8_encode(uint32_t cp);
 // The code point starting at byte `at`, advancing `at` past it; none (and `at` unchanged) when the bytes there
 // are not a well-formed character (overlong forms, surrogates and truncated sequences included).
 std::optional<uint32_t> utf8_next(std::string_view text, size_t& at);
+// The character starting at byte `at` for a message: "'é' (U+00E9)", "'\n' (U+000A)" (control characters
+// escaped), or "byte 0xC3" where the bytes there are not a well-formed character. `bytes` (optional) gets its
+// length in bytes (1 for a stray byte).
+std::string describe_character(std::string_view text, size_t at, size_t* bytes = nullptr);
 // The length of the longest prefix of `text` that is well-formed UTF-8: text.size() when all of it is.
 size_t utf8_valid_prefix(std::string_view text);
 // `bytes` with each maximal ill-formed subsequence replaced by U+FFFD (Unicode's "substitution of maximal

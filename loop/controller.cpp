@@ -5,11 +5,13 @@
 #include <array>
 #include <cstdio>
 #include <memory>
-#include <fstream>
+#include <filesystem>
 #include <optional>
 #include <thread>
 
 #include "core/error.h"
+#include "core/input_file.h"
+#include "core/output_file.h"
 #include "core/tensorboard.h"
 #include "core/json_input.h"
 #include "core/metrics.h"
@@ -111,10 +113,10 @@ double fault_metric(const RolloutBackend& rollout, const std::string& key) {
 // line cut short by the interruption (no newline). Any other line that is not a record of a later step is kept
 // as it is: it is not the resume's to judge. The file is replaced atomically (a crash here loses nothing).
 void truncate_jsonl_after_step(const std::string& path, int64_t step) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in.good()) return;
-  const std::string text{std::istreambuf_iterator<char>(in), {}};
-  in.close();
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) return;  // nothing recorded yet
+  // A directory or device in its place, or an unreadable file, is an error naming it (InputFile).
+  const std::string text = read_input_file(path, kRunRecordsInput);
   std::string kept;
   int64_t dropped = 0;
   for (size_t begin = 0; begin < text.size();) {
@@ -136,11 +138,9 @@ void truncate_jsonl_after_step(const std::string& path, int64_t step) {
   }
   if (dropped == 0 && kept.size() == text.size()) return;
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << kept;
-    RLCPP_CHECK(out.good(), "resume: cannot write '" << tmp << "'");
-  }
+  OutputFile out(tmp, OutputFile::Mode::kReplace);
+  out.write(kept);
+  out.close();
   RLCPP_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "resume: cannot rename '" << tmp << "' to '" << path << "'");
 }
 

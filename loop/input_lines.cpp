@@ -1,11 +1,11 @@
 #include "loop/input_lines.h"
 
-#include <fstream>
 #include <limits>
 #include <unordered_map>
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/json_input.h"
 #include "loop/evaluation.h"
 #include "rollout/request_wire.h"
@@ -87,15 +87,13 @@ PromptLine parse_prompt_line(const std::string& line, const std::string& where, 
 }
 
 std::vector<PromptLine> read_prompt_lines(const std::string& path, const Tokenizer& tok) {
-  check_not_directory(path, "a JSONL file of prompts");
-  std::ifstream in(path);
-  RLCPP_CHECK(in.good(), "cannot open prompts file '" << path << "'");
+  const InputFile in(path, kDatasetInput.named("a JSONL file of prompts"));
   const RequestLimits limits;
   std::vector<PromptLine> out;
   std::unordered_map<uint64_t, std::string> line_of_id;
-  std::string line;
-  for (int64_t number = 1; std::getline(in, line); ++number) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+  in.for_each_line([&](std::string_view text, int64_t number) {
+    if (text.find_first_not_of(" \t\r") == std::string_view::npos) return;
+    const std::string line(text);
     const std::string where = path + ":" + std::to_string(number);
     RLCPP_CHECK(static_cast<int64_t>(out.size()) < limits.max_prompts,
                 where << ": more than " << limits.max_prompts << " prompts in one generate");
@@ -105,7 +103,7 @@ std::vector<PromptLine> read_prompt_lines(const std::string& path, const Tokeniz
     RLCPP_CHECK(fresh, where << ": prompt id " << p.id << " is already used by " << first->second
                              << " (ids key the sampling draws, so they must differ)");
     out.push_back(std::move(p));
-  }
+  });
   RLCPP_CHECK(!out.empty(), "prompts file '" << path << "' has no prompts");
   return out;
 }

@@ -6,10 +6,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 
 #include "core/error.h"
+#include "core/output_file.h"
 #include "report/mismatch_section.h"
 #include "report/run_ledger.h"
 #include "report/shell_command.h"
@@ -198,10 +198,9 @@ MismatchReportFiles write_mismatch_report(const SweepResult& sweep, const Mismat
   write_json_file_atomic(files.plot_data, mismatch_plot_data(sweep, figures, runs));
   files.report = (out / "report.md").string();
   {
-    std::ofstream md(files.report, std::ios::trunc);
-    RLCPP_CHECK(md.good(), "mismatch: cannot write " << files.report);
-    md << mismatch_report_markdown(sweep, figures);
-    RLCPP_CHECK(md.good(), "mismatch: writing " << files.report << " failed");
+    OutputFile md(files.report, OutputFile::Mode::kReplace);
+    md.write(mismatch_report_markdown(sweep, figures));
+    md.close();
   }
 
   RLCPP_CHECK(fs::exists(options.plot_script), "mismatch: the plotting script " << options.plot_script

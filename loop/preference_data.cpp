@@ -1,10 +1,10 @@
 #include "loop/preference_data.h"
 
 #include <cstdio>
-#include <fstream>
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/json_input.h"
 
 namespace rlcpp {
@@ -31,13 +31,10 @@ std::vector<int32_t> encode_field(const Tokenizer& tok, const std::string& text,
 }  // namespace
 
 std::vector<PreferenceRecord> read_preference_jsonl(const std::string& path) {
-  check_not_directory(path, "a JSONL file of preference pairs");
-  std::ifstream in(path);
-  RLCPP_CHECK(in.good(), path << ": cannot open the preference pairs file");
+  const InputFile in(path, kDatasetInput.named("a JSONL file of preference pairs"));
   std::vector<PreferenceRecord> out;
-  std::string text;
-  for (int64_t line = 1; std::getline(in, text); ++line) {
-    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+  in.for_each_line([&](std::string_view text, int64_t line) {
+    if (text.find_first_not_of(" \t\r") == std::string_view::npos) return;
     const std::string where = path + ":" + std::to_string(line);
     Json j;
     try {
@@ -52,7 +49,7 @@ std::vector<PreferenceRecord> read_preference_jsonl(const std::string& path) {
     RLCPP_CHECK(r.chosen != r.rejected, where << ": 'chosen' and 'rejected' are the same (\"" << r.chosen
                                               << "\"), a pair without a preference");
     out.push_back(std::move(r));
-  }
+  });
   RLCPP_CHECK(!out.empty(), path << ": no preference pairs (expected one JSON object per line)");
   return out;
 }

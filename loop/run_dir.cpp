@@ -7,9 +7,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "core/error.h"
+#include "core/input_file.h"
 #include "model/checkpoint.h"
 
 namespace rlcpp {
@@ -25,11 +25,10 @@ class RunLock {
     RLCPP_CHECK(fd >= 0, "cannot open " << path << ": " << std::strerror(errno));
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       const int err = errno;
-      std::ifstream in(path);
-      std::string pid;
-      std::getline(in, pid);
       ::close(fd);
       RLCPP_CHECK(err == EWOULDBLOCK, "cannot lock " << path << ": " << std::strerror(err));
+      const std::string text = read_input_file(path, kLockFileInput);
+      const std::string pid = text.substr(0, text.find('\n'));
       holder = "process " + (pid.empty() ? std::string("?") : pid) + " (" + path + ")";
       return nullptr;
     }

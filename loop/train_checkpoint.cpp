@@ -125,18 +125,6 @@ Json checkpoint_run_config(const std::string& dir) {
   return j.is_object() && j.contains("run_config") ? j["run_config"] : Json();
 }
 
-namespace {
-
-// step_N (N all digits) -> N, else -1.
-int64_t step_of(const std::string& name) {
-  if (name.rfind("step_", 0) != 0 || name.size() == 5) return -1;
-  for (size_t i = 5; i < name.size(); ++i)
-    if (name[i] < '0' || name[i] > '9') return -1;
-  return std::stoll(name.substr(5));
-}
-
-}  // namespace
-
 void remove_unfinished_checkpoints(const std::string& run_dir) {
   const fs::path dir = fs::path(run_dir) / "checkpoints";
   std::error_code ec;
@@ -159,7 +147,7 @@ void prune_checkpoints(const std::string& run_dir, int64_t keep_last, const std:
   std::error_code ec;
   std::vector<std::pair<int64_t, fs::path>> steps;
   for (const auto& entry : fs::directory_iterator(fs::path(run_dir) / "checkpoints")) {
-    const int64_t step = step_of(entry.path().filename().string());
+    const int64_t step = checkpoint_step_of(entry.path().filename().string());
     const bool is_pinned = !pinned.empty() && fs::equivalent(entry.path(), pinned, ec);
     if (step >= 0 && entry.is_directory() && !is_pinned) steps.emplace_back(step, entry.path());
   }
@@ -186,7 +174,7 @@ void load_train_checkpoint(const std::string& dir, ParameterStore& params, AdamW
     // A state.json edited or copied from elsewhere must not replay or skip steps over saved checkpoints.
     fs::path folder = fs::path(dir).lexically_normal();
     if (folder.filename().empty()) folder = folder.parent_path();
-    const int64_t folder_step = step_of(folder.filename().string());
+    const int64_t folder_step = checkpoint_step_of(folder.filename().string());
     RLCPP_CHECK(state.step >= 0 && (folder_step < 0 || state.step == folder_step),
                 "resume: " << state_path << ": step " << state.step << " does not match its checkpoint folder "
                            << folder.filename().string() << " (the checkpoint of step N is step_N)");
@@ -196,7 +184,7 @@ void load_train_checkpoint(const std::string& dir, ParameterStore& params, AdamW
     restore_rng(j.at("data_rng"), *state.data_rng, state_path + " data_rng");
     restore_rng(j.at("update_rng"), *state.update_rng, state_path + " update_rng");
     const std::string pending = dir + "/" + kPendingRolloutsFile;
-    state.pending_rollouts = fs::exists(pending) ? load_json_file(pending) : Json();
+    state.pending_rollouts = fs::exists(pending) ? load_json_file(pending, kCheckpointStateInput) : Json();
   } catch (const Json::exception& e) {
     RLCPP_FAIL("resume: " << state_path << ": " << e.what());
   }

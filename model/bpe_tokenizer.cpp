@@ -7,13 +7,12 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <fstream>
 #include <optional>
 #include <queue>
-#include <sstream>
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/json_input.h"
 #include "core/utf8.h"
 
@@ -660,12 +659,7 @@ BpeTokenizer& BpeTokenizer::operator=(BpeTokenizer&&) noexcept = default;
 BpeTokenizer::~BpeTokenizer() = default;
 
 BpeTokenizer BpeTokenizer::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  RLCPP_CHECK(in.good(), "tokenizer: cannot open '" << path << "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  RLCPP_CHECK(!in.bad(), "tokenizer: cannot read '" << path << "'");
-  return parse(text.str(), path);
+  return parse(read_input_file(path, kTokenizerInput.named("a tokenizer.json")), path);
 }
 
 BpeTokenizer BpeTokenizer::parse(std::string_view json_text, const std::string& where) {

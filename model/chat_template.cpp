@@ -91,7 +91,8 @@ std::optional<ChatTemplate> ChatTemplate::of_tokenizer(const std::string& path) 
   const fs::path dir = fs::is_directory(path) ? fs::path(path) : fs::path(path).parent_path();
   const fs::path file = dir / "tokenizer_config.json";
   if (!fs::exists(file)) return std::nullopt;
-  return of_tokenizer_config(load_json_file(file.string()), file.string());
+  return of_tokenizer_config(load_json_file(file.string(), kTokenizerInput.named("a tokenizer_config.json")),
+                             file.string());
 }
 
 std::optional<ChatTemplate> ChatTemplate::of_tokenizer_config(const Json& config, const std::string& where) {

@@ -2,7 +2,9 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <bit>
+#include <charconv>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -113,7 +115,7 @@ class Filler {
 // weight_map promises is in the shard it names.
 void load_shards(const fs::path& dir, Filler& filler) {
   const std::string index_path = (dir / kIndexFile).string();
-  Json index = load_json_file(index_path);
+  Json index = load_json_file(index_path, kConfigInput.named("a safetensors index"));
   RLCPP_CHECK(index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(),
               index_path << ": expected an object with a \"weight_map\" object");
   std::map<std::string, std::vector<std::string>> by_shard;
@@ -240,21 +242,27 @@ void check_weights_can_hold(const fs::path& dir, const ModelConfig& config, cons
 
 }  // namespace
 
+int64_t checkpoint_step_of(const std::string& name) {
+  constexpr std::string_view kPrefix = "step_";
+  if (!name.starts_with(kPrefix) || name.size() == kPrefix.size()) return -1;
+  const char* first = name.data() + kPrefix.size();
+  const char* last = name.data() + name.size();
+  if (!std::all_of(first, last, [](char c) { return c >= '0' && c <= '9'; })) return -1;
+  int64_t step = -1;
+  const auto [end, error] = std::from_chars(first, last, step);
+  return error == std::errc() && end == last ? step : -1;
+}
+
 std::string latest_step_checkpoint(const std::string& dir) {
   int64_t best = -1;
   std::string best_path;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (!entry.is_directory() || name.rfind("step_", 0) != 0) continue;
+    // step_12.tmp-... and step_12.partial are unfinished writes; other names are not checkpoints of a step.
+    const int64_t step = checkpoint_step_of(entry.path().filename().string());
+    if (step < 0 || !entry.is_directory(ec)) continue;
     if (!fs::exists(entry.path() / kWeightsFile) || !fs::exists(entry.path() / kConfigFile)) continue;
-    try {
-      size_t used = 0;
-      int64_t step = std::stoll(name.substr(5), &used);
-      if (used != name.size() - 5) continue;  // step_12.tmp-... is an unfinished write
-      if (step > best) best = step, best_path = entry.path().string();
-    } catch (const std::exception&) {
-    }
+    if (step > best) best = step, best_path = entry.path().string();
   }
   return best_path;
 }
@@ -264,9 +272,8 @@ ParameterStore load_model_checkpoint(const std::string& dir) {
   const std::string config_path = (d / kConfigFile).string();
   RLCPP_CHECK(fs::exists(config_path),
               config_path << ": not found (is '" << dir << "' a Hugging Face model directory?)");
-  RLCPP_CHECK(fs::is_regular_file(config_path), config_path << ": is not a file (a directory?); expected the "
-                                                            << "model's config.json");
-  const ModelConfig config = model_config_from_hf_json(load_json_file(config_path), config_path);
+  const ModelConfig config =
+      model_config_from_hf_json(load_json_file(config_path, kConfigInput.named("the model's config.json")), config_path);
   check_weights_can_hold(d, config, config_path);
   ParameterStore store(config);
   Filler filler(store);

@@ -28,6 +28,10 @@ void save_model_checkpoint(const std::string& dir, const ParameterStore& params,
 // rejects.
 ParameterStore load_model_checkpoint(const std::string& dir);
 
+// N of a checkpoint folder named step_N, N in decimal digits only; -1 for any other name: step_x, step_-1,
+// step_+5, step_12.partial, and a number past int64 (step_99999999999999999999) are not step checkpoints.
+int64_t checkpoint_step_of(const std::string& name);
+
 // The newest complete checkpoint among DIR/step_N/ (config.json and model.safetensors present; a step_N.tmp-*
 // or step_N.partial of an unfinished write is not one), or "" when there is none or DIR does not exist.
 std::string latest_step_checkpoint(const std::string& dir);

@@ -55,7 +55,7 @@ HfTokenizer::HfTokenizer(const std::string& path, const ModelConfig& model, cons
 
 void HfTokenizer::read_tokenizer_config(const std::string& file) {
   config_path_ = file;
-  const Json config = load_json_file(file);
+  const Json config = load_json_file(file, kTokenizerInput.named("a tokenizer_config.json"));
   template_ = ChatTemplate::of_tokenizer_config(config, file);  // checks that it is an object
   const auto add_bos = config.find("add_bos_token");
   if (!bos_ && add_bos != config.end() && add_bos->is_boolean() && add_bos->get<bool>()) {

@@ -123,9 +123,11 @@ ModelConfig model_preset(const std::string& name) {
 ModelConfig model_shapes(const std::string& given) {
   namespace fs = std::filesystem;
   if (fs::exists(given)) {
-    const std::string path = fs::is_directory(given) ? (fs::path(given) / "config.json").string() : given;
-    RLCPP_CHECK(fs::is_regular_file(path), "'" << given << "' is a directory without a config.json");
-    return model_config_from_hf_json(load_json_file(path), path);
+    const bool directory = fs::is_directory(given);
+    const std::string path = directory ? (fs::path(given) / "config.json").string() : given;
+    RLCPP_CHECK(!directory || fs::exists(path), "'" << given << "' is a directory without a config.json");
+    // Anything but a regular file (a FIFO, a device) is named by the reader.
+    return model_config_from_hf_json(load_json_file(path, kConfigInput.named("a Hugging Face config.json")), path);
   }
   try {
     return model_preset(given);

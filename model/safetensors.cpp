@@ -5,13 +5,12 @@
 #include <algorithm>
 #include <bit>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <set>
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/json_input.h"
 
 namespace rlcpp {
@@ -128,29 +127,22 @@ DType safetensors_dtype(const std::string& name, const std::string& where) {
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {
-  check_not_directory(path, "a safetensors file");
-  std::ifstream in(path, std::ios::binary);
-  RLCPP_CHECK(in.good(), path << ": cannot open safetensors file");
-  in.seekg(0, std::ios::end);
-  const std::streamoff file_bytes = in.tellg();
-  RLCPP_CHECK(file_bytes >= 0, path << ": cannot determine the file size");
-  in.seekg(0, std::ios::beg);
+  const InputFile in(path, kWeightsInput);
+  const uint64_t file_bytes = in.size();
   RLCPP_CHECK(file_bytes >= 8, path << ": file is " << file_bytes
                                     << " bytes, shorter than the 8-byte safetensors header length");
 
   uint64_t header_bytes = 0;
-  in.read(reinterpret_cast<char*>(&header_bytes), 8);
-  RLCPP_CHECK(in.good(), path << ": cannot read the header length");
+  in.read_at(0, &header_bytes, 8);
   RLCPP_CHECK(header_bytes <= kMaxHeaderBytes, path << ": header length " << header_bytes << " exceeds the "
                                                     << kMaxHeaderBytes << "-byte limit (not a safetensors file?)");
-  RLCPP_CHECK(header_bytes <= static_cast<uint64_t>(file_bytes) - 8,
+  RLCPP_CHECK(header_bytes <= file_bytes - 8,
               path << ": header length " << header_bytes << " reaches past the end of the " << file_bytes
                    << "-byte file");
   std::string header(header_bytes, '\0');
-  in.read(header.data(), static_cast<std::streamsize>(header_bytes));
-  RLCPP_CHECK(in.good(), path << ": cannot read the " << header_bytes << "-byte header");
+  in.read_at(8, header.data(), header.size());
   const uint64_t data_start = 8 + header_bytes;
-  const uint64_t buffer_bytes = static_cast<uint64_t>(file_bytes) - data_start;
+  const uint64_t buffer_bytes = file_bytes - data_start;
 
   Json j;
   try {
@@ -182,12 +174,7 @@ SafetensorsFile read_safetensors(const std::string& path) {
   std::sort(by_offset.begin(), by_offset.end(), [](const Entry* a, const Entry* b) { return a->begin < b->begin; });
   for (const Entry* e : by_offset) {
     Tensor t = Tensor::empty(e->shape, e->dtype);
-    if (e->end > e->begin) {
-      in.seekg(static_cast<std::streamoff>(data_start + e->begin), std::ios::beg);
-      in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(e->end - e->begin));
-      RLCPP_CHECK(in.good(), path << ": tensor '" << e->name << "': cannot read bytes [" << e->begin << ", "
-                                  << e->end << ") of the data buffer");
-    }
+    if (e->end > e->begin) in.read_at(data_start + e->begin, t.raw(), e->end - e->begin);
     out.tensors.emplace(e->name, std::move(t));
   }
   return out;

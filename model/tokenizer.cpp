@@ -1,8 +1,7 @@
 #include "model/tokenizer.h"
 
-#include <cctype>
-
 #include "core/error.h"
+#include "core/utf8.h"
 
 namespace rlcpp {
 
@@ -11,14 +10,6 @@ namespace {
 constexpr char kCharset[] = "0123456789+-*= ()/";
 constexpr int32_t kCharsetSize = sizeof(kCharset) - 1;
 static_assert(CharTokenizer::kFirstCharId + kCharsetSize <= CharTokenizer::kVocabSize);
-
-// 'x' for printable characters, \xNN otherwise, so the error shows what was actually there.
-std::string describe_char(char c) {
-  if (std::isprint(static_cast<unsigned char>(c))) return std::string("'") + c + "'";
-  static const char* hex = "0123456789abcdef";
-  unsigned char u = static_cast<unsigned char>(c);
-  return std::string("'\\x") + hex[u >> 4] + hex[u & 15] + "'";
-}
 
 }  // namespace
 
@@ -43,8 +34,9 @@ std::vector<int32_t> CharTokenizer::encode(const std::string& text) const {
   ids.reserve(text.size());
   for (size_t i = 0; i < text.size(); ++i) {
     int32_t id = id_of_[static_cast<unsigned char>(text[i])];
-    RLCPP_CHECK(id >= 0, "tokenizer: character " << describe_char(text[i]) << " at index " << i << " of \"" << text
-                                                 << "\" is not in the charset \"" << kCharset << "\"");
+    RLCPP_CHECK(id >= 0, "tokenizer: character " << describe_character(text, i) << " at byte " << i << " of \""
+                                                 << utf8_lossy(text) << "\" is not in the charset \"" << kCharset
+                                                 << "\"");
     ids.push_back(id);
   }
   return ids;

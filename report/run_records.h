@@ -23,8 +23,14 @@ struct RunRecords {
 // is an error naming it.
 std::vector<Json> read_jsonl_objects(const std::string& path, const std::string& required_number = "");
 
-// Reads `dir`; metrics.jsonl is required (the error names it and says what a run directory holds), every
-// record must carry a numeric "step" (the error names "metrics.jsonl:LINE").
+// The step records of a metrics.jsonl (a run's, or its SFT warm start's), each checked as records a run can
+// have written; an impossible one is an error naming "PATH:LINE" and what is wrong: a "step" that is not an
+// integer in [0, 10^12], a step given twice, a time (a "timing_s/..." or "..._s" key) negative or not finite, a
+// step that took no time ("timing_s/step", "step_s" of 0), or a rate's time of 0 beside a count of tokens.
+std::vector<Json> read_metrics_records(const std::string& path);
+
+// Reads `dir`; metrics.jsonl is required (the error names it and says what a run directory holds) and read
+// by read_metrics_records.
 RunRecords read_run_records(const std::string& dir);
 
 // Labels for several runs: each directory's name, or "parent/name" where two names collide.

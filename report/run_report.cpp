@@ -4,12 +4,12 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 
 #include <sys/wait.h>
 
 #include "core/error.h"
+#include "core/output_file.h"
 #include "report/mismatch_section.h"
 #include "report/shell_command.h"
 #include "report/report_markdown.h"
@@ -72,7 +72,7 @@ Json report_series(const RunRecords& run, const ModelConfig& model, double train
   // A warm-started run starts from its SFT's final accuracy: step 0, before the first RL step.
   const std::string warm_start = run.dir + "/sft/metrics.jsonl";
   if (std::filesystem::exists(warm_start)) {
-    const std::vector<Json> sft = read_jsonl_objects(warm_start, "step");
+    const std::vector<Json> sft = read_metrics_records(warm_start);
     const double acc = sft.empty() ? NAN : record_number(sft.back(), "eval/accuracy");
     if (std::isfinite(acc)) {
       eval["step"].push_back(0);
@@ -180,9 +180,9 @@ ReportFiles write_run_report(const ReportOptions& options) {
   ReportFiles files;
   files.report = (fs::path(out) / "report.md").string();
   {
-    std::ofstream md(files.report, std::ios::trunc);
-    RLCPP_CHECK(md.good(), "report: cannot write " << files.report);
-    md << report_markdown(runs);
+    OutputFile md(files.report, OutputFile::Mode::kReplace);
+    md.write(report_markdown(runs));
+    md.close();
   }
 
   RLCPP_CHECK(fs::exists(options.plot_script), "report: the plotting script " << options.plot_script

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/metrics.h"
+#include "model/checkpoint.h"
 #include "report/run_records.h"
 #include "report/scaling_model.h"
 
@@ -23,10 +24,8 @@ int64_t run_layers(const std::string& dir) {
   int64_t newest = -1, layers = 0;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(fs::path(dir) / "checkpoints", ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("step_", 0) != 0 || !fs::exists(entry.path() / "config.json")) continue;
-    const int64_t step = std::atoll(name.c_str() + 5);
-    if (step <= newest) continue;
+    const int64_t step = checkpoint_step_of(entry.path().filename().string());
+    if (step <= newest || !fs::exists(entry.path() / "config.json")) continue;
     newest = step;
     layers = load_json_file((entry.path() / "config.json").string()).value("num_hidden_layers", int64_t{0});
   }

@@ -2,46 +2,19 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <unordered_map>
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/json_input.h"
+#include "core/utf8.h"
 #include "reward/split_hash.h"
 
 namespace rlcpp {
 namespace {
 
 constexpr uint64_t kEvalStream = 0x6576616c;  // "eval"
-
-// Length of the UTF-8 sequence that starts at s[i] and its code point, or length 1 and -1 for a stray byte.
-std::pair<size_t, int64_t> utf8_at(const std::string& s, size_t i) {
-  unsigned char c = static_cast<unsigned char>(s[i]);
-  size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-  if (len == 0 || i + len > s.size()) return {1, -1};
-  int64_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
-  for (size_t k = 1; k < len; ++k) {
-    unsigned char d = static_cast<unsigned char>(s[i + k]);
-    if ((d >> 6) != 0x2) return {1, -1};
-    cp = (cp << 6) | (d & 0x3F);
-  }
-  return {len, cp};
-}
-
-// "'é' (U+00E9)", "'\n' (U+000A)", "byte 0xFF".
-std::string describe_character(const std::string& s, size_t i) {
-  auto [len, cp] = utf8_at(s, i);
-  char buf[64];
-  if (cp < 0) {
-    std::snprintf(buf, sizeof buf, "byte 0x%02X", static_cast<unsigned>(static_cast<unsigned char>(s[i])));
-    return buf;
-  }
-  std::string shown = cp < 0x20 || cp == 0x7F ? (cp == '\n' ? "\\n" : cp == '\t' ? "\\t" : cp == '\r' ? "\\r" : "?")
-                                               : s.substr(i, len);
-  std::snprintf(buf, sizeof buf, " (U+%04X)", static_cast<unsigned>(cp));
-  return "'" + shown + "'" + buf;
-}
 
 // Throws naming the first character of `text` outside `charset` (bytes compared one by one, so a multi-byte
 // character is always outside a charset of ASCII characters).
@@ -85,17 +58,13 @@ void check_messages(const Json& messages, const std::string& where, const std::s
 
 std::vector<Problem> load_jsonl_problems(const std::string& path, const std::string& charset,
                                          const ScorerSpec& scorer) {
-  check_not_directory(path, "a JSONL dataset file");
-  std::ifstream in(path, std::ios::binary);
-  RLCPP_CHECK(in, "dataset file '" << path << "' cannot be opened");
+  const InputFile in(path, kDatasetInput.named("a JSONL dataset file"));
   std::vector<Problem> problems;
   std::unordered_map<std::string, std::pair<std::string, int64_t>> answer_of;  // prompt -> (answer, line)
-  std::string line;
-  int64_t line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
+  in.for_each_line([&](std::string_view text, int64_t line_no) {
+    std::string line(text);
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    if (line.find_first_not_of(" \t") == std::string::npos) return;
     std::string where = "dataset '" + path + "' line " + std::to_string(line_no);
     Json j;
     try {
@@ -137,8 +106,7 @@ std::vector<Problem> load_jsonl_problems(const std::string& path, const std::str
                       << it->second.second << " gives it \"" << it->second.first << "\"");
     p.id = fnv1a64(problem_key(p));
     problems.push_back(std::move(p));
-  }
-  RLCPP_CHECK(!in.bad(), "dataset file '" << path << "': read error after line " << line_no);
+  });
   return problems;
 }
 

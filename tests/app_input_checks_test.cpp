@@ -1,9 +1,14 @@
 // Inputs that used to be accepted silently or found late (issue 14): each is now an error naming what is wrong
 // and where, given before any work — duplicate prompt ids, unknown or conflicting keys in input lines, counts
-// past a rollout's limits, negative seeds, a config.json that does not match its weights.
+// past a rollout's limits, negative seeds, a config.json that does not match its weights. And (issue 32) files
+// in and out: inputs that are no regular file or too large, outputs onto inputs, writes that fail, score's
+// bounded memory, resumes over bad run files.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -147,7 +152,7 @@ TEST_F(InputChecks, CheckpointFilesThatAreDirectoriesAreNamed) {
   fs::remove(dir_ / "config_dir" / "config.json");
   fs::create_directory(dir_ / "config_dir" / "config.json");
   expect_error(run_cli("eval " + (dir_ / "config_dir").string() + " --n 2"),
-               (dir_ / "config_dir" / "config.json").string() + ": is not a file", "config.json as a directory");
+               (dir_ / "config_dir" / "config.json").string() + ": is a directory, not the model's config.json", "config.json as a directory");
 }
 
 TEST_F(InputChecks, TrainResumeOfAnSftRunSaysWhatTheRunIs) {
@@ -220,6 +225,207 @@ TEST_F(InputChecks, DevicesAreCheckedNamingTheKeyOrOption) {
   expect_error(run_cli("bench step --device cuda --dtype bf16"), "bench step --device = 'cuda'",
                "bench step --device cuda without a GPU");
   EXPECT_FALSE(fs::exists(run));  // refused before the run directory was made
+}
+
+}  // namespace
+}  // namespace rlcpp
+
+namespace rlcpp {
+namespace {
+
+// The third sweep of bad inputs (issue 32): files that are not regular files or are too large, outputs onto
+// inputs, writes that fail, resumes over bad run files, impossible records.
+
+// `rlcpp ARGS` with a time limit: a command that waits on a FIFO fails the test instead of hanging it.
+CliResult run_cli_bounded(const std::string& args) {
+  return run_shell("timeout 30 " + std::string(RLCPP_BINARY_DIR) + "/rlcpp " + args);
+}
+
+// `train` of configs/grpo_add3.json cut to a few seconds: the tiny model at `init`, colocated, 4 prompts x 4.
+std::string tiny_train(const std::string& init, const std::string& run_dir, const std::string& more) {
+  return "train " + std::string(RLCPP_SOURCE_DIR) + "/configs/grpo_add3.json --set init_checkpoint=" + init +
+         " --set warm_start.enabled=false --set rollout.placement=colocated --set rollout.prompts_per_step=4 "
+         "--set rollout.group_size=4 --set filter_groups.enabled=false --set filter_groups.max_groups=4 "
+         "--set ppo.mini_batch_size=16 --set ppo.micro_batch_size=16 --set eval_every=0 --set eval_size=1 --set run_dir=" + run_dir + " " + more;
+}
+
+std::string file_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST_F(InputChecks, InputsThatAreNotRegularFilesOrTooLargeAreNamedNotRead) {
+  const std::string ckpt = (dir_ / "ckpt").string();
+  const std::string fifo = (dir_ / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string is_fifo = fifo + ": is a FIFO (named pipe), not ";
+  expect_error(run_cli_bounded("generate " + ckpt + " --prompts " + fifo), is_fifo + "a JSONL file of prompts",
+               "--prompts FIFO");
+  expect_error(run_cli_bounded("score " + ckpt + " --input " + fifo), is_fifo + "a JSONL file of sequences to score",
+               "score --input FIFO");
+  expect_error(run_cli_bounded("train " + fifo), is_fifo + "a JSON config file", "train CONFIG FIFO");
+  expect_error(run_cli_bounded("eval " + ckpt + " --n 2 --task dataset --set path=" + fifo),
+               is_fifo + "a JSONL dataset file", "task.path FIFO");
+  const std::string sweep = write("sweep.json", "{\"base\": \"fifo\", \"points\": []}");
+  expect_error(run_cli_bounded("mismatch " + sweep), is_fifo + "a JSON config file", "a sweep's base FIFO");
+  // /dev/zero never ends: read, it grew until the process was killed.
+  const fs::path zero = dir_ / "zero.json";
+  fs::create_symlink("/dev/zero", zero);
+  expect_error(run_cli_bounded("generate " + ckpt + " --prompt 1+2= --tokenizer " + zero.string()),
+               zero.string() + " (a symbolic link to /dev/zero): is a character device, not a tokenizer.json",
+               "tokenizer.json -> /dev/zero");
+  fs::copy(dir_ / "ckpt", dir_ / "zero_config", fs::copy_options::recursive);
+  fs::remove(dir_ / "zero_config" / "config.json");
+  fs::create_symlink("/dev/zero", dir_ / "zero_config" / "config.json");
+  expect_error(run_cli_bounded("eval " + (dir_ / "zero_config").string() + " --n 2"),
+               "config.json (a symbolic link to /dev/zero): is a character device, not the model's config.json",
+               "config.json -> /dev/zero");
+  fs::copy(dir_ / "ckpt", dir_ / "fifo_index", fs::copy_options::recursive);
+  fs::remove(dir_ / "fifo_index" / "model.safetensors");
+  ASSERT_EQ(::mkfifo((dir_ / "fifo_index" / "model.safetensors.index.json").c_str(), 0600), 0);
+  expect_error(run_cli_bounded("eval " + (dir_ / "fifo_index").string() + " --n 2"),
+               "model.safetensors.index.json: is a FIFO (named pipe), not a safetensors index", "shard index FIFO");
+  // Past the size limit of its kind (a sparse file: nothing is written to disk).
+  const std::string huge = write("huge.json", "{}");
+  fs::resize_file(huge, (64 << 20) + 1);
+  expect_error(run_cli_bounded("train " + huge), huge + ": is 67108865 bytes, more than the 64 MiB allowed for a JSON "
+               "config file", "a 64 MiB train config");
+}
+
+TEST_F(InputChecks, OutputsOntoOrInsideAnInputAreRefusedBeforeAnyWork) {
+  fs::copy(dir_ / "ckpt", dir_ / "v", fs::copy_options::recursive);
+  const fs::path v = dir_ / "v";
+  const std::string weights = file_bytes(v / "model.safetensors"), config = file_bytes(v / "config.json");
+  const std::string inside = "is inside the input directory '" + v.string() + "'";
+  expect_error(run_cli("generate " + v.string() + " --prompt 1+2= --out " + (v / "model.safetensors").string()),
+               "generate --out '" + (v / "model.safetensors").string() + "' " + inside, "generate --out CK/weights");
+  const std::string in = write("in.jsonl", "{\"text\": \"1+2=3\"}\n");
+  expect_error(run_cli("score " + v.string() + " --input " + in + " --out " + (v / "config.json").string()), inside,
+               "score --out CK/config.json");
+  // Spelt with ./ and .., or through a symbolic link, it is the same place.
+  expect_error(run_cli("generate " + (dir_ / "." / "v").string() + "/ --prompt 1+2= --out " +
+                       (dir_ / "v" / ".." / "v" / "new.jsonl").string()),
+               "is inside the input directory", "generate --out CK/../CK/new.jsonl");
+  fs::create_directory_symlink(v, dir_ / "link");
+  expect_error(run_cli("generate " + v.string() + " --prompt 1+2= --out " + (dir_ / "link" / "config.json").string()),
+               "is inside the input directory", "generate --out LINK/config.json");
+  // A tokenizer's directory is an input too, and export never writes into the checkpoint it reads.
+  fs::create_directory(dir_ / "tok");
+  fs::copy_file(std::string(RLCPP_SOURCE_DIR) + "/../shared/fixtures/qwen3/tokenizer.json", dir_ / "tok" / "tokenizer.json");
+  expect_error(run_cli("tokenize " + (dir_ / "tok").string() + " --input " + in + " --out " +
+                       (dir_ / "tok" / "tokenizer.json").string()),
+               "is inside the input directory '" + (dir_ / "tok").string() + "'", "tokenize --out TOK/tokenizer.json");
+  expect_error(run_cli("export " + v.string() + " " + (v / "exported").string()),
+               "export OUT '" + (v / "exported").string() + "' " + inside, "export CK CK/exported");
+  EXPECT_FALSE(fs::exists(v / "exported"));
+  EXPECT_FALSE(fs::exists(v / "new.jsonl"));
+  EXPECT_TRUE(file_bytes(v / "model.safetensors") == weights) << "the checkpoint's weights were changed";
+  EXPECT_TRUE(file_bytes(v / "config.json") == config) << "the checkpoint's config.json was changed";
+  const CliResult ok = run_cli("generate " + v.string() + " --prompt 1+2= --out " + (dir_ / "out.jsonl").string());
+  EXPECT_EQ(ok.status, 0) << ok.output;
+}
+
+TEST_F(InputChecks, AWriteThatFailsIsAnErrorNamingTheFile) {
+  const std::string ckpt = (dir_ / "ckpt").string();
+  const std::string in = write("in.jsonl", "{\"text\": \"1+2=3\"}\n");
+  const std::string tok = std::string(RLCPP_SOURCE_DIR) + "/../shared/fixtures/qwen3/tokenizer.json";
+  const std::string text = write("text.jsonl", "{\"text\": \"hello\"}\n");
+  // Standard output on a full device; what the command prints on stderr comes back.
+  const auto to_full = [](const std::string& args) {
+    return run_shell("{ " + std::string(RLCPP_BINARY_DIR) + "/rlcpp " + args + " >/dev/full; }");
+  };
+  const std::string stdout_full = "writing standard output failed: No space left on device";
+  const std::string file_full = "'/dev/full' failed: No space left on device";
+  expect_error(to_full("generate " + ckpt + " --prompt 1+2="), stdout_full, "generate > /dev/full");
+  expect_error(run_cli("generate " + ckpt + " --prompt 1+2= --out /dev/full"), file_full, "generate --out /dev/full");
+  expect_error(to_full("score " + ckpt + " --input " + in), stdout_full, "score > /dev/full");
+  expect_error(run_cli("score " + ckpt + " --input " + in + " --out /dev/full"), file_full, "score --out /dev/full");
+  expect_error(to_full("tokenize " + tok + " --input " + text), stdout_full, "tokenize > /dev/full");
+  expect_error(run_cli("tokenize " + tok + " --input " + text + " --out /dev/full"), file_full,
+               "tokenize --out /dev/full");
+  expect_error(to_full("config train"), stdout_full, "config > /dev/full");
+  // A run's metrics on a full disk stop the run naming the file.
+  fs::create_directory(dir_ / "run");
+  fs::create_symlink("/dev/full", dir_ / "run" / "metrics.jsonl");
+  expect_error(run_cli(tiny_train(ckpt, (dir_ / "run").string(), "--set steps=1 --set checkpoint_every=0")),
+               "writing '" + (dir_ / "run" / "metrics.jsonl").string() + "' failed: No space left on device",
+               "train with metrics.jsonl on a full disk");
+}
+
+// The largest resident set of any child this process has waited for, in bytes.
+int64_t peak_child_rss_bytes() {
+  rusage usage{};
+  ::getrusage(RUSAGE_CHILDREN, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
+}
+
+TEST_F(InputChecks, ScoreStreamsItsInputWithMemoryThatDoesNotGrowWithItsLines) {
+  const std::string ckpt = (dir_ / "ckpt").string();
+  std::string many, tail;
+  for (int i = 0; i < 4000; ++i) {
+    const std::string line = "{\"text\": \"" + std::to_string(i % 1000) + "+" + std::to_string(i % 1000 * 7) + "=" +
+                             std::to_string(i % 1000 * 8) + "\"}\n";
+    many += line;
+    if (i >= 3800) tail += line;
+  }
+  const std::string tail_out = (dir_ / "tail_out.jsonl").string(), many_out = (dir_ / "many_out.jsonl").string();
+  const CliResult few = run_cli("score " + ckpt + " --input " + write("tail.jsonl", tail) + " --out " + tail_out);
+  ASSERT_EQ(few.status, 0) << few.output;
+  const int64_t rss_of_200 = peak_child_rss_bytes();
+  const CliResult all = run_cli("score " + ckpt + " --input " + write("many.jsonl", many) + " --out " + many_out);
+  ASSERT_EQ(all.status, 0) << all.output;
+  // 4000 lines (60k tokens) in one forward took 1.4 GB, 1.15 GB more than 200 lines; in batches of 4096 tokens,
+  // 80 MB more (allocator warm-up, flat from there: 100k lines take 340 MB).
+  EXPECT_LT(peak_child_rss_bytes() - rss_of_200, int64_t{400} << 20) << "200 lines: " << rss_of_200 << " bytes";
+  // Every line, in input order, scored as it is alone (the numerics are batch-invariant).
+  const std::string scored = file_bytes(many_out);
+  EXPECT_EQ(std::count(scored.begin(), scored.end(), '\n'), 4000);
+  const std::string alone = file_bytes(tail_out);
+  ASSERT_GE(scored.size(), alone.size());
+  EXPECT_EQ(scored.substr(scored.size() - alone.size()), alone);
+}
+
+TEST_F(InputChecks, AnEmptyPromptIsAPromptAndAMissingCharacterIsNamedWhole) {
+  const std::string ckpt = (dir_ / "ckpt").string();
+  const std::string one = (dir_ / "one.jsonl").string(), file = (dir_ / "file.jsonl").string();
+  const CliResult empty = run_cli("generate " + ckpt + " --prompt '' --out " + one);
+  ASSERT_EQ(empty.status, 0) << empty.output;
+  const CliResult from_file =
+      run_cli("generate " + ckpt + " --prompts " + write("empty.jsonl", "{\"prompt\": \"\"}\n") + " --out " + file);
+  ASSERT_EQ(from_file.status, 0) << from_file.output;
+  const Json a = Json::parse(file_bytes(one)), b = Json::parse(file_bytes(file));
+  EXPECT_EQ(a["tokens"], b["tokens"]);
+  EXPECT_EQ(a["logprobs"], b["logprobs"]);
+  expect_error(run_cli("generate " + ckpt + " --prompt '1+\u00e9='"), "character '\u00e9' (U+00E9) at byte 2",
+               "a character outside the charset");
+}
+
+TEST_F(InputChecks, ResumeNamesARecordFileThatIsNotOneAndIgnoresCheckpointsNamedNoStep) {
+  const std::string run = (dir_ / "run").string();
+  const fs::path checkpoints = dir_ / "run" / "checkpoints";
+  const CliResult trained = run_cli(tiny_train((dir_ / "ckpt").string(), run,
+                                              "--set steps=2 --set checkpoint_every=1 --set checkpoint_keep_last=5"));
+  ASSERT_EQ(trained.status, 0) << trained.output;
+  // Step 2 again from step 1, beside folders whose names are no step number: they are not checkpoints (the
+  // resume, and the pruning after its checkpoint, pass them by).
+  fs::remove_all(checkpoints / "step_2");
+  for (const char* name : {"step_99999999999999999999", "step_x", "step_-1"})
+    fs::copy(checkpoints / "step_1", checkpoints / name, fs::copy_options::recursive);
+  const CliResult resumed = run_cli("train --resume " + run);
+  EXPECT_EQ(resumed.status, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("from " + (checkpoints / "step_1").string()), std::string::npos) << resumed.output;
+  EXPECT_TRUE(fs::exists(checkpoints / "step_2"));
+  // A record file replaced by a directory is named, not "unexpected error: basic_filebuf::underflow".
+  for (const char* name : {"metrics.jsonl", "samples.jsonl"}) {
+    const fs::path records = dir_ / "run" / name;
+    fs::rename(records, dir_ / "kept");
+    fs::create_directory(records);
+    const CliResult r = run_cli("train --resume " + run);
+    expect_error(r, records.string() + ": is a directory, not a run's JSONL record file", name);
+    EXPECT_EQ(r.output.find("unexpected error"), std::string::npos) << r.output;
+    fs::remove(records);
+    fs::rename(dir_ / "kept", records);
+  }
 }
 
 }  // namespace

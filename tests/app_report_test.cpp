@@ -424,6 +424,36 @@ TEST(ReportErrors, MalformedMetricsLineIsNamed) {
   fs::remove_all(broken);
 }
 
+TEST(ReportErrors, ImpossibleRecordsAreRefusedByReportAndScaleNamingFileAndLine) {
+  const fs::path run = scratch_dir("impossible");
+  const std::string metrics = (run / "metrics.jsonl").string();
+  struct Case {
+    std::string second_line, message;
+  };
+  const std::vector<Case> cases = {
+      {R"({"step": 1, "timing_s/step": 1})", ":2: step 1 is recorded again (first at " + metrics + ":1)"},
+      {R"({"step": 3.5})", ":2: \"step\" is 3.5; a step is an integer in [0, 1000000000000]"},
+      {R"({"step": -3})", ":2: \"step\" is -3; a step is an integer"},
+      {R"({"step": 9223372036854775807})", ":2: \"step\" is 9223372036854775807; a step is an integer"},
+      {R"({"step": 2, "timing_s/step": -1e30})", ":2: \"timing_s/step\" is -1e+30; a time is a finite number"},
+      {R"({"step": 2, "timing_s/rollout": -0.5, "timing_s/step": 1})", ":2: \"timing_s/rollout\" is -0.5"},
+      {R"({"step": 2, "timing_s/step": 0})", ":2: \"timing_s/step\" is 0; a step takes time"},
+      {R"({"step": 2, "timing_s/step": 1, "tokens": 64, "timing_s/update_actor": 0})",
+       ":2: \"timing_s/update_actor\" is 0 beside 64 \"tokens\""},
+  };
+  for (const Case& c : cases) {
+    std::ofstream(metrics, std::ios::trunc) << R"({"step": 1, "timing_s/step": 1})" << "\n" << c.second_line << "\n";
+    for (const char* command : {"report ", "scale "}) {
+      const CliResult r = run_cli(command + run.string());
+      EXPECT_NE(r.status, 0) << command << c.second_line;
+      EXPECT_NE(r.output.find(metrics + c.message), std::string::npos) << command << c.second_line << ":\n"
+                                                                        << r.output;
+    }
+  }
+  EXPECT_FALSE(fs::exists(run / "report.md"));
+  fs::remove_all(run);
+}
+
 TEST(PngCheck, BlankImageIsCaught) {
   // A valid 64x48 RGBA PNG of one colour, written with the standard library: png_check must decode it and
   // call it blank, or the not-blank test above proves nothing.

@@ -95,6 +95,28 @@ TEST_F(CurveKeyFiles, KeyFileOpenToOthersIsRefused) {
   EXPECT_NO_THROW(load_curve_key_file(path("w0.key")));
 }
 
+TEST_F(CurveKeyFiles, AKeyFileThatIsNoFileOrOnlyAPublicKeyIsNamedAsWhatItIs) {
+  // Each was told to chmod 600 (a directory's and /dev/zero's modes are open to others); none is a mode problem.
+  fs::create_directory(path("dir.key"));
+  std::string e = error_of([&] { load_curve_key_file(path("dir.key")); });
+  EXPECT_NE(e.find(path("dir.key") + ": is a directory, not a CURVE key file"), std::string::npos) << e;
+  EXPECT_EQ(e.find("chmod"), std::string::npos) << e;
+  fs::create_symlink("/dev/zero", path("zero.key"));
+  e = error_of([&] { load_curve_key_file(path("zero.key")); });
+  EXPECT_NE(e.find(path("zero.key") + " (a symbolic link to /dev/zero): is a character device, not a CURVE key file"),
+            std::string::npos)
+      << e;
+  e = error_of([&] { load_curve_public_key(path("zero.key")); });
+  EXPECT_NE(e.find("is a character device"), std::string::npos) << e;
+  save_curve_keys(path("w0"), generate_curve_keys());  // w0.pub: mode 0644, a public key only
+  e = error_of([&] { load_curve_key_file(path("w0.pub")); });
+  EXPECT_NE(e.find("'" + path("w0.pub") + "' has no 'secret-key = KEY' line: it holds only a public key, as a .pub "
+                    "file does; give the .key file"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(e.find("chmod"), std::string::npos) << e;
+}
+
 TEST_F(CurveKeyFiles, BadKeyContentIsRefusedNamingTheFile) {
   const CurveKeys keys = generate_curve_keys(), other = generate_curve_keys();
   expect_error([&] { load_curve_key_file(path("absent.key")); }, {path("absent.key"), "cannot be read", "rlcpp keys"});

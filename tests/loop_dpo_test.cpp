@@ -112,8 +112,8 @@ TEST_F(PreferenceFiles, EveryBadLineIsNamedWithItsField) {
       {R"(["1+2=", "3", "4"])", path + ":1", "expected a JSON object"},
       {good + "\n" + R"({"prompt": "1+2=", "chosen": "3", "rejected": "3"})", path + ":2", "the same"},
       {good + "\n" + R"({"prompt": "1+2=", "chosen": "3", "rejected": "x4"})", path + ":2",
-       "field 'rejected': tokenizer: character 'x' at index 0"},
-      {R"({"prompt": "1+2=\t", "chosen": "3", "rejected": "4"})", path + ":1", "character '\\x09' at index 4"},
+       "field 'rejected': tokenizer: character 'x' (U+0078) at byte 0"},
+      {R"({"prompt": "1+2=\t", "chosen": "3", "rejected": "4"})", path + ":1", "character '\\t' (U+0009) at byte 4"},
       {R"({"prompt": "1234567890+1234=", "chosen": "3", "rejected": "4"})", path + ":1", "context of 16"},
       {"\n\n", path, "no preference pairs"},
   };

@@ -180,7 +180,23 @@ TEST(BpeTokenizer, MalformedFilesAreErrorsNamingTheField) {
                             "t.json");
       },
       {"t.json: pre_tokenizer.pattern: the pattern does not compile"});
-  expect_error([&] { BpeTokenizer::load("/nonexistent/tokenizer.json"); }, {"cannot open '/nonexistent"});
+  expect_error([&] { BpeTokenizer::load("/nonexistent/tokenizer.json"); },
+               {"/nonexistent/tokenizer.json: cannot read a tokenizer.json"});
+}
+
+// Hugging Face applies a tokenizer.json's "truncation" and "padding" when it encodes; rlcpp never cuts or pads
+// a text (a prompt past the context is refused, batches are packed), so they are read past (README "Failure
+// behaviour"): the ids are those of HF with truncation and padding off.
+TEST(BpeTokenizer, TruncationAndPaddingSettingsChangeNoIds) {
+  const std::string model = R"("model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]},
+      "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true})";
+  const std::string settings = R"("truncation": {"direction": "Right", "max_length": 1, "strategy": "LongestFirst",
+      "stride": 0}, "padding": {"strategy": {"Fixed": 8}, "direction": "Right", "pad_to_multiple_of": null,
+      "pad_id": 0, "pad_type_id": 0, "pad_token": "a"})";
+  const BpeTokenizer plain = BpeTokenizer::parse("{" + model + "}", "plain.json");
+  const BpeTokenizer set = BpeTokenizer::parse("{" + settings + ", " + model + "}", "set.json");
+  EXPECT_EQ(set.encode("ababab"), (std::vector<int32_t>{2, 2, 2}));
+  EXPECT_EQ(set.encode("ababab"), plain.encode("ababab"));
 }
 
 TEST(Utf8, LossyRepairReplacesEachMaximalSubpartAsRustDoes) {

@@ -33,13 +33,18 @@ TEST(CharTokenizer, EncodeAddsNoSpecialTokens) {
   EXPECT_EQ(tok.encode("7=").size(), 2u);
 }
 
-TEST(CharTokenizer, UnknownCharacterErrorNamesCharacterAndIndex) {
+TEST(CharTokenizer, UnknownCharacterErrorNamesCharacterCodePointAndByte) {
   CharTokenizer tok;
   std::string e = error_of([&] { tok.encode("12+a4="); });
-  EXPECT_NE(e.find("character 'a' at index 3"), std::string::npos) << e;
+  EXPECT_NE(e.find("character 'a' (U+0061) at byte 3"), std::string::npos) << e;
   EXPECT_NE(e.find("\"12+a4=\""), std::string::npos) << e;
   e = error_of([&] { tok.encode(std::string("1\n")); });
-  EXPECT_NE(e.find("character '\\x0a' at index 1"), std::string::npos) << e;
+  EXPECT_NE(e.find("character '\\n' (U+000A) at byte 1"), std::string::npos) << e;
+  // A character of several bytes is named whole, not by its first byte (issue 32, F17).
+  e = error_of([&] { tok.encode("1+\u00e9="); });
+  EXPECT_NE(e.find("character '\u00e9' (U+00E9) at byte 2 of \"1+\u00e9=\""), std::string::npos) << e;
+  e = error_of([&] { tok.encode("1+\xff="); });
+  EXPECT_NE(e.find("character byte 0xFF at byte 2"), std::string::npos) << e;
   EXPECT_TRUE(tok.can_encode('7'));
   EXPECT_TRUE(tok.can_encode('/'));
   EXPECT_FALSE(tok.can_encode('a'));
