@@ -1,6 +1,7 @@
 #include "rollout/engine.h"
 
 #include <omp.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cstring>
@@ -79,7 +80,8 @@ Engine::Engine(const Transformer& model, const ParameterStore& params, const Eng
       context_(context),
       policy_version_(policy_version),
       cache_(served_, resolve_num_blocks(config_, served_, model.numerics().compute), config_.block_size,
-             model.numerics().compute, context_) {
+             model.numerics().compute, context_),
+      blocks_(cache_.num_blocks, cache_.block_size, config_.prefix_cache) {
   RLCPP_CHECK(params.numel() == model.config().num_parameters(),
               "engine: parameter buffer of " << params.numel() << " floats, the model has "
                                              << model.config().num_parameters());
@@ -87,6 +89,17 @@ Engine::Engine(const Transformer& model, const ParameterStore& params, const Eng
               "engine: the weights are on " << device_name(params.flat().device()) << ", the engine runs on "
                                             << context_.name());
   samplers_.assign(static_cast<size_t>(std::max(1, omp_get_max_threads())), Sampler(model.config().vocab_size));
+  blocks_.set_cache_salt(cache_salt());
+}
+
+uint64_t Engine::cache_salt() const {
+  const std::string numerics = model_.numerics().describe();
+  const uint64_t head[2] = {static_cast<uint64_t>(policy_version_), static_cast<uint64_t>(weights_epoch_)};
+  return XXH3_64bits_withSeed(numerics.data(), numerics.size(), XXH3_64bits(head, sizeof head));
+}
+
+SchedulerConfig Engine::scheduler_config() const {
+  return {config_.max_num_seqs, config_.max_num_batched_tokens, config_.static_batching};
 }
 
 void Engine::set_weights(const ParameterStore& params, int64_t version) {
@@ -108,6 +121,9 @@ void Engine::set_weights(const ParameterStore& params, int64_t version) {
   params_ = &params;
   policy_version_ = version;
   packed_stale_ = true;
+  // No K/V of the weights before is found again, whatever the versions' numbers.
+  ++weights_epoch_;
+  blocks_.set_cache_salt(cache_salt());
 }
 
 // Counted from the cache's own tensors (K and V of every layer), not from the shapes' formula, so the run
@@ -125,7 +141,6 @@ void Engine::build_step(const ScheduledBatch& batch, const BlockManager& blocks)
   s.block_indptr.assign(1, 0);
   s.block_indices.clear();
   s.logits_rows.clear();
-  job_sequence_.clear();
   sampled_.clear();
   int32_t b = 0;
   auto add_table = [&](const Sequence& seq) {
@@ -141,10 +156,10 @@ void Engine::build_step(const ScheduledBatch& batch, const BlockManager& blocks)
   auto add_jobs = [&](Sequence* seq) {
     SampledRow r;
     r.sequence_id = seq->id();
+    r.sequence = seq;
     r.logits_row = static_cast<int32_t>(s.logits_rows.size() - 1);
     r.position = static_cast<int32_t>(seq->num_tokens());
-    sampled_.push_back(r);
-    job_sequence_.push_back(seq);
+    sampled_.push_back(std::move(r));
   };
   for (const PrefillUnit& unit : batch.prefills) {
     // The unit's sequences share the context and its blocks: the first one stands for all.
@@ -181,24 +196,35 @@ Tensor Engine::host_logits(const Tensor& logits) {
 // computes them with that device's logprob_forward, one row at a time in an order that does not depend on the
 // batch. The sampled tokens are scored with that op on the step's own logits, so that rollout and trainer agree
 // bit for bit there too (numerics.batch_invariant).
-void Engine::rescore_on_device(const Tensor& logits, const SamplingParams& params) {
-  const int64_t jobs = static_cast<int64_t>(sampled_.size()), V = model_.config().vocab_size;
-  if (jobs == 0) return;
-  std::vector<int32_t> rows(static_cast<size_t>(jobs)), tokens(static_cast<size_t>(jobs));
-  for (size_t j = 0; j < sampled_.size(); ++j) {
-    rows[j] = sampled_[j].logits_row;
-    tokens[j] = sampled_[j].token;
+void Engine::rescore_on_device(const Tensor& logits) {
+  const int64_t V = model_.config().vocab_size;
+  // One pass per temperature among the step's "full"-space sequences (a run has one; a server may mix).
+  std::vector<size_t> pending;
+  for (size_t j = 0; j < sampled_.size(); ++j)
+    if (sampled_[j].sequence->sampling->logprob_space == "full") pending.push_back(j);
+  while (!pending.empty()) {
+    const float temperature = std::max(sampled_[pending.front()].sequence->sampling->temperature, 0.0f);
+    std::vector<size_t> jobs, rest;
+    for (size_t j : pending)
+      (std::max(sampled_[j].sequence->sampling->temperature, 0.0f) == temperature ? jobs : rest).push_back(j);
+    pending.swap(rest);
+    const int64_t count = static_cast<int64_t>(jobs.size());
+    std::vector<int32_t> rows, tokens;
+    for (size_t j : jobs) {
+      rows.push_back(sampled_[j].logits_row);
+      tokens.push_back(sampled_[j].token);
+    }
+    Tensor scored = context_.empty({count, V}), logp = context_.empty({count}), lse = context_.empty({count});
+    ops::embedding_forward(context_, logits, i32_on(context_, rows), scored);  // each job's row of logits
+    ops::logprob_forward(context_, scored, i32_on(context_, tokens), temperature > 0 ? temperature : 1.0f, logp, lse,
+                         nullptr);
+    Tensor host = Tensor::empty({count});
+    context_.copy(logp, host);
+    for (size_t i = 0; i < jobs.size(); ++i) sampled_[jobs[i]].logprob = host.data<float>()[i];
   }
-  Tensor scored = context_.empty({jobs, V}), logp = context_.empty({jobs}), lse = context_.empty({jobs});
-  ops::embedding_forward(context_, logits, i32_on(context_, rows), scored);  // each job's row of logits
-  ops::logprob_forward(context_, scored, i32_on(context_, tokens), params.temperature > 0 ? params.temperature : 1.0f,
-                       logp, lse, nullptr);
-  Tensor host = Tensor::empty({jobs});
-  context_.copy(logp, host);
-  for (size_t j = 0; j < sampled_.size(); ++j) sampled_[j].logprob = host.data<float>()[j];
 }
 
-void Engine::sample_rows(const Tensor& logits, const SamplingParams& params) {
+void Engine::sample_rows(const Tensor& logits) {
   const int64_t V = model_.config().vocab_size;
   const int64_t jobs = static_cast<int64_t>(sampled_.size());
   const bool parallel = jobs * V >= kParallelSampleWork && samplers_.size() > 1;
@@ -213,13 +239,16 @@ void Engine::sample_rows(const Tensor& logits, const SamplingParams& params) {
     for (int64_t j = 0; j < jobs; ++j) {
       errors.run(thread, [&] {
         SampledRow& r = sampled_[j];
-        const Sequence& seq = *job_sequence_[j];
+        const Sequence& seq = *r.sequence;
+        const SamplingParams& params = *seq.sampling;
         const SampleKey key{params.seed, seq.prompt_id(), static_cast<uint32_t>(seq.sample_index()),
                             static_cast<uint32_t>(r.position)};
         try {
-          const SampledToken t = sampler.sample(logits.data<float>() + r.logits_row * V, params, key);
+          const float* row = logits.data<float>() + r.logits_row * V;
+          const SampledToken t = sampler.sample(row, params, key);
           r.token = t.token;
           r.logprob = t.logprob;
+          if (seq.num_top_logprobs > 0) r.top = sampler.top_logprobs(row, params, seq.num_top_logprobs);
         } catch (const Error& e) {
           RLCPP_FAIL("engine: sampling token " << r.position << " of prompt " << seq.prompt_index() << " sample "
                                                << seq.sample_index() << " (policy version " << policy_version_
@@ -231,21 +260,104 @@ void Engine::sample_rows(const Tensor& logits, const SamplingParams& params) {
   errors.rethrow_first();
 }
 
-RolloutResult Engine::generate(const Request& request, const StepObserver& observer) {
+Tensor Engine::run_step(Scheduler& scheduler, RolloutStats& stats, const Stopwatch& clock) {
   const ModelConfig& mc = served_;
-  request.validate(mc);
-  const SamplingParams& sp = request.sampling;
+  Stopwatch phase;
+  scheduler.schedule(batch_);
+  int64_t unshared = 0;  // blocks the live tables reference, counting shared ones once per table
+  for (const Sequence* seq : scheduler.running()) unshared += static_cast<int64_t>(seq->block_table.size());
+  stats.peak_blocks_unshared = std::max(stats.peak_blocks_unshared, unshared);
+  const double now = clock.seconds();
+  for (const PrefillUnit& unit : batch_.prefills) {
+    const int64_t count = static_cast<int64_t>(unit.sequences.size());
+    stats.prefill_tokens += unit.context_tokens - unit.cached_tokens;
+    stats.prefill_tokens_saved += unit.cached_tokens + unit.context_tokens * (count - 1);
+    if (blocks_.prefix_cache()) {
+      stats.prefix_cache_queried_tokens += unit.context_tokens;
+      stats.prefix_cache_hit_tokens += unit.cached_tokens;
+    }
+    for (Sequence* seq : unit.sequences)
+      if (seq->scheduled_s < 0) seq->scheduled_s = now;
+  }
+  stats.max_batch_sequences = std::max(stats.max_batch_sequences, batch_.num_sequences());
+  build_step(batch_, blocks_);
+  stats.schedule_s += phase.seconds();
+
+  phase.reset();
+  copy_blocks(batch_.copies);
+  if (packed_stale_) {
+    // The weights are prepared in the rollout numerics for the context's device (packed panels, the OpenBLAS
+    // decode's copy, or the device copy, from host weights or from weights already on that device).
+    model_.prepare_decode_weights(context_, *params_, packed_);
+    packed_stale_ = false;
+  }
+  const Tensor step_logits = model_.forward_cached(context_, *params_, step_, cache_, &packed_);
+  const Tensor logits = host_logits(step_logits);
+  stats.forward_s += phase.seconds();
+  // The step's K/V is in the cache: full blocks it completed can be found by later sequences.
+  for (const PrefillUnit& unit : batch_.prefills)
+    for (Sequence* seq : unit.sequences) {
+      seq->num_cached_tokens = unit.context_tokens;
+      blocks_.register_full_blocks(*seq);
+    }
+  for (Sequence* seq : batch_.decodes) {
+    seq->num_cached_tokens = seq->num_tokens();
+    blocks_.register_full_blocks(*seq);
+  }
+
+  phase.reset();
+  sample_rows(logits);
+  if (step_logits.device() != Device::kCPU) rescore_on_device(step_logits);
+  const double t_sampled = clock.seconds();
+  for (const SampledRow& r : sampled_) {
+    Sequence& seq = *r.sequence;
+    const SamplingParams& sp = *seq.sampling;
+    seq.append(r.token, r.logprob);
+    if (seq.first_token_s < 0) {
+      seq.first_token_s = t_sampled;
+      seq.first_policy_version = policy_version_;
+    }
+    seq.last_policy_version = policy_version_;
+    const bool eos = r.token == mc.eos_token_id && !sp.ignore_eos;
+    const bool stop = std::find(sp.stop_tokens.begin(), sp.stop_tokens.end(), static_cast<int64_t>(r.token)) !=
+                      sp.stop_tokens.end();
+    if (eos || stop || seq.num_output() >= sp.max_new_tokens || seq.num_tokens() >= mc.max_position_embeddings) {
+      seq.finish(eos ? FinishReason::kEos : stop ? FinishReason::kStop : FinishReason::kLength);
+      seq.finished_s = t_sampled;
+    }
+  }
+  stats.generated_tokens += static_cast<int64_t>(sampled_.size());
+  scheduler.release_finished();
+  stats.sample_s += phase.seconds();
+  ++stats.steps;
+  return logits;
+}
+
+const std::vector<SampledRow>& Engine::step(Scheduler& scheduler, RolloutStats& stats, const Stopwatch& clock) {
+  try {
+    run_step(scheduler, stats, clock);
+  } catch (...) {
+    sampled_.clear();
+    throw;
+  }
+  return sampled_;
+}
+
+RolloutResult Engine::generate(const Request& request, const StepObserver& observer) {
+  request.validate(served_);
   const int64_t P = static_cast<int64_t>(request.prompts.size()), n = request.n;
   Stopwatch clock;
 
   std::vector<Sequence> sequences;
   sequences.reserve(static_cast<size_t>(P * n));
   for (int64_t p = 0; p < P; ++p)
-    for (int64_t i = 0; i < n; ++i)
+    for (int64_t i = 0; i < n; ++i) {
       sequences.emplace_back(p * n + i, p, request.prompt_id(static_cast<size_t>(p)), i, request.prompts[p]);
+      sequences.back().sampling = &request.sampling;
+    }
 
-  BlockManager blocks(cache_.num_blocks, cache_.block_size);
-  Scheduler scheduler(blocks, {config_.max_num_seqs, config_.max_num_batched_tokens, config_.static_batching});
+  blocks_.reset_peak();
+  Scheduler scheduler(blocks_, scheduler_config());
   for (int64_t p = 0; p < P; ++p) {
     std::vector<Sequence*> group;
     for (int64_t i = 0; i < n; ++i) group.push_back(&sequences[p * n + i]);
@@ -257,70 +369,18 @@ RolloutResult Engine::generate(const Request& request, const StepObserver& obser
   stats.kv_bytes_per_token = kv_bytes_per_token();
   stats.block_size = cache_.block_size;
   stats.num_blocks = cache_.num_blocks;
-  auto is_stop = [&](int32_t token) {
-    return std::find(sp.stop_tokens.begin(), sp.stop_tokens.end(), static_cast<int64_t>(token)) != sp.stop_tokens.end();
-  };
-
-  while (scheduler.has_work()) {
-    Stopwatch phase;
-    scheduler.schedule(batch_);
-    int64_t unshared = 0;  // blocks the live tables reference, counting shared ones once per table
-    for (const Sequence* seq : scheduler.running()) unshared += static_cast<int64_t>(seq->block_table.size());
-    stats.peak_blocks_unshared = std::max(stats.peak_blocks_unshared, unshared);
-    const double now = clock.seconds();
-    for (const PrefillUnit& unit : batch_.prefills) {
-      stats.prefill_tokens += unit.context_tokens;
-      stats.prefill_tokens_saved += unit.context_tokens * static_cast<int64_t>(unit.sequences.size() - 1);
-      for (Sequence* seq : unit.sequences)
-        if (seq->scheduled_s < 0) seq->scheduled_s = now;
+  try {
+    while (scheduler.has_work()) {
+      const Tensor logits = run_step(scheduler, stats, clock);
+      if (observer) observer(StepView{stats.steps, batch_, step_, logits, sampled_, scheduler, blocks_});
     }
-    stats.max_batch_sequences = std::max(stats.max_batch_sequences, batch_.num_sequences());
-    build_step(batch_, blocks);
-    stats.schedule_s += phase.seconds();
-
-    phase.reset();
-    copy_blocks(batch_.copies);
-    if (packed_stale_) {
-      // The weights are prepared in the rollout numerics for the context's device (packed panels, the OpenBLAS
-      // decode's copy, or the device copy, from host weights or from weights already on that device).
-      model_.prepare_decode_weights(context_, *params_, packed_);
-      packed_stale_ = false;
-    }
-    const Tensor step_logits = model_.forward_cached(context_, *params_, step_, cache_, &packed_);
-    const Tensor logits = host_logits(step_logits);
-    stats.forward_s += phase.seconds();
-    for (const PrefillUnit& unit : batch_.prefills)
-      for (Sequence* seq : unit.sequences) seq->num_cached_tokens = unit.context_tokens;
-    for (Sequence* seq : batch_.decodes) seq->num_cached_tokens = seq->num_tokens();
-
-    phase.reset();
-    sample_rows(logits, sp);
-    if (step_logits.device() != Device::kCPU && sp.logprob_space == "full") rescore_on_device(step_logits, sp);
-    const double t_sampled = clock.seconds();
-    for (size_t j = 0; j < sampled_.size(); ++j) {
-      Sequence& seq = *job_sequence_[j];
-      const SampledRow& r = sampled_[j];
-      seq.append(r.token, r.logprob);
-      if (seq.first_token_s < 0) {
-        seq.first_token_s = t_sampled;
-        seq.first_policy_version = policy_version_;
-      }
-      seq.last_policy_version = policy_version_;
-      const bool eos = r.token == mc.eos_token_id && !sp.ignore_eos;
-      if (eos || is_stop(r.token) || seq.num_output() >= sp.max_new_tokens ||
-          seq.num_tokens() >= mc.max_position_embeddings) {
-        seq.finish(eos ? FinishReason::kEos : is_stop(r.token) ? FinishReason::kStop : FinishReason::kLength);
-        seq.finished_s = t_sampled;
-      }
-    }
-    stats.generated_tokens += static_cast<int64_t>(sampled_.size());
-    scheduler.release_finished();
-    stats.sample_s += phase.seconds();
-    ++stats.steps;
-    if (observer) observer(StepView{stats.steps, batch_, step_, logits, sampled_, scheduler, blocks});
+  } catch (...) {
+    // The engine's blocks outlive the request: give back what its sequences hold.
+    scheduler.drop_all();
+    throw;
   }
   stats.preemptions = scheduler.num_preemptions();
-  stats.peak_blocks_in_use = blocks.peak_used();
+  stats.peak_blocks_in_use = blocks_.peak_used();
   stats.wall_s = clock.seconds();
 
   RolloutResult result;

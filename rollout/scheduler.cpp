@@ -15,7 +15,7 @@ void ScheduledBatch::clear() {
 
 int64_t ScheduledBatch::num_rows() const {
   int64_t rows = static_cast<int64_t>(decodes.size());
-  for (const PrefillUnit& u : prefills) rows += u.context_tokens;
+  for (const PrefillUnit& u : prefills) rows += u.context_tokens - u.cached_tokens;
   return rows;
 }
 
@@ -107,7 +107,7 @@ void Scheduler::admit(ScheduledBatch& batch, int64_t decode_rows) {
     unit.sequences.assign(entry.begin(), entry.begin() + count);
     entry.erase(entry.begin(), entry.begin() + count);
     if (entry.empty()) waiting_.pop_front();
-    blocks_.allocate_shared(unit.sequences, context);
+    unit.cached_tokens = blocks_.allocate_shared(unit.sequences, context);
     reserved += blocks_.blocks_to_admit(context, count) - blocks_.blocks_for(context);
     for (Sequence* s : unit.sequences) {
       s->admit();
@@ -124,6 +124,28 @@ void Scheduler::release_finished() {
     blocks_.release(*s);
     return true;
   });
+}
+
+void Scheduler::drop(Sequence* seq) {
+  const auto running = std::find(running_.begin(), running_.end(), seq);
+  if (running != running_.end()) {
+    blocks_.release(*seq);
+    running_.erase(running);
+    return;
+  }
+  for (auto entry = waiting_.begin(); entry != waiting_.end(); ++entry) {
+    const auto it = std::find(entry->begin(), entry->end(), seq);
+    if (it == entry->end()) continue;
+    entry->erase(it);
+    if (entry->empty()) waiting_.erase(entry);
+    return;
+  }
+}
+
+void Scheduler::drop_all() {
+  for (Sequence* seq : running_) blocks_.release(*seq);
+  running_.clear();
+  waiting_.clear();
 }
 
 void Scheduler::check_invariants() const {

@@ -32,6 +32,7 @@ struct SchedulerConfig {
 struct PrefillUnit {
   std::vector<Sequence*> sequences;
   int64_t context_tokens = 0;
+  int64_t cached_tokens = 0;  // of the context, found in the prefix cache: the prefill runs the rest
 };
 
 // One engine step: what to run through the model, and the block copies to make first.
@@ -43,7 +44,7 @@ struct ScheduledBatch {
 
   void clear();
   bool empty() const { return prefills.empty() && decodes.empty(); }
-  int64_t num_rows() const;        // tokens run through the model
+  int64_t num_rows() const;        // tokens run through the model (a prefill's cached tokens are not)
   int64_t num_sequences() const;   // sequences that get a token from this step
 };
 
@@ -64,6 +65,11 @@ class Scheduler {
   void schedule(ScheduledBatch& batch);
   // Releases the blocks of running sequences the engine has finished and drops them from the running list.
   void release_finished();
+  // Takes `seq` out at once, waiting or running, and releases its blocks: a request cancelled, or a sequence
+  // its caller ends early (then seq->finish(reason) after this). Between steps only.
+  void drop(Sequence* seq);
+  // Drops every sequence (a request that failed part-way): running ones give their blocks back.
+  void drop_all();
 
   // Between steps: running sequences are running and hold blocks for exactly their cached tokens, waiting
   // ones hold none, the batch limit holds, and the block manager's counts match the block tables.

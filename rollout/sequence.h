@@ -46,11 +46,23 @@ class Sequence {
     logprobs_.push_back(logprob);
   }
 
+  // How its tokens are drawn and when it stops (the request's; must outlive the sequence). The engine's
+  // generate sets it; a caller driving Engine::step sets it per sequence.
+  const SamplingParams* sampling = nullptr;
+  // Alternatives reported with each sampled token (SampledRow::top): the most likely this many, 0 = none.
+  int32_t num_top_logprobs = 0;
+
   // Blocks holding this sequence's K/V, in position order; managed by the BlockManager.
   std::vector<int32_t> block_table;
   // Tokens whose K/V are in the cache. A running sequence has num_tokens() - 1 after a step (its last
   // sampled token is fed by the next one).
   int64_t num_cached_tokens = 0;
+  // The prefix cache's keys of this sequence's full blocks, in order (BlockManager): block i's hash chains
+  // block i - 1's with block i's token ids under `hash_salt`, the cache's salt when the chain was computed.
+  std::vector<uint64_t> block_hashes;
+  uint64_t hash_salt = 0;
+  // How many of the leading full blocks are already offered to the cache (or found in it).
+  int64_t num_hashed_blocks_registered = 0;
 
   // Timestamps (seconds since the request started) and policy versions, filled by the engine.
   double scheduled_s = -1, first_token_s = -1, finished_s = -1;
