@@ -96,7 +96,7 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
                        "--prefix-cache", rollout.prefix_cache ? "true" : "false",
                        "--dtype", compute_dtype_name(numerics.compute),
                        "--quantization",
-                       is_quantized(numerics.linear_weights) ? weight_format_name(numerics.linear_weights) : "none",
+                       is_quantized(numerics.linear_weights) ? precision_name(numerics.linear_weights) : "none",
                        "--batch-invariant", numerics.batch_invariant ? "true" : "false", "--device",
                        worker_device(rollout, w), "--exit-with-parent"});
       processes_.push_back(std::make_unique<WorkerProcess>(binary_, args_.back()));
