@@ -6,11 +6,17 @@
 // global state.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <map>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "core/exec_context.h"
+#include "core/metrics.h"
 #include "core/tensor.h"
 #include "model/kv_cache.h"
 #include "model/transformer.h"
@@ -18,6 +24,7 @@
 #include "rollout/request.h"
 #include "rollout/sampler.h"
 #include "rollout/scheduler.h"
+#include "rollout/session.h"
 
 namespace rlcpp {
 
@@ -90,6 +97,25 @@ class Engine {
   // Samples request.n completions of every prompt; samples come back prompt-major.
   RolloutResult generate(const Request& request, const StepObserver& observer = {});
 
+  // Sessions (rollout/session.h, rollout/README.md "Sessions"): sequences the engine keeps, K/V blocks and all,
+  // between turns. Ids are the engine's, never reused. Errors name the session.
+  int64_t open_session(const SessionSpec& spec);
+  // Tokens of known origin (an observation) appended between turns: the next turn prefills only them.
+  void append(int64_t session, std::span<const int32_t> tokens);
+  // Runs one turn of each listed session (each at most once), batched continuously; results in the order asked.
+  // `stats` (optional) receives the call's counters.
+  std::vector<TurnResult> run_turns(const std::vector<TurnRequest>& turns, const StepObserver& observer = {},
+                                    RolloutStats* stats = nullptr);
+  // Frees the session's blocks and forgets it.
+  void close_session(int64_t session);
+  // Closes every session idle (no turn running) for at least `max_idle_s` seconds; returns their ids.
+  std::vector<int64_t> close_idle_sessions(double max_idle_s);
+  bool has_session(int64_t session) const { return sessions_.count(session) > 0; }
+  SessionView session(int64_t session) const;
+  int64_t num_sessions() const { return static_cast<int64_t>(sessions_.size()); }
+  // KV-cache blocks held by sessions between turns (and free), for memory reports and tests.
+  int64_t num_free_blocks() const { return blocks_.num_free(); }
+
   // New weights for the following steps; their tokens carry `version`. The engine decodes from a packed copy
   // of the weights (PackedWeights), repacked before the next step after every call: a trainer that updates
   // the engine's buffer in place (colocated) must call set_weights with the new version before the engine
@@ -114,12 +140,23 @@ class Engine {
   // The model_runner part: flattens the batch into step_, recording which sequences sample from each row.
   void build_step(const ScheduledBatch& batch, const BlockManager& blocks);
   void copy_blocks(const std::vector<BlockCopy>& copies);
-  void sample_rows(const Tensor& logits, const SamplingParams& params);
+  void sample_rows(const Tensor& logits);
   // The step's logits on the host: themselves, or copied from the engine's device into host_logits_.
   Tensor host_logits(const Tensor& logits);
   // A device engine: each sampled token's log-prob recomputed from the device logits by the device's
   // logprob_forward (the bits a trainer on that device computes).
-  void rescore_on_device(const Tensor& logits, const SamplingParams& params);
+  void rescore_on_device(const Tensor& logits);
+  // Runs steps until the scheduler has no work: the loop generate and run_turns share. `clock` times the call.
+  void drive(Scheduler& scheduler, RolloutStats& stats, const StepObserver& observer, const Stopwatch& clock);
+  // A session's state between calls.
+  struct Session {
+    std::vector<int32_t> prompt;
+    std::unique_ptr<Sequence> sequence;
+    SamplingParams sampling;  // of its current turn (Sequence::sampling points here)
+    int64_t kv_version = -1;
+    std::chrono::steady_clock::time_point idle_since;
+  };
+  Session& find_session(int64_t session, const char* what);
 
   const Transformer& model_;
   const ParameterStore* params_;
@@ -128,6 +165,10 @@ class Engine {
   ExecContext context_;
   int64_t policy_version_;
   KVCache cache_;
+  BlockManager blocks_;  // the cache's blocks: a call's sequences and the sessions between turns
+  std::map<int64_t, std::unique_ptr<Session>> sessions_;
+  std::deque<Sequence*> parked_;  // sessions between turns holding blocks, least recently used first
+  int64_t next_session_ = 0;
   PackedWeights packed_;       // *params_ prepared for forward_cached in the model's numerics, on context_'s device
   bool packed_stale_ = true;  // repack before the next step (construction, set_weights)
   Tensor host_logits_;        // a device engine's logits copied back for the sampler (rows for the largest step)

@@ -59,6 +59,8 @@ Json RolloutStats::to_json() const {
               {"generated_tokens", generated_tokens},
               {"prefill_tokens", prefill_tokens},
               {"prefill_tokens_saved", prefill_tokens_saved},
+              {"recomputed_tokens", recomputed_tokens},
+              {"evictions", evictions},
               {"steps", steps},
               {"preemptions", preemptions},
               {"max_batch_sequences", max_batch_sequences},
@@ -91,6 +93,9 @@ RolloutStats RolloutStats::from_json(const Json& j) {
   integer("generated_tokens", s.generated_tokens);
   integer("prefill_tokens", s.prefill_tokens);
   integer("prefill_tokens_saved", s.prefill_tokens_saved);
+  // Absent from the stats of older checkpoints' pending rollouts: 0 there.
+  if (j.contains("recomputed_tokens")) integer("recomputed_tokens", s.recomputed_tokens);
+  if (j.contains("evictions")) integer("evictions", s.evictions);
   integer("steps", s.steps);
   integer("preemptions", s.preemptions);
   integer("max_batch_sequences", s.max_batch_sequences);
@@ -117,6 +122,8 @@ void combine(RolloutStats& s, const RolloutStats& o, bool sequential) {
   s.prefill_tokens += o.prefill_tokens;
   s.prefill_tokens_saved += o.prefill_tokens_saved;
   s.preemptions += o.preemptions;
+  s.recomputed_tokens += o.recomputed_tokens;
+  s.evictions += o.evictions;
   const auto in_time = [sequential](auto& a, auto b) { a = sequential ? a + b : std::max(a, b); };
   const auto in_space = [sequential](auto& a, auto b) { a = sequential ? std::max(a, b) : a + b; };
   in_time(s.steps, o.steps);

@@ -78,6 +78,10 @@ struct RolloutStats {
   int64_t generated_tokens = 0;
   int64_t prefill_tokens = 0;         // prompt (and recomputed) tokens run through the model
   int64_t prefill_tokens_saved = 0;   // prompt tokens not run again because a group shares its prefill
+  // Of prefill_tokens, those whose K/V had been computed before: recomputation after a preemption, or after a
+  // session's blocks were evicted or its K/V went stale with a weight swap (rollout/README.md "Sessions").
+  int64_t recomputed_tokens = 0;
+  int64_t evictions = 0;              // idle sessions whose blocks were taken for others
   int64_t steps = 0;
   int64_t preemptions = 0;
   int64_t max_batch_sequences = 0;    // most sequences in one step
