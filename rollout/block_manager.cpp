@@ -197,6 +197,34 @@ void BlockManager::register_full_blocks(Sequence& seq) {
   seq.num_hashed_blocks_registered = std::max(seq.num_hashed_blocks_registered, full);
 }
 
+int64_t BlockManager::blocks_to_extend(const Sequence& seq, int64_t context_tokens) const {
+  const int64_t have = static_cast<int64_t>(seq.block_table.size());
+  const bool copy = seq.num_cached_tokens % block_size_ != 0 && have > 0 && seq.num_cached_tokens < context_tokens &&
+                    ref_counts_[seq.block_table.back()] > 1;
+  return (copy ? 1 : 0) + std::max<int64_t>(0, blocks_for(context_tokens) - have) +
+         (context_tokens % block_size_ == 0 ? 1 : 0);
+}
+
+void BlockManager::extend(Sequence& seq, int64_t context_tokens, std::vector<BlockCopy>& copies) {
+  const int64_t have = static_cast<int64_t>(seq.block_table.size());
+  RLCPP_CHECK(have == blocks_for(seq.num_cached_tokens) && context_tokens >= seq.num_cached_tokens,
+              "BlockManager: sequence " << seq.id() << " holds " << have << " blocks for " << seq.num_cached_tokens
+                                        << " cached tokens and is extended to " << context_tokens);
+  const int64_t new_blocks = std::max<int64_t>(0, blocks_for(context_tokens) - have);
+  const bool copy = seq.num_cached_tokens % block_size_ != 0 && have > 0 && seq.num_cached_tokens < context_tokens &&
+                    ref_counts_[seq.block_table.back()] > 1;
+  RLCPP_CHECK(new_blocks + (copy ? 1 : 0) <= num_free(),
+              "BlockManager: " << new_blocks + (copy ? 1 : 0) << " blocks wanted, " << num_free() << " free");
+  if (copy) {  // the cached slots of the shared last block are this sequence's context; the rest it writes
+    const int32_t shared = seq.block_table.back();
+    const int32_t own = allocate_block();
+    copies.push_back({shared, own, static_cast<int32_t>(seq.num_cached_tokens % block_size_)});
+    release_block(shared);
+    seq.block_table.back() = own;
+  }
+  for (int64_t i = 0; i < new_blocks; ++i) seq.block_table.push_back(allocate_block());
+}
+
 bool BlockManager::can_append(const Sequence& seq) const {
   const int64_t position = seq.num_tokens() - 1;
   const int64_t index = position / block_size_;

@@ -68,6 +68,13 @@ class BlockManager {
   // registers nothing: that sequence's K/V mixes policy versions.
   void register_full_blocks(Sequence& seq);
 
+  // A sequence that holds the blocks of its cached tokens (a session between turns) and has more context now:
+  // blocks needed to give it slots for positions [num_cached_tokens, context_tokens) and its first new token (a
+  // copy of a shared last block it writes into, the new blocks, one more when the context ends on a boundary).
+  int64_t blocks_to_extend(const Sequence& seq, int64_t context_tokens) const;
+  // Makes those slots writable: copies a shared last block (recorded in `copies`), appends new blocks.
+  void extend(Sequence& seq, int64_t context_tokens, std::vector<BlockCopy>& copies);
+
   // Whether `seq` can get the slot of position num_tokens() - 1 (the token the next step feeds): true when
   // it is already in a block the sequence owns alone, else a free block is needed.
   bool can_append(const Sequence& seq) const;

@@ -6,8 +6,13 @@
 // global state.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <map>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "core/exec_context.h"
@@ -19,6 +24,7 @@
 #include "rollout/request.h"
 #include "rollout/sampler.h"
 #include "rollout/scheduler.h"
+#include "rollout/session.h"
 
 namespace rlcpp {
 
@@ -97,15 +103,34 @@ class Engine {
   // Samples request.n completions of every prompt; samples come back prompt-major.
   RolloutResult generate(const Request& request, const StepObserver& observer = {});
 
-  // For a caller that adds and removes sequences between steps (rlcpp serve's loop, rollout/serve_loop.h): a
-  // Scheduler over blocks() with scheduler_config(), whose sequences each name their sampling parameters
-  // (Sequence::sampling). One step of its batch: schedule, forward, sample, finish; finished sequences are
-  // released at once. Returns the step's sampled rows (valid until the next step), each with its sequence;
-  // `clock` times the sequences' first token and finish. Counters add up in `stats`.
+  // For a caller that adds and removes sequences between steps (rlcpp serve's loop): a Scheduler over the
+  // engine's blocks (idle sessions among them, evicted before a running sequence is preempted), whose sequences
+  // each name their sampling parameters (Sequence::sampling). step runs one step of its batch: schedule,
+  // forward, sample, finish; finished sequences are released at once. Returns the step's sampled rows (valid
+  // until the next step), each with its sequence; `clock` times the sequences' first token and finish.
+  // Counters add up in `stats`.
+  Scheduler new_scheduler();
   const std::vector<SampledRow>& step(Scheduler& scheduler, RolloutStats& stats, const Stopwatch& clock);
   BlockManager& blocks() { return blocks_; }
   const BlockManager& blocks() const { return blocks_; }
-  SchedulerConfig scheduler_config() const;
+  // Sessions (rollout/session.h, rollout/README.md "Sessions"): sequences the engine keeps, K/V blocks and all,
+  // between turns. Ids are the engine's, never reused. Errors name the session.
+  int64_t open_session(const SessionSpec& spec);
+  // Tokens of known origin (an observation) appended between turns: the next turn prefills only them.
+  void append(int64_t session, std::span<const int32_t> tokens);
+  // Runs one turn of each listed session (each at most once), batched continuously; results in the order asked.
+  // `stats` (optional) receives the call's counters.
+  std::vector<TurnResult> run_turns(const std::vector<TurnRequest>& turns, const StepObserver& observer = {},
+                                    RolloutStats* stats = nullptr);
+  // Frees the session's blocks and forgets it.
+  void close_session(int64_t session);
+  // Closes every session idle (no turn running) for at least `max_idle_s` seconds; returns their ids.
+  std::vector<int64_t> close_idle_sessions(double max_idle_s);
+  bool has_session(int64_t session) const { return sessions_.count(session) > 0; }
+  SessionView session(int64_t session) const;
+  int64_t num_sessions() const { return static_cast<int64_t>(sessions_.size()); }
+  // KV-cache blocks held by sessions between turns (and free), for memory reports and tests.
+  int64_t num_free_blocks() const { return blocks_.num_free(); }
 
   // New weights for the following steps; their tokens carry `version`. The engine decodes from a packed copy
   // of the weights (PackedWeights), repacked before the next step after every call: a trainer that updates
@@ -141,6 +166,17 @@ class Engine {
   void rescore_on_device(const Tensor& logits);
   // The prefix cache's salt for the weights in use: policy version, numerics and the set_weights count.
   uint64_t cache_salt() const;
+  // Runs steps until the scheduler has no work: the loop generate and run_turns share. `clock` times the call.
+  void drive(Scheduler& scheduler, RolloutStats& stats, const StepObserver& observer, const Stopwatch& clock);
+  // A session's state between calls.
+  struct Session {
+    std::vector<int32_t> prompt;
+    std::unique_ptr<Sequence> sequence;
+    SamplingParams sampling;  // of its current turn (Sequence::sampling points here)
+    int64_t kv_version = -1;
+    std::chrono::steady_clock::time_point idle_since;
+  };
+  Session& find_session(int64_t session, const char* what);
 
   const Transformer& model_;
   const ParameterStore* params_;
@@ -149,8 +185,13 @@ class Engine {
   ExecContext context_;
   int64_t policy_version_;
   KVCache cache_;
-  BlockManager blocks_;         // over cache_'s blocks, for the engine's life: cached prefixes outlive requests
+  // Over cache_'s blocks, for the engine's life: a call's sequences, the sessions between turns, and the
+  // prefix cache's blocks, which outlive requests.
+  BlockManager blocks_;
   int64_t weights_epoch_ = 0;  // set_weights calls so far (part of the cache salt)
+  std::map<int64_t, std::unique_ptr<Session>> sessions_;
+  std::deque<Sequence*> parked_;  // sessions between turns holding blocks, least recently used first
+  int64_t next_session_ = 0;
   PackedWeights packed_;       // *params_ prepared for forward_cached in the model's numerics, on context_'s device
   bool packed_stale_ = true;  // repack before the next step (construction, set_weights)
   Tensor host_logits_;        // a device engine's logits copied back for the sampler (rows for the largest step)

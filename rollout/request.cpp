@@ -65,6 +65,8 @@ Json RolloutStats::to_json() const {
               {"prefill_tokens_saved", prefill_tokens_saved},
               {"prefix_cache_queried_tokens", prefix_cache_queried_tokens},
               {"prefix_cache_hit_tokens", prefix_cache_hit_tokens},
+              {"recomputed_tokens", recomputed_tokens},
+              {"evictions", evictions},
               {"steps", steps},
               {"preemptions", preemptions},
               {"max_batch_sequences", max_batch_sequences},
@@ -97,8 +99,11 @@ RolloutStats RolloutStats::from_json(const Json& j) {
   integer("generated_tokens", s.generated_tokens);
   integer("prefill_tokens", s.prefill_tokens);
   integer("prefill_tokens_saved", s.prefill_tokens_saved);
-  integer("prefix_cache_queried_tokens", s.prefix_cache_queried_tokens);
-  integer("prefix_cache_hit_tokens", s.prefix_cache_hit_tokens);
+  // Absent from the stats of older checkpoints' pending rollouts: 0 there.
+  if (j.contains("prefix_cache_queried_tokens")) integer("prefix_cache_queried_tokens", s.prefix_cache_queried_tokens);
+  if (j.contains("prefix_cache_hit_tokens")) integer("prefix_cache_hit_tokens", s.prefix_cache_hit_tokens);
+  if (j.contains("recomputed_tokens")) integer("recomputed_tokens", s.recomputed_tokens);
+  if (j.contains("evictions")) integer("evictions", s.evictions);
   integer("steps", s.steps);
   integer("preemptions", s.preemptions);
   integer("max_batch_sequences", s.max_batch_sequences);
@@ -127,6 +132,8 @@ void combine(RolloutStats& s, const RolloutStats& o, bool sequential) {
   s.prefix_cache_queried_tokens += o.prefix_cache_queried_tokens;
   s.prefix_cache_hit_tokens += o.prefix_cache_hit_tokens;
   s.preemptions += o.preemptions;
+  s.recomputed_tokens += o.recomputed_tokens;
+  s.evictions += o.evictions;
   const auto in_time = [sequential](auto& a, auto b) { a = sequential ? a + b : std::max(a, b); };
   const auto in_space = [sequential](auto& a, auto b) { a = sequential ? std::max(a, b) : a + b; };
   in_time(s.steps, o.steps);

@@ -89,6 +89,10 @@ struct RolloutStats {
   // group), and of those the ones found; their ratio is the hit rate.
   int64_t prefix_cache_queried_tokens = 0;
   int64_t prefix_cache_hit_tokens = 0;
+  // Of prefill_tokens, those whose K/V had been computed before: recomputation after a preemption, or after a
+  // session's blocks were evicted or its K/V went stale with a weight swap (rollout/README.md "Sessions").
+  int64_t recomputed_tokens = 0;
+  int64_t evictions = 0;              // idle sessions whose blocks were taken for others
   int64_t steps = 0;
   int64_t preemptions = 0;
   int64_t max_batch_sequences = 0;    // most sequences in one step
