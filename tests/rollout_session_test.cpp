@@ -250,6 +250,63 @@ TEST(RolloutSession, CloseFreesTheBlocksAndIdleSessionsTimeOut) {
   EXPECT_TRUE(engine.has_session(c));
 }
 
+// A session's blocks are ordinary blocks of the prefix cache: an idle session evicted for a long request leaves
+// its full blocks on the free list with their keys, and its next turn finds them there instead of prefilling its
+// history again, sampling what an engine without the cache samples, bit for bit.
+TEST(RolloutSession, AnEvictedSessionFindsItsFullBlocksInThePrefixCache) {
+  Fixture f;
+  std::vector<Episode> episodes;
+  std::vector<int64_t> prefilled;
+  for (const bool cache : {false, true}) {
+    EngineConfig c = engine_config(4, 16);
+    c.prefix_cache = cache;
+    Engine engine(f.model, f.params, c);
+    SessionSpec spec;
+    spec.prompt = random_test_tokens(14, f.cfg.vocab_size, 8);
+    const int64_t a = engine.open_session(spec);
+    engine.run_turns({{a, turn_sampling(4)}});  // 18 tokens, 17 cached: 4 full blocks and a partial one
+    // 30 prompt + 16 new tokens need 12 blocks: 11 are free, so the idle session is evicted; its partial block is
+    // taken first (it holds nothing findable), its full blocks stay on the free list.
+    Request req;
+    req.prompts = {random_test_tokens(30, f.cfg.vocab_size, 9)};
+    req.sampling = turn_sampling(16);
+    const RolloutResult r = engine.generate(req, [](const StepView& v) { v.scheduler.check_invariants(); });
+    EXPECT_EQ(r.stats.evictions, 1);
+    engine.append(a, std::vector<int32_t>{1, 2});
+    const TurnResult turn = engine.run_turns({{a, turn_sampling(3)}})[0];
+    prefilled.push_back(turn.prefilled_tokens);
+    episodes.push_back(episode_of(engine, a));
+  }
+  EXPECT_EQ(prefilled[0], 20);  // the whole context: 14 + 4 + 2
+  EXPECT_EQ(prefilled[1], 4);   // the 4 full blocks (16 tokens) found again
+  expect_same_episode(episodes[0], episodes[1], "with vs without the prefix cache");
+}
+
+// And a request whose prompt a live session starts with shares that session's full blocks (one more reference
+// each), without a prefill of them.
+TEST(RolloutSession, ARequestSharesTheFullBlocksOfALiveSession) {
+  Fixture f;
+  Engine engine(f.model, f.params, engine_config(4));
+  SessionSpec spec;
+  spec.prompt = random_test_tokens(12, f.cfg.vocab_size, 4);
+  const int64_t a = engine.open_session(spec);
+  engine.run_turns({{a, turn_sampling(3)}});
+  Request req;
+  req.prompts = {spec.prompt};
+  req.sampling = turn_sampling(2);
+  bool shared = false;
+  const RolloutResult r = engine.generate(req, [&](const StepView& v) {
+    v.scheduler.check_invariants();
+    const std::vector<int32_t>& held = engine.session(a).sequence.block_table;
+    shared = shared || (!held.empty() && v.blocks.ref_count(held[0]) == 2);
+  });
+  EXPECT_TRUE(shared);
+  EXPECT_EQ(r.stats.prefix_cache_hit_tokens, 8);  // blocks 0 and 1; block 2 holds the prompt's last token
+  EXPECT_EQ(r.stats.prefill_tokens, 4);
+  Engine fresh(f.model, f.params, engine_config(4));
+  EXPECT_EQ(r.samples[0].tokens, fresh.generate(req).samples[0].tokens);
+}
+
 TEST(RolloutSession, RefusesUnknownSessionsDoubleTurnsAndOverfullContexts) {
   Fixture f;
   Engine engine(f.model, f.params, engine_config(4));
