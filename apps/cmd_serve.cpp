@@ -79,8 +79,9 @@ Command add_serve_command(CLI::App& app) {
     require_one_process("serve");
     RLCPP_CHECK(a->checkpoint.empty() != a->preset.empty(), "serve: give a checkpoint directory or --preset");
     if (a->serve.model_name.empty())
-      a->serve.model_name = a->preset.empty() ? std::filesystem::path(a->checkpoint).lexically_normal().filename().string()
-                                              : a->preset;
+      a->serve.model_name = a->preset.empty()
+                                ? std::filesystem::path(a->checkpoint).lexically_normal().filename().string()
+                                : std::filesystem::path(a->preset).stem().string();  // "tiny", "serve_model.json"'s stem
     if (a->serve.model_name.empty()) a->serve.model_name = a->checkpoint;
     check_serve_options(a->serve);
     parse_device_spec(a->device, "serve --device");

@@ -154,8 +154,17 @@ void ServeHttp::routes() {
       res.set_chunked_content_provider(
           "text/event-stream",
           [job, builder, place](size_t, httplib::DataSink& sink) {
-            const JobUpdate u = job->wait(kPoll);
-            std::string out = builder->add(u);
+            // Nothing may escape into cpp-httplib's thread: a failure ends the stream with an error event.
+            JobUpdate u;
+            std::string out;
+            try {
+              u = job->wait(kPoll);
+              out = builder->add(u);
+            } catch (const std::exception& e) {
+              job->cancel();
+              u.done = true;
+              u.error = std::string("formatting the response failed: ") + e.what();
+            }
             if (!u.error.empty()) out += "data: " + ServeError(500, "", u.error).to_json().dump() + "\n\n";
             if (u.done) out += builder->stream_end(job->request().include_usage && u.error.empty());
             if (!out.empty() && !sink.write(out.data(), out.size())) {

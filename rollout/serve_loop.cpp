@@ -157,6 +157,16 @@ void ServeLoop::deliver(const std::vector<SampledRow>& rows, std::vector<std::un
   figures_.jobs_in_flight -= done;
 }
 
+void ServeLoop::publish(const Scheduler& scheduler, const RolloutStats& stats) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  figures_.stats = stats;
+  figures_.stats.preemptions = scheduler.num_preemptions();
+  figures_.running_sequences = scheduler.num_running();
+  figures_.waiting_sequences = scheduler.num_waiting();
+  figures_.blocks_used = engine_.blocks().num_used();
+  figures_.blocks_cached = engine_.blocks().num_cached_blocks();
+}
+
 void ServeLoop::run() {
   Scheduler scheduler = engine_.new_scheduler();
   std::vector<std::unique_ptr<Active>> active;
@@ -169,25 +179,20 @@ void ServeLoop::run() {
       if (stopping_) break;
     }
     admit_and_drop(scheduler, active);
-    if (!scheduler.has_work()) continue;
-    try {
-      deliver(engine_.step(scheduler, stats, clock), active);
-    } catch (const std::exception& e) {
-      // The step's sequences are in an unknown state: every job in flight fails, their blocks go back.
-      scheduler.drop_all();
-      for (const auto& a : active) a->job->fail(std::string("the engine failed: ") + e.what());
-      std::lock_guard<std::mutex> lock(mutex_);
-      figures_.jobs_failed += static_cast<int64_t>(active.size());
-      figures_.jobs_in_flight -= static_cast<int64_t>(active.size());
-      active.clear();
+    if (scheduler.has_work()) {
+      try {
+        deliver(engine_.step(scheduler, stats, clock), active);
+      } catch (const std::exception& e) {
+        // The step's sequences are in an unknown state: every job in flight fails, their blocks go back.
+        scheduler.drop_all();
+        for (const auto& a : active) a->job->fail(std::string("the engine failed: ") + e.what());
+        std::lock_guard<std::mutex> lock(mutex_);
+        figures_.jobs_failed += static_cast<int64_t>(active.size());
+        figures_.jobs_in_flight -= static_cast<int64_t>(active.size());
+        active.clear();
+      }
     }
-    std::lock_guard<std::mutex> lock(mutex_);
-    figures_.stats = stats;
-    figures_.stats.preemptions = scheduler.num_preemptions();
-    figures_.running_sequences = scheduler.num_running();
-    figures_.waiting_sequences = scheduler.num_waiting();
-    figures_.blocks_used = engine_.blocks().num_used();
-    figures_.blocks_cached = engine_.blocks().num_cached_blocks();
+    publish(scheduler, stats);
   }
   scheduler.drop_all();
   for (const auto& a : active) a->job->fail("the server is shutting down");

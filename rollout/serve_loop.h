@@ -95,6 +95,8 @@ class ServeLoop {
   // Between steps: new jobs into the scheduler, cancelled ones out.
   void admit_and_drop(Scheduler& scheduler, std::vector<std::unique_ptr<Active>>& active);
   void deliver(const std::vector<SampledRow>& rows, std::vector<std::unique_ptr<Active>>& active);
+  // Copies the counters /metrics shows into figures_.
+  void publish(const Scheduler& scheduler, const RolloutStats& stats);
 
   Engine& engine_;
   mutable std::mutex mutex_;  // guards incoming_, stopping_, figures_

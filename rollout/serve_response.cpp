@@ -29,17 +29,25 @@ CompletionBuilder::CompletionBuilder(const CompletionRequest& request, const Tok
     : request_(request), tok_(tok), id_(std::move(id)), model_(std::move(model)), created_(created),
       choices_(static_cast<size_t>(request.n)) {}
 
-std::string CompletionBuilder::text(const Choice& c) const { return tok_.decode(c.tokens); }
+std::string CompletionBuilder::decode(const std::vector<int32_t>& ids) const {
+  // A model may have ids past its tokenizer's vocabulary (padding rows, random test weights): they have no text.
+  std::vector<int32_t> known;
+  for (int32_t id : ids)
+    if (id < tok_.vocab_size()) known.push_back(id);
+  return tok_.decode(known);
+}
+
+std::string CompletionBuilder::text(const Choice& c) const { return decode(c.tokens); }
 
 Json CompletionBuilder::logprobs_json(const Choice& c, size_t from, size_t to) const {
   if (!request_.logprobs) return Json();
   if (request_.chat) {
     Json content = Json::array();
     for (size_t t = from; t < to; ++t) {
-      const std::string s = tok_.decode({c.tokens[t]});
+      const std::string s = decode({c.tokens[t]});
       Json top = Json::array();
       for (const TokenLogprob& a : c.top[t]) {
-        const std::string as = tok_.decode({a.token});
+        const std::string as = decode({a.token});
         top.push_back({{"token", as}, {"logprob", a.logprob}, {"bytes", bytes_of(as)}, {"token_id", a.token}});
       }
       content.push_back({{"token", s}, {"logprob", c.logprobs[t]}, {"bytes", bytes_of(s)}, {"top_logprobs", top},
@@ -49,13 +57,13 @@ Json CompletionBuilder::logprobs_json(const Choice& c, size_t from, size_t to) c
   }
   Json tokens = Json::array(), lps = Json::array(), tops = Json::array(), offsets = Json::array();
   size_t offset = 0;
-  for (size_t t = 0; t < from; ++t) offset += tok_.decode({c.tokens[t]}).size();
+  for (size_t t = 0; t < from; ++t) offset += decode({c.tokens[t]}).size();
   for (size_t t = from; t < to; ++t) {
-    const std::string s = tok_.decode({c.tokens[t]});
+    const std::string s = decode({c.tokens[t]});
     tokens.push_back(s);
     lps.push_back(c.logprobs[t]);
     Json top = Json::object();
-    for (const TokenLogprob& a : c.top[t]) top[tok_.decode({a.token})] = a.logprob;
+    for (const TokenLogprob& a : c.top[t]) top[decode({a.token})] = a.logprob;
     tops.push_back(top);
     offsets.push_back(offset);
     offset += s.size();

@@ -37,6 +37,7 @@ class CompletionBuilder {
     FinishReason reason = FinishReason::kLength;
     size_t logprobs_sent = 0;
   };
+  std::string decode(const std::vector<int32_t>& ids) const;
   std::string text(const Choice& c) const;
   Json logprobs_json(const Choice& c, size_t from, size_t to) const;
   Json usage() const;
