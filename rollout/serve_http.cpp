@@ -1,6 +1,7 @@
 #include "rollout/serve_http.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <random>
@@ -14,6 +15,9 @@ namespace rlcpp {
 namespace {
 
 constexpr auto kPoll = std::chrono::milliseconds(100);  // how often a waiting handler looks at its job
+// cpp-httplib 0.11 listens with a backlog of 5: a burst of clients connecting at once (a benchmark's 64) overflows
+// it and some connections fail. bind() listens again on the same socket with this backlog (capped by somaxconn).
+constexpr int kListenBacklog = 1024;
 
 bool is_loopback(const std::string& host) {
   return host == "127.0.0.1" || host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
@@ -55,6 +59,10 @@ ServeHttp::ServeHttp(ServeLoop& loop, const Tokenizer& tok, const ServeOptions& 
   const size_t threads = static_cast<size_t>(options_.limits.max_concurrency) + 8;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server_->set_payload_max_length(static_cast<size_t>(options_.limits.max_body_bytes));
+  server_->set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_socket_ = static_cast<int>(sock);  // the last one made is the one bound
+  });
   routes();
 }
 
@@ -69,6 +77,8 @@ void ServeHttp::bind() {
                 "serve: cannot bind " << options_.host << ":" << options_.port << " (in use, or not an address here)");
     port_ = options_.port;
   }
+  RLCPP_CHECK(listen_socket_ >= 0 && ::listen(listen_socket_, kListenBacklog) == 0,
+              "serve: cannot set the listen backlog of " << options_.host << ":" << port_);
 }
 
 void ServeHttp::listen() { server_->listen_after_bind(); }

@@ -61,6 +61,7 @@ class ServeHttp {
   int64_t context_, vocab_size_;
   std::unique_ptr<httplib::Server> server_;
   int port_ = 0;
+  int listen_socket_ = -1;
   std::atomic<int64_t> in_flight_{0};
   std::atomic<int64_t> next_id_{0};
   std::mutex counts_mutex_;

@@ -49,8 +49,6 @@ struct Server {
         http(loop, tok, options, cfg.max_position_embeddings, cfg.vocab_size) {
     http.bind();
     thread = std::thread([this] { http.listen(); });
-    // Until the accept loop runs, only the listen backlog holds connections.
-    for (int i = 0; i < 500 && !client().Get("/health"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   ~Server() {
     http.stop();
