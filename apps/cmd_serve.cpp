@@ -48,7 +48,9 @@ Command add_serve_command(CLI::App& app) {
   auto a = std::make_shared<Args>();
   a->engine.max_context = 4096;
   cmd->add_option("checkpoint", a->checkpoint, "checkpoint directory (model.safetensors + config.json)");
-  cmd->add_option("--preset", a->preset, "instead of a checkpoint: random weights of a preset (tiny, qwen-tiny, qwen05b) or of a config.json's shapes");
+  cmd->add_option("--preset", a->preset,
+                  "instead of a checkpoint: random weights of a preset (tiny, qwen-tiny, qwen05b) or of a config.json's "
+                  "shapes");
   add_seed_option(cmd, "--init-seed", a->init_seed, "seed of the random weights with --preset");
   add_tokenizer_option(cmd, a->tokenizer);
   cmd->add_option("--host", a->serve.host, "address to listen on (anything but loopback needs --api-key)");
@@ -81,7 +83,7 @@ Command add_serve_command(CLI::App& app) {
     if (a->serve.model_name.empty())
       a->serve.model_name = a->preset.empty()
                                 ? std::filesystem::path(a->checkpoint).lexically_normal().filename().string()
-                                : std::filesystem::path(a->preset).stem().string();  // "tiny", "serve_model.json"'s stem
+                                : std::filesystem::path(a->preset).stem().string();  // "tiny"; a config.json's stem
     if (a->serve.model_name.empty()) a->serve.model_name = a->checkpoint;
     check_serve_options(a->serve);
     parse_device_spec(a->device, "serve --device");

@@ -84,7 +84,7 @@ def load(port, clients, requests_each, prompt_len, max_tokens, vocab):
     tpot = [(r[1] - r[0]) / (r[2] - 1) for r in results if r[0] is not None and r[2] > 1]
     return {"clients": clients, "requests": len(results), "errors": len(errors), "wall_s": wall,
             "tokens_per_s": tokens / wall, "ttft_median_s": statistics.median(ttft) if ttft else None,
-            "ttft_p90_s": sorted(ttft)[int(0.9 * (len(ttft) - 1))] if ttft else None,
+            "ttft_p90_s": sorted(ttft)[max(0, -(-9 * len(ttft) // 10) - 1)] if ttft else None,
             "tpot_median_s": statistics.median(tpot) if tpot else None, "first_error": errors[0] if errors else ""}
 
 

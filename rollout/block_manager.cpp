@@ -182,7 +182,8 @@ void BlockManager::register_full_blocks(Sequence& seq) {
                                          static_cast<int64_t>(seq.block_table.size()));
   for (int64_t i = seq.num_hashed_blocks_registered; i < full; ++i) {
     const uint64_t parent = i == 0 ? kRootKey : seq.block_hashes[static_cast<size_t>(i - 1)];
-    if (static_cast<int64_t>(seq.block_hashes.size()) == i) seq.block_hashes.push_back(block_key(seq, i * block_size_, parent));
+    if (static_cast<int64_t>(seq.block_hashes.size()) == i)
+      seq.block_hashes.push_back(block_key(seq, i * block_size_, parent));
     const uint64_t key = seq.block_hashes[static_cast<size_t>(i)];
     const int32_t b = seq.block_table[static_cast<size_t>(i)];
     if (!keyed_[b] && index_.find(key) == index_.end()) {

@@ -18,6 +18,7 @@ constexpr auto kPoll = std::chrono::milliseconds(100);  // how often a waiting h
 // cpp-httplib 0.11 listens with a backlog of 5: a burst of clients connecting at once (a benchmark's 64) overflows
 // it and some connections fail. bind() listens again on the same socket with this backlog (capped by somaxconn).
 constexpr int kListenBacklog = 1024;
+constexpr const char* kWrongKey = "missing or wrong API key (Authorization: Bearer KEY)";
 
 bool is_loopback(const std::string& host) {
   return host == "127.0.0.1" || host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
@@ -118,7 +119,7 @@ void ServeHttp::routes() {
     res.set_content(prometheus_text(loop_.figures(), counts, options_.model_name), "text/plain; version=0.0.4");
   });
   s.Get("/v1/models", [this, authorized](const httplib::Request& req, httplib::Response& res) {
-    if (!authorized(req)) return answer_error(res, ServeError(401, "", "missing or wrong API key (Authorization: Bearer KEY)"));
+    if (!authorized(req)) return answer_error(res, ServeError(401, "", kWrongKey));
     const Json model{{"id", options_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "rlcpp"},
                      {"max_model_len", context_}};
     res.set_content(Json{{"object", "list"}, {"data", Json::array({model})}}.dump(), "application/json");
@@ -129,7 +130,7 @@ void ServeHttp::routes() {
       std::shared_ptr<void> place;
       std::shared_ptr<ServeJob> job;
       try {
-        if (!authorized(req)) throw ServeError(401, "", "missing or wrong API key (Authorization: Bearer KEY)");
+        if (!authorized(req)) throw ServeError(401, "", kWrongKey);
         place = take_place();
         CompletionRequest r = parse_completion_request(req.body, chat, tok_, options_.model_name, context_,
                                                        vocab_size_, options_.limits);

@@ -26,13 +26,16 @@ std::string prometheus_text(const ServeLoopFigures& f, const std::map<int, int64
   const RolloutStats& s = f.stats;
   metric(os, "requests_running", "gauge", "requests being served (admitted or queued in the engine)",
          static_cast<double>(f.jobs_in_flight), m);
-  metric(os, "requests_finished_total", "counter", "requests whose every choice ended", static_cast<double>(f.jobs_done), m);
+  metric(os, "requests_finished_total", "counter", "requests whose every choice ended",
+         static_cast<double>(f.jobs_done), m);
   metric(os, "requests_cancelled_total", "counter", "requests dropped because the client went away",
          static_cast<double>(f.jobs_cancelled), m);
-  metric(os, "requests_failed_total", "counter", "requests failed by an engine error", static_cast<double>(f.jobs_failed), m);
+  metric(os, "requests_failed_total", "counter", "requests failed by an engine error",
+         static_cast<double>(f.jobs_failed), m);
   metric(os, "sequences_running", "gauge", "sequences in the batch after the last step",
          static_cast<double>(f.running_sequences), m);
-  metric(os, "sequences_waiting", "gauge", "sequences queued for admission", static_cast<double>(f.waiting_sequences), m);
+  metric(os, "sequences_waiting", "gauge", "sequences queued for admission",
+         static_cast<double>(f.waiting_sequences), m);
   metric(os, "generation_tokens_total", "counter", "tokens sampled", static_cast<double>(s.generated_tokens), m);
   metric(os, "prefill_tokens_total", "counter", "prompt tokens run through the model",
          static_cast<double>(s.prefill_tokens), m);

@@ -115,7 +115,8 @@ std::string CompletionBuilder::add(const JobUpdate& update) {
     Choice& c = choices_[i];
     const std::string all = text(c);
     std::string delta;
-    if ((c.finished || !ends_incomplete(all)) && all.size() >= c.sent.size() && all.compare(0, c.sent.size(), c.sent) == 0) {
+    const bool extends_sent = all.size() >= c.sent.size() && all.compare(0, c.sent.size(), c.sent) == 0;
+    if ((c.finished || !ends_incomplete(all)) && extends_sent) {
       delta = all.substr(c.sent.size());
       c.sent = all;
     }

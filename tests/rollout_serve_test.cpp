@@ -265,7 +265,8 @@ TEST(RolloutServe, MetricsShowThePrefixCache) {
   ASSERT_TRUE(m);
   ASSERT_EQ(m->status, 200);
   // The second request finds the first's 3 full blocks (12 tokens) of its 13-token prompt.
-  EXPECT_NE(m->body.find("rlcpp_prefix_cache_hit_tokens_total{model=\"tiny-test\"} 12\n"), std::string::npos) << m->body;
+  EXPECT_NE(m->body.find("rlcpp_prefix_cache_hit_tokens_total{model=\"tiny-test\"} 12\n"), std::string::npos)
+      << m->body;
   EXPECT_NE(m->body.find("rlcpp_prefix_cache_queried_tokens_total{model=\"tiny-test\"} 26\n"), std::string::npos);
   EXPECT_NE(m->body.find("rlcpp_http_responses_total{model=\"tiny-test\",status=\"200\"} 2\n"), std::string::npos);
 }
