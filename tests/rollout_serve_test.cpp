@@ -93,6 +93,17 @@ Json body(const std::vector<int32_t>& prompt, uint64_t seed, int64_t n, int64_t 
               {"max_tokens", max_tokens}, {"ignore_eos", true}, {"return_token_ids", true}, {"stream", stream}};
 }
 
+// A streamed completion whose client reads it through `receiver` (false: hang up).
+void stream_with(httplib::Client& c, const Json& request, httplib::ContentReceiverWithProgress receiver) {
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = request.dump();
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = std::move(receiver);
+  c.send(req);
+}
+
 // The token ids of each choice of a streamed response (the SSE events' "token_ids").
 std::vector<std::vector<int32_t>> streamed_tokens(const std::string& sse, int64_t n) {
   std::vector<std::vector<int32_t>> out(static_cast<size_t>(n));
@@ -236,13 +247,8 @@ TEST(RolloutServe, AnApiKeyIsRequiredWhenSetAndForBindingBeyondLoopback) {
 TEST(RolloutServe, ADisconnectedClientsSequencesAreDroppedAndTheirBlocksFreed) {
   Server s;
   auto c = s.client();
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/completions";
-  req.body = body(random_test_tokens(5, s.cfg.vocab_size, 3), 1, 4, 240, true).dump();
-  req.set_header("Content-Type", "application/json");
-  req.content_receiver = [](const char*, size_t, uint64_t, uint64_t) { return false; };  // gone after one chunk
-  c.send(req);
+  stream_with(c, body(random_test_tokens(5, s.cfg.vocab_size, 3), 1, 4, 240, true),
+              [](const char*, size_t, uint64_t, uint64_t) { return false; });  // gone after one chunk
   for (int i = 0; i < 200 && s.loop.figures().jobs_cancelled == 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   const ServeLoopFigures f = s.loop.figures();
@@ -281,16 +287,11 @@ TEST(RolloutServe, ConcurrencyPastTheLimitIs429) {
   std::atomic<bool> second_answered{false};
   std::thread first([&] {
     auto c = s.client();
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v1/completions";
-    req.body = body(random_test_tokens(5, s.cfg.vocab_size, 3), 1, 64, 240, true).dump();
-    req.set_header("Content-Type", "application/json");
-    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
-      while (!second_answered) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      return true;
-    };
-    c.send(req);
+    stream_with(c, body(random_test_tokens(5, s.cfg.vocab_size, 3), 1, 64, 240, true),
+                [&](const char*, size_t, uint64_t, uint64_t) {
+                  while (!second_answered) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                  return true;
+                });
   });
   for (int i = 0; i < 1000 && s.loop.figures().jobs_in_flight + s.loop.figures().jobs_done == 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
