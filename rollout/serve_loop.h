@@ -4,6 +4,9 @@
 // prompt's prefill and, through the prefix cache, any prefix computed before) and drops the sequences of
 // cancelled jobs (a client that went away), whose blocks go back at once. A failing step fails the jobs in
 // flight (500) and the loop goes on; nothing a request does stops the server.
+// Not built yet (issue 34's harness mode): a session header. It would map a request onto one of the engine's
+// sessions (rollout/session.h) — appended tokens, then its turn queued here with Scheduler::add_continuation on
+// the blocks it kept — instead of a fresh group; the loop is the one place that would change.
 #pragma once
 
 #include <atomic>
