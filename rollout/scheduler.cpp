@@ -15,7 +15,7 @@ void ScheduledBatch::clear() {
 
 int64_t ScheduledBatch::num_rows() const {
   int64_t rows = static_cast<int64_t>(decodes.size());
-  for (const PrefillUnit& u : prefills) rows += u.context_tokens - u.cached_tokens;
+  for (const PrefillUnit& u : prefills) rows += u.context_tokens - u.sequences.front()->num_cached_tokens;
   return rows;
 }
 

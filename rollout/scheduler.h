@@ -51,7 +51,9 @@ struct ScheduledBatch {
 
   void clear();
   bool empty() const { return prefills.empty() && decodes.empty(); }
-  int64_t num_rows() const;        // tokens run through the model (a prefill's cached tokens are not)
+  // Tokens run through the model: a prefill's K/V already cached (the prefix cache's hits, a session's kept
+  // tokens) is not. Between schedule and the step's forward.
+  int64_t num_rows() const;
   int64_t num_sequences() const;   // sequences that get a token from this step
 };
 
