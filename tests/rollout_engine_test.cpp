@@ -311,7 +311,8 @@ TEST(RolloutEngine, PrefixCacheUnderEvictionAndPreemptionSamplesTheSame) {
   Request req;
   for (int p = 0; p < 3; ++p)
     for (int q = 0; q < 4; ++q)
-      req.prompts.push_back(joined(random_tokens(20, f.cfg.vocab_size, 90 + p), random_tokens(3 + q, f.cfg.vocab_size, 95 + q)));
+      req.prompts.push_back(
+          joined(random_tokens(20, f.cfg.vocab_size, 90 + p), random_tokens(3 + q, f.cfg.vocab_size, 95 + q)));
   req.n = 2;
   req.sampling.max_new_tokens = 12;
   req.sampling.seed = 6;
