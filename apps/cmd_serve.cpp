@@ -49,8 +49,8 @@ Command add_serve_command(CLI::App& app) {
   a->engine.max_context = 4096;
   cmd->add_option("checkpoint", a->checkpoint, "checkpoint directory (model.safetensors + config.json)");
   cmd->add_option("--preset", a->preset,
-                  "instead of a checkpoint: random weights of a preset (tiny, qwen-tiny, qwen05b) or of a config.json's "
-                  "shapes");
+                  "instead of a checkpoint: random weights of a preset (tiny, qwen-tiny, qwen05b) or of a "
+                  "config.json's shapes");
   add_seed_option(cmd, "--init-seed", a->init_seed, "seed of the random weights with --preset");
   add_tokenizer_option(cmd, a->tokenizer);
   cmd->add_option("--host", a->serve.host, "address to listen on (anything but loopback needs --api-key)");

@@ -129,7 +129,8 @@ def main():
                 proc.terminate()
                 proc.wait()
             print(f"# {banner}")
-        print(f"| shared prefix | suffix | TTFT, cache off | TTFT, cache on | speed-up |\n| ---: | ---: | ---: | ---: | ---: |")
+        print("| shared prefix | suffix | TTFT, cache off | TTFT, cache on | speed-up |\n"
+              "| ---: | ---: | ---: | ---: | ---: |")
         print(f"| {args.shared_prefix} | {args.suffix_len} | {1e3 * ttft[False]:.1f} ms | {1e3 * ttft[True]:.1f} ms | "
               f"{ttft[False] / ttft[True]:.1f}x |")
         return
