@@ -182,6 +182,41 @@ TEST(RolloutServe, SixtyFourConcurrentStreamsEachGetTheirSeedsTokens) {
   EXPECT_GT(f.stats.prefix_cache_hit_tokens, 0);  // the shared 8-token prefix (2 blocks) found again
 }
 
+// A stream's text, its end and, when asked, a last chunk with the usage, before [DONE].
+TEST(RolloutServe, AStreamSendsTheTextThenTheUsageWhenAsked) {
+  Server s;
+  auto c = s.client();
+  const Json request{{"prompt", "12+34="}, {"max_tokens", 5}, {"seed", 2}, {"temperature", 1}, {"ignore_eos", true},
+                     {"stream", true}, {"stream_options", {{"include_usage", true}}}};
+  const auto res = c.Post("/v1/completions", request.dump(), "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(res->get_header_value("Content-Type"), "text/event-stream");
+  std::string text;
+  Json usage, finish;
+  size_t at = 0;
+  while ((at = res->body.find("data: ", at)) != std::string::npos) {
+    const size_t end = res->body.find("\n\n", at);
+    const std::string data = res->body.substr(at + 6, end - at - 6);
+    at = end;
+    if (data == "[DONE]") break;
+    const Json event = Json::parse(data);
+    if (event.contains("usage")) usage = event["usage"];
+    for (const Json& choice : event["choices"]) {
+      text += choice["text"].get<std::string>();
+      if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];
+    }
+  }
+  EXPECT_EQ(finish, "length");
+  EXPECT_EQ(usage["completion_tokens"], 5) << res->body;
+  EXPECT_EQ(usage["prompt_tokens"], 7);  // BOS and 6 characters
+  const auto whole = c.Post("/v1/completions", Json{{"prompt", "12+34="}, {"max_tokens", 5}, {"seed", 2},
+                                                    {"temperature", 1}, {"ignore_eos", true}}.dump(),
+                            "application/json");
+  ASSERT_TRUE(whole);
+  EXPECT_EQ(text, Json::parse(whole->body)["choices"][0]["text"]);  // the stream's pieces make the whole text
+}
+
 TEST(RolloutServe, BadRequestsAre400sNamingTheField) {
   ServeLimits limits;
   limits.max_tokens = 50;
