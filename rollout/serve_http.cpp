@@ -31,7 +31,7 @@ int64_t unix_seconds() {
 
 void answer_error(httplib::Response& res, const ServeError& e) {
   res.status = e.status();
-  res.set_content(e.to_json().dump(), "application/json");
+  res.set_content(json_text(e.to_json()), "application/json");
 }
 
 }  // namespace
@@ -122,7 +122,7 @@ void ServeHttp::routes() {
     if (!authorized(req)) return answer_error(res, ServeError(401, "", kWrongKey));
     const Json model{{"id", options_.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "rlcpp"},
                      {"max_model_len", context_}};
-    res.set_content(Json{{"object", "list"}, {"data", Json::array({model})}}.dump(), "application/json");
+    res.set_content(json_text(Json{{"object", "list"}, {"data", Json::array({model})}}), "application/json");
   });
 
   const auto completion = [this, authorized](bool chat) {
@@ -157,7 +157,7 @@ void ServeHttp::routes() {
           return answer_error(res, ServeError(500, "", u.error));
         }
         count(200);
-        res.set_content(builder->response().dump(), "application/json");
+        res.set_content(json_text(builder->response()), "application/json");
         return;
       }
       count(200);
@@ -176,7 +176,7 @@ void ServeHttp::routes() {
               u.done = true;
               u.error = std::string("formatting the response failed: ") + e.what();
             }
-            if (!u.error.empty()) out += "data: " + ServeError(500, "", u.error).to_json().dump() + "\n\n";
+            if (!u.error.empty()) out += "data: " + json_text(ServeError(500, "", u.error).to_json()) + "\n\n";
             if (u.done) out += builder->stream_end(job->request().include_usage && u.error.empty());
             if (!out.empty() && !sink.write(out.data(), out.size())) {
               job->cancel();  // the client went away: its blocks go back before the next step

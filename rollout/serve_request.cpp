@@ -20,6 +20,8 @@ const char* ServeError::type() const {
   }
 }
 
+std::string json_text(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
 Json ServeError::to_json() const {
   return Json{{"error", {{"message", what()},
                          {"type", type()},
@@ -35,7 +37,7 @@ namespace {
 
 int64_t integer_field(const Json& j, const std::string& field, int64_t lo, int64_t hi) {
   const Json& v = j.at(field);
-  if (!v.is_number_integer()) bad(field, "must be an integer, got " + v.dump());
+  if (!v.is_number_integer()) bad(field, "must be an integer, got " + json_text(v));
   const int64_t x = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
                         ? INT64_MAX
                         : v.get<int64_t>();
@@ -46,16 +48,16 @@ int64_t integer_field(const Json& j, const std::string& field, int64_t lo, int64
 
 double number_field(const Json& j, const std::string& field, double lo, double hi) {
   const Json& v = j.at(field);
-  if (!v.is_number()) bad(field, "must be a number, got " + v.dump());
+  if (!v.is_number()) bad(field, "must be a number, got " + json_text(v));
   const double x = v.get<double>();
   if (!std::isfinite(x) || x < lo || x > hi)
-    bad(field, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + v.dump());
+    bad(field, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + json_text(v));
   return x;
 }
 
 bool bool_field(const Json& j, const std::string& field) {
   const Json& v = j.at(field);
-  if (!v.is_boolean()) bad(field, "must be true or false, got " + v.dump());
+  if (!v.is_boolean()) bad(field, "must be true or false, got " + json_text(v));
   return v.get<bool>();
 }
 
@@ -64,7 +66,7 @@ std::vector<int32_t> token_array(const Json& v, const std::string& field, int64_
   for (size_t i = 0; i < v.size(); ++i) {
     const Json& t = v[i];
     if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab_size)
-      bad(field, "token " + std::to_string(i) + " is " + t.dump() + ", not an id in [0, " +
+      bad(field, "token " + std::to_string(i) + " is " + json_text(t) + ", not an id in [0, " +
                      std::to_string(vocab_size) + ")");
     ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
   }
@@ -91,7 +93,8 @@ std::vector<int32_t> chat_prompt(const Json& messages, const Tokenizer& tok) {
   if (!messages.is_array() || messages.empty()) bad("messages", "must be a non-empty list of {\"role\", \"content\"}");
   for (size_t i = 0; i < messages.size(); ++i)
     if (!messages[i].is_object() || !messages[i].contains("content") || !messages[i]["content"].is_string())
-      bad("messages", "message " + std::to_string(i) + " needs \"content\" as a string, got " + messages[i].dump());
+      bad("messages", "message " + std::to_string(i) + " needs \"content\" as a string, got " +
+                             json_text(messages[i]));
   try {
     return tok.encode_prompt("", messages);
   } catch (const Error& e) {
@@ -110,7 +113,7 @@ CompletionRequest parse_completion_request(const std::string& body, bool chat, c
   } catch (const std::exception& e) {
     throw ServeError(400, "", std::string("the body is not JSON: ") + e.what());
   }
-  if (!j.is_object()) throw ServeError(400, "", "the body must be a JSON object, got " + j.dump().substr(0, 80));
+  if (!j.is_object()) throw ServeError(400, "", "the body must be a JSON object, got " + json_text(j).substr(0, 80));
   std::set<std::string> known = {"model",          "max_tokens",     "n",      "temperature",    "top_p",
                                  "top_k",          "min_p",          "seed",   "stream",         "stream_options",
                                  "stop",           "stop_token_ids", "ignore_eos", "return_token_ids", "user",
@@ -157,11 +160,11 @@ CompletionRequest parse_completion_request(const std::string& body, bool chat, c
   if (given("temperature")) {
     s.temperature = static_cast<float>(number_field(j, "temperature", 0, 100));
     if (s.temperature != 0 && s.temperature < kMinTemperature)
-      bad("temperature", "must be 0 (greedy) or >= 0.001 (colder overflows fp32), got " + j["temperature"].dump());
+      bad("temperature", "must be 0 (greedy) or >= 0.001 (colder overflows fp32), got " + json_text(j["temperature"]));
   }
   if (given("top_p")) {
     s.top_p = static_cast<float>(number_field(j, "top_p", 0, 1));
-    if (s.top_p <= 0) bad("top_p", "must be in (0, 1], got " + j["top_p"].dump());
+    if (s.top_p <= 0) bad("top_p", "must be in (0, 1], got " + json_text(j["top_p"]));
   }
   if (given("top_k")) s.top_k = std::max<int64_t>(0, integer_field(j, "top_k", -1, vocab_size));  // -1, 0: off
   if (given("min_p")) s.min_p = static_cast<float>(number_field(j, "min_p", 0, 1));

@@ -42,6 +42,10 @@ class ServeError : public std::runtime_error {
   std::string param_;
 };
 
+// `j` as JSON text; a string that is not valid UTF-8 (a client's bytes, a token's partial character) is written
+// with U+FFFD in place of the bad bytes instead of throwing.
+std::string json_text(const Json& j);
+
 // One parsed request: the prompt's ids, how to sample, what to return.
 struct CompletionRequest {
   bool chat = false;  // /v1/chat/completions

@@ -4,7 +4,7 @@ namespace rlcpp {
 
 namespace {
 
-std::string sse(const Json& j) { return "data: " + j.dump() + "\n\n"; }
+std::string sse(const Json& j) { return "data: " + json_text(j) + "\n\n"; }
 
 // A token's text for log-prob lists, and its UTF-8 bytes (OpenAI's chat "bytes").
 Json bytes_of(const std::string& s) {

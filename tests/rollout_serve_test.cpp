@@ -246,6 +246,12 @@ TEST(RolloutServe, BadRequestsAre400sNamingTheField) {
   expect_error("/v1/completions", "{\"prompt\": \"" + std::string(300, '1') + "\"}", 400, "prompt");
   expect_error("/v1/completions", R"({"prompt": "1", "model": "other"})", 404, "model");
   expect_error("/v1/completions", "not json", 400, "");
+  expect_error("/v1/completions", R"({"prompt": "1+2=", "max_tokens": 3)", 400, "");  // truncated
+  expect_error("/v1/completions", "{\"prompt\": \"1\xff\"}", 400, "");               // invalid UTF-8
+  expect_error("/v1/completions", R"({"prompt": "1+2=", "n": 1000000})", 400, "n");
+  expect_error("/v1/completions", R"({"prompt": "1+2=", "max_tokens": -1})", 400, "max_tokens");
+  expect_error("/v1/completions", R"({"prompt": "1+2=", "seed": -3})", 400, "seed");
+  expect_error("/v1/completions", R"({"prompt": "1+2=", "stream": "yes"})", 400, "stream");
   expect_error("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "1+2="}]})", 400, "messages");
   expect_error("/v1/completions", "{\"prompt\": \"" + std::string(5000, '1') + "\"}", 413, "");
   const auto missing = c.Get("/v1/nothing");
