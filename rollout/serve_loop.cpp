@@ -8,6 +8,14 @@
 
 namespace rlcpp {
 
+void SecondsHistogram::observe(double seconds) {
+  size_t i = 0;
+  while (i < std::size(kBounds) && seconds > kBounds[i]) ++i;
+  if (i < std::size(kBounds)) ++buckets[i];  // past the last bound: only in +Inf (count)
+  sum += seconds;
+  ++count;
+}
+
 ServeJob::ServeJob(CompletionRequest request)
     : request_(std::move(request)), received_(Clock::now()), choices_left_(request_.n) {}
 
@@ -130,18 +138,19 @@ void ServeLoop::deliver(const std::vector<SampledRow>& rows, std::vector<std::un
   std::unordered_map<const Sequence*, std::pair<Active*, int32_t>> owner;
   for (const auto& a : active)
     for (size_t i = 0; i < a->sequences.size(); ++i) owner[a->sequences[i].get()] = {a.get(), static_cast<int32_t>(i)};
-  double ttft_sum = 0;
-  int64_t ttft_count = 0, done = 0;
+  std::vector<double> ttft, tpot;
+  int64_t done = 0;
   for (const SampledRow& r : rows) {
     const auto [a, choice] = owner.at(r.sequence);
     if (!a->first_token) {
       a->first_token = true;
-      ttft_sum += std::chrono::duration<double>(ServeJob::Clock::now() - a->job->received()).count();
-      ++ttft_count;
+      ttft.push_back(std::chrono::duration<double>(ServeJob::Clock::now() - a->job->received()).count());
     }
     a->job->push_token({choice, r.token, r.logprob, r.top});
     if (r.sequence->status() == SequenceStatus::kFinished) {
       a->job->finish_choice(choice, r.sequence->finish_reason());
+      const Sequence& seq = *r.sequence;  // its times are the loop clock's
+      if (seq.num_output() > 1) tpot.push_back((seq.finished_s - seq.first_token_s) / (seq.num_output() - 1));
       --a->left;
     }
   }
@@ -151,8 +160,8 @@ void ServeLoop::deliver(const std::vector<SampledRow>& rows, std::vector<std::un
     return true;
   });
   std::lock_guard<std::mutex> lock(mutex_);
-  figures_.ttft_sum_s += ttft_sum;
-  figures_.ttft_count += ttft_count;
+  for (double s : ttft) figures_.ttft.observe(s);
+  for (double s : tpot) figures_.tpot.observe(s);
   figures_.jobs_done += done;
   figures_.jobs_in_flight -= done;
 }

@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -70,14 +71,23 @@ class ServeJob {
   int64_t choices_left_;
 };
 
+// A Prometheus histogram of seconds: counts per upper bound (cumulative when written), sum and count.
+struct SecondsHistogram {
+  static constexpr double kBounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+  int64_t buckets[std::size(kBounds)] = {};  // observations <= kBounds[i] and > kBounds[i - 1]
+  double sum = 0;
+  int64_t count = 0;
+  void observe(double seconds);
+};
+
 // Counters of the loop for /metrics (a copy taken after a step).
 struct ServeLoopFigures {
   RolloutStats stats;  // summed over the loop's life
   int64_t running_sequences = 0, waiting_sequences = 0, jobs_in_flight = 0;
   int64_t blocks_total = 0, blocks_used = 0, blocks_cached = 0;
   int64_t jobs_done = 0, jobs_failed = 0, jobs_cancelled = 0;
-  double ttft_sum_s = 0;  // received to first token, over jobs that got one
-  int64_t ttft_count = 0;
+  SecondsHistogram ttft;  // a request's arrival to its first token
+  SecondsHistogram tpot;  // a finished choice's time per output token after its first
   bool prefix_cache = false;
 };
 

@@ -13,6 +13,19 @@ struct Metric {
   double value;
 };
 
+void histogram(std::ostringstream& os, const char* name, const char* help, const SecondsHistogram& h,
+               const std::string& labels) {
+  os << "# HELP rlcpp_" << name << " " << help << "\n# TYPE rlcpp_" << name << " histogram\n";
+  int64_t cumulative = 0;
+  for (size_t i = 0; i < std::size(SecondsHistogram::kBounds); ++i) {
+    cumulative += h.buckets[i];
+    os << "rlcpp_" << name << "_bucket{" << labels << ",le=\"" << SecondsHistogram::kBounds[i] << "\"} " << cumulative
+       << "\n";
+  }
+  os << "rlcpp_" << name << "_bucket{" << labels << ",le=\"+Inf\"} " << h.count << "\nrlcpp_" << name << "_sum{"
+     << labels << "} " << h.sum << "\nrlcpp_" << name << "_count{" << labels << "} " << h.count << "\n";
+}
+
 }  // namespace
 
 std::string prometheus_text(const ServeLoopFigures& f, const std::map<int, int64_t>& responses_by_status,
@@ -51,12 +64,12 @@ std::string prometheus_text(const ServeLoopFigures& f, const std::map<int, int64
        d(f.blocks_cached)},
       {"preemptions_total", "counter", "sequences preempted for blocks (recomputed later)", d(s.preemptions)},
       {"engine_steps_total", "counter", "engine steps", d(s.steps)},
-      {"time_to_first_token_seconds_sum", "counter", "request received to its first token, summed", f.ttft_sum_s},
-      {"time_to_first_token_seconds_count", "counter", "requests that got a first token", d(f.ttft_count)},
   };
   for (const Metric& x : metrics)
     os << "# HELP rlcpp_" << x.name << " " << x.help << "\n# TYPE rlcpp_" << x.name << " " << x.type << "\nrlcpp_"
        << x.name << "{" << m << "} " << x.value << "\n";
+  histogram(os, "time_to_first_token_seconds", "a request's arrival to its first token", f.ttft, m);
+  histogram(os, "time_per_output_token_seconds", "a finished choice's seconds per token after its first", f.tpot, m);
   return os.str();
 }
 

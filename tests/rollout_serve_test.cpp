@@ -316,6 +316,13 @@ TEST(RolloutServe, MetricsShowThePrefixCache) {
       << m->body;
   EXPECT_NE(m->body.find("rlcpp_prefix_cache_queried_tokens_total{model=\"tiny-test\"} 26\n"), std::string::npos);
   EXPECT_NE(m->body.find("rlcpp_http_responses_total{model=\"tiny-test\",status=\"200\"} 2\n"), std::string::npos);
+  // Both requests in the histograms: one first token each, one time per token each (2 tokens).
+  EXPECT_NE(m->body.find("rlcpp_time_to_first_token_seconds_bucket{model=\"tiny-test\",le=\"+Inf\"} 2\n"),
+            std::string::npos)
+      << m->body;
+  EXPECT_NE(m->body.find("rlcpp_time_per_output_token_seconds_count{model=\"tiny-test\"} 2\n"), std::string::npos);
+  EXPECT_NE(m->body.find("rlcpp_time_to_first_token_seconds_bucket{model=\"tiny-test\",le=\"30\"} 2\n"),
+            std::string::npos);
 }
 
 TEST(RolloutServe, ConcurrencyPastTheLimitIs429) {
