@@ -67,6 +67,9 @@ Command add_worker_command(CLI::App& app) {
   cmd->add_option("--num-blocks", a->worker.engine.num_blocks, "KV-cache blocks (0 = automatic)");
   cmd->add_option("--max-num-seqs", a->worker.engine.max_num_seqs, "sequences decoded together");
   cmd->add_option("--max-batched-tokens", a->worker.engine.max_num_batched_tokens, "rows per forward");
+  cmd->add_option("--prefix-cache", a->worker.engine.prefix_cache,
+                  "true: full KV blocks are found again by their tokens across requests of one policy version "
+                  "(rollout/block_manager.h); false: only a group's samples share their prompt's blocks");
   cmd->add_option("--max-context", a->worker.engine.max_context,
                   "tokens a sequence may reach, prompt and response (0 = the model's context)");
   // Hidden (group ""): a test tool, documented in loop/README.md "Fault handling".

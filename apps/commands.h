@@ -34,5 +34,6 @@ Command add_export_command(CLI::App& app);
 Command add_scale_command(CLI::App& app);
 Command add_ledger_command(CLI::App& app);
 Command add_devices_command(CLI::App& app);
+Command add_serve_command(CLI::App& app);
 
 }  // namespace rlcpp::cli

@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
       add_sft_command(app),   add_train_command(app), add_dpo_command(app),   add_eval_command(app),   add_generate_command(app),
       add_score_command(app), add_worker_command(app), add_bench_command(app), add_config_command(app),
       add_report_command(app), add_mismatch_command(app), add_keys_command(app), add_tokenize_command(app), add_export_command(app),
-      add_scale_command(app), add_ledger_command(app), add_devices_command(app)};
+      add_scale_command(app), add_ledger_command(app), add_devices_command(app), add_serve_command(app)};
   CLI11_PARSE(app, argc, argv);
   try {
     for (const auto& command : commands) {

@@ -173,6 +173,7 @@ void print_batching(const Transformer& model, const ParameterStore& params, cons
     ec.max_num_seqs = o.batching_max_seqs;
     ec.max_num_batched_tokens = std::max<int64_t>(8192, mc.max_position_embeddings);
     ec.static_batching = m.static_batching;
+    ec.prefix_cache = false;  // each iteration prefills its prompts, as the peers' do
     Engine engine(model, params, ec, 0, context);
     time_shape(engine, req, o.iters, m.result);
     if (!m.static_batching) engine.generate(req, [&](const StepView& v) { utilisation.add_step(v); });
@@ -227,6 +228,7 @@ int run_rollout_bench(const RolloutBenchOptions& o) {
   // Any prefill of the model's context fits (the engine requires it; buffers grow only to the rows run).
   ec.max_num_batched_tokens =
       std::max<int64_t>({8192, mc.max_position_embeddings, o.prompts * o.group * o.prompt_len});
+  ec.prefix_cache = false;  // each iteration prefills its prompts, as the peers' do
   Engine engine(model, params, ec, 0, context);
 
   std::printf("rollout bench: preset %s (%lld params), %s on %s, %d threads, temperature 1, fixed length; KV %lld "

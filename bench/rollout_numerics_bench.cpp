@@ -129,6 +129,7 @@ int run_rollout_numerics_bench(const RolloutBenchOptions& o, const std::string& 
   ec.block_size = o.block_size;
   ec.max_num_seqs = o.prompts * o.group;
   ec.max_num_batched_tokens = std::max<int64_t>(mc.max_position_embeddings, o.prompts * o.group * o.prompt_len);
+  ec.prefix_cache = false;  // every timed run prefills its prompts
   const Request req = make_request(mc, o);
 
   std::vector<Entry> entries;

@@ -250,7 +250,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   else if (config.rollout.placement == "remote")
     rollout = make_remote_rollout(config.rollout, run.path(), params, state.policy_version, config.rollout_numerics());
   else
-    rollout = make_colocated_rollout(rollout_model, params, config.rollout.engine, state.policy_version,
+    rollout = make_colocated_rollout(rollout_model, params, config.rollout.engine_config(), state.policy_version,
                                      /*own_weights=*/config.async.max_staleness > 0,
                                      context_for_device(rollout_section.device, "config key 'rollout.device'"));
   RlContext ctx{config, *task, *reward, tok, model, params, reference ? &*reference : nullptr,

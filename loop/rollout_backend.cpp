@@ -93,6 +93,7 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
                        std::to_string(e.block_size), "--num-blocks", std::to_string(e.num_blocks), "--max-num-seqs",
                        std::to_string(e.max_num_seqs), "--max-batched-tokens",
                        std::to_string(e.max_num_batched_tokens), "--max-context", std::to_string(e.max_context),
+                       "--prefix-cache", rollout.prefix_cache ? "true" : "false",
                        "--dtype", compute_dtype_name(numerics.compute),
                        "--quantization",
                        is_quantized(numerics.linear_weights) ? precision_name(numerics.linear_weights) : "none",

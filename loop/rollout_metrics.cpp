@@ -11,6 +11,11 @@ std::map<std::string, double> rollout_metrics(const RolloutResult& rollout) {
   std::map<std::string, double> out;
   out["rollout/generated_tokens"] = static_cast<double>(s.generated_tokens);
   out["rollout/prefill_tokens"] = static_cast<double>(s.prefill_tokens);
+  // K/V reuse: prompt tokens not prefilled (a group's siblings, prefix-cache hits) and the cache's own figures.
+  out["rollout/prefill_tokens_saved"] = static_cast<double>(s.prefill_tokens_saved);
+  out["rollout/prefix_cache_queried_tokens"] = static_cast<double>(s.prefix_cache_queried_tokens);
+  out["rollout/prefix_cache_hit_tokens"] = static_cast<double>(s.prefix_cache_hit_tokens);
+  out["rollout/prefix_cache_hit_rate"] = s.prefix_cache_hit_rate();
   out["rollout/kv_bytes_per_token"] = static_cast<double>(s.kv_bytes_per_token);
   out["engine/steps"] = static_cast<double>(s.steps);
   out["engine/forward_s"] = s.forward_s;

@@ -72,11 +72,19 @@ struct RolloutSection {
   int64_t group_size = 8;
   SamplingParams sampling;  // seed must stay 0: each step's is derived from the run seed
   EngineConfig engine;
+  bool prefix_cache = true;  // the engine's prefix cache (EngineConfig::prefix_cache)
   RemoteWorkersSection remote;
   // split and remote: fault handling (loop/README.md "Fault handling")
   double worker_heartbeat_timeout_s = 30;  // silence from a generating worker (heartbeats every <= 1 s)
   double worker_timeout_s = 600;           // longest wait for a worker's result or weight acknowledgement
   int64_t max_worker_restarts = 3;         // per step; past it the run stops
+
+  // `engine` with prefix_cache as this section sets it: what the run's engines are built with.
+  EngineConfig engine_config() const {
+    EngineConfig e = engine;
+    e.prefix_cache = prefix_cache;
+    return e;
+  }
 
   template <class V> void visit(V& v) {
     v("placement", placement,
@@ -110,6 +118,10 @@ struct RolloutSection {
     v("sampling", sampling, "sampling parameters (sampling.seed must stay 0: each step's seed is derived from the "
                             "run's seed)");
     v("engine", engine, "rollout engine knobs (rollout/README.md); remote workers use their own command line's");
+    v("prefix_cache", prefix_cache,
+      "the engine keeps full KV blocks findable by their tokens (a hash chain salted with the policy version and "
+      "numerics): a prompt prefix seen before under the same weights is not prefilled again; a group's samples "
+      "share their prompt's blocks either way; remote workers use their own --prefix-cache");
     v("remote", remote, "remote: the workers' endpoints and CURVE keys (loop/README.md \"Remote workers\")");
     v("worker_heartbeat_timeout_s", worker_heartbeat_timeout_s,
       "split: a generating worker heartbeats at least every second; one silent this long (hung, stopped) is "

@@ -1,5 +1,6 @@
 #include "model/chat_template.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
@@ -43,6 +44,24 @@ std::string before_first(const std::string& s, const std::string& sep) { return 
 
 }  // namespace
 
+std::string template_tojson(const nlohmann::ordered_json& value) {
+  if (value.is_object()) {
+    std::string out = "{";
+    bool first = true;
+    for (const auto& [key, item] : value.items()) {
+      out += (first ? "" : ", ") + nlohmann::ordered_json(key).dump(-1, ' ', false) + ": " + template_tojson(item);
+      first = false;
+    }
+    return out + "}";
+  }
+  if (value.is_array()) {
+    std::string out = "[";
+    for (size_t i = 0; i < value.size(); ++i) out += (i ? ", " : "") + template_tojson(value[i]);
+    return out + "]";
+  }
+  return value.dump(-1, ' ', /*ensure_ascii=*/false);
+}
+
 std::vector<ChatMessage> chat_messages_from_json(const Json& messages, const std::string& where) {
   RLCPP_CHECK(messages.is_array() && !messages.empty(),
               where << ": \"messages\" must be a non-empty list of {\"role\", \"content\"}, got " << json_excerpt(messages));
@@ -60,7 +79,7 @@ std::vector<ChatMessage> chat_messages_from_json(const Json& messages, const std
     RLCPP_CHECK(role == "system" || role == "user" || role == "assistant",
                 at << ": role \"" << role << "\" (expected system, user or assistant)");
     RLCPP_CHECK(role != "system" || i == 0, at << ": a system message must come first");
-    out.push_back({role, m["content"].get<std::string>()});
+    out.push_back({role, m["content"].get<std::string>(), {}});
   }
   return out;
 }
@@ -106,51 +125,99 @@ std::optional<ChatTemplate> ChatTemplate::of_tokenizer_config(const Json& config
 
 std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                                 bool enable_thinking) const {
-  std::string out;
+  return render(messages, add_generation_prompt, enable_thinking).text;
+}
+
+RenderedChat ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                  bool enable_thinking, const std::vector<std::string>& tools) const {
+  const bool tooling = !tools.empty() || std::any_of(messages.begin(), messages.end(), [](const ChatMessage& m) {
+    return m.role == "tool" || !m.tool_calls.empty();
+  });
+  RLCPP_CHECK(!tooling || supports_tools(), "chat template: tools, tool calls and tool messages are rendered for "
+                                            "Qwen3's template only (the ChatML template with <think> handling)");
+  for (size_t i = 0; i < messages.size(); ++i)
+    RLCPP_CHECK(messages[i].tool_calls.empty() || messages[i].role == "assistant",
+                "chat template: message " << i << " (" << messages[i].role << ") has tool calls; only an assistant's "
+                                          << "may");
+  RenderedChat r;
+  std::string& out = r.text;
+  r.spans.assign(messages.size(), {0, 0});
   if (family_ == Family::kLlama3) {
     for (size_t i = 0; i < messages.size(); ++i) {
+      const size_t begin = out.size();
       if (i == 0) out += "<|begin_of_text|>";
       out += "<|start_header_id|>" + messages[i].role + "<|end_header_id|>\n\n" + trim(messages[i].content) +
              "<|eot_id|>";
+      r.spans[i] = {begin, out.size()};
     }
     if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
-    return out;
+    return r;
   }
   const bool has_system = !messages.empty() && messages[0].role == "system";
-  if (has_system) out += "<|im_start|>system\n" + messages[0].content + "<|im_end|>\n";
-  else if (!default_system_.empty()) out += "<|im_start|>system\n" + default_system_ + "<|im_end|>\n";
-  // Qwen3: the thinking of assistant turns after the last user turn is kept, earlier ones' dropped.
+  if (!tools.empty()) {
+    out += "<|im_start|>system\n";
+    if (has_system) out += messages[0].content + "\n\n";
+    out += "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with "
+           "function signatures within <tools></tools> XML tags:\n<tools>";
+    for (const std::string& tool : tools) out += "\n" + tool;
+    out += "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+           "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+           "<args-json-object>}\n</tool_call><|im_end|>\n";
+  } else if (has_system) {
+    out += "<|im_start|>system\n" + messages[0].content + "<|im_end|>\n";
+  } else if (!default_system_.empty()) {
+    out += "<|im_start|>system\n" + default_system_ + "<|im_end|>\n";
+  }
+  if (has_system) r.spans[0] = {0, out.size()};
+  // Qwen3: the thinking of assistant turns after the last user query is kept, earlier ones' dropped; a user turn
+  // that only carries tool responses is not a query.
   size_t last_query = messages.empty() ? 0 : messages.size() - 1;
-  for (size_t i = messages.size(); i-- > 0;)
-    if (messages[i].role == "user") {
+  for (size_t i = messages.size(); i-- > 0;) {
+    const std::string& c = messages[i].content;
+    const bool tool_reply = c.rfind("<tool_response>", 0) == 0 && c.size() >= 16 &&
+                            c.compare(c.size() - 16, 16, "</tool_response>") == 0;
+    if (messages[i].role == "user" && !(thinking_ && tool_reply)) {
       last_query = i;
       break;
     }
+  }
   for (size_t i = has_system ? 1 : 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
-    if (m.role != "assistant" || !thinking_) {
-      out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-      continue;
-    }
-    std::string content = m.content, reasoning;
-    if (contains(m.content, "</think>")) {
-      content = strip_chars(after_last(m.content, "</think>"), "\n", true, false);
-      reasoning = strip_chars(after_last(strip_chars(before_first(m.content, "</think>"), "\n", false, true), "<think>"),
-                              "\n", true, false);
-    }
+    const size_t begin = out.size();
     const bool last = i + 1 == messages.size();
-    if (i > last_query && (last || !reasoning.empty()))
-      out += "<|im_start|>assistant\n<think>\n" + strip_chars(reasoning, "\n", true, true) + "\n</think>\n\n" +
-             strip_chars(content, "\n", true, false);
-    else
-      out += "<|im_start|>assistant\n" + content;
-    out += "<|im_end|>\n";
+    if (m.role == "tool") {  // consecutive tool replies share one user turn
+      if (i == 0 || messages[i - 1].role != "tool") out += "<|im_start|>user";
+      out += "\n<tool_response>\n" + m.content + "\n</tool_response>";
+      if (last || messages[i + 1].role != "tool") out += "<|im_end|>\n";
+    } else if (m.role != "assistant" || !thinking_) {
+      out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+    } else {
+      std::string content = m.content, reasoning;
+      if (contains(m.content, "</think>")) {
+        content = strip_chars(after_last(m.content, "</think>"), "\n", true, false);
+        reasoning = strip_chars(
+            after_last(strip_chars(before_first(m.content, "</think>"), "\n", false, true), "<think>"), "\n", true,
+            false);
+      }
+      if (i > last_query && (last || !reasoning.empty()))
+        out += "<|im_start|>assistant\n<think>\n" + strip_chars(reasoning, "\n", true, true) + "\n</think>\n\n" +
+               strip_chars(content, "\n", true, false);
+      else
+        out += "<|im_start|>assistant\n" + content;
+      for (size_t k = 0; k < m.tool_calls.size(); ++k) {
+        if ((k == 0 && !content.empty()) || k > 0) out += "\n";
+        out += "<tool_call>\n{\"name\": \"" + m.tool_calls[k].name + "\", \"arguments\": " +
+               m.tool_calls[k].arguments + "}\n</tool_call>";
+      }
+      out += "<|im_end|>\n";
+    }
+    r.spans[i] = {begin, out.size()};
   }
   if (add_generation_prompt) {
     out += "<|im_start|>assistant\n";
     if (thinking_ && !enable_thinking) out += "<think>\n\n</think>\n\n";
   }
-  return out;
+  return r;
 }
 
 }  // namespace rlcpp

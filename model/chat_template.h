@@ -7,24 +7,47 @@
 //     turn, and enable_thinking = false's empty think block after the generation prompt;
 //   Llama-3: <|begin_of_text|> then <|start_header_id|>ROLE<|end_header_id|>\n\nCONTENT<|eot_id|> per message
 //     (content trimmed).
-// Tools and tool calls are not supported.
+// Tools (Qwen3's template): the tools listed in the system turn, an assistant's tool calls as <tool_call> blocks and
+// tool messages as <tool_response> blocks of a user turn, as its template writes them; other templates refuse
+// them.
 #pragma once
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/config.h"
 
 namespace rlcpp {
 
+// A call an assistant message makes; `arguments` is the JSON text the template writes (`tojson` of the arguments,
+// or the string it was given).
+struct ChatToolCall {
+  std::string name;
+  std::string arguments;
+};
+
 struct ChatMessage {
-  std::string role;  // system, user or assistant
+  std::string role;  // system, user, assistant, or tool (a tool's reply)
   std::string content;
+  std::vector<ChatToolCall> tool_calls;  // assistant messages only
+};
+
+// A rendered conversation and where each message landed in it: message i is text[spans[i].first, spans[i].second)
+// (a system message with tools: the whole system turn; an assistant message: from its header to its <|im_end|>
+// and newline). The generation prompt, when added, follows the last span.
+struct RenderedChat {
+  std::string text;
+  std::vector<std::pair<size_t, size_t>> spans;
 };
 
 // [{"role": ..., "content": ...}, ...]; errors name `where` and the message.
 std::vector<ChatMessage> chat_messages_from_json(const Json& messages, const std::string& where);
+
+// Hugging Face's `tojson` filter of chat templates: json.dumps(value, ensure_ascii=False) with ", " and ": "
+// separators, keys in the order given (nlohmann::ordered_json keeps them).
+std::string template_tojson(const nlohmann::ordered_json& value);
 
 // How a run formats its prompts (config key "chat"; `rlcpp eval` / `generate` --chat, --system, --no-thinking).
 struct ChatOptions {
@@ -54,6 +77,13 @@ class ChatTemplate {
   // The prompt text; with add_generation_prompt the assistant's header follows, for the model to continue.
   std::string apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                     bool enable_thinking = true) const;
+  // The same with `tools` (each tool's JSON text as the template's `tojson` writes it: {"type": "function",
+  // "function": {...}}) listed in the system turn, and each message's span. Tools, tool calls and tool messages
+  // need a template that renders them (supports_tools); errors name the message.
+  RenderedChat render(const std::vector<ChatMessage>& messages, bool add_generation_prompt, bool enable_thinking,
+                      const std::vector<std::string>& tools = {}) const;
+  // Qwen3's template: tools, <tool_call> and <tool_response>.
+  bool supports_tools() const { return family_ == Family::kChatML && thinking_; }
   Family family() const { return family_; }
 
  private:

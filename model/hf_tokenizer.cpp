@@ -93,9 +93,9 @@ std::vector<int32_t> HfTokenizer::encode_prompt(const std::string& text, const J
   RLCPP_CHECK(template_, "a conversation (\"messages\") needs a \"chat_template\" in the tokenizer_config.json "
                          "beside " << json_path_ << "; there is none");
   std::vector<ChatMessage> turns;
-  if (messages.is_null()) turns.push_back({"user", text});
+  if (messages.is_null()) turns.push_back({"user", text, {}});
   else turns = chat_messages_from_json(messages, "prompt");
-  if (!chat_.system.empty() && turns.front().role != "system") turns.insert(turns.begin(), {"system", chat_.system});
+  if (!chat_.system.empty() && turns.front().role != "system") turns.insert(turns.begin(), {"system", chat_.system, {}});
   RLCPP_CHECK(turns.back().role == "user", "prompt: a conversation to continue must end with a user message, not '"
                                                << turns.back().role << "'");
   // The template writes any BOS itself (Llama-3's <|begin_of_text|>), as apply_chat_template(tokenize=True) does.

@@ -101,6 +101,19 @@ void phase_table(std::ostringstream& os, const std::vector<ReportRun>& runs) {
   }
 }
 
+void kv_reuse_table(std::ostringstream& os, const std::vector<ReportRun>& runs) {
+  os << "| run | prompt tokens prefilled | not prefilled (K/V already there) | prefix-cache hit rate |\n"
+        "| --- | ---: | ---: | ---: |\n";
+  for (const ReportRun& r : runs) {
+    const std::vector<Json>& m = r.records.metrics;
+    const double queried = sum_over_steps(m, "rollout/prefix_cache_queried_tokens");
+    const bool recorded = !m.empty() && std::isfinite(record_number(m.back(), "rollout/prefill_tokens_saved"));
+    os << "| " << r.records.label << " | " << fixed(sum_over_steps(m, "rollout/prefill_tokens"), 0) << " | "
+       << (recorded ? fixed(sum_over_steps(m, "rollout/prefill_tokens_saved"), 0) : "—") << " | "
+       << percent(queried > 0 ? sum_over_steps(m, "rollout/prefix_cache_hit_tokens") / queried : NAN) << " |\n";
+  }
+}
+
 void mismatch_table(std::ostringstream& os, const std::vector<ReportRun>& runs) {
   os << "| run | max \\|Δlogp\\| (largest over the run) | mean \\|Δp\\| (last step) | k3 (last step) | sync check: "
         "probe max \\|Δlogp\\| (largest; 0 by design) |\n| --- | ---: | ---: | ---: | ---: |\n";
@@ -166,6 +179,14 @@ std::string report_markdown(const std::vector<ReportRun>& runs) {
         "Rollout: sampled tokens/s (the response tokens the engine sampled over its time for them). Training: "
         "trained tokens/s (the tokens through the policy's forward + backward, after dynamic sampling, over the "
         "update_actor phase), per step. The ledger below turns them into FLOP/s and MFU.\n";
+
+  os << "\n## KV reuse\n\n";
+  kv_reuse_table(os, runs);
+  os << "\nPrompt tokens the engine ran through the model, and those it did not because their K/V was already in "
+        "its cache: a group's samples share one prefill, and the prefix cache (`rollout.prefix_cache`) finds full "
+        "blocks of a prompt prefix computed before under the same weights (each group's prompt looked up once; the "
+        "hit rate is the share found). Every weight sync empties the cache, so in a run hits come from prompts of "
+        "one step sharing a prefix (a chat template's system prompt, few-shot headers).\n";
 
   os << "\n## Rollout vs trainer mismatch\n\n";
   mismatch_table(os, runs);

@@ -26,8 +26,9 @@ struct TaskConfig {
   template <class V> void visit(V& v) {
     v("name", name,
       "task: add3 (add with 3 digits), add, sub, mul (with task.digits), countdown, countdown_words (English "
-      "prompt, expression after ####), words (generated word problems, answer after ####), dataset; "
-      "countdown_words and words are free text and need task.charset \"\" and a tokenizer.json checkpoint");
+      "prompt, expression after ####), words (generated word problems, answer after ####), guess (a hidden "
+      "number in [0, 999], for agent.env \"guess\"), dataset; countdown_words and words are free text and "
+      "need task.charset \"\" and a tokenizer.json checkpoint");
     v("digits", digits, "add/sub/mul: digits per operand, operands uniform in [0, 10^digits - 1] (1..9)");
     v("operands", operands,
       "add3/add/sub/mul training draws: \"uniform\" (the task's own) or \"length-balanced\" (each operand's "

@@ -4,6 +4,7 @@
 #include "reward/arithmetic_task.h"
 #include "reward/countdown_task.h"
 #include "reward/dataset_task.h"
+#include "reward/guess_task.h"
 #include "reward/word_problem_task.h"
 
 namespace rlcpp {
@@ -57,11 +58,13 @@ std::unique_ptr<Task> make_task(const TaskConfig& cfg) {
     task = std::make_unique<CountdownTask>(eval_seed, spec, CountdownStyle::kWords);
   } else if (cfg.name == "words") {
     task = std::make_unique<WordProblemTask>(eval_seed, spec);
+  } else if (cfg.name == "guess") {
+    task = std::make_unique<GuessTask>(eval_seed);
   } else if (cfg.name == "dataset") {
     task = std::make_unique<DatasetTask>(cfg.path, cfg.test_path, cfg.charset, eval_seed, spec);
   } else {
     RLCPP_FAIL("config key 'task.name': unknown task '"
-               << cfg.name << "' (expected add3, add, sub, mul, countdown, countdown_words, words or dataset)");
+               << cfg.name << "' (expected add3, add, sub, mul, countdown, countdown_words, words, guess or dataset)");
   }
   // alphabet() "" is free text: no character set short of "any text" can encode it.
   RLCPP_CHECK(cfg.charset.empty() || !task->alphabet().empty(),

@@ -1,6 +1,7 @@
 #include "rollout/engine.h"
 
 #include <omp.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cstring>
@@ -79,7 +80,8 @@ Engine::Engine(const Transformer& model, const ParameterStore& params, const Eng
       context_(context),
       policy_version_(policy_version),
       cache_(served_, resolve_num_blocks(config_, served_, model.numerics().compute), config_.block_size,
-             model.numerics().compute, context_) {
+             model.numerics().compute, context_),
+      blocks_(cache_.num_blocks, cache_.block_size, config_.prefix_cache) {
   RLCPP_CHECK(params.numel() == model.config().num_parameters(),
               "engine: parameter buffer of " << params.numel() << " floats, the model has "
                                              << model.config().num_parameters());
@@ -87,6 +89,13 @@ Engine::Engine(const Transformer& model, const ParameterStore& params, const Eng
               "engine: the weights are on " << device_name(params.flat().device()) << ", the engine runs on "
                                             << context_.name());
   samplers_.assign(static_cast<size_t>(std::max(1, omp_get_max_threads())), Sampler(model.config().vocab_size));
+  blocks_.set_cache_salt(cache_salt());
+}
+
+uint64_t Engine::cache_salt() const {
+  const std::string numerics = model_.numerics().describe();
+  const uint64_t head[2] = {static_cast<uint64_t>(policy_version_), static_cast<uint64_t>(weights_epoch_)};
+  return XXH3_64bits_withSeed(numerics.data(), numerics.size(), XXH3_64bits(head, sizeof head));
 }
 
 void Engine::set_weights(const ParameterStore& params, int64_t version) {
@@ -108,6 +117,9 @@ void Engine::set_weights(const ParameterStore& params, int64_t version) {
   params_ = &params;
   policy_version_ = version;
   packed_stale_ = true;
+  // No K/V of the weights before is found again, whatever the versions' numbers.
+  ++weights_epoch_;
+  blocks_.set_cache_salt(cache_salt());
 }
 
 // Counted from the cache's own tensors (K and V of every layer), not from the shapes' formula, so the run
@@ -125,7 +137,6 @@ void Engine::build_step(const ScheduledBatch& batch, const BlockManager& blocks)
   s.block_indptr.assign(1, 0);
   s.block_indices.clear();
   s.logits_rows.clear();
-  job_sequence_.clear();
   sampled_.clear();
   int32_t b = 0;
   auto add_table = [&](const Sequence& seq) {
@@ -141,10 +152,10 @@ void Engine::build_step(const ScheduledBatch& batch, const BlockManager& blocks)
   auto add_jobs = [&](Sequence* seq) {
     SampledRow r;
     r.sequence_id = seq->id();
+    r.sequence = seq;
     r.logits_row = static_cast<int32_t>(s.logits_rows.size() - 1);
     r.position = static_cast<int32_t>(seq->num_tokens());
-    sampled_.push_back(r);
-    job_sequence_.push_back(seq);
+    sampled_.push_back(std::move(r));
   };
   for (const PrefillUnit& unit : batch.prefills) {
     // The unit's sequences share the context and its blocks: the first one stands for all.
@@ -180,25 +191,31 @@ Tensor Engine::host_logits(const Tensor& logits) {
 // The sampler's log-probs are the CPU's row_logprob bits, a CPU trainer's; a trainer on the engine's device
 // computes them with that device's logprob_forward, one row at a time in an order that does not depend on the
 // batch. The sampled tokens are scored with that op on the step's own logits, so that rollout and trainer agree
-// bit for bit there too (numerics.batch_invariant).
-void Engine::rescore_on_device(const Tensor& logits, const SamplingParams& params) {
-  const int64_t jobs = static_cast<int64_t>(sampled_.size()), V = model_.config().vocab_size;
-  if (jobs == 0) return;
-  std::vector<int32_t> rows(static_cast<size_t>(jobs)), tokens(static_cast<size_t>(jobs));
+// bit for bit there too (numerics.batch_invariant). Jobs of one temperature are scored together.
+void Engine::rescore_on_device(const Tensor& logits) {
+  const int64_t V = model_.config().vocab_size;
+  std::map<float, std::vector<size_t>> by_temperature;
   for (size_t j = 0; j < sampled_.size(); ++j) {
-    rows[j] = sampled_[j].logits_row;
-    tokens[j] = sampled_[j].token;
+    const SamplingParams& p = *sampled_[j].sequence->sampling;
+    if (p.logprob_space == "full") by_temperature[p.temperature > 0 ? p.temperature : 1.0f].push_back(j);
   }
-  Tensor scored = context_.empty({jobs, V}), logp = context_.empty({jobs}), lse = context_.empty({jobs});
-  ops::embedding_forward(context_, logits, i32_on(context_, rows), scored);  // each job's row of logits
-  ops::logprob_forward(context_, scored, i32_on(context_, tokens), params.temperature > 0 ? params.temperature : 1.0f,
-                       logp, lse, nullptr);
-  Tensor host = Tensor::empty({jobs});
-  context_.copy(logp, host);
-  for (size_t j = 0; j < sampled_.size(); ++j) sampled_[j].logprob = host.data<float>()[j];
+  for (const auto& [temperature, job_ids] : by_temperature) {
+    const int64_t jobs = static_cast<int64_t>(job_ids.size());
+    std::vector<int32_t> rows, tokens;
+    for (size_t j : job_ids) {
+      rows.push_back(sampled_[j].logits_row);
+      tokens.push_back(sampled_[j].token);
+    }
+    Tensor scored = context_.empty({jobs, V}), logp = context_.empty({jobs}), lse = context_.empty({jobs});
+    ops::embedding_forward(context_, logits, i32_on(context_, rows), scored);  // each job's row of logits
+    ops::logprob_forward(context_, scored, i32_on(context_, tokens), temperature, logp, lse, nullptr);
+    Tensor host = Tensor::empty({jobs});
+    context_.copy(logp, host);
+    for (size_t k = 0; k < job_ids.size(); ++k) sampled_[job_ids[k]].logprob = host.data<float>()[k];
+  }
 }
 
-void Engine::sample_rows(const Tensor& logits, const SamplingParams& params) {
+void Engine::sample_rows(const Tensor& logits) {
   const int64_t V = model_.config().vocab_size;
   const int64_t jobs = static_cast<int64_t>(sampled_.size());
   const bool parallel = jobs * V >= kParallelSampleWork && samplers_.size() > 1;
@@ -213,13 +230,16 @@ void Engine::sample_rows(const Tensor& logits, const SamplingParams& params) {
     for (int64_t j = 0; j < jobs; ++j) {
       errors.run(thread, [&] {
         SampledRow& r = sampled_[j];
-        const Sequence& seq = *job_sequence_[j];
+        const Sequence& seq = *r.sequence;
+        const SamplingParams& params = *seq.sampling;
         const SampleKey key{params.seed, seq.prompt_id(), static_cast<uint32_t>(seq.sample_index()),
                             static_cast<uint32_t>(r.position)};
         try {
-          const SampledToken t = sampler.sample(logits.data<float>() + r.logits_row * V, params, key);
+          const float* row = logits.data<float>() + r.logits_row * V;
+          const SampledToken t = sampler.sample(row, params, key);
           r.token = t.token;
           r.logprob = t.logprob;
+          if (seq.num_top_logprobs > 0) r.top = sampler.top_logprobs(row, params, seq.num_top_logprobs);
         } catch (const Error& e) {
           RLCPP_FAIL("engine: sampling token " << r.position << " of prompt " << seq.prompt_index() << " sample "
                                                << seq.sample_index() << " (policy version " << policy_version_
@@ -231,21 +251,127 @@ void Engine::sample_rows(const Tensor& logits, const SamplingParams& params) {
   errors.rethrow_first();
 }
 
-RolloutResult Engine::generate(const Request& request, const StepObserver& observer) {
+Tensor Engine::run_step(Scheduler& scheduler, RolloutStats& stats, const Stopwatch& clock) {
   const ModelConfig& mc = served_;
-  request.validate(mc);
-  const SamplingParams& sp = request.sampling;
+  Stopwatch phase;
+  scheduler.schedule(batch_);
+  int64_t unshared = 0;  // blocks the live tables reference, counting shared ones once per table
+  for (const Sequence* seq : scheduler.running()) unshared += static_cast<int64_t>(seq->block_table.size());
+  stats.peak_blocks_unshared = std::max(stats.peak_blocks_unshared, unshared);
+  const double now = clock.seconds();
+  for (const PrefillUnit& unit : batch_.prefills) {
+    const Sequence& lead = *unit.sequences.front();
+    const int64_t count = static_cast<int64_t>(unit.sequences.size());
+    const int64_t recomputed_before = lead.kv_rows_recomputed;
+    for (Sequence* seq : unit.sequences) {
+      seq->count_kv_rows(unit.context_tokens);
+      if (seq->scheduled_s < 0) seq->scheduled_s = now;
+    }
+    // lead.num_cached_tokens: a session's kept K/V, or the prefix cache's hits.
+    stats.prefill_tokens += unit.context_tokens - lead.num_cached_tokens;
+    stats.recomputed_tokens += lead.kv_rows_recomputed - recomputed_before;
+    stats.prefill_tokens_saved += unit.cached_tokens + unit.context_tokens * (count - 1);
+    if (blocks_.prefix_cache() && !unit.extends_session) {
+      stats.prefix_cache_queried_tokens += unit.context_tokens;
+      stats.prefix_cache_hit_tokens += unit.cached_tokens;
+    }
+  }
+  for (Sequence* seq : batch_.decodes) seq->count_kv_rows(seq->num_tokens());
+  stats.max_batch_sequences = std::max(stats.max_batch_sequences, batch_.num_sequences());
+  build_step(batch_, blocks_);
+  stats.schedule_s += phase.seconds();
+
+  phase.reset();
+  copy_blocks(batch_.copies);
+  if (packed_stale_) {
+    // The weights are prepared in the rollout numerics for the context's device (packed panels, the OpenBLAS
+    // decode's copy, or the device copy, from host weights or from weights already on that device).
+    model_.prepare_decode_weights(context_, *params_, packed_);
+    packed_stale_ = false;
+  }
+  const Tensor step_logits = model_.forward_cached(context_, *params_, step_, cache_, &packed_);
+  const Tensor logits = host_logits(step_logits);
+  stats.forward_s += phase.seconds();
+  // The step's K/V is in the cache: full blocks it completed can be found by later sequences.
+  for (const PrefillUnit& unit : batch_.prefills)
+    for (Sequence* seq : unit.sequences) {
+      seq->num_cached_tokens = unit.context_tokens;
+      blocks_.register_full_blocks(*seq);
+    }
+  for (Sequence* seq : batch_.decodes) {
+    seq->num_cached_tokens = seq->num_tokens();
+    blocks_.register_full_blocks(*seq);
+  }
+
+  phase.reset();
+  sample_rows(logits);
+  if (step_logits.device() != Device::kCPU) rescore_on_device(step_logits);
+  const double t_sampled = clock.seconds();
+  for (const SampledRow& r : sampled_) {
+    Sequence& seq = *r.sequence;
+    const SamplingParams& sp = *seq.sampling;
+    seq.append(r.token, r.logprob, policy_version_);
+    if (seq.first_token_s < 0) {
+      seq.first_token_s = t_sampled;
+      seq.first_policy_version = policy_version_;
+    }
+    seq.last_policy_version = policy_version_;
+    const bool eos = r.token == mc.eos_token_id && !sp.ignore_eos;
+    const bool stop = std::find(sp.stop_tokens.begin(), sp.stop_tokens.end(), static_cast<int64_t>(r.token)) !=
+                      sp.stop_tokens.end();
+    if (eos || stop || seq.num_turn_output() >= sp.max_new_tokens ||
+        seq.num_tokens() >= mc.max_position_embeddings) {
+      seq.finish(eos ? FinishReason::kEos : stop ? FinishReason::kStop : FinishReason::kLength);
+      seq.finished_s = t_sampled;
+    }
+  }
+  stats.generated_tokens += static_cast<int64_t>(sampled_.size());
+  scheduler.release_finished();
+  stats.sample_s += phase.seconds();
+  ++stats.steps;
+  return logits;
+}
+
+const std::vector<SampledRow>& Engine::step(Scheduler& scheduler, RolloutStats& stats, const Stopwatch& clock) {
+  try {
+    run_step(scheduler, stats, clock);
+  } catch (...) {
+    sampled_.clear();
+    throw;
+  }
+  return sampled_;
+}
+
+Scheduler Engine::new_scheduler() {
+  return Scheduler(blocks_, {config_.max_num_seqs, config_.max_num_batched_tokens, config_.static_batching},
+                   &parked_);
+}
+
+void Engine::drive(Scheduler& scheduler, RolloutStats& stats, const StepObserver& observer, const Stopwatch& clock) {
+  const int64_t preemptions_before = scheduler.num_preemptions(), evictions_before = scheduler.num_evictions();
+  while (scheduler.has_work()) {
+    const Tensor logits = run_step(scheduler, stats, clock);
+    if (observer) observer(StepView{stats.steps, batch_, step_, logits, sampled_, scheduler, blocks_});
+  }
+  stats.preemptions += scheduler.num_preemptions() - preemptions_before;
+  stats.evictions += scheduler.num_evictions() - evictions_before;
+}
+
+RolloutResult Engine::generate(const Request& request, const StepObserver& observer) {
+  request.validate(served_);
   const int64_t P = static_cast<int64_t>(request.prompts.size()), n = request.n;
   Stopwatch clock;
 
   std::vector<Sequence> sequences;
   sequences.reserve(static_cast<size_t>(P * n));
   for (int64_t p = 0; p < P; ++p)
-    for (int64_t i = 0; i < n; ++i)
+    for (int64_t i = 0; i < n; ++i) {
       sequences.emplace_back(p * n + i, p, request.prompt_id(static_cast<size_t>(p)), i, request.prompts[p]);
+      sequences.back().sampling = &request.sampling;
+    }
 
-  BlockManager blocks(cache_.num_blocks, cache_.block_size);
-  Scheduler scheduler(blocks, {config_.max_num_seqs, config_.max_num_batched_tokens, config_.static_batching});
+  blocks_.reset_peak();
+  Scheduler scheduler = new_scheduler();
   for (int64_t p = 0; p < P; ++p) {
     std::vector<Sequence*> group;
     for (int64_t i = 0; i < n; ++i) group.push_back(&sequences[p * n + i]);
@@ -257,70 +383,14 @@ RolloutResult Engine::generate(const Request& request, const StepObserver& obser
   stats.kv_bytes_per_token = kv_bytes_per_token();
   stats.block_size = cache_.block_size;
   stats.num_blocks = cache_.num_blocks;
-  auto is_stop = [&](int32_t token) {
-    return std::find(sp.stop_tokens.begin(), sp.stop_tokens.end(), static_cast<int64_t>(token)) != sp.stop_tokens.end();
-  };
-
-  while (scheduler.has_work()) {
-    Stopwatch phase;
-    scheduler.schedule(batch_);
-    int64_t unshared = 0;  // blocks the live tables reference, counting shared ones once per table
-    for (const Sequence* seq : scheduler.running()) unshared += static_cast<int64_t>(seq->block_table.size());
-    stats.peak_blocks_unshared = std::max(stats.peak_blocks_unshared, unshared);
-    const double now = clock.seconds();
-    for (const PrefillUnit& unit : batch_.prefills) {
-      stats.prefill_tokens += unit.context_tokens;
-      stats.prefill_tokens_saved += unit.context_tokens * static_cast<int64_t>(unit.sequences.size() - 1);
-      for (Sequence* seq : unit.sequences)
-        if (seq->scheduled_s < 0) seq->scheduled_s = now;
-    }
-    stats.max_batch_sequences = std::max(stats.max_batch_sequences, batch_.num_sequences());
-    build_step(batch_, blocks);
-    stats.schedule_s += phase.seconds();
-
-    phase.reset();
-    copy_blocks(batch_.copies);
-    if (packed_stale_) {
-      // The weights are prepared in the rollout numerics for the context's device (packed panels, the OpenBLAS
-      // decode's copy, or the device copy, from host weights or from weights already on that device).
-      model_.prepare_decode_weights(context_, *params_, packed_);
-      packed_stale_ = false;
-    }
-    const Tensor step_logits = model_.forward_cached(context_, *params_, step_, cache_, &packed_);
-    const Tensor logits = host_logits(step_logits);
-    stats.forward_s += phase.seconds();
-    for (const PrefillUnit& unit : batch_.prefills)
-      for (Sequence* seq : unit.sequences) seq->num_cached_tokens = unit.context_tokens;
-    for (Sequence* seq : batch_.decodes) seq->num_cached_tokens = seq->num_tokens();
-
-    phase.reset();
-    sample_rows(logits, sp);
-    if (step_logits.device() != Device::kCPU && sp.logprob_space == "full") rescore_on_device(step_logits, sp);
-    const double t_sampled = clock.seconds();
-    for (size_t j = 0; j < sampled_.size(); ++j) {
-      Sequence& seq = *job_sequence_[j];
-      const SampledRow& r = sampled_[j];
-      seq.append(r.token, r.logprob);
-      if (seq.first_token_s < 0) {
-        seq.first_token_s = t_sampled;
-        seq.first_policy_version = policy_version_;
-      }
-      seq.last_policy_version = policy_version_;
-      const bool eos = r.token == mc.eos_token_id && !sp.ignore_eos;
-      if (eos || is_stop(r.token) || seq.num_output() >= sp.max_new_tokens ||
-          seq.num_tokens() >= mc.max_position_embeddings) {
-        seq.finish(eos ? FinishReason::kEos : is_stop(r.token) ? FinishReason::kStop : FinishReason::kLength);
-        seq.finished_s = t_sampled;
-      }
-    }
-    stats.generated_tokens += static_cast<int64_t>(sampled_.size());
-    scheduler.release_finished();
-    stats.sample_s += phase.seconds();
-    ++stats.steps;
-    if (observer) observer(StepView{stats.steps, batch_, step_, logits, sampled_, scheduler, blocks});
+  try {
+    drive(scheduler, stats, observer, clock);
+  } catch (...) {
+    // The engine's blocks outlive the request: give back what its sequences hold.
+    scheduler.drop_all();
+    throw;
   }
-  stats.preemptions = scheduler.num_preemptions();
-  stats.peak_blocks_in_use = blocks.peak_used();
+  stats.peak_blocks_in_use = blocks_.peak_used();
   stats.wall_s = clock.seconds();
 
   RolloutResult result;
@@ -344,6 +414,157 @@ RolloutResult Engine::generate(const Request& request, const StepObserver& obser
   }
   result.stats = stats;
   return result;
+}
+
+Engine::Session& Engine::find_session(int64_t session, const char* what) {
+  const auto it = sessions_.find(session);
+  RLCPP_CHECK(it != sessions_.end(), "engine: " << what << " of session " << session << ", which is not open ("
+                                                << sessions_.size() << " sessions are)");
+  return *it->second;
+}
+
+int64_t Engine::open_session(const SessionSpec& spec) {
+  RLCPP_CHECK(!spec.prompt.empty(), "engine: a session's prompt is empty (it needs at least BOS)");
+  const int64_t V = served_.vocab_size;
+  for (size_t i = 0; i < spec.prompt.size(); ++i)
+    RLCPP_CHECK(spec.prompt[i] >= 0 && spec.prompt[i] < V, "engine: session prompt token " << i << " is "
+                                                                                           << spec.prompt[i]
+                                                                                           << ", outside [0, " << V
+                                                                                           << ")");
+  RLCPP_CHECK(static_cast<int64_t>(spec.prompt.size()) < served_.max_position_embeddings,
+              "engine: a session prompt of " << spec.prompt.size() << " tokens leaves no room in the context of "
+                                             << served_.max_position_embeddings);
+  RLCPP_CHECK(spec.sample_index >= 0 && spec.sample_index < (int64_t{1} << 32),
+              "engine: session sample_index " << spec.sample_index << " must be in [0, 2^32)");
+  auto s = std::make_unique<Session>();
+  s->prompt = spec.prompt;
+  const int64_t id = next_session_++;
+  s->sequence = std::make_unique<Sequence>(id, 0, spec.prompt_id, spec.sample_index, s->prompt);
+  s->sequence->keeps_blocks = true;
+  s->sequence->sampling = &s->sampling;
+  s->idle_since = std::chrono::steady_clock::now();
+  sessions_.emplace(id, std::move(s));
+  return id;
+}
+
+void Engine::append(int64_t session, std::span<const int32_t> tokens) {
+  Session& s = find_session(session, "append");
+  const int64_t V = served_.vocab_size;
+  for (size_t i = 0; i < tokens.size(); ++i)
+    RLCPP_CHECK(tokens[i] >= 0 && tokens[i] < V, "engine: append to session " << session << ": token " << i << " is "
+                                                                               << tokens[i] << ", outside [0, " << V
+                                                                               << ")");
+  RLCPP_CHECK(s.sequence->num_tokens() + static_cast<int64_t>(tokens.size()) < served_.max_position_embeddings,
+              "engine: append to session " << session << ": " << s.sequence->num_tokens() << " + " << tokens.size()
+                                           << " tokens leave no room for a turn in the context of "
+                                           << served_.max_position_embeddings);
+  s.sequence->append_external(tokens);
+}
+
+std::vector<TurnResult> Engine::run_turns(const std::vector<TurnRequest>& turns, const StepObserver& observer,
+                                          RolloutStats* stats_out) {
+  Stopwatch clock;
+  std::vector<Session*> in_call;
+  for (const TurnRequest& t : turns) {
+    Session& s = find_session(t.session, "a turn");
+    for (const Session* other : in_call)
+      RLCPP_CHECK(other != &s, "engine: session " << t.session << " is given two turns in one call");
+    t.sampling.validate("engine: turn of session " + std::to_string(t.session), served_.vocab_size);
+    RLCPP_CHECK(s.sequence->num_tokens() < served_.max_position_embeddings,
+                "engine: session " << t.session << " has filled the context (" << served_.max_position_embeddings
+                                   << " tokens)");
+    in_call.push_back(&s);
+  }
+  blocks_.reset_peak();
+  Scheduler scheduler = new_scheduler();
+  std::vector<int64_t> prefilled_before, recomputed_before;
+  for (size_t i = 0; i < turns.size(); ++i) {
+    Session& s = *in_call[i];
+    Sequence& seq = *s.sequence;
+    // K/V of an older policy version is never reused: the history is computed again with the current weights.
+    if (!seq.block_table.empty() && s.kv_version != policy_version_) {
+      std::erase(parked_, &seq);
+      blocks_.release(seq);
+    }
+    s.sampling = turns[i].sampling;
+    seq.begin_turn();
+    prefilled_before.push_back(seq.kv_rows);
+    recomputed_before.push_back(seq.kv_rows_recomputed);
+  }
+  // Fresh sessions next to each other with the same prompt and id share its prefill (a group's first turn).
+  for (size_t i = 0; i < turns.size();) {
+    Sequence& lead = *in_call[i]->sequence;
+    const auto fresh = [](const Sequence& q) { return q.num_output() == 0 && q.block_table.empty(); };
+    size_t end = i + 1;
+    if (fresh(lead))
+      while (end < turns.size() && fresh(*in_call[end]->sequence) &&
+             in_call[end]->sequence->prompt_id() == lead.prompt_id() && in_call[end]->prompt == in_call[i]->prompt)
+        ++end;
+    if (fresh(lead)) {
+      std::vector<Sequence*> group;
+      for (size_t k = i; k < end; ++k) group.push_back(in_call[k]->sequence.get());
+      scheduler.add_group(std::move(group));
+    } else {
+      scheduler.add_continuation(&lead);
+    }
+    i = end;
+  }
+  RolloutStats stats;
+  stats.sequences = static_cast<int64_t>(turns.size());
+  stats.kv_bytes_per_token = kv_bytes_per_token();
+  stats.block_size = cache_.block_size;
+  stats.num_blocks = cache_.num_blocks;
+  drive(scheduler, stats, observer, clock);
+  stats.peak_blocks_in_use = blocks_.peak_used();
+  stats.wall_s = clock.seconds();
+  if (stats_out) *stats_out = stats;
+
+  std::vector<TurnResult> results(turns.size());
+  const auto now = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < turns.size(); ++i) {
+    Session& s = *in_call[i];
+    const Sequence& seq = *s.sequence;
+    RLCPP_CHECK(seq.status() == SequenceStatus::kFinished,
+                "engine: session " << turns[i].session << " ended its turn " << sequence_status_name(seq.status()));
+    s.kv_version = policy_version_;
+    s.idle_since = now;
+    TurnResult& r = results[i];
+    r.session = turns[i].session;
+    r.tokens.assign(seq.output().begin() + seq.turn_begin(), seq.output().end());
+    r.logprobs.assign(seq.logprobs().begin() + seq.turn_begin(), seq.logprobs().end());
+    r.finish_reason = seq.finish_reason();
+    r.policy_version = policy_version_;
+    // The rows computed for the turn, less the decode rows of its own sampled tokens (all but the first).
+    r.prefilled_tokens = seq.kv_rows - prefilled_before[i] - (static_cast<int64_t>(r.tokens.size()) - 1);
+    r.recomputed_tokens = seq.kv_rows_recomputed - recomputed_before[i];
+  }
+  return results;
+}
+
+void Engine::close_session(int64_t session) {
+  Session& s = find_session(session, "close");
+  Sequence& seq = *s.sequence;
+  RLCPP_CHECK(seq.status() != SequenceStatus::kRunning, "engine: close of session " << session << " while it runs");
+  std::erase(parked_, &seq);
+  if (!seq.block_table.empty()) blocks_.release(seq);
+  sessions_.erase(session);
+}
+
+std::vector<int64_t> Engine::close_idle_sessions(double max_idle_s) {
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<int64_t> closed;
+  for (const auto& [id, s] : sessions_)
+    if (std::chrono::duration<double>(now - s->idle_since).count() >= max_idle_s) closed.push_back(id);
+  for (int64_t id : closed) close_session(id);
+  return closed;
+}
+
+SessionView Engine::session(int64_t session) const {
+  const auto it = sessions_.find(session);
+  RLCPP_CHECK(it != sessions_.end(), "engine: session " << session << " is not open");
+  const Session& s = *it->second;
+  return {*s.sequence, s.sequence->block_table.empty() ? -1 : s.kv_version,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - s.idle_since).count()};
 }
 
 }  // namespace rlcpp

@@ -6,11 +6,17 @@
 // global state.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <map>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "core/exec_context.h"
+#include "core/metrics.h"
 #include "core/tensor.h"
 #include "model/kv_cache.h"
 #include "model/transformer.h"
@@ -18,6 +24,7 @@
 #include "rollout/request.h"
 #include "rollout/sampler.h"
 #include "rollout/scheduler.h"
+#include "rollout/session.h"
 
 namespace rlcpp {
 
@@ -31,6 +38,10 @@ struct EngineConfig {
   // Static batching instead of continuous (rollout/scheduler.h), for `rlcpp bench rollout`'s comparison; not a
   // config key: a run always batches continuously.
   bool static_batching = false;
+  // The prefix cache (rollout/block_manager.h): full blocks of K/V found again by their tokens, across
+  // requests. Not a key of this struct: `rollout.prefix_cache` sets it for a run, `--prefix-cache` for a
+  // command.
+  bool prefix_cache = true;
 
   template <class V> void visit(V& v) {
     v("block_size", block_size, "tokens per KV-cache block");
@@ -58,10 +69,12 @@ ModelConfig engine_model_config(const ModelConfig& model, const EngineConfig& co
 // One sampled token of a step.
 struct SampledRow {
   int64_t sequence_id = 0;  // index of its Sample in the result
+  Sequence* sequence = nullptr;
   int32_t logits_row = 0;   // row of the step's logits it was drawn from
   int32_t position = 0;     // position of the sampled token in its sequence
   int32_t token = 0;
   float logprob = 0;
+  std::vector<TokenLogprob> top;  // the sequence's num_top_logprobs most likely tokens (none when 0)
 };
 
 // What one step did, shown to an observer after the step (finished sequences already released).
@@ -90,6 +103,35 @@ class Engine {
   // Samples request.n completions of every prompt; samples come back prompt-major.
   RolloutResult generate(const Request& request, const StepObserver& observer = {});
 
+  // For a caller that adds and removes sequences between steps (rlcpp serve's loop): a Scheduler over the
+  // engine's blocks (idle sessions among them, evicted before a running sequence is preempted), whose sequences
+  // each name their sampling parameters (Sequence::sampling). step runs one step of its batch: schedule,
+  // forward, sample, finish; finished sequences are released at once. Returns the step's sampled rows (valid
+  // until the next step), each with its sequence; `clock` times the sequences' first token and finish.
+  // Counters add up in `stats`.
+  Scheduler new_scheduler();
+  const std::vector<SampledRow>& step(Scheduler& scheduler, RolloutStats& stats, const Stopwatch& clock);
+  BlockManager& blocks() { return blocks_; }
+  const BlockManager& blocks() const { return blocks_; }
+  // Sessions (rollout/session.h, rollout/README.md "Sessions"): sequences the engine keeps, K/V blocks and all,
+  // between turns. Ids are the engine's, never reused. Errors name the session.
+  int64_t open_session(const SessionSpec& spec);
+  // Tokens of known origin (an observation) appended between turns: the next turn prefills only them.
+  void append(int64_t session, std::span<const int32_t> tokens);
+  // Runs one turn of each listed session (each at most once), batched continuously; results in the order asked.
+  // `stats` (optional) receives the call's counters.
+  std::vector<TurnResult> run_turns(const std::vector<TurnRequest>& turns, const StepObserver& observer = {},
+                                    RolloutStats* stats = nullptr);
+  // Frees the session's blocks and forgets it.
+  void close_session(int64_t session);
+  // Closes every session idle (no turn running) for at least `max_idle_s` seconds; returns their ids.
+  std::vector<int64_t> close_idle_sessions(double max_idle_s);
+  bool has_session(int64_t session) const { return sessions_.count(session) > 0; }
+  SessionView session(int64_t session) const;
+  int64_t num_sessions() const { return static_cast<int64_t>(sessions_.size()); }
+  // KV-cache blocks held by sessions between turns (and free), for memory reports and tests.
+  int64_t num_free_blocks() const { return blocks_.num_free(); }
+
   // New weights for the following steps; their tokens carry `version`. The engine decodes from a packed copy
   // of the weights (PackedWeights), repacked before the next step after every call: a trainer that updates
   // the engine's buffer in place (colocated) must call set_weights with the new version before the engine
@@ -111,15 +153,30 @@ class Engine {
   const ExecContext& context() const { return context_; }
 
  private:
+  // schedule, forward, sample, finish; returns the step's logits on the host (for an observer).
+  Tensor run_step(Scheduler& scheduler, RolloutStats& stats, const Stopwatch& clock);
   // The model_runner part: flattens the batch into step_, recording which sequences sample from each row.
   void build_step(const ScheduledBatch& batch, const BlockManager& blocks);
   void copy_blocks(const std::vector<BlockCopy>& copies);
-  void sample_rows(const Tensor& logits, const SamplingParams& params);
+  void sample_rows(const Tensor& logits);
   // The step's logits on the host: themselves, or copied from the engine's device into host_logits_.
   Tensor host_logits(const Tensor& logits);
-  // A device engine: each sampled token's log-prob recomputed from the device logits by the device's
-  // logprob_forward (the bits a trainer on that device computes).
-  void rescore_on_device(const Tensor& logits, const SamplingParams& params);
+  // A device engine: each sampled token's log-prob ("full" space) recomputed from the device logits by the
+  // device's logprob_forward (the bits a trainer on that device computes).
+  void rescore_on_device(const Tensor& logits);
+  // The prefix cache's salt for the weights in use: policy version, numerics and the set_weights count.
+  uint64_t cache_salt() const;
+  // Runs steps until the scheduler has no work: the loop generate and run_turns share. `clock` times the call.
+  void drive(Scheduler& scheduler, RolloutStats& stats, const StepObserver& observer, const Stopwatch& clock);
+  // A session's state between calls.
+  struct Session {
+    std::vector<int32_t> prompt;
+    std::unique_ptr<Sequence> sequence;
+    SamplingParams sampling;  // of its current turn (Sequence::sampling points here)
+    int64_t kv_version = -1;
+    std::chrono::steady_clock::time_point idle_since;
+  };
+  Session& find_session(int64_t session, const char* what);
 
   const Transformer& model_;
   const ParameterStore* params_;
@@ -128,13 +185,19 @@ class Engine {
   ExecContext context_;
   int64_t policy_version_;
   KVCache cache_;
+  // Over cache_'s blocks, for the engine's life: a call's sequences, the sessions between turns, and the
+  // prefix cache's blocks, which outlive requests.
+  BlockManager blocks_;
+  int64_t weights_epoch_ = 0;  // set_weights calls so far (part of the cache salt)
+  std::map<int64_t, std::unique_ptr<Session>> sessions_;
+  std::deque<Sequence*> parked_;  // sessions between turns holding blocks, least recently used first
+  int64_t next_session_ = 0;
   PackedWeights packed_;       // *params_ prepared for forward_cached in the model's numerics, on context_'s device
   bool packed_stale_ = true;  // repack before the next step (construction, set_weights)
   Tensor host_logits_;        // a device engine's logits copied back for the sampler (rows for the largest step)
   // Reused across steps so a step allocates little.
   ScheduledBatch batch_;
   CachedStep step_;
-  std::vector<Sequence*> job_sequence_;  // per sampled token: its sequence
   std::vector<SampledRow> sampled_;
   std::vector<Sampler> samplers_;  // one per OpenMP thread
 };

@@ -12,6 +12,10 @@ void SamplingParams::validate(const std::string& where, int64_t vocab_size) cons
   check_temperature(temperature, where, /*zero_is_greedy=*/true);
   RLCPP_CHECK(top_k >= 0, where << ": top_k must be >= 0 (0 = off), got " << top_k);
   RLCPP_CHECK(std::isfinite(top_p) && top_p > 0 && top_p <= 1, where << ": top_p must be in (0, 1], got " << top_p);
+  RLCPP_CHECK(std::isfinite(min_p) && min_p >= 0 && min_p <= 1, where << ": min_p must be in [0, 1], got " << min_p);
+  RLCPP_CHECK(min_p == 0 || logprob_space == "full",
+              where << ": min_p " << min_p << " with logprob_space \"sampled\": the trainer replays top-k and top-p "
+                                             "only; use min_p with \"full\"");
   RLCPP_CHECK(logprob_space == "full" || logprob_space == "sampled",
               where << ": logprob_space \"" << logprob_space << "\" is not one of full, sampled");
   RLCPP_CHECK(max_new_tokens >= 1, where << ": max_new_tokens must be >= 1, got " << max_new_tokens);
@@ -59,6 +63,10 @@ Json RolloutStats::to_json() const {
               {"generated_tokens", generated_tokens},
               {"prefill_tokens", prefill_tokens},
               {"prefill_tokens_saved", prefill_tokens_saved},
+              {"prefix_cache_queried_tokens", prefix_cache_queried_tokens},
+              {"prefix_cache_hit_tokens", prefix_cache_hit_tokens},
+              {"recomputed_tokens", recomputed_tokens},
+              {"evictions", evictions},
               {"steps", steps},
               {"preemptions", preemptions},
               {"max_batch_sequences", max_batch_sequences},
@@ -91,6 +99,11 @@ RolloutStats RolloutStats::from_json(const Json& j) {
   integer("generated_tokens", s.generated_tokens);
   integer("prefill_tokens", s.prefill_tokens);
   integer("prefill_tokens_saved", s.prefill_tokens_saved);
+  // Absent from the stats of older checkpoints' pending rollouts: 0 there.
+  if (j.contains("prefix_cache_queried_tokens")) integer("prefix_cache_queried_tokens", s.prefix_cache_queried_tokens);
+  if (j.contains("prefix_cache_hit_tokens")) integer("prefix_cache_hit_tokens", s.prefix_cache_hit_tokens);
+  if (j.contains("recomputed_tokens")) integer("recomputed_tokens", s.recomputed_tokens);
+  if (j.contains("evictions")) integer("evictions", s.evictions);
   integer("steps", s.steps);
   integer("preemptions", s.preemptions);
   integer("max_batch_sequences", s.max_batch_sequences);
@@ -116,7 +129,11 @@ void combine(RolloutStats& s, const RolloutStats& o, bool sequential) {
   s.generated_tokens += o.generated_tokens;
   s.prefill_tokens += o.prefill_tokens;
   s.prefill_tokens_saved += o.prefill_tokens_saved;
+  s.prefix_cache_queried_tokens += o.prefix_cache_queried_tokens;
+  s.prefix_cache_hit_tokens += o.prefix_cache_hit_tokens;
   s.preemptions += o.preemptions;
+  s.recomputed_tokens += o.recomputed_tokens;
+  s.evictions += o.evictions;
   const auto in_time = [sequential](auto& a, auto b) { a = sequential ? a + b : std::max(a, b); };
   const auto in_space = [sequential](auto& a, auto b) { a = sequential ? std::max(a, b) : a + b; };
   in_time(s.steps, o.steps);
@@ -133,6 +150,12 @@ void combine(RolloutStats& s, const RolloutStats& o, bool sequential) {
 }
 
 }  // namespace
+
+double RolloutStats::prefix_cache_hit_rate() const {
+  return prefix_cache_queried_tokens > 0
+             ? static_cast<double>(prefix_cache_hit_tokens) / static_cast<double>(prefix_cache_queried_tokens)
+             : 0.0;
+}
 
 void RolloutStats::then(const RolloutStats& o) { combine(*this, o, /*sequential=*/true); }
 

@@ -19,6 +19,8 @@ struct SamplingParams {
   float temperature = 1.0f;  // 0, or finite and >= kMinTemperature = 1e-3 (kernels/temperature.h)
   int64_t top_k = 0;     // keep the k most likely tokens; 0 = off
   float top_p = 1.0f;    // keep the smallest most-likely set with mass >= top_p; 1 = off
+  // keep the tokens at least min_p times as likely as the most likely one (a cap on top_k); 0 = off
+  float min_p = 0.0f;
   int64_t max_new_tokens = 16;
   std::vector<int64_t> stop_tokens;  // finish (reason "stop") after sampling any of these, besides EOS
   bool ignore_eos = false;           // keep going past EOS (fixed-length timing runs)
@@ -29,6 +31,9 @@ struct SamplingParams {
     v("temperature", temperature, "sampling temperature: 0 = greedy, else >= 1e-3 (colder overflows fp32)");
     v("top_k", top_k, "keep the k most likely tokens (0 = off)");
     v("top_p", top_p, "nucleus sampling mass (1 = off)");
+    v("min_p", min_p,
+      "keep the tokens at least min_p times as likely as the most likely one (0 = off; not with "
+      "logprob_space \"sampled\")");
     v("max_new_tokens", max_new_tokens, "response length limit (tokens)");
     v("stop_tokens", stop_tokens, "token ids that end a response, besides EOS");
     v("ignore_eos", ignore_eos, "do not stop at EOS (fixed-length benchmarks)");
@@ -77,7 +82,17 @@ struct RolloutStats {
   int64_t sequences = 0;
   int64_t generated_tokens = 0;
   int64_t prefill_tokens = 0;         // prompt (and recomputed) tokens run through the model
-  int64_t prefill_tokens_saved = 0;   // prompt tokens not run again because a group shares its prefill
+  // Prompt tokens not run through the model because their K/V was there: a group's siblings sharing its
+  // prefill, and the prefix cache's hits.
+  int64_t prefill_tokens_saved = 0;
+  // The prefix cache (rollout/block_manager.h): context tokens of admitted groups looked up in it (once per
+  // group), and of those the ones found; their ratio is the hit rate.
+  int64_t prefix_cache_queried_tokens = 0;
+  int64_t prefix_cache_hit_tokens = 0;
+  // Of prefill_tokens, those whose K/V had been computed before: recomputation after a preemption, or after a
+  // session's blocks were evicted or its K/V went stale with a weight swap (rollout/README.md "Sessions").
+  int64_t recomputed_tokens = 0;
+  int64_t evictions = 0;              // idle sessions whose blocks were taken for others
   int64_t steps = 0;
   int64_t preemptions = 0;
   int64_t max_batch_sequences = 0;    // most sequences in one step
@@ -93,6 +108,8 @@ struct RolloutStats {
 
   int64_t block_bytes() const { return block_size * kv_bytes_per_token; }
   int64_t bytes_saved_by_sharing() const { return (peak_blocks_unshared - peak_blocks_in_use) * block_bytes(); }
+  // prefix_cache_hit_tokens / prefix_cache_queried_tokens, 0 when nothing was looked up.
+  double prefix_cache_hit_rate() const;
   Json to_json() const;
   static RolloutStats from_json(const Json& j);  // throws naming a missing or mistyped key
   // Sums counters and takes the max of peaks and times (workers run in parallel).

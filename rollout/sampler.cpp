@@ -23,8 +23,32 @@ Sampler::Sampler(int64_t vocab_size) : vocab_size_(vocab_size) {
 }
 
 KeptSet Sampler::prepare(const float* logits, const SamplingParams& params) {
-  return truncation_kept_set(logits, vocab_size_, params.temperature > 0 ? params.temperature : 1.0f,
-                             Truncation{params.top_k, params.top_p}, scratch_);
+  const float temperature = params.temperature > 0 ? params.temperature : 1.0f;
+  Truncation truncation{params.top_k, params.top_p};
+  if (params.min_p > 0 && params.temperature > 0) {
+    // p_j >= min_p * p_max  <=>  l_j >= max_l + T * ln(min_p): those are the most likely tokens, so keeping
+    // them is a top-k of their count.
+    const float max_logit = *std::max_element(logits, logits + vocab_size_);
+    const double threshold = max_logit + static_cast<double>(temperature) * std::log(static_cast<double>(params.min_p));
+    int64_t above = 0;
+    for (int64_t j = 0; j < vocab_size_; ++j) above += logits[j] >= threshold;
+    truncation.top_k = truncation.top_k > 0 ? std::min(truncation.top_k, above) : above;
+  }
+  return truncation_kept_set(logits, vocab_size_, temperature, truncation, scratch_);
+}
+
+std::vector<TokenLogprob> Sampler::top_logprobs(const float* logits, const SamplingParams& params, int64_t count) {
+  count = std::min(count, vocab_size_);
+  std::vector<int32_t>& order = scratch_.order;
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + count, order.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  const float temperature = params.temperature > 0 ? params.temperature : 1.0f;
+  std::vector<TokenLogprob> top(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i)
+    top[static_cast<size_t>(i)] = {order[i], ops::row_logprob(logits, vocab_size_, order[i], temperature)};
+  return top;
 }
 
 SampledToken Sampler::sample(const float* logits, const SamplingParams& params, const SampleKey& key) {

@@ -22,6 +22,12 @@ struct SampleKey {
   uint32_t position = 0;  // position of the token being sampled in its sequence
 };
 
+// One token of a row's distribution and its log-prob (the sampled token's space: softmax(logits / T)).
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+};
+
 struct SampledToken {
   int32_t token = 0;
   // log p(token) under the whole tempered distribution (untempered when greedy), top-k / top-p aside:
@@ -40,12 +46,17 @@ class Sampler {
   explicit Sampler(int64_t vocab_size);
 
   SampledToken sample(const float* logits, const SamplingParams& params, const SampleKey& key);
+  // The `count` most likely tokens of the row, most likely first (the lower id first among equals), each with
+  // its log-prob under softmax(logits / T) over the whole vocabulary (T = 1 for greedy): the value `sample`
+  // reports for that token in logprob_space "full".
+  std::vector<TokenLogprob> top_logprobs(const float* logits, const SamplingParams& params, int64_t count);
   // The distribution `sample` draws from (V probabilities summing to 1; 0 outside top-k / top-p; greedy puts
   // 1 on the argmax). For tests and diagnostics.
   std::vector<double> target_distribution(const float* logits, const SamplingParams& params);
 
  private:
-  // The kept set of `logits` (truncation_kept_set; temperature 1 for greedy) in scratch_.
+  // The kept set of `logits` (truncation_kept_set; temperature 1 for greedy; min_p as a cap on top_k) in
+  // scratch_.
   KeptSet prepare(const float* logits, const SamplingParams& params);
 
   int64_t vocab_size_;

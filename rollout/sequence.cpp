@@ -1,5 +1,7 @@
 #include "rollout/sequence.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace rlcpp {
@@ -22,6 +24,7 @@ void Sequence::admit() {
   RLCPP_CHECK(status_ == SequenceStatus::kWaiting || status_ == SequenceStatus::kPreempted,
               "sequence " << id_ << ": admit from state " << sequence_status_name(status_));
   status_ = SequenceStatus::kRunning;
+  started_ = true;
 }
 
 void Sequence::preempt() {
@@ -39,6 +42,33 @@ void Sequence::finish(FinishReason reason) {
               "sequence " << id_ << ": finish from state " << sequence_status_name(status_));
   status_ = SequenceStatus::kFinished;
   finish_reason_ = reason;
+}
+
+void Sequence::begin_turn() {
+  RLCPP_CHECK(status_ == SequenceStatus::kFinished || (status_ == SequenceStatus::kWaiting && !started_),
+              "sequence " << id_ << ": a turn begins after the previous one ended, not from state "
+                          << sequence_status_name(status_));
+  status_ = SequenceStatus::kWaiting;
+  turn_begin_ = num_output();
+}
+
+void Sequence::append_external(std::span<const int32_t> tokens) {
+  RLCPP_CHECK(status_ == SequenceStatus::kFinished || (status_ == SequenceStatus::kWaiting && !started_),
+              "sequence " << id_ << ": tokens are appended between turns, not while "
+                          << sequence_status_name(status_));
+  for (int32_t t : tokens) {
+    output_.push_back(t);
+    logprobs_.push_back(0.0f);
+    origins_.push_back(TokenOrigin::kAppended);
+    versions_.push_back(-1);
+  }
+}
+
+void Sequence::count_kv_rows(int64_t upto) {
+  if (upto <= num_cached_tokens) return;
+  kv_rows += upto - num_cached_tokens;
+  kv_rows_recomputed += std::max<int64_t>(0, std::min(upto, kv_high_water_) - num_cached_tokens);
+  kv_high_water_ = std::max(kv_high_water_, upto);
 }
 
 }  // namespace rlcpp

@@ -17,9 +17,11 @@ ALLOWED = {
     "trainer": {"core", "kernels", "model"},
     "weightsync": {"core", "model"},
     "report": {"core", "model"},
-    "loop": {"core", "kernels", "model", "rollout", "reward", "trainer", "weightsync", "report"},
-    "bench": {"core", "kernels", "model", "rollout", "reward", "trainer", "weightsync", "report", "loop"},
-    "apps": {"core", "kernels", "model", "rollout", "reward", "trainer", "weightsync", "report", "loop", "bench"},
+    "agent": {"core", "model", "reward"},
+    "loop": {"core", "kernels", "model", "rollout", "reward", "trainer", "weightsync", "report", "agent"},
+    "bench": {"core", "kernels", "model", "rollout", "reward", "trainer", "weightsync", "report", "agent", "loop"},
+    "apps": {"core", "kernels", "model", "rollout", "reward", "trainer", "weightsync", "report", "agent", "loop",
+             "bench"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ pkg-config libopenblas-openmp-dev libzmq3-dev cppzmq-dev nlohmann-json3-dev
           libgtest-dev libcli11-dev librandom123-dev libxxhash-dev libbenchmark-dev libpcre2-dev libutf8proc-dev
-          libprotobuf-dev protobuf-compiler libopenmpi-dev openmpi-bin
+          libcpp-httplib-dev libprotobuf-dev protobuf-compiler libopenmpi-dev openmpi-bin
           python3-torch python3-numpy python3-zmq python3-matplotlib python3-venv)
 packages_only=0
 if [ "${1:-}" = --packages-only ]; then

@@ -227,6 +227,16 @@ TEST_F(InputChecks, DevicesAreCheckedNamingTheKeyOrOption) {
   EXPECT_FALSE(fs::exists(run));  // refused before the run directory was made
 }
 
+// `rlcpp serve` refuses, before loading anything, to listen beyond loopback without a key, and bad limits.
+TEST_F(InputChecks, ServeBeyondLoopbackNeedsAnApiKeyAndSaneLimits) {
+  expect_error(run_cli("serve --preset tiny --host 0.0.0.0"), "serve --host 0.0.0.0: binding beyond loopback needs "
+                                                               "--api-key", "serve on 0.0.0.0 without a key");
+  expect_error(run_cli("serve --preset tiny --max-n 0"), "serve --max-n 0", "serve --max-n 0");
+  expect_error(run_cli("serve --preset tiny --max-concurrency 0"), "serve --max-concurrency 0", "concurrency 0");
+  expect_error(run_cli("serve --preset tiny --port 70000"), "serve --port 70000", "port out of range");
+  expect_error(run_cli("serve"), "serve: give a checkpoint directory or --preset", "no model");
+}
+
 }  // namespace
 }  // namespace rlcpp
 

@@ -169,6 +169,12 @@ TEST_F(ReportTest, TrainPrintsTheLedgerAtTheStart) {
     EXPECT_GT(m["memory/rss_bytes"].get<double>(), 1 << 20) << line;
     EXPECT_EQ(m["rollout/kv_bytes_per_token"].get<double>(), 2048) << line;
     EXPECT_GT(m["engine/steps"].get<double>(), 0) << line;
+    // A group's samples share its prompt's prefill; every prompt is looked up in the prefix cache (on by default).
+    EXPECT_GT(m["rollout/prefill_tokens_saved"].get<double>(), 0) << line;
+    EXPECT_EQ(m["rollout/prefix_cache_queried_tokens"].get<double>(), m["rollout/prefill_tokens"].get<double>() +
+                                                                          m["rollout/prefix_cache_hit_tokens"].get<double>())
+        << line;
+    EXPECT_GE(m["rollout/prefix_cache_hit_rate"].get<double>(), 0) << line;
   }
   EXPECT_EQ(steps, 3);
 }
@@ -184,7 +190,8 @@ TEST_F(ReportTest, ReportOfAShortRunHasEveryFileAndEveryPngDecodes) {
   const std::string md = read_file(run / "report.md");
   for (const std::string& name : report_plot_names())
     EXPECT_NE(md.find("(plots/" + name + ".png)"), std::string::npos) << name;
-  for (const char* section : {"## Summary", "## Where a step's time goes", "## Ledger", "## Rollout vs trainer"})
+  for (const char* section :
+       {"## Summary", "## Where a step's time goes", "## KV reuse", "## Ledger", "## Rollout vs trainer"})
     EXPECT_NE(md.find(section), std::string::npos) << section;
   // The ledger in the report: the parameters formula and count, the KV formula against the engine's count
   // (from metrics.jsonl), and measured MFU and decode-floor ratios.

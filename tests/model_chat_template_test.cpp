@@ -79,6 +79,66 @@ std::string tokenizer_with_template(const std::string& make, const std::string& 
   return dir.string();
 }
 
+// Tools in the system turn, an assistant's tool calls and the tools' replies, as Qwen3's template writes them
+// (keys in the order given: `tojson` keeps it), with spans that cut the text at message boundaries.
+TEST(ChatTemplate, Qwen3FixtureRendersToolsAsTransformersDoes) {
+  const std::string dir = qwen3_fixture_dir();
+  using Ordered = nlohmann::ordered_json;
+  const Ordered tool = Ordered::parse(R"({"type": "function", "function": {"name": "calculator",
+      "description": "Évalue une expression.", "parameters": {"type": "object",
+      "properties": {"expression": {"type": "string"}}, "required": ["expression"]}}})");
+  const Ordered call_args = Ordered::parse(R"({"expression": "12*34", "note": "a \"quoted\" line\n"})");
+  std::string text = R"([
+    {"messages": [{"role": "system", "content": "Be exact."}, {"role": "user", "content": "12*34?"},
+                  {"role": "assistant", "content": "",
+                   "tool_calls": [{"type": "function", "function": {"name": "calculator", "arguments": ARGS}}]},
+                  {"role": "tool", "content": "408"},
+                  {"role": "assistant", "content": "<think>\nsure\n</think>\n\nIt is 408.",
+                   "tool_calls": [{"type": "function", "function": {"name": "calculator", "arguments": ARGS}},
+                                  {"type": "function", "function": {"name": "calculator", "arguments": ARGS}}]},
+                  {"role": "tool", "content": "1"}, {"role": "tool", "content": "2"}],
+     "add_generation_prompt": true, "tools": [TOOL]},
+    {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a",
+                   "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": ARGS}}]},
+                  {"role": "user", "content": "<tool_response>\nx\n</tool_response>"},
+                  {"role": "assistant", "content": "done"}],
+     "add_generation_prompt": false, "tools": [TOOL, TOOL]}
+  ])";
+  for (const auto& [key, value] : {std::pair<std::string, Ordered>{"ARGS", call_args}, {"TOOL", tool}})
+    for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at))
+      text.replace(at, key.size(), value.dump());
+  const Ordered rendered_cases = Ordered::parse(text);
+  const fs::path cases_file = scratch_dir() / "tool_cases.json", out = scratch_dir() / "tool_rendered.json";
+  std::ofstream(cases_file) << rendered_cases.dump();
+  ASSERT_TRUE(run_venv_python("'" + kReference + "' chat '" + dir + "' '" + cases_file.string() + "' '" +
+                              out.string() + "'"));
+  const Json want = Json::parse(std::ifstream(out));
+  const ChatTemplate tmpl = *ChatTemplate::of_tokenizer(dir);
+  ASSERT_TRUE(tmpl.supports_tools());
+  for (size_t i = 0; i < rendered_cases.size(); ++i) {
+    SCOPED_TRACE("case " + std::to_string(i));
+    std::vector<ChatMessage> messages;
+    for (const Ordered& m : rendered_cases[i]["messages"]) {
+      ChatMessage cm{m["role"].get<std::string>(), m["content"].get<std::string>(), {}};
+      if (m.contains("tool_calls"))
+        for (const Ordered& c : m["tool_calls"])
+          cm.tool_calls.push_back({c["function"]["name"].get<std::string>(), template_tojson(c["function"]["arguments"])});
+      messages.push_back(std::move(cm));
+    }
+    std::vector<std::string> tools;
+    for (const Ordered& t : rendered_cases[i]["tools"]) tools.push_back(template_tojson(t));
+    const RenderedChat r = tmpl.render(messages, rendered_cases[i]["add_generation_prompt"].get<bool>(), true, tools);
+    EXPECT_EQ(r.text, want[i].get<std::string>());
+    // The spans tile the text from the first message to the last (the generation prompt after them).
+    ASSERT_EQ(r.spans.size(), messages.size());
+    for (size_t k = 1; k < r.spans.size(); ++k) EXPECT_EQ(r.spans[k].first, r.spans[k - 1].second) << "message " << k;
+    EXPECT_EQ(r.text.compare(r.spans.back().second, std::string::npos,
+                             rendered_cases[i]["add_generation_prompt"].get<bool>() ? "<|im_start|>assistant\n" : ""),
+              0);
+  }
+  EXPECT_EQ(template_tojson(call_args), R"({"expression": "12*34", "note": "a \"quoted\" line\n"})");
+}
+
 TEST(ChatTemplate, Qwen25StyleTemplateAddsItsDefaultSystemMessage) {
   const std::string dir = tokenizer_with_template("make-gpt2", "qwen25");
   const ChatTemplate t = *ChatTemplate::of_tokenizer(dir);
@@ -112,6 +172,8 @@ TEST(ChatTemplate, UnknownTemplatesAndBadMessagesAreErrors) {
       },
       {"message 1: a system message must come first"});
   EXPECT_FALSE(ChatTemplate::of_tokenizer(scratch_dir().string()).has_value());  // no tokenizer_config.json
+  const ChatTemplate llama = ChatTemplate::recognise("<|start_header_id|>x<|end_header_id|><|eot_id|>", "t");
+  expect_error([&] { llama.render({{"user", "q", {}}}, true, true, {"{}"}); }, {"Qwen3's template only"});
 }
 
 }  // namespace

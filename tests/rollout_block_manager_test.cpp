@@ -149,6 +149,157 @@ TEST(BlockManager, InvariantCheckCatchesUntrackedReference) {
   bm.check_invariants(g.live());
 }
 
+// The prefix cache (block_manager.h): one sequence over `tokens`, admitted alone, prefilled and registered as the
+// engine does after the forward.
+struct Prefilled {
+  std::vector<int32_t> tokens;
+  std::unique_ptr<Sequence> seq;
+  int64_t reused = 0;
+  Prefilled(BlockManager& bm, std::vector<int32_t> t, int64_t id = 0) : tokens(std::move(t)) {
+    seq = std::make_unique<Sequence>(id, 0, 0, 0, tokens);
+    reused = bm.allocate_shared({seq.get()}, seq->num_tokens());
+    seq->num_cached_tokens = seq->num_tokens();
+    bm.register_full_blocks(*seq);
+  }
+};
+
+std::vector<int32_t> iota_tokens(int32_t first, int64_t n) {
+  std::vector<int32_t> t;
+  for (int64_t i = 0; i < n; ++i) t.push_back(first + static_cast<int32_t>(i));
+  return t;
+}
+
+TEST(BlockManager, PrefixCacheReusesTheFullBlocksOfACommonPrefix) {
+  BlockManager bm(20, 4, /*prefix_cache=*/true);
+  Prefilled a(bm, iota_tokens(1, 10));  // [1..4] [5..8] [9, 10]
+  EXPECT_EQ(a.reused, 0);
+  EXPECT_EQ(bm.num_cached_blocks(), 2);  // the partial block is not keyed
+  const std::vector<int32_t> a_table = a.seq->block_table;
+  bm.release(*a.seq);
+  EXPECT_EQ(bm.num_free(), 20);  // cached blocks are free blocks
+  std::vector<int32_t> b_tokens = iota_tokens(1, 8);
+  for (int32_t t : {90, 91, 92}) b_tokens.push_back(t);
+  Prefilled b(bm, b_tokens, 1);
+  EXPECT_EQ(b.reused, 8);
+  EXPECT_EQ(b.seq->block_table[0], a_table[0]);
+  EXPECT_EQ(b.seq->block_table[1], a_table[1]);
+  EXPECT_EQ(b.seq->num_cached_tokens, 11);
+  bm.check_invariants({b.seq.get()});
+  // Held by a running sequence, the blocks are shared by reference.
+  Prefilled c(bm, b_tokens, 2);
+  EXPECT_EQ(c.reused, 8);
+  EXPECT_EQ(bm.ref_count(a_table[0]), 2);
+  bm.check_invariants({b.seq.get(), c.seq.get()});
+}
+
+TEST(BlockManager, PrefixCacheKeysChainTheWholePrefix) {
+  // The same second block after a different first block is another prefix: nothing is reused.
+  BlockManager bm(20, 4, true);
+  Prefilled a(bm, iota_tokens(1, 9));
+  std::vector<int32_t> other = {70, 71, 72, 73};
+  for (int32_t t : iota_tokens(5, 5)) other.push_back(t);
+  Prefilled b(bm, other, 1);
+  EXPECT_EQ(b.reused, 0);
+  EXPECT_NE(b.seq->block_table[1], a.seq->block_table[1]);
+}
+
+TEST(BlockManager, TheBlockOfTheLastContextTokenIsAlwaysComputed) {
+  // A context ending on a block boundary, all of it cached: its last block is prefilled again so that the step
+  // has that row's logits for the first draw.
+  BlockManager bm(20, 4, true);
+  Prefilled a(bm, iota_tokens(1, 8));
+  EXPECT_EQ(bm.num_cached_blocks(), 2);
+  Prefilled b(bm, iota_tokens(1, 8), 1);
+  EXPECT_EQ(b.reused, 4);
+  EXPECT_NE(b.seq->block_table[1], a.seq->block_table[1]);
+  bm.check_invariants({a.seq.get(), b.seq.get()});
+}
+
+TEST(BlockManager, ANewSaltFindsNothingCachedBefore) {
+  BlockManager bm(20, 4, true);
+  Prefilled a(bm, iota_tokens(1, 9));
+  bm.release(*a.seq);
+  bm.set_cache_salt(7);  // new weights
+  EXPECT_EQ(bm.num_cached_blocks(), 0);
+  Prefilled b(bm, iota_tokens(1, 9), 1);
+  EXPECT_EQ(b.reused, 0);
+  // A sequence whose chain was computed under the old salt registers nothing under the new one.
+  BlockManager bm2(20, 4, true);
+  Prefilled old(bm2, iota_tokens(1, 5));
+  bm2.set_cache_salt(8);
+  old.seq->append(6, 0.0f);
+  old.seq->append(7, 0.0f);
+  old.seq->append(8, 0.0f);
+  std::vector<BlockCopy> copies;
+  bm2.append_slot(*old.seq, copies);
+  old.seq->num_cached_tokens = 8;
+  bm2.register_full_blocks(*old.seq);
+  EXPECT_EQ(bm2.num_cached_blocks(), 0);
+}
+
+TEST(BlockManager, FullBlocksFilledByDecodeEnterTheCache) {
+  // A response's blocks are found again by a later prompt holding it (a multi-turn history).
+  BlockManager bm(20, 4, true);
+  Prefilled a(bm, iota_tokens(1, 6));  // [1..4] [5, 6
+  EXPECT_EQ(bm.num_cached_blocks(), 1);
+  std::vector<BlockCopy> copies;
+  for (int32_t t : {7, 8, 9}) {  // decode: the second block fills with 7, 8
+    a.seq->append(t, 0.0f);
+    bm.append_slot(*a.seq, copies);
+    a.seq->num_cached_tokens = a.seq->num_tokens();
+    bm.register_full_blocks(*a.seq);
+  }
+  EXPECT_EQ(bm.num_cached_blocks(), 2);
+  bm.check_invariants({a.seq.get()});
+  bm.release(*a.seq);
+  std::vector<int32_t> history = iota_tokens(1, 9);
+  history.push_back(50);
+  Prefilled b(bm, history, 1);
+  EXPECT_EQ(b.reused, 8);
+}
+
+TEST(BlockManager, EvictionTakesBlocksHoldingNothingFirstThenTheLeastRecentlyReleased) {
+  BlockManager bm(6, 4, true);
+  Prefilled a(bm, iota_tokens(1, 9));      // 2 keyed blocks + 1 partial
+  Prefilled b(bm, iota_tokens(40, 9), 1);  // 2 keyed + 1 partial
+  bm.release(*a.seq);  // a's keyed blocks are now the least recently released
+  bm.release(*b.seq);
+  EXPECT_EQ(bm.num_cached_blocks(), 4);
+  // 2 blocks: the two partial ones, which hold nothing reusable, go first; every keyed block survives.
+  Prefilled c(bm, iota_tokens(80, 5), 2);
+  EXPECT_EQ(bm.num_cached_blocks(), 4 + 1);  // and c's full block joins them
+  bm.release(*c.seq);
+  // 3 blocks under pressure: c's partial block, then a's two, the least recently released.
+  Prefilled d(bm, iota_tokens(100, 9), 3);
+  EXPECT_EQ(bm.num_cached_blocks(), 5 - 2 + 2);
+  bm.release(*d.seq);
+  Prefilled b_again(bm, iota_tokens(40, 9), 4);
+  EXPECT_EQ(b_again.reused, 8);                               // b's prefix survived
+  EXPECT_EQ(Prefilled(bm, iota_tokens(1, 9), 5).reused, 0);  // a's was evicted
+}
+
+TEST(BlockManager, EvictionKeepsTheMostRecentlyUsedPrefix) {
+  BlockManager bm(6, 4, true);
+  Prefilled a(bm, iota_tokens(1, 9));
+  Prefilled b(bm, iota_tokens(40, 9), 1);
+  bm.release(*a.seq);
+  bm.release(*b.seq);
+  Prefilled again(bm, iota_tokens(40, 9), 2);  // b's prefix used again: now the most recent
+  EXPECT_EQ(again.reused, 8);
+  bm.release(*again.seq);
+  Prefilled big(bm, iota_tokens(100, 9), 3);  // 3 blocks: two unkeyed ones, then a's least recent block
+  bm.release(*big.seq);
+  EXPECT_EQ(Prefilled(bm, iota_tokens(40, 9), 4).reused, 8);
+}
+
+TEST(BlockManager, WithoutThePrefixCacheNothingIsFound) {
+  BlockManager bm(20, 4, /*prefix_cache=*/false);
+  Prefilled a(bm, iota_tokens(1, 9));
+  bm.release(*a.seq);
+  EXPECT_EQ(Prefilled(bm, iota_tokens(1, 9), 1).reused, 0);
+  EXPECT_EQ(bm.num_cached_blocks(), 0);
+}
+
 TEST(BlockManager, RejectsBadSizes) {
   EXPECT_THROW(BlockManager(0, 16), Error);
   EXPECT_THROW(BlockManager(4, 0), Error);

@@ -204,6 +204,128 @@ TEST_P(RolloutEngineByFamily, SameSeedSameSamplesAcrossBatchLimitsAndPreemption)
   expect_same_samples(want, got, 0.0, "preemption");
 }
 
+std::vector<int32_t> joined(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+EngineConfig without_prefix_cache(EngineConfig c) {
+  c.prefix_cache = false;
+  return c;
+}
+
+// The prefix cache (rollout/block_manager.h): a later request sharing a prompt prefix reuses its full blocks and
+// samples exactly what an engine without the cache samples: the cached K/V are the bits its prefill would write.
+TEST_P(RolloutEngineByFamily, PrefixCacheHitsGiveTheSameSamplesBitForBit) {
+  Fixture f(GetParam());
+  const int64_t V = f.cfg.vocab_size;
+  const std::vector<int32_t> system = random_tokens(36, V, 7);  // 2 full blocks of 16, then 4 tokens
+  Request first;
+  first.prompts = {joined(system, random_tokens(5, V, 8))};
+  first.n = 2;
+  first.sampling.max_new_tokens = 6;
+  first.sampling.seed = 3;
+  Request second = first;
+  second.prompts = {joined(system, random_tokens(6, V, 9))};
+  second.n = 3;
+  Engine warm(f.model, f.params, engine_config(16));
+  warm.generate(first);
+  const RolloutResult got = warm.generate(second, invariant_checker());
+  Engine cold(f.model, f.params, without_prefix_cache(engine_config(16)));
+  const RolloutResult want = cold.generate(second);
+  expect_same_samples(want, got, 0.0, "prefix cache hit vs no cache");
+  EXPECT_EQ(got.stats.prefix_cache_queried_tokens, 42);
+  EXPECT_EQ(got.stats.prefix_cache_hit_tokens, 32);
+  EXPECT_EQ(got.stats.prefill_tokens, 42 - 32);
+  EXPECT_EQ(got.stats.prefill_tokens_saved, 32 + 2 * 42);  // the hit, and the group's two siblings
+  EXPECT_EQ(want.stats.prefill_tokens, 42);
+  EXPECT_EQ(want.stats.prefix_cache_queried_tokens, 0);
+}
+
+TEST(RolloutEngine, PrefixCacheHitRateOnASharedSystemPrompt) {
+  // Eight requests, one after another, each a 48-token system prompt (3 blocks) and its own 8-token question.
+  Fixture f;
+  const std::vector<int32_t> system = random_tokens(48, f.cfg.vocab_size, 70);
+  Engine engine(f.model, f.params, engine_config(16));
+  RolloutStats total;
+  for (int r = 0; r < 8; ++r) {
+    Request req;
+    req.prompts = {joined(system, random_tokens(8, f.cfg.vocab_size, 80 + r))};
+    req.sampling.max_new_tokens = 4;
+    const RolloutResult out = engine.generate(req, invariant_checker());
+    EXPECT_EQ(out.stats.prefix_cache_hit_tokens, r == 0 ? 0 : 48) << "request " << r;
+    total.then(out.stats);
+  }
+  EXPECT_EQ(total.prefix_cache_queried_tokens, 8 * 56);
+  EXPECT_DOUBLE_EQ(total.prefix_cache_hit_rate(), 7.0 * 48 / (8 * 56));
+  EXPECT_EQ(total.prefill_tokens, 56 + 7 * 8);
+}
+
+// K/V computed under older weights is never reused (prime-rl #2270's trap): after set_weights the same prompt is
+// prefilled again, also for a prompt admitted after a swap in the middle of a request, and samples what a fresh
+// engine on the new weights samples.
+TEST(RolloutEngine, NoBlockOfAnOlderPolicyVersionIsReused) {
+  Fixture f;
+  const ParameterStore next = scaled_params(f.cfg, 4);
+  Request req;
+  req.prompts = {random_tokens(40, f.cfg.vocab_size, 11)};
+  req.n = 2;
+  req.sampling.max_new_tokens = 5;
+  req.sampling.seed = 4;
+  Engine engine(f.model, f.params, engine_config(16));
+  EXPECT_EQ(engine.generate(req).stats.prefix_cache_hit_tokens, 0);
+  EXPECT_EQ(engine.generate(req).stats.prefix_cache_hit_tokens, 32);  // the same weights: found
+  engine.set_weights(next, 1);
+  const RolloutResult after = engine.generate(req, invariant_checker());
+  EXPECT_EQ(after.stats.prefix_cache_hit_tokens, 0);
+  Engine fresh(f.model, next, engine_config(16), 1);
+  expect_same_samples(fresh.generate(req), after, 0.0, "after set_weights");
+
+  // One sequence at a time: the second prompt (the same tokens) is admitted after the first has finished.
+  Request two = req;
+  two.prompts = {req.prompts[0], req.prompts[0]};
+  two.prompt_ids = {0, 1};
+  two.n = 1;
+  for (const bool swap : {false, true}) {
+    Engine mid(f.model, f.params, engine_config(16, /*max_num_seqs=*/1));
+    const RolloutResult out = mid.generate(two, [&](const StepView& v) {
+      if (swap && v.step == 1) mid.set_weights(next, 1);
+    });
+    EXPECT_EQ(out.stats.prefix_cache_hit_tokens, swap ? 0 : 32) << (swap ? "with" : "without") << " a swap";
+    if (swap) {
+      Request alone = req;
+      alone.prompt_ids = {1};
+      alone.n = 1;
+      RolloutResult second;
+      second.samples = {out.samples[1]};
+      second.samples[0].prompt_index = 0;
+      expect_same_samples(fresh.generate(alone), second, 0.0, "admitted after the swap");
+    }
+  }
+}
+
+TEST(RolloutEngine, PrefixCacheUnderEvictionAndPreemptionSamplesTheSame) {
+  // Three 20-token prefixes under four questions each, in a cache of 28 blocks of 4 (one context is 16 blocks):
+  // blocks are evicted and sequences preempted, and every sample equals the cache-less engine's.
+  Fixture f;
+  Request req;
+  for (int p = 0; p < 3; ++p)
+    for (int q = 0; q < 4; ++q)
+      req.prompts.push_back(
+          joined(random_tokens(20, f.cfg.vocab_size, 90 + p), random_tokens(3 + q, f.cfg.vocab_size, 95 + q)));
+  req.n = 2;
+  req.sampling.max_new_tokens = 12;
+  req.sampling.seed = 6;
+  Engine cold(f.model, f.params, without_prefix_cache(engine_config(4, 512)));
+  const RolloutResult want = cold.generate(req);
+  Engine tight(f.model, f.params, engine_config(4, 3, 28));
+  RolloutResult got = tight.generate(req, invariant_checker());
+  expect_same_samples(want, got, 0.0, "evictions and preemptions with the cache");
+  EXPECT_GT(got.stats.prefix_cache_hit_tokens, 0);
+  got = tight.generate(req, invariant_checker());  // again, over what the first left cached
+  expect_same_samples(want, got, 0.0, "a second pass over a full cache");
+}
+
 TEST(RolloutEngine, DecodesAllRunningSequencesInOneForwardPerStep) {
   ModelConfig cfg = small_config();
   ParameterStore params = scaled_params(cfg);

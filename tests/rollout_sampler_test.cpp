@@ -119,6 +119,44 @@ TEST(Sampler, TopKMatchesTheTruncatedDistribution) {
   }
 }
 
+// min_p (vLLM's, `rlcpp serve`'s "min_p"): the tokens at least min_p times as likely as the most likely one.
+TEST(Sampler, MinPKeepsTheTokensAtLeastThatLikelyAsTheBest) {
+  const std::vector<float> logits = {std::log(0.5f), 0.0f, std::log(0.2f), std::log(0.05f), std::log(0.1f)};
+  Sampler sampler(5);
+  SamplingParams p;
+  p.temperature = 1;
+  p.min_p = 0.15f;  // keeps p >= 0.15 p_max: tokens 0, 1 and 2 (0.5, 1, 0.2), not 3 (0.05) or 4 (0.1)
+  const std::vector<double> d = sampler.target_distribution(logits.data(), p);
+  const double mass = 0.5 + 1 + 0.2;
+  EXPECT_NEAR(d[0], 0.5 / mass, 1e-6);
+  EXPECT_NEAR(d[1], 1 / mass, 1e-6);
+  EXPECT_NEAR(d[2], 0.2 / mass, 1e-6);
+  EXPECT_EQ(d[3], 0);
+  EXPECT_EQ(d[4], 0);
+  p.top_k = 2;  // the smaller of the two sets
+  const std::vector<double> k = sampler.target_distribution(logits.data(), p);
+  EXPECT_EQ(k[2], 0);
+  EXPECT_NEAR(k[1], 1 / 1.5, 1e-6);
+}
+
+// The alternatives `rlcpp serve` reports with "logprobs": the most likely tokens, each with the log-prob `sample`
+// reports for it (the tempered softmax over the whole vocabulary).
+TEST(Sampler, TopLogprobsAreTheMostLikelyTokensWithTheirFullLogprobs) {
+  const std::vector<float> logits = {0.5f, 2.0f, -1.0f, 2.0f};
+  Sampler sampler(4);
+  SamplingParams p;
+  p.temperature = 2;
+  const std::vector<TokenLogprob> top = sampler.top_logprobs(logits.data(), p, 3);
+  ASSERT_EQ(top.size(), 3u);
+  EXPECT_EQ(top[0].token, 1);  // ties: the lower id first
+  EXPECT_EQ(top[1].token, 3);
+  EXPECT_EQ(top[2].token, 0);
+  double z = 0;
+  for (float l : logits) z += std::exp(l / 2.0);
+  EXPECT_NEAR(top[0].logprob, 1.0 - std::log(z), 1e-5);
+  EXPECT_NEAR(top[2].logprob, 0.25 - std::log(z), 1e-5);
+}
+
 TEST(Sampler, TopPMatchesTheNucleus) {
   const int64_t draws = 40000;
   for (float top_p : {0.5f, 0.8f, 0.95f}) {

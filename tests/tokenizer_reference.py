@@ -130,6 +130,8 @@ def chat(tokenizer_dir, cases_path, out):
     rows = []
     for c in cases:
         kwargs = {} if c.get("enable_thinking") is None else {"enable_thinking": c["enable_thinking"]}
+        if c.get("tools") is not None:
+            kwargs["tools"] = c["tools"]
         rows.append(tok.apply_chat_template(c["messages"], tokenize=False,
                                             add_generation_prompt=c["add_generation_prompt"], **kwargs))
     with open(out, "w", encoding="utf-8") as f:

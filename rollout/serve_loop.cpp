@@ -1,0 +1,212 @@
+#include "rollout/serve_loop.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "core/metrics.h"
+
+namespace rlcpp {
+
+void SecondsHistogram::observe(double seconds) {
+  size_t i = 0;
+  while (i < std::size(kBounds) && seconds > kBounds[i]) ++i;
+  if (i < std::size(kBounds)) ++buckets[i];  // past the last bound: only in +Inf (count)
+  sum += seconds;
+  ++count;
+}
+
+ServeJob::ServeJob(CompletionRequest request)
+    : request_(std::move(request)), received_(Clock::now()), choices_left_(request_.n) {}
+
+JobUpdate ServeJob::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait_for(lock, timeout, [&] {
+    return !pending_.tokens.empty() || !pending_.finished.empty() || pending_.done;
+  });
+  JobUpdate out;
+  out.done = pending_.done;
+  out.error = pending_.error;
+  out.tokens.swap(pending_.tokens);
+  out.finished.swap(pending_.finished);
+  return out;
+}
+
+void ServeJob::push_token(ChoiceToken token) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_.tokens.push_back(std::move(token));
+  }
+  changed_.notify_all();
+}
+
+void ServeJob::finish_choice(int32_t choice, FinishReason reason) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_.finished.emplace_back(choice, reason);
+    if (--choices_left_ == 0) pending_.done = true;
+  }
+  changed_.notify_all();
+}
+
+void ServeJob::fail(const std::string& message) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_.error = message;
+    pending_.done = true;
+  }
+  changed_.notify_all();
+}
+
+// A job the loop is running: its sequences (choice i = sample_index i, prompt id 0, so a seeded request samples
+// what `rlcpp generate --prompt` with that seed samples) and how many are still going.
+struct ServeLoop::Active {
+  std::shared_ptr<ServeJob> job;
+  std::vector<std::unique_ptr<Sequence>> sequences;
+  int64_t left = 0;
+  bool first_token = false;
+};
+
+ServeLoop::ServeLoop(Engine& engine) : engine_(engine) {
+  figures_.blocks_total = engine_.blocks().num_blocks();
+  figures_.prefix_cache = engine_.blocks().prefix_cache();
+  thread_ = std::thread([this] { run(); });
+}
+
+ServeLoop::~ServeLoop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void ServeLoop::submit(std::shared_ptr<ServeJob> job) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) throw ServeError(503, "", "the server is shutting down");
+    incoming_.push_back(std::move(job));
+    ++figures_.jobs_in_flight;
+  }
+  wake_.notify_all();
+}
+
+ServeLoopFigures ServeLoop::figures() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return figures_;
+}
+
+void ServeLoop::admit_and_drop(Scheduler& scheduler, std::vector<std::unique_ptr<Active>>& active) {
+  std::deque<std::shared_ptr<ServeJob>> fresh;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    fresh.swap(incoming_);
+  }
+  for (auto& job : fresh) {
+    auto a = std::make_unique<Active>();
+    a->job = job;
+    const CompletionRequest& r = job->request();
+    std::vector<Sequence*> group;
+    for (int64_t i = 0; i < r.n; ++i) {
+      a->sequences.push_back(std::make_unique<Sequence>(0, 0, 0, i, r.prompt));
+      Sequence& seq = *a->sequences.back();
+      seq.sampling = &r.sampling;
+      seq.num_top_logprobs = static_cast<int32_t>(r.top_logprobs);
+      group.push_back(&seq);
+    }
+    a->left = r.n;
+    scheduler.add_group(std::move(group));
+    active.push_back(std::move(a));
+  }
+  int64_t cancelled = 0;
+  std::erase_if(active, [&](const std::unique_ptr<Active>& a) {
+    if (!a->job->cancelled()) return false;
+    for (const auto& seq : a->sequences)
+      if (seq->status() != SequenceStatus::kFinished) scheduler.drop(seq.get());
+    ++cancelled;
+    return true;
+  });
+  if (cancelled > 0) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    figures_.jobs_cancelled += cancelled;
+    figures_.jobs_in_flight -= cancelled;
+  }
+}
+
+void ServeLoop::deliver(const std::vector<SampledRow>& rows, std::vector<std::unique_ptr<Active>>& active) {
+  std::unordered_map<const Sequence*, std::pair<Active*, int32_t>> owner;
+  for (const auto& a : active)
+    for (size_t i = 0; i < a->sequences.size(); ++i) owner[a->sequences[i].get()] = {a.get(), static_cast<int32_t>(i)};
+  std::vector<double> ttft, tpot;
+  int64_t done = 0;
+  for (const SampledRow& r : rows) {
+    const auto [a, choice] = owner.at(r.sequence);
+    if (!a->first_token) {
+      a->first_token = true;
+      ttft.push_back(std::chrono::duration<double>(ServeJob::Clock::now() - a->job->received()).count());
+    }
+    a->job->push_token({choice, r.token, r.logprob, r.top});
+    if (r.sequence->status() == SequenceStatus::kFinished) {
+      a->job->finish_choice(choice, r.sequence->finish_reason());
+      const Sequence& seq = *r.sequence;  // its times are the loop clock's
+      if (seq.num_output() > 1) tpot.push_back((seq.finished_s - seq.first_token_s) / (seq.num_output() - 1));
+      --a->left;
+    }
+  }
+  std::erase_if(active, [&](const std::unique_ptr<Active>& a) {
+    if (a->left > 0) return false;
+    ++done;
+    return true;
+  });
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (double s : ttft) figures_.ttft.observe(s);
+  for (double s : tpot) figures_.tpot.observe(s);
+  figures_.jobs_done += done;
+  figures_.jobs_in_flight -= done;
+}
+
+void ServeLoop::publish(const Scheduler& scheduler, const RolloutStats& stats) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  figures_.stats = stats;
+  figures_.stats.preemptions = scheduler.num_preemptions();
+  figures_.running_sequences = scheduler.num_running();
+  figures_.waiting_sequences = scheduler.num_waiting();
+  figures_.blocks_used = engine_.blocks().num_used();
+  figures_.blocks_cached = engine_.blocks().num_cached_blocks();
+}
+
+void ServeLoop::run() {
+  Scheduler scheduler = engine_.new_scheduler();
+  std::vector<std::unique_ptr<Active>> active;
+  RolloutStats stats;
+  const Stopwatch clock;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || !incoming_.empty() || scheduler.has_work(); });
+      if (stopping_) break;
+    }
+    admit_and_drop(scheduler, active);
+    if (scheduler.has_work()) {
+      try {
+        deliver(engine_.step(scheduler, stats, clock), active);
+      } catch (const std::exception& e) {
+        // The step's sequences are in an unknown state: every job in flight fails, their blocks go back.
+        scheduler.drop_all();
+        for (const auto& a : active) a->job->fail(std::string("the engine failed: ") + e.what());
+        std::lock_guard<std::mutex> lock(mutex_);
+        figures_.jobs_failed += static_cast<int64_t>(active.size());
+        figures_.jobs_in_flight -= static_cast<int64_t>(active.size());
+        active.clear();
+      }
+    }
+    publish(scheduler, stats);
+  }
+  scheduler.drop_all();
+  for (const auto& a : active) a->job->fail("the server is shutting down");
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& job : incoming_) job->fail("the server is shutting down");
+}
+
+}  // namespace rlcpp
