@@ -26,7 +26,8 @@ std::vector<float> Episode::loss_mask() const {
   return mask;
 }
 
-void Episode::add_model_tokens(const std::vector<int32_t>& ids, const std::vector<float>& logps, int64_t version) {
+void Episode::add_model_tokens(const std::vector<int32_t>& ids, const std::vector<float>& logps, int64_t version,
+                               bool ended) {
   RLCPP_CHECK(ids.size() == logps.size(), "episode: " << ids.size() << " sampled tokens with " << logps.size()
                                                       << " log-probs");
   const int64_t begin = static_cast<int64_t>(tokens.size());
@@ -35,9 +36,12 @@ void Episode::add_model_tokens(const std::vector<int32_t>& ids, const std::vecto
   sources.insert(sources.end(), ids.size(), TokenSource::kModel);
   versions.insert(versions.end(), ids.size(), version);
   turn_spans.emplace_back(begin, static_cast<int64_t>(tokens.size()));
+  turn_ended.push_back(ended ? 1 : 0);
 }
 
-void Episode::add_environment_tokens(const std::vector<int32_t>& ids) {
+void Episode::add_environment_tokens(const std::vector<int32_t>& ids, const std::string& text, bool tool) {
+  observation_texts.push_back(text);
+  observation_tool.push_back(tool ? 1 : 0);
   tokens.insert(tokens.end(), ids.begin(), ids.end());
   logprobs.insert(logprobs.end(), ids.size(), 0.0f);
   sources.insert(sources.end(), ids.size(), TokenSource::kEnvironment);
@@ -56,12 +60,16 @@ Json episode_to_json(const Episode& e) {
           {"sample_index", e.sample_index},
           {"seed", e.seed},
           {"first_step", e.first_step},
+          {"prompt_text", e.prompt_text},
+          {"observation_texts", e.observation_texts},
+          {"observation_tool", e.observation_tool},
           {"prompt", e.prompt},
           {"tokens", e.tokens},
           {"sources", sources},
           {"logprobs", e.logprobs},
           {"versions", e.versions},
           {"turn_spans", spans},
+          {"turn_ended", e.turn_ended},
           {"reward", e.reward},
           {"done", e.done},
           {"truncated", e.truncated},
@@ -73,8 +81,7 @@ Json episode_to_json(const Episode& e) {
           {"env_tokens", e.env_tokens},
           {"env_seconds", e.env_seconds},
           {"prefilled_tokens", e.prefilled_tokens},
-          {"recomputed_tokens", e.recomputed_tokens},
-          {"observations", e.observations}};
+          {"recomputed_tokens", e.recomputed_tokens}};
 }
 
 Episode episode_from_json(const Json& j, const std::string& where) {
@@ -86,6 +93,12 @@ Episode episode_from_json(const Json& j, const std::string& where) {
   e.sample_index = get<int64_t>(j, "sample_index", where);
   e.seed = get<uint64_t>(j, "seed", where);
   e.first_step = get<int64_t>(j, "first_step", where);
+  e.prompt_text = get<std::string>(j, "prompt_text", where);
+  e.observation_texts = get<std::vector<std::string>>(j, "observation_texts", where);
+  e.observation_tool = get<std::vector<uint8_t>>(j, "observation_tool", where);
+  RLCPP_CHECK(e.observation_tool.size() == e.observation_texts.size(),
+              where << ": " << e.observation_texts.size() << " observation texts but " << e.observation_tool.size()
+                    << " observation_tool flags");
   e.prompt = get<std::vector<int32_t>>(j, "prompt", where);
   e.tokens = get<std::vector<int32_t>>(j, "tokens", where);
   for (int s : get<std::vector<int>>(j, "sources", where)) {
@@ -100,6 +113,9 @@ Episode episode_from_json(const Json& j, const std::string& where) {
                 where << ": key 'turn_spans' holds a span outside the episode's " << e.tokens.size() << " tokens");
     e.turn_spans.emplace_back(span[0], span[1]);
   }
+  e.turn_ended = get<std::vector<uint8_t>>(j, "turn_ended", where);
+  RLCPP_CHECK(e.turn_ended.size() == e.turn_spans.size(),
+              where << ": " << e.turn_spans.size() << " turns but " << e.turn_ended.size() << " turn_ended flags");
   const size_t n = e.tokens.size();
   RLCPP_CHECK(e.sources.size() == n && e.logprobs.size() == n && e.versions.size() == n,
               where << ": " << n << " tokens but " << e.sources.size() << " sources, " << e.logprobs.size()
@@ -116,7 +132,6 @@ Episode episode_from_json(const Json& j, const std::string& where) {
   e.env_seconds = get<double>(j, "env_seconds", where);
   e.prefilled_tokens = get<int64_t>(j, "prefilled_tokens", where);
   e.recomputed_tokens = get<int64_t>(j, "recomputed_tokens", where);
-  e.observations = get<int64_t>(j, "observations", where);
   return e;
 }
 

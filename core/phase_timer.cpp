@@ -4,7 +4,7 @@ namespace rlcpp {
 
 const char* phase_name(Phase phase) {
   static constexpr const char* kNames[kNumPhases] = {
-      "rollout", "reward", "old_logprob", "ref_logprob", "values", "advantage", "update_actor",
+      "rollout", "env", "reward", "old_logprob", "ref_logprob", "values", "advantage", "update_actor",
       "update_critic", "weight_sync", "probe", "eval", "checkpoint", "other"};
   return kNames[static_cast<int>(phase)];
 }

@@ -1,4 +1,5 @@
-// Wall time of a step's phases (docs/architecture.md "Step timing"): rollout, reward, old_logprob, ref_logprob, values,
+// Wall time of a step's phases (docs/architecture.md "Step timing"): rollout, env (an episode's environment calls,
+// apart from the engine's turns), reward, old_logprob, ref_logprob, values,
 // advantage, update_actor, update_critic, weight_sync, probe, eval, checkpoint, and `other`, the remainder of
 // the step's wall time, so the phases add up to it exactly.
 #pragma once
@@ -12,10 +13,10 @@
 namespace rlcpp {
 
 enum class Phase {
-  kRollout, kReward, kOldLogprob, kRefLogprob, kValues, kAdvantage, kUpdateActor, kUpdateCritic, kWeightSync,
+  kRollout, kEnv, kReward, kOldLogprob, kRefLogprob, kValues, kAdvantage, kUpdateActor, kUpdateCritic, kWeightSync,
   kProbe, kEval, kCheckpoint, kOther
 };
-constexpr int kNumPhases = 13;
+constexpr int kNumPhases = 14;
 const char* phase_name(Phase phase);
 
 class PhaseTimer {

@@ -13,6 +13,8 @@
 #include "core/json_input.h"
 #include "core/metrics.h"
 #include "core/process_memory.h"
+#include "loop/agent_eval.h"
+#include "loop/agent_rollout.h"
 #include "loop/data_parallel_step.h"
 #include "loop/evaluation.h"
 #include "loop/rl_step.h"
@@ -43,6 +45,7 @@ ParameterStore initial_policy(const TrainConfig& config, const RunDir& run, Comm
     sft.run_dir = run.file("sft");
     if (sft.tokenizer.empty()) sft.tokenizer = config.tokenizer;
     sft.chat = config.chat;  // SFT and RL see the same prompts
+    sft.agent = config.agent;  // an agent run's warm start trains on its environment's demonstrations
     std::printf("train: SFT warm start in %s\n", sft.run_dir.c_str());
     checkpoint = run_sft(sft, config_to_json(sft)).checkpoint;
   }
@@ -63,9 +66,15 @@ void print_step_line(const TrainConfig& cfg, int64_t step, const StepResult& r, 
   if (const auto it = r.metrics.find("timing_s/rollout_overlapped"); it != r.metrics.end() && t.step_seconds() > 0)
     std::snprintf(hidden, sizeof hidden, " (+%.0f%% hidden)", 100 * it->second / t.step_seconds());
   const double eta = seconds_per_step * static_cast<double>(cfg.steps - step);
-  std::printf("step %4lld/%lld | reward %.3f%s | rollout %2.0f%%%s update %2.0f%% sync %2.0f%% | %s tok/s | ETA %s\n",
-              static_cast<long long>(step), static_cast<long long>(cfg.steps), r.mean_reward, acc,
-              100 * t.share(Phase::kRollout), hidden,
+  // An agent run: the episodes' turns and the environments' share.
+  char agent[64] = "";
+  if (const auto it = r.metrics.find("agent/turns_mean"); it != r.metrics.end())
+    std::snprintf(agent, sizeof agent, " | turns %.2f calls %.2f", it->second, r.metrics.at("agent/tool_calls"));
+  char env[32] = "";
+  if (cfg.agent.enabled()) std::snprintf(env, sizeof env, " env %2.0f%%", 100 * t.share(Phase::kEnv));
+  std::printf("step %4lld/%lld | reward %.3f%s%s | rollout %2.0f%%%s%s update %2.0f%% sync %2.0f%% | %s tok/s | ETA %s\n",
+              static_cast<long long>(step), static_cast<long long>(cfg.steps), r.mean_reward, acc, agent,
+              100 * t.share(Phase::kRollout), hidden, env,
               100 * (t.share(Phase::kUpdateActor) + t.share(Phase::kUpdateCritic)),
               100 * t.share(Phase::kWeightSync), format_rate(r.tokens / t.step_seconds()).c_str(),
               format_duration(eta).c_str());
@@ -228,11 +237,17 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   RlContext ctx{config, *task, *reward, tok, model, params, reference ? &*reference : nullptr,
                 actor, *rollout, data_rng, update_rng, state.policy_version, critic ? &critic->updater : nullptr,
                 same_numerics ? nullptr : &rollout_model, teacher_model.get(), teacher ? &*teacher : nullptr,
-                &world};
-  RolloutPipeline pipeline({config, *task, *reward, tok, *rollout, data_rng}, config.async.max_staleness,
+                &world, nullptr};
+  // An agent run's episodes (the lead draws them): environments, turn protocol, the episodes in flight.
+  std::unique_ptr<AgentRollout> agent;
+  if (config.agent.enabled() && lead) agent = std::make_unique<AgentRollout>(config, *task, tok);
+  ctx.agent = agent.get();
+  RolloutPipeline pipeline({config, *task, *reward, tok, *rollout, data_rng, agent.get()}, config.async.max_staleness,
                            config.steps);
-  if (!resume_checkpoint.empty())
+  if (!resume_checkpoint.empty()) {
     pipeline.restore(state.pending_rollouts, resume_checkpoint + "/" + kPendingRolloutsFile);
+    if (agent) agent->restore_in_flight(state.episodes_in_flight, resume_checkpoint + "/" + kEpisodesInFlightFile);
+  }
 
   std::printf("train: %s, %s, %lld parameters, task %s, %lld steps of %lld prompts x %lld, placement %s%s%s%s, "
               "numerics rollout %s / trainer %s, run %s\n",
@@ -282,8 +297,13 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
     std::optional<double> accuracy;
     if (lead && (last || (config.eval_every > 0 && step % config.eval_every == 0))) {
       // Greedy held-out generation in the rollout numerics: the policy as the engine runs it.
-      const EvalStats ev =
-          timer.time(Phase::kEval, [&] { return evaluate(rollout_model, params, *task, tok, eval_opts); });
+      const EvalStats ev = timer.time(Phase::kEval, [&] {
+        if (!agent) return evaluate(rollout_model, params, *task, tok, eval_opts);
+        const AgentEvalResult a = evaluate_episodes(rollout_model, params, *task, tok, config.agent, config.chat,
+                                                    eval_opts, mc.max_position_embeddings);
+        for (const auto& [k, v] : a.metrics) r.metrics[k] = v;
+        return a.stats;
+      });
       accuracy = ev.accuracy;
       summary.final_accuracy = ev.accuracy;
       r.metrics["eval/accuracy"] = ev.accuracy;
@@ -297,7 +317,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
       timer.time(Phase::kCheckpoint, [&] {  // as step_N.partial: committed below, after the step's records
         write_train_checkpoint(checkpoint, params, actor.optimizer(),
                                {step, ctx.version, &data_rng, &update_rng, state.run_config,
-                                pipeline.pending_to_json()},
+                                pipeline.pending_to_json(), agent ? agent->in_flight_to_json() : Json()},
                                critic_ckpt, tokenizer_files_saved);
         return 0;
       });

@@ -131,6 +131,21 @@ StepResult learn_step(RlContext& ctx, StepDraws&& drawn, PhaseTimer& timer) {
   out.metrics["training/off_policy/staleness_mean"] = static_cast<double>(staleness);
   out.metrics["training/off_policy/staleness_max"] = static_cast<double>(staleness);
   out.metrics["training/off_policy/dropped_samples"] = too_stale ? static_cast<double>(rollout.samples.size()) : 0;
+  // Episodes span versions (agent.turns_per_draw): each sampled token's own staleness; its rollout_logp is of the
+  // version that sampled it, so the rollout corrections (TIS, MIS) weigh it against that behaviour policy.
+  double token_staleness = 0, token_staleness_max = 0, sampled_tokens = 0;
+  for (const RolloutSample& s : batch.samples)
+    for (int64_t v : s.versions)
+      if (v >= 0) {
+        token_staleness += static_cast<double>(ctx.version - v);
+        token_staleness_max = std::max(token_staleness_max, static_cast<double>(ctx.version - v));
+        sampled_tokens += 1;
+      }
+  if (sampled_tokens > 0) {
+    out.metrics["training/off_policy/token_staleness_mean"] = token_staleness / sampled_tokens;
+    out.metrics["training/off_policy/token_staleness_max"] = token_staleness_max;
+  }
+  for (const auto& [k, v] : drawn.drawn.agent_metrics) out.metrics[k] = v;
   add_reward_metrics(rewards, out.metrics);
   out.mean_reward = out.metrics["reward/mean"];
   for (size_t i = 0; i < batch.samples.size(); ++i) {
@@ -160,13 +175,23 @@ StepResult learn_step(RlContext& ctx, StepDraws&& drawn, PhaseTimer& timer) {
     trained_position[static_cast<size_t>(batch.rollout_index[i])] = static_cast<int64_t>(i);
   for (int64_t i = 0; i < cfg.samples_per_step && i < static_cast<int64_t>(rollout.samples.size()); ++i) {
     const Sample& s = rollout.samples[static_cast<size_t>(i)];
+    const std::vector<Episode>& episodes = drawn.drawn.episodes;
     Json line = {{"step", step},
                  {"prompt", problems[static_cast<size_t>(s.prompt_index)].prompt},
-                 {"response", ctx.tokenizer.decode(s.tokens)},
+                 {"response", ctx.agent && !episodes.empty() ? ctx.agent->protocol().display(s.tokens)
+                                                             : ctx.tokenizer.decode(s.tokens)},
                  {"response_tokens", s.tokens.size()},
                  {"finish_reason", finish_reason_name(s.finish_reason)},
                  {"reward", reward_to_json(rewards[static_cast<size_t>(i)])},
                  {"policy_version", s.policy_version}};
+    if (!episodes.empty()) {
+      const Episode& e = episodes[static_cast<size_t>(i)];
+      line["turns"] = e.turns();
+      line["end_reason"] = e.end_reason;
+      line["tool_calls"] = e.tool_calls;
+      line["tool_errors"] = e.tool_errors;
+      if (!e.failure.empty()) line["failure"] = e.failure;
+    }
     // GRPO: the sample's advantage; PPO: its first token's. DPO has none.
     const int64_t at = trained_position[static_cast<size_t>(i)];
     if (at >= 0 && !batch.samples[static_cast<size_t>(at)].advantages.empty())

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/config.h"
+#include "agent/agent_config.h"
 #include "core/tensorboard.h"
 #include "loop/consistency_probe_config.h"
 #include "loop/group_filter.h"
@@ -221,6 +222,7 @@ struct TrainConfig {
   std::string device = "cpu";  // where the trainer runs (and the rollout, unless rollout.device says otherwise)
   TaskConfig task;
   ChatOptions chat;
+  AgentConfig agent;
   RewardConfig reward;
   RolloutSection rollout;
   TrainerSection trainer;
@@ -279,6 +281,9 @@ struct TrainConfig {
       "probe; the SFT warm start stays on the CPU); the rollout engine too unless rollout.device is set");
     v("task", task, "the task (prompts and scorer)");
     v("chat", chat, "prompts as chat turns of the tokenizer's chat template (the SFT warm start uses the same)");
+    v("agent", agent,
+      "multi-turn episodes with an environment and tools instead of one response per prompt (agent/README.md); "
+      "the SFT warm start then trains on the environment's demonstrations");
     v("reward", reward, "local scorer or a reward server");
     v("rollout", rollout, "rollout batch, sampling, numerics and engine");
     v("trainer", trainer, "the trainer's numerics");

@@ -60,6 +60,7 @@ const std::vector<std::string>& report_plot_names() {
 const std::vector<PhaseGroup>& report_phase_groups() {
   static const std::vector<PhaseGroup> kGroups = {
       {"rollout", {"rollout"}},
+      {"env", {"env"}},
       {"reward", {"reward"}},
       {"logprobs", {"old_logprob", "ref_logprob", "values"}},
       {"update", {"advantage", "update_actor", "update_critic"}},

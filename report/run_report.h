@@ -32,7 +32,7 @@ struct ReportFiles {
 // The PNGs plot_report.py draws: reward, accuracy, phase_shares, throughput, mismatch, response_length, memory.
 const std::vector<std::string>& report_plot_names();
 
-// The step phases grouped as the report shows them: rollout, reward, logprobs (old_logprob, ref_logprob,
+// The step phases grouped as the report shows them: rollout, env, reward, logprobs (old_logprob, ref_logprob,
 // values), update (advantage, update_actor, update_critic), sync (weight_sync, probe), eval + checkpoint, other.
 struct PhaseGroup {
   std::string name;
