@@ -24,8 +24,8 @@ Command add_bench_command(CLI::App& app) {
                   "(repeatable; default: the project's docs, corpus and code)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--preset", train->preset,
-                  "model preset: tiny (W1) or qwen05b (W2); train and rollout also take a Hugging Face config.json "
-                  "(random weights of its shapes)");
+                  "model preset: tiny (W1), qwen05b (W2) or qwen-tiny; train and rollout also take a Hugging Face "
+                  "config.json (random weights of its shapes)");
   auto* iters = cmd->add_option("--iters", train->iters, "timed iterations (step: timed GRPO steps, default 5)");
   cmd->add_flag("!--no-peer", train->peer, "skip every peer");
   auto peers = std::make_shared<std::string>();

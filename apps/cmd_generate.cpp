@@ -29,7 +29,7 @@ Command add_generate_command(CLI::App& app) {
     EngineConfig engine;
     int64_t n = 1;
     std::string dtype = "fp32", quantization = "none", device = "cpu";
-    bool batch_invariant = true;
+    bool batch_invariant = true, show_prompt = false;
   };
   auto a = std::make_shared<Args>();
   a->sampling.temperature = 0;
@@ -53,6 +53,9 @@ Command add_generate_command(CLI::App& app) {
   cmd->add_flag("--ignore-eos", a->sampling.ignore_eos, "keep sampling past EOS");
   add_tokenizer_option(cmd, a->tokenizer);
   add_chat_options(cmd, a->chat);
+  cmd->add_flag("--show-prompt", a->show_prompt,
+                "print each prompt as the model sees it first (the rendered chat template, special tokens written "
+                "out) with its token count");
   cmd->add_option("--out", a->out, "write one JSON line per sample here (default: print)");
   cmd->add_option("--dtype", a->dtype, "compute dtype of the engine: fp32, bf16 or fp16 (model/numerics.h)");
   cmd->add_option("--quantization", a->quantization, "decoder Linear weights: none, int8 or fp8_e4m3");
@@ -82,6 +85,10 @@ Command add_generate_command(CLI::App& app) {
     } else {
       prompts.push_back({a->prompt, encode_prompt(tok, a->prompt), 0});
     }
+    if (a->show_prompt)
+      for (size_t i = 0; i < prompts.size(); ++i)
+        std::printf("prompt %zu (%zu tokens):\n%s\n", i, prompts[i].tokens.size(),
+                    tok.render(prompts[i].tokens).c_str());
     const int64_t context = params.config().max_position_embeddings;
     for (const PromptLine& p : prompts)
       RLCPP_CHECK(static_cast<int64_t>(p.tokens.size()) < context,
@@ -145,8 +152,9 @@ Command add_generate_command(CLI::App& app) {
     if (writer) {
       // With --out, stdout is free for the run's summary and memory report.
       const RolloutStats& st = result.stats;
-      std::printf("generate: %lld samples, %lld tokens in %.2fs (%s tok/s, %s), %lld steps, %lld preemptions; KV %lld "
-                  "bytes/token, peak %lld of %lld blocks (%lld without prefix sharing, %.2f MiB saved) -> %s\n",
+      std::printf("generate: %lld samples, %lld sampled tokens in %.2fs (%s sampled tok/s, %s), %lld steps, %lld "
+                  "preemptions; KV %lld bytes/token, peak %lld of %lld blocks (%lld without prefix sharing, %.2f "
+                  "MiB saved) -> %s\n",
                   static_cast<long long>(st.sequences), static_cast<long long>(st.generated_tokens), st.wall_s,
                   format_rate(st.generated_tokens / std::max(st.wall_s, 1e-9)).c_str(),
                   model.numerics().describe().c_str(),

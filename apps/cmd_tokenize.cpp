@@ -1,6 +1,7 @@
 // `rlcpp tokenize`: a tokenizer.json (or a checkpoint directory holding one) applied to JSONL lines, for users
 // and for checks against other tools: {"text": ...} -> {"ids": [...], "tokens": [...]}, or with --decode
-// {"ids": [...]} -> {"text": ...}.
+// {"ids": [...]} -> {"text": ...}. A token reads as the text it stands for ("用", " the"; the bytes of part of a
+// character as "<0xE7><0x94>"), or with --raw as tokenizer.json spells it (byte-level: "çĶ¨", "Ġthe").
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -10,6 +11,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/json_input.h"
+#include "core/utf8.h"
 #include "model/bpe_tokenizer.h"
 
 namespace rlcpp::cli {
@@ -41,7 +43,7 @@ Command add_tokenize_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("tokenize", "a tokenizer.json applied to JSONL lines: text -> ids, or --decode");
   struct Args {
     std::string tokenizer, input, output;
-    bool decode = false, skip_special = false;
+    bool decode = false, skip_special = false, raw = false;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("tokenizer", a->tokenizer, "a tokenizer.json, or a checkpoint directory holding one")->required();
@@ -49,8 +51,13 @@ Command add_tokenize_command(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("--out", a->output, "output JSONL (default: stdout)");
-  cmd->add_flag("--decode", a->decode, "ids -> text: {\"ids\": [...]} lines in, {\"text\": ...} lines out");
+  auto* decode =
+      cmd->add_flag("--decode", a->decode, "ids -> text: {\"ids\": [...]} lines in, {\"text\": ...} lines out");
   cmd->add_flag("--skip-special", a->skip_special, "with --decode: leave special tokens out of the text");
+  cmd->add_flag("--raw", a->raw,
+                "\"tokens\" as tokenizer.json spells them (byte-level symbols, e.g. \"Ġthe\", \"çĶ¨\") instead of "
+                "the text each stands for (\" the\", \"用\"; bytes of part of a character as <0xNN>)")
+      ->excludes(decode);
   return {cmd, [=]() {
     check_output_is_not_an_input(a->output, {a->input, tokenizer_json_path(a->tokenizer)}, "tokenize");
     const BpeTokenizer tok = BpeTokenizer::load(tokenizer_json_path(a->tokenizer));
@@ -77,7 +84,8 @@ Command add_tokenize_command(CLI::App& app) {
           RLCPP_CHECK(j["text"].is_string(), where << ": \"text\" must be a string");
           const std::vector<int32_t> ids = tok.encode(j["text"].get<std::string>());
           Json tokens = Json::array();
-          for (int32_t id : ids) tokens.push_back(tok.token_text(id));
+          for (int32_t id : ids)
+            tokens.push_back(a->raw ? tok.token_text(id) : utf8_with_byte_escapes(tok.token_bytes(id)));
           out_lines.push_back(Json{{"ids", ids}, {"tokens", tokens}}.dump());
         }
       } catch (const Error& e) {

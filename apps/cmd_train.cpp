@@ -38,7 +38,9 @@ TrainHooks train_fault_hooks(const std::string& spec) {
 }  // namespace
 
 Command add_train_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("train", "RL post-training (GRPO, PPO, online DPO) on a task (e.g. configs/grpo_add3.json)");
+  auto* cmd = app.add_subcommand(
+      "train", "RL post-training (GRPO, GSPO, CISPO, REINFORCE++, PPO, online DPO, distillation) on a task (e.g. "
+               "configs/grpo_add3.json)");
   auto config_path = std::make_shared<std::string>();
   auto resume_dir = std::make_shared<std::string>();
   auto overrides = std::make_shared<std::vector<std::string>>();

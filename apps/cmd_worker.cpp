@@ -37,7 +37,8 @@ Command add_worker_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("worker", "serve rollout requests over ZeroMQ (see rollout/README.md)");
   auto a = std::make_shared<WorkerProcessConfig>();
   cmd->add_option("checkpoint", a->checkpoint, "checkpoint directory (model.safetensors + config.json)");
-  cmd->add_option("--preset", a->preset, "instead of a checkpoint: random weights of a model preset (tiny, qwen05b)");
+  cmd->add_option("--preset", a->preset,
+                  "instead of a checkpoint: random weights of a model preset (tiny, qwen05b, qwen-tiny)");
   add_seed_option(cmd, "--init-seed", a->init_seed, "seed of the random weights with --preset");
   cmd->add_option("--bind", a->bind, "listen at this endpoint (ipc://PATH, tcp://127.0.0.1:PORT)");
   cmd->add_option("--connect", a->connect, "connect to a client that listens at this endpoint");

@@ -9,7 +9,8 @@
 
 int main(int argc, char** argv) {
   rlcpp::cli::ensure_blas_core_type(argv);
-  CLI::App app{"rlcpp: RL post-training (GRPO, PPO, DPO, SFT) of Llama-family models on the CPU (the CUDA backend is not built yet)"};
+  CLI::App app{"rlcpp: RL post-training (GRPO, PPO, DPO, SFT) of Llama-family models on the CPU; a CUDA build adds "
+               "the GPU backend (device=cuda), built but not yet verified on a GPU"};
   app.require_subcommand(1);
   using namespace rlcpp::cli;
   const std::vector<Command> commands = {

@@ -23,7 +23,7 @@ namespace {
 
 // TFLOP/s of an n^3 ops::matmul on ctx in `math` (fp32 matrices; the _FAST_ math rounds the operands): the
 // median of a few calls after one untimed one.
-double device_matmul_tflops(const ExecContext& ctx, int64_t n, ops::MatmulMath math) {
+double device_matmul_tflops(const ExecContext& ctx, int64_t n, DType math) {
   Tensor values = Tensor::empty({n, n});
   PhiloxStream rng(3, 0);
   for (int64_t i = 0; i < values.numel(); ++i) values.data<float>()[i] = rng.uniform() - 0.5f;
@@ -93,7 +93,7 @@ int run_device_train_bench(const TrainBenchOptions& o) {
       1, iters);
   Tensor host_copy = Tensor::empty({params.numel()});
   const double to_host_s = median_seconds([&] { ctx.copy(weights.flat(), host_copy); }, 1, iters);
-  const ops::MatmulMath math = o.dtype == "bf16" ? ops::MatmulMath::kBF16 : ops::MatmulMath::kF32;
+  const DType math = o.dtype == "bf16" ? DType::kBF16 : DType::kF32;
   const double peak = device_matmul_tflops(ctx, 8192, math);
 
   const double tokens = static_cast<double>(o.batch * o.seq);
@@ -107,7 +107,7 @@ int run_device_train_bench(const TrainBenchOptions& o) {
   std::printf("  rlcpp updater step  %8.2f ms  %9.0f tok/s  %6.1f TFLOP/s (6N per token; fwd+bwd+AdamW; the "
               "weights' copy to the host, once per update, %.2f ms more)\n",
               1e3 * step_s, tokens / step_s, tflops(step_s), 1e3 * to_host_s);
-  std::printf("  cuBLAS peak, 8192^3 in %s math: %.1f TFLOP/s; MFU of the step %.0f%%\n", ops::matmul_math_name(math),
+  std::printf("  cuBLAS peak, 8192^3 in %s math: %.1f TFLOP/s; MFU of the step %.0f%%\n", precision_name(math),
               peak, 100 * tflops(step_s) / peak);
   if (peer) {
     const std::vector<PeerFigure> figures = train_peer_figures(*peer, flops_per_token, peak * 1e12);

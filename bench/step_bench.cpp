@@ -27,7 +27,7 @@ namespace rlcpp::bench {
 
 namespace {
 
-// The columns of the table: each rlcpp phase belongs to one (advantage, ref_logprob, values and the
+// The columns of the table: each rlcpp phase belongs to one (mismatch, advantage, ref_logprob, values and the
 // controller's own remainder are "other"; eval and checkpoint are left out of the step).
 const std::vector<std::string> kColumns = {"rollout", "reward", "old_logprob", "update", "sync", "probe", "other"};
 const std::map<std::string, std::vector<std::string>> kPhasesOfColumn = {
@@ -37,13 +37,13 @@ const std::map<std::string, std::vector<std::string>> kPhasesOfColumn = {
     {"update", {"update_actor", "update_critic"}},
     {"sync", {"weight_sync"}},
     {"probe", {"probe"}},
-    {"other", {"advantage", "ref_logprob", "values", "other"}},
+    {"other", {"mismatch", "advantage", "ref_logprob", "values", "other"}},
 };
 
 struct StepFigures {
   double step_s = 0;                      // median over the timed steps, eval and checkpoint excluded
   std::map<std::string, double> column_s;  // median per column
-  double tokens = 0;                      // prompt + response tokens of a step
+  double tokens = 0;                      // prompt + response tokens of a step's sequences (tokens/sequences)
   double generated_tokens = 0;            // response tokens of a step
   int64_t timed_steps = 0;
   // Async only (medians): the background draws' wall time and the part of it the trainer's work hid.
@@ -126,7 +126,7 @@ StepFigures read_step_figures(const StepBenchOptions& o, const std::string& run_
       for (const std::string& p : phases) s += t(p);
       columns[column].push_back(s);
     }
-    tokens.push_back(j.at("tokens").get<double>());
+    tokens.push_back(j.at("tokens/sequences").get<double>());
     generated.push_back(j.at("rollout/generated_tokens").get<double>());
     if (j.contains("timing_s/rollout_wall")) {
       rollout_wall.push_back(t("rollout_wall") + t("reward_wall"));

@@ -51,6 +51,12 @@ int ExecContext::cuda_devices(std::string* why) {
 #endif
 }
 
+ExecContext ExecContext::on_backend(std::string name) const {
+  ExecContext other(*this);
+  other.backend_ = std::move(name);
+  return other;
+}
+
 std::string ExecContext::describe_cuda() {
 #ifdef RLCPP_WITH_CUDA
   return cuda_runtime::describe();

@@ -44,6 +44,12 @@ class ExecContext {
   // (`rlcpp devices`); "rlcpp was built without CUDA" in a CPU-only build.
   static std::string describe_cuda();
 
+  // The same resources with ops dispatched to another backend of the same device (kernels/backend.h): e.g.
+  // "reference" on the host, the readable definitions the op matrix test compares the fast kernels with.
+  ExecContext on_backend(std::string name) const;
+  // The backend ops on this context run on: "cpu" or "cuda" unless on_backend chose another.
+  const std::string& backend() const { return backend_; }
+
   Device device() const { return res_->device; }
   int device_index() const { return res_->index; }
   std::string name() const;  // "cpu", "cuda:0"
@@ -65,8 +71,10 @@ class ExecContext {
   Tensor copy_of(const Tensor& src) const;
 
  private:
-  explicit ExecContext(std::shared_ptr<Resources> res) : res_(std::move(res)) {}
+  explicit ExecContext(std::shared_ptr<Resources> res)
+      : res_(std::move(res)), backend_(res_->device == Device::kCPU ? "cpu" : "cuda") {}
   std::shared_ptr<Resources> res_;
+  std::string backend_;
 };
 
 // A device named in a config key or option: "cpu", "cuda" (device 0) or "cuda:N". parse_device_spec checks the

@@ -1,10 +1,14 @@
 #include "core/phase_timer.h"
 
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
 namespace rlcpp {
 
 const char* phase_name(Phase phase) {
   static constexpr const char* kNames[kNumPhases] = {
-      "rollout", "env", "reward", "old_logprob", "ref_logprob", "values", "advantage", "update_actor",
+      "rollout", "env", "reward", "old_logprob", "mismatch", "ref_logprob", "values", "advantage", "update_actor",
       "update_critic", "weight_sync", "probe", "eval", "checkpoint", "other"};
   return kNames[static_cast<int>(phase)];
 }
@@ -26,6 +30,31 @@ std::map<std::string, double> PhaseTimer::metrics() const {
     out[std::string("timing_s/") + phase_name(phase)] = seconds(phase);
     out[std::string("timing_share/") + phase_name(phase)] = share(phase);
   }
+  return out;
+}
+
+std::array<int, kNumPhases> PhaseTimer::whole_percents() const {
+  std::array<int, kNumPhases> out{};
+  // `other` can come out a rounding below 0 (finish()); no share is negative.
+  std::array<double, kNumPhases> seconds{};
+  for (int p = 0; p < kNumPhases; ++p) seconds[p] = std::max(0.0, seconds_[p]);
+  const double total = std::accumulate(seconds.begin(), seconds.end(), 0.0);
+  if (!(total > 0)) {
+    out[static_cast<int>(Phase::kOther)] = 100;
+    return out;
+  }
+  std::array<double, kNumPhases> remainder{};
+  int given = 0;
+  for (int p = 0; p < kNumPhases; ++p) {
+    const double exact = 100.0 * seconds[p] / total;
+    out[p] = static_cast<int>(std::floor(exact));
+    remainder[p] = exact - out[p];
+    given += out[p];
+  }
+  std::array<int, kNumPhases> order{};
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return remainder[a] > remainder[b]; });
+  for (int i = 0; given < 100; i = (i + 1) % kNumPhases, ++given) ++out[order[i]];
   return out;
 }
 

@@ -1,7 +1,7 @@
 // Wall time of a step's phases (docs/architecture.md "Step timing"): rollout, env (an episode's environment calls,
-// apart from the engine's turns), reward, old_logprob, ref_logprob, values,
-// advantage, update_actor, update_critic, weight_sync, probe, eval, checkpoint, and `other`, the remainder of
-// the step's wall time, so the phases add up to it exactly.
+// apart from the engine's turns), reward, old_logprob, mismatch (the full-vocabulary comparison of mixed numerics),
+// ref_logprob, values, advantage, update_actor, update_critic, weight_sync, probe, eval, checkpoint, and `other`,
+// the remainder of the step's wall time, so the phases add up to it exactly.
 #pragma once
 
 #include <array>
@@ -13,10 +13,10 @@
 namespace rlcpp {
 
 enum class Phase {
-  kRollout, kEnv, kReward, kOldLogprob, kRefLogprob, kValues, kAdvantage, kUpdateActor, kUpdateCritic, kWeightSync,
-  kProbe, kEval, kCheckpoint, kOther
+  kRollout, kEnv, kReward, kOldLogprob, kMismatch, kRefLogprob, kValues, kAdvantage, kUpdateActor, kUpdateCritic,
+  kWeightSync, kProbe, kEval, kCheckpoint, kOther
 };
-constexpr int kNumPhases = 14;
+constexpr int kNumPhases = 15;
 const char* phase_name(Phase phase);
 
 class PhaseTimer {
@@ -41,6 +41,9 @@ class PhaseTimer {
   double share(Phase phase) const { return step_seconds_ > 0 ? seconds(phase) / step_seconds_ : 0.0; }
   // timing_s/<phase> and timing_share/<phase> for every phase, plus timing_s/step.
   std::map<std::string, double> metrics() const;
+  // The shares as whole percents that add up to exactly 100 (each share rounded down, the points left over
+  // given to the largest remainders), in phase order; a finished step of 0 s is all `other`.
+  std::array<int, kNumPhases> whole_percents() const;
 
  private:
   Stopwatch wall_;

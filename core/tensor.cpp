@@ -16,6 +16,9 @@ size_t dtype_size(DType dtype) {
     case DType::kI32: return 4;
     case DType::kI64: return 8;
     case DType::kU8: return 1;
+    case DType::kTF32: return 4;
+    case DType::kInt8: return 1;
+    case DType::kFp8E4M3: return 1;
   }
   RLCPP_FAIL("unknown dtype " << static_cast<int>(dtype));
 }
@@ -28,8 +31,23 @@ const char* dtype_name(DType dtype) {
     case DType::kI32: return "I32";
     case DType::kI64: return "I64";
     case DType::kU8: return "U8";
+    case DType::kTF32: return "TF32";
+    case DType::kInt8: return "I8";
+    case DType::kFp8E4M3: return "F8_E4M3";
   }
   return "?";
+}
+
+const char* precision_name(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "fp32";
+    case DType::kTF32: return "tf32";
+    case DType::kBF16: return "bf16";
+    case DType::kF16: return "fp16";
+    case DType::kInt8: return "int8";
+    case DType::kFp8E4M3: return "fp8_e4m3";
+    default: return dtype_name(dtype);
+  }
 }
 
 const char* device_name(Device device) { return device == Device::kCPU ? "cpu" : "cuda"; }

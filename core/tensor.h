@@ -10,11 +10,28 @@
 
 namespace rlcpp {
 
-enum class DType { kF32, kF16, kBF16, kI32, kI64, kU8 };
+// The one precision type (docs/architecture.md "Numerics"): what a tensor holds, what a role computes in, how a packed
+// weight stores its values and what arithmetic a product runs in.
+//   kF32, kBF16, kF16   floating-point storage and math
+//   kTF32               a math mode, not a storage format: fp32 values whose products run on CUDA tensor cores
+//                       with TF32 operands (a tensor never holds it; a role or a product may compute in it)
+//   kInt8, kFp8E4M3     weight-only quantised codes, one byte each, with a scale per output channel beside them
+//                       (int8: q = round(w / s) in [-127, 127], s = max |w| / 127; e4m3: q = e4m3(w / s),
+//                       s = max |w| / 448)
+//   kI32, kI64, kU8     integers: ids, positions, tables, bytes
+enum class DType { kF32, kF16, kBF16, kI32, kI64, kU8, kTF32, kInt8, kFp8E4M3 };
 enum class Device { kCPU, kCUDA };
 
+// Bytes of one element as stored (kTF32: an fp32 value's 4).
 size_t dtype_size(DType dtype);
+// Safetensors' spelling where it has one: "F32", "BF16", "F16", "I8", "F8_E4M3", "I32", "I64", "U8"; "TF32".
 const char* dtype_name(DType dtype);
+// The configs' spelling: "fp32", "tf32", "bf16", "fp16", "int8", "fp8_e4m3" (dtype_name for the integer types).
+const char* precision_name(DType dtype);
+// A weight-only quantised format (int8, fp8_e4m3): codes and channel scales.
+inline bool is_quantized(DType dtype) { return dtype == DType::kInt8 || dtype == DType::kFp8E4M3; }
+// The floating-point storage a tensor of this math holds (kTF32: kF32; a floating dtype itself).
+inline DType storage_dtype(DType dtype) { return dtype == DType::kTF32 ? DType::kF32 : dtype; }
 const char* device_name(Device device);
 
 using Shape = std::vector<int64_t>;

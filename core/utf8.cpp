@@ -1,5 +1,7 @@
 #include "core/utf8.h"
 
+#include <cstdio>
+
 namespace rlcpp {
 
 namespace {
@@ -83,7 +85,10 @@ size_t utf8_valid_prefix(std::string_view text) {
   return at;
 }
 
-std::string utf8_lossy(std::string_view bytes) {
+namespace {
+
+// `bytes` with its well-formed characters kept and each maximal ill-formed subpart given to `replace`.
+template <class Replace> std::string rewrite_ill_formed(std::string_view bytes, Replace&& replace) {
   std::string out;
   out.reserve(bytes.size());
   size_t at = 0;
@@ -94,11 +99,27 @@ std::string utf8_lossy(std::string_view bytes) {
       out.append(bytes.substr(at, n));
       at += n;
     } else {
-      out += "\xEF\xBF\xBD";  // U+FFFD
+      replace(bytes.substr(at, consumed), out);
       at += consumed;
     }
   }
   return out;
+}
+
+}  // namespace
+
+std::string utf8_lossy(std::string_view bytes) {
+  return rewrite_ill_formed(bytes, [](std::string_view, std::string& out) { out += "\xEF\xBF\xBD"; });  // U+FFFD
+}
+
+std::string utf8_with_byte_escapes(std::string_view bytes) {
+  return rewrite_ill_formed(bytes, [](std::string_view part, std::string& out) {
+    for (const char byte : part) {
+      char escape[8];
+      std::snprintf(escape, sizeof escape, "<0x%02X>", static_cast<unsigned char>(byte));
+      out += escape;
+    }
+  });
 }
 
 }  // namespace rlcpp

@@ -20,5 +20,9 @@ size_t utf8_valid_prefix(std::string_view text);
 // `bytes` with each maximal ill-formed subsequence replaced by U+FFFD (Unicode's "substitution of maximal
 // subparts", what from_utf8_lossy does).
 std::string utf8_lossy(std::string_view bytes);
+// `bytes` for a reader: its well-formed characters as they are, and each byte of an ill-formed stretch as
+// "<0xNN>" (upper-case hex), so nothing is lost and nothing is guessed (a token that holds part of a
+// character: "<0xE4><0xB8>").
+std::string utf8_with_byte_escapes(std::string_view bytes);
 
 }  // namespace rlcpp

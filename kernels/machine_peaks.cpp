@@ -14,7 +14,8 @@ namespace rlcpp {
 
 namespace {
 
-template <class F> double median_seconds(F&& fn, int iters) {
+// The seconds of `iters` timed calls after an untimed one, sorted (fastest first).
+template <class F> std::vector<double> sorted_seconds(F&& fn, int iters) {
   fn();  // warm-up: page faults, BLAS buffers, thread start
   std::vector<double> times;
   for (int i = 0; i < iters; ++i) {
@@ -23,6 +24,11 @@ template <class F> double median_seconds(F&& fn, int iters) {
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   std::sort(times.begin(), times.end());
+  return times;
+}
+
+template <class F> double median_seconds(F&& fn, int iters) {
+  const std::vector<double> times = sorted_seconds(fn, iters);
   return times[times.size() / 2];
 }
 
@@ -37,7 +43,7 @@ double measure_matmul_flops(int64_t m, int64_t n, int64_t k, int iters) {
   PhiloxStream rng(1, 1);
   for (int64_t i = 0; i < a.numel(); ++i) a.data<float>()[i] = rng.uniform() - 0.5f;
   for (int64_t i = 0; i < b.numel(); ++i) b.data<float>()[i] = rng.uniform() - 0.5f;
-  const double seconds = median_seconds([&] { ops::matmul(host, a, false, b, false, c); }, iters);
+  const double seconds = sorted_seconds([&] { ops::matmul(host, a, false, b, false, c); }, iters).front();
   return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / seconds;
 }
 

@@ -8,8 +8,9 @@
 
 namespace rlcpp {
 
-// FLOP/s (2·M·N·K per call) of an fp32 (M,K) @ (K,N) ops::matmul on the CPU: the median of `iters` timed calls
-// after one untimed one.
+// FLOP/s (2·M·N·K per call) of an fp32 (M,K) @ (K,N) ops::matmul on the CPU: the fastest of `iters` timed
+// calls after one untimed one — a peak, and the call least slowed by other work on the cores (a median taken
+// while another process ran made a tiny model's MFU read 178 %).
 double measure_matmul_flops(int64_t m, int64_t n, int64_t k, int iters);
 
 // Bytes/s of copying a `bytes`-byte buffer into another, counting the read and the write (2·bytes a copy):

@@ -20,25 +20,22 @@
 #include "core/exec_context.h"
 #include "core/tensor.h"
 #include "kernels/truncation.h"
-#include "kernels/weight_format.h"
+#include "core/tensor.h"
 
 namespace rlcpp::ops {
 
-// The arithmetic of a matmul. F32: fp32 products (OpenBLAS; cuBLAS without tensor-op math). On CUDA, tensor
-// cores with fp32 inputs, output and accumulation, each operand rounded first to TF32 (10 mantissa bits), BF16
-// or F16 (cuBLAS's CUBLAS_COMPUTE_32F_FAST_*): a GPU's mixed-precision product without a copy of the operands.
-// The CPU computes F32 only (its bf16 and fp16 products are matmul_packed's).
-enum class MatmulMath { kF32, kTF32, kBF16, kF16 };
-const char* matmul_math_name(MatmulMath math);
-
-// c (M,N) = alpha * op(a) @ op(b) + beta * c, op(x) = x or x^T. a is (M,K) or (K,M) when trans_a.
+// c (M,N) = alpha * op(a) @ op(b) + beta * c, op(x) = x or x^T. a is (M,K) or (K,M) when trans_a. `math` is the
+// product's arithmetic: F32, fp32 products (OpenBLAS; cuBLAS without tensor-op math); on CUDA also TF32, BF16 or
+// F16: tensor cores with fp32 inputs, output and accumulation, each operand rounded first to that precision
+// (cuBLAS's CUBLAS_COMPUTE_32F_FAST_*), a GPU's mixed-precision product without a copy of the operands. The CPU
+// backend runs F32 only (its bf16 and fp16 products are matmul_packed's).
 void matmul(const ExecContext& ctx, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
-            float alpha = 1.0f, float beta = 0.0f, MatmulMath math = MatmulMath::kF32);
+            float alpha = 1.0f, float beta = 0.0f, DType math = DType::kF32);
 
 // A weight w (N,K) in Hugging Face Linear layout, repacked once for matmul_packed: panels of 16 output columns,
 // panels (ceil(N/16), K, 16) with panels[p][k][j] = w[16p + j][k] (zero past N), so 16 outputs read one
 // contiguous K x 16 panel (bf16: (K rounded up to even) x 16, pairs of k interleaved for vdpbf16ps). The panels
-// store `format` (F32, BF16 or F16 tensors; U8 bytes for int8 and e4m3);
+// are a tensor of dtype `format` (F32, BF16, F16, or the one-byte codes of INT8 and FP8_E4M3);
 // a quantised format also has scales (ceil(N/16) * 16): output channel n's values are multiplied by scales[n]
 // (for e4m3 that multiplier includes the 2^8 of its fp16 decoding, kernels/cpu/dtype_round.h). It is a copy:
 // pack again whenever w changes.
@@ -46,14 +43,14 @@ struct PackedWeight {
   Tensor panels;
   Tensor scales;
   int64_t n = 0, k = 0;
-  WeightFormat format = WeightFormat::kF32;
+  DType format = DType::kF32;
 };
 // Packs w (N,K) into `packed` in `format`, reusing its buffers when the shape and format are unchanged: bf16 and
 // fp16 round every weight to nearest even (bf16 subnormals to zero, dtype_round.h bf16_operand); int8 and
-// fp8_e4m3 quantise it with one scale per output channel (weight_format.h). On a CUDA context w and the panels are
+// fp8_e4m3 quantise it with one scale per output channel (core/tensor.h DType). On a CUDA context w and the panels are
 // on the device, the same bits (the quantised formats through the host).
 void pack_weight(const ExecContext& ctx, const Tensor& w, PackedWeight& packed,
-                 WeightFormat format = WeightFormat::kF32);
+                 DType format = DType::kF32);
 // dst = src on ctx's device (panels and scales; dst's buffers reused when they fit): a weight packed on the host
 // moved to the device whose matmul_packed reads the same layout.
 void copy_packed(const ExecContext& ctx, const PackedWeight& src, PackedWeight& dst);
@@ -91,7 +88,7 @@ Tensor stored_as(const ExecContext& ctx, const Tensor& x, DType dtype);
 // rows in order from dw's value, whatever the thread count; on CUDA it is matmul (cuBLAS) in `math` (the CPU
 // refuses any but F32).
 void linear_weight_grad(const ExecContext& ctx, const Tensor& dy, const Tensor& x, Tensor& dw,
-                        MatmulMath math = MatmulMath::kF32);
+                        DType math = DType::kF32);
 
 // y (M,N) += bias (N) on every row.
 void add_bias(const ExecContext& ctx, Tensor& y, const Tensor& bias);

@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <array>
 #include <cstdio>
 #include <memory>
 #include <fstream>
@@ -57,6 +58,35 @@ ParameterStore initial_policy(const TrainConfig& config, const RunDir& run, Comm
   return load_model_checkpoint(checkpoint);
 }
 
+// "rollout 33% old_logprob 17% update_actor 45% weight_sync 2% other 3%": every phase that took a whole
+// percent of the step or more, in phase order, and `other`, as whole percents that add up to exactly 100
+// (PhaseTimer::whole_percents); `hidden` follows the rollout's share (async).
+std::string phase_share_text(const PhaseTimer& t, const std::string& hidden) {
+  const std::array<int, kNumPhases> percent = t.whole_percents();
+  std::string out;
+  for (int p = 0; p < kNumPhases; ++p) {
+    const Phase phase = static_cast<Phase>(p);
+    if (percent[p] == 0 && phase != Phase::kOther) continue;
+    out += (out.empty() ? "" : " ") + std::string(phase_name(phase)) + " " + std::to_string(percent[p]) + "%";
+    if (phase == Phase::kRollout) out += hidden;
+  }
+  return out;
+}
+
+// "54.6k" of a metric, or "—" when the step has none (no update, or draws read back from a checkpoint).
+std::string rate_text(const std::map<std::string, double>& metrics, const std::string& key) {
+  const auto it = metrics.find(key);
+  return it == metrics.end() ? "—" : format_rate(it->second);
+}
+
+// Where the policy comes from, for the run's first line: "tiny after an SFT warm start", a checkpoint, or a
+// random preset.
+std::string policy_origin(const TrainConfig& config) {
+  if (!config.init_checkpoint.empty()) return config.init_checkpoint;
+  if (config.warm_start.enabled) return config.warm_start.sft.model_preset + " after an SFT warm start";
+  return "random " + config.model_preset;
+}
+
 void print_step_line(const TrainConfig& cfg, int64_t step, const StepResult& r, const PhaseTimer& t,
                      const std::optional<double>& accuracy, double seconds_per_step) {
   char acc[32] = "";
@@ -66,18 +96,14 @@ void print_step_line(const TrainConfig& cfg, int64_t step, const StepResult& r, 
   if (const auto it = r.metrics.find("timing_s/rollout_overlapped"); it != r.metrics.end() && t.step_seconds() > 0)
     std::snprintf(hidden, sizeof hidden, " (+%.0f%% hidden)", 100 * it->second / t.step_seconds());
   const double eta = seconds_per_step * static_cast<double>(cfg.steps - step);
-  // An agent run: the episodes' turns and the environments' share.
+  // An agent run: the episodes' mean turns and tool calls (the env phase is among the shares).
   char agent[64] = "";
   if (const auto it = r.metrics.find("agent/turns_mean"); it != r.metrics.end())
     std::snprintf(agent, sizeof agent, " | turns %.2f calls %.2f", it->second, r.metrics.at("agent/tool_calls"));
-  char env[32] = "";
-  if (cfg.agent.enabled()) std::snprintf(env, sizeof env, " env %2.0f%%", 100 * t.share(Phase::kEnv));
-  std::printf("step %4lld/%lld | reward %.3f%s%s | rollout %2.0f%%%s%s update %2.0f%% sync %2.0f%% | %s tok/s | ETA %s\n",
+  std::printf("step %4lld/%lld | reward %.3f%s%s | %s | sampled %s tok/s | trained %s tok/s | ETA %s\n",
               static_cast<long long>(step), static_cast<long long>(cfg.steps), r.mean_reward, acc, agent,
-              100 * t.share(Phase::kRollout), hidden, env,
-              100 * (t.share(Phase::kUpdateActor) + t.share(Phase::kUpdateCritic)),
-              100 * t.share(Phase::kWeightSync), format_rate(r.tokens / t.step_seconds()).c_str(),
-              format_duration(eta).c_str());
+              phase_share_text(t, hidden).c_str(), rate_text(r.metrics, "tokens_per_s/sampled").c_str(),
+              rate_text(r.metrics, "tokens_per_s/trained").c_str(), format_duration(eta).c_str());
   std::fflush(stdout);
 }
 
@@ -252,7 +278,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   std::printf("train: %s, %s, %lld parameters, task %s, %lld steps of %lld prompts x %lld, placement %s%s%s%s, "
               "numerics rollout %s / trainer %s, run %s\n",
               config.algorithm.name.c_str(),
-              config.init_checkpoint.empty() ? config.model_preset.c_str() : config.init_checkpoint.c_str(),
+              policy_origin(config).c_str(),
               static_cast<long long>(mc.num_parameters()), task->name().c_str(),
               static_cast<long long>(config.steps), static_cast<long long>(config.rollout.prompts_per_step),
               static_cast<long long>(config.rollout.group_size), config.rollout.placement.c_str(),
@@ -324,12 +350,12 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
       summary.checkpoint = checkpoint;
     }
     timer.finish();
+    add_throughput_metrics(timer, r.metrics);
     step_seconds_total += timer.step_seconds();
     const int64_t steps_done = step - state.step;
     summary.mean_rewards.push_back(r.mean_reward);
 
-    Json record = {{"step", step}, {"policy_version", ctx.version}, {"tokens", r.tokens},
-                   {"tokens_per_s", r.tokens / timer.step_seconds()}, {"elapsed_s", wall.seconds()}};
+    Json record = {{"step", step}, {"policy_version", ctx.version}, {"elapsed_s", wall.seconds()}};
     for (const auto& [k, v] : r.metrics) record[k] = v;
     // Taken here, not in the step: a worker can also fail in the step's weight sync or probe.
     for (const auto& [k, v] : rollout->fault_metrics()) record[k] = v;
@@ -363,6 +389,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
       print_step_line(config, step, r, timer, accuracy, step_seconds_total / steps_done);
   }
   summary.seconds = wall.seconds();
+  if (lead && state.step < config.steps) end_run_ledger(run.path());  // the peak MFU divides by, measured again
   if (state.step >= config.steps) {  // resumed at its last step: nothing was left to run
     summary.checkpoint = resume_checkpoint;
     std::printf("train: %s had already finished its %lld steps; nothing to do\n", run.path().c_str(),

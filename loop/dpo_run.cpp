@@ -127,7 +127,7 @@ DpoSummary run_dpo(const DpoRunConfig& config, const Json& resolved_config) {
     summary.final_margin = margin;
     summary.final_accuracy = accuracy;
 
-    Json record = {{"step", step}, {"skipped", r.skipped}, {"tokens", r.tokens}, {"step_s", dt}};
+    Json record = {{"step", step}, {"skipped", r.skipped}, {"tokens/trained", r.tokens}, {"step_s", dt}};
     for (const auto& [name, value] : step_metrics(r, "actor/")) record[name] = value;
     const bool last = step == total_steps;
     if (last) updater.check_some_step_applied("dpo " + run.path());
@@ -165,7 +165,7 @@ DpoSummary run_dpo(const DpoRunConfig& config, const Json& resolved_config) {
     metrics.write(record);
     if (step % config.log_every == 0 || step == 1 || last) {
       const double eta = train_seconds / static_cast<double>(step) * static_cast<double>(total_steps - step);
-      std::printf("step %5lld/%lld | loss %.4f | margin %.3f | acc %5.1f%% | grad %.3f | lr %.2e | %s tok/s | "
+      std::printf("step %5lld/%lld | loss %.4f | margin %.3f | acc %5.1f%% | grad %.3f | lr %.2e | %s trained tok/s | "
                   "%.0f ms/step | ETA %s%s\n",
                   static_cast<long long>(step), static_cast<long long>(total_steps), r.loss, margin, 100.0 * accuracy,
                   r.grad_norm, r.lr, format_rate(window_tokens / window_seconds).c_str(),

@@ -40,7 +40,8 @@ struct DpoRunConfig {
   void validate() const;
   template <class V> void visit(V& v) {
     v("run_dir", run_dir, "output directory; when it holds a run already, NAME-2, NAME-3, ... is used");
-    v("model_preset", model_preset, "\"tiny\" or \"qwen05b\", random init, when init_checkpoint is empty");
+    v("model_preset", model_preset,
+      "\"tiny\", \"qwen05b\" or \"qwen-tiny\", random init, when init_checkpoint is empty");
     v("init_checkpoint", init_checkpoint, "checkpoint directory of the policy to start from (also the reference)");
     v("tokenizer", tokenizer, "a tokenizer.json or a directory holding one; \"\" = init_checkpoint's tokenizer.json when it has one, else the character tokenizer");
     v("seed", seed, "seeds the initial weights (no checkpoint) and the pair order");

@@ -10,6 +10,8 @@
 #include <memory>
 
 #include "core/error.h"
+#include "report/mismatch_section.h"
+#include "report/run_ledger.h"
 #include "report/shell_command.h"
 #include "loop/mismatch_report_markdown.h"
 
@@ -20,17 +22,6 @@ namespace fs = std::filesystem;
 namespace {
 
 Json number_or_null(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }
-
-// Mean of `key` over the records that have it; NaN when none does.
-double mean_over_steps(const std::vector<Json>& records, const std::string& key) {
-  double sum = 0;
-  size_t n = 0;
-  for (const Json& r : records) {
-    const double v = record_number(r, key);
-    if (std::isfinite(v)) sum += v, ++n;
-  }
-  return n ? sum / static_cast<double>(n) : std::nan("");
-}
 
 std::string bucket_key(const std::string& label, const std::string& figure) {
   return "rollout_corr/bucket/" + label + "/" + figure;
@@ -44,11 +35,12 @@ const std::vector<MismatchColumn>& mismatch_table_columns() {
       {"mismatch/max_abs_dlogp", "max \\|Δlogp\\|", 3},
       {"rollout_corr/kl", "kl", 3},
       {"rollout_corr/k3_kl", "k3_kl", 3},
+      {"rollout_corr/full_tv", "full-vocab TV", 3},
       {"rollout_corr/chi2_token", "chi2_token", 3},
       {"rollout_corr/probs_diff_mean", "probs_diff_mean", 3},
       {"rollout_corr/is_ess", "is_ess", 6},
       {"rollout_corr/ratio_outside_frac", "ratio_outside_frac", 3},
-      {"probe/max_abs_dlogp", "probe max \\|Δlogp\\|", 3},
+      {"probe/max_abs_dlogp", "sync check: probe max \\|Δlogp\\|", 3},
       {"probe_trainer/max_abs_dlogp", "probe_trainer max \\|Δlogp\\|", 3},
       {"weight_sync/rel_rms_err", "weight_sync rel_rms_err", 3}};
   return kColumns;
@@ -73,11 +65,12 @@ const std::vector<std::string>& mismatch_bucket_figures() {
 }
 
 const std::vector<std::string>& mismatch_plot_names() {
-  static const std::vector<std::string> kNames = {"bucket_mismatch", "k3_kl", "accuracy"};
+  static const std::vector<std::string> kNames = {"bucket_mismatch", "k3_kl", "mismatch_steps", "mismatch_stages",
+                                                  "accuracy"};
   return kNames;
 }
 
-MismatchPointFigures mismatch_point_figures(const RunRecords& run) {
+MismatchPointFigures mismatch_point_figures(const RunRecords& run, int64_t layers) {
   MismatchPointFigures f;
   f.run_dir = run.dir;
   const std::vector<Json>& m = run.metrics;
@@ -99,6 +92,14 @@ MismatchPointFigures mismatch_point_figures(const RunRecords& run) {
   f.step_seconds = mean_over_steps(m, "timing_s/step");
   const double step_total = sum_over_steps(m, "timing_s/step");
   if (step_total > 0) f.old_logprob_share = sum_over_steps(m, "timing_s/old_logprob") / step_total;
+  if (layers >= 0 && run_has_mismatch(run)) {
+    const Json stages = mismatch_section_series(run, layers)["stages"];
+    if (!stages["first_stage"].is_null()) f.first_stage = stages["first_stage"].get<std::string>();
+    f.first_stage_steps = stages["first_stage_steps"].get<int64_t>();
+    for (size_t i = 0; i < stages["names"].size(); ++i)
+      if (!stages["max_abs"][i].is_null())
+        f.stage_max_abs.emplace_back(stages["names"][i].get<std::string>(), stages["max_abs"][i].get<double>());
+  }
   return f;
 }
 
@@ -140,7 +141,13 @@ Json mismatch_plot_data(const SweepResult& sweep, const std::vector<MismatchPoin
       const double acc = record_number(r, "eval/accuracy");
       if (std::isfinite(acc)) eval["step"].push_back(record_number(r, "step")), eval["accuracy"].push_back(acc);
     }
+    // The report's mismatch section of the point's run (report/mismatch_section.h): k3 and TV over steps, where
+    // it enters. The drawing is plot_report.py's, so both reports show them alike.
+    Json section = {{"present", false}};
+    if (!run.metrics.empty() && run.ledger.is_object())  // a point that failed early may have neither
+      section = mismatch_section_series(run, run_model_config(run).num_hidden_layers);
     data["points"].push_back({{"name", f.name},
+                              {"label", f.name},
                               {"source", f.source},
                               {"failed", !f.error.empty()},
                               {"summary", summary},
@@ -148,7 +155,8 @@ Json mismatch_plot_data(const SweepResult& sweep, const std::vector<MismatchPoin
                               {"step", step},
                               {"k3_kl", k3},
                               {"max_abs_dlogp", dlogp},
-                              {"eval", eval}});
+                              {"eval", eval},
+                              {"mismatch_section", section}});
   }
   return data;
 }
@@ -162,7 +170,7 @@ MismatchReportFiles write_mismatch_report(const SweepResult& sweep, const Mismat
     if (!p.run_dir.empty()) {
       try {
         run = read_run_records(p.run_dir);
-        f = mismatch_point_figures(run);
+        f = mismatch_point_figures(run, run.ledger.is_object() ? run_model_config(run).num_hidden_layers : -1);
       } catch (const Error& e) {
         RLCPP_CHECK(!p.error.empty(), "mismatch: point " << p.name << " finished but its run cannot be read: "
                                                          << e.what());

@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/config.h"
@@ -22,8 +23,8 @@ struct MismatchColumn {
   int digits = 3;
 };
 
-// mismatch/max_abs_dlogp, rollout_corr/{kl, k3_kl, chi2_token, probs_diff_mean, is_ess, ratio_outside_frac},
-// probe/max_abs_dlogp, probe_trainer/max_abs_dlogp, weight_sync/rel_rms_err.
+// mismatch/max_abs_dlogp, rollout_corr/{kl, k3_kl, full_tv, chi2_token, probs_diff_mean, is_ess,
+// ratio_outside_frac}, probe/max_abs_dlogp (the sync check), probe_trainer/max_abs_dlogp, weight_sync/rel_rms_err.
 const std::vector<MismatchColumn>& mismatch_table_columns();
 
 // What a correction did in the loss (the update's own figures, averaged likewise): actor/rollout_corr/
@@ -48,16 +49,24 @@ struct MismatchPointFigures {
   double best_accuracy = std::numeric_limits<double>::quiet_NaN();
   double step_seconds = std::numeric_limits<double>::quiet_NaN();      // mean timing_s/step
   double old_logprob_share = std::numeric_limits<double>::quiet_NaN(); // sum timing_s/old_logprob / sum timing_s/step
+  // Where it enters (report/mismatch_section.h): the first stage past probe.layer_threshold most probes gave ("" for
+  // none) and in how many, and each stage's max |Δ| (mean over the probes); empty without a stage comparison.
+  std::string first_stage;
+  int64_t first_stage_steps = 0;
+  std::vector<std::pair<std::string, double>> stage_max_abs;
 };
 
-MismatchPointFigures mismatch_point_figures(const RunRecords& run);
+// `layers`: the model's (names the stages); < 0 leaves the stage figures out.
+MismatchPointFigures mismatch_point_figures(const RunRecords& run, int64_t layers = -1);
 
-// The PNGs plot_mismatch.py draws: bucket_mismatch, k3_kl, accuracy.
+// The PNGs plot_mismatch.py draws: bucket_mismatch, k3_kl, mismatch_steps (k3 and full-vocabulary TV over the
+// steps), mismatch_stages (where it enters, per point), accuracy.
 const std::vector<std::string>& mismatch_plot_names();
 
 // plots/plot_data.json: {"sweep_file", "baseline", "start_accuracy" (the shared warm start's, or null), "buckets": [labels], "bucket_figures": [...], "points": [{"name",
 // "source", "failed", "summary": {column key: mean or null, ...}, "bucket": {figure: [mean per bucket or null]},
-// "step": [...], "k3_kl": [...], "max_abs_dlogp": [...], "eval": {"step": [...], "accuracy": [...]}}]}.
+// "step": [...], "k3_kl": [...], "max_abs_dlogp": [...], "eval": {"step": [...], "accuracy": [...]},
+// "label" (= name), "mismatch_section" (report/mismatch_section.h's series of the point's run)}]}.
 Json mismatch_plot_data(const SweepResult& sweep, const std::vector<MismatchPointFigures>& figures,
                         const std::vector<RunRecords>& runs);
 

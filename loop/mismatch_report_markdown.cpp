@@ -102,6 +102,27 @@ void bucket_table(std::ostringstream& os, const std::vector<MismatchPointFigures
   }
 }
 
+// Per point with a stage comparison: the first stage past the threshold and the stages' max |Δ|.
+void where_it_enters(std::ostringstream& os, const std::vector<MismatchPointFigures>& points) {
+  bool any = false;
+  for (const MismatchPointFigures& f : points) {
+    if (f.first_stage.empty() && f.stage_max_abs.empty()) continue;
+    any = true;
+    os << "- **" << f.name << "**: ";
+    if (!f.first_stage.empty())
+      os << "enters at `" << f.first_stage << "` (first past `probe.layer_threshold`, " << f.first_stage_steps
+         << " of " << f.steps_recorded << " probes)";
+    else
+      os << "no stage passed `probe.layer_threshold`";
+    os << "; max |Δ| after each stage:";
+    for (size_t i = 0; i < f.stage_max_abs.size(); ++i)
+      os << (i ? ", " : " ") << f.stage_max_abs[i].first << " " << mismatch_cell(f.stage_max_abs[i].second, 3);
+    os << ".\n";
+  }
+  if (!any)
+    os << "No point compared the two numerics stage by stage (the forward numerics were the same on both sides).\n";
+}
+
 }  // namespace
 
 std::string mismatch_cell(double v, int digits) {
@@ -141,10 +162,13 @@ std::string mismatch_report_markdown(const SweepResult& sweep, const std::vector
         "rollout engine's log-prob of a sampled token and p the trainer's recomputation (old_logprob) of it, "
         "r = p − q and ρ = exp(r): **max |Δlogp|** the largest |r| of the step's batch; **kl** mean(q − p); "
         "**k3_kl** mean(ρ − 1 − r); **chi2_token** mean(ρ²) − 1; **probs_diff_mean** mean |exp(p) − exp(q)|; "
+        "**full-vocab TV** ½ Σ|p − q| over the whole next-token distributions at the positions of each step's first "
+        "samples (mixed numerics only); "
         "**is_ess** (Σρ)² / (N Σρ²); **ratio_outside_frac** the share of tokens with ρ outside "
-        "[1/C, C] (`mismatch.ratio_bound`). **probe**: after each sync a fixed batch through the engine against "
-        "the trainer's forward in the rollout's numerics (0: the sync landed exactly); **probe_trainer**: the same "
-        "batch in the rollout's numerics against the trainer's (the numerics gap itself; only where they differ); "
+        "[1/C, C] (`mismatch.ratio_bound`). **sync check**: after each sync a fixed batch (the probe) through the "
+        "engine against the trainer's forward in the rollout's own numerics — 0 by design whatever the numerics, "
+        "it says the sync landed exactly and is not the mismatch; **probe_trainer**: the same batch in the "
+        "rollout's numerics against the trainer's (the numerics gap itself; only where they differ); "
         "**weight_sync rel_rms_err**: the relative RMS error of the rollout's prepared (rounded or quantised) "
         "weights against the fp32 master weights. A bypass point has no old_logprob pass (the rollout's "
         "log-probs are the old ones), so no per-step mismatch figures. Accuracy: greedy held-out exact match, "
@@ -187,6 +211,18 @@ std::string mismatch_report_markdown(const SweepResult& sweep, const std::vector
   os << "\n## Over steps\n\n![k3_kl over steps](plots/k3_kl.png)\n\n"
         "rollout_corr/k3_kl of each step, one line per point (log axis); points at exactly 0 in every step, "
         "and points without the figure, are named under the axes.\n";
+
+  os << "\n![k3 KL and TV over steps](plots/mismatch_steps.png)\n\n"
+        "k3 KL of each step's sampled tokens (solid) and of the probe batch (dashed), and the total variation of "
+        "the whole next-token distributions (`rollout_corr/full_tv`, solid; `probe_trainer/full_tv`, dashed), for "
+        "the points with a mismatch.\n";
+
+  os << "\n## Where it enters\n\n";
+  where_it_enters(os, points);
+  os << "\n![where the mismatch enters](plots/mismatch_stages.png)\n\n"
+        "The probe batch through the training forward in the rollout's numerics and in the trainer's, compared "
+        "after every stage (embedding, each layer, final norm, logits; mean over the probes): where the difference "
+        "appears and how it grows toward the logits; dotted, `probe.layer_threshold`.\n";
 
   os << "\n## Held-out accuracy\n\n![held-out accuracy](plots/accuracy.png)\n\n"
         "Greedy held-out accuracy of every point, every `eval_every` steps and at the end, on one axes (each "

@@ -1,5 +1,6 @@
 // The text of `rlcpp mismatch`'s report.md (loop/mismatch_report.h): the points, one table of mismatch figures
-// per source (the baseline's row first in each), the rollout-probability bucket tables, and the plots.
+// per source (the baseline's row first in each), the rollout-probability bucket tables, where each point's
+// mismatch enters, and the plots.
 #pragma once
 
 #include <string>

@@ -70,10 +70,12 @@ void learn_from_batch(RlContext& ctx, ScoredBatch& batch, PhaseTimer& timer, Ste
       std::vector<size_t> first(static_cast<size_t>(
           std::min<int64_t>(cfg.mismatch.full_vocab_samples, static_cast<int64_t>(batch.samples.size()))));
       for (size_t i = 0; i < first.size(); ++i) first[i] = i;
-      // Untimed: it is measurement, not training (its time shows in timing_s/other).
-      const ForwardComparison full =
-          compare_forward(ctx.actor.context(), *ctx.rollout_model, ctx.params, ctx.model, ctx.params,
-                          pack_rollout(batch.samples, first).batch, batch.temperature, cfg.probe.layer_threshold);
+      // Measurement, not training: a phase of its own (mismatch), so the update's figures stay the update's.
+      const ForwardComparison full = timer.time(Phase::kMismatch, [&] {
+        return compare_forward(ctx.actor.context(), *ctx.rollout_model, ctx.params, ctx.model, ctx.params,
+                               pack_rollout(batch.samples, first).batch, batch.temperature,
+                               cfg.probe.layer_threshold);
+      });
       out.metrics["rollout_corr/full_kl"] = full.full_kl_mean;
       out.metrics["rollout_corr/full_kl_max"] = full.full_kl_max;
       out.metrics["rollout_corr/full_tv"] = full.full_tv_mean;
@@ -117,11 +119,16 @@ StepResult learn_step(RlContext& ctx, StepDraws&& drawn, PhaseTimer& timer) {
   const RolloutResult& rollout = drawn.drawn.rollout;
   std::vector<RewardResult>& rewards = drawn.drawn.rewards;
   ScoredBatch batch;
+  int64_t sequence_tokens = 0;
   batch.samples = std::move(drawn.drawn.samples);
   batch.temperature = cfg.rollout.sampling.temperature > 0 ? cfg.rollout.sampling.temperature : 1.0f;
   if (cfg.algorithm.logprob_space == "sampled" && cfg.rollout.sampling.temperature > 0)
     batch.truncation = Truncation{cfg.rollout.sampling.top_k, cfg.rollout.sampling.top_p};
   for (const auto& [k, v] : rollout_metrics(rollout)) out.metrics[k] = v;
+  // The engine's wall time for these draws (in this step, or ahead of it in the async pipeline; 0 for draws a
+  // resume read back from a checkpoint): what rollout tokens/s divides by.
+  out.metrics["timing_s/rollout_draws"] = drawn.rollout_s;
+  out.metrics["tokens/sampled"] = static_cast<double>(rollout.stats.generated_tokens);
   out.metrics["rollout/policy_version"] = static_cast<double>(drawn.policy_version);
   // Off-policy (the async pipeline): how many versions older than the policy the update starts from the
   // samples are. Every sample of a step comes from one version, so mean and max agree; samples older than
@@ -154,8 +161,9 @@ StepResult learn_step(RlContext& ctx, StepDraws&& drawn, PhaseTimer& timer) {
     batch.rollout_index.push_back(static_cast<int64_t>(i));
     const RolloutSample& s = batch.samples[i];
     batch.max_response = std::max<int64_t>(batch.max_response, static_cast<int64_t>(s.response.size()));
-    out.tokens += static_cast<int64_t>(s.prompt.size() + s.response.size());
+    sequence_tokens += static_cast<int64_t>(s.prompt.size() + s.response.size());
   }
+  out.metrics["tokens/sequences"] = static_cast<double>(sequence_tokens);
 
   // 2b dynamic sampling: only groups with a reward spread go on to the old log-probs and the update
   if (too_stale) {
@@ -168,7 +176,11 @@ StepResult learn_step(RlContext& ctx, StepDraws&& drawn, PhaseTimer& timer) {
     filter_informative_groups(batch, group, cfg.filter_groups, out.metrics);
     if (batch.samples.empty()) out.metrics["filter/skipped_update"] = 1;  // every group tied: nothing to learn
   }
+  // Trained tokens: what went through the policy's forward + backward (the groups dynamic sampling kept, every
+  // epoch's pass, DPO's pairs), counted by the updater itself.
+  const int64_t trained_before = ctx.actor.tokens_trained();
   if (!batch.samples.empty()) learn_from_batch(ctx, batch, timer, out);
+  out.metrics["tokens/trained"] = static_cast<double>(ctx.actor.tokens_trained() - trained_before);
 
   std::vector<int64_t> trained_position(rollout.samples.size(), -1);  // -1: dropped by filter_groups
   for (size_t i = 0; i < batch.rollout_index.size(); ++i)
@@ -229,6 +241,16 @@ void sync_and_probe(RlContext& ctx, PhaseTimer& timer, StepResult& out) {
     if (probe.where)
       for (const auto& [k, v] : probe.where->metrics("probe_trainer/")) out.metrics[k] = v;
   }
+}
+
+void add_throughput_metrics(const PhaseTimer& timer, std::map<std::string, double>& metrics) {
+  const auto rate = [&](const char* tokens_key, double seconds, const char* rate_key) {
+    const auto it = metrics.find(tokens_key);
+    if (it != metrics.end() && it->second > 0 && seconds > 0) metrics[rate_key] = it->second / seconds;
+  };
+  const auto draws = metrics.find("timing_s/rollout_draws");
+  rate("tokens/sampled", draws == metrics.end() ? 0.0 : draws->second, "tokens_per_s/sampled");
+  rate("tokens/trained", timer.seconds(Phase::kUpdateActor), "tokens_per_s/trained");
 }
 
 }  // namespace rlcpp

@@ -51,11 +51,14 @@ struct RlContext {
 };
 
 struct StepResult {
-  std::map<std::string, double> metrics;  // reward/*, mismatch/*, actor/*, critic/*, dpo/*, rollout/* (timing
-                                          // added by the caller)
+  // reward/*, mismatch/*, actor/*, critic/*, dpo/*, rollout/* (the phase timing added by the caller), and the
+  // step's token counts: tokens/sequences (prompt + response tokens of every sequence sampled, before dynamic
+  // sampling), tokens/sampled (response tokens the engine sampled), tokens/trained (tokens through the
+  // policy's forward + backward in the update: the kept groups, every epoch; 0 without an update), with
+  // timing_s/rollout_draws (the engine's wall time for the step's draws).
+  std::map<std::string, double> metrics;
   std::vector<Json> samples;              // the first samples_per_step samples, for samples.jsonl
   double mean_reward = 0;
-  int64_t tokens = 0;                     // prompt + response tokens of the batch
 };
 
 // Learns from a step's draws with the algorithm config.algorithm.name (trainer/algorithm.h): dynamic sampling,
@@ -66,5 +69,10 @@ StepResult learn_step(RlContext& ctx, StepDraws&& drawn, PhaseTimer& timer);
 // Phases 7-8: pushes the updated policy to the engine as version ctx.version + 1 (ctx.version becomes it) and
 // probes that the engine computes what the trainer does.
 void sync_and_probe(RlContext& ctx, PhaseTimer& timer, StepResult& out);
+
+// After the step's timer finished: tokens_per_s/sampled (rollout tokens/s: tokens/sampled over
+// timing_s/rollout_draws) and tokens_per_s/trained (training tokens/s: tokens/trained over the update_actor
+// phase), each only where both are > 0.
+void add_throughput_metrics(const PhaseTimer& timer, std::map<std::string, double>& metrics);
 
 }  // namespace rlcpp

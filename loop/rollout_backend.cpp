@@ -108,7 +108,7 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
                        std::to_string(e.max_num_batched_tokens), "--max-context", std::to_string(e.max_context),
                        "--dtype", compute_dtype_name(numerics.compute),
                        "--quantization",
-                       is_quantized(numerics.linear_weights) ? weight_format_name(numerics.linear_weights) : "none",
+                       is_quantized(numerics.linear_weights) ? precision_name(numerics.linear_weights) : "none",
                        "--batch-invariant", numerics.batch_invariant ? "true" : "false", "--device",
                        worker_device(rollout, w), "--exit-with-parent"});
       processes_.push_back(std::make_unique<WorkerProcess>(binary_, args_.back()));

@@ -155,7 +155,7 @@ SftSummary run_sft(const SftConfig& config, const Json& resolved_config) {
     summary.final_loss = r.loss;
 
     Json record = {{"step", step},           {"loss", r.loss},         {"grad_norm", r.grad_norm},
-                   {"lr", r.lr},             {"skipped", r.skipped},   {"tokens", r.tokens},
+                   {"lr", r.lr},             {"skipped", r.skipped},   {"tokens/trained", r.tokens},
                    {"step_s", dt},           {"elapsed_s", wall.seconds()}};
     const bool last = step == config.steps;
     if (last) updater.check_some_step_applied("sft " + run.path());
@@ -187,7 +187,7 @@ SftSummary run_sft(const SftConfig& config, const Json& resolved_config) {
     metrics.write(record);
     if (step % config.log_every == 0 || step == 1 || last) {
       const double eta = train_seconds / step * (config.steps - step);
-      std::printf("step %5lld/%lld | loss %.4f | grad %.3f | lr %.2e | %s tok/s | %.0f ms/step | ETA %s\n",
+      std::printf("step %5lld/%lld | loss %.4f | grad %.3f | lr %.2e | %s trained tok/s | %.0f ms/step | ETA %s\n",
                   static_cast<long long>(step), static_cast<long long>(config.steps), r.loss, r.grad_norm, r.lr,
                   format_rate(window_tokens / window_seconds).c_str(), 1000.0 * train_seconds / step,
                   format_duration(eta).c_str());

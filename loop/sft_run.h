@@ -37,7 +37,9 @@ struct SftConfig {
   void validate() const;
   template <class V> void visit(V& v) {
     v("run_dir", run_dir, "output directory; when it holds a run already, NAME-2, NAME-3, ... is used");
-    v("model_preset", model_preset, "\"tiny\" (W1) or \"qwen05b\" (W2), random init, when init_checkpoint is empty");
+    v("model_preset", model_preset,
+      "\"tiny\" (W1), \"qwen05b\" (W2) or \"qwen-tiny\" (the Qwen3 tokenizer's vocabulary), random init, when "
+      "init_checkpoint is empty");
     v("init_checkpoint", init_checkpoint, "checkpoint directory to start from");
     v("tokenizer", tokenizer, "a tokenizer.json or a directory holding one; \"\" = init_checkpoint's tokenizer.json when it has one, else the character tokenizer");
     v("seed", seed, "seeds the initial weights and the data order");

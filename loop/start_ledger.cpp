@@ -21,4 +21,9 @@ void start_run_ledger(const std::string& run_dir, const ParameterStore& params, 
   write_start_ledger(run_dir, params, memory.peak_rss_bytes, machine, dtypes);
 }
 
+void end_run_ledger(const std::string& run_dir) {
+  const int64_t size = MachineFigures{}.matmul_size;
+  record_end_of_run_peak(run_dir, measure_matmul_flops(size, size, size, 5));
+}
+
 }  // namespace rlcpp

@@ -722,13 +722,20 @@ std::string BpeTokenizer::decode(const std::vector<int32_t>& ids, bool skip_spec
                 "tokenizer: id " << id << " at index " << i << " is not a token of " << impl_->where
                                  << " (ids are in [0, " << vocab_size() << "))");
     if (skip_special && impl_->special[id]) continue;
-    const std::string& s = impl_->spelling[id];
-    // The byte-level decoder maps a token whose characters are all in its alphabet to their bytes, and leaves
-    // any other token (an added token such as "<|im_start|>" maps to itself either way) as it is.
-    if (std::optional<std::string> b = bytes_of_spelling(s)) bytes += *b;
-    else bytes += s;
+    bytes += token_bytes(id);
   }
   return utf8_lossy(bytes);
+}
+
+std::string BpeTokenizer::token_bytes(int32_t id) const {
+  RLCPP_CHECK(id >= 0 && id < vocab_size() && !impl_->spelling[id].empty(),
+              "tokenizer: id " << id << " is not a token of " << impl_->where << " (ids are in [0, " << vocab_size()
+                               << "))");
+  const std::string& s = impl_->spelling[id];
+  // The byte-level decoder maps a token whose characters are all in its alphabet to their bytes, and leaves
+  // any other token (an added token such as "<|im_start|>" maps to itself either way) as it is.
+  if (std::optional<std::string> b = bytes_of_spelling(s)) return *b;
+  return s;
 }
 
 int32_t BpeTokenizer::vocab_size() const { return static_cast<int32_t>(impl_->spelling.size()); }

@@ -51,6 +51,10 @@ class BpeTokenizer {
   std::optional<int32_t> token_id(std::string_view token) const;
   // The token's spelling as tokenizer.json writes it (byte-level characters for vocabulary entries).
   const std::string& token_text(int32_t id) const;
+  // The bytes the token stands for (what decode joins): a vocabulary entry's byte-level spelling mapped back
+  // to its bytes (which may be part of a UTF-8 character), an added token's text. An id outside [0,
+  // vocab_size()) or with no token throws.
+  std::string token_bytes(int32_t id) const;
   bool is_special(int32_t id) const;
   // The ids the file's post-processor puts before a single sequence (a TemplateProcessing such as Llama-3's
   // <|begin_of_text|>; none for ByteLevel): what encode(text, add_special_tokens=True) adds in front.

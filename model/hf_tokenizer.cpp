@@ -34,7 +34,9 @@ HfTokenizer::HfTokenizer(const std::string& path, const ModelConfig& model, cons
     : json_path_(json_file_of(path)), bpe_(BpeTokenizer::load(json_path_)), chat_(chat) {
   RLCPP_CHECK(bpe_.vocab_size() <= model.vocab_size,
               json_path_ << ": the tokenizer's ids reach " << bpe_.vocab_size() - 1 << ", past the model's vocabulary of "
-                         << model.vocab_size << " (its vocab_size)");
+                         << model.vocab_size << " (its vocab_size): use a model of this tokenizer's vocabulary, the "
+                         << "checkpoint it came with or a preset such as \"qwen-tiny\" (the Qwen3 tokenizer's "
+                         << "151,669 ids)");
   RLCPP_CHECK(model.eos_token_id >= 0 && model.eos_token_id < bpe_.vocab_size() &&
                   !bpe_.token_text(static_cast<int32_t>(model.eos_token_id)).empty(),
               json_path_ << ": the model's eos_token_id " << model.eos_token_id << " is not one of its tokens");
@@ -65,11 +67,13 @@ void HfTokenizer::read_tokenizer_config(const std::string& file) {
   }
 }
 
-std::string HfTokenizer::decode(const std::vector<int32_t>& ids) const {
+std::string HfTokenizer::decode(const std::vector<int32_t>& ids) const { return text_of(ids, /*skip_special=*/true); }
+
+std::string HfTokenizer::text_of(const std::vector<int32_t>& ids, bool skip_special) const {
   std::string text;
   std::vector<int32_t> run;  // decoded together: a character may span tokens
   auto flush = [&] {
-    text += bpe_.decode(run, /*skip_special=*/true);
+    text += bpe_.decode(run, skip_special);
     run.clear();
   };
   for (int32_t id : ids) {

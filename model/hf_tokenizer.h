@@ -22,6 +22,7 @@ class HfTokenizer final : public Tokenizer {
 
   std::vector<int32_t> encode(const std::string& text) const override { return bpe_.encode(text); }
   std::string decode(const std::vector<int32_t>& ids) const override;
+  std::string render(const std::vector<int32_t>& ids) const override { return text_of(ids, /*skip_special=*/false); }
   std::optional<int32_t> bos_id() const override { return bos_; }
   int32_t eos_id() const override { return eos_; }
   int32_t vocab_size() const override { return bpe_.vocab_size(); }
@@ -37,6 +38,8 @@ class HfTokenizer final : public Tokenizer {
  private:
   // The BOS (add_bos_token + bos_token) and the chat template of tokenizer_config.json.
   void read_tokenizer_config(const std::string& file);
+  // The text of `ids`, special tokens left out or written out, U+FFFD for an id no token has.
+  std::string text_of(const std::vector<int32_t>& ids, bool skip_special) const;
 
   std::string json_path_, config_path_;
   BpeTokenizer bpe_;

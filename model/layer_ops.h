@@ -17,11 +17,11 @@ inline void ensure(const ExecContext& ctx, Tensor& t, const Shape& shape) {
 // The arithmetic of a model's products in the compute dtype `round` on ctx without packed weights: on CUDA a
 // bf16 or fp16 model multiplies operands of its dtype on tensor cores, accumulating in fp32 (as the CPU's packed
 // bf16/fp16 panels do); OpenBLAS (the CPU's not-batch-invariant decode) multiplies its prepared weights in fp32.
-inline ops::MatmulMath model_math(const ExecContext& ctx, DType round) {
-  if (ctx.device() == Device::kCPU) return ops::MatmulMath::kF32;
-  return round == DType::kBF16  ? ops::MatmulMath::kBF16
-         : round == DType::kF16 ? ops::MatmulMath::kF16
-                                : ops::MatmulMath::kF32;
+inline DType model_math(const ExecContext& ctx, DType round) {
+  if (ctx.device() == Device::kCPU) return DType::kF32;
+  return round == DType::kBF16  ? DType::kBF16
+         : round == DType::kF16 ? DType::kF16
+                                : DType::kF32;
 }
 
 // y (M,N) = x (M,K) @ weight^T rounded to `round` (kernels/ops.h): the packed kernel when `packed` (weight

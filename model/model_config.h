@@ -67,7 +67,8 @@ struct ModelConfig {
   }
 };
 
-// Presets of docs/benchmarks.md: "tiny" (W1) and "qwen05b" (W2).
+// Presets: "tiny" (W1) and "qwen05b" (W2) of docs/benchmarks.md, and "qwen-tiny", the Qwen3 tokenizer's
+// vocabulary on a 2-layer, 64-wide body (a real-model path that runs in seconds; give it the tokenizer).
 ModelConfig model_preset(const std::string& name);
 
 // A model's shapes given by name or file, as `rlcpp ledger MODEL` and `rlcpp bench train|rollout --preset` take

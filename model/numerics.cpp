@@ -4,17 +4,17 @@
 
 namespace rlcpp {
 
-WeightFormat ModelNumerics::compute_format() const {
+DType ModelNumerics::compute_format() const {
   switch (compute) {
-    case DType::kBF16: return WeightFormat::kBF16;
-    case DType::kF16: return WeightFormat::kF16;
-    default: return WeightFormat::kF32;
+    case DType::kBF16: return DType::kBF16;
+    case DType::kF16: return DType::kF16;
+    default: return DType::kF32;
   }
 }
 
 std::string ModelNumerics::describe() const {
   std::string s = compute_dtype_name(compute);
-  if (is_quantized(linear_weights)) s += std::string("+") + weight_format_name(linear_weights);
+  if (is_quantized(linear_weights)) s += std::string("+") + precision_name(linear_weights);
   if (!batch_invariant) s += " (not batch-invariant)";
   return s;
 }
@@ -23,8 +23,8 @@ void ModelNumerics::validate(const std::string& where) const {
   RLCPP_CHECK(compute == DType::kF32 || compute == DType::kBF16 || compute == DType::kF16,
               where << ": compute dtype " << dtype_name(compute) << " is not one of fp32, bf16, fp16");
   RLCPP_CHECK(is_quantized(linear_weights) || linear_weights == compute_format(),
-              where << ": Linear weights in " << weight_format_name(linear_weights) << " under a "
-                    << compute_dtype_name(compute) << " model (expected " << weight_format_name(compute_format())
+              where << ": Linear weights in " << precision_name(linear_weights) << " under a "
+                    << compute_dtype_name(compute) << " model (expected " << precision_name(compute_format())
                     << ", int8 or fp8_e4m3)");
 }
 
@@ -44,10 +44,10 @@ const char* compute_dtype_name(DType dtype) {
   }
 }
 
-WeightFormat parse_quantization(const std::string& name, DType compute, const std::string& key) {
+DType parse_quantization(const std::string& name, DType compute, const std::string& key) {
   if (name == "none") return ModelNumerics{compute}.compute_format();
-  if (name == "int8") return WeightFormat::kInt8;
-  if (name == "fp8_e4m3") return WeightFormat::kFp8E4M3;
+  if (name == "int8") return DType::kInt8;
+  if (name == "fp8_e4m3") return DType::kFp8E4M3;
   RLCPP_FAIL("config key '" << key << "': \"" << name << "\" is not a quantization (none, int8, fp8_e4m3)");
 }
 

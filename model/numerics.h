@@ -17,17 +17,17 @@
 #include <string>
 
 #include "core/tensor.h"
-#include "kernels/weight_format.h"
+#include "core/tensor.h"
 
 namespace rlcpp {
 
 struct ModelNumerics {
   DType compute = DType::kF32;
-  WeightFormat linear_weights = WeightFormat::kF32;
+  DType linear_weights = DType::kF32;
   bool batch_invariant = true;
 
   // The format of every other matrix (lm_head, and Linear weights without quantisation): the compute dtype's.
-  WeightFormat compute_format() const;
+  DType compute_format() const;
   // "bf16", "bf16+int8", "fp32 (not batch-invariant)", ...
   std::string describe() const;
   // Throws naming `where` when linear_weights is neither quantised nor the compute dtype's format.
@@ -41,7 +41,7 @@ struct ModelNumerics {
 DType parse_compute_dtype(const std::string& name, const std::string& key);
 const char* compute_dtype_name(DType dtype);
 // "none" | "int8" | "fp8_e4m3" -> the Linear weights' format under `compute` ("none": the compute dtype's).
-WeightFormat parse_quantization(const std::string& name, DType compute, const std::string& key);
+DType parse_quantization(const std::string& name, DType compute, const std::string& key);
 
 // Numerics of a role from its config strings (errors name the keys).
 ModelNumerics make_numerics(const std::string& dtype, const std::string& quantization, bool batch_invariant,

@@ -36,8 +36,8 @@ namespace {
 
 // The forward's panels are in the numerics' formats (the Linear layers possibly quantised, lm_head in the
 // compute dtype); the backward's transposes are the fp32 master weights.
-WeightFormat linear_pack_format(const ModelNumerics& n, bool transposed) {
-  return transposed ? WeightFormat::kF32 : n.linear_weights;
+DType linear_pack_format(const ModelNumerics& n, bool transposed) {
+  return transposed ? DType::kF32 : n.linear_weights;
 }
 
 // A forward layer's biases rounded to the compute dtype (fp32, and the backward, use the parameters' own).
@@ -58,7 +58,7 @@ void round_biases(const ExecContext& ctx, const Tensor& qkv_b, const Tensor& o_b
 
 void Transformer::pack_layer(const ExecContext& ctx, const LayerWeights& W, PackedWeights::Layer& out,
                              bool transposed) const {
-  const WeightFormat f = linear_pack_format(numerics_, transposed);
+  const DType f = linear_pack_format(numerics_, transposed);
   run_pack_jobs(ctx,
                 {{&W.qkv_w, &out.qkv, f}, {&W.o_w, &out.o, f}, {&W.gate_up, &out.gate_up, f}, {&W.down, &out.down, f}},
                 transposed);
@@ -71,7 +71,7 @@ void Transformer::pack_weights(const ExecContext& ctx, const ParameterStore& par
   out.layers.resize(w.layers.size());
   out.for_blas = false;
   out.blas = ParameterStore();
-  const WeightFormat linear_format = linear_pack_format(numerics_, transposed);
+  const DType linear_format = linear_pack_format(numerics_, transposed);
   std::vector<PackJob> jobs;
   for (size_t l = 0; l < w.layers.size(); ++l) {
     jobs.push_back({&w.layers[l].qkv_w, &out.layers[l].qkv, linear_format});
@@ -80,7 +80,7 @@ void Transformer::pack_weights(const ExecContext& ctx, const ParameterStore& par
     jobs.push_back({&w.layers[l].down, &out.layers[l].down, linear_format});
   }
   if (!config_.value_head)  // a critic has a score head
-    jobs.push_back({&w.lm_head, &out.lm_head, transposed ? WeightFormat::kF32 : numerics_.compute_format()});
+    jobs.push_back({&w.lm_head, &out.lm_head, transposed ? DType::kF32 : numerics_.compute_format()});
   run_pack_jobs(ctx, jobs, transposed);
   for (size_t l = 0; l < w.layers.size(); ++l)
     round_biases(ctx, w.layers[l].qkv_b, w.layers[l].o_b, numerics_, transposed, out.layers[l]);

@@ -63,4 +63,15 @@ std::string CharTokenizer::decode(const std::vector<int32_t>& ids) const {
   return out;
 }
 
+std::string CharTokenizer::render(const std::vector<int32_t>& ids) const {
+  static constexpr const char* kSpecial[kFirstCharId] = {"<pad>", "<bos>", "<eos>"};
+  std::string out;
+  for (int32_t id : ids) {
+    if (id < 0 || id >= kVocabSize) out += "\xEF\xBF\xBD";  // U+FFFD: no token has this id
+    else if (id < kFirstCharId) out += kSpecial[id];
+    else out += decode({id});
+  }
+  return out;
+}
+
 }  // namespace rlcpp

@@ -23,6 +23,9 @@ class Tokenizer {
   // id with no token (e.g. an embedding row past the tokenizer's vocabulary) decodes as a visible placeholder,
   // so a scorer sees a wrong answer rather than a silently shortened one. Ids must be in [0, 2^31).
   virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
+  // The ids as the model sees them, every special token written out (a chat's <|im_start|>, the character
+  // tokenizer's <bos>): what `generate --show-prompt` prints. An id with no token shows as U+FFFD.
+  virtual std::string render(const std::vector<int32_t>& ids) const = 0;
   // Put before every prompt when set (the character tokenizer's BOS, Llama-3's <|begin_of_text|>); Qwen has none.
   virtual std::optional<int32_t> bos_id() const = 0;
   // Ends every response and SFT target.
@@ -58,6 +61,8 @@ class CharTokenizer final : public Tokenizer {
   // PAD, BOS and EOS produce nothing (decoding does not stop at EOS); the unused ids 21..31 decode as '?'
   // so a scorer sees a wrong answer rather than a silently shortened one. Ids outside [0, 32) throw.
   std::string decode(const std::vector<int32_t>& ids) const override;
+  // <pad>, <bos> and <eos> written out, the unused ids as '?'.
+  std::string render(const std::vector<int32_t>& ids) const override;
 
   bool can_encode(char c) const { return id_of_[static_cast<unsigned char>(c)] >= 0; }
   std::string charset() const override { return char_tokenizer_charset(); }

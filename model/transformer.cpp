@@ -250,7 +250,7 @@ void Transformer::backward(const ExecContext& ctx, const ParameterStore& params,
 
   // The input gradients' weights, packed transposed (CPU).
   const bool pack = params.flat().device() == Device::kCPU;
-  if (pack) run_pack_jobs(ctx, {{&w.lm_head, &S.wt.lm_head, WeightFormat::kF32}}, /*transposed=*/true);
+  if (pack) run_pack_jobs(ctx, {{&w.lm_head, &S.wt.lm_head, DType::kF32}}, /*transposed=*/true);
   ensure(ctx, S.dxn_final, {N, C});
   ops::matmul(ctx, S.dlogits, true, acts.xn_final, false, g.lm_head, 1.0f, 1.0f, model_math(ctx, numerics_.compute));
   linear_input_grad(ctx, S.dlogits, w.lm_head, pack ? &S.wt.lm_head : nullptr, S.dxn_final, numerics_.compute);

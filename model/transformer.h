@@ -243,7 +243,7 @@ class Transformer {
   struct PackJob {
     const Tensor* weight;
     ops::PackedWeight* out;
-    WeightFormat format;
+    DType format;
   };
   void run_pack_jobs(const ExecContext& ctx, const std::vector<PackJob>& jobs, bool transposed) const;
   // One layer's panels (and its biases rounded to the compute dtype, for the forward).

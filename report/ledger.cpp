@@ -87,13 +87,14 @@ std::vector<LedgerLine> build_ledger(const ModelConfig& model, const LedgerFigur
 
   const double train_flops = 6 * n * f.train_tokens_per_s;
   lines.push_back({"train_mfu", "training FLOP/s (MFU)",
-                   "6N · training tok/s = 6·" + num(n) + "·" + format_ledger_value(f.train_tokens_per_s, "/s"),
-                   train_flops, "FLOP/s", "matmul peak (measured)", f.matmul_peak_flops, "MFU",
+                   "6N · trained tok/s = 6·" + num(n) + "·" + format_ledger_value(f.train_tokens_per_s, "/s"),
+                   train_flops, "FLOP/s", "matmul peak the run measured", f.matmul_peak_flops, "MFU",
                    ratio_of(train_flops, f.matmul_peak_flops)});
   const double engine_flops = 2 * n * f.engine_tokens_per_s;
   lines.push_back({"rollout_mfu", "rollout FLOP/s (MFU)",
-                   "2N · engine tok/s = 2·" + num(n) + "·" + format_ledger_value(f.engine_tokens_per_s, "/s"),
-                   engine_flops, "FLOP/s", "matmul peak (measured)", f.matmul_peak_flops, "MFU",
+                   "2N · engine tok/s (prefill + sampled) = 2·" + num(n) + "·" +
+                       format_ledger_value(f.engine_tokens_per_s, "/s"),
+                   engine_flops, "FLOP/s", "matmul peak the run measured", f.matmul_peak_flops, "MFU",
                    ratio_of(engine_flops, f.matmul_peak_flops)});
 
   const double weight_bytes = n * static_cast<double>(dtypes.weights);

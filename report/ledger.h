@@ -5,7 +5,7 @@
 //   training memory     16 B/parameter (fp32 weights, gradients, AdamW m and v)  vs peak resident bytes
 //   KV cache            2·L·Hkv·d·bytes per token                                vs the engine's own count
 //   FLOPs per token     6N training (forward + backward), 2N inference (forward)
-//   achieved FLOP/s     6N · training tok/s and 2N · engine tok/s                vs the measured matmul peak (MFU)
+//   achieved FLOP/s     6N · trained tok/s and 2N · engine tok/s                 vs the measured matmul peak (MFU)
 //   decode floor        weight bytes / memory bandwidth                          vs the measured engine step
 //
 // Pure functions of the model's shapes and the measured figures; every formula is written out here rather
@@ -38,8 +38,8 @@ struct LedgerFigures {
   double parameters = kNotMeasured;               // counted in the parameter store
   double resident_bytes = kNotMeasured;           // peak resident memory of the trainer process (VmHWM)
   double engine_kv_bytes_per_token = kNotMeasured;  // the rollout engine's own figure
-  double train_tokens_per_s = kNotMeasured;       // tokens through forward + backward per second of update
-  double engine_tokens_per_s = kNotMeasured;      // prefill + generated tokens per second of rollout
+  double train_tokens_per_s = kNotMeasured;       // trained tokens (forward + backward) per second of update
+  double engine_tokens_per_s = kNotMeasured;      // prefill + sampled tokens per second of the engine's rollout
   double matmul_peak_flops = kNotMeasured;        // kernels/machine_peaks.h
   double memory_bandwidth = kNotMeasured;         // bytes/s of a large copy (read + write)
   double engine_step_s = kNotMeasured;            // mean rollout engine step (prefill steps included)

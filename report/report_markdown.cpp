@@ -7,6 +7,7 @@
 
 #include "core/metrics.h"
 #include "report/markdown_format.h"
+#include "report/mismatch_section.h"
 #include "report/run_report.h"
 
 namespace rlcpp {
@@ -58,7 +59,7 @@ double mean_of_end(const std::vector<Json>& records, const std::string& key, siz
 
 void summary_table(std::ostringstream& os, const std::vector<ReportRun>& runs) {
   os << "| run | steps | wall time | s/step | held-out accuracy first → last (best) | mean reward, first 3 → last 3 "
-        "steps | rollout tok/s | training tok/s |\n";
+        "steps | rollout: sampled tok/s | training: trained tok/s |\n";
   os << "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   for (const ReportRun& r : runs) {
     const std::vector<Json>& m = r.records.metrics;
@@ -72,12 +73,12 @@ void summary_table(std::ostringstream& os, const std::vector<ReportRun>& runs) {
       acc_text = percent(acc.front()) + " → " + percent(acc.back()) + " (" + percent(best) + ")";
     }
     const double steps = static_cast<double>(m.size());
-    const double rollout_s = sum_over_steps(m, "timing_s/rollout");
+    const double rollout_s = sum_over_steps(m, "timing_s/rollout_draws");
     os << "| " << r.records.label << " | " << m.size() << " | "
        << format_duration(record_number(m.back(), "elapsed_s")) << " | "
        << fixed(sum_over_steps(m, "timing_s/step") / steps, 2) << " | " << acc_text << " | "
        << fixed(mean_of_end(m, "reward/mean", 3, false), 3) << " → " << fixed(mean_of_end(m, "reward/mean", 3, true), 3)
-       << " | " << format_ledger_value(rollout_s > 0 ? sum_over_steps(m, "rollout/generated_tokens") / rollout_s : NAN, "/s")
+       << " | " << format_ledger_value(rollout_s > 0 ? sum_over_steps(m, "tokens/sampled") / rollout_s : NAN, "/s")
        << " | " << format_ledger_value(r.figures.train_tokens_per_s, "/s") << " |\n";
   }
 }
@@ -101,8 +102,8 @@ void phase_table(std::ostringstream& os, const std::vector<ReportRun>& runs) {
 }
 
 void mismatch_table(std::ostringstream& os, const std::vector<ReportRun>& runs) {
-  os << "| run | max \\|Δlogp\\| (largest over the run) | mean \\|Δp\\| (last step) | k3 (last step) | probe max "
-        "\\|Δlogp\\| (largest) |\n| --- | ---: | ---: | ---: | ---: |\n";
+  os << "| run | max \\|Δlogp\\| (largest over the run) | mean \\|Δp\\| (last step) | k3 (last step) | sync check: "
+        "probe max \\|Δlogp\\| (largest; 0 by design) |\n| --- | ---: | ---: | ---: | ---: |\n";
   for (const ReportRun& r : runs) {
     double worst = NAN, probe_worst = NAN;
     for (const Json& j : r.records.metrics) {
@@ -139,8 +140,11 @@ std::string report_markdown(const std::vector<ReportRun>& runs) {
 
   os << "\n## Summary\n\n";
   summary_table(os, runs);
-  os << "\nRollout tok/s counts the generated tokens over the rollout phase's wall time; training tok/s the "
-        "batch's prompt + response tokens (× PPO epochs) over the update phase's.\n";
+  os << "\nSampled tok/s: the response tokens the engine sampled (`tokens/sampled`) over its wall time for them "
+        "(`timing_s/rollout_draws`). Trained tok/s: the tokens that went through the policy's forward + backward "
+        "(`tokens/trained`: the groups dynamic sampling kept, prompt + response, every PPO epoch) over the "
+        "update_actor phase. The ledger's MFU is 6N times the trained tok/s over the matmul peak this run "
+        "measured (at its start and after its last step: the larger).\n";
 
   os << "\n## Reward and held-out accuracy\n\n![mean reward](plots/reward.png)\n\n"
         "Mean reward of each step's rollout batch (training prompts, sampled), against the step and against "
@@ -152,24 +156,30 @@ std::string report_markdown(const std::vector<ReportRun>& runs) {
   phase_table(os, runs);
   os << "\n![phase shares](plots/phase_shares.png)\n\n"
         "Each bar is one step's wall time split into its phases (shares add up to 1): **rollout** (the engine "
-        "generates the batch), **reward** (scoring), **logprobs** (old and reference log-probs, values), "
+        "generates the batch), **reward** (scoring), **logprobs** (old and reference log-probs, values, and with "
+        "mixed numerics the full-vocabulary mismatch forward), "
         "**update** (advantages and the optimizer steps), **sync** (weight publish and the consistency probe), "
         "**eval + checkpoint** (only on those steps), **other** (the rest of the step: bookkeeping). The table "
         "gives each group's share of the whole run.\n";
 
   os << "\n## Throughput\n\n![throughput](plots/throughput.png)\n\n"
-        "Rollout tokens/s (generated tokens over the rollout phase) and training tokens/s (tokens through "
-        "forward + backward over the update phase) per step. The ledger below turns them into FLOP/s and MFU.\n";
+        "Rollout: sampled tokens/s (the response tokens the engine sampled over its time for them). Training: "
+        "trained tokens/s (the tokens through the policy's forward + backward, after dynamic sampling, over the "
+        "update_actor phase), per step. The ledger below turns them into FLOP/s and MFU.\n";
 
   os << "\n## Rollout vs trainer mismatch\n\n";
   mismatch_table(os, runs);
   os << "\n![mismatch](plots/mismatch.png)\n\n"
         "How far the engine's log-probs of the sampled tokens sit from the trainer's (old_logprob) for the same "
-        "weights: max |Δlogp|, mean |Δp| and the k3 KL estimate, per step; dashed, the consistency probe after "
-        "each weight sync. 0 means bit-identical: the engine and the trainer compute in the same numerics with "
-        "batch-invariant kernels (numerics.batch_invariant, the default); with batch_invariant false float rounding "
-        "gives ~1e-7..1e-5 in fp32, and other rollout numerics (rollout.dtype, rollout.quantization) give more; a "
-        "jump means the engine samples with other weights.\n";
+        "weights: max |Δlogp|, mean |Δp| and the k3 KL estimate, per step. 0 means bit-identical: the engine and "
+        "the trainer compute in the same numerics with batch-invariant kernels (numerics.batch_invariant, the "
+        "default); with batch_invariant false float rounding gives ~1e-7..1e-5 in fp32, and other numerics on "
+        "either side (rollout.dtype, rollout.quantization, trainer.dtype) give more. Dashed: the **sync check** "
+        "after each weight sync (`probe/*`: the engine against the trainer's forward in the engine's own "
+        "numerics), 0 by design whatever the numerics — not the mismatch; a jump there means the engine samples "
+        "with other weights.\n";
+
+  os << mismatch_section_markdown(runs);
 
   os << "\n## Response lengths\n\n![response lengths](plots/response_length.png)\n\n"
         "Left: mean response length per step (tokens, EOS included) with the min–max range and the 90th "
@@ -198,7 +208,10 @@ std::string report_markdown(const std::vector<ReportRun>& runs) {
         "its cache's bytes over its slots.\n"
         "- **FLOPs and MFU**: a forward pass costs ~2 FLOPs per parameter per token (one multiply-add), "
         "backward twice that, so training ~6N and inference ~2N (attention's own FLOPs left out). MFU is the "
-        "achieved FLOP/s over the matmul peak measured on this machine (an fp32 1024³ matrix product).\n"
+        "achieved FLOP/s over the matmul peak measured on this machine (an fp32 1024³ matrix product, the fastest "
+        "of 5 calls, at the run's start and after its last step: the larger). Training counts the trained "
+        "tokens (after dynamic sampling, every epoch); the reference forward DPO runs inside its update is not "
+        "counted, so its MFU is a lower bound.\n"
         "- **Decode floor**: a decode step reads every weight at least once, so it cannot run faster than "
         "weight bytes over memory bandwidth (measured by a large copy, read + write counted). Small models "
         "fit in the CPU's caches and large batches make a step compute-bound, so measured/floor ≫ 1 says "

@@ -1,5 +1,6 @@
 // report.md of `rlcpp report` (report/run_report.h): a summary table, the plots with how to read them, where a
-// step's time goes, and each run's ledger (report/ledger.h).
+// step's time goes, the mismatch section of runs that have one (report/mismatch_section.h), and each run's
+// ledger (report/ledger.h).
 #pragma once
 
 #include <string>

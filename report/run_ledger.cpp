@@ -63,6 +63,21 @@ void write_start_ledger(const std::string& run_dir, const ParameterStore& params
   write_json_file_atomic((fs::path(run_dir) / "ledger.json").string(), ledger);
 }
 
+void record_end_of_run_peak(const std::string& run_dir, double matmul_peak_flops) {
+  const std::string path = (fs::path(run_dir) / "ledger.json").string();
+  Json ledger = load_json_file(path);
+  Json& machine = ledger["machine"];
+  RLCPP_CHECK(machine.is_object(), path << ": no \"machine\" object to add the end-of-run peak to");
+  const double start = json_number(machine, "matmul_peak_flops_start");
+  const double first = std::isfinite(start) ? start : json_number(machine, "matmul_peak_flops");
+  machine["matmul_peak_flops_start"] = number_or_null(first);
+  machine["matmul_peak_flops_end"] = number_or_null(matmul_peak_flops);
+  double peak = first;
+  if (std::isfinite(matmul_peak_flops) && !(matmul_peak_flops <= peak)) peak = matmul_peak_flops;  // NaN start
+  machine["matmul_peak_flops"] = number_or_null(peak);
+  write_json_file_atomic(path, ledger);
+}
+
 ModelConfig run_model_config(const RunRecords& run) {
   if (run.ledger.is_object() && run.ledger.contains("model"))
     return model_config_from_hf_json(run.ledger["model"], run.dir + "/ledger.json: model");
@@ -116,19 +131,17 @@ LedgerFigures run_ledger_figures(const RunRecords& run, const MachineFigures& ma
     if (std::isfinite(kv)) f.engine_kv_bytes_per_token = kv;
   }
 
-  double epochs = 1;
-  if (run.config.is_object() && run.config.contains("ppo")) {
-    const double e = json_number(run.config["ppo"], "epochs");
-    if (std::isfinite(e) && e > 0) epochs = e;
-  }
-  const std::vector<std::string> train_keys = {"tokens", "timing_s/update_actor"};
-  f.train_tokens_per_s = ratio(epochs * sum_where_all(run.metrics, "tokens", train_keys),
+  // Trained tokens (through the policy's forward + backward: after dynamic sampling, every epoch) over the
+  // update phase; sampled + prefilled tokens over the engine's own seconds for them (the rollout's wall time,
+  // in the step or ahead of it under async, not the trainer's wait for it).
+  const std::vector<std::string> train_keys = {"tokens/trained", "timing_s/update_actor"};
+  f.train_tokens_per_s = ratio(sum_where_all(run.metrics, "tokens/trained", train_keys),
                                sum_where_all(run.metrics, "timing_s/update_actor", train_keys));
   const std::vector<std::string> engine_keys = {"rollout/prefill_tokens", "rollout/generated_tokens",
-                                                "timing_s/rollout"};
+                                                "timing_s/rollout_draws"};
   f.engine_tokens_per_s = ratio(sum_where_all(run.metrics, "rollout/prefill_tokens", engine_keys) +
                                     sum_where_all(run.metrics, "rollout/generated_tokens", engine_keys),
-                                sum_where_all(run.metrics, "timing_s/rollout", engine_keys));
+                                sum_where_all(run.metrics, "timing_s/rollout_draws", engine_keys));
   const std::vector<std::string> step_keys = {"engine/forward_s", "engine/steps"};
   f.engine_step_s = ratio(sum_where_all(run.metrics, "engine/forward_s", step_keys),
                           sum_where_all(run.metrics, "engine/steps", step_keys));

@@ -20,6 +20,12 @@ namespace rlcpp {
 // "machine": {...}, "rollout_bytes", "lines": the start ledger}.
 void write_start_ledger(const std::string& run_dir, const ParameterStore& params, int64_t peak_rss_bytes,
                         const MachineFigures& machine, const LedgerDtypes& dtypes = {});
+// At the end of `rlcpp train`: the matmul peak measured again after the last step. RUN_DIR/ledger.json keeps
+// both measurements (machine.matmul_peak_flops_start, machine.matmul_peak_flops_end) and the larger as
+// machine.matmul_peak_flops, the one MFU divides by: the machine reached at least that, and one measurement
+// slowed by other work on the cores would otherwise put the run's MFU above 100 %.
+void record_end_of_run_peak(const std::string& run_dir, double matmul_peak_flops);
+
 // The rollout engine's element sizes of a run: what ledger.json recorded (fp32 for a run from before).
 LedgerDtypes run_ledger_dtypes(const RunRecords& run);
 
@@ -32,8 +38,10 @@ MachineFigures run_machine_figures(const RunRecords& run);
 
 // Every measured figure of a run: parameters counted and machine peaks from ledger.json (`machine` where it has
 // none), resident memory (max of memory/peak_rss_bytes), the engine's KV bytes per token, training tok/s
-// (tokens × ppo.epochs over update_actor seconds), engine tok/s (prefill + generated tokens over rollout
-// seconds) and the mean engine step (engine/forward_s over engine/steps), summed over the run's steps.
+// (tokens/trained over update_actor seconds), engine tok/s (prefill + generated tokens over
+// timing_s/rollout_draws) and the mean engine step (engine/forward_s over engine/steps), summed over the run's
+// steps. A run from before tokens/trained was recorded has no training tok/s (its "tokens" counted every
+// sampled sequence, not the trained ones).
 LedgerFigures run_ledger_figures(const RunRecords& run, const MachineFigures& machine);
 
 }  // namespace rlcpp

@@ -1,5 +1,6 @@
 #include "report/run_records.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -84,6 +85,16 @@ double sum_over_steps(const std::vector<Json>& records, const std::string& key) 
     if (std::isfinite(v)) sum += v;
   }
   return sum;
+}
+
+double mean_over_steps(const std::vector<Json>& records, const std::string& key) {
+  double sum = 0;
+  size_t n = 0;
+  for (const Json& r : records) {
+    const double v = record_number(r, key);
+    if (std::isfinite(v)) sum += v, ++n;
+  }
+  return n ? sum / static_cast<double>(n) : std::nan("");
 }
 
 }  // namespace rlcpp

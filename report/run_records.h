@@ -34,5 +34,7 @@ std::vector<std::string> run_labels(const std::vector<std::string>& dirs);
 double record_number(const Json& record, const std::string& key);
 // The sum of `key` over the records that have it as a number (0 when none does).
 double sum_over_steps(const std::vector<Json>& records, const std::string& key);
+// The mean of `key` over the records that have it as a number; NaN when none does.
+double mean_over_steps(const std::vector<Json>& records, const std::string& key);
 
 }  // namespace rlcpp

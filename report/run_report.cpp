@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 
 #include "core/error.h"
+#include "report/mismatch_section.h"
 #include "report/shell_command.h"
 #include "report/report_markdown.h"
 #include "report/run_ledger.h"
@@ -29,24 +30,14 @@ Json column(const std::vector<Json>& records, const std::string& key) {
   return out;
 }
 
-// numerator / denominator per step, each scaled, null where either is missing or the denominator is 0.
-Json rate_column(const std::vector<Json>& records, const std::string& numerator, double scale,
-                 const std::string& denominator) {
+// numerator / denominator per step, null where either is missing or the denominator is 0.
+Json rate_column(const std::vector<Json>& records, const std::string& numerator, const std::string& denominator) {
   Json out = Json::array();
   for (const Json& r : records) {
     const double num = record_number(r, numerator), den = record_number(r, denominator);
-    out.push_back(std::isfinite(num) && std::isfinite(den) && den > 0 ? Json(scale * num / den) : Json(nullptr));
+    out.push_back(std::isfinite(num) && std::isfinite(den) && den > 0 ? Json(num / den) : Json(nullptr));
   }
   return out;
-}
-
-
-double ppo_epochs(const Json& config) {
-  if (config.is_object() && config.contains("ppo") && config["ppo"].is_object()) {
-    const auto it = config["ppo"].find("epochs");
-    if (it != config["ppo"].end() && it->is_number() && it->get<double>() > 0) return it->get<double>();
-  }
-  return 1;
 }
 
 }  // namespace
@@ -62,7 +53,7 @@ const std::vector<PhaseGroup>& report_phase_groups() {
       {"rollout", {"rollout"}},
       {"env", {"env"}},
       {"reward", {"reward"}},
-      {"logprobs", {"old_logprob", "ref_logprob", "values"}},
+      {"logprobs", {"old_logprob", "mismatch", "ref_logprob", "values"}},
       {"update", {"advantage", "update_actor", "update_critic"}},
       {"sync", {"weight_sync", "probe"}},
       {"eval + checkpoint", {"eval", "checkpoint"}},
@@ -70,7 +61,7 @@ const std::vector<PhaseGroup>& report_phase_groups() {
   return kGroups;
 }
 
-Json report_series(const RunRecords& run, double training_memory_formula_bytes) {
+Json report_series(const RunRecords& run, const ModelConfig& model, double training_memory_formula_bytes) {
   const std::vector<Json>& m = run.metrics;
   Json s;
   s["label"] = run.label;
@@ -116,8 +107,8 @@ Json report_series(const RunRecords& run, double training_memory_formula_bytes) 
   }
   s["phases"] = {{"names", names}, {"shares", shares}};
 
-  s["rollout_tokens_per_s"] = rate_column(m, "rollout/generated_tokens", 1.0, "timing_s/rollout");
-  s["train_tokens_per_s"] = rate_column(m, "tokens", ppo_epochs(run.config), "timing_s/update_actor");
+  s["rollout_tokens_per_s"] = rate_column(m, "tokens/sampled", "timing_s/rollout_draws");
+  s["train_tokens_per_s"] = rate_column(m, "tokens/trained", "timing_s/update_actor");
 
   Json mismatch;
   for (const char* metric : {"max_abs_dlogp", "mean_abs_dp", "k3"})
@@ -145,6 +136,7 @@ Json report_series(const RunRecords& run, double training_memory_formula_bytes) 
   s["rss_bytes"] = column(m, "memory/rss_bytes");
   s["peak_rss_bytes"] = column(m, "memory/peak_rss_bytes");
   s["training_memory_formula_bytes"] = number_or_null(training_memory_formula_bytes);
+  s["mismatch_section"] = mismatch_section_series(run, model.num_hidden_layers);
   return s;
 }
 
@@ -181,7 +173,8 @@ ReportFiles write_run_report(const ReportOptions& options) {
 
   Json data = {{"runs", Json::array()}};
   for (const ReportRun& r : runs)
-    data["runs"].push_back(report_series(r.records, ledger_line(r.ledger, "training_memory").formula_value));
+    data["runs"].push_back(
+        report_series(r.records, r.model, ledger_line(r.ledger, "training_memory").formula_value));
   const std::string data_path = (plots_dir / "plot_data.json").string();
   write_json_file_atomic(data_path, data);
 
@@ -197,6 +190,7 @@ ReportFiles write_run_report(const ReportOptions& options) {
                                                    << " is missing (set RLCPP_SOURCE_DIR to the rlcpp source tree)");
   // Previous PNGs must not pass for this run's.
   for (const std::string& name : report_plot_names()) fs::remove(plots_dir / (name + ".png"), ec);
+  for (const std::string& name : report_mismatch_plot_names()) fs::remove(plots_dir / (name + ".png"), ec);
   const std::string command = "MPLBACKEND=Agg " + shell_quote(options.python) + " " +
                               shell_quote(options.plot_script) + " " + shell_quote(data_path) + " " +
                               shell_quote(plots_dir.string());
@@ -204,7 +198,11 @@ ReportFiles write_run_report(const ReportOptions& options) {
   RLCPP_CHECK(status == 0, "report: " << files.report << " is written, but the plots failed: `" << command
                                       << "` exited with status " << status << " (it needs python3-matplotlib, "
                                       << "which scripts/ensure_deps.sh installs):\n" << output);
-  for (const std::string& name : report_plot_names()) {
+  std::vector<std::string> drawn = report_plot_names();
+  bool any_mismatch = false;
+  for (const ReportRun& r : runs) any_mismatch = any_mismatch || run_has_mismatch(r.records);
+  if (any_mismatch) drawn.insert(drawn.end(), report_mismatch_plot_names().begin(), report_mismatch_plot_names().end());
+  for (const std::string& name : drawn) {
     const fs::path png = plots_dir / (name + ".png");
     RLCPP_CHECK(fs::exists(png), "report: " << options.plot_script << " did not write " << png.string()
                                             << "; it printed:\n" << output);

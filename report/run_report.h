@@ -26,14 +26,17 @@ struct ReportOptions {
 
 struct ReportFiles {
   std::string report;               // OUT/report.md
-  std::vector<std::string> plots;   // OUT/plots/<name>.png, in report_plot_names() order
+  // OUT/plots/<name>.png, in report_plot_names() order, then report_mismatch_plot_names() when some run has a
+  // mismatch (report/mismatch_section.h)
+  std::vector<std::string> plots;
 };
 
 // The PNGs plot_report.py draws: reward, accuracy, phase_shares, throughput, mismatch, response_length, memory.
 const std::vector<std::string>& report_plot_names();
 
-// The step phases grouped as the report shows them: rollout, env, reward, logprobs (old_logprob, ref_logprob,
-// values), update (advantage, update_actor, update_critic), sync (weight_sync, probe), eval + checkpoint, other.
+// The step phases grouped as the report shows them: rollout, env, reward, logprobs (old_logprob, mismatch,
+// ref_logprob, values), update (advantage, update_actor, update_critic), sync (weight_sync, probe),
+// eval + checkpoint, other.
 struct PhaseGroup {
   std::string name;
   std::vector<std::string> phases;
@@ -41,11 +44,12 @@ struct PhaseGroup {
 const std::vector<PhaseGroup>& report_phase_groups();
 
 // One run's plot data: {"label", "step", "elapsed_s", "reward_mean", "eval": {step, elapsed_s, accuracy},
-// "phases": {"names", "shares" [group][step]}, "rollout_tokens_per_s", "train_tokens_per_s",
+// "phases": {"names", "shares" [group][step]}, "rollout_tokens_per_s" (tokens/sampled over
+// timing_s/rollout_draws), "train_tokens_per_s" (tokens/trained over timing_s/update_actor),
 // "mismatch": {metric: {"rollout": [...], "probe": [...]}}, "response_length": {mean, min, max, p50, p90},
-// "sampled_lengths": {step, tokens}, "rss_bytes", "peak_rss_bytes", "training_memory_formula_bytes"}; null
-// where a step lacks the figure.
-Json report_series(const RunRecords& run, double training_memory_formula_bytes);
+// "sampled_lengths": {step, tokens}, "rss_bytes", "peak_rss_bytes", "training_memory_formula_bytes",
+// "mismatch_section" (report/mismatch_section.h)}; null where a step lacks the figure.
+Json report_series(const RunRecords& run, const ModelConfig& model, double training_memory_formula_bytes);
 
 // Writes the report; errors name the run directory, file and line at fault, or the plotting script's output.
 ReportFiles write_run_report(const ReportOptions& options);

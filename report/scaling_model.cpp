@@ -45,7 +45,8 @@ ScalingBase scaling_base_from_records(const std::vector<Json>& metrics, int64_t 
     learn.push_back(t("old_logprob") + t("ref_logprob") + t("values") + t("advantage") + t("update_actor") +
                     t("update_critic") - allreduce);
     sync.push_back(t("weight_sync"));
-    fixed.push_back(t("probe") + t("other"));
+    // The full-vocabulary mismatch forward (runs of mixed numerics) was part of `other` before it had a phase.
+    fixed.push_back(t("probe") + number_or(r, "timing_s/mismatch", 0) + t("other"));
     step.push_back(t("step") - t("eval") - t("checkpoint"));
     base.layout.ranks = static_cast<int64_t>(number_or(r, "dp/ranks", 1));
     base.layout.workers = static_cast<int64_t>(number_or(r, "layout/workers", 1));

@@ -35,7 +35,7 @@ struct ScalingBase {
   double rollout_s = 0;  // the rollout side: generation + reward (an async run's background draws)
   double learn_s = 0;    // old/ref log-probs, values, advantages, updates, without the all-reduce wait
   double sync_s = 0;     // weight sync, all workers
-  double fixed_s = 0;    // probe and the rest, on the lead alone
+  double fixed_s = 0;    // probe and the rest (the mismatch forward too), not split over ranks
   double step_s = 0;     // measured
   double parameters = 0;
   int64_t layers = 1;

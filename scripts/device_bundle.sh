@@ -17,8 +17,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cuda_major=13  # the lent machines' driver and toolkit (BENCHMARKS: nvcc 13.0, torch 2.11+cu130)
 # The binaries device_check.sh runs: every test with a GPU case, and the CLI.
-binaries=(core_exec_context_test kernels_cuda_ops_test kernels_attention_test model_cuda_test rollout_cuda_test
-          trainer_cuda_test trainer_nccl_test weightsync_gpu_test rlcpp)
+binaries=(core_exec_context_test kernels_cuda_ops_test kernels_op_matrix_test kernels_attention_test model_cuda_test
+          rollout_cuda_test trainer_cuda_test trainer_nccl_test weightsync_gpu_test rlcpp)
 from="" out=.device/bundle.tar.xz
 while (($#)); do
   case $1 in

@@ -14,11 +14,12 @@
 # RLCPP_DEVICE_CHECK_BUDGET_S the whole, default 540):
 #   first:  smoke 25 (nvidia-smi, ldd of every binary, `rlcpp devices`: driver and runtime versions,
 #           core_exec_context_test; the run stops here when the basics fail) | kernels_cuda_ops 45 |
+#           op_matrix 20 (every op × dtype each backend runs, against kernels/reference/) |
 #           attention_cuda 40 | model_cuda 40 | rollout_cuda 45 | trainer_cuda 45 | grpo_gpu 75 (GRPO from the
 #           carried warm start, trainer and colocated engine on cuda:0, batch-invariant: probe 0) | split_zmq 35 |
 #           split_cuda_ipc 35 (the same seeded run must give the same samples and metrics) | ipc_same_gpu 25 |
 #           ipc_w2_sync_time 35 | nccl_world_of_one 15 | nccl_join_timeout 20 | trainer_nccl 25
-#           = 505 (+ the cases of a second GPU where there is one: ipc_another_gpu 25, nccl_two_gpus 30)
+#           = 525 (+ the cases of a second GPU where there is one: ipc_another_gpu 25, nccl_two_gpus 30)
 #   bench:  rollout_w1_invariant 60 | rollout_w1_cublas 40 | rollout_w2_b256_bf16 110 | rollout_w2_b1_bf16 50 |
 #           train_w1_fp32 50 | train_w2_bf16 80 | step_w1_fp32 60 | step_w2_bf16 80 = 530
 # Results as they happen, under $OUT (the device tool returns at most 8 files; this leaves 3):
@@ -176,6 +177,7 @@ if [ "$mode" = first ]; then
     finish
   fi
   gtest kernels_cuda_ops 45 kernels_cuda_ops_test
+  gtest op_matrix 20 kernels_op_matrix_test
   gtest attention_cuda 40 kernels_attention_test 'CudaAttention.*'
   gtest model_cuda 40 model_cuda_test
   gtest rollout_cuda 45 rollout_cuda_test

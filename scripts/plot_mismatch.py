@@ -6,6 +6,8 @@ number computed there (means over a point's steps, per-step series), null where 
 script only draws, and prints the files it wrote:
   bucket_mismatch.png  per rollout-probability bucket, one bar per point: kl, k3_kl, probs_diff_mean
   k3_kl.png            each point's rollout_corr/k3_kl over the steps
+  mismatch_steps.png   k3 KL and full-vocabulary TV over the steps (plot_report.py's, as `rlcpp report` draws them)
+  mismatch_stages.png  where the mismatch enters: max |Δ| after each stage of the forward, per point (likewise)
   accuracy.png         held-out accuracy of every point on one axes
 Needs matplotlib (Debian's python3-matplotlib, installed by scripts/ensure_deps.sh); runs headless.
 """
@@ -19,6 +21,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import plot_report  # noqa: E402  the report's mismatch plots, drawn alike for the sweep's points
 
 DPI = 100
 LINE_STYLES = ["-", "--", "-.", ":"]
@@ -196,6 +201,8 @@ def main():
     written = []
     plot_buckets(data, out_dir, written)
     plot_k3_over_steps(data, out_dir, written)
+    plot_report.plot_mismatch_steps(data["points"], out_dir, written)
+    plot_report.plot_mismatch_stages(data["points"], out_dir, written)
     plot_accuracy(data, out_dir, written)
     for path in written:
         print(path)

@@ -3,8 +3,10 @@
 
 PLOT_DATA_JSON is written by rlcpp (report/run_report.cpp): {"runs": [series, ...]}, every series computed there,
 null where a step lacks a figure. This script only draws, one PNG per figure, every run on the same axes
-(labelled by its run directory's name), and prints the files it wrote. Needs matplotlib (Debian's
-python3-matplotlib, installed by scripts/ensure_deps.sh); runs headless.
+(labelled by its run directory's name), and prints the files it wrote: the seven plots of every report, and
+mismatch_steps, mismatch_buckets and mismatch_stages when some run has a mismatch (its "mismatch_section";
+plot_mismatch.py draws mismatch_steps and mismatch_stages the same way for a sweep's points). Needs matplotlib (Debian's python3-matplotlib,
+installed by scripts/ensure_deps.sh); runs headless.
 """
 import json
 import math
@@ -104,8 +106,8 @@ def plot_phase_shares(runs, out_dir, written):
 
 def plot_throughput(runs, out_dir, written):
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    panels = [("rollout_tokens_per_s", "rollout: generated tokens/s"),
-              ("train_tokens_per_s", "training: tokens/s through forward + backward")]
+    panels = [("rollout_tokens_per_s", "rollout: sampled tokens/s"),
+              ("train_tokens_per_s", "training: trained tokens/s (forward + backward)")]
     for ax, (key, title) in zip(axes, panels):
         any_data = False
         for run in runs:
@@ -142,7 +144,7 @@ def plot_mismatch(runs, out_dir, written):
                 ys = [v if v > 0 else math.nan for v in ys]
                 positive += finite(ys)
                 ax.plot(values(run["step"]), ys, style, color=color, marker="o" if len(ys) <= 30 else None,
-                        markersize=3, label=run["label"] + (" (probe)" if source == "probe" else ""))
+                        markersize=3, label=run["label"] + (" (sync check)" if source == "probe" else ""))
         if positive:
             ax.set_yscale("log")
             # At least one whole decade, so the axis carries labelled powers of ten.
@@ -155,8 +157,123 @@ def plot_mismatch(runs, out_dir, written):
         ax.set_title(title + (f" ({zeros} points = 0, not drawn)" if zeros and positive else ""))
         step_axis(ax)
         ax.grid(alpha=0.3)
-    fig.suptitle("engine vs trainer log-probs of the same tokens (dashed: probe after each sync)")
+    fig.suptitle("engine vs trainer log-probs of the same tokens (dashed: the sync check after each weight sync, "
+                 "engine vs trainer in the engine's numerics: 0 by design)")
     save(fig, out_dir, "mismatch", written)
+
+
+def log_axis(ax, positive):
+    """A log axis over whole decades around the positive values (at least one decade)."""
+    low, high = math.floor(math.log10(min(positive))), math.ceil(math.log10(max(positive)))
+    ax.set_yscale("log")
+    ax.set_ylim(10.0 ** low, 10.0 ** max(high, low + 1))
+
+
+def plot_mismatch_steps(runs, out_dir, written):
+    """k3 KL and full-vocabulary TV over the steps: the step's samples solid, the probe batch dashed."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    panels = [(("k3_kl", "probe_k3"), "k3 KL(rollout ‖ trainer) of the sampled tokens"),
+              (("full_tv", "probe_full_tv"), "total variation of the whole next-token distributions")]
+    for ax, (keys, title) in zip(axes, panels):
+        positive = []
+        for i, run in enumerate(runs):
+            section = run["mismatch_section"]
+            if not section["present"]:
+                continue
+            for key, style, what in zip(keys, ["-", "--"], ["step's samples", "probe batch"]):
+                ys = [v if v > 0 else math.nan for v in values(section[key])]
+                if finite(ys):
+                    positive += finite(ys)
+                    ax.plot(values(run["step"]), ys, style, color=colors[i % len(colors)],
+                            marker="o" if len(ys) <= 30 else None, markersize=3, label=f"{run['label']} ({what})")
+        if positive:
+            log_axis(ax, positive)
+            ax.legend(fontsize="small")
+        note_if_empty(ax, bool(positive), "not recorded (no full-vocabulary comparison in these numerics)")
+        ax.set_title(title, fontsize="medium")
+        step_axis(ax)
+        ax.grid(alpha=0.3)
+    fig.suptitle("size of the mismatch over the run")
+    save(fig, out_dir, "mismatch_steps", written)
+
+
+def plot_mismatch_buckets(runs, out_dir, written):
+    """By the rollout's probability of the token: k3 per token (log), and each bucket's share of the tokens
+    against its share of the k3 sum."""
+    present = [run for run in runs if run["mismatch_section"]["present"]]
+    labels = present[0]["mismatch_section"]["buckets"]["labels"] if present else []
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    width = 0.8 / max(1, len(present))
+    positive = []
+    for i, run in enumerate(present):
+        b = run["mismatch_section"]["buckets"]
+        xs = [x + (i - (len(present) - 1) / 2) * width for x in range(len(labels))]
+        k3 = [v if v > 0 else math.nan for v in values(b["k3_kl"])]
+        positive += finite(k3)
+        axes[0].bar(xs, [0 if math.isnan(v) else v for v in k3], width=width, color=colors[i % len(colors)],
+                    label=run["label"])
+        half = width / 2
+        axes[1].bar([x - half / 2 for x in xs], [100 * v for v in values(b["token_share"])], width=half,
+                    color=colors[i % len(colors)], alpha=0.45, label=f"{run['label']}: share of the tokens")
+        axes[1].bar([x + half / 2 for x in xs], [100 * v for v in values(b["k3_share"])], width=half,
+                    color=colors[i % len(colors)], label=f"{run['label']}: share of the k3 sum")
+    if positive:
+        log_axis(axes[0], positive)
+    note_if_empty(axes[0], bool(positive), "no bucket figures recorded")
+    axes[0].set_title("k3 KL per token, by bucket", fontsize="medium")
+    axes[1].set_title("where the mismatch sits: tokens vs k3 sum", fontsize="medium")
+    axes[1].set_ylabel("% of the run's")
+    axes[1].set_ylim(0, 105)
+    for ax in axes:
+        ax.set_xticks(range(len(labels)))
+        ax.set_xticklabels(labels)
+        ax.set_xlabel("rollout probability of the sampled token")
+        ax.grid(alpha=0.3, axis="y")
+        if present:
+            ax.legend(fontsize="small")
+    fig.suptitle("mismatch by the rollout's probability of the token")
+    save(fig, out_dir, "mismatch_buckets", written)
+
+
+def plot_mismatch_stages(runs, out_dir, written):
+    """max |Δ| of the residual stream after each stage (embedding, layers, final norm, logits), the threshold
+    dotted and the first stage past it marked."""
+    fig, ax = plt.subplots(figsize=(11, 4.5))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    positive, names, threshold = [], [], None
+    for i, run in enumerate(runs):
+        section = run["mismatch_section"]
+        if not section["present"]:
+            continue
+        stages = section["stages"]
+        names, threshold = stages["names"], stages["threshold"]
+        ys = [v if v > 0 else math.nan for v in values(stages["max_abs"])]
+        if not finite(ys):
+            continue
+        positive += finite(ys)
+        color = colors[i % len(colors)]
+        ax.plot(range(len(ys)), ys, "o-", color=color, label=run["label"])
+        if stages["first_stage"] is not None:
+            at = names.index(stages["first_stage"])
+            ax.axvline(at, color=color, linestyle="--", linewidth=1)
+            ax.annotate(f"enters: {stages['first_stage']}", (at, ys[at]), xytext=(6, 6),
+                        textcoords="offset points", color=color, fontsize="small")
+    if positive:
+        log_axis(ax, positive + ([threshold] if threshold else []))
+        if threshold:
+            ax.axhline(threshold, color="#444444", linestyle=":", linewidth=1,
+                       label=f"probe.layer_threshold {threshold:g}")
+        ax.legend(fontsize="small")
+    note_if_empty(ax, bool(positive), "no stage comparison recorded (same forward numerics on both sides)")
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names, rotation=30 if len(names) > 8 else 0)
+    ax.set_xlabel("stage of the forward")
+    ax.set_ylabel("max |Δ| between the two numerics")
+    ax.grid(alpha=0.3)
+    ax.set_title("where the mismatch enters (probe batch, mean over the probes)")
+    save(fig, out_dir, "mismatch_stages", written)
 
 
 def plot_response_length(runs, out_dir, written):
@@ -251,6 +368,10 @@ def main():
     plot_phase_shares(runs, out_dir, written)
     plot_throughput(runs, out_dir, written)
     plot_mismatch(runs, out_dir, written)
+    if any(run["mismatch_section"]["present"] for run in runs):
+        plot_mismatch_steps(runs, out_dir, written)
+        plot_mismatch_buckets(runs, out_dir, written)
+        plot_mismatch_stages(runs, out_dir, written)
     plot_response_length(runs, out_dir, written)
     plot_memory(runs, out_dir, written)
     for path in written:

@@ -1,7 +1,8 @@
-// `rlcpp mismatch`: the tiny sweep (configs/mismatch_tiny.json: an fp32 and a bf16-rollout point, 2 GRPO steps
-// each from one shared SFT warm start) run end to end through the CLI writes report.md with both points, the
-// fp32 point's mismatch exactly 0 (the engine's log-probs equal the trainer's bit for bit) and the bf16 point's
-// above 0, and three PNGs that decode (tests/png_check.py) and are not blank; a sweep file with an unknown key
+// `rlcpp mismatch`: the tiny sweep (configs/mismatch_tiny.json: an fp32 and a bf16-rollout point from one shared
+// SFT warm start; shortened here to 2 GRPO steps after 30 SFT steps) run end to end through the CLI writes
+// report.md with both points, the fp32 point's mismatch exactly 0 (the engine's log-probs equal the trainer's bit
+// for bit) and the bf16 point's above 0, where it enters, and PNGs that decode (tests/png_check.py) and are not
+// blank; a sweep file with an unknown key
 // or a bad value is refused before anything runs, naming the file and the key path.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -112,7 +113,14 @@ class MismatchSweepTest : public ::testing::Test {
 TEST_F(MismatchSweepTest, TinySweepReportsExactZeroForFp32AndAMismatchForBf16) {
   if (!python_has_matplotlib()) GTEST_SKIP() << "/usr/bin/python3 cannot import matplotlib (python3-matplotlib)";
   const fs::path out = dir_ / "sweep";
-  const CliResult r = run_cli("mismatch " RLCPP_SOURCE_DIR "/configs/mismatch_tiny.json --out " + out.string());
+  // Shortened (the shipped warm start is the main job's 360 SFT steps, ~15 s): the figures' signs need no
+  // learning.
+  const CliResult r = run_cli("mismatch " RLCPP_SOURCE_DIR "/configs/mismatch_tiny.json --out " + out.string() +
+                              " --set warm_start.sft.steps=30 --set warm_start.sft.batch_size=64"
+                              " --set warm_start.sft.micro_batch_size=64 --set warm_start.sft.eval_size=50"
+                              " --set steps=2 --set eval_every=1 --set eval_size=50"
+                              " --set rollout.prompts_per_step=16 --set rollout.group_size=4"
+                              " --set ppo.mini_batch_size=32 --set ppo.micro_batch_size=32 --set probe.prompts=4");
   ASSERT_EQ(r.status, 0) << r.output;
   // Progress: the shared warm start, a line per point with the ETA, each run's step lines.
   EXPECT_NE(r.output.find("mismatch: shared SFT warm start"), std::string::npos) << r.output;
@@ -159,6 +167,14 @@ TEST_F(MismatchSweepTest, TinySweepReportsExactZeroForFp32AndAMismatchForBf16) {
   EXPECT_EQ(number(bf16["probe/max_abs_dlogp"]), 0.0) << "the engine equals the trainer's bf16 forward";
   EXPECT_TRUE(std::isfinite(number(bf16["eval/final_accuracy"])));
   EXPECT_EQ(point_named(data, "rollout_bf16")["eval"]["accuracy"].size(), 2u);  // eval_every 1, 2 steps
+  // Where it enters and the full-vocabulary TV (report/mismatch_section.h): the bf16 point's, none for fp32.
+  EXPECT_GT(number(bf16["rollout_corr/full_tv"]), 0.0);
+  EXPECT_FALSE(point_named(data, "fp32")["mismatch_section"]["present"].get<bool>());
+  const Json& section = point_named(data, "rollout_bf16")["mismatch_section"];
+  ASSERT_TRUE(section["present"].get<bool>()) << section.dump();
+  EXPECT_EQ(section["stages"]["names"].size(), 7u);  // embed, 4 layers, final_norm, logits
+  EXPECT_TRUE(section["stages"]["first_stage"].is_string()) << section.dump();
+  EXPECT_EQ(section["full_tv"].size(), 2u);
 
   // report.md: both points in the rollout-dtype table, the fp32 row first (the baseline) with its 0.
   const std::string md = read_text(out / "report.md");
@@ -173,6 +189,8 @@ TEST_F(MismatchSweepTest, TinySweepReportsExactZeroForFp32AndAMismatchForBf16) {
   EXPECT_NE(bf16_row[1], "0") << md;
   EXPECT_GT(std::stod(bf16_row[1]), 0.0) << md;
   EXPECT_LT(md.find("| fp32 (baseline) |"), md.find("| rollout_bf16 |")) << md;
+  EXPECT_NE(md.find("sync check: probe max"), std::string::npos) << md;
+  EXPECT_NE(md.find("- **rollout_bf16**: enters at `"), std::string::npos) << md;
   for (const std::string& name : mismatch_plot_names())
     EXPECT_NE(md.find("plots/" + name + ".png"), std::string::npos) << name;
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstdlib>
@@ -18,6 +19,8 @@
 
 #include "app_test_support.h"
 #include "core/config.h"
+#include "report/mismatch_section.h"
+#include "report/run_ledger.h"
 #include "report/run_report.h"
 
 namespace rlcpp {
@@ -104,25 +107,35 @@ void expect_plots_decode(const fs::path& out) {
   }
 }
 
+// A fresh `dir` holding `ckpt/`, a random W1 model, for short runs of configs/grpo_add3_benchmark.json from it.
+void make_run_dir(const fs::path& dir) {
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  save_model_checkpoint((dir / "ckpt").string(), init_random(model_preset("tiny"), 1));
+}
+
+// `rlcpp train` of the benchmark recipe from `dir`/ckpt (no warm start, 8 prompts a step) into `dir`/`name`, with
+// the extra `--set`s; what it printed. Fails the caller when the run fails.
+std::string train_short_run(const fs::path& dir, const std::string& name, const std::string& sets) {
+  const std::string cmd = std::string("train " RLCPP_SOURCE_DIR "/configs/grpo_add3_benchmark.json") +
+                          " --set warm_start.enabled=false --set init_checkpoint=" + (dir / "ckpt").string() +
+                          " --set rollout.prompts_per_step=8 " + sets + " --set run_dir=" + (dir / name).string();
+  const CliResult r = run_cli(cmd);
+  EXPECT_EQ(r.status, 0) << cmd << "\n" << r.output;
+  return r.output;
+}
+
 class ReportTest : public ::testing::Test {
  protected:
   // Two short real runs shared by the tests: split (the default placement) and colocated.
   static void SetUpTestSuite() {
     dir_ = fs::temp_directory_path() / ("rlcpp_report_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    save_model_checkpoint((dir_ / "ckpt").string(), init_random(model_preset("tiny"), 1));
-    for (const char* placement : {"split", "colocated"}) {
-      const std::string cmd = std::string("train " RLCPP_SOURCE_DIR "/configs/grpo_add3_benchmark.json") +
-                              " --set warm_start.enabled=false --set init_checkpoint=" + (dir_ / "ckpt").string() +
-                              " --set steps=3 --set eval_every=2 --set eval_size=40 --set samples_per_step=8" +
-                              " --set rollout.prompts_per_step=8 --set ppo.mini_batch_size=32" +
-                              " --set rollout.placement=" + placement + " --set run_dir=" +
-                              (dir_ / placement).string();
-      CliResult r = run_cli(cmd);
-      train_output_[placement] = r.output;
-      ASSERT_EQ(r.status, 0) << cmd << "\n" << r.output;
-    }
+    make_run_dir(dir_);
+    for (const char* placement : {"split", "colocated"})
+      train_output_[placement] = train_short_run(dir_, placement,
+                                                 "--set steps=3 --set eval_every=2 --set eval_size=40 --set "
+                                                 "samples_per_step=8 --set ppo.mini_batch_size=32 --set "
+                                                 "rollout.placement=" + std::string(placement));
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
   void SetUp() override {
@@ -217,6 +230,157 @@ TEST_F(ReportTest, TwoRunsOverlayInOneReport) {
   CliResult no_out = run_cli("report " + (dir_ / "split").string() + " " + (dir_ / "colocated").string());
   EXPECT_NE(no_out.status, 0);
   EXPECT_NE(no_out.output.find("--out"), std::string::npos) << no_out.output;
+}
+
+// The phase shares of a step line (the field before "| sampled": "rollout 33% ... other 2%"), by name.
+std::map<std::string, int> step_line_shares(const std::string& line) {
+  std::map<std::string, int> shares;
+  const size_t end = line.find(" | sampled");
+  if (end == std::string::npos) return shares;
+  const size_t begin = line.rfind(" | ", end - 1) + 3;
+  std::istringstream fields(line.substr(begin, end - begin));
+  for (std::string name, percent; fields >> name >> percent;) {
+    if (percent.rfind("(+", 0) == 0) fields >> percent;  // "(+N% hidden)" after the rollout's share (async)
+    shares[name] = std::stoi(percent);
+  }
+  return shares;
+}
+
+// Every step line shows the phases that took time, `other` among them, as whole percents that add up to 100; the
+// rollout's and the update's throughputs are named for what they count.
+TEST_F(ReportTest, StepLineSharesAddUpTo100) {
+  for (const auto& [placement, output] : train_output_) {
+    std::istringstream lines(output);
+    int step_lines = 0;
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("step ", 0) != 0 || line.find("| reward") == std::string::npos) continue;
+      ++step_lines;
+      const std::map<std::string, int> shares = step_line_shares(line);
+      int sum = 0;
+      for (const auto& [name, percent] : shares) sum += percent;
+      EXPECT_EQ(sum, 100) << placement << ": " << line;
+      for (const char* phase : {"rollout", "other"}) EXPECT_TRUE(shares.count(phase)) << phase << ": " << line;
+      EXPECT_NE(line.find("| sampled "), std::string::npos) << line;
+      EXPECT_NE(line.find(" tok/s | trained "), std::string::npos) << line;
+    }
+    EXPECT_EQ(step_lines, 3) << output;
+  }
+}
+
+// The ledger's training MFU is 6N times the trained tokens (through forward + backward) per second of update,
+// over the matmul peak the run measured (ledger.json), and stays below 100 %.
+TEST_F(ReportTest, TrainingMfuCountsTrainedTokensOverThePeakTheRunMeasured) {
+  const fs::path run = dir_ / "split";
+  CliResult r = run_cli("report " + run.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  // The peak: the larger of the run's two measurements, at its start and after its last step.
+  const Json machine = load_json_file((run / "ledger.json").string())["machine"];
+  const double peak = machine["matmul_peak_flops"].get<double>();
+  EXPECT_EQ(peak, std::max(machine["matmul_peak_flops_start"].get<double>(),
+                           machine["matmul_peak_flops_end"].get<double>()));
+  double trained = 0, update_s = 0;
+  std::ifstream metrics(run / "metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    const Json m = Json::parse(line);
+    // No dynamic sampling and one epoch here: every sampled sequence goes through forward + backward once.
+    EXPECT_EQ(m["tokens/trained"].get<double>(), m["tokens/sequences"].get<double>()) << line;
+    EXPECT_EQ(m["tokens/sampled"].get<double>(), m["rollout/generated_tokens"].get<double>()) << line;
+    EXPECT_NEAR(m["tokens_per_s/trained"].get<double>(),
+                m["tokens/trained"].get<double>() / m["timing_s/update_actor"].get<double>(),
+                1e-9 * m["tokens_per_s/trained"].get<double>())
+        << line;
+    trained += m["tokens/trained"].get<double>();
+    update_s += m["timing_s/update_actor"].get<double>();
+  }
+  const double mfu = 6 * 742528 * trained / update_s / peak;
+  const RunRecords records = read_run_records(run.string());
+  const std::vector<LedgerLine> ledger =
+      build_ledger(run_model_config(records), run_ledger_figures(records, MachineFigures{}));
+  EXPECT_NEAR(ledger_line(ledger, "train_mfu").ratio, mfu, 1e-9 * mfu);
+  EXPECT_GT(mfu, 0.0);
+  EXPECT_LT(mfu, 1.0) << "the training MFU is above the matmul peak the run measured";
+  char cell[64];
+  std::snprintf(cell, sizeof cell, "| MFU %.3g %% |", 100 * mfu);
+  EXPECT_NE(line_with(read_file(run / "report.md"), "| training FLOP/s (MFU) |").find(cell), std::string::npos)
+      << cell << "\n" << read_file(run / "report.md");
+}
+
+// A run whose engine and trainer compute the same bits has no mismatch section, no section data and no section
+// plots.
+TEST_F(ReportTest, AZeroMismatchRunHasNoMismatchSection) {
+  const fs::path run = dir_ / "split";
+  CliResult r = run_cli("report " + run.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string md = read_file(run / "report.md");
+  EXPECT_EQ(md.find("## Mismatch:"), std::string::npos) << md;
+  const Json data = load_json_file((run / "plots" / "plot_data.json").string());
+  EXPECT_EQ(data["runs"][0]["mismatch_section"], Json::parse(R"({"present": false})"));
+  for (const std::string& name : report_mismatch_plot_names())
+    EXPECT_FALSE(fs::exists(run / "plots" / (name + ".png"))) << name;
+}
+
+// A run with a mismatch (a bf16 trainer against an fp32 engine, two steps): the report's mismatch section has its
+// figures, where it enters, and its plots.
+class MismatchReportTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("rlcpp_report_mismatch_" + std::to_string(::getpid()));
+    make_run_dir(dir_);
+    train_short_run(dir_, "bf16",
+                    "--set steps=2 --set eval_every=0 --set eval_size=20 --set ppo.mini_batch_size=64 "
+                    "--set rollout.placement=colocated --set trainer.dtype=bf16");
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  void SetUp() override {
+    if (!python_has_matplotlib()) GTEST_SKIP() << "/usr/bin/python3 cannot import matplotlib (python3-matplotlib)";
+  }
+  static fs::path dir_;
+};
+fs::path MismatchReportTest::dir_;
+
+TEST_F(MismatchReportTest, TheSectionShowsSizeBucketsAndWhereItEnters) {
+  const fs::path run = dir_ / "bf16";
+  CliResult r = run_cli("report " + run.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string md = read_file(run / "report.md");
+  for (const char* part :
+       {"## Mismatch: its size, where in the distribution, where it enters", "### By rollout probability",
+        "### Where it enters", "rollout fp32 / trainer bf16", "(plots/mismatch_steps.png)",
+        "(plots/mismatch_buckets.png)", "(plots/mismatch_stages.png)"})
+    EXPECT_NE(md.find(part), std::string::npos) << part << "\n" << md;
+  // The sync check is labelled as such, and reads 0: the engine computes what the trainer's weights give in its
+  // own numerics.
+  EXPECT_NE(md.find("sync check: probe max"), std::string::npos) << md;
+  EXPECT_NE(md.find("first differ by more than 0.001 (`probe.layer_threshold`) at `"), std::string::npos) << md;
+
+  const Json data = load_json_file((run / "plots" / "plot_data.json").string());
+  const Json& s = data["runs"][0]["mismatch_section"];
+  ASSERT_TRUE(s["present"].get<bool>()) << s.dump();
+  ASSERT_EQ(s["k3_kl"].size(), 2u);
+  ASSERT_EQ(s["full_tv"].size(), 2u);
+  for (size_t step = 0; step < 2; ++step) {
+    EXPECT_GT(s["k3_kl"][step].get<double>(), 0.0) << s.dump();
+    EXPECT_GT(s["full_tv"][step].get<double>(), 0.0) << s.dump();
+    EXPECT_GT(s["probe_full_tv"][step].get<double>(), 0.0) << s.dump();
+  }
+  EXPECT_EQ(s["buckets"]["labels"], Json::parse(R"(["p0.0-0.1", "p0.1-0.5", "p0.5-0.9", "p0.9-1.0"])"));
+  double token_share = 0;
+  for (const Json& v : s["buckets"]["token_share"]) token_share += v.get<double>();
+  EXPECT_NEAR(token_share, 1.0, 1e-9);
+  EXPECT_EQ(s["stages"]["names"],
+            Json::parse(R"(["embed", "layer_0", "layer_1", "layer_2", "layer_3", "final_norm", "logits"])"));
+  for (const Json& v : s["stages"]["max_abs"]) EXPECT_GT(v.get<double>(), 0.0) << s.dump();  // bf16 rounds all
+  ASSERT_TRUE(s["stages"]["first_stage"].is_string()) << s.dump();
+  EXPECT_EQ(s["stages"]["threshold"].get<double>(), 1e-3);
+
+  std::vector<std::string> files;
+  for (const std::string& name : report_mismatch_plot_names())
+    files.push_back((run / "plots" / (name + ".png")).string());
+  for (const Json& c : check_pngs(files)) {
+    EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+    EXPECT_GT(c["distinct_colors"].get<int64_t>(), 16) << c.dump();
+    EXPECT_GT(c["non_background_fraction"].get<double>(), 0.02) << c.dump();
+  }
 }
 
 // A fresh directory for a test that needs no run.

@@ -1,7 +1,7 @@
-// generate and eval through the CLI on a checkpoint that carries a tokenizer.json (the Qwen3 one of
-// tests/data/qwen3): prompts are text or chat turns (--chat, {"messages": ...} lines), responses come back as
-// text, and the words task evaluates; without --chat support in the tokenizer the error says why. export writes
-// a bf16 copy with the tokenizer beside it.
+// generate and eval through the CLI on a qwen-tiny checkpoint that carries a tokenizer.json (the Qwen3 one of
+// tests/data/qwen3): prompts are text or chat turns (--chat, {"messages": ...} lines), --show-prompt prints them
+// rendered, responses come back as text, and the words task evaluates; without --chat support in the tokenizer the
+// error says why. export writes a bf16 copy with the tokenizer beside it.
 #include <gtest/gtest.h>
 
 #include "core/config.h"
@@ -17,14 +17,8 @@ class TextCli : public CliTest {
  protected:
   void SetUp() override {
     CliTest::SetUp();
-    ModelConfig c = model_preset("tiny");
-    c.model_type = "qwen2";
-    c.vocab_size = 151936;
-    c.eos_token_id = 151645;
-    c.max_position_embeddings = 1024;
-    c.tie_word_embeddings = true;
     qwen_ = (dir_ / "qwen").string();
-    save_model_checkpoint(qwen_, init_random(c, 2), false,
+    save_model_checkpoint(qwen_, init_random(model_preset("qwen-tiny"), 2), false,
                           {kQwen3 + "/tokenizer.json", kQwen3 + "/tokenizer_config.json"});
   }
   std::string qwen_;
@@ -59,6 +53,24 @@ TEST_F(TextCli, GenerateAndEvalUseTheCheckpointsTokenizer) {
   r = run_cli("eval " + ckpt + " --task words --n 3");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("tokenizer.json"), std::string::npos) << r.output;
+}
+
+// --show-prompt prints each prompt as the model sees it: the chat template rendered, special tokens written out.
+TEST_F(TextCli, GenerateShowPromptPrintsTheRenderedChatTemplate) {
+  ASSERT_TRUE(std::filesystem::exists(kQwen3 + "/tokenizer.json")) << kQwen3 << " is missing";
+  CliResult r = run_cli("generate " + qwen_ + " --prompt 'What is 2+2?' --chat --system 'Be brief.' --show-prompt "
+                        "--max-new-tokens 2");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string rendered = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n"
+                               "<|im_start|>assistant\n";
+  EXPECT_NE(r.output.find("prompt 0 (23 tokens):\n" + rendered + "\n"), std::string::npos) << r.output;
+  r = run_cli("generate " + qwen_ + " --prompt 'What is 2+2?' --max-new-tokens 2");  // not asked: not shown
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output.find("<|im_start|>"), std::string::npos) << r.output;
+  // The character tokenizer writes its BOS out.
+  r = run_cli("generate " + (dir_ / "ckpt").string() + " --prompt 1+2= --show-prompt --max-new-tokens 1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("prompt 0 (5 tokens):\n<bos>1+2=\n"), std::string::npos) << r.output;
 }
 
 // export writes a bf16 Hugging Face directory with the tokenizer beside it, which the other commands open.

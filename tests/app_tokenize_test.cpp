@@ -1,7 +1,9 @@
-// `rlcpp tokenize`: text lines to ids and token spellings, and back with --decode, through the CLI, on the
-// Qwen3 tokenizer.json of tests/data/qwen3 (equal to Hugging Face's: model_bpe_tokenizer_test.cpp); a bad
-// line names FILE:LINE and writes no output file.
+// `rlcpp tokenize`: text lines to ids and each token's text (--raw: its byte-level spelling), and back with
+// --decode, through the CLI, on the Qwen3 tokenizer.json of tests/data/qwen3 (equal to Hugging Face's:
+// model_bpe_tokenizer_test.cpp); a bad line names FILE:LINE and writes no output file.
 #include <gtest/gtest.h>
+
+#include <sstream>
 
 #include "core/config.h"
 #include "tests/app_test_support.h"
@@ -35,8 +37,9 @@ TEST_F(TokenizeCli, EncodesAndDecodesJsonlLines) {
   const std::vector<Json> encoded = read_jsonl(ids_file);
   ASSERT_EQ(encoded.size(), 2u);
   EXPECT_EQ(encoded[0]["ids"], Json::parse("[9707, 220, 99489]"));  // Hugging Face's ids
-  EXPECT_EQ(encoded[0]["tokens"], Json::parse(R"(["Hello", "Ġ", "ä¸ĸçķĮ"])"));
+  EXPECT_EQ(encoded[0]["tokens"], Json::parse(R"(["Hello", " ", "世界"])"));  // the text each token stands for
   EXPECT_EQ(encoded[1]["ids"][0], 151644);  // <|im_start|>, never split
+  EXPECT_EQ(encoded[1]["tokens"], Json::parse(R"(["<|im_start|>", "user", "\n", "2", "+", "2", "?"])"));
   std::string id_lines;
   for (const Json& e : encoded) id_lines += Json{{"ids", e["ids"]}}.dump() + "\n";
   const std::string ids_in = write("ids_in.jsonl", id_lines);
@@ -46,6 +49,32 @@ TEST_F(TokenizeCli, EncodesAndDecodesJsonlLines) {
   r = run_cli("tokenize " + dir + " --decode --skip-special --input " + ids_in);
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("{\"text\":\"user\\n2+2?\"}"), std::string::npos) << r.output;
+}
+
+// A token is shown as the text it stands for; one that holds only part of a character as its bytes, <0xNN>
+// each; --raw gives tokenizer.json's byte-level spelling (Hugging Face's `tokens`).
+TEST_F(TokenizeCli, TokensReadAsTextAndRawGivesTheByteLevelSpelling) {
+  const std::string dir = qwen3_dir();
+  ASSERT_FALSE(dir.empty()) << "the Qwen3 fixture is missing";
+  const std::string texts = write("texts.jsonl", "{\"text\": \"用🦜\"}\n{\"text\": \"Hello 世界\"}\n");
+  CliResult r = run_cli("tokenize " + dir + " --input " + texts);
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::istringstream lines(r.output);
+  std::string first, second;
+  std::getline(lines, first);
+  std::getline(lines, second);
+  EXPECT_EQ(Json::parse(first)["ids"], Json::parse("[11622, 123918, 250]"));  // Hugging Face's ids
+  EXPECT_EQ(Json::parse(first)["tokens"], Json::parse(R"(["用", "<0xF0><0x9F><0xA6>", "<0x9C>"])")) << first;
+  r = run_cli("tokenize " + dir + " --raw --input " + texts);
+  ASSERT_EQ(r.status, 0) << r.output;
+  lines = std::istringstream(r.output);
+  std::getline(lines, first);
+  std::getline(lines, second);
+  EXPECT_EQ(Json::parse(first)["tokens"], Json::parse(R"(["çĶ¨", "ðŁ¦", "ľ"])")) << first;
+  EXPECT_EQ(Json::parse(second)["tokens"], Json::parse(R"(["Hello", "Ġ", "ä¸ĸçķĮ"])")) << second;
+  r = run_cli("tokenize " + dir + " --raw --decode --input " + texts);  // --raw is about encoding
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--decode excludes --raw"), std::string::npos) << r.output;
 }
 
 TEST_F(TokenizeCli, BadLinesAndInputsAreErrorsNamingThemAndWriteNothing) {

@@ -22,7 +22,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FIRST_STEPS = ["smoke", "kernels_cuda_ops", "attention_cuda", "model_cuda", "rollout_cuda", "trainer_cuda",
+FIRST_STEPS = ["smoke", "kernels_cuda_ops", "op_matrix", "attention_cuda", "model_cuda", "rollout_cuda", "trainer_cuda",
                "grpo_gpu", "split_zmq", "split_cuda_ipc", "ipc_same_gpu", "ipc_w2_sync_time", "nccl_world_of_one",
                "nccl_join_timeout", "trainer_nccl"]
 failures = []

@@ -256,24 +256,24 @@ TEST(CudaOps, MatmulMathRoundsTheOperands) {
   };
   enum Model { kNearest, kTowardZero, kUnrounded, kModels };
   const char* model_names[] = {"to nearest", "toward zero", "unrounded"};
-  auto round_operand = [&](ops::MatmulMath math, Model model, float x) {
-    if (model == kUnrounded || math == ops::MatmulMath::kF32) return x;
+  auto round_operand = [&](DType math, Model model, float x) {
+    if (model == kUnrounded || math == DType::kF32) return x;
     switch (math) {
-      case ops::MatmulMath::kTF32: return keep_mantissa_bits(x, 10, model == kNearest);
-      case ops::MatmulMath::kBF16:
+      case DType::kTF32: return keep_mantissa_bits(x, 10, model == kNearest);
+      case DType::kBF16:
         return model == kNearest ? cpu::bf16_round_reference(x) : keep_mantissa_bits(x, 7, false);
-      case ops::MatmulMath::kF16:  // normal(0, 1) operands: within f16's normal range but for a rare tiny one
+      case DType::kF16:  // normal(0, 1) operands: within f16's normal range but for a rare tiny one
         return model == kNearest ? cpu::f16_round_reference(x) : keep_mantissa_bits(x, 10, false);
-      case ops::MatmulMath::kF32: break;
+      case DType::kF32: break;
     }
     return x;
   };
   const int64_t m = 17, n = 54, k = 97;
-  for (const ops::MatmulMath math : {ops::MatmulMath::kF32, ops::MatmulMath::kTF32, ops::MatmulMath::kBF16,
-                                     ops::MatmulMath::kF16}) {
+  for (const DType math : {DType::kF32, DType::kTF32, DType::kBF16,
+                                     DType::kF16}) {
     for (const bool ta : {false, true})
       for (const bool tb : {false, true}) {
-        const std::string what = std::string(ops::matmul_math_name(math)) + " ta=" + std::to_string(ta) +
+        const std::string what = std::string(precision_name(math)) + " ta=" + std::to_string(ta) +
                                  " tb=" + std::to_string(tb);
         SCOPED_TRACE(what);
         const Tensor a = rng.normal(ta ? Shape{k, m} : Shape{m, k}), b = rng.normal(tb ? Shape{n, k} : Shape{k, n});
@@ -306,8 +306,8 @@ TEST(CudaOps, MatmulMathRoundsTheOperands) {
                     worst[kUnrounded]);
         ::testing::Test::RecordProperty("rounding " + what, model_names[fits]);
         EXPECT_LE(worst[fits], 1.0) << "no rounding model fits the product";
-        if (math == ops::MatmulMath::kBF16 || math == ops::MatmulMath::kF16)
-          EXPECT_NE(fits, kUnrounded) << "cuBLAS did not round the operands: a " << ops::matmul_math_name(math)
+        if (math == DType::kBF16 || math == DType::kF16)
+          EXPECT_NE(fits, kUnrounded) << "cuBLAS did not round the operands: a " << precision_name(math)
                                       << " role's products on this GPU are fp32's";
       }
   }
@@ -322,9 +322,9 @@ TEST(CudaOps, PackedMatmulIsTheCpusProductBitForBit) {
   if (ExecContext::cuda_devices(&why) == 0) GTEST_SKIP() << why;
   const ExecContext gpu = ExecContext::cuda(0);
   Rng rng(71);
-  const WeightFormat formats[] = {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kF16, WeightFormat::kInt8,
-                                  WeightFormat::kFp8E4M3};
-  for (WeightFormat format : formats) {
+  const DType formats[] = {DType::kF32, DType::kBF16, DType::kF16, DType::kInt8,
+                                  DType::kFp8E4M3};
+  for (DType format : formats) {
     for (int64_t k : {12, 17, 97}) {
       for (int64_t n : {17, 54, 97}) {
         const Tensor w = rng.normal({n, k}, 0.3f);
@@ -332,7 +332,7 @@ TEST(CudaOps, PackedMatmulIsTheCpusProductBitForBit) {
         ops::pack_weight(host(), w, cpu_w, format);
         ops::copy_packed(gpu, cpu_w, moved);
         ops::pack_weight(gpu, gpu.copy_of(w), packed_there, format);
-        const std::string what = std::string(weight_format_name(format)) + " n " + std::to_string(n) + " k " +
+        const std::string what = std::string(precision_name(format)) + " n " + std::to_string(n) + " k " +
                                  std::to_string(k);
         Tensor panels_back = Tensor::empty(cpu_w.panels.shape(), cpu_w.panels.dtype());
         gpu.copy(packed_there.panels, panels_back);
@@ -373,7 +373,7 @@ TEST(CudaOps, PackedMatmulRefusesPanelsOfAnotherDevice) {
   const ExecContext gpu = ExecContext::cuda(0);
   Rng rng(72);
   ops::PackedWeight cpu_w;
-  ops::pack_weight(host(), rng.normal({17, 12}), cpu_w, WeightFormat::kF32);
+  ops::pack_weight(host(), rng.normal({17, 12}), cpu_w, DType::kF32);
   Tensor y = gpu.empty({3, 17});
   try {
     ops::matmul_packed(gpu, gpu.copy_of(rng.normal({3, 12})), cpu_w, y);

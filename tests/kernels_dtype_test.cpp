@@ -141,7 +141,7 @@ TEST(StoredAs, BitsAreTheReferenceRoundingsBits) {
 // The reference of a packed product: y[m][n] = scale[n] * sum_k x[m][k] w_q[n][k] in double, w_q the values the
 // format stores (rounded, or the quantised codes).
 struct FormatCase {
-  WeightFormat format;
+  DType format;
   double product_tol;  // relative to the row's sum of |x w|: fp32 accumulation of a k = 97 chain
   double weight_tol;   // |w_q - w| relative to the channel's max |w|
 };
@@ -160,10 +160,10 @@ TEST_P(PackedFormat, UnpackedValuesAreTheFormatsRoundingOfTheWeights) {
     for (int64_t k = 0; k < 97; ++k) mx = std::max(mx, std::fabs(w.data<float>()[n * 97 + k]));
     for (int64_t k = 0; k < 97; ++k) {
       const float a = w.data<float>()[n * 97 + k], b = q.data<float>()[n * 97 + k];
-      if (c.format == WeightFormat::kBF16) ASSERT_TRUE(same_bits(b, bf16_round_reference(a)));
-      if (c.format == WeightFormat::kF16) ASSERT_TRUE(same_bits(b, f16_round_reference(a)));
-      if (c.format == WeightFormat::kF32) ASSERT_TRUE(same_bits(b, a));
-      ASSERT_LE(std::fabs(b - a), c.weight_tol * mx) << weight_format_name(c.format) << " at " << n << "," << k;
+      if (c.format == DType::kBF16) ASSERT_TRUE(same_bits(b, bf16_round_reference(a)));
+      if (c.format == DType::kF16) ASSERT_TRUE(same_bits(b, f16_round_reference(a)));
+      if (c.format == DType::kF32) ASSERT_TRUE(same_bits(b, a));
+      ASSERT_LE(std::fabs(b - a), c.weight_tol * mx) << precision_name(c.format) << " at " << n << "," << k;
     }
   }
   if (is_quantized(c.format)) {  // the channel's largest weight maps onto the largest code, exactly recovered
@@ -192,13 +192,13 @@ TEST_P(PackedFormat, ProductMatchesTheReferenceAndIsBatchInvariant) {
       for (int64_t k = 0; k < 97; ++k) {
         // A bf16 product's x operands are bf16 too (as a GPU's bf16 GEMM takes them).
         const float xv = x.data<float>()[m * 97 + k];
-        const double xk = c.format == WeightFormat::kBF16 ? bf16_operand_reference(xv) : xv;
+        const double xk = c.format == DType::kBF16 ? bf16_operand_reference(xv) : xv;
         want += xk * q.data<float>()[n * 97 + k];
         scale += std::fabs(xk * q.data<float>()[n * 97 + k]);
       }
       const float got = y.data<float>()[m * 37 + n];
       ASSERT_FALSE(std::isnan(got));
-      ASSERT_NEAR(got, want, c.product_tol * scale) << weight_format_name(c.format) << " at " << m << "," << n;
+      ASSERT_NEAR(got, want, c.product_tol * scale) << precision_name(c.format) << " at " << m << "," << n;
     }
   // One row alone gives the same bits as in the batch of 17, and so do the first 16 rows (the thin tile).
   for (int64_t m : {0, 5, 16}) {
@@ -208,7 +208,7 @@ TEST_P(PackedFormat, ProductMatchesTheReferenceAndIsBatchInvariant) {
   }
   Tensor y16 = Tensor::empty({16, 37});
   ops::matmul_packed(host(), x.slice_rows(0, 16), packed, y16);
-  EXPECT_EQ(std::memcmp(y16.raw(), y.raw(), y16.nbytes()), 0) << weight_format_name(c.format) << ", 16 rows";
+  EXPECT_EQ(std::memcmp(y16.raw(), y.raw(), y16.nbytes()), 0) << precision_name(c.format) << ", 16 rows";
 }
 
 TEST_P(PackedFormat, EpilogueRoundsTheProductThenTheResidualSum) {
@@ -233,12 +233,12 @@ TEST_P(PackedFormat, EpilogueRoundsTheProductThenTheResidualSum) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, PackedFormat,
-                         ::testing::Values(FormatCase{WeightFormat::kF32, 1e-5, 0.0},
-                                           FormatCase{WeightFormat::kBF16, 1e-5, 1.0 / 128},
-                                           FormatCase{WeightFormat::kF16, 1e-5, 1.0 / 1024},
-                                           FormatCase{WeightFormat::kInt8, 1e-5, 0.5 / 127 + 1e-6},
-                                           FormatCase{WeightFormat::kFp8E4M3, 1e-5, 1.0 / 16}),
-                         [](const auto& info) { return std::string(weight_format_name(info.param.format)); });
+                         ::testing::Values(FormatCase{DType::kF32, 1e-5, 0.0},
+                                           FormatCase{DType::kBF16, 1e-5, 1.0 / 128},
+                                           FormatCase{DType::kF16, 1e-5, 1.0 / 1024},
+                                           FormatCase{DType::kInt8, 1e-5, 0.5 / 127 + 1e-6},
+                                           FormatCase{DType::kFp8E4M3, 1e-5, 1.0 / 16}),
+                         [](const auto& info) { return std::string(precision_name(info.param.format)); });
 
 TEST(PackedFormat16, BitsEqualTheFp32ProductOverTheRoundedOperands) {
   // A 16-bit panel is the same fma chain over the values it stores: exactly the fp32 product with the weights
@@ -249,21 +249,21 @@ TEST(PackedFormat16, BitsEqualTheFp32ProductOverTheRoundedOperands) {
                                {16, 300, 301}, {5, 33, 9}}) {
     Rng rng(14 + k);
     const Tensor w = rng.normal({n, k}, 0.5f), x = rng.normal({m, k});
-    for (WeightFormat f : {WeightFormat::kBF16, WeightFormat::kF16}) {
+    for (DType f : {DType::kBF16, DType::kF16}) {
       ops::PackedWeight packed, reference;
       ops::pack_weight(host(), w, packed, f);
-      ops::pack_weight(host(), ops::unpack_weight(host(), packed), reference, WeightFormat::kF32);
+      ops::pack_weight(host(), ops::unpack_weight(host(), packed), reference, DType::kF32);
       Tensor xr = x.clone();
-      if (f == WeightFormat::kBF16)
+      if (f == DType::kBF16)
         for (int64_t i = 0; i < xr.numel(); ++i) xr.data<float>()[i] = bf16_operand_reference(xr.data<float>()[i]);
       Tensor a = Tensor::empty({m, n}), b = Tensor::empty({m, n}), ar = Tensor::empty({m, n});
       ops::matmul_packed(host(), x, packed, a);
       ops::matmul_packed(host(), xr, reference, b);
-      EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0) << weight_format_name(f) << " k " << k;
+      EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0) << precision_name(f) << " k " << k;
       // The rounded epilogue and the residual form through the same pairs.
       ops::matmul_packed_residual(host(), x, packed, b, ar, DType::kBF16);
       ops::matmul_packed_residual(host(), xr, reference, b, a, DType::kBF16);
-      EXPECT_EQ(std::memcmp(a.raw(), ar.raw(), a.nbytes()), 0) << weight_format_name(f) << " residual, k " << k;
+      EXPECT_EQ(std::memcmp(a.raw(), ar.raw(), a.nbytes()), 0) << precision_name(f) << " residual, k " << k;
     }
   }
 }
@@ -283,7 +283,7 @@ TEST(PackedFormat16, Bf16OperandsFlushSubnormalsToZero) {
   std::copy(wv, wv + 8, w.data<float>());
   std::copy(xv, xv + 4, x.data<float>());
   ops::PackedWeight packed;
-  ops::pack_weight(host(), w, packed, WeightFormat::kBF16);
+  ops::pack_weight(host(), w, packed, DType::kBF16);
   const Tensor q = ops::unpack_weight(host(), packed);
   EXPECT_TRUE(same_bits(q.data<float>()[0], 0.0f));
   EXPECT_TRUE(same_bits(q.data<float>()[3], -0.0f));

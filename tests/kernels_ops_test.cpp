@@ -699,13 +699,14 @@ TEST(Dispatch, UnsupportedDtypeAndDeviceAreNamed) {
   EXPECT_ERROR_MENTIONS(error_of([&] { ops::l2_norm(host(), undefined); }), "l2_norm: x is an undefined tensor");
 }
 
-TEST(Dispatch, MatmulMathOtherThanF32RunsOnCudaOnly) {
+TEST(Dispatch, MatmulMathOtherThanF32IsRefusedByTheCpuBackend) {
+  // Tensor-core math (tf32, bf16, fp16 operands) is CUDA's: the CPU backend says it does not run that pair.
   Rng rng(45);
   const Tensor a = rng.normal({3, 4}), b = rng.normal({4, 5});
   Tensor c = Tensor::empty({3, 5});
   EXPECT_ERROR_MENTIONS(
-      error_of([&] { ops::matmul(host(), a, false, b, false, c, 1.0f, 0.0f, ops::MatmulMath::kBF16); }),
-      "matmul: bf16 math runs on CUDA only");
+      error_of([&] { ops::matmul(host(), a, false, b, false, c, 1.0f, 0.0f, DType::kBF16); }),
+      "op matmul: bf16 not supported on the cpu backend (cpu)");
 }
 
 // ---------------------------------------------------------------- the gradient checker itself

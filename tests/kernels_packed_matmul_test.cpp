@@ -158,10 +158,10 @@ TEST(PackedMatmul, ResidualProductEqualsCopyThenAccumulate) {
 // product plus the residual, added here as a separate float operation.
 TEST(PackedMatmul, TheEpilogueMultipliesAndAddsSeparately) {
   Rng rng(16);
-  for (const WeightFormat format :
-       {WeightFormat::kF32, WeightFormat::kBF16, WeightFormat::kF16, WeightFormat::kInt8, WeightFormat::kFp8E4M3}) {
+  for (const DType format :
+       {DType::kF32, DType::kBF16, DType::kF16, DType::kInt8, DType::kFp8E4M3}) {
     for (const Dims& d : kShapes) {
-      SCOPED_TRACE(::testing::Message() << weight_format_name(format) << " M=" << d.m << " N=" << d.n << " K=" << d.k);
+      SCOPED_TRACE(::testing::Message() << precision_name(format) << " M=" << d.m << " N=" << d.n << " K=" << d.k);
       const Tensor x = rng.normal({d.m, d.k}), w = rng.normal({d.n, d.k}, 0.3f), res = rng.normal({d.m, d.n});
       ops::PackedWeight pw;
       ops::pack_weight(host(), w, pw, format);

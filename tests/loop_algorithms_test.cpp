@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "loop/controller.h"
+#include "report/run_ledger.h"
 #include "tests/train_test_support.h"
 
 namespace rlcpp {
@@ -213,7 +214,25 @@ TEST(LoopAlgorithms, RefilledDynamicSamplingDrawsUntilMaxGroupsAndOverlongRespon
     }
     EXPECT_LE(j["reward/overlong_penalty"].get<double>(), 0.0);
     EXPECT_GE(j["reward/overlong"].get<double>(), 0.0);
+    // Training throughput counts the kept groups' tokens, not every sampled one: 14 of at least 16 groups.
+    EXPECT_GT(j["tokens/trained"].get<double>(), 0.0) << "step " << j["step"];
+    EXPECT_LT(j["tokens/trained"].get<double>(), j["tokens/sequences"].get<double>()) << "step " << j["step"];
+    EXPECT_EQ(j["tokens_per_s/trained"].get<double>(),
+              j["tokens/trained"].get<double>() / j["timing_s/update_actor"].get<double>());
   }
+  // The ledger's training MFU divides those trained tokens by the update's time and the run's own peak (its bound
+  // is app_report_test's: this 2-layer model's MFU rests on a peak measured beside another test under ctest -j2).
+  const RunRecords records = read_run_records(s.run_dir);
+  double trained = 0, update_s = 0;
+  for (const Json& j : m) {
+    trained += j["tokens/trained"].get<double>();
+    update_s += j["timing_s/update_actor"].get<double>();
+  }
+  const LedgerFigures figures = run_ledger_figures(records, MachineFigures{});
+  EXPECT_DOUBLE_EQ(figures.train_tokens_per_s, trained / update_s);
+  const double mfu = ledger_line(build_ledger(run_model_config(records), figures), "train_mfu").ratio;
+  EXPECT_NEAR(mfu, 6 * static_cast<double>(run_model_config(records).num_parameters()) * trained / update_s /
+                       run_machine_figures(records).matmul_peak_flops, 1e-9);
   // The SFT'd policy has a spread in 11-16 of 16 groups (measured): about half the steps need a second draw.
   EXPECT_GE(refilled, 2);
   EXPECT_LT(window_mean(m, "reward/overlong_penalty", 0, 6), 0.0);  // two-digit sums reach into the buffer

@@ -23,17 +23,8 @@ namespace fs = std::filesystem;
 
 const std::string kQwen3 = qwen3_fixture_dir();
 
-// W1's shape with Qwen's vocabulary and EOS (<|im_end|>), a context long enough for word problems.
-ModelConfig qwen_vocab_config() {
-  ModelConfig c = model_preset("tiny");
-  c.model_type = "qwen2";
-  c.vocab_size = 151936;
-  c.bos_token_id = 151643;
-  c.eos_token_id = 151645;
-  c.max_position_embeddings = 1024;
-  c.tie_word_embeddings = true;
-  return c;
-}
+// The Qwen3 tokenizer's vocabulary and EOS (<|im_end|>) on a small body, a context long enough for word problems.
+ModelConfig qwen_vocab_config() { return model_preset("qwen-tiny"); }
 
 TEST(ChatPrompts, PromptsBecomeChatTurnsOfTheTemplate) {
   ASSERT_TRUE(fs::exists(kQwen3 + "/tokenizer.json")) << kQwen3 << " is missing";
@@ -72,6 +63,26 @@ TEST(ChatPrompts, PromptsBecomeChatTurnsOfTheTemplate) {
   ModelConfig small = mc;
   small.vocab_size = 1000;
   expect_error([&] { HfTokenizer(kQwen3, small, {}); }, {"past the model's vocabulary of 1000"});
+}
+
+// The shipped qwen-tiny recipe (README "Real models") loads and validates from the repository root: its
+// tokenizer fits the preset's vocabulary, its chat template renders, the words task fits the context.
+TEST(TextTask, TheShippedQwenTinyRecipeValidates) {
+  TrainConfig c;
+  config_from_json(load_json_file(std::string(RLCPP_SOURCE_DIR) + "/configs/grpo_words_qwen_tiny.json"), c);
+  EXPECT_EQ(c.warm_start.sft.model_preset, "qwen-tiny");
+  EXPECT_EQ(c.task.name, "words");
+  EXPECT_TRUE(c.chat.enabled);
+  const fs::path here = fs::current_path();
+  fs::current_path(RLCPP_SOURCE_DIR);  // the config names its tokenizer relative to the repository
+  std::string error;
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  fs::current_path(here);
+  EXPECT_EQ(error, "");
 }
 
 // A tokenizer that cannot be used is found before any work, naming the config key, and leaves no run directory.

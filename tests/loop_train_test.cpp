@@ -63,8 +63,8 @@ TEST(LoopTrain, ShortGrpoRunRaisesMeanRewardAndTimesItsPhases) {
   for (const Json& m : metrics) {
     const double step_s = m["timing_s/step"].get<double>();
     double sum = 0, shares = 0;
-    for (const char* p : {"rollout", "reward", "old_logprob", "ref_logprob", "values", "advantage", "update_actor",
-                          "update_critic", "weight_sync", "probe", "eval", "checkpoint", "other"}) {
+    for (const char* p : {"rollout", "reward", "old_logprob", "mismatch", "ref_logprob", "values", "advantage",
+                          "update_actor", "update_critic", "weight_sync", "probe", "eval", "checkpoint", "other"}) {
       sum += m[std::string("timing_s/") + p].get<double>();
       shares += m[std::string("timing_share/") + p].get<double>();
     }

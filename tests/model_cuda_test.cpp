@@ -213,7 +213,7 @@ TEST(CachedDecodeOnCuda, AQuantisedRolloutDecodesOnTheDeviceAsOnTheHost) {
   const ModelConfig c = small_test_config("qwen2");
   for (bool invariant : {true, false}) {
     ModelNumerics int8;
-    int8.linear_weights = WeightFormat::kInt8;
+    int8.linear_weights = DType::kInt8;
     int8.batch_invariant = invariant;
     const Transformer model(c, int8);
     const ParameterStore params = scaled_test_params(c);

@@ -75,7 +75,7 @@ TEST(ForwardComparison, Bf16AgainstFp32DivergesFromTheEmbedding) {
   const ParameterStore p = wide_params(c);
   ModelNumerics bf16;
   bf16.compute = DType::kBF16;
-  bf16.linear_weights = WeightFormat::kBF16;
+  bf16.linear_weights = DType::kBF16;
   const ForwardComparison r =
       compare_forward(host(), Transformer(c, bf16), p, Transformer(c), p, test_batch(c), 1.0f, 0.0);
   EXPECT_EQ(r.first_stage, 0);

@@ -28,7 +28,7 @@ EngineConfig engine_config() {
   return c;
 }
 
-ModelNumerics numerics(DType compute, WeightFormat linear = WeightFormat::kF32, bool invariant = true) {
+ModelNumerics numerics(DType compute, DType linear = DType::kF32, bool invariant = true) {
   ModelNumerics n;
   n.compute = compute;
   n.linear_weights = is_quantized(linear) ? linear : ModelNumerics{compute}.compute_format();
@@ -114,20 +114,20 @@ TEST_P(EngineNumericsVsFp32, DiffersFromTheFp32TrainerByItsPrecision) {
   EXPECT_LT(max_diff, bound) << n.describe();
   const WeightError e = prepared_weight_error(model, params);
   EXPECT_GT(e.rel_rms, 0.0);
-  EXPECT_LT(e.rel_rms, n.linear_weights == WeightFormat::kFp8E4M3 ? 0.05 : 0.01) << n.describe();
+  EXPECT_LT(e.rel_rms, n.linear_weights == DType::kFp8E4M3 ? 0.05 : 0.01) << n.describe();
 }
 
 std::string numerics_name(const ::testing::TestParamInfo<std::tuple<ModelNumerics, std::string>>& info) {
   const ModelNumerics& n = std::get<0>(info.param);
   std::string s = compute_dtype_name(n.compute);
-  if (is_quantized(n.linear_weights)) s += std::string("_") + weight_format_name(n.linear_weights);
+  if (is_quantized(n.linear_weights)) s += std::string("_") + precision_name(n.linear_weights);
   return s + "_" + std::get<1>(info.param);
 }
 
 const ModelNumerics kOtherNumerics[] = {numerics(DType::kBF16), numerics(DType::kF16),
-                                        numerics(DType::kF32, WeightFormat::kInt8),
-                                        numerics(DType::kBF16, WeightFormat::kFp8E4M3),
-                                        numerics(DType::kF16, WeightFormat::kInt8)};
+                                        numerics(DType::kF32, DType::kInt8),
+                                        numerics(DType::kBF16, DType::kFp8E4M3),
+                                        numerics(DType::kF16, DType::kInt8)};
 
 INSTANTIATE_TEST_SUITE_P(Numerics, EngineNumerics,
                          ::testing::Combine(::testing::Values(numerics(DType::kF32), kOtherNumerics[0],
@@ -167,7 +167,7 @@ TEST(EngineBatchInvariance, OnlyTheInvariantEngineGivesTheSameLogprobsInEveryBat
   const ParameterStore params = scaled_test_params(cfg, 1.0f);
   for (DType dt : {DType::kF32, DType::kBF16}) {
     for (bool invariant : {true, false}) {
-      const auto runs = decode_by_batch(Transformer(cfg, numerics(dt, WeightFormat::kF32, invariant)), params, cfg);
+      const auto runs = decode_by_batch(Transformer(cfg, numerics(dt, DType::kF32, invariant)), params, cfg);
       int64_t compared = 0, differing = 0;
       double max_diff = 0;
       for (size_t b = 1; b < runs.size(); ++b)
@@ -211,7 +211,7 @@ TEST(EngineNumericsConfig, BadNamesAreErrorsNamingTheKeyAndChoices) {
   }
   ModelNumerics bad;
   bad.compute = DType::kBF16;
-  bad.linear_weights = WeightFormat::kF16;
+  bad.linear_weights = DType::kF16;
   EXPECT_THROW(Transformer(small_test_config(), bad), Error);
 }
 

@@ -50,7 +50,7 @@ inline ParameterStore scaled_test_params(const ModelConfig& c, float scale = 3.0
 inline ModelNumerics test_numerics(DType compute, bool batch_invariant) {
   ModelNumerics n;
   n.compute = compute;
-  n.linear_weights = compute == DType::kBF16 ? WeightFormat::kBF16 : WeightFormat::kF32;
+  n.linear_weights = compute == DType::kBF16 ? DType::kBF16 : DType::kF32;
   n.batch_invariant = batch_invariant;
   return n;
 }

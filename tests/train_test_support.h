@@ -86,8 +86,9 @@ inline bool same_weights(const std::string& a, const std::string& b) {
 // paths, the engine's step counts and forward time (per worker), the process's memory and the layout it ran on
 // (workers, threads, cores).
 inline bool run_dependent_key(const std::string& key) {
-  return key.rfind("timing", 0) == 0 || key == "elapsed_s" || key == "tokens_per_s" || key == "checkpoint" ||
-         key.rfind("engine/", 0) == 0 || key.rfind("memory/", 0) == 0 || key.rfind("layout/", 0) == 0;
+  return key.rfind("timing", 0) == 0 || key == "elapsed_s" || key.rfind("tokens_per_s/", 0) == 0 ||
+         key == "checkpoint" || key.rfind("engine/", 0) == 0 || key.rfind("memory/", 0) == 0 ||
+         key.rfind("layout/", 0) == 0;
 }
 
 }  // namespace rlcpp

@@ -105,6 +105,7 @@ UpdateResult PolicyUpdater::step(const std::vector<PackedBatch>& micro_batches, 
     result.allreduce_wait_s = buckets->finish();
     reduce_loss_over_ranks(*comm_, result.loss, result.tokens, result.metrics);
   }
+  tokens_trained_ += result.tokens;  // through forward + backward, whether AdamW then applies the step or not
   result.grad_norm = clip_grad_norm(context_, grads_, config_.grad_clip);
   ++steps_asked_;
   if (!std::isfinite(result.loss) || !std::isfinite(result.grad_norm)) {

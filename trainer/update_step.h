@@ -94,6 +94,9 @@ class PolicyUpdater {
   // the same float operations in the same order: S ranks give one process's update bit for bit.
   void set_grad_shards(int64_t shards) { grad_shards_ = shards; }
   int64_t bad_steps_in_a_row() const { return bad_in_a_row_; }
+  // Tokens (prompt + response) through this updater's forward + backward since it was made, over every step
+  // (and every data-parallel rank's shard): the trained tokens that training tokens/s and MFU count.
+  int64_t tokens_trained() const { return tokens_trained_; }
   int64_t bad_steps_total() const { return bad_total_; }
   // Throws "WHAT: all N optimizer steps ... were skipped" when every step this updater was asked for had a
   // non-finite loss or gradient (fewer than max_bad_steps of them, so none stopped the run): a run that ends
@@ -115,6 +118,7 @@ class PolicyUpdater {
   int64_t bad_in_a_row_ = 0;
   int64_t bad_total_ = 0;
   int64_t steps_asked_ = 0;
+  int64_t tokens_trained_ = 0;
   Communicator* comm_ = nullptr;
   int64_t grad_shards_ = 0;
   std::optional<ParameterStore> shard_grads_;  // a later shard's gradient (grad_shards > 1, one process), on first use

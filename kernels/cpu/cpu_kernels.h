@@ -11,7 +11,7 @@
 
 #include "core/tensor.h"
 #include "kernels/truncation.h"
-#include "kernels/weight_format.h"
+#include "core/tensor.h"
 
 namespace rlcpp::cpu {
 
@@ -39,20 +39,20 @@ void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c
 // packed_matmul_cpu.cpp); quantised formats also fill scales (ceil(n/16) * 16), the multiplier of each output
 // channel's decoded values (for e4m3 times 2^8, see dtype_round.h).
 inline constexpr int64_t kPackedPanel = 16;
-size_t panel_element_bytes(WeightFormat format);
+size_t panel_element_bytes(DType format);
 // The panels' second dimension for k inputs: k, or for bf16 k rounded up to even (pairs of k).
-int64_t panel_depth(WeightFormat format, int64_t k);
-void pack_weight(const float* w, void* panels, float* scales, int64_t n, int64_t k, WeightFormat format);
+int64_t panel_depth(DType format, int64_t k);
+void pack_weight(const float* w, void* panels, float* scales, int64_t n, int64_t k, DType format);
 // w (n,k) = the values a product with the panels multiplies by (dequantised, rounded): the reference of what a
 // packed weight holds.
-void unpack_weight(const void* panels, const float* scales, float* w, int64_t n, int64_t k, WeightFormat format);
+void unpack_weight(const void* panels, const float* scales, float* w, int64_t n, int64_t k, DType format);
 // Packs the transpose of w (n,k) the same way, fp32: panels (ceil(k/16), n, 16) with panels[p][i][j] =
 // w[i][16p + j], zero past k — the panels of pack_weight(w^T) without forming w^T.
 void pack_weight_transposed(const float* w, float* panels, int64_t n, int64_t k);
 // y (m,n) = x (m,k) @ w^T, or y = residual + x @ w^T when residual (m,n) is given (it may be y itself); each
 // product one fma chain over k in order, times the channel scale (quantised formats), rounded to `round` (kF32:
 // not rounded), then the residual added and rounded again.
-void matmul_packed(const float* x, const void* panels, const float* scales, WeightFormat format, float* y,
+void matmul_packed(const float* x, const void* panels, const float* scales, DType format, float* y,
                    int64_t m, int64_t n, int64_t k, const float* residual, DType round);
 // x (n) rounded in place to `dtype` (kBF16, kF16; kF32 leaves it).
 void round_to(float* x, int64_t n, DType dtype);

@@ -12,7 +12,7 @@
 // count. The AVX2 and portable arms (builds without AVX-512) compute the same chains with their own FMA (one
 // rounding each), so every arm gives the same bits.
 //
-// Weight formats (ops.h WeightFormat): the panels hold fp32, bf16, fp16, int8 or fp8 e4m3 values, converted to
+// Weight formats (ops.h DType): the panels hold fp32, bf16, fp16, int8 or fp8 e4m3 values, converted to
 // fp32 exactly as they are loaded (bf16: a mask or a shift; fp16 and e4m3: one fp16 conversion; int8: an integer
 // conversion), so a 16-bit or 8-bit panel is the same chain over the values it stores, at half or a quarter of
 // the bytes a bandwidth-bound decode reads. Quantised panels carry one scale per output, applied to the finished
@@ -49,7 +49,7 @@ namespace rlcpp::cpu {
 
 namespace {
 
-// Panel element types, one per WeightFormat: what a panel stores per weight.
+// Panel element types, one per DType: what a panel stores per weight.
 struct Bf16 {
   uint16_t bits;
 };
@@ -485,10 +485,10 @@ float decode(int8_t w) { return static_cast<float>(w); }
 float decode(Fp8 w) { return f16_value(e4m3_to_f16_bits_scaled(w.bits)); }  // the e4m3 value times 2^-8
 
 // The largest code of a quantised format (w / scale spans [-max, max]).
-float quant_max(WeightFormat f) { return f == WeightFormat::kInt8 ? 127.0f : kE4m3Max; }
+float quant_max(DType f) { return f == DType::kInt8 ? 127.0f : kE4m3Max; }
 
 // scales (n) per output channel: max |w[j][.]| / quant_max, 1 for an all-zero channel.
-void channel_scales(const float* w, int64_t n, int64_t k, WeightFormat format, float* scales) {
+void channel_scales(const float* w, int64_t n, int64_t k, DType format, float* scales) {
   for (int64_t j = 0; j < n; ++j) {
     float mx = 0.0f;
     for (int64_t kk = 0; kk < k; ++kk) mx = std::max(mx, std::fabs(w[j * k + kk]));
@@ -525,34 +525,34 @@ void unpack_panels(const W* panels, const float* scales, float* w, int64_t n, in
 
 // Calls fn(typed panel pointer) for the format's element type.
 template <class Fn>
-void with_panel_type(WeightFormat format, const void* panels, Fn fn) {
+void with_panel_type(DType format, const void* panels, Fn fn) {
   switch (format) {
-    case WeightFormat::kF32: fn(static_cast<const float*>(panels)); return;
-    case WeightFormat::kBF16: fn(static_cast<const Bf16*>(panels)); return;
-    case WeightFormat::kF16: fn(static_cast<const F16*>(panels)); return;
-    case WeightFormat::kInt8: fn(static_cast<const int8_t*>(panels)); return;
-    case WeightFormat::kFp8E4M3: fn(static_cast<const Fp8*>(panels)); return;
+    case DType::kF32: fn(static_cast<const float*>(panels)); return;
+    case DType::kBF16: fn(static_cast<const Bf16*>(panels)); return;
+    case DType::kF16: fn(static_cast<const F16*>(panels)); return;
+    case DType::kInt8: fn(static_cast<const int8_t*>(panels)); return;
+    case DType::kFp8E4M3: fn(static_cast<const Fp8*>(panels)); return;
   }
 }
 
 }  // namespace
 
-int64_t panel_depth(WeightFormat format, int64_t k) {
-  return format == WeightFormat::kBF16 ? panel_depth_of<Bf16>(k) : k;
+int64_t panel_depth(DType format, int64_t k) {
+  return format == DType::kBF16 ? panel_depth_of<Bf16>(k) : k;
 }
 
-size_t panel_element_bytes(WeightFormat format) {
+size_t panel_element_bytes(DType format) {
   switch (format) {
-    case WeightFormat::kF32: return 4;
-    case WeightFormat::kBF16:
-    case WeightFormat::kF16: return 2;
-    case WeightFormat::kInt8:
-    case WeightFormat::kFp8E4M3: return 1;
+    case DType::kF32: return 4;
+    case DType::kBF16:
+    case DType::kF16: return 2;
+    case DType::kInt8:
+    case DType::kFp8E4M3: return 1;
   }
   return 4;
 }
 
-void pack_weight(const float* w, void* panels, float* scales, int64_t n, int64_t k, WeightFormat format) {
+void pack_weight(const float* w, void* panels, float* scales, int64_t n, int64_t k, DType format) {
   if (is_quantized(format)) channel_scales(w, n, k, format, scales);
   with_panel_type(format, panels, [&](auto typed) {
     using W = std::remove_const_t<std::remove_pointer_t<decltype(typed)>>;
@@ -560,11 +560,11 @@ void pack_weight(const float* w, void* panels, float* scales, int64_t n, int64_t
   });
   // e4m3 panels decode to the value times 2^-8 (one fp16 conversion); the channel's multiplier takes the 2^8
   // back, exactly (a power of two).
-  if (format == WeightFormat::kFp8E4M3)
+  if (format == DType::kFp8E4M3)
     for (int64_t j = 0; j < n; ++j) scales[j] *= kE4m3F16Scale;
 }
 
-void unpack_weight(const void* panels, const float* scales, float* w, int64_t n, int64_t k, WeightFormat format) {
+void unpack_weight(const void* panels, const float* scales, float* w, int64_t n, int64_t k, DType format) {
   with_panel_type(format, panels, [&](auto typed) { unpack_panels(typed, is_quantized(format) ? scales : nullptr, w, n, k); });
 }
 
@@ -582,7 +582,7 @@ void pack_weight_transposed(const float* w, float* panels, int64_t n, int64_t k)
   }
 }
 
-void matmul_packed(const float* x, const void* panels, const float* scales, WeightFormat format, float* y,
+void matmul_packed(const float* x, const void* panels, const float* scales, DType format, float* y,
                    int64_t m, int64_t n, int64_t k, const float* residual, DType round) {
   if (m == 0 || n == 0) return;
   with_panel_type(format, panels, [&](auto typed) {

@@ -254,30 +254,30 @@ cudaError_t attention_backward(const float* dout, const float* q, const float* k
 }
 
 cudaError_t paged_kv_write(const float* k, const float* v, const int32_t* slot_mapping, int64_t n, int64_t row,
-                           void* k_cache, void* v_cache, FloatDtype dtype, cudaStream_t stream) {
+                           void* k_cache, void* v_cache, DType dtype, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   switch (dtype) {
-    case FloatDtype::kF32: return launch_paged_kv_write<F32Kv>(k, v, slot_mapping, n, row, k_cache, v_cache, stream);
-    case FloatDtype::kBF16:
+    case DType::kF32: return launch_paged_kv_write<F32Kv>(k, v, slot_mapping, n, row, k_cache, v_cache, stream);
+    case DType::kBF16:
       return launch_paged_kv_write<Bf16Kv>(k, v, slot_mapping, n, row, k_cache, v_cache, stream);
-    case FloatDtype::kF16: return launch_paged_kv_write<F16Kv>(k, v, slot_mapping, n, row, k_cache, v_cache, stream);
+    case DType::kF16: return launch_paged_kv_write<F16Kv>(k, v, slot_mapping, n, row, k_cache, v_cache, stream);
   }
   return cudaErrorInvalidValue;
 }
 
-cudaError_t paged_attention(const float* q, const void* k_cache, const void* v_cache, FloatDtype dtype,
+cudaError_t paged_attention(const float* q, const void* k_cache, const void* v_cache, DType dtype,
                             const int32_t* query_seq, const int32_t* query_pos, const int32_t* block_indptr,
                             const int32_t* block_indices, int64_t block_size, int64_t n, int64_t hq, int64_t hkv,
                             int64_t d, float scale, float* out, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   switch (dtype) {
-    case FloatDtype::kF32:
+    case DType::kF32:
       return launch_paged_attention<F32Kv>(q, k_cache, v_cache, query_seq, query_pos, block_indptr, block_indices,
                                            block_size, n, hq, hkv, d, scale, out, stream);
-    case FloatDtype::kBF16:
+    case DType::kBF16:
       return launch_paged_attention<Bf16Kv>(q, k_cache, v_cache, query_seq, query_pos, block_indptr, block_indices,
                                             block_size, n, hq, hkv, d, scale, out, stream);
-    case FloatDtype::kF16:
+    case DType::kF16:
       return launch_paged_attention<F16Kv>(q, k_cache, v_cache, query_seq, query_pos, block_indptr, block_indices,
                                            block_size, n, hq, hkv, d, scale, out, stream);
   }

@@ -13,12 +13,12 @@
 
 #include <cstdint>
 
-#include "kernels/weight_format.h"
+#include "core/tensor.h"
 
 namespace rlcpp::cuda {
 
-// The float dtypes a kernel stores or rounds to (dtype_round.cuh: the CPU's bits, NaN included).
-enum class FloatDtype { kF32, kBF16, kF16 };
+// A kernel that stores or rounds to a float dtype takes core/tensor.h's DType (F32, BF16 or F16: dtype_round.cuh,
+// the CPU's bits, NaN included).
 
 // c (m,n) = alpha * op(a) @ op(b) + beta * c, row-major fp32 matrices, on `handle` (the execution context's,
 // bound to `stream`), in `compute` (CUBLAS_COMPUTE_32F: plain fp32; the _FAST_ kinds: tensor cores on operands
@@ -30,12 +30,12 @@ cublasStatus_t matmul(cublasHandle_t handle, const float* a, bool trans_a, const
 // The packed matmul (packed_matmul_cuda.cu): y (m,n) = x (m,k) @ w^T against the CPU's panels
 // (ceil(n/16), depth, 16) in `format` (scales for the quantised ones), or y = round(residual + round(x @ w^T))
 // when residual (may be y) is given: each output the CPU's fma chain over k in order, the same bits.
-cudaError_t matmul_packed(const float* x, const void* panels, const float* scales, WeightFormat format, float* y,
-                          int64_t m, int64_t n, int64_t k, int64_t depth, const float* residual, FloatDtype round,
+cudaError_t matmul_packed(const float* x, const void* panels, const float* scales, DType format, float* y,
+                          int64_t m, int64_t n, int64_t k, int64_t depth, const float* residual, DType round,
                           cudaStream_t stream);
 // w (n,k) fp32 into panels of `format` (F32, BF16 or F16; the quantised ones are packed on the host), the CPU's
 // pack_weight bits.
-cudaError_t pack_weight(const float* w, void* panels, WeightFormat format, int64_t n, int64_t k, int64_t depth,
+cudaError_t pack_weight(const float* w, void* panels, DType format, int64_t n, int64_t k, int64_t depth,
                         cudaStream_t stream);
 
 cudaError_t add_bias(float* y, const float* bias, int64_t rows, int64_t cols, cudaStream_t stream);
@@ -56,12 +56,12 @@ cudaError_t embedding_backward(const float* dout, const int32_t* ids, float* dta
 
 // round: F32, or the 16-bit dtype whose Hugging Face expression out = round(round(w) * round(x * rstd)) is computed.
 cudaError_t rmsnorm_forward(const float* x, const float* weight, float eps, float* out, float* rstd, int64_t n,
-                            int64_t c, FloatDtype round, cudaStream_t stream);
+                            int64_t c, DType round, cudaStream_t stream);
 cudaError_t rmsnorm_backward(const float* dout, const float* x, const float* weight, const float* rstd, float* dx,
                              float* dweight, int64_t n, int64_t c, cudaStream_t stream);
 
 // x rounded to dtype in place, element by element (ops::round_to); F32 leaves x as it is.
-cudaError_t round_to(float* x, int64_t n, FloatDtype dtype, cudaStream_t stream);
+cudaError_t round_to(float* x, int64_t n, DType dtype, cudaStream_t stream);
 
 cudaError_t rope_forward(float* x, const int32_t* positions, const float* table, int64_t n, int64_t heads,
                          int64_t head_dim, cudaStream_t stream);
@@ -96,8 +96,8 @@ cudaError_t attention_backward(const float* dout, const float* q, const float* k
                                int64_t hkv, int64_t d, float scale, float* dq, float* dk, float* dv,
                                cudaStream_t stream);
 cudaError_t paged_kv_write(const float* k, const float* v, const int32_t* slot_mapping, int64_t n, int64_t row,
-                           void* k_cache, void* v_cache, FloatDtype dtype, cudaStream_t stream);
-cudaError_t paged_attention(const float* q, const void* k_cache, const void* v_cache, FloatDtype dtype,
+                           void* k_cache, void* v_cache, DType dtype, cudaStream_t stream);
+cudaError_t paged_attention(const float* q, const void* k_cache, const void* v_cache, DType dtype,
                             const int32_t* query_seq, const int32_t* query_pos, const int32_t* block_indptr,
                             const int32_t* block_indices, int64_t block_size, int64_t n, int64_t hq, int64_t hkv,
                             int64_t d, float scale, float* out, cudaStream_t stream);

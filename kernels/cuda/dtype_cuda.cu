@@ -7,20 +7,20 @@
 namespace rlcpp::cuda {
 namespace {
 
-template <FloatDtype kDtype>
+template <DType kDtype>
 __global__ void round_kernel(float* x, int64_t n) {
   for (int64_t i = thread_index(); i < n; i += thread_stride())
-    x[i] = kDtype == FloatDtype::kBF16 ? bf16_value(bf16_bits(x[i])) : f16_value(f16_bits(x[i]));
+    x[i] = kDtype == DType::kBF16 ? bf16_value(bf16_bits(x[i])) : f16_value(f16_bits(x[i]));
 }
 
 }  // namespace
 
-cudaError_t round_to(float* x, int64_t n, FloatDtype dtype, cudaStream_t stream) {
-  if (n == 0 || dtype == FloatDtype::kF32) return cudaSuccess;
-  if (dtype == FloatDtype::kBF16)
-    round_kernel<FloatDtype::kBF16><<<grid_for(n), kThreads, 0, stream>>>(x, n);
+cudaError_t round_to(float* x, int64_t n, DType dtype, cudaStream_t stream) {
+  if (n == 0 || dtype == DType::kF32) return cudaSuccess;
+  if (dtype == DType::kBF16)
+    round_kernel<DType::kBF16><<<grid_for(n), kThreads, 0, stream>>>(x, n);
   else
-    round_kernel<FloatDtype::kF16><<<grid_for(n), kThreads, 0, stream>>>(x, n);
+    round_kernel<DType::kF16><<<grid_for(n), kThreads, 0, stream>>>(x, n);
   return cudaGetLastError();
 }
 

@@ -70,9 +70,9 @@ __device__ inline float bf16_operand(float x) {
   return bf16_value(b);
 }
 
-__device__ inline float rounded(float v, FloatDtype round) {
-  if (round == FloatDtype::kBF16) return bf16_value(bf16_bits(v));
-  if (round == FloatDtype::kF16) return f16_value(f16_bits(v));
+__device__ inline float rounded(float v, DType round) {
+  if (round == DType::kBF16) return bf16_value(bf16_bits(v));
+  if (round == DType::kF16) return f16_value(f16_bits(v));
   return v;
 }
 
@@ -80,7 +80,7 @@ template <int BM, class Panels>
 __global__ void __launch_bounds__(kTileThreads)
     packed_matmul_kernel(const float* __restrict__ x, Panels w, const float* __restrict__ scales, float* y,
                          const float* residual, int64_t m, int64_t n, int64_t k, int64_t depth, bool bf16_x,
-                         FloatDtype round) {
+                         DType round) {
   constexpr int TM = BM / 16;
   __shared__ float xs[kTileK][BM + 1];
   __shared__ float ws[kTileK][kTileN + 1];
@@ -140,7 +140,7 @@ __global__ void __launch_bounds__(kTileThreads)
 
 template <class Panels>
 cudaError_t launch_packed(const float* x, Panels w, const float* scales, float* y, const float* residual, int64_t m,
-                          int64_t n, int64_t k, int64_t depth, bool bf16_x, FloatDtype round, cudaStream_t stream) {
+                          int64_t n, int64_t k, int64_t depth, bool bf16_x, DType round, cudaStream_t stream) {
   const unsigned cols = static_cast<unsigned>((n + kTileN - 1) / kTileN);
   // A decode step's few rows take the 16-row tile (fewer idle threads); the bits are the same either way.
   if (m <= 16) {
@@ -195,31 +195,31 @@ struct StoreF16 {
 
 }  // namespace
 
-cudaError_t matmul_packed(const float* x, const void* panels, const float* scales, WeightFormat format, float* y,
-                          int64_t m, int64_t n, int64_t k, int64_t depth, const float* residual, FloatDtype round,
+cudaError_t matmul_packed(const float* x, const void* panels, const float* scales, DType format, float* y,
+                          int64_t m, int64_t n, int64_t k, int64_t depth, const float* residual, DType round,
                           cudaStream_t stream) {
   if (m == 0 || n == 0) return cudaSuccess;
   switch (format) {
-    case WeightFormat::kF32:
+    case DType::kF32:
       return launch_packed(x, PanelF32{static_cast<const float*>(panels)}, nullptr, y, residual, m, n, k, depth, false,
                            round, stream);
-    case WeightFormat::kBF16:
+    case DType::kBF16:
       return launch_packed(x, PanelBf16{static_cast<const uint16_t*>(panels)}, nullptr, y, residual, m, n, k, depth,
                            true, round, stream);
-    case WeightFormat::kF16:
+    case DType::kF16:
       return launch_packed(x, PanelF16{static_cast<const uint16_t*>(panels)}, nullptr, y, residual, m, n, k, depth,
                            false, round, stream);
-    case WeightFormat::kInt8:
+    case DType::kInt8:
       return launch_packed(x, PanelInt8{static_cast<const int8_t*>(panels)}, scales, y, residual, m, n, k, depth,
                            false, round, stream);
-    case WeightFormat::kFp8E4M3:
+    case DType::kFp8E4M3:
       return launch_packed(x, PanelFp8{static_cast<const uint8_t*>(panels)}, scales, y, residual, m, n, k, depth,
                            false, round, stream);
   }
   return cudaErrorInvalidValue;
 }
 
-cudaError_t pack_weight(const float* w, void* panels, WeightFormat format, int64_t n, int64_t k, int64_t depth,
+cudaError_t pack_weight(const float* w, void* panels, DType format, int64_t n, int64_t k, int64_t depth,
                         cudaStream_t stream) {
   const int64_t elements = (n + kPanel - 1) / kPanel * depth * kPanel;
   const unsigned grid = static_cast<unsigned>((elements + kTileThreads - 1) / kTileThreads > 4096
@@ -227,14 +227,14 @@ cudaError_t pack_weight(const float* w, void* panels, WeightFormat format, int64
                                                   : (elements + kTileThreads - 1) / kTileThreads);
   if (elements == 0) return cudaSuccess;
   switch (format) {
-    case WeightFormat::kF32:
+    case DType::kF32:
       pack_kernel<<<grid, kTileThreads, 0, stream>>>(w, StoreF32{static_cast<float*>(panels)}, n, k, depth, elements);
       break;
-    case WeightFormat::kBF16:
+    case DType::kBF16:
       pack_kernel<<<grid, kTileThreads, 0, stream>>>(w, StoreBf16{static_cast<uint16_t*>(panels)}, n, k, depth,
                                                      elements);
       break;
-    case WeightFormat::kF16:
+    case DType::kF16:
       pack_kernel<<<grid, kTileThreads, 0, stream>>>(w, StoreF16{static_cast<uint16_t*>(panels)}, n, k, depth,
                                                      elements);
       break;
