@@ -58,10 +58,26 @@ void learn_from_batch(RlContext& ctx, ScoredBatch& batch, PhaseTimer& timer, Ste
   } else if (needs.old_logp) {
     std::vector<std::vector<float>> old_logp =
         timer.time(Phase::kOldLogprob, [&] { return response_logp(ctx.model, ctx.params); });
-    std::vector<std::vector<float>> rollout_logp;
-    for (const RolloutSample& s : batch.samples) rollout_logp.push_back(s.rollout_logp);
-    for (const auto& [k, v] : logprob_mismatch(rollout_logp, old_logp).metrics()) out.metrics[k] = v;
-    for (const auto& [k, v] : rollout_corr_metrics(rollout_logp, old_logp, cfg.mismatch.ratio_bound))
+    std::vector<std::vector<float>> rollout_logp, trainer_logp;
+    for (size_t i = 0; i < batch.samples.size(); ++i) {
+      const RolloutSample& s = batch.samples[i];
+      if (ctx.agent == nullptr) {
+        rollout_logp.push_back(s.rollout_logp);
+        trainer_logp.push_back(old_logp[i]);
+        continue;
+      }
+      // An episode's environment tokens (mask 0) were appended, not sampled: no engine log-prob to compare.
+      std::vector<float> sampled, recomputed;
+      for (size_t t = 0; t < s.mask.size(); ++t)
+        if (s.mask[t] > 0) {
+          sampled.push_back(s.rollout_logp[t]);
+          recomputed.push_back(old_logp[i][t]);
+        }
+      rollout_logp.push_back(std::move(sampled));
+      trainer_logp.push_back(std::move(recomputed));
+    }
+    for (const auto& [k, v] : logprob_mismatch(rollout_logp, trainer_logp).metrics()) out.metrics[k] = v;
+    for (const auto& [k, v] : rollout_corr_metrics(rollout_logp, trainer_logp, cfg.mismatch.ratio_bound))
       out.metrics[k] = v;
     // The whole next-token distributions of the two numerics on the step's first samples (the same forward
     // numerics give the same bits: nothing to compare).
