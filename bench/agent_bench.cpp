@@ -106,6 +106,7 @@ int run_agent_bench(const AgentBenchOptions& o) {
   const Transformer model(mc);
   EngineConfig ec;
   ec.max_num_seqs = o.episodes;
+  ec.max_context = need;  // W2's 32,768 positions would size the batch limits for nothing
   ec.max_num_batched_tokens = std::max<int64_t>(ec.max_num_batched_tokens, o.episodes * need);
   Engine engine(model, params, ec);
   std::printf("bench agent: %s, %lld episodes side by side, prompt %lld, %lld tokens sampled per turn, observations "
