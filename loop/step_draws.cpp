@@ -293,8 +293,9 @@ StepDraws step_draws_from_json(const Json& j, const std::string& where) {
     const bool versions_ok = episodes ? s.policy_version <= s.last_policy_version && s.last_policy_version <= d.policy_version
                                       : s.policy_version == d.policy_version && s.last_policy_version == d.policy_version;
     RLCPP_CHECK(versions_ok,
-                where << ": samples[" << i << "] was sampled by policy versions " << s.policy_version << ".."
-                      << s.last_policy_version << ", the draws by " << d.policy_version);
+                where << ": samples[" << i << "] was sampled by policy version " << s.policy_version
+                      << (s.last_policy_version != s.policy_version ? ".." + std::to_string(s.last_policy_version) : "")
+                      << ", the draws by " << d.policy_version);
     // Re-tokenized episodes (agent.tokenization) train on other tokens than were sampled, by design.
     RLCPP_CHECK(s.logprobs.size() == s.tokens.size() &&
                     (episodes || (d.drawn.samples[i].response == s.tokens && d.drawn.samples[i].rollout_logp == s.logprobs)),
