@@ -1,24 +1,9 @@
 #include "agent/episode.h"
 
 #include "core/error.h"
+#include "core/json_input.h"
 
 namespace rlcpp {
-
-namespace {
-
-const Json& field(const Json& j, const char* key, const std::string& where) {
-  RLCPP_CHECK(j.is_object() && j.contains(key), where << ": missing key '" << key << "'");
-  return j[key];
-}
-template <class T> T get(const Json& j, const char* key, const std::string& where) {
-  try {
-    return field(j, key, where).get<T>();
-  } catch (const Json::exception& e) {
-    throw Error(where + ": key '" + key + "' has the wrong type (" + e.what() + ")");
-  }
-}
-
-}  // namespace
 
 std::vector<float> Episode::loss_mask() const {
   std::vector<float> mask(sources.size());
@@ -86,52 +71,52 @@ Json episode_to_json(const Episode& e) {
 
 Episode episode_from_json(const Json& j, const std::string& where) {
   Episode e;
-  const Json& p = field(j, "problem", where);
-  e.problem = {get<std::string>(p, "prompt", where), get<std::string>(p, "answer", where), field(p, "meta", where),
-               get<uint64_t>(p, "id", where)};
-  e.group = get<int64_t>(j, "group", where);
-  e.sample_index = get<int64_t>(j, "sample_index", where);
-  e.seed = get<uint64_t>(j, "seed", where);
-  e.first_step = get<int64_t>(j, "first_step", where);
-  e.prompt_text = get<std::string>(j, "prompt_text", where);
-  e.observation_texts = get<std::vector<std::string>>(j, "observation_texts", where);
-  e.observation_tool = get<std::vector<uint8_t>>(j, "observation_tool", where);
+  const Json& p = json_field(j, "problem", where);
+  e.problem = {json_get<std::string>(p, "prompt", where), json_get<std::string>(p, "answer", where),
+               json_field(p, "meta", where), json_get<uint64_t>(p, "id", where)};
+  e.group = json_get<int64_t>(j, "group", where);
+  e.sample_index = json_get<int64_t>(j, "sample_index", where);
+  e.seed = json_get<uint64_t>(j, "seed", where);
+  e.first_step = json_get<int64_t>(j, "first_step", where);
+  e.prompt_text = json_get<std::string>(j, "prompt_text", where);
+  e.observation_texts = json_get<std::vector<std::string>>(j, "observation_texts", where);
+  e.observation_tool = json_get<std::vector<uint8_t>>(j, "observation_tool", where);
   RLCPP_CHECK(e.observation_tool.size() == e.observation_texts.size(),
               where << ": " << e.observation_texts.size() << " observation texts but " << e.observation_tool.size()
                     << " observation_tool flags");
-  e.prompt = get<std::vector<int32_t>>(j, "prompt", where);
-  e.tokens = get<std::vector<int32_t>>(j, "tokens", where);
-  for (int s : get<std::vector<int>>(j, "sources", where)) {
+  e.prompt = json_get<std::vector<int32_t>>(j, "prompt", where);
+  e.tokens = json_get<std::vector<int32_t>>(j, "tokens", where);
+  for (int s : json_get<std::vector<int>>(j, "sources", where)) {
     RLCPP_CHECK(s == 0 || s == 1, where << ": key 'sources' holds " << s << " (0 model, 1 environment)");
     e.sources.push_back(static_cast<TokenSource>(s));
   }
-  e.logprobs = get<std::vector<float>>(j, "logprobs", where);
-  e.versions = get<std::vector<int64_t>>(j, "versions", where);
-  for (const auto& span : get<std::vector<std::vector<int64_t>>>(j, "turn_spans", where)) {
+  e.logprobs = json_get<std::vector<float>>(j, "logprobs", where);
+  e.versions = json_get<std::vector<int64_t>>(j, "versions", where);
+  for (const auto& span : json_get<std::vector<std::vector<int64_t>>>(j, "turn_spans", where)) {
     RLCPP_CHECK(span.size() == 2 && span[0] >= 0 && span[0] <= span[1] &&
                     span[1] <= static_cast<int64_t>(e.tokens.size()),
                 where << ": key 'turn_spans' holds a span outside the episode's " << e.tokens.size() << " tokens");
     e.turn_spans.emplace_back(span[0], span[1]);
   }
-  e.turn_ended = get<std::vector<uint8_t>>(j, "turn_ended", where);
+  e.turn_ended = json_get<std::vector<uint8_t>>(j, "turn_ended", where);
   RLCPP_CHECK(e.turn_ended.size() == e.turn_spans.size(),
               where << ": " << e.turn_spans.size() << " turns but " << e.turn_ended.size() << " turn_ended flags");
   const size_t n = e.tokens.size();
   RLCPP_CHECK(e.sources.size() == n && e.logprobs.size() == n && e.versions.size() == n,
               where << ": " << n << " tokens but " << e.sources.size() << " sources, " << e.logprobs.size()
                     << " log-probs, " << e.versions.size() << " versions");
-  e.reward = get<double>(j, "reward", where);
-  e.done = get<bool>(j, "done", where);
-  e.truncated = get<bool>(j, "truncated", where);
-  e.end_reason = get<std::string>(j, "end_reason", where);
-  e.failure = get<std::string>(j, "failure", where);
-  if (const Json& s = field(j, "success", where); !s.is_null()) e.success = get<bool>(j, "success", where);
-  e.tool_calls = get<int64_t>(j, "tool_calls", where);
-  e.tool_errors = get<int64_t>(j, "tool_errors", where);
-  e.env_tokens = get<int64_t>(j, "env_tokens", where);
-  e.env_seconds = get<double>(j, "env_seconds", where);
-  e.prefilled_tokens = get<int64_t>(j, "prefilled_tokens", where);
-  e.recomputed_tokens = get<int64_t>(j, "recomputed_tokens", where);
+  e.reward = json_get<double>(j, "reward", where);
+  e.done = json_get<bool>(j, "done", where);
+  e.truncated = json_get<bool>(j, "truncated", where);
+  e.end_reason = json_get<std::string>(j, "end_reason", where);
+  e.failure = json_get<std::string>(j, "failure", where);
+  if (const Json& s = json_field(j, "success", where); !s.is_null()) e.success = json_get<bool>(j, "success", where);
+  e.tool_calls = json_get<int64_t>(j, "tool_calls", where);
+  e.tool_errors = json_get<int64_t>(j, "tool_errors", where);
+  e.env_tokens = json_get<int64_t>(j, "env_tokens", where);
+  e.env_seconds = json_get<double>(j, "env_seconds", where);
+  e.prefilled_tokens = json_get<int64_t>(j, "prefilled_tokens", where);
+  e.recomputed_tokens = json_get<int64_t>(j, "recomputed_tokens", where);
   return e;
 }
 

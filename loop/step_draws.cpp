@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include "core/error.h"
+#include "core/json_input.h"
 #include "core/metrics.h"
 #include "loop/group_filter.h"
 #include "loop/rollout_samples.h"
@@ -131,25 +132,13 @@ std::vector<float> reward_totals(const Draw& d) {
   return scores;
 }
 
-// JSON field access whose error names the pending rollout and the key.
-const Json& field(const Json& j, const char* key, const std::string& where) {
-  RLCPP_CHECK(j.is_object() && j.contains(key), where << ": missing key '" << key << "'");
-  return j[key];
-}
-template <class T> T get(const Json& j, const char* key, const std::string& where) {
-  try {
-    return field(j, key, where).get<T>();
-  } catch (const Json::exception& e) {
-    throw Error(where + ": key '" + key + "' has the wrong type (" + e.what() + ")");
-  }
-}
 
 Json problem_to_json(const Problem& p) {
   return {{"prompt", p.prompt}, {"answer", p.answer}, {"meta", p.meta}, {"id", p.id}};
 }
 Problem problem_from_json(const Json& j, const std::string& where) {
-  return {get<std::string>(j, "prompt", where), get<std::string>(j, "answer", where), field(j, "meta", where),
-          get<uint64_t>(j, "id", where)};
+  return {json_get<std::string>(j, "prompt", where), json_get<std::string>(j, "answer", where), json_field(j, "meta", where),
+          json_get<uint64_t>(j, "id", where)};
 }
 
 Json sample_to_json(const Sample& s) {
@@ -165,19 +154,19 @@ Json sample_to_json(const Sample& s) {
 }
 Sample sample_from_json(const Json& j, const std::string& where) {
   Sample s;
-  s.prompt_index = get<int64_t>(j, "prompt_index", where);
-  s.sample_index = get<int64_t>(j, "sample_index", where);
-  s.tokens = get<std::vector<int32_t>>(j, "tokens", where);
-  s.logprobs = get<std::vector<float>>(j, "logprobs", where);
+  s.prompt_index = json_get<int64_t>(j, "prompt_index", where);
+  s.sample_index = json_get<int64_t>(j, "sample_index", where);
+  s.tokens = json_get<std::vector<int32_t>>(j, "tokens", where);
+  s.logprobs = json_get<std::vector<float>>(j, "logprobs", where);
   try {
-    s.finish_reason = finish_reason_from_name(get<std::string>(j, "finish_reason", where));
+    s.finish_reason = finish_reason_from_name(json_get<std::string>(j, "finish_reason", where));
   } catch (const Error& e) {
     throw Error(where + ": key 'finish_reason': " + e.what());
   }
-  s.policy_version = get<int64_t>(j, "policy_version", where);
-  s.last_policy_version = get<int64_t>(j, "last_policy_version", where);
-  s.num_preemptions = get<int64_t>(j, "num_preemptions", where);
-  const std::vector<double> times = get<std::vector<double>>(j, "times", where);
+  s.policy_version = json_get<int64_t>(j, "policy_version", where);
+  s.last_policy_version = json_get<int64_t>(j, "last_policy_version", where);
+  s.num_preemptions = json_get<int64_t>(j, "num_preemptions", where);
+  const std::vector<double> times = json_get<std::vector<double>>(j, "times", where);
   RLCPP_CHECK(times.size() == 3, where << ": key 'times' must hold 3 seconds, has " << times.size());
   s.scheduled_s = times[0], s.first_token_s = times[1], s.finished_s = times[2];
   return s;
@@ -190,11 +179,11 @@ Json trainer_sample_to_json(const RolloutSample& s) {
 }
 RolloutSample trainer_sample_from_json(const Json& j, const std::string& where) {
   RolloutSample s;
-  s.prompt = get<std::vector<int32_t>>(j, "prompt", where);
-  s.response = get<std::vector<int32_t>>(j, "response", where);
-  s.mask = get<std::vector<float>>(j, "mask", where);
-  s.rollout_logp = get<std::vector<float>>(j, "rollout_logp", where);
-  if (j.contains("versions")) s.versions = get<std::vector<int64_t>>(j, "versions", where);
+  s.prompt = json_get<std::vector<int32_t>>(j, "prompt", where);
+  s.response = json_get<std::vector<int32_t>>(j, "response", where);
+  s.mask = json_get<std::vector<float>>(j, "mask", where);
+  s.rollout_logp = json_get<std::vector<float>>(j, "rollout_logp", where);
+  if (j.contains("versions")) s.versions = json_get<std::vector<int64_t>>(j, "versions", where);
   return s;
 }
 
@@ -205,9 +194,9 @@ Json reward_result_to_json(const RewardResult& r) {
 }
 RewardResult reward_result_from_json(const Json& j, const std::string& where) {
   RewardResult r;
-  r.total = get<double>(j, "total", where);
-  r.correct = get<bool>(j, "correct", where);
-  r.components = get<std::vector<std::pair<std::string, double>>>(j, "components", where);
+  r.total = json_get<double>(j, "total", where);
+  r.correct = json_get<bool>(j, "correct", where);
+  r.components = json_get<std::vector<std::pair<std::string, double>>>(j, "components", where);
   return r;
 }
 
@@ -218,7 +207,7 @@ template <class T, class F> Json array_of(const std::vector<T>& items, F&& to_js
 }
 template <class T, class F> std::vector<T> vector_of(const Json& j, const char* key, const std::string& where,
                                                      F&& from_json) {
-  const Json& items = field(j, key, where);
+  const Json& items = json_field(j, key, where);
   RLCPP_CHECK(items.is_array(), where << ": key '" << key << "' must be an array");
   std::vector<T> out;
   for (size_t i = 0; i < items.size(); ++i)
@@ -262,14 +251,14 @@ Json step_draws_to_json(const StepDraws& d) {
 
 StepDraws step_draws_from_json(const Json& j, const std::string& where) {
   StepDraws d;
-  d.step = get<int64_t>(j, "step", where);
-  d.policy_version = get<int64_t>(j, "policy_version", where);
-  d.draws = get<int64_t>(j, "draws", where);
-  d.cap_reached = get<bool>(j, "cap_reached", where);
+  d.step = json_get<int64_t>(j, "step", where);
+  d.policy_version = json_get<int64_t>(j, "policy_version", where);
+  d.draws = json_get<int64_t>(j, "draws", where);
+  d.cap_reached = json_get<bool>(j, "cap_reached", where);
   d.drawn.problems = vector_of<Problem>(j, "problems", where, problem_from_json);
   d.drawn.rollout.samples = vector_of<Sample>(j, "samples", where, sample_from_json);
   try {
-    d.drawn.rollout.stats = RolloutStats::from_json(field(j, "stats", where));
+    d.drawn.rollout.stats = RolloutStats::from_json(json_field(j, "stats", where));
   } catch (const Error& e) {
     throw Error(where + ": key 'stats': " + e.what());
   }
@@ -277,7 +266,7 @@ StepDraws step_draws_from_json(const Json& j, const std::string& where) {
   d.drawn.rewards = vector_of<RewardResult>(j, "rewards", where, reward_result_from_json);
   if (j.contains("episodes")) {  // an agent run's (older checkpoints have none)
     d.drawn.episodes = vector_of<Episode>(j, "episodes", where, episode_from_json);
-    d.drawn.agent_metrics = get<std::map<std::string, double>>(j, "agent_metrics", where);
+    d.drawn.agent_metrics = json_get<std::map<std::string, double>>(j, "agent_metrics", where);
   }
   const bool episodes = !d.drawn.episodes.empty();
   const size_t n = d.drawn.rollout.samples.size();
