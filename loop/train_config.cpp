@@ -345,6 +345,10 @@ void TrainConfig::validate() const {
     RLCPP_CHECK(agent.max_tokens <= context,
                 "config key 'agent.max_tokens': " << agent.max_tokens << " is past the engine's context " << context
                                                   << " (rollout.engine.max_context or the model's)");
+    RLCPP_CHECK(agent.env != "remote" || !warm_start.enabled,
+                "config keys 'agent.env' / 'warm_start.enabled': a remote environment has no in-process expert to "
+                "write the SFT warm start's demonstrations; set warm_start.enabled false and start from "
+                "init_checkpoint (e.g. an agent_guess run's checkpoint)");
     RLCPP_CHECK(agent.tokenization == "tito" || !tokenizer_path().empty(),
                 "config key 'agent.tokenization': \"retokenize\" re-renders conversations with a chat template, which "
                 "the character tokenizer has not (it needs a tokenizer.json with Qwen3's template)");
