@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <fstream>
@@ -100,8 +101,11 @@ void print_step_line(const TrainConfig& cfg, int64_t step, const StepResult& r, 
   char agent[64] = "";
   if (const auto it = r.metrics.find("agent/turns_mean"); it != r.metrics.end())
     std::snprintf(agent, sizeof agent, " | turns %.2f calls %.2f", it->second, r.metrics.at("agent/tool_calls"));
-  std::printf("step %4lld/%lld | reward %.3f%s%s | %s | sampled %s tok/s | trained %s tok/s | ETA %s\n",
-              static_cast<long long>(step), static_cast<long long>(cfg.steps), r.mean_reward, acc, agent,
+  // "—": a step without a sample to score (an agent run's episodes all running on into the next draw).
+  char reward[16] = "—";
+  if (std::isfinite(r.mean_reward)) std::snprintf(reward, sizeof reward, "%.3f", r.mean_reward);
+  std::printf("step %4lld/%lld | reward %s%s%s | %s | sampled %s tok/s | trained %s tok/s | ETA %s\n",
+              static_cast<long long>(step), static_cast<long long>(cfg.steps), reward, acc, agent,
               phase_share_text(t, hidden).c_str(), rate_text(r.metrics, "tokens_per_s/sampled").c_str(),
               rate_text(r.metrics, "tokens_per_s/trained").c_str(), format_duration(eta).c_str());
   std::fflush(stdout);

@@ -1,6 +1,7 @@
 #include "loop/rl_step.h"
 
 #include <cmath>
+#include <limits>
 #include <cstdio>
 
 #include "core/error.h"
@@ -22,6 +23,7 @@ namespace {
 
 // Mean of every reward component over the batch (reward/<name>), plus the mean and std of the total.
 void add_reward_metrics(const std::vector<RewardResult>& results, std::map<std::string, double>& out) {
+  if (results.empty()) return;  // an agent step whose episodes all run on into the next draw: no reward yet
   double sum = 0, sum_sq = 0;
   for (const RewardResult& r : results) {
     sum += r.total;
@@ -170,7 +172,8 @@ StepResult learn_step(RlContext& ctx, StepDraws&& drawn, PhaseTimer& timer) {
   }
   for (const auto& [k, v] : drawn.drawn.agent_metrics) out.metrics[k] = v;
   add_reward_metrics(rewards, out.metrics);
-  out.mean_reward = out.metrics["reward/mean"];
+  const auto mean = out.metrics.find("reward/mean");
+  out.mean_reward = mean == out.metrics.end() ? std::numeric_limits<double>::quiet_NaN() : mean->second;
   for (size_t i = 0; i < batch.samples.size(); ++i) {
     batch.scores.push_back(static_cast<float>(rewards[i].total));
     batch.group_ids.push_back(rollout.samples[i].prompt_index);

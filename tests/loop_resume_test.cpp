@@ -114,6 +114,10 @@ TEST(LoopResume, AgentRunWithEpisodesInFlightResumesBitForBit) {
   expect_resume_matches_whole_run(root, c);
   const Json in_flight = load_json_file((root / "cut" / "checkpoints" / "step_2" / kEpisodesInFlightFile).string());
   EXPECT_TRUE(in_flight.is_array() && !in_flight.empty()) << "no episode was in flight at the checkpoint";
+  // Step 1 ended no episode: it has no reward to report (not a NaN) and trains on nothing.
+  const Json first = read_jsonl(root / "whole" / "metrics.jsonl").at(0);
+  EXPECT_FALSE(first.contains("reward/mean")) << first.dump();
+  EXPECT_EQ(first.at("agent/episodes").get<double>(), 0.0);
 }
 
 TEST(LoopResume, KlRunResumesWithItsSavedReference) {
