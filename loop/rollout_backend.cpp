@@ -29,8 +29,8 @@ void copy_weights(const ParameterStore& from, ParameterStore& to) {
 }  // namespace
 
 std::unique_ptr<RolloutTurnEngine> RolloutBackend::turn_engine(const SamplingParams&) {
-  RLCPP_FAIL("config key 'agent.env': this rollout placement does not run episodes (rollout.placement colocated "
-             "or split do)");
+  RLCPP_FAIL("config key 'rollout.placement': this placement does not run episodes (rollout.placement "
+             "\"colocated\" does)");
 }
 
 namespace {
