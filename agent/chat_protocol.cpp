@@ -89,6 +89,12 @@ class ChatProtocol final : public TurnProtocol {
     return tok_.encode(text);
   }
 
+  std::string display(const std::vector<int32_t>& tokens) const override {
+    for (int32_t id : tokens)
+      if (id < 0 || id >= tok_.bpe().vocab_size()) return tok_.decode(tokens);  // ids past the tokenizer's
+    return tok_.bpe().decode(tokens, /*skip_special=*/false);
+  }
+
   std::vector<int32_t> render_turn(const AssistantTurn& turn, const std::vector<ToolSpec>&) const override {
     std::string text = turn.text;
     for (size_t k = 0; k < turn.tool_calls.size(); ++k) {

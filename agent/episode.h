@@ -28,13 +28,17 @@ struct Episode {
   uint64_t seed = 0;         // sampling seed of every turn (kept when it runs on into a later draw)
   int64_t first_step = 0;    // the step whose draw started it
 
-  // What happened, token by token.
+  // What happened, token by token (and the texts the environment wrote, for display and the retokenize lab).
+  std::string prompt_text;                 // the environment's first observation
+  std::vector<std::string> observation_texts;  // each later observation's text
+  std::vector<uint8_t> observation_tool;   // per observation: 1 when it answered tool calls
   std::vector<int32_t> prompt;         // the first observation's tokens (BOS, a chat's system turn and tools...)
   std::vector<int32_t> tokens;         // every token after the prompt
   std::vector<TokenSource> sources;    // per token
   std::vector<float> logprobs;         // per token: the sampled token's (0 for the environment's)
   std::vector<int64_t> versions;       // per token: the policy version that sampled it (-1 for the environment's)
   std::vector<std::pair<int64_t, int64_t>> turn_spans;  // each assistant turn's [begin, end) in tokens
+  std::vector<uint8_t> turn_ended;     // per turn: 1 when the model ended it (EOS or a stop token), 0 when cut
 
   // The outcome.
   double reward = 0;   // the return: the sum of the environment's rewards
@@ -47,10 +51,11 @@ struct Episode {
   int64_t env_tokens = 0;  // tokens appended by the environment
   double env_seconds = 0;  // wall time of its environment's calls
   int64_t prefilled_tokens = 0, recomputed_tokens = 0;  // the engine's, over its turns
-  int64_t observations = 0;  // observations appended
 
-  // The environment holding its state while it runs (not saved: a resumed episode replays its turns).
+  // The environment holding its state while it runs, and its tools (not saved: a resumed episode replays its
+  // turns).
   std::shared_ptr<Environment> env;
+  std::vector<ToolSpec> tools;
 
   bool finished() const { return done || truncated; }
   int64_t turns() const { return static_cast<int64_t>(turn_spans.size()); }
@@ -58,8 +63,11 @@ struct Episode {
   // 1 for model tokens, 0 for the environment's: the loss mask over `tokens`.
   std::vector<float> loss_mask() const;
   // Appends sampled or appended tokens with their records.
-  void add_model_tokens(const std::vector<int32_t>& ids, const std::vector<float>& logps, int64_t version);
-  void add_environment_tokens(const std::vector<int32_t>& ids);
+  // A turn's sampled tokens; `ended`: the model ended it.
+  void add_model_tokens(const std::vector<int32_t>& ids, const std::vector<float>& logps, int64_t version,
+                        bool ended);
+  // An observation's tokens, and its text.
+  void add_environment_tokens(const std::vector<int32_t>& ids, const std::string& text = "", bool tool = false);
 };
 
 // An episode as JSON (exact: ids, floats and versions round-trip) and back; `where` names it in errors. The

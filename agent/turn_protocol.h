@@ -40,6 +40,9 @@ class TurnProtocol {
   virtual AssistantTurn parse(const std::vector<int32_t>& turn, bool ended, const std::vector<ToolSpec>& tools) const = 0;
   // The tokens appended after `turn` for the environment's `step`, up to the next assistant turn's first token.
   virtual std::vector<int32_t> observation_tokens(const std::vector<int32_t>& turn, const EnvStep& step) const = 0;
+  // The tokens as a person reads them (samples.jsonl, reports): w1's markers as <call>, </call>, <obs>, </obs>,
+  // <error>, EOS as <eos>; a chat's text with its special tokens.
+  virtual std::string display(const std::vector<int32_t>& tokens) const = 0;
   // The tokens of an expert's turn (demonstrations for the SFT warm start), as the model would sample them.
   virtual std::vector<int32_t> render_turn(const AssistantTurn& turn, const std::vector<ToolSpec>& tools) const = 0;
 };

@@ -68,6 +68,21 @@ class W1Protocol final : public TurnProtocol {
     return out;
   }
 
+  std::string display(const std::vector<int32_t>& tokens) const override {
+    std::string out;
+    for (int32_t id : tokens) {
+      switch (id) {
+        case kW1CallOpen: out += "<call>"; break;
+        case kW1CallClose: out += "</call>"; break;
+        case kW1ObsOpen: out += "<obs>"; break;
+        case kW1ObsClose: out += "</obs>"; break;
+        case kW1ObsError: out += "<error>"; break;
+        default: out += id == tok_.eos_id() ? std::string("<eos>") : tok_.decode({id});
+      }
+    }
+    return out;
+  }
+
   std::vector<int32_t> render_turn(const AssistantTurn& turn, const std::vector<ToolSpec>& tools) const override {
     std::vector<int32_t> out = tok_.encode(turn.text);
     if (turn.tool_calls.empty()) {

@@ -1,5 +1,6 @@
 #include "apps/commands.h"
 #include "core/error.h"
+#include "bench/agent_bench.h"
 #include "bench/rollout_bench.h"
 #include "bench/rollout_numerics_bench.h"
 #include "bench/step_bench.h"
@@ -15,9 +16,15 @@ Command add_bench_command(CLI::App& app) {
   auto rollout = std::make_shared<bench::RolloutBenchOptions>();
   auto step = std::make_shared<bench::StepBenchOptions>();
   auto tokenize = std::make_shared<bench::TokenizerBenchOptions>();
-  cmd->add_option("what", *which, "train | rollout | step | tokenize")
+  auto agent = std::make_shared<bench::AgentBenchOptions>();
+  cmd->add_option("what", *which, "train | rollout | step | tokenize | agent")
       ->required()
-      ->check(CLI::IsMember({"train", "rollout", "step", "tokenize"}));
+      ->check(CLI::IsMember({"train", "rollout", "step", "tokenize", "agent"}));
+  cmd->add_option("--turns", agent->turns, "agent: episode lengths in turns, comma-separated (default 1,4,16)")
+      ->delimiter(',');
+  cmd->add_option("--episodes", agent->episodes, "agent: episodes run side by side (default 16)");
+  cmd->add_option("--observation-len", agent->observation_len,
+                  "agent: tokens appended after each turn but the last (default 8)");
   cmd->add_option("--tokenizer", tokenize->tokenizer, "tokenize: a tokenizer.json or a checkpoint directory");
   cmd->add_option("--input", tokenize->inputs,
                   "tokenize: text files, encoded line by line, each one's characters and bytes per token printed "
@@ -49,10 +56,10 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("--seq", train->seq, "train: tokens per sequence");
   cmd->add_option("--prompts", rollout->prompts, "rollout: prompts");
   cmd->add_option("--group", rollout->group, "rollout: samples per prompt");
-  cmd->add_option("--prompt-len", rollout->prompt_len, "rollout: prompt tokens");
+  auto* prompt_len = cmd->add_option("--prompt-len", rollout->prompt_len, "rollout, agent: prompt tokens");
   auto* new_tokens = cmd->add_option("--new-tokens", rollout->new_tokens,
                                      "rollout: tokens sampled per sequence; step: per response (default the "
-                                     "recipe's 6)");
+                                     "recipe's 6); agent: per turn (default 8)");
   cmd->add_option("--block-size", rollout->block_size, "rollout: KV-cache block size");
   auto numerics = std::make_shared<std::string>();
   cmd->add_option("--numerics", *numerics,
@@ -80,6 +87,13 @@ Command add_bench_command(CLI::App& app) {
       if (iters->count() > 0) tokenize->iters = train->iters;
       tokenize->peer = train->peer;
       return bench::run_tokenizer_bench(*tokenize);
+    }
+    if (*which == "agent") {
+      agent->preset = train->preset;
+      if (iters->count() > 0) agent->iters = train->iters;
+      if (new_tokens->count() > 0) agent->turn_tokens = rollout->new_tokens;
+      if (prompt_len->count() > 0) agent->prompt_len = rollout->prompt_len;
+      return bench::run_agent_bench(*agent);
     }
     if (*which == "step") {
       step->preset = train->preset;

@@ -1,5 +1,7 @@
 #include "core/json_input.h"
 
+#include "core/error.h"
+
 #include <set>
 #include <string>
 #include <vector>
@@ -63,6 +65,11 @@ Json parse_json_limited(std::string_view text, bool allow_exceptions) {
     }
   }
   return Json::parse(text, no_duplicates, true);
+}
+
+const Json& json_field(const Json& j, const char* key, const std::string& where) {
+  RLCPP_CHECK(j.is_object() && j.contains(key), where << ": missing key '" << key << "'");
+  return j[key];
 }
 
 }  // namespace rlcpp

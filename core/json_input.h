@@ -5,9 +5,11 @@
 // refused before any value is built.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "core/config.h"
+#include "core/error.h"
 
 namespace rlcpp {
 
@@ -22,5 +24,16 @@ inline constexpr int kMaxJsonDepth = 128;
 // header with two tensors of one name is an error, not a choice. With allow_exceptions = false every failure
 // instead returns a discarded value (is_discarded()), as Json::parse(text, nullptr, false) does.
 Json parse_json_limited(std::string_view text, bool allow_exceptions = true);
+
+// The value of `key` in the object `j` (a saved record); a missing key throws naming `where` and the key.
+const Json& json_field(const Json& j, const char* key, const std::string& where);
+// That value as a T; a wrong type throws naming `where`, the key and what the JSON library said.
+template <class T> T json_get(const Json& j, const char* key, const std::string& where) {
+  try {
+    return json_field(j, key, where).get<T>();
+  } catch (const Json::exception& e) {
+    throw Error(where + ": key '" + key + "' has the wrong type (" + e.what() + ")");
+  }
+}
 
 }  // namespace rlcpp

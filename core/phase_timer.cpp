@@ -8,7 +8,7 @@ namespace rlcpp {
 
 const char* phase_name(Phase phase) {
   static constexpr const char* kNames[kNumPhases] = {
-      "rollout", "reward", "old_logprob", "mismatch", "ref_logprob", "values", "advantage", "update_actor",
+      "rollout", "env", "reward", "old_logprob", "mismatch", "ref_logprob", "values", "advantage", "update_actor",
       "update_critic", "weight_sync", "probe", "eval", "checkpoint", "other"};
   return kNames[static_cast<int>(phase)];
 }

@@ -1,7 +1,7 @@
-// Wall time of a step's phases (docs/architecture.md "Step timing"): rollout, reward, old_logprob, mismatch (the
-// full-vocabulary comparison of mixed numerics), ref_logprob, values, advantage, update_actor, update_critic,
-// weight_sync, probe, eval, checkpoint, and `other`, the remainder of the step's wall time, so the phases add up
-// to it exactly.
+// Wall time of a step's phases (docs/architecture.md "Step timing"): rollout, env (an episode's environment calls,
+// apart from the engine's turns), reward, old_logprob, mismatch (the full-vocabulary comparison of mixed numerics),
+// ref_logprob, values, advantage, update_actor, update_critic, weight_sync, probe, eval, checkpoint, and `other`,
+// the remainder of the step's wall time, so the phases add up to it exactly.
 #pragma once
 
 #include <array>
@@ -13,10 +13,10 @@
 namespace rlcpp {
 
 enum class Phase {
-  kRollout, kReward, kOldLogprob, kMismatch, kRefLogprob, kValues, kAdvantage, kUpdateActor, kUpdateCritic,
+  kRollout, kEnv, kReward, kOldLogprob, kMismatch, kRefLogprob, kValues, kAdvantage, kUpdateActor, kUpdateCritic,
   kWeightSync, kProbe, kEval, kCheckpoint, kOther
 };
-constexpr int kNumPhases = 14;
+constexpr int kNumPhases = 15;
 const char* phase_name(Phase phase);
 
 class PhaseTimer {

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <filesystem>
@@ -16,6 +17,8 @@
 #include "core/json_input.h"
 #include "core/metrics.h"
 #include "core/process_memory.h"
+#include "loop/agent_eval.h"
+#include "loop/agent_rollout.h"
 #include "loop/data_parallel_step.h"
 #include "loop/evaluation.h"
 #include "loop/rl_step.h"
@@ -46,6 +49,7 @@ ParameterStore initial_policy(const TrainConfig& config, const RunDir& run, Comm
     sft.run_dir = run.file("sft");
     if (sft.tokenizer.empty()) sft.tokenizer = config.tokenizer;
     sft.chat = config.chat;  // SFT and RL see the same prompts
+    sft.agent = config.agent;  // an agent run's warm start trains on its environment's demonstrations
     std::printf("train: SFT warm start in %s\n", sft.run_dir.c_str());
     checkpoint = run_sft(sft, config_to_json(sft)).checkpoint;
   }
@@ -95,8 +99,15 @@ void print_step_line(const TrainConfig& cfg, int64_t step, const StepResult& r, 
   if (const auto it = r.metrics.find("timing_s/rollout_overlapped"); it != r.metrics.end() && t.step_seconds() > 0)
     std::snprintf(hidden, sizeof hidden, " (+%.0f%% hidden)", 100 * it->second / t.step_seconds());
   const double eta = seconds_per_step * static_cast<double>(cfg.steps - step);
-  std::printf("step %4lld/%lld | reward %.3f%s | %s | sampled %s tok/s | trained %s tok/s | ETA %s\n",
-              static_cast<long long>(step), static_cast<long long>(cfg.steps), r.mean_reward, acc,
+  // An agent run: the episodes' mean turns and tool calls (the env phase is among the shares).
+  char agent[64] = "";
+  if (const auto it = r.metrics.find("agent/turns_mean"); it != r.metrics.end())
+    std::snprintf(agent, sizeof agent, " | turns %.2f calls %.2f", it->second, r.metrics.at("agent/tool_calls"));
+  // "—": a step without a sample to score (an agent run's episodes all running on into the next draw).
+  char reward[16] = "—";
+  if (std::isfinite(r.mean_reward)) std::snprintf(reward, sizeof reward, "%.3f", r.mean_reward);
+  std::printf("step %4lld/%lld | reward %s%s%s | %s | sampled %s tok/s | trained %s tok/s | ETA %s\n",
+              static_cast<long long>(step), static_cast<long long>(cfg.steps), reward, acc, agent,
               phase_share_text(t, hidden).c_str(), rate_text(r.metrics, "tokens_per_s/sampled").c_str(),
               rate_text(r.metrics, "tokens_per_s/trained").c_str(), format_duration(eta).c_str());
   std::fflush(stdout);
@@ -256,11 +267,17 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   RlContext ctx{config, *task, *reward, tok, model, params, reference ? &*reference : nullptr,
                 actor, *rollout, data_rng, update_rng, state.policy_version, critic ? &critic->updater : nullptr,
                 same_numerics ? nullptr : &rollout_model, teacher_model.get(), teacher ? &*teacher : nullptr,
-                &world};
-  RolloutPipeline pipeline({config, *task, *reward, tok, *rollout, data_rng}, config.async.max_staleness,
+                &world, nullptr};
+  // An agent run's episodes (the lead draws them): environments, turn protocol, the episodes in flight.
+  std::unique_ptr<AgentRollout> agent;
+  if (config.agent.enabled() && lead) agent = std::make_unique<AgentRollout>(config, *task, tok);
+  ctx.agent = agent.get();
+  RolloutPipeline pipeline({config, *task, *reward, tok, *rollout, data_rng, agent.get()}, config.async.max_staleness,
                            config.steps);
-  if (!resume_checkpoint.empty())
+  if (!resume_checkpoint.empty()) {
     pipeline.restore(state.pending_rollouts, resume_checkpoint + "/" + kPendingRolloutsFile);
+    if (agent) agent->restore_in_flight(state.episodes_in_flight, resume_checkpoint + "/" + kEpisodesInFlightFile);
+  }
 
   std::printf("train: %s, %s, %lld parameters, task %s, %lld steps of %lld prompts x %lld, placement %s%s%s%s, "
               "numerics rollout %s / trainer %s, run %s\n",
@@ -310,8 +327,13 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
     std::optional<double> accuracy;
     if (lead && (last || (config.eval_every > 0 && step % config.eval_every == 0))) {
       // Greedy held-out generation in the rollout numerics: the policy as the engine runs it.
-      const EvalStats ev =
-          timer.time(Phase::kEval, [&] { return evaluate(rollout_model, params, *task, tok, eval_opts); });
+      const EvalStats ev = timer.time(Phase::kEval, [&] {
+        if (!agent) return evaluate(rollout_model, params, *task, tok, eval_opts);
+        const AgentEvalResult a = evaluate_episodes(rollout_model, params, *task, tok, config.agent, config.chat,
+                                                    eval_opts, mc.max_position_embeddings);
+        for (const auto& [k, v] : a.metrics) r.metrics[k] = v;
+        return a.stats;
+      });
       accuracy = ev.accuracy;
       summary.final_accuracy = ev.accuracy;
       r.metrics["eval/accuracy"] = ev.accuracy;
@@ -325,7 +347,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
       timer.time(Phase::kCheckpoint, [&] {  // as step_N.partial: committed below, after the step's records
         write_train_checkpoint(checkpoint, params, actor.optimizer(),
                                {step, ctx.version, &data_rng, &update_rng, state.run_config,
-                                pipeline.pending_to_json()},
+                                pipeline.pending_to_json(), agent ? agent->in_flight_to_json() : Json()},
                                critic_ckpt, tokenizer_files_saved);
         return 0;
       });

@@ -1,6 +1,7 @@
 #include "loop/rl_step.h"
 
 #include <cmath>
+#include <limits>
 #include <cstdio>
 
 #include "core/error.h"
@@ -22,6 +23,7 @@ namespace {
 
 // Mean of every reward component over the batch (reward/<name>), plus the mean and std of the total.
 void add_reward_metrics(const std::vector<RewardResult>& results, std::map<std::string, double>& out) {
+  if (results.empty()) return;  // an agent step whose episodes all run on into the next draw: no reward yet
   double sum = 0, sum_sq = 0;
   for (const RewardResult& r : results) {
     sum += r.total;
@@ -58,10 +60,26 @@ void learn_from_batch(RlContext& ctx, ScoredBatch& batch, PhaseTimer& timer, Ste
   } else if (needs.old_logp) {
     std::vector<std::vector<float>> old_logp =
         timer.time(Phase::kOldLogprob, [&] { return response_logp(ctx.model, ctx.params); });
-    std::vector<std::vector<float>> rollout_logp;
-    for (const RolloutSample& s : batch.samples) rollout_logp.push_back(s.rollout_logp);
-    for (const auto& [k, v] : logprob_mismatch(rollout_logp, old_logp).metrics()) out.metrics[k] = v;
-    for (const auto& [k, v] : rollout_corr_metrics(rollout_logp, old_logp, cfg.mismatch.ratio_bound))
+    std::vector<std::vector<float>> rollout_logp, trainer_logp;
+    for (size_t i = 0; i < batch.samples.size(); ++i) {
+      const RolloutSample& s = batch.samples[i];
+      if (ctx.agent == nullptr) {
+        rollout_logp.push_back(s.rollout_logp);
+        trainer_logp.push_back(old_logp[i]);
+        continue;
+      }
+      // An episode's environment tokens (mask 0) were appended, not sampled: no engine log-prob to compare.
+      std::vector<float> sampled, recomputed;
+      for (size_t t = 0; t < s.mask.size(); ++t)
+        if (s.mask[t] > 0) {
+          sampled.push_back(s.rollout_logp[t]);
+          recomputed.push_back(old_logp[i][t]);
+        }
+      rollout_logp.push_back(std::move(sampled));
+      trainer_logp.push_back(std::move(recomputed));
+    }
+    for (const auto& [k, v] : logprob_mismatch(rollout_logp, trainer_logp).metrics()) out.metrics[k] = v;
+    for (const auto& [k, v] : rollout_corr_metrics(rollout_logp, trainer_logp, cfg.mismatch.ratio_bound))
       out.metrics[k] = v;
     // The whole next-token distributions of the two numerics on the step's first samples (the same forward
     // numerics give the same bits: nothing to compare).
@@ -138,8 +156,24 @@ StepResult learn_step(RlContext& ctx, StepDraws&& drawn, PhaseTimer& timer) {
   out.metrics["training/off_policy/staleness_mean"] = static_cast<double>(staleness);
   out.metrics["training/off_policy/staleness_max"] = static_cast<double>(staleness);
   out.metrics["training/off_policy/dropped_samples"] = too_stale ? static_cast<double>(rollout.samples.size()) : 0;
+  // Episodes span versions (agent.turns_per_draw): each sampled token's own staleness; its rollout_logp is of the
+  // version that sampled it, so the rollout corrections (TIS, MIS) weigh it against that behaviour policy.
+  double token_staleness = 0, token_staleness_max = 0, sampled_tokens = 0;
+  for (const RolloutSample& s : batch.samples)
+    for (int64_t v : s.versions)
+      if (v >= 0) {
+        token_staleness += static_cast<double>(ctx.version - v);
+        token_staleness_max = std::max(token_staleness_max, static_cast<double>(ctx.version - v));
+        sampled_tokens += 1;
+      }
+  if (sampled_tokens > 0) {
+    out.metrics["training/off_policy/token_staleness_mean"] = token_staleness / sampled_tokens;
+    out.metrics["training/off_policy/token_staleness_max"] = token_staleness_max;
+  }
+  for (const auto& [k, v] : drawn.drawn.agent_metrics) out.metrics[k] = v;
   add_reward_metrics(rewards, out.metrics);
-  out.mean_reward = out.metrics["reward/mean"];
+  const auto mean = out.metrics.find("reward/mean");
+  out.mean_reward = mean == out.metrics.end() ? std::numeric_limits<double>::quiet_NaN() : mean->second;
   for (size_t i = 0; i < batch.samples.size(); ++i) {
     batch.scores.push_back(static_cast<float>(rewards[i].total));
     batch.group_ids.push_back(rollout.samples[i].prompt_index);
@@ -172,13 +206,23 @@ StepResult learn_step(RlContext& ctx, StepDraws&& drawn, PhaseTimer& timer) {
     trained_position[static_cast<size_t>(batch.rollout_index[i])] = static_cast<int64_t>(i);
   for (int64_t i = 0; i < cfg.samples_per_step && i < static_cast<int64_t>(rollout.samples.size()); ++i) {
     const Sample& s = rollout.samples[static_cast<size_t>(i)];
+    const std::vector<Episode>& episodes = drawn.drawn.episodes;
     Json line = {{"step", step},
                  {"prompt", problems[static_cast<size_t>(s.prompt_index)].prompt},
-                 {"response", ctx.tokenizer.decode(s.tokens)},
+                 {"response", ctx.agent && !episodes.empty() ? ctx.agent->protocol().display(s.tokens)
+                                                             : ctx.tokenizer.decode(s.tokens)},
                  {"response_tokens", s.tokens.size()},
                  {"finish_reason", finish_reason_name(s.finish_reason)},
                  {"reward", reward_to_json(rewards[static_cast<size_t>(i)])},
                  {"policy_version", s.policy_version}};
+    if (!episodes.empty()) {
+      const Episode& e = episodes[static_cast<size_t>(i)];
+      line["turns"] = e.turns();
+      line["end_reason"] = e.end_reason;
+      line["tool_calls"] = e.tool_calls;
+      line["tool_errors"] = e.tool_errors;
+      if (!e.failure.empty()) line["failure"] = e.failure;
+    }
     // GRPO: the sample's advantage; PPO: its first token's. DPO has none.
     const int64_t at = trained_position[static_cast<size_t>(i)];
     if (at >= 0 && !batch.samples[static_cast<size_t>(at)].advantages.empty())

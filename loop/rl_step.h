@@ -46,6 +46,8 @@ struct RlContext {
   const ParameterStore* teacher = nullptr;
   // Data parallelism (loop/data_parallel_step.h): the log-prob passes are split over its ranks. Null: one process.
   Communicator* comm = nullptr;
+  // An agent run's episodes (their turn protocol writes samples.jsonl's text). Null: single-turn.
+  const AgentRollout* agent = nullptr;
 };
 
 struct StepResult {

@@ -26,6 +26,15 @@ void copy_weights(const ParameterStore& from, ParameterStore& to) {
   std::memcpy(to.flat().data<float>(), from.flat().data<float>(), from.flat().nbytes());
 }
 
+}  // namespace
+
+std::unique_ptr<RolloutTurnEngine> RolloutBackend::turn_engine(const SamplingParams&) {
+  RLCPP_FAIL("config key 'rollout.placement': this placement does not run episodes (rollout.placement "
+             "\"colocated\" does)");
+}
+
+namespace {
+
 class ColocatedRollout : public RolloutBackend {
  public:
   ColocatedRollout(const Transformer& model, const ParameterStore& params, const EngineConfig& engine,
@@ -36,6 +45,10 @@ class ColocatedRollout : public RolloutBackend {
         channel_(engine_params_, version) {}
 
   RolloutResult generate(const Request& request) override { return engine_.generate(request); }
+
+  std::unique_ptr<RolloutTurnEngine> turn_engine(const SamplingParams& base) override {
+    return std::make_unique<EngineTurns>(engine_, base);
+  }
 
   void sync(const ParameterStore& params, int64_t version) override {
     if (own_) copy_weights(params, *own_);  // the engine's copy becomes the trainer's weights

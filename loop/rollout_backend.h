@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "loop/engine_turns.h"
 #include "loop/train_config.h"
 #include "model/transformer.h"
 #include "rollout/engine.h"
@@ -25,6 +26,10 @@ class RolloutBackend {
   virtual RolloutResult generate(const Request& request) = 0;
   // `params` now hold `version`; returns once the engine side samples with them (acknowledged).
   virtual void sync(const ParameterStore& params, int64_t version) = 0;
+  // The engine's sessions for multi-turn episodes (loop/engine_turns.h), each turn sampling with `base` (its
+  // temperature, top-k/p, log-prob space) under its own limit, stops and seed. Throws naming rollout.placement
+  // where the placement cannot run them.
+  virtual std::unique_ptr<RolloutTurnEngine> turn_engine(const SamplingParams& base);
   // Step `step` of the run begins: faults are reported under it and the per-step restart limit starts over.
   virtual void begin_step(int64_t step) {}
   // Worker faults handled, as step metrics: rollout/worker_failures_step and rollout/reissued_prompts (since

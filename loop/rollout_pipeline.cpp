@@ -20,6 +20,7 @@ StepDraws RolloutPipeline::take(int64_t step, int64_t version, PhaseTimer& timer
     if (pending_.count(s)) continue;
     StepDraws d = draw_step(ctx_, s, version);
     timer.add(Phase::kRollout, d.rollout_s);
+    timer.add(Phase::kEnv, d.env_s);
     timer.add(Phase::kReward, d.reward_s);
     pending_.emplace(s, std::move(d));
   }
@@ -43,7 +44,7 @@ StepDraws RolloutPipeline::take(int64_t step, int64_t version, PhaseTimer& timer
 
 void RolloutPipeline::join(PhaseTimer& timer, std::map<std::string, double>& metrics) {
   if (max_staleness_ == 0) return;
-  double wait_s = 0, rollout_s = 0, reward_s = 0;
+  double wait_s = 0, rollout_s = 0, env_s = 0, reward_s = 0;
   if (thread_.joinable()) {
     wait_s = timer.time(Phase::kRollout, [&] {
       Stopwatch watch;
@@ -52,6 +53,7 @@ void RolloutPipeline::join(PhaseTimer& timer, std::map<std::string, double>& met
     });
     if (failure_) std::rethrow_exception(failure_);
     rollout_s = drawn_->rollout_s;
+    env_s = drawn_->env_s;
     reward_s = drawn_->reward_s;
     const int64_t step = drawn_->step;
     pending_.emplace(step, std::move(*drawn_));
@@ -59,8 +61,9 @@ void RolloutPipeline::join(PhaseTimer& timer, std::map<std::string, double>& met
   }
   metrics["timing_s/rollout_wall"] = rollout_s;
   metrics["timing_s/reward_wall"] = reward_s;
+  metrics["timing_s/env_wall"] = env_s;
   metrics["timing_s/rollout_exposed"] = wait_s;
-  metrics["timing_s/rollout_overlapped"] = std::max(0.0, rollout_s + reward_s - wait_s);
+  metrics["timing_s/rollout_overlapped"] = std::max(0.0, rollout_s + env_s + reward_s - wait_s);
 }
 
 Json RolloutPipeline::pending_to_json() const {
@@ -83,7 +86,9 @@ void RolloutPipeline::restore(const Json& pending, const std::string& where) {
     // (--allow-config-change) would learn from groups the step does not expect.
     const int64_t drawn_prompts = static_cast<int64_t>(d.drawn.problems.size());
     const int64_t drawn_samples = static_cast<int64_t>(d.drawn.rollout.samples.size());
-    RLCPP_CHECK(drawn_samples == drawn_prompts * group && drawn_prompts == prompts * d.draws,
+    // An agent run's draws hold the groups that ended in them: with turns_per_draw, fewer or more than drawn.
+    const bool partial = ctx_.config.agent.enabled() && ctx_.config.agent.turns_per_draw > 0;
+    RLCPP_CHECK(drawn_samples == drawn_prompts * group && (partial || drawn_prompts == prompts * d.draws),
                 where << ": step " << step << " was drawn ahead (async.max_staleness) as " << drawn_prompts
                       << " prompts x " << (drawn_prompts > 0 ? drawn_samples / drawn_prompts : 0)
                       << " samples in " << d.draws << " draw(s), but the run's config asks for "

@@ -3,10 +3,13 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "agent/demonstration.h"
+#include "agent/env_maker.h"
 #include "core/error.h"
 #include "core/tensorboard.h"
 #include "core/metrics.h"
 #include "core/philox.h"
+#include "loop/agent_eval.h"
 #include "loop/evaluation.h"
 #include "loop/run_dir.h"
 #include "model/checkpoint.h"
@@ -27,6 +30,7 @@ void SftConfig::validate() const {
   RLCPP_CHECK(eval_every >= 0 && checkpoint_every >= 0 && log_every >= 1 && eval_size >= 1,
               "config keys 'eval_every', 'checkpoint_every' must be >= 0, 'log_every' and 'eval_size' >= 1");
   optim.validate();
+  agent.validate("agent");
 }
 
 namespace {
@@ -47,6 +51,38 @@ std::vector<PackedBatch> sample_sft_batch(const Task& task, const Tokenizer& tok
       seqs.push_back(std::move(ids));
     }
     micro.push_back(PackedBatch::from_sequences(seqs, score_from));
+  }
+  return micro;
+}
+
+// One global batch of an expert's episodes: the prompt, then every turn and observation; only the assistant's
+// tokens are scored (a target whose token the environment appended is -1).
+std::vector<PackedBatch> sample_demonstration_batch(const Task& task, const EnvMaker& envs,
+                                                    const TurnProtocol& protocol, const AgentConfig& agent,
+                                                    int64_t context, PhiloxStream& rng, int64_t batch_size,
+                                                    int64_t micro_batch_size) {
+  std::vector<PackedBatch> micro;
+  for (int64_t begin = 0; begin < batch_size; begin += micro_batch_size) {
+    std::vector<std::vector<int32_t>> seqs;
+    std::vector<std::vector<float>> masks;
+    for (int64_t i = begin; i < begin + micro_batch_size; ++i) {
+      const std::unique_ptr<ExpertEnvironment> env = envs.make_expert();
+      const Episode e = demonstrate(task.sample_train(rng), *env, protocol, agent, context, rng);
+      std::vector<int32_t> ids = e.prompt;
+      ids.insert(ids.end(), e.tokens.begin(), e.tokens.end());
+      seqs.push_back(std::move(ids));
+      masks.push_back(e.loss_mask());
+    }
+    PackedBatch b = PackedBatch::from_sequences(seqs);
+    for (size_t k = 0; k < seqs.size(); ++k) {
+      const int64_t prompt = static_cast<int64_t>(seqs[k].size() - masks[k].size());
+      // Position p predicts token p + 1: scored when that token is one of the assistant's.
+      for (int64_t p = b.cu_seqlens[k]; p < b.cu_seqlens[k + 1] - 1; ++p) {
+        const int64_t next = p + 1 - b.cu_seqlens[k] - prompt;
+        if (next < 0 || masks[k][static_cast<size_t>(next)] == 0.0f) b.targets[p] = -1;
+      }
+    }
+    micro.push_back(std::move(b));
   }
   return micro;
 }
@@ -80,13 +116,23 @@ SftSummary run_sft(const SftConfig& config, const Json& resolved_config) {
   EvalOptions eval_opts;
   eval_opts.problems = config.eval_size;
   eval_opts.max_new_tokens = task->max_new_tokens();
+  // An agent's warm start: the environment's expert writes the demonstrations.
+  std::unique_ptr<EnvMaker> envs;
+  std::unique_ptr<TurnProtocol> protocol;
+  if (config.agent.enabled()) {
+    envs = std::make_unique<EnvMaker>(config.agent, *task);
+    protocol = make_turn_protocol(tok, config.chat.enable_thinking, config.chat.system);
+  }
   SftSummary summary;
   Stopwatch wall;
   double train_seconds = 0, window_tokens = 0, window_seconds = 0;
   ForwardOptions fwd;
   for (int64_t step = 1; step <= config.steps; ++step) {
     Stopwatch step_watch;
-    std::vector<PackedBatch> micro = sample_sft_batch(*task, tok, data_rng, config.batch_size, config.micro_batch_size);
+    std::vector<PackedBatch> micro =
+        envs ? sample_demonstration_batch(*task, *envs, *protocol, config.agent, mc.max_position_embeddings, data_rng,
+                                          config.batch_size, config.micro_batch_size)
+             : sample_sft_batch(*task, tok, data_rng, config.batch_size, config.micro_batch_size);
     std::vector<std::vector<int64_t>> offsets;
     std::vector<std::vector<float>> masks;
     LossNormalizer norm;  // token-mean over the whole global batch
@@ -115,7 +161,15 @@ SftSummary run_sft(const SftConfig& config, const Json& resolved_config) {
     if (last) updater.check_some_step_applied("sft " + run.path());
     if (last || (config.eval_every > 0 && step % config.eval_every == 0)) {
       Stopwatch eval_watch;
-      EvalStats ev = evaluate(model, params, *task, tok, eval_opts);
+      EvalStats ev;
+      if (envs) {
+        const AgentEvalResult a = evaluate_episodes(model, params, *task, tok, config.agent, config.chat, eval_opts,
+                                                    mc.max_position_embeddings);
+        ev = a.stats;
+        for (const auto& [k, v] : a.metrics) record[k] = v;
+      } else {
+        ev = evaluate(model, params, *task, tok, eval_opts);
+      }
       summary.final_accuracy = ev.accuracy;
       record["eval/accuracy"] = ev.accuracy;
       record["eval/mean_reward"] = ev.mean_reward;

@@ -1,10 +1,13 @@
 // Supervised fine-tuning on a task's (prompt, answer) pairs: `rlcpp sft CONFIG`. The loss is the masked
-// cross-entropy of the answer and EOS tokens, averaged over all answer tokens of the global batch.
+// cross-entropy of the answer and EOS tokens, averaged over all answer tokens of the global batch. With an `agent`
+// environment (agent.env calc or guess) it trains on the environment's expert demonstrations instead, multi-turn,
+// the loss on the assistant's tokens only (agent/demonstration.h), and evaluates greedy episodes.
 #pragma once
 
 #include <string>
 
 #include "core/config.h"
+#include "agent/agent_config.h"
 #include "core/tensorboard.h"
 #include "model/chat_template.h"
 #include "reward/task_config.h"
@@ -20,6 +23,7 @@ struct SftConfig {
   uint64_t seed = 1;
   TaskConfig task;
   ChatOptions chat;
+  AgentConfig agent;
   int64_t steps = 1500;
   int64_t batch_size = 256;        // sequences per optimizer step
   int64_t micro_batch_size = 128;  // sequences per forward/backward (gradients accumulate)
@@ -34,13 +38,14 @@ struct SftConfig {
   template <class V> void visit(V& v) {
     v("run_dir", run_dir, "output directory; when it holds a run already, NAME-2, NAME-3, ... is used");
     v("model_preset", model_preset,
-      "\"tiny\" (W1), \"qwen05b\" (W2) or \"qwen-tiny\" (the Qwen3 tokenizer's vocabulary), random init, when "
+      "\"tiny\" (W1), \"tiny-long\" (W1, context 128), \"qwen05b\" (W2) or \"qwen-tiny\" (the Qwen3 tokenizer's vocabulary), random init, when "
       "init_checkpoint is empty");
     v("init_checkpoint", init_checkpoint, "checkpoint directory to start from");
     v("tokenizer", tokenizer, "a tokenizer.json or a directory holding one; \"\" = init_checkpoint's tokenizer.json when it has one, else the character tokenizer");
     v("seed", seed, "seeds the initial weights and the data order");
     v("task", task, "the task to learn");
     v("chat", chat, "prompts as chat turns (a tokenizer.json with a chat template)");
+    v("agent", agent, "episodes: train on the environment's demonstrations, the loss on the assistant's tokens");
     v("steps", steps, "optimizer steps");
     v("batch_size", batch_size, "sequences per optimizer step");
     v("micro_batch_size", micro_batch_size, "sequences per forward/backward; gradients accumulate");

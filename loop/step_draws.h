@@ -6,10 +6,13 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "core/config.h"
 #include "core/philox.h"
+#include "loop/agent_rollout.h"
 #include "loop/rollout_backend.h"
 #include "loop/train_config.h"
 #include "model/tokenizer.h"
@@ -19,12 +22,15 @@
 
 namespace rlcpp {
 
-// Prompt groups drawn and scored: sample i of rollout.samples is samples[i] to the trainer, scored rewards[i].
+// Prompt groups drawn and scored: sample i of rollout.samples is samples[i] to the trainer, scored rewards[i]. An
+// agent run's draw (loop/agent_rollout.h) also holds each sample's episode and the draw's agent/* figures.
 struct Draw {
   std::vector<Problem> problems;
   RolloutResult rollout;
   std::vector<RolloutSample> samples;
   std::vector<RewardResult> rewards;
+  std::vector<Episode> episodes;
+  std::map<std::string, double> agent_metrics;
 };
 
 struct StepDraws {
@@ -33,7 +39,7 @@ struct StepDraws {
   Draw drawn;                  // the step's draws, appended in order (prompt indices run on)
   int64_t draws = 1;
   bool cap_reached = false;    // refilling stopped at max_draws short of max_groups informative groups
-  double rollout_s = 0, reward_s = 0;  // wall seconds of phases 1 and 2 (not saved: timing only)
+  double rollout_s = 0, env_s = 0, reward_s = 0;  // wall seconds of phases rollout, env and reward (timing only)
 };
 
 // What drawing reads and advances: nothing the trainer's update touches, so a draw may run on another thread
@@ -45,6 +51,7 @@ struct DrawContext {
   const Tokenizer& tokenizer;
   RolloutBackend& rollout;
   PhiloxStream& data_rng;
+  AgentRollout* agent = nullptr;  // an agent run's episodes (agent.env set), else one prompt -> one response
 };
 
 // The draws of step `step` by an engine that holds policy `version` (every sample must carry it).

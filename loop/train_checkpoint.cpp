@@ -105,6 +105,8 @@ void write_train_checkpoint(const std::string& dir, const ParameterStore& params
     }
     if (!state.pending_rollouts.is_null())
       write_json_file_atomic(partial + "/" + kPendingRolloutsFile, state.pending_rollouts);
+    if (!state.episodes_in_flight.is_null())
+      write_json_file_atomic(partial + "/" + kEpisodesInFlightFile, state.episodes_in_flight);
     write_json_file_atomic(partial + "/state.json", j);
   } catch (...) {
     // A full disk: the half-written copy would keep it full. The previous checkpoints are untouched.
@@ -185,6 +187,8 @@ void load_train_checkpoint(const std::string& dir, ParameterStore& params, AdamW
     restore_rng(j.at("update_rng"), *state.update_rng, state_path + " update_rng");
     const std::string pending = dir + "/" + kPendingRolloutsFile;
     state.pending_rollouts = fs::exists(pending) ? load_json_file(pending, kCheckpointStateInput) : Json();
+    const std::string in_flight = dir + "/" + kEpisodesInFlightFile;
+    state.episodes_in_flight = fs::exists(in_flight) ? load_json_file(in_flight, kCheckpointStateInput) : Json();
   } catch (const Json::exception& e) {
     RLCPP_FAIL("resume: " << state_path << ": " << e.what());
   }

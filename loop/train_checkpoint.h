@@ -3,6 +3,8 @@
 //   trainer_state.safetensors         AdamW exp_avg and exp_avg_sq (flat, parameter layout order)
 //   state.json                        step, policy version, optimizer step counts, RNG stream positions
 //   pending_rollouts.json             async pipeline only: the draws of later steps made before this one ended
+//   episodes_in_flight.json           agent.turns_per_draw only: the episodes of groups that run on into later
+//                                     draws (loop/agent_rollout.h)
 //   critic/                           PPO only: the critic (config.json + model.safetensors, Hugging Face
 //                                     *ForTokenClassification) and its trainer_state.safetensors
 // Everything is written into step_N.partial and renamed to step_N last, so a crash leaves no step_N that
@@ -30,9 +32,11 @@ struct TrainState {
   PhiloxStream* update_rng = nullptr;
   Json run_config;  // the resolved run config the state was reached under (null: not recorded)
   Json pending_rollouts;  // the async pipeline's pending draws (loop/rollout_pipeline.h); null: none
+  Json episodes_in_flight;  // an agent run's episodes still running (loop/agent_rollout.h); null: none
 };
 
 inline constexpr const char* kPendingRolloutsFile = "pending_rollouts.json";
+inline constexpr const char* kEpisodesInFlightFile = "episodes_in_flight.json";
 
 // The PPO critic's part of a checkpoint: its weights and its optimizer.
 struct CriticState {

@@ -333,6 +333,27 @@ void TrainConfig::validate() const {
                                                                                  << batch);
   reward.validate();
   reward.overlong_buffer.validate("reward.overlong_buffer", rollout.sampling.max_new_tokens);
+  agent.validate("agent");
+  if (agent.enabled()) {
+    RLCPP_CHECK(rollout.placement == "colocated",
+                "config key 'rollout.placement': episodes (agent.env \"" << agent.env << "\") run on the in-process "
+                "engine's sessions, rollout.placement \"colocated\"; got \"" << rollout.placement
+                    << "\" (sessions over the worker wire are not built yet)");
+    RLCPP_CHECK(reward.type == "local" && !reward.overlong_buffer.enabled,
+                "config keys 'reward.type' / 'reward.overlong_buffer': an episode's reward is its environment's "
+                "return (agent.env \"" << agent.env << "\"); leave reward.type \"local\" and the overlong buffer off");
+    const int64_t context = engine_model_config(policy, rollout.engine).max_position_embeddings;
+    RLCPP_CHECK(agent.max_tokens <= context,
+                "config key 'agent.max_tokens': " << agent.max_tokens << " is past the engine's context " << context
+                                                  << " (rollout.engine.max_context or the model's)");
+    RLCPP_CHECK(agent.env != "remote" || !warm_start.enabled,
+                "config keys 'agent.env' / 'warm_start.enabled': a remote environment has no in-process expert to "
+                "write the SFT warm start's demonstrations; set warm_start.enabled false and start from "
+                "init_checkpoint (e.g. an agent_guess run's checkpoint)");
+    RLCPP_CHECK(agent.tokenization == "tito" || !tokenizer_path().empty(),
+                "config key 'agent.tokenization': \"retokenize\" re-renders conversations with a chat template, which "
+                "the character tokenizer has not (it needs a tokenizer.json with Qwen3's template)");
+  }
   algorithm.validate("algorithm");
   if (needs.teacher_logp) {  // the teacher scores the student's tokens: the same vocabulary, room for them
     RLCPP_CHECK(!algorithm.distill.teacher.empty(),

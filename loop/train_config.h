@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/config.h"
+#include "agent/agent_config.h"
 #include "core/tensorboard.h"
 #include "loop/consistency_probe_config.h"
 #include "loop/group_filter.h"
@@ -233,6 +234,7 @@ struct TrainConfig {
   std::string device = "cpu";  // where the trainer runs (and the rollout, unless rollout.device says otherwise)
   TaskConfig task;
   ChatOptions chat;
+  AgentConfig agent;
   RewardConfig reward;
   RolloutSection rollout;
   TrainerSection trainer;
@@ -281,7 +283,7 @@ struct TrainConfig {
   template <class V> void visit(V& v) {
     v("run_dir", run_dir, "output directory; when it holds a run already, NAME-2, NAME-3, ... is used");
     v("model_preset", model_preset,
-      "random init preset (tiny | qwen05b | qwen-tiny) without init_checkpoint or warm start");
+      "random init preset (tiny | tiny-long | qwen05b | qwen-tiny) without init_checkpoint or warm start");
     v("init_checkpoint", init_checkpoint, "checkpoint directory to start from");
     v("tokenizer", tokenizer, "a tokenizer.json or a directory holding one; \"\" = init_checkpoint's tokenizer.json when it has one, else the character tokenizer");
     v("warm_start", warm_start, "SFT warm start before RL");
@@ -292,6 +294,9 @@ struct TrainConfig {
       "probe; the SFT warm start stays on the CPU); the rollout engine too unless rollout.device is set");
     v("task", task, "the task (prompts and scorer)");
     v("chat", chat, "prompts as chat turns of the tokenizer's chat template (the SFT warm start uses the same)");
+    v("agent", agent,
+      "multi-turn episodes with an environment and tools instead of one response per prompt (agent/README.md); "
+      "the SFT warm start then trains on the environment's demonstrations");
     v("reward", reward, "local scorer or a reward server");
     v("rollout", rollout, "rollout batch, sampling, numerics and engine");
     v("trainer", trainer, "the trainer's numerics");

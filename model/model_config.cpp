@@ -86,6 +86,10 @@ int64_t ModelConfig::kv_bytes_per_token(int64_t dtype_bytes) const {
 ModelConfig model_preset(const std::string& name) {
   ModelConfig c;
   if (name == "tiny") return c;  // W1: the defaults above
+  if (name == "tiny-long") {  // W1 with room for a multi-turn episode (agent_guess: up to 16 turns of 7 tokens)
+    c.max_position_embeddings = 128;
+    return c;
+  }
   if (name == "qwen05b") {
     c.model_type = "qwen2";
     c.vocab_size = 151936;
@@ -117,7 +121,7 @@ ModelConfig model_preset(const std::string& name) {
     c.max_position_embeddings = 1024;
     return c;
   }
-  RLCPP_FAIL("unknown model preset '" << name << "' (expected \"tiny\", \"qwen05b\" or \"qwen-tiny\")");
+  RLCPP_FAIL("unknown model preset '" << name << "' (expected \"tiny\", \"tiny-long\", \"qwen05b\" or \"qwen-tiny\")");
 }
 
 ModelConfig model_shapes(const std::string& given) {

@@ -163,7 +163,10 @@ std::string report_markdown(const std::vector<ReportRun>& runs) {
         "Mean reward of each step's rollout batch (training prompts, sampled), against the step and against "
         "the wall time since the run started (what a step costs shows in the second).\n\n"
         "![held-out accuracy](plots/accuracy.png)\n\n"
-        "Greedy exact-match accuracy on held-out problems, measured every `eval_every` steps and at the end.\n";
+        "Greedy exact-match accuracy on held-out problems, measured every `eval_every` steps and at the end.\n\n"
+        "![agent episodes](plots/agent.png)\n\n"
+        "An agent run's episodes (`agent.env`, agent/README.md): assistant turns (solid) and tool calls (dashed) per "
+        "episode of each step's rollout batch; a note for a single-turn run.\n";
 
   os << "\n## Where a step's time goes\n\n";
   phase_table(os, runs);

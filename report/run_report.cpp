@@ -44,13 +44,14 @@ Json rate_column(const std::vector<Json>& records, const std::string& numerator,
 
 const std::vector<std::string>& report_plot_names() {
   static const std::vector<std::string> kNames = {"reward",   "accuracy",        "phase_shares", "throughput",
-                                                  "mismatch", "response_length", "memory"};
+                                                  "mismatch", "response_length", "memory",       "agent"};
   return kNames;
 }
 
 const std::vector<PhaseGroup>& report_phase_groups() {
   static const std::vector<PhaseGroup> kGroups = {
       {"rollout", {"rollout"}},
+      {"env", {"env"}},
       {"reward", {"reward"}},
       {"logprobs", {"old_logprob", "mismatch", "ref_logprob", "values"}},
       {"update", {"advantage", "update_actor", "update_critic"}},
@@ -67,6 +68,10 @@ Json report_series(const RunRecords& run, const ModelConfig& model, double train
   s["step"] = column(m, "step");
   s["elapsed_s"] = column(m, "elapsed_s");
   s["reward_mean"] = column(m, "reward/mean");
+  // An agent run's episodes (null elsewhere): turns and tool calls per episode, the share of calls that worked.
+  s["agent"] = {{"turns_mean", column(m, "agent/turns_mean")},
+                {"tool_calls", column(m, "agent/tool_calls")},
+                {"tool_success", column(m, "agent/tool_success")}};
 
   Json eval = {{"step", Json::array()}, {"elapsed_s", Json::array()}, {"accuracy", Json::array()}};
   // A warm-started run starts from its SFT's final accuracy: step 0, before the first RL step.

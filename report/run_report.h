@@ -31,10 +31,11 @@ struct ReportFiles {
   std::vector<std::string> plots;
 };
 
-// The PNGs plot_report.py draws: reward, accuracy, phase_shares, throughput, mismatch, response_length, memory.
+// The PNGs plot_report.py draws: reward, accuracy, phase_shares, throughput, mismatch, response_length, memory,
+// agent (an agent run's turns and tool calls per episode; a note elsewhere).
 const std::vector<std::string>& report_plot_names();
 
-// The step phases grouped as the report shows them: rollout, reward, logprobs (old_logprob, mismatch,
+// The step phases grouped as the report shows them: rollout, env, reward, logprobs (old_logprob, mismatch,
 // ref_logprob, values), update (advantage, update_actor, update_critic), sync (weight_sync, probe),
 // eval + checkpoint, other.
 struct PhaseGroup {

@@ -38,8 +38,9 @@ ScalingBase scaling_base_from_records(const std::vector<Json>& metrics, int64_t 
     if (number(r, "step") <= static_cast<double>(skip_steps)) continue;
     const auto t = [&](const char* phase) { return number(r, std::string("timing_s/") + phase); };
     const double allreduce = number_or(r, "actor/allreduce_wait_s", 0);
-    const double side = async ? number(r, "timing_s/rollout_wall") + number(r, "timing_s/reward_wall")
-                              : t("rollout") + t("reward");
+    const double side = async ? number(r, "timing_s/rollout_wall") + number_or(r, "timing_s/env_wall", 0) +
+                                    number(r, "timing_s/reward_wall")
+                              : t("rollout") + number_or(r, "timing_s/env", 0) + t("reward");
     rollout.push_back(side);
     learn.push_back(t("old_logprob") + t("ref_logprob") + t("values") + t("advantage") + t("update_actor") +
                     t("update_critic") - allreduce);

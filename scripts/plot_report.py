@@ -50,8 +50,8 @@ def save(fig, out_dir, name, written):
     written.append(path)
 
 
-def against_step_and_time(runs, out_dir, name, title, ylabel, pick, written, percent=False):
-    """One figure, two panels: the series against the step and against wall time."""
+def against_step_and_time(runs, out_dir, name, title, ylabel, pick, written, percent=False, extra=None):
+    """One figure, two panels: the series against the step and against wall time (and `extra`'s, dashed)."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     any_data, top = False, 0.0
     for run in runs:
@@ -65,6 +65,11 @@ def against_step_and_time(runs, out_dir, name, title, ylabel, pick, written, per
         marker = "o" if len(ys) <= 30 else None
         axes[0].plot(values(steps), ys, marker=marker, label=run["label"])
         axes[1].plot(values(times), ys, marker=marker, label=run["label"])
+        if extra is not None and finite(extra(run)):
+            more = [scale * v for v in values(extra(run))]
+            top = max([top] + finite(more))
+            axes[0].plot(values(steps), more, linestyle="--", label=run["label"] + " (tool calls)")
+            axes[1].plot(values(times), more, linestyle="--", label=run["label"] + " (tool calls)")
     step_axis(axes[0])
     axes[1].set_xlabel("wall time since the start (s)")
     for ax in axes:
@@ -374,6 +379,10 @@ def main():
         plot_mismatch_stages(runs, out_dir, written)
     plot_response_length(runs, out_dir, written)
     plot_memory(runs, out_dir, written)
+    against_step_and_time(runs, out_dir, "agent", "Agent episodes: turns and tool calls",
+                          "per episode (solid: turns, dashed: tool calls)",
+                          lambda r: (r["step"], r["elapsed_s"], r["agent"]["turns_mean"]), written,
+                          extra=lambda r: r["agent"]["tool_calls"])
     for path in written:
         print(path)
 

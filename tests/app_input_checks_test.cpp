@@ -128,6 +128,24 @@ TEST_F(InputChecks, OutOfRangeOptionsNameTheOption) {
   EXPECT_EQ(r.output.find("pass overwrite"), std::string::npos) << r.output;
 }
 
+// An agent run's config (issue 34): a bad agent key is named before any work, with what was expected.
+TEST_F(InputChecks, AgentConfigKeysAreCheckedNamingTheKey) {
+  const std::string calc = std::string(RLCPP_SOURCE_DIR) + "/configs/agent_calc.json";
+  expect_error(run_cli("train " + calc + " --set agent.env=chess"),
+               "agent.env': \"chess\", expected \"calc\", \"guess\", \"remote\"", "unknown environment");
+  expect_error(run_cli("train " + calc + " --set agent.tokenization=retokenize"),
+               "agent.tokenization': \"retokenize\" re-renders conversations with a chat template",
+               "retokenize with the character tokenizer");
+  expect_error(run_cli("train " + calc + " --set agent.env=remote --set agent.endpoint=nowhere"),
+               "agent.endpoint': the environment server", "remote without an endpoint");
+  expect_error(run_cli("train " + calc + " --set agent.env=remote --set agent.endpoint=tcp://127.0.0.1:5557"),
+               "a remote environment has no in-process expert", "remote with an SFT warm start");
+  expect_error(run_cli("train " + calc + " --set rollout.placement=split"),
+               "episodes (agent.env \"calc\") run on the in-process engine's sessions", "split placement");
+  expect_error(run_cli("train " + calc + " --set agent.max_tokens=100000"),
+               "agent.max_tokens': 100000 is past the engine's context", "episode past the context");
+}
+
 TEST_F(InputChecks, InputsLongerThanTheContextNameTheirLine) {
   const std::string ckpt = (dir_ / "ckpt").string();
   std::string sum = "1";

@@ -98,6 +98,28 @@ TEST(LoopResume, ResumedRunMatchesTheUninterruptedOneBitForBit) {
   expect_resume_matches_whole_run(root, resumable_run(root));
 }
 
+// Issue 34 item 6: an agent run whose episodes span steps (agent.turns_per_draw 2 of up to 5 guess turns) keeps
+// the episodes in flight in its checkpoints and, resumed, replays them into their environments: the resumed run
+// equals the uninterrupted one, metrics, samples and weights.
+TEST(LoopResume, AgentRunWithEpisodesInFlightResumesBitForBit) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_resume_agent_test";
+  fs::remove_all(root);
+  TrainConfig c = resumable_run(root);
+  c.task.name = "guess";
+  c.agent.env = "guess";
+  c.agent.max_turns = 5;
+  c.agent.max_turn_tokens = 4;
+  c.agent.turns_per_draw = 2;
+  c.rollout.sampling.max_new_tokens = 4;
+  expect_resume_matches_whole_run(root, c);
+  const Json in_flight = load_json_file((root / "cut" / "checkpoints" / "step_2" / kEpisodesInFlightFile).string());
+  EXPECT_TRUE(in_flight.is_array() && !in_flight.empty()) << "no episode was in flight at the checkpoint";
+  // Step 1 ended no episode: it has no reward to report (not a NaN) and trains on nothing.
+  const Json first = read_jsonl(root / "whole" / "metrics.jsonl").at(0);
+  EXPECT_FALSE(first.contains("reward/mean")) << first.dump();
+  EXPECT_EQ(first.at("agent/episodes").get<double>(), 0.0);
+}
+
 TEST(LoopResume, KlRunResumesWithItsSavedReference) {
   const fs::path root = fs::temp_directory_path() / "rlcpp_resume_kl_test";
   fs::remove_all(root);

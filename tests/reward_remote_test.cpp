@@ -15,73 +15,10 @@
 #include "reward/arithmetic_task.h"
 #include "reward/remote_reward.h"
 #include "reward/reward_function.h"
+#include "tests/server_process.h"
 
 namespace rlcpp {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-bool python_has_zmq() {
-  return std::system("/usr/bin/python3 -c 'import zmq' >/dev/null 2>&1") == 0;
-}
-
-// The example server as a child process bound to a free port; the destructor kills it.
-class ServerProcess {
- public:
-  explicit ServerProcess(const std::vector<std::string>& flags) {
-    int fds[2];
-    if (pipe(fds) != 0) throw Error("pipe failed");
-    std::vector<std::string> args = {"/usr/bin/python3", RLCPP_SOURCE_DIR "/scripts/reward_server_example.py",
-                                     "--endpoint", "tcp://127.0.0.1:*"};
-    args.insert(args.end(), flags.begin(), flags.end());
-    // Built before fork: the child of a threaded process (ZeroMQ's) may only make async-signal-safe calls.
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(fds[1], STDOUT_FILENO);
-      close(fds[0]);
-      close(fds[1]);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    close(fds[1]);
-    // The server prints "READY tcp://127.0.0.1:PORT" once bound.
-    std::string line;
-    auto start = Clock::now();
-    while (line.find('\n') == std::string::npos && seconds_since(start) < 10.0) {
-      pollfd p{fds[0], POLLIN, 0};
-      if (poll(&p, 1, 100) <= 0) continue;
-      char buf[256];
-      ssize_t got = read(fds[0], buf, sizeof buf);
-      if (got <= 0) break;
-      line.append(buf, got);
-    }
-    close(fds[0]);
-    if (line.rfind("READY ", 0) != 0 || line.find('\n') == std::string::npos) {
-      stop();
-      throw Error("reward server did not start; it printed \"" + line + "\"");
-    }
-    endpoint_ = line.substr(6, line.find('\n') - 6);
-  }
-  ~ServerProcess() { stop(); }
-  void stop() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  const std::string& endpoint() const { return endpoint_; }
-
- private:
-  pid_t pid_ = -1;
-  std::string endpoint_;
-};
 
 RemoteRequest request(const std::string& prompt, const std::string& response, bool terminated) {
   RemoteRequest r;
@@ -245,12 +182,12 @@ TEST(RewardFunction, LocalScoresWithTheTaskAndUnknownTypeIsAnError) {
 class RemoteServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!python_has_zmq()) GTEST_SKIP() << "/usr/bin/python3 cannot import zmq (install python3-zmq)";
+    if (!python_has_zmq()) GTEST_SKIP() << "neither /usr/bin/python3 nor $RLCPP_VENV/bin/python imports zmq (install python3-zmq)";
   }
 };
 
 TEST_F(RemoteServerTest, NormalServerScoresEveryRequestInBatches) {
-  ServerProcess server({});
+  ServerProcess server("reward_server_example.py", {});
   RemoteRewardConfig cfg = fast_config(server.endpoint());
   cfg.timeout_ms = 5000;  // a normal server must not be mistaken for a slow one on a loaded machine
   cfg.batch_size = 2;
@@ -272,7 +209,7 @@ TEST_F(RemoteServerTest, NormalServerScoresEveryRequestInBatches) {
 }
 
 TEST_F(RemoteServerTest, PlainNumberRepliesAreTotals) {
-  ServerProcess server({"--plain"});
+  ServerProcess server("reward_server_example.py", {"--plain"});
   RemoteRewardConfig cfg = fast_config(server.endpoint());
   cfg.timeout_ms = 5000;
   RemoteRewardClient client(cfg);
@@ -286,7 +223,7 @@ TEST_F(RemoteServerTest, PlainNumberRepliesAreTotals) {
 }
 
 TEST_F(RemoteServerTest, SlowServerWithinTheTimeoutSucceeds) {
-  ServerProcess server({"--delay", "0.1"});
+  ServerProcess server("reward_server_example.py", {"--delay", "0.1"});
   RemoteRewardConfig cfg = fast_config(server.endpoint());
   cfg.timeout_ms = 5000;
   RemoteRewardClient client(cfg);
@@ -295,7 +232,7 @@ TEST_F(RemoteServerTest, SlowServerWithinTheTimeoutSucceeds) {
 }
 
 TEST_F(RemoteServerTest, SlowServerTimesOutAndFailsTheStep) {
-  ServerProcess server({"--delay", "30"});
+  ServerProcess server("reward_server_example.py", {"--delay", "30"});
   RemoteRewardClient client(fast_config(server.endpoint(), "fail"));
   auto start = Clock::now();
   std::string m = error_of(client, add_requests());
@@ -310,7 +247,7 @@ TEST_F(RemoteServerTest, SlowServerTimesOutAndFailsTheStep) {
 }
 
 TEST_F(RemoteServerTest, SlowServerTimesOutAndScoresZero) {
-  ServerProcess server({"--delay", "30"});
+  ServerProcess server("reward_server_example.py", {"--delay", "30"});
   RemoteRewardConfig cfg = fast_config(server.endpoint(), "zero");
   cfg.batch_size = 3;
   RemoteRewardClient client(cfg);
@@ -332,7 +269,7 @@ TEST_F(RemoteServerTest, SlowServerTimesOutAndScoresZero) {
 
 TEST_F(RemoteServerTest, LostReplyIsRetriedOnAFreshSocket) {
   // Only the first request is slow: its reply goes to the abandoned socket and the retry is answered.
-  ServerProcess server({"--delay", "0.5", "--delay-count", "1"});
+  ServerProcess server("reward_server_example.py", {"--delay", "0.5", "--delay-count", "1"});
   RemoteRewardConfig cfg = fast_config(server.endpoint(), "fail");
   cfg.timeout_ms = 400;
   cfg.retries = 3;
@@ -347,7 +284,7 @@ TEST_F(RemoteServerTest, LostReplyIsRetriedOnAFreshSocket) {
 TEST_F(RemoteServerTest, DeadServerFailsTheStepOrScoresZero) {
   std::string endpoint;
   {
-    ServerProcess server({});
+    ServerProcess server("reward_server_example.py", {});
     endpoint = server.endpoint();
   }  // killed: the port now refuses connections
   RemoteRewardClient failing(fast_config(endpoint, "fail"));
@@ -369,7 +306,7 @@ TEST_F(RemoteServerTest, MalformedRepliesFailWithTheReasonAndAreNotRetried) {
       {"type", "rewards[0]"},
       {"error", "scoring backend unavailable"}};
   for (const auto& [mode, reason] : cases) {
-    ServerProcess server({"--malformed", mode});
+    ServerProcess server("reward_server_example.py", {"--malformed", mode});
     RemoteRewardConfig cfg = fast_config(server.endpoint(), "fail");
     cfg.timeout_ms = 5000;
     RemoteRewardClient client(cfg);
@@ -384,7 +321,7 @@ TEST_F(RemoteServerTest, MalformedRepliesFailWithTheReasonAndAreNotRetried) {
 }
 
 TEST_F(RemoteServerTest, MalformedReplyScoresZeroWhenConfigured) {
-  ServerProcess server({"--malformed", "count"});
+  ServerProcess server("reward_server_example.py", {"--malformed", "count"});
   RemoteRewardConfig cfg = fast_config(server.endpoint(), "zero");
   cfg.timeout_ms = 5000;
   RemoteRewardClient client(cfg);
@@ -396,7 +333,7 @@ TEST_F(RemoteServerTest, MalformedReplyScoresZeroWhenConfigured) {
 }
 
 TEST_F(RemoteServerTest, RemoteRewardFunctionSendsTheReferenceAnswer) {
-  ServerProcess server({});
+  ServerProcess server("reward_server_example.py", {});
   RewardConfig cfg;
   cfg.type = "remote";
   cfg.remote = fast_config(server.endpoint());

@@ -88,7 +88,7 @@ inline bool same_weights(const std::string& a, const std::string& b) {
 inline bool run_dependent_key(const std::string& key) {
   return key.rfind("timing", 0) == 0 || key == "elapsed_s" || key.rfind("tokens_per_s/", 0) == 0 ||
          key == "checkpoint" || key.rfind("engine/", 0) == 0 || key.rfind("memory/", 0) == 0 ||
-         key.rfind("layout/", 0) == 0;
+         key.rfind("layout/", 0) == 0 || key == "agent/env_s";
 }
 
 }  // namespace rlcpp

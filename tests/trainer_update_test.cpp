@@ -344,6 +344,35 @@ TEST(NanGuard, AnUpdateThatMakesTheWeightsNonFiniteStopsTheRunNamingTheStep) {
   EXPECT_FALSE(sane.step(batches, ForwardOptions{}, token_loss(0.0f), 10).skipped);
 }
 
+// Issue 34 "loss masks": an episode's environment tokens (mask 0) are attended but add nothing to the gradient:
+// whatever their advantages and log-probs, the update is bit for bit the same; marking them trained changes it.
+TEST(UpdateStep, MaskedEnvironmentTokensContributeNoGradient) {
+  const ModelConfig mc = small_model_config();
+  const Transformer model(mc);
+  const ParameterStore params = init_random(mc, 20);
+  std::vector<RolloutSample> episodes = actor_samples(model, params);
+  // Each response as two turns with an observation between: tokens 2..4 the environment's.
+  for (RolloutSample& s : episodes)
+    for (size_t t = 0; t < s.mask.size(); ++t) s.mask[t] = t >= 2 && t <= 4 ? 0.0f : 1.0f;
+  std::vector<RolloutSample> scrambled = episodes;
+  for (RolloutSample& s : scrambled)
+    for (size_t t = 0; t < s.mask.size(); ++t)
+      if (s.mask[t] == 0.0f) {
+        s.advantages[t] = 1e3f;
+        s.old_logp[t] = -50.0f;
+        s.rollout_logp[t] = 0.0f;
+        s.ref_logp[t] = -3.0f;
+      }
+  PolicyLossConfig loss;
+  loss.kl_coef = 0.1;
+  const Outcome a = actor_update(episodes, loss, kQuarter), b = actor_update(scrambled, loss, kQuarter);
+  ASSERT_GT(a.step.grad_norm, 0);
+  EXPECT_TRUE(same_bytes(a.grads.flat(), b.grads.flat())) << "an environment token's values reached the gradient";
+  std::vector<RolloutSample> trained = scrambled;
+  for (RolloutSample& s : trained) s.mask.assign(s.mask.size(), 1.0f);
+  EXPECT_FALSE(same_bytes(a.grads.flat(), actor_update(trained, loss, kQuarter).grads.flat()));
+}
+
 TEST(UpdateStep, ReportsGradNormLrAndTheMergedLossMetrics) {
   const ModelConfig mc = small_model_config();
   const Transformer model(mc);

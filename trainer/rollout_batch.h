@@ -27,6 +27,9 @@ struct RolloutSample {
   std::vector<float> advantages;    // actor
   std::vector<float> ref_logp;      // actor: frozen reference, for a KL in the loss (and the kl_loss metric)
   std::vector<float> rollout_logp;  // actor: as the rollout engine sampled it, for truncated IS
+  // Per response token, when a sample spans policy versions (an episode): the version that sampled each token
+  // (-1 for tokens the model did not sample), whose log-prob rollout_logp holds; empty otherwise.
+  std::vector<int64_t> versions;
   std::vector<float> old_values;    // critic: predictions the update starts from
   std::vector<float> returns;       // critic: GAE returns
 };

@@ -1,0 +1,58 @@
+// The `agent` section of a run config: multi-turn episodes instead of one prompt -> one response
+// (agent/README.md). agent.env "" keeps a run single-turn.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace rlcpp {
+
+struct AgentConfig {
+  std::string env;                 // "" (single-turn), "calc", "guess" or "remote"
+  int64_t max_turns = 8;           // assistant turns per episode
+  int64_t max_tokens = 0;          // an episode's tokens, prompt included; 0 = the engine's context
+  int64_t max_turn_tokens = 16;    // tokens sampled per assistant turn
+  double call_timeout_s = 30;      // an environment call's deadline (remote: the reply's; in-process: checked after)
+  std::string tokenization = "tito";  // tito | retokenize (the lab's contrast: agent/retokenize.h)
+  int64_t turns_per_draw = 0;      // 0: episodes end within their draw; N: at most N turns per draw, then on
+                                   // into the next step's draw with the policy then (partial rollouts)
+  std::string endpoint;            // remote: the environment server (tcp://HOST:PORT or ipc://PATH)
+  double demo_tool_share = 0.5;    // calc demonstrations (SFT warm start): the share that calls the calculator
+  double demo_bisect_share = 0.5;  // guess demonstrations: the share of turns that guess the interval's middle
+
+  bool enabled() const { return !env.empty(); }
+  // Throws naming the key (under `prefix`) of a bad value.
+  void validate(const std::string& prefix = "agent") const;
+
+  template <class V> void visit(V& v) {
+    v("env", env,
+      "multi-turn episodes: \"calc\" (an arithmetic task with a calculator tool), \"guess\" (task guess: find a "
+      "hidden number from higher/lower feedback), \"remote\" (reset/step over ZeroMQ, agent.endpoint); \"\" = one "
+      "prompt, one response");
+    v("max_turns", max_turns, "assistant turns per episode; an episode still running after them is truncated");
+    v("max_tokens", max_tokens,
+      "an episode's tokens, prompt, turns and observations together (0 = the engine's context); past it the "
+      "episode is truncated");
+    v("max_turn_tokens", max_turn_tokens, "tokens sampled per assistant turn");
+    v("call_timeout_s", call_timeout_s,
+      "an environment call's deadline in seconds: a remote environment's reply later than this ends that episode "
+      "as failed (agent/env_failures) and the run goes on; an in-process call is checked when it returns");
+    v("tokenization", tokenization,
+      "tito: the trainer trains on the token ids the engine sampled and the environment's tokens as appended; "
+      "retokenize: as frameworks did, each turn decoded, the conversation re-rendered with the chat template and "
+      "tokenized again (needs a tokenizer.json with Qwen3's chat template; the mismatch lab's contrast: "
+      "agent/retokenized_frac)");
+    v("turns_per_draw", turns_per_draw,
+      "0: every episode ends within the step that drew it; N: at most N turns per step, the rest run on in the "
+      "next step's draw with the policy synced then, each token keeping the version that sampled it (saved in "
+      "checkpoints, resumed bit for bit)");
+    v("endpoint", endpoint, "remote: the environment server's endpoint (tcp://HOST:PORT or ipc://PATH)");
+    v("demo_tool_share", demo_tool_share,
+      "calc, SFT warm start: share of demonstrations that call the calculator (the rest answer at once)");
+    v("demo_bisect_share", demo_bisect_share,
+      "guess, SFT warm start: share of demonstrated guesses at the middle of the interval left (the rest uniform "
+      "inside it)");
+  }
+};
+
+}  // namespace rlcpp
