@@ -339,7 +339,7 @@ TEST_F(InputChecks, OutputsOntoOrInsideAnInputAreRefusedBeforeAnyWork) {
                "is inside the input directory", "generate --out LINK/config.json");
   // A tokenizer's directory is an input too, and export never writes into the checkpoint it reads.
   fs::create_directory(dir_ / "tok");
-  fs::copy_file(std::string(RLCPP_SOURCE_DIR) + "/../shared/fixtures/qwen3/tokenizer.json", dir_ / "tok" / "tokenizer.json");
+  fs::copy_file(qwen3_fixture_dir() + "/tokenizer.json", dir_ / "tok" / "tokenizer.json");
   expect_error(run_cli("tokenize " + (dir_ / "tok").string() + " --input " + in + " --out " +
                        (dir_ / "tok" / "tokenizer.json").string()),
                "is inside the input directory '" + (dir_ / "tok").string() + "'", "tokenize --out TOK/tokenizer.json");
@@ -356,7 +356,7 @@ TEST_F(InputChecks, OutputsOntoOrInsideAnInputAreRefusedBeforeAnyWork) {
 TEST_F(InputChecks, AWriteThatFailsIsAnErrorNamingTheFile) {
   const std::string ckpt = (dir_ / "ckpt").string();
   const std::string in = write("in.jsonl", "{\"text\": \"1+2=3\"}\n");
-  const std::string tok = std::string(RLCPP_SOURCE_DIR) + "/../shared/fixtures/qwen3/tokenizer.json";
+  const std::string tok = qwen3_fixture_dir() + "/tokenizer.json";
   const std::string text = write("text.jsonl", "{\"text\": \"hello\"}\n");
   // Standard output on a full device; what the command prints on stderr comes back.
   const auto to_full = [](const std::string& args) {

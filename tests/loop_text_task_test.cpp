@@ -89,7 +89,7 @@ TEST(TextTask, TheShippedQwenTinyRecipeValidates) {
 TEST(TextTask, ABadTokenizerKeyIsAnErrorBeforeAnyWork) {
   TrainConfig c;
   c.tokenizer = "/nonexistent/tokenizer.json";
-  expect_error([&] { c.validate(); }, {"config key 'tokenizer' (/nonexistent/tokenizer.json)", "cannot open"});
+  expect_error([&] { c.validate(); }, {"config key 'tokenizer' (/nonexistent/tokenizer.json)", "cannot read a tokenizer.json: No such file"});
   c.tokenizer = kQwen3;  // fine as a tokenizer, but its ids do not fit the tiny preset's 32
   expect_error([&] { c.validate(); }, {"config key 'tokenizer'", "past the model's vocabulary of 32"});
   SftConfig s;
