@@ -13,14 +13,14 @@ trap 'rm -rf "$tmp"' EXIT
 cases=0 good=0
 
 # case NAME EXPECT COMMAND...: EXPECT is "fail" (must exit non-zero with a message) or "ok"; the row shows what the
-# user sees: the first error line (else the last line of stderr, else of stdout), cut to 150 characters.
+# user sees: the first error line (else the first line of stderr, else the last of stdout), cut to 150 characters.
 case_() {
   local name=$1 expect=$2; shift 2
   "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
   local rc=$?
   local seen
   seen=$(grep -m1 'error' "$tmp/err")
-  [ -n "$seen" ] || seen=$(grep -v '^\s*$' "$tmp/err" | tail -1)
+  [ -n "$seen" ] || seen=$(grep -m1 -v '^\s*$' "$tmp/err")
   [ -n "$seen" ] || seen=$(grep -v '^\s*$' "$tmp/out" | tail -1)
   local verdict=ok
   if [ "$expect" = fail ]; then ((rc != 0)) && ! grep -q 'unexpected error' "$tmp/err" || verdict=WRONG
