@@ -9,6 +9,7 @@
 #include "apps/seed_option.h"
 #include "apps/tokenizer_options.h"
 #include "core/error.h"
+#include "core/stop_signals.h"
 #include "model/checkpoint.h"
 #include "model/hf_tokenizer.h"
 #include "model/init.h"
@@ -18,21 +19,6 @@
 #include "rollout/serve_loop.h"
 
 namespace rlcpp::cli {
-
-namespace {
-
-// SIGINT and SIGTERM, blocked in every thread (before any starts), are taken by one thread that stops the HTTP
-// server; listen() then returns and the loop ends its jobs.
-sigset_t stop_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  RLCPP_CHECK(pthread_sigmask(SIG_BLOCK, &set, nullptr) == 0, "serve: cannot block SIGINT/SIGTERM");
-  return set;
-}
-
-}  // namespace
 
 Command add_serve_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
@@ -87,7 +73,9 @@ Command add_serve_command(CLI::App& app) {
     if (a->serve.model_name.empty()) a->serve.model_name = a->checkpoint;
     check_serve_options(a->serve);
     parse_device_spec(a->device, "serve --device");
-    const sigset_t signals = stop_signals();
+    // Blocked in every thread (before any starts) and taken by one that stops the HTTP server; listen() then
+    // returns and the loop ends its jobs.
+    const sigset_t signals = block_stop_signals("serve");
     ParameterStore params = a->checkpoint.empty() ? init_random(model_shapes(a->preset), a->init_seed)
                                                   : load_model_checkpoint(a->checkpoint);
     const std::unique_ptr<Tokenizer> tok =

@@ -17,6 +17,7 @@
 #include "core/config.h"
 #include "core/endpoint.h"
 #include "core/error.h"
+#include "core/stop_signals.h"
 #include "model/checkpoint.h"
 #include "model/init.h"
 #include "model/numerics.h"
@@ -28,12 +29,8 @@ namespace {
 // SIGTERM and SIGINT become readable events on a signalfd that the serve loop polls with its socket, so a
 // signal ends the loop between messages (or between engine steps) instead of interrupting it anywhere.
 // Blocked before any thread starts, so every thread inherits the mask.
-int block_stop_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  RLCPP_CHECK(pthread_sigmask(SIG_BLOCK, &set, nullptr) == 0, "worker: cannot block SIGTERM/SIGINT");
+int stop_signal_fd() {
+  const sigset_t set = block_stop_signals("worker");
   const int fd = signalfd(-1, &set, SFD_CLOEXEC);
   RLCPP_CHECK(fd >= 0, "worker: signalfd failed");
   return fd;
@@ -108,7 +105,7 @@ int serve_worker(WorkerProcessConfig& a, const WeightFeedFactory& make_weights) 
       if (fault) fault(request, step);
     };
   }
-  const int stop_fd = block_stop_signals();
+  const int stop_fd = stop_signal_fd();
   StartupStopWatch startup(stop_fd);
   ParameterStore params = a.checkpoint.empty() ? init_random(model_preset(a.preset), a.init_seed)
                                                : load_model_checkpoint(a.checkpoint);
