@@ -1,13 +1,10 @@
 #include "model/transformer.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <utility>
 
 #include "core/error.h"
-#include "core/parallel_errors.h"
 #include "kernels/ops.h"
 #include "kernels/temperature.h"
 #include "model/layer_ops.h"
@@ -19,22 +16,6 @@ namespace {
 
 using namespace layer_ops;
 
-// n floats of the caller's host memory as a tensor on ctx's device: borrowed on the host, a copy elsewhere.
-Tensor host_floats_on(const ExecContext& ctx, const float* values, Shape shape) {
-  const Tensor borrowed = Tensor::borrow(const_cast<float*>(values), std::move(shape));
-  return ctx.device() == Device::kCPU ? borrowed : ctx.copy_of(borrowed);
-}
-
-// Rows x parameters (about the multiply-adds of a cached forward) from which forward_cached splits its rows
-// between threads: below, one fork and join costs more than the second thread gains.
-constexpr int64_t kRowSplitMinMacs = int64_t{1} << 21;
-// Each row range of a split step reads every weight itself, so splitting multiplies the weight bytes a step
-// reads by the threads. That is free while the weights stay in cache (W1: 3 MB), or when each range has rows
-// enough to keep its core busy between weight reads (prefill); a decode of a few rows of a model read from
-// DRAM (W2: 1-2 GB a step) is bandwidth-bound, and is faster with the threads sharing each product's columns.
-constexpr int64_t kCacheResidentWeightBytes = int64_t{32} << 20;
-constexpr int64_t kRowSplitMinRowsPerRange = 64;
-
 // The bytes of weights one pass of all layers and the head reads: the panels, or the fp32 parameters.
 int64_t decode_weight_bytes(const PackedWeights* panels, const ParameterStore& params) {
   if (panels == nullptr) return static_cast<int64_t>(params.flat().nbytes());
@@ -43,32 +24,6 @@ int64_t decode_weight_bytes(const PackedWeights* panels, const ParameterStore& p
     for (const ops::PackedWeight* w : {&l.qkv, &l.o, &l.gate_up, &l.down})
       bytes += static_cast<int64_t>(w->panels.nbytes());
   return bytes;
-}
-
-// Cuts rows [0, N) of a cached step into at most `parts` ranges of about equal rows, cutting only where one
-// sequence's rows end and the next begin. Returns {0, cut.., N}; just {0, N} when some sequence's rows are not
-// contiguous or name no sequence of the block tables (the ops then report it).
-std::vector<int64_t> split_at_sequences(const CachedStep& step, int64_t parts) {
-  const std::vector<int32_t>& seq = step.query_seq;
-  const int64_t n = static_cast<int64_t>(seq.size());
-  const int64_t num_seqs = static_cast<int64_t>(step.block_indptr.size()) - 1;
-  std::vector<char> done(static_cast<size_t>(std::max<int64_t>(num_seqs, 0)), 0);
-  for (int64_t i = 0; i < n; ++i) {
-    if (seq[i] < 0 || seq[i] >= num_seqs) return {0, n};
-    if (i > 0 && seq[i] != seq[i - 1]) {
-      done[static_cast<size_t>(seq[i - 1])] = 1;
-      if (done[static_cast<size_t>(seq[i])]) return {0, n};
-    }
-  }
-  std::vector<int64_t> cuts{0};
-  for (int64_t t = 1; t < parts; ++t) {
-    int64_t i = std::max(n * t / parts, cuts.back() + 1);
-    while (i < n && seq[i] == seq[i - 1]) ++i;
-    if (i >= n) break;
-    cuts.push_back(i);
-  }
-  cuts.push_back(n);
-  return cuts;
 }
 
 }  // namespace
@@ -105,15 +60,9 @@ Transformer::Transformer(const ModelConfig& config, const ModelNumerics& numeric
       }
     layer_offsets_.push_back(o);
   }
-  // A host constant of the model (its passes run on the CPU; forward_cached refuses a CUDA context).
+  // A host constant of the model; an executor places it on its device (Executor::resident).
   rope_ = ops::rope_table(ExecContext::cpu(), config_.max_position_embeddings, config_.head_dim(),
                           static_cast<float>(config_.rope_theta));
-}
-
-const Tensor& Transformer::rope_on(const ExecContext& ctx, Tensor& copy) const {
-  if (ctx.device() == Device::kCPU) return rope_;
-  if (!copy.defined() || copy.device() != ctx.device()) copy = ctx.copy_of(rope_);
-  return copy;
 }
 
 Transformer::Weights Transformer::views(const ParameterStore& params) const {
@@ -178,16 +127,14 @@ void Transformer::forward(const ExecContext& ctx, const ParameterStore& params, 
   acts.cu_seqlens = i32_on(ctx, batch.cu_seqlens);
   acts.layers.resize(config_.num_hidden_layers);
 
-  // CPU weights go through the packed kernel, as in forward_cached, so both compute the same bits, and the layers
-  // run chunk by chunk on the threads. On a device the layers run over all rows at once, through the packed
-  // kernel (the CPU's chains) in batch-invariant numerics, so that the engine's decode on that device computes
-  // the same bits, else through cuBLAS.
-  const bool host = ctx.device() == Device::kCPU;
-  const bool pack = host || numerics_.batch_invariant;
+  // The executor of ctx's device runs the layers (model/executor.h): on the CPU chunk by chunk on the threads,
+  // every product through the packed kernel, as in forward_cached, so both compute the same bits; on a device
+  // over all rows at once, through the packed kernel (the CPU's chains) in batch-invariant numerics, so that
+  // the engine's decode on that device computes the same bits, else through cuBLAS.
+  const Executor& ex = executor_of(ctx);
+  const bool pack = ex.packs_forward(numerics_);
   if (pack) acts.packed.layers.resize(1);  // one layer's panels at a time (forward_layers)
-  acts.chunks = plan_row_chunks(batch.cu_seqlens, host ? kChunkRows : std::max<int64_t>(N, 1));
-  if (ctx.device() != Device::kCPU)
-    for (RowChunk& chunk : acts.chunks) chunk.cu_seqlens = ctx.copy_of(chunk.cu_seqlens);
+  acts.chunks = ex.plan_chunks(ctx, batch.cu_seqlens, N);
 
   // The residual stream lives in the kept activations: layer l writes layer l+1's x (or x_final) in place, so
   // repeated forwards of one shape allocate (and page-fault) nothing for it.
@@ -195,7 +142,7 @@ void Transformer::forward(const ExecContext& ctx, const ParameterStore& params, 
   ensure(ctx, acts.layers[0].x, {N, C});
   ops::embedding_forward(ctx, w.embed, acts.tokens, acts.layers[0].x);
   ops::round_to(ctx, acts.layers[0].x, dt);
-  forward_layers(ctx, w, pack ? &acts.packed.layers[0] : nullptr, host, acts);
+  forward_layers(ctx, w, pack ? &acts.packed.layers[0] : nullptr, acts);
   ensure(ctx, acts.rstd_final, {N});
   ensure(ctx, acts.xn_final, {N, C});
   ops::rmsnorm_forward(ctx, acts.x_final, w.final_norm, static_cast<float>(config_.rms_norm_eps), acts.xn_final,
@@ -236,9 +183,10 @@ void Transformer::backward(const ExecContext& ctx, const ParameterStore& params,
   Weights g = views(grads);
   const int64_t N = acts.num_tokens, C = config_.hidden_size, V = config_.vocab_size;
 
-  const Tensor dlogp_t = host_floats_on(ctx, dlogp, {N});
+  const Executor& ex = executor_of(ctx);
+  const Tensor dlogp_t = ex.host_floats(ctx, dlogp, {N});
   Tensor dentropy_t;
-  if (dentropy) dentropy_t = host_floats_on(ctx, dentropy, {N});
+  if (dentropy) dentropy_t = ex.host_floats(ctx, dentropy, {N});
   auto& S = acts.scratch;
   ensure(ctx, S.dlogits, {N, V});
   if (acts.truncation.active(V))
@@ -248,8 +196,8 @@ void Transformer::backward(const ExecContext& ctx, const ParameterStore& params,
     ops::logprob_backward(ctx, dlogp_t, dentropy ? &dentropy_t : nullptr, acts.logits, acts.targets, acts.temperature,
                           acts.lse, S.dlogits);
 
-  // The input gradients' weights, packed transposed (CPU).
-  const bool pack = params.flat().device() == Device::kCPU;
+  // The input gradients' weights, packed transposed (the CPU's executor).
+  const bool pack = ex.packs_backward();
   if (pack) run_pack_jobs(ctx, {{&w.lm_head, &S.wt.lm_head, DType::kF32}}, /*transposed=*/true);
   ensure(ctx, S.dxn_final, {N, C});
   ops::matmul(ctx, S.dlogits, true, acts.xn_final, false, g.lm_head, 1.0f, 1.0f, model_math(ctx, numerics_.compute));
@@ -267,14 +215,14 @@ void Transformer::backward_values(const ExecContext& ctx, const ParameterStore& 
   Weights g = views(grads);
   const int64_t N = acts.num_tokens, C = config_.hidden_size;
   // values (N,1) = xn (N,C) score_w^T + b: dscore_w (1,C) += dv^T xn, db += sum dv, dxn = dv score_w.
-  const Tensor dv = host_floats_on(ctx, dvalue, {N, 1});
+  const Executor& ex = executor_of(ctx);
+  const Tensor dv = ex.host_floats(ctx, dvalue, {N, 1});
   ops::matmul(ctx, dv, true, acts.xn_final, false, g.score_w, 1.0f, 1.0f);
   ops::bias_backward(ctx, dv, g.score_b);
   auto& S = acts.scratch;
   ensure(ctx, S.dxn_final, {N, C});
   ops::matmul(ctx, dv, false, w.score_w, false, S.dxn_final);
-  const bool pack = params.flat().device() == Device::kCPU;
-  backward_body(ctx, w, pack, g, acts, ready);
+  backward_body(ctx, w, ex.packs_backward(), g, acts, ready);
 }
 
 std::vector<std::pair<int64_t, int64_t>> Transformer::layer_param_spans() const {
@@ -290,16 +238,18 @@ void Transformer::backward_body(const ExecContext& ctx, const Weights& w, bool p
   S.dx = ctx.zeros({N, C});  // gradient of the residual stream, accumulated in place from 0 (from ctx's pool)
   ops::rmsnorm_backward(ctx, S.dxn_final, acts.x_final, w.final_norm, acts.rstd_final, S.dx, g.final_norm);
   if (packed) S.wt.layers.resize(1);  // one layer's transposed panels at a time (backward_layers)
-  backward_layers(ctx, w, packed ? &S.wt.layers[0] : nullptr, packed, g, acts, ready);
+  backward_layers(ctx, w, packed ? &S.wt.layers[0] : nullptr, g, acts, ready);
   ops::embedding_backward(ctx, S.dx, acts.tokens, g.embed);
 }
 
 Tensor Transformer::forward_cached(const ExecContext& ctx, const ParameterStore& params, const CachedStep& step,
                                    KVCache& cache, const PackedWeights* packed) const {
   RLCPP_CHECK(!config_.value_head, "forward_cached: a value-head model (critic) has no logits to decode from");
-  const bool on_host = ctx.device() == Device::kCPU;
-  RLCPP_CHECK(on_host || (packed != nullptr && packed->blas.flat().defined() &&
-                          packed->blas.flat().device() == ctx.device() && packed->rope.defined()),
+  const Executor& ex = executor_of(ctx);
+  // The parameters the decode reads (embeddings, norms; the products without panels): the prepared copy, or the
+  // parameters themselves. They must be on ctx's device.
+  const ParameterStore& read = packed && packed->blas.flat().defined() ? packed->blas : params;
+  RLCPP_CHECK(read.flat().device() == ctx.device(),
               "forward_cached: on " << ctx.name() << " the decode runs on weights prepared on that device "
                                     << "(prepare_decode_weights with the same context)");
   RLCPP_CHECK(packed == nullptr || (packed->source == params.flat().data<float>() && !packed->transposed &&
@@ -312,7 +262,7 @@ Tensor Transformer::forward_cached(const ExecContext& ctx, const ParameterStore&
   // The OpenBLAS decode (and a device's) multiplies by the prepared copy, or by the fp32 parameters; a device's
   // embeddings and norms come from its copy too.
   const bool blas = packed == nullptr || packed->for_blas;
-  const Weights w = views(packed && packed->blas.flat().defined() ? packed->blas : params);
+  const Weights w = views(read);
   const PackedWeights* panels = blas ? nullptr : packed;
   auto packed_layer = [panels](int64_t l) { return panels ? &panels->layers[static_cast<size_t>(l)] : nullptr; };
   const int64_t N = static_cast<int64_t>(step.tokens.size()), C = config_.hidden_size, V = config_.vocab_size;
@@ -332,6 +282,8 @@ Tensor Transformer::forward_cached(const ExecContext& ctx, const ParameterStore&
                 "forward_cached: row " << i << " has position " << step.positions[i] << " outside the context of "
                                        << config_.max_position_embeddings);
 
+  Tensor rope_copy;
+  const Tensor& rope = packed && packed->rope.defined() ? packed->rope : ex.resident(ctx, rope_, rope_copy);
   Tensor tokens = i32_on(ctx, step.tokens), positions = i32_on(ctx, step.positions);
   Tensor query_seq = i32_on(ctx, step.query_seq), slots = i32_on(ctx, step.slot_mapping);
   Tensor indptr = i32_on(ctx, step.block_indptr), indices = i32_on(ctx, step.block_indices);
@@ -358,7 +310,7 @@ Tensor Transformer::forward_cached(const ExecContext& ctx, const ParameterStore&
     r.h = r.x;
     r.out = r.x;
     r.positions = rows_of(positions);
-    r.rope = on_host ? rope_ : packed->rope;
+    r.rope = rope;
     r.q = rows_of(q);
     r.k = rows_of(k);
     r.v = rows_of(v);
@@ -385,25 +337,8 @@ Tensor Transformer::forward_cached(const ExecContext& ctx, const ParameterStore&
                  });
     }
   };
-  // A large enough step runs as one range per thread, split between sequences: a range writes and reads only
-  // its own sequences' cache blocks, so the ranges run side by side through all layers with one fork and one
-  // join per step (op by op, the second thread would wait at ~6 joins per layer and the element-wise ops would
-  // run on one thread). A step of one sequence, a small one, or a few rows of a large model (see
-  // kCacheResidentWeightBytes) runs as one range with each op parallel inside.
-  const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  const bool split = on_host && N * config_.num_parameters() >= kRowSplitMinMacs &&
-                     (decode_weight_bytes(panels, params) <= kCacheResidentWeightBytes ||
-                      N >= kRowSplitMinRowsPerRange * threads);
-  const std::vector<int64_t> cuts = split ? split_at_sequences(step, threads) : std::vector<int64_t>{0, N};
-  const int64_t parts = static_cast<int64_t>(cuts.size()) - 1;
-  if (parts <= 1) {
-    run_rows(0, N);
-  } else {
-    ParallelErrors errors(static_cast<size_t>(parts));
-#pragma omp parallel for num_threads(static_cast<int>(parts)) schedule(static, 1)
-    for (int64_t t = 0; t < parts; ++t) errors.run(static_cast<size_t>(t), [&] { run_rows(cuts[t], cuts[t + 1]); });
-    errors.rethrow_first();
-  }
+  // The executor runs the rows: one range, or (CPU) one range per thread side by side when that gains.
+  ex.run_cached_step(step, N * config_.num_parameters(), decode_weight_bytes(panels, params), run_rows);
   const int64_t R = static_cast<int64_t>(step.logits_rows.size());
   for (int32_t row : step.logits_rows)
     RLCPP_CHECK(row >= 0 && row < N, "forward_cached: logits row " << row << " outside the step's " << N << " rows");

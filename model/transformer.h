@@ -19,6 +19,7 @@
 #include "core/exec_context.h"
 #include "core/tensor.h"
 #include "kernels/ops.h"
+#include "model/executor.h"
 #include "model/kv_cache.h"
 #include "model/numerics.h"
 #include "model/packed_batch.h"
@@ -92,7 +93,7 @@ struct LayerRows {
   Tensor h;          // (n,C) after the attention block's residual connection (may be x)
   Tensor out;        // (n,C) layer output (may be x or h)
   Tensor positions;  // (n) int32
-  Tensor rope;       // the RoPE table (Transformer::rope_on), on the rows' device
+  Tensor rope;       // the RoPE table on the rows' device (Executor::resident)
   Tensor q, k, v;    // (n,Hq,D), (n,Hkv,D), (n,Hkv,D) after RoPE
   Tensor q_pre, k_pre, q_rstd, k_rstd;  // Qwen3: q, k before q_norm, k_norm; their rstd (n,Hq), (n,Hkv)
   Tensor att;        // (n,Hq*D)
@@ -202,6 +203,9 @@ class Transformer {
   void prepare_decode_weights(const ExecContext& ctx, const ParameterStore& params, PackedWeights& out) const;
 
  private:
+  // The executors (model/executor.h) prepare decode weights from the parameters' per-layer views.
+  friend class CpuExecutor;
+  friend class CudaExecutor;
   // Offsets (in floats) of each layer's weights in the flat parameter buffer; -1 when absent.
   struct LayerOffsets {
     int64_t ln1, qkv_w, qkv_b, o_w, o_b, ln2, gate_up, down, q_norm, k_norm;
@@ -231,15 +235,14 @@ class Transformer {
   void layer_backward(const ExecContext& ctx, const LayerWeights& W, const PackedWeights::Layer* P, LayerWeights& G,
                       const LayerActivations& A, Tensor& dx, const RowChunk& rows, const Tensor& positions,
                       const Tensor& rope, ChunkScratch& s) const;
-  // All layers forward / backward over acts.chunks: side by side on the threads when `chunked`. `packed`: the
-  // one layer's worth of panels (CPU) into which each layer's weights are packed just before it runs (transposed
-  // for the backward), so that training holds one layer of panels, not a second copy of the model; null: the
-  // products go through ops::matmul.
-  void forward_layers(const ExecContext& ctx, const Weights& w, PackedWeights::Layer* packed, bool chunked,
-                      Activations& acts) const;
-  void backward_layers(const ExecContext& ctx, const Weights& w, PackedWeights::Layer* packed, bool chunked, Weights& g,
+  // All layers forward / backward over acts.chunks, run by ctx's executor (side by side on the CPU's threads).
+  // `packed`: the one layer's worth of panels into which each layer's weights are packed just before it runs
+  // (transposed for the backward), so that training holds one layer of panels, not a second copy of the model;
+  // null: the products go through ops::matmul.
+  void forward_layers(const ExecContext& ctx, const Weights& w, PackedWeights::Layer* packed, Activations& acts) const;
+  void backward_layers(const ExecContext& ctx, const Weights& w, PackedWeights::Layer* packed, Weights& g,
                        Activations& acts, const GradsReadyFn& ready) const;
-  // Packs the given matrices side by side on the threads (forward formats, or transposed fp32).
+  // Packs the given matrices (forward formats, or transposed fp32), side by side where the executor has threads.
   struct PackJob {
     const Tensor* weight;
     ops::PackedWeight* out;
@@ -256,10 +259,6 @@ class Transformer {
   int64_t score_w_offset_ = -1, score_b_offset_ = -1;  // value head only
   // The RoPE table (max_positions, head_dim), on the host.
   Tensor rope_;
-  // prepare_decode_weights on a device context (the CUDA executor's weights).
-  void prepare_device_decode_weights(const ExecContext& ctx, const ParameterStore& params, PackedWeights& out) const;
-  // The RoPE table on ctx's device: the model's own on the host, else `copy` (made once, kept by the caller).
-  const Tensor& rope_on(const ExecContext& ctx, Tensor& copy) const;
 };
 
 }  // namespace rlcpp

@@ -7,14 +7,11 @@
 // are summed in thread order at the end of the layer. Every op works row by row (or sequence by sequence), so
 // the forward's values are the bits the whole batch at once gives, and the same as forward_cached's; the
 // weight gradients are summed in an order fixed by the batch and the thread count.
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "core/error.h"
-#include "core/parallel_errors.h"
 #include "model/layer_ops.h"
 #include "model/transformer_weights.h"
 
@@ -23,24 +20,6 @@ namespace rlcpp {
 using namespace layer_ops;
 
 namespace {
-
-// Runs start(thread) on every thread, then body(chunk index, thread) for every chunk, the chunks split between
-// `threads` threads in contiguous shares (schedule static: which thread takes which chunk depends only on the
-// counts), then after a barrier finish(team size) on every thread. The first exception a body throws is
-// rethrown after the region (the other chunks still run: a worksharing loop cannot be left early).
-template <class Start, class Body, class Finish>
-void for_chunks(int64_t num_chunks, int threads, const Start& start, const Body& body, const Finish& finish) {
-  ParallelErrors errors(static_cast<size_t>(threads));
-#pragma omp parallel num_threads(threads)
-  {
-    const int t = omp_get_thread_num();
-    errors.run(static_cast<size_t>(t), [&] { start(t); });
-#pragma omp for schedule(static)
-    for (int64_t c = 0; c < num_chunks; ++c) errors.run(static_cast<size_t>(t), [&] { body(c, t); });
-    finish(omp_get_num_threads());
-  }
-  errors.rethrow_first();
-}
 
 int64_t max_chunk_rows(const std::vector<RowChunk>& chunks) {
   int64_t rows = 0;
@@ -191,8 +170,9 @@ void Transformer::layer_backward(const ExecContext& ctx, const LayerWeights& W, 
   ops::rmsnorm_backward(ctx, dxn, x, W.ln1, rstd, dx, G.ln1);  // dx is now d/dx of this block
 }
 
-void Transformer::forward_layers(const ExecContext& ctx, const Weights& w, PackedWeights::Layer* packed, bool chunked,
+void Transformer::forward_layers(const ExecContext& ctx, const Weights& w, PackedWeights::Layer* packed,
                                  Activations& acts) const {
+  const Executor& ex = executor_of(ctx);
   const int64_t N = acts.num_tokens, C = config_.hidden_size, F = config_.intermediate_size;
   const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
@@ -213,37 +193,33 @@ void Transformer::forward_layers(const ExecContext& ctx, const Weights& w, Packe
     ensure(ctx, A.lse, {N, Hq});
     ensure(ctx, A.gate_up, {N, 2 * F});
   }
-  const int threads = chunked && !omp_in_parallel() ? std::max(1, omp_get_max_threads()) : 1;
-  acts.chunk_scratch.resize(static_cast<size_t>(threads));
+  acts.chunk_scratch.resize(static_cast<size_t>(ex.chunk_threads()));
   const int64_t rows = max_chunk_rows(acts.chunks);
   for (auto& s : acts.chunk_scratch) ensure_chunk_buffers(ctx, s, rows, config_);
-  const Tensor& rope = rope_on(ctx, acts.rope);
+  const Tensor& rope = ex.resident(ctx, rope_, acts.rope);
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     auto& A = acts.layers[static_cast<size_t>(l)];
     Tensor& x_next = l + 1 < config_.num_hidden_layers ? acts.layers[static_cast<size_t>(l) + 1].x : acts.x_final;
     const LayerWeights& W = w.layers[static_cast<size_t>(l)];
     if (packed) pack_layer(ctx, W, *packed, /*transposed=*/false);
     const PackedWeights::Layer* P = packed;
-    for_chunks(
-        static_cast<int64_t>(acts.chunks.size()), threads, [](int) {},
-        [&](int64_t c, int t) {
-          layer_forward(ctx, W, P, A, x_next, acts.chunks[static_cast<size_t>(c)], acts.positions, rope,
-                        acts.chunk_scratch[static_cast<size_t>(t)]);
-        },
-        [](int) {});
+    ex.run_forward_chunks(static_cast<int64_t>(acts.chunks.size()), [&](int64_t c, int t) {
+      layer_forward(ctx, W, P, A, x_next, acts.chunks[static_cast<size_t>(c)], acts.positions, rope,
+                    acts.chunk_scratch[static_cast<size_t>(t)]);
+    });
   }
 }
 
-void Transformer::backward_layers(const ExecContext& ctx, const Weights& w, PackedWeights::Layer* packed, bool chunked,
-                                  Weights& g, Activations& acts, const GradsReadyFn& ready) const {
+void Transformer::backward_layers(const ExecContext& ctx, const Weights& w, PackedWeights::Layer* packed, Weights& g,
+                                  Activations& acts, const GradsReadyFn& ready) const {
+  const Executor& ex = executor_of(ctx);
   const int64_t C = config_.hidden_size, F = config_.intermediate_size;
   const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
   const int64_t qkv_dim = config_.q_dim() + 2 * config_.kv_dim();
-  const int threads = chunked && !omp_in_parallel() ? std::max(1, omp_get_max_threads()) : 1;
-  acts.chunk_scratch.resize(static_cast<size_t>(threads));
+  acts.chunk_scratch.resize(static_cast<size_t>(ex.chunk_threads()));
   const int64_t rows = max_chunk_rows(acts.chunks);
   const int64_t span = layer_offsets_.empty() ? 0 : layer_offsets_[0].end - layer_offsets_[0].begin;
-  const Tensor& rope = rope_on(ctx, acts.rope);
+  const Tensor& rope = ex.resident(ctx, rope_, acts.rope);
   for (auto& s : acts.chunk_scratch) {
     ensure_chunk_buffers(ctx, s, rows, config_);
     ensure(ctx, s.dxn, {rows, C});
@@ -258,7 +234,6 @@ void Transformer::backward_layers(const ExecContext& ctx, const Weights& w, Pack
       ensure(ctx, s.dq_pre, {rows, Hq, D});
       ensure(ctx, s.dk_pre, {rows, Hkv, D});
     }
-    if (chunked) ensure(ctx, s.layer_grads, {span});
   }
   for (int64_t l = config_.num_hidden_layers - 1; l >= 0; --l) {
     const LayerOffsets& o = layer_offsets_[static_cast<size_t>(l)];
@@ -268,38 +243,18 @@ void Transformer::backward_layers(const ExecContext& ctx, const Weights& w, Pack
     if (packed) pack_layer(ctx, W, *packed, /*transposed=*/true);
     const PackedWeights::Layer* P = packed;
     LayerWeights& G = g.layers[static_cast<size_t>(l)];
-    if (!chunked) {  // one chunk, gradients straight into G
-      for (const auto& chunk : acts.chunks)
-        layer_backward(ctx, W, P, G, acts.layers[static_cast<size_t>(l)], acts.scratch.dx, chunk, acts.positions, rope,
-                       acts.chunk_scratch[0]);
-      if (ready) ready(o.begin, o.end);
-      continue;
-    }
-    // Each thread accumulates its chunks' gradients of this layer in its own buffer; then the threads sum the
-    // buffers into G, each a share of the entries, in thread order.
+    // The executor runs the chunks: each thread's chunks accumulate into the span it is given (G's own, or a
+    // buffer of the thread's that the executor adds into G's in thread order).
     float* g_span = G.ln1.data<float>() - (o.ln1 - o.begin);
-    std::vector<LayerWeights> thread_grads(static_cast<size_t>(threads));  // views of each thread's buffer
-    for_chunks(
-        static_cast<int64_t>(acts.chunks.size()), threads,
-        [&](int t) {
-          ChunkScratch& s = acts.chunk_scratch[static_cast<size_t>(t)];
-          s.layer_grads.fill_zero();
-          thread_grads[static_cast<size_t>(t)] = layer_views(l, s.layer_grads.data<float>());
-        },
-        [&](int64_t c, int t) {
-          layer_backward(ctx, W, P, thread_grads[static_cast<size_t>(t)], acts.layers[static_cast<size_t>(l)],
-                         acts.scratch.dx, acts.chunks[static_cast<size_t>(c)], acts.positions, rope,
-                         acts.chunk_scratch[static_cast<size_t>(t)]);
-        },
-        [&](int team) {
-#pragma omp for schedule(static)
-          for (int64_t i = 0; i < span; ++i) {
-            float sum = acts.chunk_scratch[0].layer_grads.data<float>()[i];
-            for (int u = 1; u < team; ++u)
-              sum += acts.chunk_scratch[static_cast<size_t>(u)].layer_grads.data<float>()[i];
-            g_span[i] += sum;
-          }
-        });
+    ex.run_backward_chunks(ctx, static_cast<int64_t>(acts.chunks.size()), acts.chunk_scratch, g_span, span,
+                           [&](int64_t c, int t, float* grads) {
+                             LayerWeights thread_grads;
+                             if (grads != g_span) thread_grads = layer_views(l, grads, G.ln1.device());
+                             layer_backward(ctx, W, P, grads == g_span ? G : thread_grads,
+                                            acts.layers[static_cast<size_t>(l)], acts.scratch.dx,
+                                            acts.chunks[static_cast<size_t>(c)], acts.positions, rope,
+                                            acts.chunk_scratch[static_cast<size_t>(t)]);
+                           });
     if (ready) ready(o.begin, o.end);
   }
 }

@@ -1,0 +1,18 @@
+#include "model/executor.h"
+
+#include "model/cpu_executor.h"
+#include "model/cuda_executor.h"
+
+namespace rlcpp {
+
+const Executor& executor_of(const ExecContext& ctx) {
+  static const CpuExecutor cpu;  // stateless: one of each serves every context
+  static const CudaExecutor cuda;
+  switch (ctx.device()) {
+    case Device::kCPU: return cpu;
+    case Device::kCUDA: return cuda;
+  }
+  return cpu;
+}
+
+}  // namespace rlcpp
