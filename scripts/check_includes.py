@@ -21,10 +21,12 @@ ALLOWED = {
     "agent": {"core", "model", "tokenizer", "reward"},
     "loop": {"core", "kernels", "model", "tokenizer", "rollout", "reward", "trainer", "weightsync", "report",
              "agent"},
+    "mismatch": {"core", "kernels", "model", "tokenizer", "rollout", "reward", "trainer", "weightsync", "report",
+                 "agent", "loop"},
     "bench": {"core", "kernels", "model", "tokenizer", "rollout", "reward", "trainer", "weightsync", "report",
-              "agent", "loop"},
+              "agent", "loop", "mismatch"},
     "apps": {"core", "kernels", "model", "tokenizer", "rollout", "reward", "trainer", "weightsync", "report",
-             "agent", "loop", "bench"},
+             "agent", "loop", "mismatch", "bench"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 
