@@ -2,7 +2,7 @@
 // writes it, so the tokens an episode appends are those its conversation renders to.
 #include "agent/turn_protocol.h"
 #include "core/error.h"
-#include "model/hf_tokenizer.h"
+#include "tokenizer/hf_tokenizer.h"
 
 namespace rlcpp {
 

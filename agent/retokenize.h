@@ -13,7 +13,7 @@
 
 #include "agent/episode.h"
 #include "agent/turn_protocol.h"
-#include "model/hf_tokenizer.h"
+#include "tokenizer/hf_tokenizer.h"
 
 namespace rlcpp {
 

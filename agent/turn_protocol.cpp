@@ -1,7 +1,7 @@
 #include "agent/turn_protocol.h"
 
 #include "core/error.h"
-#include "model/hf_tokenizer.h"
+#include "tokenizer/hf_tokenizer.h"
 
 namespace rlcpp {
 

@@ -20,12 +20,12 @@
 #include <vector>
 
 #include "agent/environment.h"
-#include "model/chat_template.h"
-#include "model/tokenizer.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace rlcpp {
 
-// W1's markers: ids 21..25, which the character tokenizer leaves unused (model/tokenizer.h).
+// W1's markers: ids 21..25, which the character tokenizer leaves unused (tokenizer/tokenizer.h).
 constexpr int32_t kW1CallOpen = 21, kW1CallClose = 22, kW1ObsOpen = 23, kW1ObsClose = 24, kW1ObsError = 25;
 
 class TurnProtocol {

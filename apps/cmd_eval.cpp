@@ -9,7 +9,7 @@
 #include "kernels/temperature.h"
 #include "loop/evaluation.h"
 #include "model/checkpoint.h"
-#include "model/hf_tokenizer.h"
+#include "tokenizer/hf_tokenizer.h"
 #include "model/numerics.h"
 #include "reward/task_registry.h"
 #include "rollout/request_wire.h"

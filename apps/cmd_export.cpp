@@ -7,7 +7,7 @@
 #include "apps/output_path.h"
 #include "core/error.h"
 #include "model/checkpoint.h"
-#include "model/hf_tokenizer.h"
+#include "tokenizer/hf_tokenizer.h"
 
 namespace rlcpp::cli {
 

@@ -14,7 +14,7 @@
 #include "loop/evaluation.h"
 #include "loop/input_lines.h"
 #include "model/checkpoint.h"
-#include "model/hf_tokenizer.h"
+#include "tokenizer/hf_tokenizer.h"
 #include "model/numerics.h"
 #include "rollout/engine.h"
 #include "rollout/request_wire.h"

@@ -6,8 +6,8 @@
 #include "apps/commands.h"
 #include "bench/bench_common.h"
 #include "core/metrics.h"
-#include "loop/mismatch_report.h"
-#include "loop/mismatch_sweep.h"
+#include "mismatch/mismatch_report.h"
+#include "mismatch/mismatch_sweep.h"
 
 namespace rlcpp::cli {
 

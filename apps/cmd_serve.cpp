@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "core/stop_signals.h"
 #include "model/checkpoint.h"
-#include "model/hf_tokenizer.h"
+#include "tokenizer/hf_tokenizer.h"
 #include "model/init.h"
 #include "model/numerics.h"
 #include "rollout/engine.h"

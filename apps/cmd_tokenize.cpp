@@ -12,7 +12,7 @@
 #include "core/output_file.h"
 #include "core/json_input.h"
 #include "core/utf8.h"
-#include "model/bpe_tokenizer.h"
+#include "tokenizer/bpe_tokenizer.h"
 
 namespace rlcpp::cli {
 

@@ -1,11 +1,11 @@
 // The options of the commands that encode prompts (eval, generate): which tokenizer, and whether prompts are
-// chat turns (model/chat_template.h ChatOptions).
+// chat turns (tokenizer/chat_template.h ChatOptions).
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <string>
 
-#include "model/chat_template.h"
+#include "tokenizer/chat_template.h"
 
 namespace rlcpp::cli {
 

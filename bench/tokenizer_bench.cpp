@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "core/input_file.h"
 #include "core/output_file.h"
-#include "model/bpe_tokenizer.h"
+#include "tokenizer/bpe_tokenizer.h"
 
 namespace rlcpp::bench {
 

@@ -6,7 +6,7 @@
 #include "core/error.h"
 #include "core/metrics.h"
 #include "loop/engine_turns.h"
-#include "model/hf_tokenizer.h"
+#include "tokenizer/hf_tokenizer.h"
 
 namespace rlcpp {
 

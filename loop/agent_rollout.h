@@ -17,7 +17,7 @@
 #include "agent/turn_protocol.h"
 #include "loop/rollout_backend.h"
 #include "loop/train_config.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "reward/reward_result.h"
 #include "reward/task.h"
 #include "trainer/rollout_batch.h"

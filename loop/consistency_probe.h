@@ -16,7 +16,7 @@
 #include "loop/mismatch.h"
 #include "loop/rollout_backend.h"
 #include "model/forward_comparison.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "reward/task.h"
 
 namespace rlcpp {

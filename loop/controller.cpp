@@ -29,7 +29,7 @@
 #include "loop/train_checkpoint.h"
 #include "model/checkpoint.h"
 #include "model/critic.h"
-#include "model/hf_tokenizer.h"
+#include "tokenizer/hf_tokenizer.h"
 #include "model/init.h"
 #include "reward/task_registry.h"
 #include "trainer/algorithm.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "model/hf_tokenizer.h"
+#include "tokenizer/hf_tokenizer.h"
 #include "reward/task_registry.h"
 #include "rollout/engine.h"
 

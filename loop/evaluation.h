@@ -6,8 +6,8 @@
 #include <memory>
 #include <vector>
 
-#include "model/chat_template.h"
-#include "model/tokenizer.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
 #include "model/transformer.h"
 #include "reward/eval_stats.h"
 #include "reward/task.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "trainer/dpo_step.h"
 
 namespace rlcpp {

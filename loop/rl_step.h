@@ -14,7 +14,7 @@
 #include "core/philox.h"
 #include "core/phase_timer.h"
 #include "loop/train_config.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "reward/reward_function.h"
 #include "loop/rollout_backend.h"
 #include "loop/step_draws.h"

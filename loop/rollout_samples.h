@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "reward/task.h"
 #include "rollout/request.h"
 #include "trainer/rollout_batch.h"

@@ -14,7 +14,7 @@
 #include "loop/run_dir.h"
 #include "model/checkpoint.h"
 #include "model/init.h"
-#include "model/hf_tokenizer.h"
+#include "tokenizer/hf_tokenizer.h"
 #include "reward/task_registry.h"
 #include "trainer/loss_layout.h"
 #include "trainer/sft_loss.h"

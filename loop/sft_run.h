@@ -9,7 +9,7 @@
 #include "core/config.h"
 #include "agent/agent_config.h"
 #include "core/tensorboard.h"
-#include "model/chat_template.h"
+#include "tokenizer/chat_template.h"
 #include "reward/task_config.h"
 #include "trainer/optim_config.h"
 

@@ -15,7 +15,7 @@
 #include "loop/agent_rollout.h"
 #include "loop/rollout_backend.h"
 #include "loop/train_config.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "reward/reward_function.h"
 #include "reward/task.h"
 #include "trainer/rollout_batch.h"

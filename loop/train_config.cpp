@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "core/exec_context.h"
 #include "loop/evaluation.h"
-#include "model/hf_tokenizer.h"
+#include "tokenizer/hf_tokenizer.h"
 #include "model/model_config.h"
 #include "reward/task_registry.h"
 #include "rollout/request_wire.h"

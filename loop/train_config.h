@@ -277,7 +277,7 @@ struct TrainConfig {
   // or the run's preset — read without loading any weights, so validate() can check the sampling and engine
   // keys against it before any work.
   ModelConfig policy_model_config() const;
-  // The tokenizer the run uses (model/hf_tokenizer.h choose_tokenizer): tokenizer, else init_checkpoint's, else
+  // The tokenizer the run uses (tokenizer/hf_tokenizer.h choose_tokenizer): tokenizer, else init_checkpoint's, else
   // the warm start's; "" = the character tokenizer.
   std::string tokenizer_path() const;
   template <class V> void visit(V& v) {

@@ -1,5 +1,5 @@
 // The mismatch section of `rlcpp report` (report/run_report.h), and the per-point figures `rlcpp mismatch`
-// shares with it (loop/mismatch_report.h): how far a run's rollout engine and trainer computed apart, read back
+// shares with it (mismatch/mismatch_report.h): how far a run's rollout engine and trainer computed apart, read back
 // from its metrics.jsonl (docs/mismatch.md has every figure's definition):
 //   size        rollout_corr/k3_kl (each step's sampled tokens) and rollout_corr/full_tv (the whole next-token
 //               distributions at the step's first samples) over the steps; probe_trainer/k3 and /full_tv, the

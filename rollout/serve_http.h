@@ -15,7 +15,7 @@
 #include <mutex>
 #include <string>
 
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "rollout/serve_loop.h"
 #include "rollout/serve_request.h"
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/config.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "rollout/request.h"
 
 namespace rlcpp {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/config.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "rollout/serve_loop.h"
 
 namespace rlcpp {

@@ -12,8 +12,8 @@ import os
 import re
 import sys
 
-FOLDERS = ["core", "kernels", "model", "rollout", "reward", "trainer", "weightsync", "report", "loop", "bench",
-           "apps"]
+FOLDERS = ["core", "kernels", "model", "tokenizer", "rollout", "reward", "trainer", "weightsync", "report", "loop",
+           "mismatch", "bench", "apps"]
 VISIT = re.compile(r'\bv\(\s*"([A-Za-z0-9_]+)"\s*,\s*([A-Za-z_][A-Za-z0-9_.]*)\s*[,)]')
 STRUCT = re.compile(r'^\s*(?:struct|class)\s+([A-Za-z_][A-Za-z0-9_]*)\b[^;]*\{')
 

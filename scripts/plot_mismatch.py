@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Draws the plots of `rlcpp mismatch`: plot_mismatch.py PLOT_DATA_JSON OUT_DIR.
 
-PLOT_DATA_JSON is written by rlcpp (loop/mismatch_report.cpp): {"buckets": [labels], "points": [point, ...]}, every
+PLOT_DATA_JSON is written by rlcpp (mismatch/mismatch_report.cpp): {"buckets": [labels], "points": [point, ...]}, every
 number computed there (means over a point's steps, per-step series), null where a point lacks a figure. This
 script only draws, and prints the files it wrote:
   bucket_mismatch.png  per rollout-probability bucket, one bar per point: kl, k3_kl, probs_diff_mean

@@ -9,7 +9,7 @@
 #include "agent/tools.h"
 #include "agent/toy_envs.h"
 #include "agent/turn_protocol.h"
-#include "model/hf_tokenizer.h"
+#include "tokenizer/hf_tokenizer.h"
 #include "model/model_config.h"
 #include "reward/task_registry.h"
 #include "reward/guess_task.h"

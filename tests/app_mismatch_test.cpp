@@ -19,8 +19,8 @@
 
 #include "app_test_support.h"
 #include "core/config.h"
-#include "loop/mismatch_report.h"
-#include "loop/mismatch_sweep.h"
+#include "mismatch/mismatch_report.h"
+#include "mismatch/mismatch_sweep.h"
 
 namespace rlcpp {
 namespace {

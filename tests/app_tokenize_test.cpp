@@ -1,6 +1,6 @@
 // `rlcpp tokenize`: text lines to ids and each token's text (--raw: its byte-level spelling), and back with
 // --decode, through the CLI, on the Qwen3 tokenizer.json of tests/data/qwen3 (equal to Hugging Face's:
-// model_bpe_tokenizer_test.cpp); a bad line names FILE:LINE and writes no output file.
+// tokenizer_bpe_test.cpp); a bad line names FILE:LINE and writes no output file.
 #include <gtest/gtest.h>
 
 #include <sstream>

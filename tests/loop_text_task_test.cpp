@@ -10,7 +10,7 @@
 #include "loop/controller.h"
 #include "loop/evaluation.h"
 #include "model/checkpoint.h"
-#include "model/hf_tokenizer.h"
+#include "tokenizer/hf_tokenizer.h"
 #include "model/init.h"
 #include "tests/error_test_support.h"
 #include "tests/train_test_support.h"

@@ -9,7 +9,7 @@
 #include <atomic>
 #include <thread>
 
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "rollout/engine.h"
 #include "rollout/serve_http.h"
 #include "rollout/serve_loop.h"

@@ -1,4 +1,4 @@
-"""Hugging Face `tokenizers` as the reference for rlcpp's BPE tokenizer (tests/model_bpe_tokenizer_test.cpp).
+"""Hugging Face `tokenizers` as the reference for rlcpp's BPE tokenizer (tests/tokenizer_bpe_test.cpp).
 
   encode TOKENIZER_JSON CORPUS_JSONL OUT_JSON   ids, decode and decode(skip_special) of every {"text"} line
   make-llama3 CORPUS_JSONL OUT_DIR              a Llama-3-style tokenizer.json: Llama-3's split regex, ByteLevel

@@ -17,7 +17,7 @@ import sys
 MASK32 = 0xFFFFFFFF
 MASK64 = 0xFFFFFFFFFFFFFFFF
 
-# Character tokenizer (model/tokenizer.h): PAD, BOS, EOS, then this charset as ids 3.. ; vocab 32.
+# Character tokenizer (tokenizer/tokenizer.h): PAD, BOS, EOS, then this charset as ids 3.. ; vocab 32.
 PAD, BOS, EOS = 0, 1, 2
 CHARSET = "0123456789+-*= ()/"
 DIGITS = 3            # add3: operands in [0, 999]

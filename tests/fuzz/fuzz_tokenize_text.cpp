@@ -1,7 +1,7 @@
 // libFuzzer target: any bytes as text through the real Qwen3 tokenizer.json (tests/data/qwen3, loaded once):
 // invalid UTF-8 is an error; valid text encodes (regex split, NFC, added tokens, merges) and its ids decode to
 // the NFC form of the text, which encodes to the same ids again.
-#include "model/bpe_tokenizer.h"
+#include "tokenizer/bpe_tokenizer.h"
 #include "tests/fuzz/fuzz_support.h"
 #include "tests/test_fixtures.h"
 

@@ -1,7 +1,7 @@
-// libFuzzer target: a tokenizer.json (model/bpe_tokenizer.h) and, when it loads, text through it. The input is
+// libFuzzer target: a tokenizer.json (tokenizer/bpe_tokenizer.h) and, when it loads, text through it. The input is
 // the file up to the first NUL byte, then texts separated by NULs (encoded, and their ids decoded back); an
 // encoded text must decode to itself when the file has no normaliser changing it (checked for ASCII text).
-#include "model/bpe_tokenizer.h"
+#include "tokenizer/bpe_tokenizer.h"
 #include "tests/fuzz/fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,4 +1,4 @@
-#include "model/hf_tokenizer.h"
+#include "tokenizer/hf_tokenizer.h"
 
 #include <filesystem>
 

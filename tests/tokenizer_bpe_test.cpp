@@ -13,7 +13,7 @@
 
 #include "core/config.h"
 #include "core/utf8.h"
-#include "model/bpe_tokenizer.h"
+#include "tokenizer/bpe_tokenizer.h"
 #include "tests/error_test_support.h"
 #include "tests/python_env.h"
 #include "tests/test_fixtures.h"

@@ -3,7 +3,7 @@
 #include <functional>
 
 #include "core/error.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "tests/error_test_support.h"
 
 namespace rlcpp {

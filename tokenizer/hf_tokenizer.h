@@ -1,4 +1,4 @@
-// The Tokenizer of a Hugging Face checkpoint: its tokenizer.json (byte-level BPE, model/bpe_tokenizer.h), the
+// The Tokenizer of a Hugging Face checkpoint: its tokenizer.json (byte-level BPE, tokenizer/bpe_tokenizer.h), the
 // BOS its post-processor or tokenizer_config.json puts before a prompt, and the model's eos_token_id as EOS.
 // A checkpoint directory with a tokenizer.json uses it automatically; one without uses the character tokenizer.
 #pragma once
@@ -6,10 +6,10 @@
 #include <memory>
 #include <string>
 
-#include "model/bpe_tokenizer.h"
-#include "model/chat_template.h"
+#include "tokenizer/bpe_tokenizer.h"
+#include "tokenizer/chat_template.h"
 #include "model/model_config.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace rlcpp {
 

@@ -1,7 +1,7 @@
 // `rlcpp mismatch SWEEP`: a sweep of short GRPO runs over the rollout/trainer mismatch sources (rollout dtype,
 // weight quantisation, trainer dtype, batch invariance) and the corrections of a mismatch (TIS, MIS, IcePop,
 // bypass), every run from one shared starting policy. This file reads the sweep file and runs the points;
-// loop/mismatch_report.h writes OUT/report.md and OUT/plots/ from their run directories.
+// mismatch/mismatch_report.h writes OUT/report.md and OUT/plots/ from their run directories.
 //
 // The sweep file (JSON):
 //

@@ -1,5 +1,5 @@
 // Byte-level BPE from a Hugging Face `tokenizer.json` (the Qwen2/Qwen2.5/Qwen3, Llama-3 and GPT-2 families),
-// computing the ids that the `tokenizers` library computes (tests/model_bpe_tokenizer_test.cpp checks them on a
+// computing the ids that the `tokenizers` library computes (tests/tokenizer_bpe_test.cpp checks them on a
 // multilingual corpus). encode, in the library's order:
 //   1. added tokens (`added_tokens`, special or not) are found in the raw text first, leftmost and longest,
 //      and are never split; lstrip / rstrip take the whitespace beside them along;

@@ -1,4 +1,4 @@
-#include "loop/mismatch_report.h"
+#include "mismatch/mismatch_report.h"
 
 #include <sys/wait.h>
 
@@ -13,7 +13,7 @@
 #include "report/mismatch_section.h"
 #include "report/run_ledger.h"
 #include "report/shell_command.h"
-#include "loop/mismatch_report_markdown.h"
+#include "mismatch/mismatch_report_markdown.h"
 
 namespace rlcpp {
 

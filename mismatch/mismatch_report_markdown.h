@@ -1,4 +1,4 @@
-// The text of `rlcpp mismatch`'s report.md (loop/mismatch_report.h): the points, one table of mismatch figures
+// The text of `rlcpp mismatch`'s report.md (mismatch/mismatch_report.h): the points, one table of mismatch figures
 // per source (the baseline's row first in each), the rollout-probability bucket tables, where each point's
 // mismatch enters, and the plots.
 #pragma once
@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "loop/mismatch_report.h"
-#include "loop/mismatch_sweep.h"
+#include "mismatch/mismatch_report.h"
+#include "mismatch/mismatch_sweep.h"
 
 namespace rlcpp {
 

@@ -1,4 +1,4 @@
-#include "loop/mismatch_sweep.h"
+#include "mismatch/mismatch_sweep.h"
 
 #include <cctype>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "loop/mismatch_report_markdown.h"
+#include "mismatch/mismatch_report_markdown.h"
 
 #include <cmath>
 #include <cstdio>

@@ -2,7 +2,7 @@
 // docs/benchmarks.md (one id per character, no merges) for the arithmetic tasks:
 //   0 PAD, 1 BOS, 2 EOS, 3..17 "0123456789+-*= " (docs/benchmarks.md), 18..20 "()/" (for the countdown task's
 //   expressions; the arithmetic tasks never produce them), 21..31 unused. The model's vocabulary is 32.
-// A checkpoint with a tokenizer.json uses byte-level BPE instead (model/hf_tokenizer.h).
+// A checkpoint with a tokenizer.json uses byte-level BPE instead (tokenizer/hf_tokenizer.h).
 #pragma once
 
 #include <cstdint>
@@ -37,7 +37,7 @@ class Tokenizer {
   // For messages: "the character tokenizer", "the tokenizer.json at DIR".
   virtual std::string describe() const = 0;
   // A prompt's ids: BOS (when set) and the text. A tokenizer that formats prompts as chats
-  // (model/hf_tokenizer.h) renders the text as a user turn through its chat template instead, and a
+  // (tokenizer/hf_tokenizer.h) renders the text as a user turn through its chat template instead, and a
   // conversation (`messages`: [{"role", "content"}, ...], not null) always goes through the template.
   virtual std::vector<int32_t> encode_prompt(const std::string& text, const Json& messages) const;
 };

@@ -1,4 +1,4 @@
-#include "model/chat_template.h"
+#include "tokenizer/chat_template.h"
 
 #include <algorithm>
 #include <filesystem>

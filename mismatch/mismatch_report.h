@@ -1,5 +1,5 @@
-// The report of `rlcpp mismatch` (loop/mismatch_sweep.h): each point's run directory read back
-// (report/run_records.h), its figures averaged over its steps, OUT/report.md (loop/mismatch_report_markdown.h),
+// The report of `rlcpp mismatch` (mismatch/mismatch_sweep.h): each point's run directory read back
+// (report/run_records.h), its figures averaged over its steps, OUT/report.md (mismatch/mismatch_report_markdown.h),
 // OUT/plots/plot_data.json, then scripts/plot_mismatch.py (matplotlib) draws OUT/plots/*.png from that file;
 // the script only draws.
 #pragma once
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/config.h"
-#include "loop/mismatch_sweep.h"
+#include "mismatch/mismatch_sweep.h"
 #include "report/run_records.h"
 
 namespace rlcpp {

@@ -1,5 +1,5 @@
 // Chat conversations to prompt text, as a checkpoint's tokenizer_config.json "chat_template" renders them in
-// `transformers`' apply_chat_template (tests/model_chat_template_test.cpp compares the two). rlcpp does not run
+// `transformers`' apply_chat_template (tests/tokenizer_chat_template_test.cpp compares the two). rlcpp does not run
 // Jinja: it recognises the template's family and renders that family's format, refusing templates it does not
 // know rather than guessing:
 //   ChatML (Qwen2, Qwen2.5, Qwen3): <|im_start|>ROLE\nCONTENT<|im_end|>\n per message; Qwen2.5's default system

@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "core/config.h"
-#include "model/chat_template.h"
+#include "tokenizer/chat_template.h"
 #include "tests/error_test_support.h"
 #include "tests/python_env.h"
 #include "tests/test_fixtures.h"
