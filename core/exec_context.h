@@ -51,15 +51,15 @@ class ExecContext {
   const std::string& backend() const { return backend_; }
 
   Device device() const { return res_->device; }
-  // What the context's memory can do, asked by the code above kernels/ instead of naming a device
-  // (scripts/check_device_neutral.py keeps rollout/, trainer/, loop/, weightsync/ and bench/ to these).
+  // What the context's memory can do, asked instead of naming a device by the algorithm, loop and channel
+  // folders (docs/architecture.md "Folders"; scripts/check_device_neutral.py keeps them to it).
   // Host memory: the CPU reads this context's tensors in place, and host tensors are already its own.
   bool is_host() const { return device() == Device::kCPU; }
   // GPU memory: what cuda-ipc exports to another process of the host and NCCL moves between ranks.
   bool is_gpu() const { return device() == Device::kCUDA; }
   // t lives in this context's kind of memory (a tensor records host or GPU, not which GPU).
   bool holds(const Tensor& t) const { return t.device() == device(); }
-  // Ops on `other` run this context's kind of kernels, with their summation orders.
+  // `other` is this context's kind of device: ops there run the same kernels, summing in the same orders.
   bool runs_on(Device other) const { return other == device(); }
   int device_index() const { return res_->index; }
   std::string name() const;  // "cpu", "cuda:0"

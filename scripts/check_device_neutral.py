@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""The device rule of docs/architecture.md's "Folders": above kernels/, code passes the execution context and asks
-it what its memory can do (ExecContext::is_host, is_gpu, holds, runs_on; Tensor::on_host; DeviceSpec::is_host,
-is_gpu, all in core/), never which device it is on.
+"""The device rule of docs/architecture.md's "Folders": the algorithm, loop and channel code passes the execution
+context on and asks it what its memory can do (ExecContext::is_host, is_gpu, holds, runs_on; Tensor::on_host;
+DeviceSpec::is_host, is_gpu; all in core/), never which device it is on.
 
 In rollout/, trainer/, loop/, weightsync/ (but weightsync/cuda/, the CUDA-only half), agent/, reward/, report/ and
 bench/ (but bench/peers/), a `Device::k...` or a comparison with a `device()` is a branch on the device. Comments
@@ -115,7 +115,7 @@ def main():
     files, bad = check(root)
     for line in bad:
         print(line)
-    print(f"check_device_neutral: {files} files, {len(bad)} device branches above kernels/ "
+    print(f"check_device_neutral: {files} files, {len(bad)} device branches in the algorithm, loop and channel folders "
           f"(docs/architecture.md's folder table)")
     return 1 if bad else 0
 
