@@ -12,6 +12,8 @@ import os
 import re
 import sys
 
+import source_check
+
 FOLDERS = ["rollout", "trainer", "loop", "weightsync", "agent", "reward", "report", "bench"]
 EXEMPT = ["weightsync/cuda", "bench/peers"]  # may name devices: they are one device's code
 SOURCE = (".h", ".cpp", ".cu", ".cuh")
@@ -69,20 +71,19 @@ def check(root):
                 if not name.endswith(SOURCE) or is_test(name):
                     continue
                 files += 1
-                path = os.path.join(dirpath, name)
-                with open(path, encoding="utf-8") as f:
+                with open(os.path.join(dirpath, name), encoding="utf-8") as f:
                     for number, line in enumerate(code_only(f), 1):
                         found = [f"{what} ('{m.group(0).strip()}')" for pattern, what in RULES
                                  for m in [pattern.search(line)] if m]
                         if found:
                             bad.append(f"{rel_dir}/{name}:{number}: {', '.join(found)}: pass the context and ask it "
                                        f"what its memory can do (core/exec_context.h), or move this into core/")
-    return files, bad
+    return bad, (f"{files} files, {len(bad)} device branches in the algorithm, loop and channel folders "
+                 f"(docs/architecture.md's folder table)")
 
 
 def self_test():
     """The check fails on a tree that branches on the device, and passes on one that asks the context."""
-    import subprocess
     import tempfile
     with tempfile.TemporaryDirectory() as root:
         def write(rel, text, mode="w"):
@@ -95,30 +96,19 @@ def self_test():
         write("bench/peers/peer.cpp", "  Device d = Device::kCPU;\n")
         write("trainer/update_step_test.cpp", "  EXPECT_EQ(t.device(), Device::kCPU);\n")
         write("trainer/update_step.cpp", "/* Device::kCPU\n   was here */\n")
-        ok = subprocess.run([sys.executable, __file__, root], capture_output=True, text=True)
+        good, _ = check(root)
         write("trainer/update_step.cpp", "  if (context_.device() != Device::kCPU) {}\n", "a")
         write("loop/probe.cpp", "\n  const bool same = engine == exec.device();\n")
-        broken = subprocess.run([sys.executable, __file__, root], capture_output=True, text=True)
-    expected = ["trainer/update_step.cpp:3: names a device ('Device::kCPU'), compares a device() ('device() !=')",
-                "loop/probe.cpp:2: compares a device() ('== exec.device()')"]
-    if ok.returncode != 0 or broken.returncode != 1 or not all(e in broken.stdout for e in expected):
-        print(f"check_device_neutral self-test FAILED:\n{ok.stdout}\n{broken.stdout}")
+        broken, _ = check(root)
+    want = ["trainer/update_step.cpp:3: names a device ('Device::kCPU'), compares a device() ('device() !=')",
+            "loop/probe.cpp:2: compares a device() ('== exec.device()')"]
+    if good or len(broken) != len(want) or not all(any(b.startswith(w) for b in broken) for w in want):
+        print("check_device_neutral self-test FAILED:\n" + "\n".join(good + ["--"] + broken))
         return 1
-    print("check_device_neutral self-test: a Device::k... and device() comparisons in trainer/ and loop/ are caught")
+    print("check_device_neutral self-test: a Device::k... and device() comparisons in trainer/ and loop/ are caught; "
+          "comments, strings, tests, weightsync/cuda/ and bench/peers/ are not")
     return 0
 
 
-def main():
-    if sys.argv[1:] == ["--self-test"]:
-        return self_test()
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-    files, bad = check(root)
-    for line in bad:
-        print(line)
-    print(f"check_device_neutral: {files} files, {len(bad)} device branches in the algorithm, loop and channel folders "
-          f"(docs/architecture.md's folder table)")
-    return 1 if bad else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(source_check.run("check_device_neutral", check, self_test))
