@@ -248,7 +248,7 @@ int run_rollout_bench(const RolloutBenchOptions& o) {
                 static_cast<long long>(o.new_tokens));
   print_shape(name, main_shape, main_peer);
   const std::vector<PeerFigure> main_figures = compare(main_shape, o.prompts, o.group, o.new_tokens);
-  if (o.preset != "tiny" && o.prompts * o.group == 1 && context.device() == Device::kCPU)
+  if (o.preset != "tiny" && o.prompts * o.group == 1 && context.is_host())
     print_decode_floor(params, o.dtype, main_shape, main_figures);
   if (o.long_tail_sequences == 0) return 0;
 

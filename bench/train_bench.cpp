@@ -54,7 +54,7 @@ std::vector<PeerFigure> train_peer_figures(const PeerRun& run, double flops_per_
 }
 
 int run_train_bench(const TrainBenchOptions& o) {
-  if (parse_device_spec(o.device, "bench train --device").device != Device::kCPU) return run_device_train_bench(o);
+  if (!parse_device_spec(o.device, "bench train --device").is_host()) return run_device_train_bench(o);
   RLCPP_CHECK(o.dtype == "fp32", "bench train --dtype " << o.dtype << ": the CPU trainer's bench is fp32 (bf16 is "
                                                         "the GPU's, with --device cuda)");
   // The real peer first, before this process holds a model: a W2 model with AdamW here and one in the peer do

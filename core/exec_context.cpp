@@ -143,6 +143,16 @@ ExecContext context_for_device(const std::string& spec, const std::string& key) 
   }
 }
 
+void check_device_available(const std::string& spec, const std::string& key) {
+  const DeviceSpec d = parse_device_spec(spec, key);
+  if (d.is_host()) return;
+  std::string why;
+  const int count = ExecContext::cuda_devices(&why);
+  RLCPP_CHECK(d.index < count, key << " = '" << spec << "': "
+                                   << (count == 0 ? why
+                                                  : "no such device (" + std::to_string(count) + " visible)"));
+}
+
 Tensor i32_on(const ExecContext& ctx, const std::vector<int32_t>& values) {
   const int64_t n = static_cast<int64_t>(values.size());
   Tensor t = ctx.device() == Device::kCPU ? ctx.empty({n}, DType::kI32) : Tensor::empty({n}, DType::kI32);

@@ -51,6 +51,16 @@ class ExecContext {
   const std::string& backend() const { return backend_; }
 
   Device device() const { return res_->device; }
+  // What the context's memory can do, asked instead of naming a device by the algorithm, loop and channel
+  // folders (docs/architecture.md "Folders"; scripts/check_device_neutral.py keeps them to it).
+  // Host memory: the CPU reads this context's tensors in place, and host tensors are already its own.
+  bool is_host() const { return device() == Device::kCPU; }
+  // GPU memory: what cuda-ipc exports to another process of the host and NCCL moves between ranks.
+  bool is_gpu() const { return device() == Device::kCUDA; }
+  // t lives in this context's kind of memory (a tensor records host or GPU, not which GPU).
+  bool holds(const Tensor& t) const { return t.device() == device(); }
+  // `other` is this context's kind of device: ops there run the same kernels, summing in the same orders.
+  bool runs_on(Device other) const { return other == device(); }
   int device_index() const { return res_->index; }
   std::string name() const;  // "cpu", "cuda:0"
   CachingAllocator& pool() const { return *res_->pool; }
@@ -83,9 +93,14 @@ class ExecContext {
 struct DeviceSpec {
   Device device = Device::kCPU;
   int index = 0;
+  bool is_host() const { return device == Device::kCPU; }  // a context on it would be ExecContext::is_host()
+  bool is_gpu() const { return device == Device::kCUDA; }   // ... ExecContext::is_gpu()
 };
 DeviceSpec parse_device_spec(const std::string& spec, const std::string& key);
 ExecContext context_for_device(const std::string& spec, const std::string& key);
+// A config's check before any work that `spec` is spelt right and present on this machine (the host always is; a
+// GPU index past the visible ones, or none visible, is named with `key` and the reason), without making a context.
+void check_device_available(const std::string& spec, const std::string& key);
 
 // `values` as an int32 tensor on ctx's device (the index tensors of a step: token ids, positions, tables), from
 // its pool on the host, through a host buffer elsewhere.

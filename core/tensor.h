@@ -57,6 +57,8 @@ class Tensor {
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }
+  // In host memory: the CPU reads it in place (code above core/ asks this, not which device it is on).
+  bool on_host() const { return device_ == Device::kCPU; }
   bool defined() const { return data_ != nullptr; }
 
   void* raw() { return data_; }

@@ -22,7 +22,7 @@ ProbeResult run_consistency_probe(const ExecContext& exec, RolloutBackend& rollo
   for (const RolloutSample& s : batch) engine_logp.push_back(s.rollout_logp);
   ProbeResult out;
   out.engine = logprob_mismatch(engine_logp, compute_response_logp(exec, rollout_model, params, batch, 64, 1.0f));
-  const bool invariant = rollout_model.numerics().batch_invariant && engine_device == exec.device();
+  const bool invariant = rollout_model.numerics().batch_invariant && exec.runs_on(engine_device);
   const double bound = invariant ? config.max_abs_dlogp : config.max_abs_dlogp_blas;
   RLCPP_CHECK(out.engine.max_abs_dlogp <= bound,
               "consistency probe after sync to version "

@@ -32,12 +32,12 @@ struct ProbeResult {
 
 // Generates the probe batch with `rollout` (which must be at `version`), scores it with `rollout_model` (the
 // trainer's weights in the rollout's numerics) and, when given and different, `trainer_model`; throws past the
-// bound (probe.max_abs_dlogp, or max_abs_dlogp_blas for an engine that is not batch-invariant or that runs on
-// another kind of device than `exec`, whose other ops sum in other orders) naming the figures. The scoring
-// forwards run on `exec`.
+// bound (probe.max_abs_dlogp, or max_abs_dlogp_blas for an engine that is not batch-invariant or whose device,
+// `engine_device`, is another kind than `exec`'s, whose other ops sum in other orders) naming the figures. The
+// scoring forwards run on `exec`.
 ProbeResult run_consistency_probe(const ExecContext& exec, RolloutBackend& rollout, const Transformer& rollout_model,
                                   const ParameterStore& params, const Task& task, const Tokenizer& tokenizer,
                                   int64_t max_new_tokens, const ProbeConfig& config, int64_t version,
-                                  const Transformer* trainer_model = nullptr, Device engine_device = Device::kCPU);
+                                  const Transformer* trainer_model, Device engine_device);
 
 }  // namespace rlcpp

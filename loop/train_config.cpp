@@ -85,7 +85,7 @@ ModelNumerics TrainConfig::rollout_numerics() const {
 ModelNumerics TrainConfig::trainer_numerics() const {
   // On the CPU the trainer's forward is always the packed (batch-invariant) one: it is also the fastest there. On
   // a GPU it follows numerics.batch_invariant: the packed kernel's chains (the engine's bits), or cuBLAS.
-  const bool on_cpu = parse_device_spec(device, "config key 'device'").device == Device::kCPU;
+  const bool on_cpu = parse_device_spec(device, "config key 'device'").is_host();
   return make_numerics(trainer.dtype, "none", on_cpu || numerics.batch_invariant, "trainer.dtype",
                        "trainer.quantization");
 }
@@ -119,17 +119,6 @@ std::string TrainConfig::tokenizer_path() const {
 
 namespace {
 
-// A device the run will make a context on: spelt right and present on this machine, checked before any work.
-void check_device_available(const std::string& spec, const std::string& key) {
-  const DeviceSpec d = parse_device_spec(spec, key);
-  if (d.device == Device::kCPU) return;
-  std::string why;
-  const int count = ExecContext::cuda_devices(&why);
-  RLCPP_CHECK(d.index < count, key << " = '" << spec << "': "
-                                   << (count == 0 ? why
-                                                  : "no such device (" + std::to_string(count) + " visible)"));
-}
-
 // rollout.weight_sync: zmq anywhere; cuda-ipc between a trainer and split workers on this host's GPUs; nccl to
 // split workers each on a GPU of its own, none the trainer's.
 void validate_weight_sync(const TrainConfig& c) {
@@ -143,7 +132,7 @@ void validate_weight_sync(const TrainConfig& c) {
                                                    << "\" (colocated needs no copy; remote workers take zmq)");
   const DeviceSpec trainer = parse_device_spec(c.device, "config key 'device'");
   const DeviceSpec rollout = parse_device_spec(c.rollout_device(), "config key 'rollout.device'");
-  RLCPP_CHECK(trainer.device == Device::kCUDA && rollout.device == Device::kCUDA,
+  RLCPP_CHECK(trainer.is_gpu() && rollout.is_gpu(),
               "config key 'rollout.weight_sync': " << w << " copies GPU to GPU, but the trainer runs on '" << c.device
                                                    << "' and the workers on '" << c.rollout_device()
                                                    << "' (set device = cuda, or use zmq)");

@@ -85,7 +85,7 @@ Engine::Engine(const Transformer& model, const ParameterStore& params, const Eng
   RLCPP_CHECK(params.numel() == model.config().num_parameters(),
               "engine: parameter buffer of " << params.numel() << " floats, the model has "
                                              << model.config().num_parameters());
-  RLCPP_CHECK(params.flat().device() == Device::kCPU || params.flat().device() == context_.device(),
+  RLCPP_CHECK(params.flat().on_host() || context_.holds(params.flat()),
               "engine: the weights are on " << device_name(params.flat().device()) << ", the engine runs on "
                                             << context_.name());
   samplers_.assign(static_cast<size_t>(std::max(1, omp_get_max_threads())), Sampler(model.config().vocab_size));
@@ -102,12 +102,12 @@ void Engine::set_weights(const ParameterStore& params, int64_t version) {
   RLCPP_CHECK(params.numel() == model_.config().num_parameters(),
               "engine: new weights have " << params.numel() << " floats, the model has "
                                           << model_.config().num_parameters());
-  RLCPP_CHECK(params.flat().device() == Device::kCPU || params.flat().device() == context_.device(),
+  RLCPP_CHECK(params.flat().on_host() || context_.holds(params.flat()),
               "engine: new weights are on " << device_name(params.flat().device()) << ", the engine runs on "
                                             << context_.name());
   // Here rather than as "non-finite logits" in the sampler, steps later; the weights in use stay in place.
   const std::string refusing = "engine: refusing weights of policy version " + std::to_string(version);
-  if (params.flat().device() == Device::kCPU)
+  if (params.flat().on_host())
     check_finite_weights(params, refusing);
   else if (!ops::all_finite(context_, params.flat())) {  // which tensor, read on the host
     Tensor host;
@@ -180,7 +180,7 @@ void Engine::copy_blocks(const std::vector<BlockCopy>& copies) {
 }
 
 Tensor Engine::host_logits(const Tensor& logits) {
-  if (logits.device() == Device::kCPU) return logits;
+  if (logits.on_host()) return logits;
   const int64_t rows = logits.size(0), V = logits.size(1);
   if (!host_logits_.defined() || host_logits_.size(0) < rows) host_logits_ = Tensor::empty({rows, V});
   Tensor view = host_logits_.slice_rows(0, rows);
@@ -305,7 +305,8 @@ Tensor Engine::run_step(Scheduler& scheduler, RolloutStats& stats, const Stopwat
 
   phase.reset();
   sample_rows(logits);
-  if (step_logits.device() != Device::kCPU) rescore_on_device(step_logits);
+  // Host logits: the sampler's row_logprob bits are a host trainer's already (see rescore_on_device).
+  if (!step_logits.on_host()) rescore_on_device(step_logits);
   const double t_sampled = clock.seconds();
   for (const SampledRow& r : sampled_) {
     Sequence& seq = *r.sequence;

@@ -12,8 +12,10 @@ import os
 import re
 import sys
 
-FOLDERS = ["core", "kernels", "model", "tokenizer", "rollout", "reward", "trainer", "weightsync", "report", "loop",
-           "mismatch", "bench", "apps"]
+import source_check
+
+FOLDERS = ["core", "kernels", "model", "tokenizer", "rollout", "reward", "agent", "trainer", "weightsync", "report",
+           "loop", "mismatch", "bench", "apps"]
 VISIT = re.compile(r'\bv\(\s*"([A-Za-z0-9_]+)"\s*,\s*([A-Za-z_][A-Za-z0-9_.]*)\s*[,)]')
 STRUCT = re.compile(r'^\s*(?:struct|class)\s+([A-Za-z_][A-Za-z0-9_]*)\b[^;]*\{')
 
@@ -42,7 +44,7 @@ def struct_spans(lines):
     return spans
 
 
-def main(root):
+def check(root):
     texts = {}
     for path in sources(root):
         with open(path, encoding="utf-8") as f:
@@ -89,10 +91,7 @@ def main(root):
         if not read:
             problems.append(f"{os.path.relpath(path, root)}:{line_no + 1}: config key '{key}' (member {member} of "
                             f"{struct or '?'}) is listed but never read")
-    for p in problems:
-        print(p)
-    print(f"check_config_keys: {len(keys)} keys, {len(problems)} never read")
-    return 1 if problems else 0
+    return problems, f"{len(keys)} keys, {len(problems)} never read"
 
 
 def self_test():
@@ -120,6 +119,4 @@ def self_test():
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--self-test"]:
-        sys.exit(self_test())
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")))
+    sys.exit(source_check.run("check_config_keys", check, self_test))

@@ -8,6 +8,8 @@ import os
 import re
 import sys
 
+import source_check
+
 ALLOWED = {
     "core": set(),
     "kernels": {"core"},
@@ -53,10 +55,7 @@ def self_test():
     return 0
 
 
-def main():
-    if sys.argv[1:] == ["--self-test"]:
-        return self_test()
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+def check(root):
     bad = []
     files = 0
     for folder, allowed in ALLOWED.items():
@@ -73,11 +72,8 @@ def main():
                         if m and m.group(1) in ALLOWED and m.group(1) != folder and m.group(1) not in allowed:
                             bad.append(f"{os.path.relpath(path, root)}:{number}: {folder}/ includes {m.group(1)}/ "
                                        f"(it may include: {', '.join(sorted(allowed)) or 'nothing'})")
-    for line in bad:
-        print(line)
-    print(f"check_includes: {files} files, {len(bad)} includes against docs/architecture.md's folder table")
-    return 1 if bad else 0
+    return bad, f"{files} files, {len(bad)} includes against docs/architecture.md's folder table"
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(source_check.run("check_includes", check, self_test))

@@ -14,6 +14,8 @@ import re
 import subprocess
 import sys
 
+import source_check
+
 # Spelt in pieces so that this file does not name them itself.
 FORBIDDEN = ["../" + "shared", "shared/" + "fixtures", "DESIGN" + ".md", "BENCHMARKS" + ".md"]
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
@@ -116,17 +118,11 @@ def self_test():
     return 0
 
 
-def main():
-    if sys.argv[1:] == ["--self-test"]:
-        return self_test()
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+def findings(root):
     bad = check(root)
-    for line in bad:
-        print(line)
-    print(f"check_self_contained: {len(tracked_files(os.path.realpath(root)))} files, {len(bad)} references or "
-          f"links outside the repository or broken")
-    return 1 if bad else 0
+    return bad, (f"{len(tracked_files(os.path.realpath(root)))} files, {len(bad)} references or links outside the "
+                 f"repository or broken")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(source_check.run("check_self_contained", findings, self_test))

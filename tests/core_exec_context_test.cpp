@@ -163,6 +163,23 @@ TEST(ExecContext, FillZeroZeroesItsDevicesTensorsAndNamesAnother) {
   expect_error([&] { ctx.fill_zero(on_device); }, {"fill_zero: the tensor is on cuda, the context is cpu"});
 }
 
+TEST(ExecContext, AHostContextSaysItsMemoryIsTheHostsAndHoldsOnlyHostTensors) {
+  // What rollout/, trainer/, loop/ and weightsync/ ask instead of naming a device (scripts/check_device_neutral.py).
+  const ExecContext ctx = ExecContext::cpu();
+  EXPECT_TRUE(ctx.is_host());
+  EXPECT_FALSE(ctx.is_gpu());
+  const Tensor host = ctx.empty({3});
+  float dummy[3];
+  const Tensor on_device = Tensor::borrow(dummy, {3}, DType::kF32, Device::kCUDA);
+  EXPECT_TRUE(host.on_host());
+  EXPECT_FALSE(on_device.on_host());
+  EXPECT_TRUE(ctx.holds(host));
+  EXPECT_TRUE(ctx.holds(Tensor::empty({2})));  // host memory not from its pool is the host context's too
+  EXPECT_FALSE(ctx.holds(on_device));
+  EXPECT_TRUE(ctx.runs_on(Device::kCPU));
+  EXPECT_FALSE(ctx.runs_on(Device::kCUDA));
+}
+
 TEST(ExecContext, ACudaContextOnADeviceThatIsNotThereSaysWhy) {
   // Runs on every machine: without a GPU (or in a CPU-only build) cuda:0 is refused with the reason; with N GPUs,
   // cuda:N is refused naming the device and how many are visible.
@@ -217,6 +234,26 @@ TEST(DeviceSpec, CpuCudaAndCudaNParseAndAnythingElseNamesTheKey) {
     expect_error([&] { parse_device_spec(bad, "config key 'rollout.device'"); },
                  {"config key 'rollout.device'", std::string("'") + bad + "'", "cpu, cuda or cuda:N"});
   EXPECT_EQ(context_for_device("cpu", "k").device(), Device::kCPU);
+}
+
+TEST(DeviceSpec, TheHostIsAlwaysAvailableAndAMissingGpuIsNamedWithTheKeyBeforeAnyContext) {
+  EXPECT_TRUE(parse_device_spec("cpu", "k").is_host());
+  EXPECT_FALSE(parse_device_spec("cpu", "k").is_gpu());
+  EXPECT_TRUE(parse_device_spec("cuda:1", "k").is_gpu());
+  EXPECT_FALSE(parse_device_spec("cuda:1", "k").is_host());
+  EXPECT_NO_THROW(check_device_available("cpu", "config key 'device'"));
+  expect_error([] { check_device_available("gpu", "config key 'device'"); },
+               {"config key 'device'", "'gpu'", "cpu, cuda or cuda:N"});
+  std::string why;
+  const int devices = ExecContext::cuda_devices(&why);
+  if (devices > 0) {
+    EXPECT_NO_THROW(check_device_available("cuda", "config key 'device'"));
+    expect_error([&] { check_device_available("cuda:" + std::to_string(devices), "config key 'rollout.device'"); },
+                 {"config key 'rollout.device' = 'cuda:" + std::to_string(devices) + "'", "no such device",
+                  std::to_string(devices) + " visible"});
+    return;
+  }
+  expect_error([] { check_device_available("cuda", "config key 'device'"); }, {"config key 'device' = 'cuda'", why});
 }
 
 TEST(DeviceSpec, ACudaDeviceThatCannotBeUsedIsNamedWithTheKey) {

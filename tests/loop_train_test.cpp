@@ -117,11 +117,13 @@ TEST(LoopTrain, ProbeStopsTheRunWhenTheEngineMissedASync) {
   CharTokenizer tok;
   ProbeConfig probe;
   // Same weights: the same bits.
-  EXPECT_EQ(run_consistency_probe(host(), *rollout, model, trainer, *task, tok, 6, probe, 0).engine.max_abs_dlogp, 0.0);
+  EXPECT_EQ(run_consistency_probe(host(), *rollout, model, trainer, *task, tok, 6, probe, 0, nullptr, Device::kCPU)
+                .engine.max_abs_dlogp,
+            0.0);
   // The trainer moved on but the engine still holds the old weights: the probe must stop the run.
   for (int64_t i = 0; i < trainer.numel(); i += 7) trainer.flat().data<float>()[i] *= 1.05f;
   try {
-    run_consistency_probe(host(), *rollout, model, trainer, *task, tok, 6, probe, 0);
+    run_consistency_probe(host(), *rollout, model, trainer, *task, tok, 6, probe, 0, nullptr, Device::kCPU);
     FAIL() << "probe passed with stale engine weights";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("probe.max_abs_dlogp"), std::string::npos) << e.what();

@@ -15,8 +15,8 @@ PolicyUpdater::PolicyUpdater(const Transformer& model, ParameterStore& params, c
                              const ExecContext& context)
     : model_(model), params_(params), context_(context), config_(config), grads_(params.config()) {
   config_.validate();
-  RLCPP_CHECK(params.flat().device() == Device::kCPU, "PolicyUpdater: the weights it is given must be on the host");
-  if (context_.device() != Device::kCPU) {
+  RLCPP_CHECK(params.flat().on_host(), "PolicyUpdater: the weights it is given must be on the host");
+  if (!context_.holds(params.flat())) {  // a context off the host trains a copy in its memory
     device_params_.emplace(params.on(context_));
     grads_ = grads_.on(context_);
   }
@@ -30,7 +30,7 @@ PolicyUpdater::PolicyUpdater(const Transformer& model, ParameterStore& params, c
 }
 
 void PolicyUpdater::set_communicator(Communicator* comm) {
-  RLCPP_CHECK(comm == nullptr || comm->size() <= 1 || context_.device() == Device::kCPU,
+  RLCPP_CHECK(comm == nullptr || comm->size() <= 1 || context_.is_host(),
               "PolicyUpdater: data-parallel ranks train on the host (their gradient sums are MPI's); a trainer on "
                   << context_.name() << " runs as one rank");
   comm_ = comm;
@@ -48,7 +48,7 @@ void PolicyUpdater::refresh_host_weights() {
 }
 
 const Activations& PolicyUpdater::loss_inputs() {
-  if (context_.device() == Device::kCPU) return acts_;
+  if (context_.is_host()) return acts_;
   Activations& h = host_outputs_;
   h.num_tokens = acts_.num_tokens;
   auto to_host = [&](const Tensor& from, Tensor& to) {

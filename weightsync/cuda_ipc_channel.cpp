@@ -31,13 +31,13 @@ bool is_cuda_ipc_message(const WireMessage& message) {
 
 CudaIpcWeightExport::CudaIpcWeightExport(const ExecContext& ctx, const ModelConfig& config)
     : ctx_(ctx), layout_(parameter_layout(config)) {
-  RLCPP_CHECK(ctx.device() == Device::kCUDA,
+  RLCPP_CHECK(ctx.is_gpu(),
               "cuda-ipc weight sync: the trainer's weights are on " << ctx.name() << "; the channel exports GPU "
                                                                        "memory (set device = cuda, or use zmq)");
   for (const ParameterInfo& p : layout_) total_floats_ = std::max(total_floats_, p.offset + p.numel());
   const size_t bytes = static_cast<size_t>(total_floats_) * sizeof(float);
   allocation_ = cuda_ipc::allocate_exportable(bytes, ctx.device_index());
-  buffer_ = Tensor::from_storage(allocation_, {total_floats_}, DType::kF32, Device::kCUDA);
+  buffer_ = Tensor::from_storage(allocation_, {total_floats_}, DType::kF32, ctx.device());
   handle_ = cuda_ipc::export_handle(allocation_.get(), ctx.device_index());
   device_uuid_ = cuda_ipc::device_uuid(ctx.device_index());
 }
@@ -45,7 +45,7 @@ CudaIpcWeightExport::CudaIpcWeightExport(const ExecContext& ctx, const ModelConf
 WireMessage CudaIpcWeightExport::stage(const ParameterStore& weights, int64_t version) {
   RLCPP_CHECK(weights.numel() == total_floats_,
               "cuda-ipc weight sync: " << weights.numel() << " floats of weights for an export of " << total_floats_);
-  RLCPP_CHECK(weights.flat().device() == Device::kCUDA,
+  RLCPP_CHECK(ctx_.holds(weights.flat()),
               "cuda-ipc weight sync: the weights to publish are on " << device_name(weights.flat().device())
                                                                      << ", not on the GPU");
   cuda_ipc::copy_device_to_device(buffer_.raw(), weights.flat().raw(), static_cast<size_t>(buffer_.nbytes()),
@@ -72,7 +72,7 @@ WireMessage CudaIpcWeightExport::announce() const {
 CudaIpcWeightImport::CudaIpcWeightImport(const ExecContext& ctx) : ctx_(ctx) {}
 
 ParameterStore CudaIpcWeightImport::receive(const WireMessage& message, const ModelConfig& config, int64_t* version) {
-  if (ctx_.device() != Device::kCUDA)
+  if (!ctx_.is_gpu())
     refuse("this subscriber's weights live on " + ctx_.name() + "; a GPU export is taken by a worker on a GPU "
            "(rlcpp worker --device cuda)");
   const std::vector<ParameterInfo> layout = parameter_layout(config);

@@ -27,7 +27,7 @@ WireMessage nccl_join_message(const std::string& id, int rank, int world, double
 
 WireMessage nccl_weights_message(const ExecContext& ctx, const ParameterStore& weights, int64_t version,
                                  int64_t bucket_floats) {
-  RLCPP_CHECK(weights.flat().device() == ctx.device() && ctx.device() == Device::kCUDA,
+  RLCPP_CHECK(ctx.holds(weights.flat()) && ctx.is_gpu(),
               "nccl weight sync: the weights to publish must be on the trainer's GPU (" << ctx.name() << ")");
   WireMessage m("weights");
   m.header["version"] = version;
@@ -49,7 +49,7 @@ bool is_nccl_weights_message(const WireMessage& message) {
 NcclWeightImport::NcclWeightImport(const ExecContext& ctx) : ctx_(ctx) {}
 
 void NcclWeightImport::join(const WireMessage& message) {
-  if (ctx_.device() != Device::kCUDA)
+  if (!ctx_.is_gpu())
     refuse("this subscriber's weights live on " + ctx_.name() + "; NCCL joins workers on GPUs (rlcpp worker "
            "--device cuda:N)");
   const int rank = field<int>(message.header, "rank"), world = field<int>(message.header, "world");
