@@ -83,11 +83,9 @@ ModelNumerics TrainConfig::rollout_numerics() const {
 }
 
 ModelNumerics TrainConfig::trainer_numerics() const {
-  // On the CPU the trainer's forward is always the packed (batch-invariant) one: it is also the fastest there. On
-  // a GPU it follows numerics.batch_invariant: the packed kernel's chains (the engine's bits), or cuBLAS.
-  const bool on_cpu = parse_device_spec(device, "config key 'device'").is_host();
-  return make_numerics(trainer.dtype, "none", on_cpu || numerics.batch_invariant, "trainer.dtype",
-                       "trainer.quantization");
+  // Whether the training forward then runs through the packed kernel is its executor's choice (model/executor.h:
+  // always on the CPU, where it is also the fastest; on a GPU when batch-invariant, else cuBLAS).
+  return make_numerics(trainer.dtype, "none", numerics.batch_invariant, "trainer.dtype", "trainer.quantization");
 }
 
 namespace {

@@ -9,7 +9,7 @@ AdamW::AdamW(const ParameterStore& params, const ops::AdamWParams& hyper, const 
 
 Tensor AdamW::moment_on_host(bool second) const {
   const Tensor& t = second ? v_ : m_;
-  if (t.device() == Device::kCPU) return t;
+  if (t.on_host()) return t;
   Tensor host = Tensor::empty(t.shape());
   ctx_.copy(t, host);
   return host;

@@ -20,6 +20,8 @@ class CpuExecutor final : public Executor {
   bool packs_forward(const ModelNumerics&) const override { return true; }
   bool packs_backward() const override { return true; }
   void run_jobs(size_t n, const std::function<void(size_t)>& job) const override;
+  // OpenBLAS (the not-batch-invariant decode) multiplies its prepared weights, already rounded, in fp32.
+  DType product_math(DType) const override { return DType::kF32; }
   void run_cached_step(const CachedStep& step, int64_t macs, int64_t weight_bytes,
                        const std::function<void(int64_t, int64_t)>& run_rows) const override;
   void prepare_decode_weights(const Transformer& model, const ExecContext& ctx, const ParameterStore& params,

@@ -29,6 +29,10 @@ void CudaExecutor::run_jobs(size_t n, const std::function<void(size_t)>& job) co
   for (size_t j = 0; j < n; ++j) job(j);  // each a kernel on the context's stream, in turn
 }
 
+DType CudaExecutor::product_math(DType compute) const {
+  return compute == DType::kBF16 ? DType::kBF16 : compute == DType::kF16 ? DType::kF16 : DType::kF32;
+}
+
 void CudaExecutor::run_cached_step(const CachedStep& step, int64_t, int64_t,
                                    const std::function<void(int64_t, int64_t)>& run_rows) const {
   run_rows(0, static_cast<int64_t>(step.tokens.size()));

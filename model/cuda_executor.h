@@ -21,6 +21,9 @@ class CudaExecutor final : public Executor {
   bool packs_forward(const ModelNumerics& numerics) const override { return numerics.batch_invariant; }
   bool packs_backward() const override { return false; }
   void run_jobs(size_t n, const std::function<void(size_t)>& job) const override;
+  // A bf16 or fp16 role multiplies operands of its dtype on tensor cores, accumulating in fp32 (as the CPU's
+  // packed bf16/fp16 panels do).
+  DType product_math(DType compute) const override;
   void run_cached_step(const CachedStep& step, int64_t macs, int64_t weight_bytes,
                        const std::function<void(int64_t, int64_t)>& run_rows) const override;
   void prepare_decode_weights(const Transformer& model, const ExecContext& ctx, const ParameterStore& params,

@@ -56,6 +56,9 @@ class Executor {
   // job(i) for i in [0, n): independent jobs (packing matrices), side by side where the executor has threads.
   virtual void run_jobs(size_t n, const std::function<void(size_t)>& job) const = 0;
 
+  // The arithmetic of a product in ops::matmul (no packed weights) for a role computing in `compute`.
+  virtual DType product_math(DType compute) const = 0;
+
   // ---- the cached decode
   // Runs rows [0, N) of a cached step, as run_rows(r0, r1) over ranges that each own whole sequences: one range,
   // or (CPU) one per thread side by side when the step is large enough to gain by it. `weight_bytes`: what one

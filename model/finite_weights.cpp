@@ -43,7 +43,7 @@ std::optional<NonFiniteWeight> find_non_finite(const ExecContext& ctx, const Par
 }
 
 void check_finite_weights(const ParameterStore& params, const std::string& what) {
-  RLCPP_CHECK(params.flat().device() == Device::kCPU || params.numel() == 0,
+  RLCPP_CHECK(params.flat().on_host() || params.numel() == 0,
               what << ": checking weights on " << device_name(params.flat().device()) << " is not supported");
   if (const auto bad = find_non_finite(params.infos(), params.flat().data<float>()))
     RLCPP_FAIL(what << ": " << bad->describe());

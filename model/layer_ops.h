@@ -5,24 +5,19 @@
 #include "core/exec_context.h"
 #include "core/tensor.h"
 #include "kernels/ops.h"
+#include "model/executor.h"
 
 namespace rlcpp::layer_ops {
 
 // Keeps `t` when it already has `shape` on ctx's device, else takes it from ctx's pool: repeated passes of one
 // shape allocate nothing.
 inline void ensure(const ExecContext& ctx, Tensor& t, const Shape& shape) {
-  if (!t.defined() || t.shape() != shape || t.device() != ctx.device()) t = ctx.empty(shape);
+  if (!t.defined() || t.shape() != shape || !ctx.holds(t)) t = ctx.empty(shape);
 }
 
-// The arithmetic of a model's products in the compute dtype `round` on ctx without packed weights: on CUDA a
-// bf16 or fp16 model multiplies operands of its dtype on tensor cores, accumulating in fp32 (as the CPU's packed
-// bf16/fp16 panels do); OpenBLAS (the CPU's not-batch-invariant decode) multiplies its prepared weights in fp32.
-inline DType model_math(const ExecContext& ctx, DType round) {
-  if (ctx.device() == Device::kCPU) return DType::kF32;
-  return round == DType::kBF16  ? DType::kBF16
-         : round == DType::kF16 ? DType::kF16
-                                : DType::kF32;
-}
+// The arithmetic of a model's products in the compute dtype `round` on ctx without packed weights (the
+// executor's: Executor::product_math).
+inline DType model_math(const ExecContext& ctx, DType round) { return executor_of(ctx).product_math(round); }
 
 // y (M,N) = x (M,K) @ weight^T rounded to `round` (kernels/ops.h): the packed kernel when `packed` (weight
 // packed) is given, else ops::matmul (OpenBLAS, or cuBLAS on a CUDA context) and a rounding pass.

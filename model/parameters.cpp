@@ -73,13 +73,13 @@ ParameterStore ParameterStore::on(const ExecContext& ctx) const {
 }
 
 const ParameterStore& params_on(const ExecContext& ctx, const ParameterStore& params, ParameterStore& copy) {
-  if (params.flat().device() == ctx.device()) return params;
+  if (ctx.holds(params.flat())) return params;
   copy = params.on(ctx);
   return copy;
 }
 
 const Tensor& host_tensor(const ExecContext& ctx, const Tensor& t, Tensor& buffer) {
-  if (!t.defined() || t.device() == Device::kCPU) return t;
+  if (!t.defined() || t.on_host()) return t;
   if (!buffer.defined() || buffer.shape() != t.shape() || buffer.dtype() != t.dtype())
     buffer = Tensor::empty(t.shape(), t.dtype());
   ctx.copy(t, buffer);

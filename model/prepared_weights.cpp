@@ -80,7 +80,7 @@ void Transformer::pack_weights(const ExecContext& ctx, const ParameterStore& par
 
 void Transformer::prepare_decode_weights(const ExecContext& ctx, const ParameterStore& params,
                                          PackedWeights& out) const {
-  RLCPP_CHECK(params.flat().device() == Device::kCPU || params.flat().device() == ctx.device(),
+  RLCPP_CHECK(params.flat().on_host() || ctx.holds(params.flat()),
               "prepare_decode_weights: the parameters must be on the host or on " << ctx.name() << " (they are on "
                   << device_name(params.flat().device()) << ")");
   executor_of(ctx).prepare_decode_weights(*this, ctx, params, out);

@@ -190,7 +190,7 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
   for (const auto& [name, t] : tensors) {
     RLCPP_CHECK(name != kMetadataKey, path << ": a tensor cannot be named '" << kMetadataKey << "'");
     RLCPP_CHECK(names.insert(name).second, path << ": tensor '" << name << "' given twice");
-    RLCPP_CHECK(t.device() == Device::kCPU, path << ": tensor '" << name << "' is on " << device_name(t.device())
+    RLCPP_CHECK(t.on_host(), path << ": tensor '" << name << "' is on " << device_name(t.device())
                                                  << "; copy it to the CPU before writing");
     RLCPP_CHECK(t.defined() || t.numel() == 0, path << ": tensor '" << name << "' has no data");
     header[name] = {{"dtype", dtype_name(t.dtype())},

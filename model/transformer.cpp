@@ -249,7 +249,7 @@ Tensor Transformer::forward_cached(const ExecContext& ctx, const ParameterStore&
   // The parameters the decode reads (embeddings, norms; the products without panels): the prepared copy, or the
   // parameters themselves. They must be on ctx's device.
   const ParameterStore& read = packed && packed->blas.flat().defined() ? packed->blas : params;
-  RLCPP_CHECK(read.flat().device() == ctx.device(),
+  RLCPP_CHECK(ctx.holds(read.flat()),
               "forward_cached: on " << ctx.name() << " the decode runs on weights prepared on that device "
                                     << "(prepare_decode_weights with the same context)");
   RLCPP_CHECK(packed == nullptr || (packed->source == params.flat().data<float>() && !packed->transposed &&

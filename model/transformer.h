@@ -215,7 +215,7 @@ class Transformer {
   struct LayerWeights;
   Weights views(const ParameterStore& params) const;
   // Views of layer l's parameters in a buffer holding that layer's span only (a thread's gradients).
-  LayerWeights layer_views(int64_t l, float* span, Device device = Device::kCPU) const;
+  LayerWeights layer_views(int64_t l, float* span, Device device) const;
   // From dL/d(final norm output) (N,C) down to the embedding; shared by both heads.
   // From acts.scratch.dxn_final down; `packed`: the weights go through the packed kernel transposed (CPU), one
   // layer at a time in acts.scratch.wt.layers[0], else the products go through ops::matmul.
