@@ -80,9 +80,8 @@ class LoopRunDriver : public ::testing::Test {
 };
 
 TEST_F(LoopRunDriver, StopsAfterTheStepWhoseCheckpointItCommitsAndAResumeContinuesAtTheNextStep) {
-  RunSchedule schedule;
-  schedule.last_step = 5;
-  schedule.checkpoint_every = 0;  // at the end only: the stop alone asks for step 2's checkpoint
+  // Checkpoints at the end only: the stop alone asks for step 2's.
+  RunSchedule schedule{.last_step = 5, .checkpoint_every = 0};
   ToyRun first;
   {
     RunDir run = RunDir::create_with_config(dir_, Json{{"steps", 5}});
@@ -124,9 +123,7 @@ TEST_F(LoopRunDriver, StopsAfterTheStepWhoseCheckpointItCommitsAndAResumeContinu
 TEST_F(LoopRunDriver, AStepsRecordsAreWrittenBeforeItsCheckpointIsCommitted) {
   RunDir run = RunDir::create_fresh(dir_);
   MetricsLog metrics(run.path(), LoggingConfig{});
-  RunSchedule schedule;
-  schedule.last_step = 3;
-  schedule.checkpoint_every = 2;
+  const RunSchedule schedule{.last_step = 3, .checkpoint_every = 2};
   ToyRun toy;
   RunSteps steps = toy.steps();
   std::vector<std::vector<int64_t>> recorded_at_commit;
@@ -156,12 +153,8 @@ TEST_F(LoopRunDriver, AStepsRecordsAreWrittenBeforeItsCheckpointIsCommitted) {
 TEST_F(LoopRunDriver, EvaluatesCheckpointsPrunesAndPrintsAtTheirPeriodsAndAtTheLastStep) {
   RunDir run = RunDir::create_fresh(dir_);
   MetricsLog metrics(run.path(), LoggingConfig{});
-  RunSchedule schedule;
-  schedule.last_step = 7;
-  schedule.eval_every = 3;
-  schedule.checkpoint_every = 2;
-  schedule.checkpoint_keep_last = 2;
-  schedule.log_every = 4;
+  const RunSchedule schedule{
+      .last_step = 7, .eval_every = 3, .checkpoint_every = 2, .checkpoint_keep_last = 2, .log_every = 4};
   ToyRun toy;
   RunOutputs out;
   out.metrics = &metrics;
@@ -185,9 +178,7 @@ TEST_F(LoopRunDriver, EvaluatesCheckpointsPrunesAndPrintsAtTheirPeriodsAndAtTheL
 
 TEST_F(LoopRunDriver, ARankThatWritesNothingRunsEveryStepWithoutCheckpointsOrRecords) {
   RunDir run = RunDir::create_fresh(dir_);
-  RunSchedule schedule;
-  schedule.last_step = 3;
-  schedule.checkpoint_every = 1;
+  const RunSchedule schedule{.last_step = 3, .checkpoint_every = 1};
   ToyRun toy;
   const DriveResult r = drive_steps(run, schedule, toy.steps(), RunOutputs{});
   EXPECT_EQ(toy.ran, (std::vector<int64_t>{1, 2, 3}));
