@@ -24,6 +24,7 @@
 #include "loop/rl_step.h"
 #include "loop/rollout_pipeline.h"
 #include "loop/run_dir.h"
+#include "loop/run_driver.h"
 #include "loop/start_ledger.h"
 #include "loop/sft_run.h"
 #include "loop/train_checkpoint.h"
@@ -91,14 +92,13 @@ std::string policy_origin(const TrainConfig& config) {
 }
 
 void print_step_line(const TrainConfig& cfg, int64_t step, const StepResult& r, const PhaseTimer& t,
-                     const std::optional<double>& accuracy, double seconds_per_step) {
+                     const std::optional<double>& accuracy, double eta) {
   char acc[32] = "";
   if (accuracy) std::snprintf(acc, sizeof acc, " | held-out %5.1f%%", 100.0 * *accuracy);
   // Async: the share of the step's wall time the background draws ran behind the trainer's work.
   char hidden[32] = "";
   if (const auto it = r.metrics.find("timing_s/rollout_overlapped"); it != r.metrics.end() && t.step_seconds() > 0)
     std::snprintf(hidden, sizeof hidden, " (+%.0f%% hidden)", 100 * it->second / t.step_seconds());
-  const double eta = seconds_per_step * static_cast<double>(cfg.steps - step);
   // An agent run: the episodes' mean turns and tool calls (the env phase is among the shares).
   char agent[64] = "";
   if (const auto it = r.metrics.find("agent/turns_mean"); it != r.metrics.end())
@@ -306,28 +306,30 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   eval_opts.device = rollout_section.device;  // evaluated by an engine where the rollout runs
   TrainSummary summary;
   summary.run_dir = run.path();
-  Stopwatch wall;
-  double step_seconds_total = 0;
-  for (int64_t step = state.step + 1; step <= config.steps; ++step) {
-    PhaseTimer timer;
-    rollout->begin_step(step);
+  // The step in progress, from its work to its record and step line.
+  std::optional<PhaseTimer> timer;
+  StepResult r;
+  std::optional<double> accuracy;
+  RunSteps steps;
+  steps.run = [&](const StepPlan& plan) {
+    timer.emplace();
+    rollout->begin_step(plan.step);
     StepDraws drawn;
-    if (lead) drawn = pipeline.take(step, ctx.version, timer);  // with async, the draws of step + N start
-    timer.time(Phase::kRollout, [&] { share_draws(world, drawn); return 0; });
-    StepResult r = learn_step(ctx, std::move(drawn), timer);
-    check_ranks_agree(world, params, step);
+    if (lead) drawn = pipeline.take(plan.step, ctx.version, *timer);  // with async, the draws of step + N start
+    timer->time(Phase::kRollout, [&] { share_draws(world, drawn); return 0; });
+    r = learn_step(ctx, std::move(drawn), *timer);
+    check_ranks_agree(world, params, plan.step);
     if (lead) {
-      pipeline.join(timer, r.metrics);
-      sync_and_probe(ctx, timer, r);
+      pipeline.join(*timer, r.metrics);
+      sync_and_probe(ctx, *timer, r);
     } else {
       ctx.version += 1;  // the lead's engine now holds it
     }
-    const bool last = step == config.steps;
-    if (last) actor.check_some_step_applied("train " + run.path());
-    std::optional<double> accuracy;
-    if (lead && (last || (config.eval_every > 0 && step % config.eval_every == 0))) {
+    if (plan.last) actor.check_some_step_applied("train " + run.path());
+    accuracy.reset();
+    if (lead && plan.evaluate) {
       // Greedy held-out generation in the rollout numerics: the policy as the engine runs it.
-      const EvalStats ev = timer.time(Phase::kEval, [&] {
+      const EvalStats ev = timer->time(Phase::kEval, [&] {
         if (!agent) return evaluate(rollout_model, params, *task, tok, eval_opts);
         const AgentEvalResult a = evaluate_episodes(rollout_model, params, *task, tok, config.agent, config.chat,
                                                     eval_opts, mc.max_position_embeddings);
@@ -341,33 +343,30 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
       // Per problem class (add3: operand digit counts): where a plateau's errors are.
       for (const ClassStats& c : ev.classes) r.metrics["eval/class/" + c.label] = c.accuracy;
     }
-    std::string checkpoint;
-    if (lead && (last || (config.checkpoint_every > 0 && step % config.checkpoint_every == 0))) {
-      checkpoint = run.checkpoint_dir(step);
-      timer.time(Phase::kCheckpoint, [&] {  // as step_N.partial: committed below, after the step's records
-        write_train_checkpoint(checkpoint, params, actor.optimizer(),
-                               {step, ctx.version, &data_rng, &update_rng, state.run_config,
-                                pipeline.pending_to_json(), agent ? agent->in_flight_to_json() : Json()},
-                               critic_ckpt, tokenizer_files_saved);
-        return 0;
-      });
-      summary.checkpoint = checkpoint;
-    }
-    timer.finish();
-    add_throughput_metrics(timer, r.metrics);
-    step_seconds_total += timer.step_seconds();
-    const int64_t steps_done = step - state.step;
+  };
+  steps.write_checkpoint = [&](const StepPlan& plan) {
+    timer->time(Phase::kCheckpoint, [&] {
+      write_train_checkpoint(plan.checkpoint, params, actor.optimizer(),
+                             {plan.step, ctx.version, &data_rng, &update_rng, state.run_config,
+                              pipeline.pending_to_json(), agent ? agent->in_flight_to_json() : Json()},
+                             critic_ckpt, tokenizer_files_saved);
+      return 0;
+    });
+  };
+  steps.records = [&](const StepPlan&) {
+    timer->finish();
+    add_throughput_metrics(*timer, r.metrics);
     summary.mean_rewards.push_back(r.mean_reward);
-
-    Json record = {{"step", step}, {"policy_version", ctx.version}, {"elapsed_s", wall.seconds()}};
+    StepRecords out;
+    Json& record = out.record;
+    record["policy_version"] = ctx.version;
     for (const auto& [k, v] : r.metrics) record[k] = v;
     // Taken here, not in the step: a worker can also fail in the step's weight sync or probe.
     for (const auto& [k, v] : rollout->fault_metrics()) record[k] = v;
-    for (const auto& [k, v] : timer.metrics()) record[k] = v;
+    for (const auto& [k, v] : timer->metrics()) record[k] = v;
     for (const auto& [k, v] : process_memory_metrics()) record[k] = v;
     const Json counters = reward->counters();
     for (const auto& [k, v] : counters.items()) record["reward_server/" + k] = v;
-    if (!checkpoint.empty()) record["checkpoint"] = checkpoint;
     // The layout the timings were measured on (`rlcpp scale` models other layouts from it): trainer ranks, the
     // lead's OpenMP threads (split workers inherit them), rollout worker processes, the machine's cores.
     record["dp/ranks"] = world.size();
@@ -379,28 +378,36 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
                                           : static_cast<int64_t>(fault_metric(*rollout, "rollout/workers")))
                                    : config.rollout.num_workers;
     record["layout/cores"] = static_cast<int64_t>(std::thread::hardware_concurrency());
-    if (!lead) continue;
-    // The step's records, then its checkpoint's rename: a crash between them leaves records past the newest
-    // complete checkpoint, which a resume drops and writes again, never a checkpoint whose step has none.
-    metrics_log->write(record);
-    for (const Json& s : r.samples) samples_log->write(s);
-    if (!checkpoint.empty()) {
-      commit_train_checkpoint(checkpoint);
-      prune_checkpoints(run.path(), config.checkpoint_keep_last, rollout_checkpoint);
-      if (hooks.checkpoint_committed) hooks.checkpoint_committed(step);
-    }
-    if (step % config.log_every == 0 || step == 1 || last)
-      print_step_line(config, step, r, timer, accuracy, step_seconds_total / steps_done);
-  }
-  summary.seconds = wall.seconds();
+    out.samples = std::move(r.samples);
+    return out;
+  };
+  steps.print_step_line = [&](const StepPlan& plan, double eta_s) {
+    print_step_line(config, plan.step, r, *timer, accuracy, eta_s);
+  };
+  const RunSchedule schedule{.first_step = state.step + 1,
+                             .last_step = config.steps,
+                             .eval_every = config.eval_every,
+                             .checkpoint_every = config.checkpoint_every,
+                             .checkpoint_keep_last = config.checkpoint_keep_last,
+                             .log_every = config.log_every};
+  // Records, checkpoints and step lines are the lead's.
+  const RunOutputs outputs{.command = "train",
+                           .metrics = lead ? &*metrics_log : nullptr,
+                           .samples = lead ? &*samples_log : nullptr,
+                           .pinned_checkpoint = rollout_checkpoint,
+                           .checkpoint_committed = hooks.checkpoint_committed,
+                           .stop_requested = hooks.stop_requested};
+  const DriveResult driven = drive_steps(run, schedule, steps, outputs);
+  if (!driven.checkpoint.empty()) summary.checkpoint = driven.checkpoint;
+  summary.seconds = driven.seconds;
   if (lead && state.step < config.steps) end_run_ledger(run.path());  // the peak MFU divides by, measured again
   if (state.step >= config.steps) {  // resumed at its last step: nothing was left to run
     summary.checkpoint = resume_checkpoint;
     std::printf("train: %s had already finished its %lld steps; nothing to do\n", run.path().c_str(),
                 static_cast<long long>(config.steps));
   }
-  std::printf("train done in %s: held-out accuracy %.1f%%, checkpoint %s\n", format_duration(summary.seconds).c_str(),
-              100.0 * summary.final_accuracy, summary.checkpoint.c_str());
+  std::printf("train %s in %s: held-out accuracy %.1f%%, checkpoint %s\n", driven.stopped ? "stopped" : "done",
+              format_duration(summary.seconds).c_str(), 100.0 * summary.final_accuracy, summary.checkpoint.c_str());
   return summary;
 }
 

@@ -22,6 +22,9 @@ namespace rlcpp {
 // lose nothing. A hook may end the process.
 struct TrainHooks {
   std::function<void(int64_t step)> checkpoint_committed;  // step_N is complete (and step N's records written)
+  // Asked after each step's work (loop/run_driver.h): true ends the run there, with that step's checkpoint, to be
+  // continued by resume_train. Data-parallel: every rank must answer alike.
+  std::function<bool()> stop_requested;
 };
 
 struct TrainSummary {

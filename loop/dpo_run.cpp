@@ -12,6 +12,7 @@
 #include "loop/evaluation.h"
 #include "loop/preference_data.h"
 #include "loop/run_dir.h"
+#include "loop/run_driver.h"
 #include "model/checkpoint.h"
 #include "model/init.h"
 #include "tokenizer/hf_tokenizer.h"
@@ -109,73 +110,80 @@ DpoSummary run_dpo(const DpoRunConfig& config, const Json& resolved_config) {
 
   DpoSummary summary;
   summary.steps = total_steps;
-  Stopwatch wall;
   double train_seconds = 0, window_tokens = 0, window_seconds = 0;
+  int64_t steps_trained = 0;
   std::vector<PreferencePair> batch;
-  for (int64_t step = 1; step <= total_steps; ++step) {
+  // The step in progress, from its update to its record and step line.
+  UpdateResult r;
+  double dt = 0;  // the step's update, seconds (not its evaluation or checkpoint)
+  Json eval_record;
+  RunSteps steps;
+  steps.run = [&](const StepPlan& plan) {
     Stopwatch step_watch;
     batch.clear();
     for (size_t i : sampler.next(static_cast<size_t>(config.batch_size))) batch.push_back(pairs[i]);
-    const UpdateResult r = dpo_step(updater, reference, batch, config.dpo, config.micro_batch_size, total_steps);
-    const double dt = step_watch.seconds();
+    r = dpo_step(updater, reference, batch, config.dpo, config.micro_batch_size, total_steps);
+    dt = step_watch.seconds();
     train_seconds += dt;
     window_seconds += dt;
     window_tokens += static_cast<double>(r.tokens);
-    const double margin = r.metrics.value("dpo_reward_margin"), accuracy = r.metrics.value("dpo_accuracy");
-    if (step == 1) summary.first_loss = r.loss;
+    ++steps_trained;
+    if (plan.step == 1) summary.first_loss = r.loss;
     summary.final_loss = r.loss;
-    summary.final_margin = margin;
-    summary.final_accuracy = accuracy;
+    summary.final_margin = r.metrics.value("dpo_reward_margin");
+    summary.final_accuracy = r.metrics.value("dpo_accuracy");
 
-    Json record = {{"step", step}, {"skipped", r.skipped}, {"tokens/trained", r.tokens}, {"step_s", dt}};
-    for (const auto& [name, value] : step_metrics(r, "actor/")) record[name] = value;
-    const bool last = step == total_steps;
-    if (last) updater.check_some_step_applied("dpo " + run.path());
-    if (last || (config.eval_every > 0 && step % config.eval_every == 0)) {
-      Stopwatch eval_watch;
-      if (!eval_pairs.empty()) {
-        const LossMetrics ev =
-            dpo_evaluate(updater.context(), model, params, reference, eval_pairs, config.dpo, config.micro_batch_size);
-        for (const auto& [name, value] : ev.values("eval/")) record[name] = value;
-        summary.eval_accuracy = ev.value("dpo_accuracy");
-        summary.eval_margin = ev.value("dpo_reward_margin");
-        std::printf("eval  step %5lld | held-out pairs: loss %.4f | margin %.3f | accuracy %5.1f%%\n",
-                    static_cast<long long>(step), ev.value("dpo_loss"), summary.eval_margin,
-                    100.0 * summary.eval_accuracy);
-      }
-      if (task) {
-        EvalOptions opts;
-        opts.problems = config.eval_size;
-        opts.max_new_tokens = task->max_new_tokens();
-        const EvalStats ev = evaluate(model, params, *task, tok, opts);
-        summary.task_accuracy = ev.accuracy;
-        record["eval/accuracy"] = ev.accuracy;
-        record["eval/mean_reward"] = ev.mean_reward;
-        std::printf("eval  step %5lld | %s held-out accuracy %5.1f%% | mean reward %.3f\n",
-                    static_cast<long long>(step), task->name().c_str(), 100.0 * ev.accuracy, ev.mean_reward);
-      }
-      record["eval/seconds"] = eval_watch.seconds();
+    eval_record = Json::object();
+    if (plan.last) updater.check_some_step_applied("dpo " + run.path());
+    if (!plan.evaluate) return;
+    Stopwatch eval_watch;
+    if (!eval_pairs.empty()) {
+      const LossMetrics ev =
+          dpo_evaluate(updater.context(), model, params, reference, eval_pairs, config.dpo, config.micro_batch_size);
+      for (const auto& [name, value] : ev.values("eval/")) eval_record[name] = value;
+      summary.eval_accuracy = ev.value("dpo_accuracy");
+      summary.eval_margin = ev.value("dpo_reward_margin");
+      std::printf("eval  step %5lld | held-out pairs: loss %.4f | margin %.3f | accuracy %5.1f%%\n",
+                  static_cast<long long>(plan.step), ev.value("dpo_loss"), summary.eval_margin,
+                  100.0 * summary.eval_accuracy);
     }
-    if (last || (config.checkpoint_every > 0 && step % config.checkpoint_every == 0)) {
-      summary.checkpoint = run.checkpoint_dir(step);
-      save_model_checkpoint(summary.checkpoint, params, /*overwrite=*/false, tokenizer_files(tok));
-      record["checkpoint"] = summary.checkpoint;
+    if (task) {
+      EvalOptions opts;
+      opts.problems = config.eval_size;
+      opts.max_new_tokens = task->max_new_tokens();
+      const EvalStats ev = evaluate(model, params, *task, tok, opts);
+      summary.task_accuracy = ev.accuracy;
+      eval_record["eval/accuracy"] = ev.accuracy;
+      eval_record["eval/mean_reward"] = ev.mean_reward;
+      std::printf("eval  step %5lld | %s held-out accuracy %5.1f%% | mean reward %.3f\n",
+                  static_cast<long long>(plan.step), task->name().c_str(), 100.0 * ev.accuracy, ev.mean_reward);
     }
-    record["elapsed_s"] = wall.seconds();
-    metrics.write(record);
-    if (step % config.log_every == 0 || step == 1 || last) {
-      const double eta = train_seconds / static_cast<double>(step) * static_cast<double>(total_steps - step);
-      std::printf("step %5lld/%lld | loss %.4f | margin %.3f | acc %5.1f%% | grad %.3f | lr %.2e | %s trained tok/s | "
-                  "%.0f ms/step | ETA %s%s\n",
-                  static_cast<long long>(step), static_cast<long long>(total_steps), r.loss, margin, 100.0 * accuracy,
-                  r.grad_norm, r.lr, format_rate(window_tokens / window_seconds).c_str(),
-                  1000.0 * train_seconds / static_cast<double>(step), format_duration(eta).c_str(),
-                  r.skipped ? " | SKIPPED (non-finite)" : "");
-      window_tokens = window_seconds = 0;
-    }
-    std::fflush(stdout);
-  }
-  summary.seconds = wall.seconds();
+    eval_record["eval/seconds"] = eval_watch.seconds();
+  };
+  steps.write_checkpoint = model_checkpoint_writer(params, tokenizer_files(tok));
+  steps.records = [&](const StepPlan&) {
+    StepRecords out;
+    out.record = {{"skipped", r.skipped}, {"tokens/trained", r.tokens}, {"step_s", dt}};
+    for (const auto& [name, value] : step_metrics(r, "actor/")) out.record[name] = value;
+    out.record.update(eval_record);
+    return out;
+  };
+  steps.print_step_line = [&](const StepPlan& plan, double eta_s) {
+    std::printf("step %5lld/%lld | loss %.4f | margin %.3f | acc %5.1f%% | grad %.3f | lr %.2e | %s trained tok/s | "
+                "%.0f ms/step | ETA %s%s\n",
+                static_cast<long long>(plan.step), static_cast<long long>(total_steps), r.loss,
+                r.metrics.value("dpo_reward_margin"), 100.0 * r.metrics.value("dpo_accuracy"), r.grad_norm, r.lr,
+                format_rate(window_tokens / window_seconds).c_str(),
+                1000.0 * train_seconds / static_cast<double>(steps_trained), format_duration(eta_s).c_str(),
+                r.skipped ? " | SKIPPED (non-finite)" : "");
+    window_tokens = window_seconds = 0;
+  };
+  const DriveResult driven = drive_steps(
+      run, {.last_step = total_steps, .eval_every = config.eval_every, .checkpoint_every = config.checkpoint_every,
+            .log_every = config.log_every},
+      steps, {.command = "dpo", .metrics = &metrics});
+  summary.checkpoint = driven.checkpoint;
+  summary.seconds = driven.seconds;
   std::printf("dpo done in %s: pair accuracy %.1f%%, margin %.3f, checkpoint %s\n",
               format_duration(summary.seconds).c_str(), 100.0 * summary.final_accuracy, summary.final_margin,
               summary.checkpoint.c_str());

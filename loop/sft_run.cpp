@@ -12,6 +12,7 @@
 #include "loop/agent_eval.h"
 #include "loop/evaluation.h"
 #include "loop/run_dir.h"
+#include "loop/run_driver.h"
 #include "model/checkpoint.h"
 #include "model/init.h"
 #include "tokenizer/hf_tokenizer.h"
@@ -124,10 +125,15 @@ SftSummary run_sft(const SftConfig& config, const Json& resolved_config) {
     protocol = make_turn_protocol(tok, config.chat.enable_thinking, config.chat.system);
   }
   SftSummary summary;
-  Stopwatch wall;
   double train_seconds = 0, window_tokens = 0, window_seconds = 0;
+  int64_t steps_trained = 0;
   ForwardOptions fwd;
-  for (int64_t step = 1; step <= config.steps; ++step) {
+  // The step in progress, from its update to its record and step line.
+  UpdateResult r;
+  double dt = 0;  // the step's sampling and update, seconds (not its evaluation or checkpoint)
+  Json eval_record;
+  RunSteps steps;
+  steps.run = [&](const StepPlan& plan) {
     Stopwatch step_watch;
     std::vector<PackedBatch> micro =
         envs ? sample_demonstration_batch(*task, *envs, *protocol, config.agent, mc.max_position_embeddings, data_rng,
@@ -141,61 +147,64 @@ SftSummary run_sft(const SftConfig& config, const Json& resolved_config) {
       masks.push_back(target_mask(b));
       norm.merge(LossNormalizer::over_batch(LossAgg::kTokenMean, offsets.back(), masks.back()));
     }
-    UpdateResult r = updater.step(
+    r = updater.step(
         micro, fwd,
         [&](size_t m, const Activations& acts) {
           return sft_loss(offsets[m], {acts.logp.data<float>(), static_cast<size_t>(acts.num_tokens)}, masks[m],
                           norm);
         },
         config.steps);
-    const double dt = step_watch.seconds();
+    dt = step_watch.seconds();
     train_seconds += dt;
     window_seconds += dt;
     window_tokens += static_cast<double>(r.tokens);
+    ++steps_trained;
     summary.final_loss = r.loss;
 
-    Json record = {{"step", step},           {"loss", r.loss},         {"grad_norm", r.grad_norm},
-                   {"lr", r.lr},             {"skipped", r.skipped},   {"tokens/trained", r.tokens},
-                   {"step_s", dt},           {"elapsed_s", wall.seconds()}};
-    const bool last = step == config.steps;
-    if (last) updater.check_some_step_applied("sft " + run.path());
-    if (last || (config.eval_every > 0 && step % config.eval_every == 0)) {
+    eval_record = Json::object();
+    if (plan.last) updater.check_some_step_applied("sft " + run.path());
+    if (plan.evaluate) {
       Stopwatch eval_watch;
       EvalStats ev;
       if (envs) {
         const AgentEvalResult a = evaluate_episodes(model, params, *task, tok, config.agent, config.chat, eval_opts,
                                                     mc.max_position_embeddings);
         ev = a.stats;
-        for (const auto& [k, v] : a.metrics) record[k] = v;
+        for (const auto& [k, v] : a.metrics) eval_record[k] = v;
       } else {
         ev = evaluate(model, params, *task, tok, eval_opts);
       }
       summary.final_accuracy = ev.accuracy;
-      record["eval/accuracy"] = ev.accuracy;
-      record["eval/mean_reward"] = ev.mean_reward;
-      for (const ClassStats& c : ev.classes) record["eval/class/" + c.label] = c.accuracy;
-      record["eval/seconds"] = eval_watch.seconds();
+      eval_record["eval/accuracy"] = ev.accuracy;
+      eval_record["eval/mean_reward"] = ev.mean_reward;
+      for (const ClassStats& c : ev.classes) eval_record["eval/class/" + c.label] = c.accuracy;
+      eval_record["eval/seconds"] = eval_watch.seconds();
       std::printf("eval  step %5lld | held-out accuracy %5.1f%% | mean reward %.3f | %d problems in %.1fs\n",
-                  static_cast<long long>(step), 100.0 * ev.accuracy, ev.mean_reward,
+                  static_cast<long long>(plan.step), 100.0 * ev.accuracy, ev.mean_reward,
                   static_cast<int>(config.eval_size), eval_watch.seconds());
     }
-    if (last || (config.checkpoint_every > 0 && step % config.checkpoint_every == 0)) {
-      summary.checkpoint = run.checkpoint_dir(step);
-      save_model_checkpoint(summary.checkpoint, params, /*overwrite=*/false, tokenizer_files_saved);
-      record["checkpoint"] = summary.checkpoint;
-    }
-    metrics.write(record);
-    if (step % config.log_every == 0 || step == 1 || last) {
-      const double eta = train_seconds / step * (config.steps - step);
-      std::printf("step %5lld/%lld | loss %.4f | grad %.3f | lr %.2e | %s trained tok/s | %.0f ms/step | ETA %s\n",
-                  static_cast<long long>(step), static_cast<long long>(config.steps), r.loss, r.grad_norm, r.lr,
-                  format_rate(window_tokens / window_seconds).c_str(), 1000.0 * train_seconds / step,
-                  format_duration(eta).c_str());
-      window_tokens = window_seconds = 0;
-    }
-    std::fflush(stdout);
-  }
-  summary.seconds = wall.seconds();
+  };
+  steps.write_checkpoint = model_checkpoint_writer(params, tokenizer_files_saved);
+  steps.records = [&](const StepPlan&) {
+    StepRecords out;
+    out.record = {{"loss", r.loss},     {"grad_norm", r.grad_norm},   {"lr", r.lr},
+                  {"skipped", r.skipped}, {"tokens/trained", r.tokens}, {"step_s", dt}};
+    out.record.update(eval_record);
+    return out;
+  };
+  steps.print_step_line = [&](const StepPlan& plan, double eta_s) {
+    std::printf("step %5lld/%lld | loss %.4f | grad %.3f | lr %.2e | %s trained tok/s | %.0f ms/step | ETA %s\n",
+                static_cast<long long>(plan.step), static_cast<long long>(config.steps), r.loss, r.grad_norm, r.lr,
+                format_rate(window_tokens / window_seconds).c_str(),
+                1000.0 * train_seconds / static_cast<double>(steps_trained), format_duration(eta_s).c_str());
+    window_tokens = window_seconds = 0;
+  };
+  const DriveResult driven = drive_steps(
+      run, {.last_step = config.steps, .eval_every = config.eval_every, .checkpoint_every = config.checkpoint_every,
+            .log_every = config.log_every},
+      steps, {.command = "sft", .metrics = &metrics});
+  summary.checkpoint = driven.checkpoint;
+  summary.seconds = driven.seconds;
   std::printf("sft done in %s: held-out accuracy %.1f%%, checkpoint %s\n", format_duration(summary.seconds).c_str(),
               100.0 * summary.final_accuracy, summary.checkpoint.c_str());
   return summary;

@@ -98,6 +98,40 @@ TEST(LoopResume, ResumedRunMatchesTheUninterruptedOneBitForBit) {
   expect_resume_matches_whole_run(root, resumable_run(root));
 }
 
+// A run stopped on request (TrainHooks::stop_requested, loop/run_driver.h) after step 3 ends with step 3's
+// checkpoint (not due: checkpoints come every 2 steps) and records; resumed, it runs steps 4-5 and its files equal the
+// uninterrupted run's.
+TEST(LoopResume, RunStoppedOnRequestEndsWithItsStepsCheckpointAndResumesBitForBit) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_resume_stop_test";
+  fs::remove_all(root);
+  const TrainConfig c = resumable_run(root);
+  TrainConfig whole = c;
+  whole.run_dir = (root / "whole").string();
+  const TrainSummary a = run_train(whole, config_to_json(whole));
+
+  TrainConfig cut = c;
+  cut.run_dir = (root / "stopped").string();
+  int asked = 0;
+  TrainHooks hooks;
+  hooks.stop_requested = [&] { return ++asked == 3; };
+  const TrainSummary stopped = run_train(cut, config_to_json(cut), nullptr, hooks);
+  EXPECT_EQ(stopped.mean_rewards.size(), 3u);
+  EXPECT_EQ(stopped.checkpoint, stopped.run_dir + "/checkpoints/step_3");
+  EXPECT_FALSE(fs::exists(stopped.run_dir + "/checkpoints/step_3.partial"));
+  EXPECT_EQ(read_jsonl(fs::path(stopped.run_dir) / "metrics.jsonl").size(), 3u);
+
+  const TrainSummary resumed = resume_train(stopped.run_dir);
+  EXPECT_EQ(resumed.mean_rewards.size(), 2u);  // steps 4 and 5
+  const std::vector<Json> ma = read_jsonl(fs::path(a.run_dir) / "metrics.jsonl");
+  const std::vector<Json> mb = read_jsonl(fs::path(stopped.run_dir) / "metrics.jsonl");
+  ASSERT_EQ(mb.size(), 5u);
+  for (size_t i = 0; i < ma.size(); ++i)
+    EXPECT_EQ(without_timing(ma[i]), without_timing(mb[i])) << "step " << i + 1;
+  EXPECT_EQ(read_jsonl(fs::path(a.run_dir) / "samples.jsonl"), read_jsonl(fs::path(stopped.run_dir) / "samples.jsonl"));
+  EXPECT_TRUE(same_weights(a.checkpoint, resumed.checkpoint));
+  fs::remove_all(root);
+}
+
 // Issue 34 item 6: an agent run whose episodes span steps (agent.turns_per_draw 2 of up to 5 guess turns) keeps
 // the episodes in flight in its checkpoints and, resumed, replays them into their environments: the resumed run
 // equals the uninterrupted one, metrics, samples and weights.
