@@ -13,6 +13,7 @@
 #include "loop/consistency_probe.h"
 #include "loop/controller.h"
 #include "loop/mismatch.h"
+#include "loop/rl_step.h"
 #include "loop/rollout_samples.h"
 #include "loop/step_draws.h"
 #include "model/checkpoint.h"
@@ -171,6 +172,58 @@ TEST(LoopTrain, AbsurdRewardsAreNamedWithTheirSample) {
   }
   EXPECT_TRUE(draw_with(1e308).find(") is 1e+308: a reward must be finite") != std::string::npos) << draw_with(1e308);
   EXPECT_EQ(draw_with(-1e9), "<no error>");
+}
+
+// The trainer scores a step's samples at the temperature and truncation the engine drew them with, which each
+// sample carries, not at what the config says when the step learns (a resume under --allow-config-change with
+// draws pending changes it in between): drawn at 0.7 with top_k 5 in logprob_space "sampled", the old log-probs
+// equal the engine's bit for bit though the config now says temperature 1 and no top_k. Samples of two
+// scorings in one batch are refused naming both.
+TEST(LoopTrain, TheStepScoresSamplesAsTheyWereDrawnNotAsTheConfigSaysNow) {
+  ModelConfig mc = model_preset("tiny");
+  mc.num_hidden_layers = 1;
+  ParameterStore params = init_random(mc, 8);
+  const Transformer model(mc);
+  EngineConfig engine;
+  engine.max_num_seqs = 16;
+  std::unique_ptr<RolloutBackend> rollout = make_colocated_rollout(model, params, engine);
+  TrainConfig drawn_with;
+  drawn_with.rollout.prompts_per_step = 2;
+  drawn_with.rollout.group_size = 2;
+  drawn_with.rollout.sampling.max_new_tokens = 6;
+  drawn_with.rollout.sampling.temperature = 0.7f;
+  drawn_with.rollout.sampling.top_k = 5;
+  drawn_with.algorithm.logprob_space = "sampled";
+  drawn_with.ppo.micro_batch_size = 2;  // two micro-batches of old log-probs
+  const std::unique_ptr<Task> task = make_task(drawn_with.task);
+  CharTokenizer tok;
+  ConstantReward scorer(1.0);
+  PhiloxStream data_rng(drawn_with.seed, 1), update_rng(drawn_with.seed, 2);
+  const StepDraws drawn = draw_step({drawn_with, *task, scorer, tok, *rollout, data_rng}, 1, 0);
+  for (const RolloutSample& s : drawn.drawn.samples)
+    ASSERT_TRUE(s.scoring == (LogprobScoring{0.7f, Truncation{5, 1.0f}})) << s.scoring.describe();
+
+  TrainConfig now = drawn_with;
+  now.rollout.sampling.temperature = 1.0f;
+  now.rollout.sampling.top_k = 0;
+  const auto learn = [&](StepDraws d) {
+    ParameterStore trained = params.clone();
+    PolicyUpdater actor(model, trained, now.optim);
+    RlContext ctx{now, *task, scorer, tok, model, trained, nullptr, actor, *rollout, data_rng, update_rng};
+    PhaseTimer timer;
+    return learn_step(ctx, std::move(d), timer);
+  };
+  const StepResult r = learn(drawn);
+  ASSERT_TRUE(r.metrics.count("mismatch/max_abs_dlogp"));
+  EXPECT_EQ(r.metrics.at("mismatch/max_abs_dlogp"), 0.0);
+
+  StepDraws mixed = drawn;
+  mixed.drawn.samples[3].scoring.temperature = 1.0f;
+  const std::string e = error_of([&] { learn(mixed); });
+  EXPECT_NE(e.find("sample 0 was drawn to be scored at temperature 0.7, top_k 5, top_p 1 but sample 3 at "
+                   "temperature 1, top_k 5, top_p 1"),
+            std::string::npos)
+      << e;
 }
 
 // Each source of rollout/trainer mismatch switched on alone (mismatch lab): the step's own samples and the

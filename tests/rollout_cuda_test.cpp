@@ -60,7 +60,7 @@ std::vector<std::vector<float>> trainer_logprobs(const ExecContext& ctx, const T
   }
   const PackedBatch batch = PackedBatch::from_sequences(seqs);
   ForwardOptions options;
-  options.temperature = request.sampling.temperature > 0 ? request.sampling.temperature : 1.0f;
+  options.temperature = request.sampling.scoring().temperature;
   Activations acts;
   const ParameterStore on_ctx = ctx.device() == Device::kCPU ? params : params.on(ctx);
   model.forward(ctx, on_ctx, batch, options, acts);
