@@ -16,12 +16,14 @@ inline void ensure(const ExecContext& ctx, Tensor& t, const Shape& shape) {
 
 // The arithmetic of a model's products in the compute dtype `round` on ctx without packed weights: on CUDA a
 // bf16 or fp16 model multiplies operands of its dtype on tensor cores, accumulating in fp32 (as the CPU's packed
-// bf16/fp16 panels do); OpenBLAS (the CPU's not-batch-invariant decode) multiplies its prepared weights in fp32.
+// bf16/fp16 panels do), a tf32 model its fp32 values as TF32 operands; OpenBLAS (the CPU's not-batch-invariant
+// decode) multiplies its prepared weights in fp32.
 inline DType model_math(const ExecContext& ctx, DType round) {
   if (ctx.device() == Device::kCPU) return DType::kF32;
-  return round == DType::kBF16  ? DType::kBF16
-         : round == DType::kF16 ? DType::kF16
-                                : DType::kF32;
+  return round == DType::kBF16   ? DType::kBF16
+         : round == DType::kF16  ? DType::kF16
+         : round == DType::kTF32 ? DType::kTF32
+                                 : DType::kF32;
 }
 
 // y (M,N) = x (M,K) @ weight^T rounded to `round` (kernels/ops.h): the packed kernel when `packed` (weight
@@ -48,8 +50,8 @@ inline void linear_residual(const ExecContext& ctx, const Tensor& x, const Tenso
     return;
   }
   if (y.raw() != residual.raw()) ctx.copy(residual, y);
-  if (round == DType::kF32) {
-    ops::matmul(ctx, x, false, weight, true, y, 1.0f, 1.0f);
+  if (storage_dtype(round) == DType::kF32) {  // fp32 values (tf32: in TF32 math on CUDA): nothing to round
+    ops::matmul(ctx, x, false, weight, true, y, 1.0f, 1.0f, model_math(ctx, round));
     return;
   }
   ensure(ctx, product, y.shape());

@@ -79,8 +79,9 @@ Engine::Engine(const Transformer& model, const ParameterStore& params, const Eng
       served_(engine_model_config(model.config(), config_)),
       context_(context),
       policy_version_(policy_version),
-      cache_(served_, resolve_num_blocks(config_, served_, model.numerics().compute), config_.block_size,
-             model.numerics().compute, context_),
+      // The KV cache holds the compute dtype's storage (tf32: fp32 values).
+      cache_(served_, resolve_num_blocks(config_, served_, storage_dtype(model.numerics().compute)),
+             config_.block_size, storage_dtype(model.numerics().compute), context_),
       blocks_(cache_.num_blocks, cache_.block_size, config_.prefix_cache) {
   RLCPP_CHECK(params.numel() == model.config().num_parameters(),
               "engine: parameter buffer of " << params.numel() << " floats, the model has "

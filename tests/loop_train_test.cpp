@@ -315,6 +315,45 @@ TEST(LoopTrain, BypassSkipsTheOldLogprobPhase) {
 
 // rollout.weight_sync: a name it does not know, cuda-ipc for a placement it does not feed, cuda-ipc off a GPU and
 // nccl workers on the trainer's GPU are each refused naming the key and what to set, before any work.
+// tf32 (fp32 values, products on CUDA tensor cores with TF32 operands) is a compute dtype a config reaches for a
+// role on a cuda device with numerics.batch_invariant false; on the CPU, or batch-invariant (the packed fma
+// chain has no TF32 form), it is refused naming the key. (No GPU is needed: the device is only parsed.)
+TEST(LoopTrain, Tf32IsAComputeDtypeOnlyForACudaRoleWithoutBatchInvariance) {
+  TrainConfig c;
+  c.device = "cuda";
+  c.numerics.batch_invariant = false;
+  c.trainer.dtype = "tf32";
+  c.rollout.dtype = "tf32";
+  EXPECT_EQ(c.trainer_numerics().compute, DType::kTF32);
+  EXPECT_EQ(c.rollout_numerics().compute, DType::kTF32);
+  EXPECT_EQ(c.rollout_numerics().compute_format(), DType::kF32);  // fp32 storage
+  EXPECT_EQ(error_of([&] { c.check_numerics_devices(); }), "<no error>");
+
+  TrainConfig invariant = c;
+  invariant.numerics.batch_invariant = true;
+  EXPECT_NE(error_of([&] { invariant.check_numerics_devices(); })
+                .find("config key 'trainer.dtype': \"tf32\" has no batch-invariant form (the packed fma chain "
+                      "multiplies fp32 operands), but numerics.batch_invariant is true"),
+            std::string::npos)
+      << error_of([&] { invariant.check_numerics_devices(); });
+
+  TrainConfig cpu_rollout = c;
+  cpu_rollout.rollout.device = "cpu";
+  EXPECT_NE(error_of([&] { cpu_rollout.check_numerics_devices(); })
+                .find("config key 'rollout.dtype': \"tf32\" multiplies on CUDA tensor cores, but this role runs on "
+                      "the CPU"),
+            std::string::npos)
+      << error_of([&] { cpu_rollout.check_numerics_devices(); });
+  TrainConfig cpu = c;
+  cpu.device = "cpu";  // the CPU trainer is always batch-invariant: the device is named first
+  EXPECT_NE(error_of([&] { cpu.check_numerics_devices(); }).find("config key 'trainer.dtype': \"tf32\" multiplies on "
+                                                                 "CUDA tensor cores, but this role runs on the CPU"),
+            std::string::npos);
+  TrainConfig remote = cpu_rollout;  // a remote worker checks its own --device
+  remote.rollout.placement = "remote";
+  EXPECT_EQ(error_of([&] { remote.check_numerics_devices(); }), "<no error>");
+}
+
 TEST(LoopTrain, WeightSyncSettingsAreCheckedByName) {
   TrainConfig cfg;
   cfg.rollout.weight_sync = "gloo";
