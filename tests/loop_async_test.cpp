@@ -113,22 +113,19 @@ TEST(LoopAsync, PendingDrawsRoundTripExactlyAndBadOnesAreNamed) {
   // The scoring a pending step's samples were drawn with survives: the resumed step scores them at it.
   EXPECT_TRUE(back.drawn.samples[0].scoring == d.drawn.samples[0].scoring) << back.drawn.samples[0].scoring.describe();
   EXPECT_TRUE(back.drawn.rollout.samples[0].scoring == d.drawn.rollout.samples[0].scoring);
-  Json unscored = j;  // a file written before samples carried their scoring
-  unscored["trainer_samples"][0].erase("scoring");
-  EXPECT_NE(error_of([&] { step_draws_from_json(unscored, "pending"); })
-                .find("pending trainer_samples[0]: no key 'scoring' (the temperature and truncation the sample was "
-                      "drawn with"),
-            std::string::npos);
-  Json rescored = j;
+  Json unscored = j, rescored = j, cold = j;
+  unscored["trainer_samples"][0].erase("scoring");  // a file written before samples carried their scoring
   rescored["trainer_samples"][0]["scoring"]["temperature"] = 1.0;
-  EXPECT_NE(error_of([&] { step_draws_from_json(rescored, "pending"); })
-                .find("samples[0] was drawn at temperature 0.7, top_k 5, top_p 0.9 but trainer_samples[0] is to be "
-                      "scored at temperature 1, top_k 5, top_p 0.9"),
-            std::string::npos);
-  Json cold = j;
   cold["samples"][0]["scoring"]["temperature"] = 0.0;
-  EXPECT_NE(error_of([&] { step_draws_from_json(cold, "pending"); }).find("samples[0] scoring: temperature 0 is not"),
-            std::string::npos);
+  for (const auto& [file, needle] : std::vector<std::pair<Json, std::string>>{
+           {unscored, "pending trainer_samples[0]: no key 'scoring' (the temperature and truncation the sample was "
+                      "drawn with"},
+           {rescored, "samples[0] was drawn at temperature 0.7, top_k 5, top_p 0.9 but trainer_samples[0] is to be "
+                      "scored at temperature 1, top_k 5, top_p 0.9"},
+           {cold, "samples[0] scoring: temperature 0 is not"}}) {
+    const std::string e = error_of([&] { step_draws_from_json(file, "pending"); });
+    EXPECT_NE(e.find(needle), std::string::npos) << e;
+  }
 
   Json older = j;
   older["samples"][0]["policy_version"] = 4;

@@ -144,25 +144,43 @@ class ConstantReward : public RewardFunction {
   double value_;
 };
 
+// A one-layer tiny policy and its colocated engine, and a config of 2 prompts x 2 samples a step: what the tests
+// of one step's draw and learning use.
+struct TinyStep {
+  ModelConfig mc = one_layer_tiny();
+  ParameterStore params = init_random(mc, 8);
+  Transformer model{mc};
+  std::unique_ptr<RolloutBackend> rollout = make_colocated_rollout(model, params, small_engine());
+  TrainConfig config = two_by_two();
+  std::unique_ptr<Task> task = make_task(config.task);
+  CharTokenizer tok;
+  PhiloxStream data_rng{config.seed, 1};
+
+  static ModelConfig one_layer_tiny() {
+    ModelConfig mc = model_preset("tiny");
+    mc.num_hidden_layers = 1;
+    return mc;
+  }
+  static EngineConfig small_engine() {
+    EngineConfig engine;
+    engine.max_num_seqs = 16;
+    return engine;
+  }
+  static TrainConfig two_by_two() {
+    TrainConfig c;
+    c.rollout.prompts_per_step = 2;
+    c.rollout.group_size = 2;
+    return c;
+  }
+};
+
 // Rewards of +-1e308 made every step non-finite, and the run stopped advising a lower optim.lr: a reward that is
 // not finite or past +-1e9 is named where it is drawn, with its step, sample, task, prompt and value.
 TEST(LoopTrain, AbsurdRewardsAreNamedWithTheirSample) {
-  ModelConfig mc = model_preset("tiny");
-  mc.num_hidden_layers = 1;
-  const ParameterStore params = init_random(mc, 8);
-  const Transformer model(mc);
-  EngineConfig engine;
-  engine.max_num_seqs = 16;
-  std::unique_ptr<RolloutBackend> rollout = make_colocated_rollout(model, params, engine);
-  TrainConfig c;
-  c.rollout.prompts_per_step = 2;
-  c.rollout.group_size = 2;
-  const std::unique_ptr<Task> task = make_task(c.task);
-  CharTokenizer tok;
-  PhiloxStream data_rng(c.seed, 1);
+  TinyStep t;
   const auto draw_with = [&](double reward) {
     ConstantReward scorer(reward);
-    return error_of([&] { draw_step({c, *task, scorer, tok, *rollout, data_rng}, 3, 0); });
+    return error_of([&] { draw_step({t.config, *t.task, scorer, t.tok, *t.rollout, t.data_rng}, 3, 0); });
   };
   for (const double absurd : {1e308, -1e308, 1e30, std::nan(""), -std::numeric_limits<double>::infinity()}) {
     const std::string e = draw_with(absurd);
@@ -180,26 +198,16 @@ TEST(LoopTrain, AbsurdRewardsAreNamedWithTheirSample) {
 // equal the engine's bit for bit though the config now says temperature 1 and no top_k. Samples of two
 // scorings in one batch are refused naming both.
 TEST(LoopTrain, TheStepScoresSamplesAsTheyWereDrawnNotAsTheConfigSaysNow) {
-  ModelConfig mc = model_preset("tiny");
-  mc.num_hidden_layers = 1;
-  ParameterStore params = init_random(mc, 8);
-  const Transformer model(mc);
-  EngineConfig engine;
-  engine.max_num_seqs = 16;
-  std::unique_ptr<RolloutBackend> rollout = make_colocated_rollout(model, params, engine);
-  TrainConfig drawn_with;
-  drawn_with.rollout.prompts_per_step = 2;
-  drawn_with.rollout.group_size = 2;
+  TinyStep t;
+  TrainConfig& drawn_with = t.config;
   drawn_with.rollout.sampling.max_new_tokens = 6;
   drawn_with.rollout.sampling.temperature = 0.7f;
   drawn_with.rollout.sampling.top_k = 5;
   drawn_with.algorithm.logprob_space = "sampled";
   drawn_with.ppo.micro_batch_size = 2;  // two micro-batches of old log-probs
-  const std::unique_ptr<Task> task = make_task(drawn_with.task);
-  CharTokenizer tok;
   ConstantReward scorer(1.0);
-  PhiloxStream data_rng(drawn_with.seed, 1), update_rng(drawn_with.seed, 2);
-  const StepDraws drawn = draw_step({drawn_with, *task, scorer, tok, *rollout, data_rng}, 1, 0);
+  PhiloxStream update_rng(drawn_with.seed, 2);
+  const StepDraws drawn = draw_step({drawn_with, *t.task, scorer, t.tok, *t.rollout, t.data_rng}, 1, 0);
   for (const RolloutSample& s : drawn.drawn.samples)
     ASSERT_TRUE(s.scoring == (LogprobScoring{0.7f, Truncation{5, 1.0f}})) << s.scoring.describe();
 
@@ -207,9 +215,9 @@ TEST(LoopTrain, TheStepScoresSamplesAsTheyWereDrawnNotAsTheConfigSaysNow) {
   now.rollout.sampling.temperature = 1.0f;
   now.rollout.sampling.top_k = 0;
   const auto learn = [&](StepDraws d) {
-    ParameterStore trained = params.clone();
-    PolicyUpdater actor(model, trained, now.optim);
-    RlContext ctx{now, *task, scorer, tok, model, trained, nullptr, actor, *rollout, data_rng, update_rng};
+    ParameterStore trained = t.params.clone();
+    PolicyUpdater actor(t.model, trained, now.optim);
+    RlContext ctx{now, *t.task, scorer, t.tok, t.model, trained, nullptr, actor, *t.rollout, t.data_rng, update_rng};
     PhaseTimer timer;
     return learn_step(ctx, std::move(d), timer);
   };
@@ -313,8 +321,6 @@ TEST(LoopTrain, BypassSkipsTheOldLogprobPhase) {
   EXPECT_THROW(cfg.validate(), Error);  // a correction against old / rollout = 1 is refused
 }
 
-// rollout.weight_sync: a name it does not know, cuda-ipc for a placement it does not feed, cuda-ipc off a GPU and
-// nccl workers on the trainer's GPU are each refused naming the key and what to set, before any work.
 // tf32 (fp32 values, products on CUDA tensor cores with TF32 operands) is a compute dtype a config reaches for a
 // role on a cuda device with numerics.batch_invariant false; on the CPU, or batch-invariant (the packed fma
 // chain has no TF32 form), it is refused naming the key. (No GPU is needed: the device is only parsed.)
@@ -328,32 +334,29 @@ TEST(LoopTrain, Tf32IsAComputeDtypeOnlyForACudaRoleWithoutBatchInvariance) {
   EXPECT_EQ(c.rollout_numerics().compute, DType::kTF32);
   EXPECT_EQ(c.rollout_numerics().compute_format(), DType::kF32);  // fp32 storage
   EXPECT_EQ(error_of([&] { c.check_numerics_devices(); }), "<no error>");
-
-  TrainConfig invariant = c;
-  invariant.numerics.batch_invariant = true;
-  EXPECT_NE(error_of([&] { invariant.check_numerics_devices(); })
-                .find("config key 'trainer.dtype': \"tf32\" has no batch-invariant form (the packed fma chain "
-                      "multiplies fp32 operands), but numerics.batch_invariant is true"),
-            std::string::npos)
-      << error_of([&] { invariant.check_numerics_devices(); });
-
-  TrainConfig cpu_rollout = c;
-  cpu_rollout.rollout.device = "cpu";
-  EXPECT_NE(error_of([&] { cpu_rollout.check_numerics_devices(); })
-                .find("config key 'rollout.dtype': \"tf32\" multiplies on CUDA tensor cores, but this role runs on "
-                      "the CPU"),
-            std::string::npos)
-      << error_of([&] { cpu_rollout.check_numerics_devices(); });
-  TrainConfig cpu = c;
-  cpu.device = "cpu";  // the CPU trainer is always batch-invariant: the device is named first
-  EXPECT_NE(error_of([&] { cpu.check_numerics_devices(); }).find("config key 'trainer.dtype': \"tf32\" multiplies on "
-                                                                 "CUDA tensor cores, but this role runs on the CPU"),
-            std::string::npos);
-  TrainConfig remote = cpu_rollout;  // a remote worker checks its own --device
+  TrainConfig remote = c;  // a remote worker checks its own --device
   remote.rollout.placement = "remote";
+  remote.rollout.device = "cpu";
   EXPECT_EQ(error_of([&] { remote.check_numerics_devices(); }), "<no error>");
+
+  TrainConfig invariant = c, cpu_rollout = c, cpu = c;
+  invariant.numerics.batch_invariant = true;
+  cpu_rollout.rollout.device = "cpu";
+  cpu.device = "cpu";  // the CPU trainer is always batch-invariant: the device is named first
+  for (const auto& [config, needle] : std::vector<std::pair<TrainConfig, std::string>>{
+           {invariant, "config key 'trainer.dtype': \"tf32\" has no batch-invariant form (the packed fma chain "
+                       "multiplies fp32 operands), but numerics.batch_invariant is true"},
+           {cpu_rollout, "config key 'rollout.dtype': \"tf32\" multiplies on CUDA tensor cores, but this role runs on "
+                         "the CPU"},
+           {cpu, "config key 'trainer.dtype': \"tf32\" multiplies on CUDA tensor cores, but this role runs on the "
+                 "CPU"}}) {
+    const std::string e = error_of([&] { config.check_numerics_devices(); });
+    EXPECT_NE(e.find(needle), std::string::npos) << e;
+  }
 }
 
+// rollout.weight_sync: a name it does not know, cuda-ipc for a placement it does not feed, cuda-ipc off a GPU and
+// nccl workers on the trainer's GPU are each refused naming the key and what to set, before any work.
 TEST(LoopTrain, WeightSyncSettingsAreCheckedByName) {
   TrainConfig cfg;
   cfg.rollout.weight_sync = "gloo";
