@@ -49,8 +49,9 @@ Command add_serve_command(CLI::App& app) {
   cmd->add_option("--max-n", a->serve.limits.max_n, "largest n of a request (400 beyond)");
   cmd->add_option("--max-concurrency", a->serve.limits.max_concurrency,
                   "requests served at once; one more is answered 429");
-  cmd->add_option("--dtype", a->dtype, "compute dtype of the engine: fp32, bf16, fp16 (model/numerics.h), or tf32 on a cuda --device with "
-                  "--batch-invariant false");
+  cmd->add_option("--dtype", a->dtype,
+                  "compute dtype of the engine: fp32, bf16, fp16 (model/numerics.h), or tf32 on a cuda --device "
+                  "with --batch-invariant false");
   cmd->add_option("--quantization", a->quantization, "decoder Linear weights: none, int8 or fp8_e4m3");
   cmd->add_option("--batch-invariant", a->batch_invariant,
                   "true: packed batch-invariant products (a seeded request samples the same tokens whatever else is "

@@ -24,8 +24,8 @@ struct LogprobScoring {
 // of top_k / top_p (greedy keeps one token, whose truncated log-prob would be 0 whatever the policy).
 LogprobScoring logprob_scoring(float sampling_temperature, int64_t top_k, float top_p, bool truncated_space);
 
-// Throws "WHAT: temperature T is not ..." (or names top_k / top_p) unless the temperature is finite and >= kMinTemperature, top_k >= 0
-// and top_p in (0, 1]: for values read back from a wire message or a file.
+// Throws "WHAT: temperature T is not ..." (or names top_k / top_p) unless the temperature is finite and
+// >= kMinTemperature, top_k >= 0 and top_p in (0, 1]: for values read back from a wire message or a file.
 void check_logprob_scoring(const LogprobScoring& scoring, const std::string& what);
 
 }  // namespace rlcpp

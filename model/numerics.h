@@ -4,8 +4,8 @@
 //                    of that dtype (rounded to nearest even at the op boundaries a GPU model of that dtype rounds
 //                    them), every product and reduction accumulates in fp32. tf32 stores fp32 (nothing is rounded
 //                    at op boundaries: storage_dtype(kTF32) is kF32) and runs the cuBLAS products on CUDA tensor
-//                    cores with TF32 operands (10 mantissa bits): CUDA only, not batch-invariant. fp32 master weights and AdamW
-//                    always; in bf16/fp16 the backward differentiates the fp32 expressions at the rounded
+//                    cores with TF32 operands (10 mantissa bits): CUDA only, not batch-invariant. fp32 master
+//                    weights and AdamW always; in bf16/fp16 the backward differentiates the fp32 expressions at the rounded
 //                    activations (each rounding is the identity in the backward, as autocast's casts are).
 //   linear_weights   how the decoder layers' Linear weights are stored: the compute dtype's format, or a
 //                    weight-only quantisation (int8, fp8_e4m3, one scale per output channel). The rollout
