@@ -194,7 +194,7 @@ Sample sample_from_json(const Json& j, const std::string& where) {
 }
 
 Json trainer_sample_to_json(const RolloutSample& s) {
-  Json j = {{"prompt", s.prompt},   {"response", s.response}, {"mask", s.mask}, {"rollout_logp", s.rollout_logp},
+  Json j = {{"prompt", s.prompt}, {"response", s.response}, {"mask", s.mask}, {"rollout_logp", s.rollout_logp},
             {"scoring", scoring_to_json(s.scoring)}};
   if (!s.versions.empty()) j["versions"] = s.versions;
   return j;
