@@ -40,7 +40,9 @@ Command add_eval_command(CLI::App& app) {
                    "sampling temperature: 0 = greedy, else finite and >= 1e-3 (colder overflows fp32)");
   add_seed_option(cmd, "--seed", a->seed, "sampling seed (a non-negative integer)");
   cmd->add_option("--max-new-tokens", a->max_new_tokens, "response length limit (default: the task's)");
-  cmd->add_option("--dtype", a->dtype, "compute dtype of the engine: fp32, bf16 or fp16 (model/numerics.h)");
+  cmd->add_option("--dtype", a->dtype,
+                  "compute dtype of the engine: fp32, bf16, fp16 (model/numerics.h), or tf32 on a cuda --device "
+                  "with --batch-invariant false");
   cmd->add_option("--quantization", a->quantization, "decoder Linear weights: none, int8 or fp8_e4m3");
   cmd->add_option("--batch-invariant", a->batch_invariant,
                   "true: packed batch-invariant products; false: OpenBLAS decode (sum order depends on the batch)");
@@ -56,8 +58,11 @@ Command add_eval_command(CLI::App& app) {
                              << " sequences");
     ParameterStore params = load_model_checkpoint(a->checkpoint);
     // The rollout engine generates in these numerics: evaluate a checkpoint as the RL loop's rollouts run it.
-    const Transformer model(params.config(),
-                            make_numerics(a->dtype, a->quantization, a->batch_invariant, "--dtype", "--quantization"));
+    const ModelNumerics numerics =
+        make_numerics(a->dtype, a->quantization, a->batch_invariant, "--dtype", "--quantization");
+    check_numerics_device(numerics, parse_device_spec(a->device, "eval --device").device, "--dtype",
+                          "--batch-invariant");
+    const Transformer model(params.config(), numerics);
     TaskConfig tc;
     Json task_json = {{"name", a->task}};
     for (const auto& o : a->task_overrides) apply_override(task_json, o);

@@ -58,7 +58,9 @@ Command add_generate_command(CLI::App& app) {
                 "print each prompt as the model sees it first (the rendered chat template, special tokens written "
                 "out) with its token count");
   cmd->add_option("--out", a->out, "write one JSON line per sample here (default: print)");
-  cmd->add_option("--dtype", a->dtype, "compute dtype of the engine: fp32, bf16 or fp16 (model/numerics.h)");
+  cmd->add_option("--dtype", a->dtype,
+                  "compute dtype of the engine: fp32, bf16, fp16 (model/numerics.h), or tf32 on a cuda --device "
+                  "with --batch-invariant false");
   cmd->add_option("--quantization", a->quantization, "decoder Linear weights: none, int8 or fp8_e4m3");
   cmd->add_option("--batch-invariant", a->batch_invariant,
                   "true: packed batch-invariant products; false: OpenBLAS decode (sum order depends on the batch)");
@@ -80,6 +82,8 @@ Command add_generate_command(CLI::App& app) {
     ParameterStore params = load_model_checkpoint(a->checkpoint);
     const ModelNumerics numerics =
         make_numerics(a->dtype, a->quantization, a->batch_invariant, "--dtype", "--quantization");
+    check_numerics_device(numerics, parse_device_spec(a->device, "generate --device").device, "--dtype",
+                          "--batch-invariant");
     const std::unique_ptr<Tokenizer> tokenizer =
         load_tokenizer(choose_tokenizer(a->tokenizer, a->checkpoint), params.config(), a->chat);
     const Tokenizer& tok = *tokenizer;

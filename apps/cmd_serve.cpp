@@ -49,7 +49,9 @@ Command add_serve_command(CLI::App& app) {
   cmd->add_option("--max-n", a->serve.limits.max_n, "largest n of a request (400 beyond)");
   cmd->add_option("--max-concurrency", a->serve.limits.max_concurrency,
                   "requests served at once; one more is answered 429");
-  cmd->add_option("--dtype", a->dtype, "compute dtype of the engine: fp32, bf16 or fp16 (model/numerics.h)");
+  cmd->add_option("--dtype", a->dtype,
+                  "compute dtype of the engine: fp32, bf16, fp16 (model/numerics.h), or tf32 on a cuda --device "
+                  "with --batch-invariant false");
   cmd->add_option("--quantization", a->quantization, "decoder Linear weights: none, int8 or fp8_e4m3");
   cmd->add_option("--batch-invariant", a->batch_invariant,
                   "true: packed batch-invariant products (a seeded request samples the same tokens whatever else is "
@@ -84,9 +86,11 @@ Command add_serve_command(CLI::App& app) {
     ec.max_context = std::min(ec.max_context > 0 ? ec.max_context : params.config().max_position_embeddings,
                               params.config().max_position_embeddings);
     ec.max_num_batched_tokens = std::max(ec.max_num_batched_tokens, ec.max_context);
-    const Transformer model(engine_model_config(params.config(), ec),
-                            make_numerics(a->dtype, a->quantization, a->batch_invariant, "serve --dtype",
-                                          "serve --quantization"));
+    const ModelNumerics numerics =
+        make_numerics(a->dtype, a->quantization, a->batch_invariant, "serve --dtype", "serve --quantization");
+    check_numerics_device(numerics, parse_device_spec(a->device, "serve --device").device, "serve --dtype",
+                          "serve --batch-invariant");
+    const Transformer model(engine_model_config(params.config(), ec), numerics);
     Engine engine(model, params, ec, 0, context_for_device(a->device, "serve --device"));
     ServeLoop loop(engine);
     ServeHttp http(loop, *tok, a->serve, ec.max_context, params.config().vocab_size);

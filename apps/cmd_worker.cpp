@@ -57,7 +57,9 @@ Command add_worker_command(CLI::App& app) {
   cmd->add_flag("--exit-with-parent", a->exit_with_parent,
                 "stop when the process that started the worker dies (rlcpp train passes it)");
   cmd->add_option("--max-message-mib", a->max_message_mib, "largest message accepted (MiB)");
-  cmd->add_option("--dtype", a->dtype, "compute dtype: fp32, bf16 or fp16 (model/numerics.h)");
+  cmd->add_option("--dtype", a->dtype,
+                  "compute dtype: fp32, bf16, fp16 (model/numerics.h), or tf32 on a cuda --device with "
+                  "--batch-invariant false");
   cmd->add_option("--quantization", a->quantization, "decoder Linear weights: none, int8 or fp8_e4m3");
   cmd->add_option("--batch-invariant", a->batch_invariant,
                   "true: packed batch-invariant products; false: OpenBLAS decode (sum order depends on the batch)");

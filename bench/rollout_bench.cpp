@@ -206,7 +206,9 @@ int run_rollout_bench(const RolloutBenchOptions& o) {
   const ExecContext context = context_for_device(o.device, "bench rollout --device");
   const ModelConfig mc = model_shapes(o.preset);
   const ParameterStore params = init_random(mc, 1);
-  const Transformer model(mc, make_numerics(o.dtype, "none", o.batch_invariant, "bench rollout --dtype", ""));
+  const ModelNumerics numerics = make_numerics(o.dtype, "none", o.batch_invariant, "bench rollout --dtype", "");
+  check_numerics_device(numerics, context.device(), "bench rollout --dtype", "bench rollout --batch-invariant");
+  const Transformer model(mc, numerics);
   // The same weights for the real peers, as a Hugging Face directory.
   std::optional<TempDir> checkpoint;
   if (!real.empty()) {

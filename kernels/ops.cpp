@@ -292,6 +292,7 @@ void rmsnorm_forward(const ExecContext& ctx, const Tensor& x, const Tensor& weig
   expect_shape(op, {"out", &out}, x.shape());
   expect_shape(op, {"rstd", &rstd}, {x.size(0)});
   RLCPP_CHECK(eps >= 0.0f, op << ": eps = " << eps << ", expected >= 0");
+  round = storage_dtype(round);  // a tf32 model's activations are fp32 values: not rounded
   check_round(op, round);
   d.backend.rmsnorm_forward(d.k, f32(x), f32(weight), eps, f32(out), f32(rstd), x.size(0), x.size(1), round);
 }

@@ -19,6 +19,7 @@ struct Truncation {
   int64_t top_k = 0;   // 0 = off
   float top_p = 1.0f;  // 1 = off
   bool active(int64_t vocab_size) const { return (top_k > 0 && top_k < vocab_size) || top_p < 1.0f; }
+  bool operator==(const Truncation&) const = default;
 };
 
 // Per-thread buffers sized to the vocabulary.

@@ -19,8 +19,9 @@ bool same_group(const Episode& a, const Episode& b) { return a.first_step == b.f
 
 }  // namespace
 
-RolloutSample episode_sample(const Episode& e) {
+RolloutSample episode_sample(const Episode& e, const LogprobScoring& scoring) {
   RolloutSample s;
+  s.scoring = scoring;
   s.prompt = e.prompt;
   s.response = e.tokens;
   s.mask = e.loss_mask();
@@ -29,8 +30,9 @@ RolloutSample episode_sample(const Episode& e) {
   return s;
 }
 
-Sample episode_engine_sample(const Episode& e, int64_t prompt_index) {
+Sample episode_engine_sample(const Episode& e, int64_t prompt_index, const LogprobScoring& scoring) {
   Sample s;
+  s.scoring = scoring;
   s.prompt_index = prompt_index;
   s.sample_index = e.sample_index;
   s.tokens = e.tokens;
@@ -125,6 +127,8 @@ EpisodeDraw AgentRollout::draw(RolloutBackend& backend, PhiloxStream& data_rng, 
   SamplingParams base = cfg.rollout.sampling;
   base.logprob_space = cfg.algorithm.logprob_space;
   const std::unique_ptr<RolloutTurnEngine> engine = backend.turn_engine(base);
+  // Every turn samples with `base` (loop/engine_turns.h), so every episode's log-probs are of its scoring.
+  const LogprobScoring scoring = base.scoring();
   std::vector<Episode*> run;
   for (Episode& e : episodes) run.push_back(&e);
   const RunnerTotals totals = run_episodes(run, *engine, envs_->factory(), *protocol_, cfg.agent,
@@ -151,7 +155,7 @@ EpisodeDraw AgentRollout::draw(RolloutBackend& backend, PhiloxStream& data_rng, 
           RLCPP_CHECK(e.sources[t] != TokenSource::kModel || (e.versions[t] >= 0 && e.versions[t] <= version),
                       "agent: episode " << episode_key(e) << " token " << t << " carries policy version "
                                         << e.versions[t] << ", the engine holds " << version);
-        out.rollout.samples.push_back(episode_engine_sample(e, prompt_index));
+        out.rollout.samples.push_back(episode_engine_sample(e, prompt_index, scoring));
         if (cfg.agent.tokenization == "retokenize") {
           const Retokenized r = retokenize(e, *hf, *protocol_, cfg.chat.system, cfg.chat.enable_thinking);
           RolloutSample s;
@@ -159,10 +163,11 @@ EpisodeDraw AgentRollout::draw(RolloutBackend& backend, PhiloxStream& data_rng, 
           s.response = r.response;
           s.mask = r.mask;
           s.rollout_logp = r.rollout_logp;
+          s.scoring = scoring;
           out.samples.push_back(std::move(s));
           differs += r.differs ? 1 : 0;
         } else {
-          out.samples.push_back(episode_sample(e));
+          out.samples.push_back(episode_sample(e, scoring));
         }
         out.rewards.push_back(episode_reward(e));
         out.episodes.push_back(std::move(e));

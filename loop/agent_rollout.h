@@ -63,9 +63,10 @@ class AgentRollout {
   std::vector<Episode> in_flight_;  // whole groups, in the order drawn
 };
 
-// An episode as the trainer's sample (tito) and the engine's Sample; `prompt_index`: its group in the draw.
-RolloutSample episode_sample(const Episode& episode);
-Sample episode_engine_sample(const Episode& episode, int64_t prompt_index);
+// An episode as the trainer's sample (tito) and the engine's Sample; `prompt_index`: its group in the draw;
+// `scoring`: the distribution its turns' log-probs are of (SamplingParams::scoring of the turns' sampling).
+RolloutSample episode_sample(const Episode& episode, const LogprobScoring& scoring);
+Sample episode_engine_sample(const Episode& episode, int64_t prompt_index, const LogprobScoring& scoring);
 // Its return as a reward (components: turns, tool_calls, tool_errors, env_tokens, truncated, success).
 RewardResult episode_reward(const Episode& episode);
 // agent/* over `episodes`: turns_mean, tool_calls, tool_errors, tool_success, env_tokens, truncated, success,

@@ -28,6 +28,7 @@ void filter_informative_groups(ScoredBatch& batch, int64_t group_size, const Fil
               "filter_groups: a batch of " << n << " samples is not whole groups of " << group_size);
   ScoredBatch kept;
   kept.temperature = batch.temperature;
+  kept.truncation = batch.truncation;
   kept.max_response = batch.max_response;
   int64_t informative = 0, kept_groups = 0;
   for (size_t first = 0; first < n; first += g) {

@@ -139,9 +139,10 @@ StepResult learn_step(RlContext& ctx, StepDraws&& drawn, PhaseTimer& timer) {
   ScoredBatch batch;
   int64_t sequence_tokens = 0;
   batch.samples = std::move(drawn.drawn.samples);
-  batch.temperature = cfg.rollout.sampling.temperature > 0 ? cfg.rollout.sampling.temperature : 1.0f;
-  if (cfg.algorithm.logprob_space == "sampled" && cfg.rollout.sampling.temperature > 0)
-    batch.truncation = Truncation{cfg.rollout.sampling.top_k, cfg.rollout.sampling.top_p};
+  // Scored as the engine drew them (each sample carries it), not as the config says now.
+  const LogprobScoring scoring = common_logprob_scoring(batch.samples, LogprobScoring{});
+  batch.temperature = scoring.temperature;
+  batch.truncation = scoring.truncation;
   for (const auto& [k, v] : rollout_metrics(rollout)) out.metrics[k] = v;
   // The engine's wall time for these draws (in this step, or ahead of it in the async pipeline; 0 for draws a
   // resume read back from a checkpoint): what rollout tokens/s divides by.

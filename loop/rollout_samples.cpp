@@ -36,6 +36,7 @@ std::vector<RolloutSample> to_rollout_samples(const Request& request, const Roll
     r.prompt = request.prompts[static_cast<size_t>(s.prompt_index)];
     r.response = s.tokens;
     r.rollout_logp = s.logprobs;
+    r.scoring = s.scoring;
     out.push_back(std::move(r));
   }
   return out;

@@ -8,6 +8,7 @@
 #include "core/metrics.h"
 #include "loop/group_filter.h"
 #include "loop/rollout_samples.h"
+#include "loop/train_checkpoint.h"
 #include "reward/overlong_penalty.h"
 #include "reward/reward_result.h"
 
@@ -141,6 +142,24 @@ Problem problem_from_json(const Json& j, const std::string& where) {
           json_get<uint64_t>(j, "id", where)};
 }
 
+Json scoring_to_json(const LogprobScoring& s) {
+  return {{"temperature", s.temperature}, {"top_k", s.truncation.top_k}, {"top_p", s.truncation.top_p}};
+}
+// Files written before samples carried their scoring have none: refused, since the config it would be re-derived
+// from may have changed since the draw.
+LogprobScoring scoring_from_json(const Json& j, const std::string& where) {
+  RLCPP_CHECK(j.contains("scoring"),
+              where << ": no key 'scoring' (the temperature and truncation the sample was drawn with; files "
+                       "written before samples carried it lack it): resume from a checkpoint without "
+                    << kPendingRolloutsFile << ", or from a newer one");
+  const Json& s = json_field(j, "scoring", where);
+  const std::string at = where + " scoring";
+  LogprobScoring scoring{json_get<float>(s, "temperature", at),
+                         Truncation{json_get<int64_t>(s, "top_k", at), json_get<float>(s, "top_p", at)}};
+  check_logprob_scoring(scoring, at);
+  return scoring;
+}
+
 Json sample_to_json(const Sample& s) {
   return {{"prompt_index", s.prompt_index},
           {"sample_index", s.sample_index},
@@ -150,7 +169,8 @@ Json sample_to_json(const Sample& s) {
           {"policy_version", s.policy_version},
           {"last_policy_version", s.last_policy_version},
           {"num_preemptions", s.num_preemptions},
-          {"times", {s.scheduled_s, s.first_token_s, s.finished_s}}};
+          {"times", {s.scheduled_s, s.first_token_s, s.finished_s}},
+          {"scoring", scoring_to_json(s.scoring)}};
 }
 Sample sample_from_json(const Json& j, const std::string& where) {
   Sample s;
@@ -169,11 +189,13 @@ Sample sample_from_json(const Json& j, const std::string& where) {
   const std::vector<double> times = json_get<std::vector<double>>(j, "times", where);
   RLCPP_CHECK(times.size() == 3, where << ": key 'times' must hold 3 seconds, has " << times.size());
   s.scheduled_s = times[0], s.first_token_s = times[1], s.finished_s = times[2];
+  s.scoring = scoring_from_json(j, where);
   return s;
 }
 
 Json trainer_sample_to_json(const RolloutSample& s) {
-  Json j = {{"prompt", s.prompt}, {"response", s.response}, {"mask", s.mask}, {"rollout_logp", s.rollout_logp}};
+  Json j = {{"prompt", s.prompt}, {"response", s.response}, {"mask", s.mask}, {"rollout_logp", s.rollout_logp},
+            {"scoring", scoring_to_json(s.scoring)}};
   if (!s.versions.empty()) j["versions"] = s.versions;
   return j;
 }
@@ -184,6 +206,7 @@ RolloutSample trainer_sample_from_json(const Json& j, const std::string& where) 
   s.mask = json_get<std::vector<float>>(j, "mask", where);
   s.rollout_logp = json_get<std::vector<float>>(j, "rollout_logp", where);
   if (j.contains("versions")) s.versions = json_get<std::vector<int64_t>>(j, "versions", where);
+  s.scoring = scoring_from_json(j, where);
   return s;
 }
 
@@ -289,6 +312,9 @@ StepDraws step_draws_from_json(const Json& j, const std::string& where) {
     RLCPP_CHECK(s.logprobs.size() == s.tokens.size() &&
                     (episodes || (d.drawn.samples[i].response == s.tokens && d.drawn.samples[i].rollout_logp == s.logprobs)),
                 where << ": samples[" << i << "] and trainer_samples[" << i << "] disagree");
+    RLCPP_CHECK(d.drawn.samples[i].scoring == s.scoring,
+                where << ": samples[" << i << "] was drawn at " << s.scoring.describe() << " but trainer_samples[" << i
+                      << "] is to be scored at " << d.drawn.samples[i].scoring.describe());
     if (episodes)
       RLCPP_CHECK(d.drawn.episodes[i].tokens == s.tokens,
                   where << ": samples[" << i << "] and episodes[" << i << "] disagree");

@@ -88,6 +88,14 @@ ModelNumerics TrainConfig::trainer_numerics() const {
   return make_numerics(trainer.dtype, "none", numerics.batch_invariant, "trainer.dtype", "trainer.quantization");
 }
 
+void TrainConfig::check_numerics_devices() const {
+  check_numerics_device(trainer_numerics(), parse_device_spec(device, "config key 'device'").device, "trainer.dtype",
+                        "numerics.batch_invariant");
+  if (rollout.placement != "remote")
+    check_numerics_device(rollout_numerics(), parse_device_spec(rollout_device(), "config key 'rollout.device'").device,
+                          "rollout.dtype", "numerics.batch_invariant");
+}
+
 namespace {
 
 // The model config of the checkpoint directory a config key names; the error names the key.
@@ -218,8 +226,7 @@ void validate_remote_workers(const RolloutSection& rollout) {
 }  // namespace
 
 void TrainConfig::validate() const {
-  rollout_numerics();
-  trainer_numerics();
+  check_numerics_devices();
   RLCPP_CHECK(rollout.sampling.logprob_space == "full",
               "config key 'rollout.sampling.logprob_space': rlcpp train sets it from algorithm.logprob_space (which "
               "the trainer reads too); set that instead, got \"" << rollout.sampling.logprob_space << "\"");

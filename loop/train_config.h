@@ -94,7 +94,8 @@ struct RolloutSection {
       "(other hosts), listed in rollout.remote, fed over zmq like split ones");
     v("dtype", dtype,
       "the rollout engine's compute dtype: fp32, bf16 or fp16 (weights, matmul inputs, activations and KV cache "
-      "in that dtype, fp32 accumulation; model/numerics.h)");
+      "in that dtype, fp32 accumulation; model/numerics.h), or tf32 (fp32 values, products on CUDA tensor cores "
+      "with TF32 operands: a cuda device with numerics.batch_invariant false)");
     v("quantization", quantization,
       "the rollout engine's decoder Linear weights: none (the compute dtype's), int8 or fp8_e4m3 (weight-only, "
       "one scale per output channel, re-quantised at every sync; lm_head and embeddings stay in the dtype)");
@@ -168,7 +169,8 @@ struct TrainerSection {
   template <class V> void visit(V& v) {
     v("dtype", dtype,
       "the trainer's compute dtype for the RL forward and backward: fp32, bf16 or fp16 (fp32 master weights, "
-      "gradients and AdamW always; the SFT warm start runs in fp32)");
+      "gradients and AdamW always; the SFT warm start runs in fp32), or tf32 (fp32 values, products on CUDA "
+      "tensor cores with TF32 operands: a cuda device with numerics.batch_invariant false)");
     v("grad_shards", grad_shards,
       "S >= 2: each mini-batch's gradient is the sum, in order, of S contiguous shards' gradients (each summed from "
       "zero) — what S data-parallel ranks compute, so a run on S ranks (mpirun -np S, the gathered shards added in "
@@ -271,6 +273,10 @@ struct TrainConfig {
   // numerics.batch_invariant; errors name the key.
   ModelNumerics rollout_numerics() const;
   ModelNumerics trainer_numerics() const;
+  // Each role's numerics where it runs (model/numerics.h check_numerics_device: tf32 only on a CUDA device with
+  // numerics.batch_invariant false); a remote worker checks its own --device. Part of validate(), without its
+  // check that the devices are present.
+  void check_numerics_devices() const;
   // rollout.device, or the run's device when it is "".
   std::string rollout_device() const { return rollout.device.empty() ? device : rollout.device; }
   // The policy's model config as the run will start it — init_checkpoint's config.json, else the warm start's

@@ -30,7 +30,10 @@ void CudaExecutor::run_jobs(size_t n, const std::function<void(size_t)>& job) co
 }
 
 DType CudaExecutor::product_math(DType compute) const {
-  return compute == DType::kBF16 ? DType::kBF16 : compute == DType::kF16 ? DType::kF16 : DType::kF32;
+  return compute == DType::kBF16   ? DType::kBF16
+         : compute == DType::kF16  ? DType::kF16
+         : compute == DType::kTF32 ? DType::kTF32
+                                   : DType::kF32;
 }
 
 void CudaExecutor::run_cached_step(const CachedStep& step, int64_t, int64_t,

@@ -22,7 +22,7 @@ class CudaExecutor final : public Executor {
   bool packs_backward() const override { return false; }
   void run_jobs(size_t n, const std::function<void(size_t)>& job) const override;
   // A bf16 or fp16 role multiplies operands of its dtype on tensor cores, accumulating in fp32 (as the CPU's
-  // packed bf16/fp16 panels do).
+  // packed bf16/fp16 panels do), a tf32 role its fp32 values as TF32 operands.
   DType product_math(DType compute) const override;
   void run_cached_step(const CachedStep& step, int64_t macs, int64_t weight_bytes,
                        const std::function<void(int64_t, int64_t)>& run_rows) const override;

@@ -43,8 +43,8 @@ inline void linear_residual(const ExecContext& ctx, const Tensor& x, const Tenso
     return;
   }
   if (y.raw() != residual.raw()) ctx.copy(residual, y);
-  if (round == DType::kF32) {
-    ops::matmul(ctx, x, false, weight, true, y, 1.0f, 1.0f);
+  if (storage_dtype(round) == DType::kF32) {  // fp32 values (tf32: in TF32 math on CUDA): nothing to round
+    ops::matmul(ctx, x, false, weight, true, y, 1.0f, 1.0f, model_math(ctx, round));
     return;
   }
   ensure(ctx, product, y.shape());

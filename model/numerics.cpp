@@ -20,8 +20,8 @@ std::string ModelNumerics::describe() const {
 }
 
 void ModelNumerics::validate(const std::string& where) const {
-  RLCPP_CHECK(compute == DType::kF32 || compute == DType::kBF16 || compute == DType::kF16,
-              where << ": compute dtype " << dtype_name(compute) << " is not one of fp32, bf16, fp16");
+  RLCPP_CHECK(compute == DType::kF32 || compute == DType::kTF32 || compute == DType::kBF16 || compute == DType::kF16,
+              where << ": compute dtype " << dtype_name(compute) << " is not one of fp32, tf32, bf16, fp16");
   RLCPP_CHECK(is_quantized(linear_weights) || linear_weights == compute_format(),
               where << ": Linear weights in " << precision_name(linear_weights) << " under a "
                     << compute_dtype_name(compute) << " model (expected " << precision_name(compute_format())
@@ -30,14 +30,16 @@ void ModelNumerics::validate(const std::string& where) const {
 
 DType parse_compute_dtype(const std::string& name, const std::string& key) {
   if (name == "fp32") return DType::kF32;
+  if (name == "tf32") return DType::kTF32;
   if (name == "bf16") return DType::kBF16;
   if (name == "fp16") return DType::kF16;
-  RLCPP_FAIL("config key '" << key << "': \"" << name << "\" is not a compute dtype (fp32, bf16, fp16)");
+  RLCPP_FAIL("config key '" << key << "': \"" << name << "\" is not a compute dtype (fp32, tf32, bf16, fp16)");
 }
 
 const char* compute_dtype_name(DType dtype) {
   switch (dtype) {
     case DType::kF32: return "fp32";
+    case DType::kTF32: return "tf32";
     case DType::kBF16: return "bf16";
     case DType::kF16: return "fp16";
     default: return dtype_name(dtype);
@@ -49,6 +51,18 @@ DType parse_quantization(const std::string& name, DType compute, const std::stri
   if (name == "int8") return DType::kInt8;
   if (name == "fp8_e4m3") return DType::kFp8E4M3;
   RLCPP_FAIL("config key '" << key << "': \"" << name << "\" is not a quantization (none, int8, fp8_e4m3)");
+}
+
+void check_numerics_device(const ModelNumerics& numerics, Device device, const std::string& dtype_key,
+                           const std::string& invariant_key) {
+  if (numerics.compute != DType::kTF32) return;
+  RLCPP_CHECK(device == Device::kCUDA,
+              "config key '" << dtype_key << "': \"tf32\" multiplies on CUDA tensor cores, but this role runs on the "
+                             << "CPU; use fp32 there (or a cuda device)");
+  RLCPP_CHECK(!numerics.batch_invariant,
+              "config key '" << dtype_key << "': \"tf32\" has no batch-invariant form (the packed fma chain "
+                             << "multiplies fp32 operands), but " << invariant_key
+                             << " is true; set it to false, or use fp32");
 }
 
 ModelNumerics make_numerics(const std::string& dtype, const std::string& quantization, bool batch_invariant,

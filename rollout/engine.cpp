@@ -79,8 +79,9 @@ Engine::Engine(const Transformer& model, const ParameterStore& params, const Eng
       served_(engine_model_config(model.config(), config_)),
       context_(context),
       policy_version_(policy_version),
-      cache_(served_, resolve_num_blocks(config_, served_, model.numerics().compute), config_.block_size,
-             model.numerics().compute, context_),
+      // The KV cache holds the compute dtype's storage (tf32: fp32 values).
+      cache_(served_, resolve_num_blocks(config_, served_, storage_dtype(model.numerics().compute)),
+             config_.block_size, storage_dtype(model.numerics().compute), context_),
       blocks_(cache_.num_blocks, cache_.block_size, config_.prefix_cache) {
   RLCPP_CHECK(params.numel() == model.config().num_parameters(),
               "engine: parameter buffer of " << params.numel() << " floats, the model has "
@@ -196,8 +197,8 @@ void Engine::rescore_on_device(const Tensor& logits) {
   const int64_t V = model_.config().vocab_size;
   std::map<float, std::vector<size_t>> by_temperature;
   for (size_t j = 0; j < sampled_.size(); ++j) {
-    const SamplingParams& p = *sampled_[j].sequence->sampling;
-    if (p.logprob_space == "full") by_temperature[p.temperature > 0 ? p.temperature : 1.0f].push_back(j);
+    const LogprobScoring scoring = sampled_[j].sequence->sampling->scoring();
+    if (!scoring.truncation.active(V)) by_temperature[scoring.temperature].push_back(j);
   }
   for (const auto& [temperature, job_ids] : by_temperature) {
     const int64_t jobs = static_cast<int64_t>(job_ids.size());
@@ -405,6 +406,7 @@ RolloutResult Engine::generate(const Request& request, const StepObserver& obser
     s.sample_index = seq.sample_index();
     s.tokens = seq.output();
     s.logprobs = seq.logprobs();
+    s.scoring = seq.sampling->scoring();
     s.finish_reason = seq.finish_reason();
     s.policy_version = seq.first_policy_version;
     s.last_policy_version = seq.last_policy_version;

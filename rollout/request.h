@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "kernels/logprob_scoring.h"
 #include "model/model_config.h"
 
 namespace rlcpp {
@@ -45,6 +46,8 @@ struct SamplingParams {
 
   // Throws naming the field when a value is out of range (`where` prefixes the message).
   void validate(const std::string& where, int64_t vocab_size) const;
+  // The distribution the returned log-probs are of (kernels/logprob_scoring.h: greedy is scored at T = 1).
+  LogprobScoring scoring() const { return logprob_scoring(temperature, top_k, top_p, logprob_space == "sampled"); }
 };
 
 struct Request {
@@ -68,7 +71,10 @@ struct Sample {
   int64_t prompt_index = 0;  // into Request::prompts
   int64_t sample_index = 0;  // 0 .. n-1 within the group
   std::vector<int32_t> tokens;  // the response; includes the EOS or stop token that ended it
-  std::vector<float> logprobs;  // log p(token) under softmax(logits / T), before top-k/top-p (T = 1 greedy)
+  std::vector<float> logprobs;  // log p(token) under `scoring`
+  // The temperature and truncation the log-probs are of (SamplingParams::scoring of the request that drew it):
+  // what the trainer scores the sample at.
+  LogprobScoring scoring;
   FinishReason finish_reason = FinishReason::kLength;  // kLength also when the context is full
   int64_t policy_version = 0;       // weights that produced the first token
   int64_t last_policy_version = 0;  // weights that produced the last token (differs only across a swap)

@@ -114,9 +114,9 @@ WireMessage encode_generate_result(const RolloutResult& result, uint64_t request
   m.header["request_id"] = request_id;
   m.header["stats"] = result.stats.to_json();
   const size_t S = result.samples.size();
-  std::vector<int64_t> offsets{0}, prompt_index, sample_index, versions, preemptions;
+  std::vector<int64_t> offsets{0}, prompt_index, sample_index, versions, preemptions, top_k;
   std::vector<int32_t> tokens, reasons;
-  std::vector<float> logprobs;
+  std::vector<float> logprobs, temperature, top_p;
   std::vector<double> times;
   for (const Sample& s : result.samples) {
     tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
@@ -129,6 +129,9 @@ WireMessage encode_generate_result(const RolloutResult& result, uint64_t request
     versions.push_back(s.last_policy_version);
     preemptions.push_back(s.num_preemptions);
     times.insert(times.end(), {s.scheduled_s, s.first_token_s, s.finished_s});
+    temperature.push_back(s.scoring.temperature);
+    top_k.push_back(s.scoring.truncation.top_k);
+    top_p.push_back(s.scoring.truncation.top_p);
   }
   m.add("sample_offsets", offsets);
   m.add("tokens", tokens);
@@ -139,6 +142,9 @@ WireMessage encode_generate_result(const RolloutResult& result, uint64_t request
   m.add("policy_version", versions, {static_cast<int64_t>(S), 2});
   m.add("num_preemptions", preemptions);
   m.add("times", times, {static_cast<int64_t>(S), 3});
+  m.add("scoring_temperature", temperature);
+  m.add("scoring_top_k", top_k);
+  m.add("scoring_top_p", top_p);
   return m;
 }
 
@@ -166,6 +172,9 @@ RolloutResult decode_generate_result(const WireMessage& m, uint64_t& request_id)
   const auto versions = m.get<int64_t>("policy_version", 2 * S);
   const auto preemptions = m.get<int64_t>("num_preemptions", S);
   const auto times = m.get<double>("times", 3 * S);
+  const auto temperature = m.get<float>("scoring_temperature", S);
+  const auto top_k = m.get<int64_t>("scoring_top_k", S);
+  const auto top_p = m.get<float>("scoring_top_p", S);
   r.samples.resize(static_cast<size_t>(S));
   for (int64_t i = 0; i < S; ++i) {
     Sample& s = r.samples[i];
@@ -182,6 +191,12 @@ RolloutResult decode_generate_result(const WireMessage& m, uint64_t& request_id)
     s.scheduled_s = times[3 * i];
     s.first_token_s = times[3 * i + 1];
     s.finished_s = times[3 * i + 2];
+    s.scoring = LogprobScoring{temperature[i], Truncation{top_k[i], top_p[i]}};
+    try {
+      check_logprob_scoring(s.scoring, "sample " + std::to_string(i) + " scoring");
+    } catch (const Error& e) {
+      fail(e.what());
+    }
   }
   return r;
 }

@@ -3,7 +3,8 @@
 //             prompt_ids i64 (P)
 //   result    header {request_id, stats{...}}; arrays sample_offsets i64 (S+1), tokens i32, logprobs f32,
 //             prompt_index i64 (S), sample_index i64 (S), finish_reason i32 (S), policy_version i64 (S, 2),
-//             num_preemptions i64 (S), times f64 (S, 3): scheduled, first token, finished
+//             num_preemptions i64 (S), times f64 (S, 3): scheduled, first token, finished, scoring_temperature
+//             f32 (S), scoring_top_k i64 (S), scoring_top_p f32 (S): the distribution the log-probs are of
 // Decoding checks every count, offset and id before use and throws WireError naming the field.
 #pragma once
 

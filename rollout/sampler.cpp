@@ -23,7 +23,7 @@ Sampler::Sampler(int64_t vocab_size) : vocab_size_(vocab_size) {
 }
 
 KeptSet Sampler::prepare(const float* logits, const SamplingParams& params) {
-  const float temperature = params.temperature > 0 ? params.temperature : 1.0f;
+  const float temperature = params.scoring().temperature;
   Truncation truncation{params.top_k, params.top_p};
   if (params.min_p > 0 && params.temperature > 0) {
     // p_j >= min_p * p_max  <=>  l_j >= max_l + T * ln(min_p): those are the most likely tokens, so keeping
@@ -44,7 +44,7 @@ std::vector<TokenLogprob> Sampler::top_logprobs(const float* logits, const Sampl
   std::partial_sort(order.begin(), order.begin() + count, order.end(), [&](int32_t a, int32_t b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
   });
-  const float temperature = params.temperature > 0 ? params.temperature : 1.0f;
+  const float temperature = params.scoring().temperature;
   std::vector<TokenLogprob> top(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i)
     top[static_cast<size_t>(i)] = {order[i], ops::row_logprob(logits, vocab_size_, order[i], temperature)};
@@ -70,11 +70,12 @@ SampledToken Sampler::sample(const float* logits, const SamplingParams& params, 
   }
   // The trainer's own expressions (ops::logprob_forward / logprob_truncated_forward), so that rollout and
   // trainer agree bit for bit when their logits do. Greedy decoding reports the untempered log-prob.
-  const float temperature = params.temperature > 0 ? params.temperature : 1.0f;
-  if (params.logprob_space == "sampled" && params.temperature > 0)
-    return {token, ops::row_logprob_truncated(logits, vocab_size_, token, temperature,
-                                              Truncation{params.top_k, params.top_p}, scratch_)};
-  return {token, ops::row_logprob(logits, vocab_size_, token, temperature)};
+  const LogprobScoring scoring = params.scoring();
+  // The trainer's test too (model/transformer.cpp): an inactive truncation is the whole vocabulary's log-prob.
+  if (scoring.truncation.active(vocab_size_))
+    return {token, ops::row_logprob_truncated(logits, vocab_size_, token, scoring.temperature, scoring.truncation,
+                                              scratch_)};
+  return {token, ops::row_logprob(logits, vocab_size_, token, scoring.temperature)};
 }
 
 std::vector<double> Sampler::target_distribution(const float* logits, const SamplingParams& params) {

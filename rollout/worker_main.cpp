@@ -110,9 +110,11 @@ int serve_worker(WorkerProcessConfig& a, const WeightFeedFactory& make_weights) 
   ParameterStore params = a.checkpoint.empty() ? init_random(model_preset(a.preset), a.init_seed)
                                                : load_model_checkpoint(a.checkpoint);
   // Built for the engine's context (--max-context), so its RoPE table is no larger than what it serves.
-  const Transformer model(engine_model_config(params.config(), a.worker.engine),
-                          make_numerics(a.dtype, a.quantization, a.batch_invariant, "worker --dtype",
-                                        "worker --quantization"));
+  const ModelNumerics numerics =
+      make_numerics(a.dtype, a.quantization, a.batch_invariant, "worker --dtype", "worker --quantization");
+  check_numerics_device(numerics, parse_device_spec(a.worker.device, "worker --device").device, "worker --dtype",
+                        "worker --batch-invariant");
+  const Transformer model(engine_model_config(params.config(), a.worker.engine), numerics);
   // Declared before the sockets' owners, so that on every way out (a failed bind, an exception while serving)
   // they are closed before the context's destructor waits for them.
   zmq::context_t context;

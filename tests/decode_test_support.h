@@ -18,7 +18,7 @@ inline std::vector<std::vector<float>> cached_logits(const ExecContext& ctx, con
                                                      const ParameterStore& params, const std::vector<int32_t>& seq,
                                                      int64_t block_size, size_t prefill, const PackedWeights* packed) {
   const int64_t blocks = (static_cast<int64_t>(seq.size()) + block_size - 1) / block_size;
-  KVCache cache(model.config(), blocks + 2, block_size, model.numerics().compute, ctx);
+  KVCache cache(model.config(), blocks + 2, block_size, storage_dtype(model.numerics().compute), ctx);
   std::vector<int32_t> table;
   for (int64_t b = 0; b < blocks; ++b) table.push_back(static_cast<int32_t>(blocks + 1 - b));  // scattered blocks
   std::vector<std::vector<float>> out;

@@ -102,7 +102,7 @@ TEST(LoopAgent, EpisodesTrainOnTheEngineTokensAndNeverPrefillTheirHistoryAgain) 
     const int64_t session = static_cast<int64_t>(i);  // opened in order
     ASSERT_TRUE(e.finished());
     multi_turn += e.turns() >= 3 ? 1 : 0;
-    const RolloutSample s = episode_sample(e);
+    const RolloutSample s = episode_sample(e, LogprobScoring{});
     std::vector<int32_t> trained = s.prompt;
     trained.insert(trained.end(), s.response.begin(), s.response.end());
     EXPECT_EQ(trained, turns.held.at(session)) << "episode " << i;

@@ -87,6 +87,7 @@ StepDraws small_draws() {
   s.finish_reason = FinishReason::kEos;
   s.policy_version = s.last_policy_version = 5;
   s.scheduled_s = 0.25;
+  s.scoring = LogprobScoring{0.7f, Truncation{5, 0.9f}};
   d.drawn.rollout.samples.push_back(s);
   d.drawn.rollout.stats.sequences = 1;
   d.drawn.rollout.stats.generated_tokens = 3;
@@ -94,6 +95,7 @@ StepDraws small_draws() {
   t.prompt = {1, 5};
   t.response = s.tokens;
   t.rollout_logp = s.logprobs;
+  t.scoring = s.scoring;
   d.drawn.samples.push_back(t);
   d.drawn.rewards.push_back({0.5, {{"correct", 1}, {"format", 0.5}}, true});
   return d;
@@ -108,6 +110,22 @@ TEST(LoopAsync, PendingDrawsRoundTripExactlyAndBadOnesAreNamed) {
   EXPECT_EQ(back.drawn.problems[0].id, 18446744073709551615ull);
   EXPECT_EQ(back.drawn.rewards[0].components, d.drawn.rewards[0].components);  // in order
   EXPECT_EQ(back.drawn.rollout.stats.generated_tokens, 3);
+  // The scoring a pending step's samples were drawn with survives: the resumed step scores them at it.
+  EXPECT_TRUE(back.drawn.samples[0].scoring == d.drawn.samples[0].scoring) << back.drawn.samples[0].scoring.describe();
+  EXPECT_TRUE(back.drawn.rollout.samples[0].scoring == d.drawn.rollout.samples[0].scoring);
+  Json unscored = j, rescored = j, cold = j;
+  unscored["trainer_samples"][0].erase("scoring");  // a file written before samples carried their scoring
+  rescored["trainer_samples"][0]["scoring"]["temperature"] = 1.0;
+  cold["samples"][0]["scoring"]["temperature"] = 0.0;
+  for (const auto& [file, needle] : std::vector<std::pair<Json, std::string>>{
+           {unscored, "pending trainer_samples[0]: no key 'scoring' (the temperature and truncation the sample was "
+                      "drawn with"},
+           {rescored, "samples[0] was drawn at temperature 0.7, top_k 5, top_p 0.9 but trainer_samples[0] is to be "
+                      "scored at temperature 1, top_k 5, top_p 0.9"},
+           {cold, "samples[0] scoring: temperature 0 is not"}}) {
+    const std::string e = error_of([&] { step_draws_from_json(file, "pending"); });
+    EXPECT_NE(e.find(needle), std::string::npos) << e;
+  }
 
   Json older = j;
   older["samples"][0]["policy_version"] = 4;

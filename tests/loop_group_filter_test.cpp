@@ -44,6 +44,19 @@ TEST(GroupFilter, KeepsOnlyGroupsWithARewardSpreadInOrder) {
   EXPECT_DOUBLE_EQ(m["filter/kept_fraction"], 2.0 / 5.0);
 }
 
+// The kept batch is scored as the whole one was: its temperature and (logprob_space "sampled") its truncation. The
+// truncation used to be dropped, so the old log-probs of a filtered batch were of the whole vocabulary.
+TEST(GroupFilter, KeptBatchKeepsTheTemperatureAndTruncation) {
+  ScoredBatch b = batch_of({{0, 1}, {1, 1}});
+  b.temperature = 0.7f;
+  b.truncation = Truncation{5, 0.9f};
+  std::map<std::string, double> m;
+  filter_informative_groups(b, 2, FilterGroupsConfig{true, 0}, m);
+  ASSERT_EQ(b.samples.size(), 2u);
+  EXPECT_EQ(b.temperature, 0.7f);
+  EXPECT_TRUE(b.truncation == (Truncation{5, 0.9f})) << b.truncation.top_k << " " << b.truncation.top_p;
+}
+
 TEST(GroupFilter, MaxGroupsKeepsTheFirstInformativeOnes) {
   ScoredBatch b = batch_of({{1, 0}, {1, 1}, {0, 1}, {0.1f, 1}, {0, 0}});
   std::map<std::string, double> m;

@@ -13,6 +13,7 @@
 #include "loop/consistency_probe.h"
 #include "loop/controller.h"
 #include "loop/mismatch.h"
+#include "loop/rl_step.h"
 #include "loop/rollout_samples.h"
 #include "loop/step_draws.h"
 #include "model/checkpoint.h"
@@ -145,25 +146,43 @@ class ConstantReward : public RewardFunction {
   double value_;
 };
 
+// A one-layer tiny policy and its colocated engine, and a config of 2 prompts x 2 samples a step: what the tests
+// of one step's draw and learning use.
+struct TinyStep {
+  ModelConfig mc = one_layer_tiny();
+  ParameterStore params = init_random(mc, 8);
+  Transformer model{mc};
+  std::unique_ptr<RolloutBackend> rollout = make_colocated_rollout(model, params, small_engine());
+  TrainConfig config = two_by_two();
+  std::unique_ptr<Task> task = make_task(config.task);
+  CharTokenizer tok;
+  PhiloxStream data_rng{config.seed, 1};
+
+  static ModelConfig one_layer_tiny() {
+    ModelConfig mc = model_preset("tiny");
+    mc.num_hidden_layers = 1;
+    return mc;
+  }
+  static EngineConfig small_engine() {
+    EngineConfig engine;
+    engine.max_num_seqs = 16;
+    return engine;
+  }
+  static TrainConfig two_by_two() {
+    TrainConfig c;
+    c.rollout.prompts_per_step = 2;
+    c.rollout.group_size = 2;
+    return c;
+  }
+};
+
 // Rewards of +-1e308 made every step non-finite, and the run stopped advising a lower optim.lr: a reward that is
 // not finite or past +-1e9 is named where it is drawn, with its step, sample, task, prompt and value.
 TEST(LoopTrain, AbsurdRewardsAreNamedWithTheirSample) {
-  ModelConfig mc = model_preset("tiny");
-  mc.num_hidden_layers = 1;
-  const ParameterStore params = init_random(mc, 8);
-  const Transformer model(mc);
-  EngineConfig engine;
-  engine.max_num_seqs = 16;
-  std::unique_ptr<RolloutBackend> rollout = make_colocated_rollout(model, params, engine);
-  TrainConfig c;
-  c.rollout.prompts_per_step = 2;
-  c.rollout.group_size = 2;
-  const std::unique_ptr<Task> task = make_task(c.task);
-  CharTokenizer tok;
-  PhiloxStream data_rng(c.seed, 1);
+  TinyStep t;
   const auto draw_with = [&](double reward) {
     ConstantReward scorer(reward);
-    return error_of([&] { draw_step({c, *task, scorer, tok, *rollout, data_rng}, 3, 0); });
+    return error_of([&] { draw_step({t.config, *t.task, scorer, t.tok, *t.rollout, t.data_rng}, 3, 0); });
   };
   for (const double absurd : {1e308, -1e308, 1e30, std::nan(""), -std::numeric_limits<double>::infinity()}) {
     const std::string e = draw_with(absurd);
@@ -173,6 +192,48 @@ TEST(LoopTrain, AbsurdRewardsAreNamedWithTheirSample) {
   }
   EXPECT_TRUE(draw_with(1e308).find(") is 1e+308: a reward must be finite") != std::string::npos) << draw_with(1e308);
   EXPECT_EQ(draw_with(-1e9), "<no error>");
+}
+
+// The trainer scores a step's samples at the temperature and truncation the engine drew them with, which each
+// sample carries, not at what the config says when the step learns (a resume under --allow-config-change with
+// draws pending changes it in between): drawn at 0.7 with top_k 5 in logprob_space "sampled", the old log-probs
+// equal the engine's bit for bit though the config now says temperature 1 and no top_k. Samples of two
+// scorings in one batch are refused naming both.
+TEST(LoopTrain, TheStepScoresSamplesAsTheyWereDrawnNotAsTheConfigSaysNow) {
+  TinyStep t;
+  TrainConfig& drawn_with = t.config;
+  drawn_with.rollout.sampling.max_new_tokens = 6;
+  drawn_with.rollout.sampling.temperature = 0.7f;
+  drawn_with.rollout.sampling.top_k = 5;
+  drawn_with.algorithm.logprob_space = "sampled";
+  drawn_with.ppo.micro_batch_size = 2;  // two micro-batches of old log-probs
+  ConstantReward scorer(1.0);
+  PhiloxStream update_rng(drawn_with.seed, 2);
+  const StepDraws drawn = draw_step({drawn_with, *t.task, scorer, t.tok, *t.rollout, t.data_rng}, 1, 0);
+  for (const RolloutSample& s : drawn.drawn.samples)
+    ASSERT_TRUE(s.scoring == (LogprobScoring{0.7f, Truncation{5, 1.0f}})) << s.scoring.describe();
+
+  TrainConfig now = drawn_with;
+  now.rollout.sampling.temperature = 1.0f;
+  now.rollout.sampling.top_k = 0;
+  const auto learn = [&](StepDraws d) {
+    ParameterStore trained = t.params.clone();
+    PolicyUpdater actor(t.model, trained, now.optim);
+    RlContext ctx{now, *t.task, scorer, t.tok, t.model, trained, nullptr, actor, *t.rollout, t.data_rng, update_rng};
+    PhaseTimer timer;
+    return learn_step(ctx, std::move(d), timer);
+  };
+  const StepResult r = learn(drawn);
+  ASSERT_TRUE(r.metrics.count("mismatch/max_abs_dlogp"));
+  EXPECT_EQ(r.metrics.at("mismatch/max_abs_dlogp"), 0.0);
+
+  StepDraws mixed = drawn;
+  mixed.drawn.samples[3].scoring.temperature = 1.0f;
+  const std::string e = error_of([&] { learn(mixed); });
+  EXPECT_NE(e.find("sample 0 was drawn to be scored at temperature 0.7, top_k 5, top_p 1 but sample 3 at "
+                   "temperature 1, top_k 5, top_p 1"),
+            std::string::npos)
+      << e;
 }
 
 // Each source of rollout/trainer mismatch switched on alone (mismatch lab): the step's own samples and the
@@ -260,6 +321,40 @@ TEST(LoopTrain, BypassSkipsTheOldLogprobPhase) {
   }
   cfg.algorithm.policy_loss.rollout_correction.is = "token";
   EXPECT_THROW(cfg.validate(), Error);  // a correction against old / rollout = 1 is refused
+}
+
+// tf32 (fp32 values, products on CUDA tensor cores with TF32 operands) is a compute dtype a config reaches for a
+// role on a cuda device with numerics.batch_invariant false; on the CPU, or batch-invariant (the packed fma
+// chain has no TF32 form), it is refused naming the key. (No GPU is needed: the device is only parsed.)
+TEST(LoopTrain, Tf32IsAComputeDtypeOnlyForACudaRoleWithoutBatchInvariance) {
+  TrainConfig c;
+  c.device = "cuda";
+  c.numerics.batch_invariant = false;
+  c.trainer.dtype = "tf32";
+  c.rollout.dtype = "tf32";
+  EXPECT_EQ(c.trainer_numerics().compute, DType::kTF32);
+  EXPECT_EQ(c.rollout_numerics().compute, DType::kTF32);
+  EXPECT_EQ(c.rollout_numerics().compute_format(), DType::kF32);  // fp32 storage
+  EXPECT_EQ(error_of([&] { c.check_numerics_devices(); }), "<no error>");
+  TrainConfig remote = c;  // a remote worker checks its own --device
+  remote.rollout.placement = "remote";
+  remote.rollout.device = "cpu";
+  EXPECT_EQ(error_of([&] { remote.check_numerics_devices(); }), "<no error>");
+
+  TrainConfig invariant = c, cpu_rollout = c, cpu = c;
+  invariant.numerics.batch_invariant = true;
+  cpu_rollout.rollout.device = "cpu";
+  cpu.device = "cpu";  // the CPU trainer is always batch-invariant: the device is named first
+  for (const auto& [config, needle] : std::vector<std::pair<TrainConfig, std::string>>{
+           {invariant, "config key 'trainer.dtype': \"tf32\" has no batch-invariant form (the packed fma chain "
+                       "multiplies fp32 operands), but numerics.batch_invariant is true"},
+           {cpu_rollout, "config key 'rollout.dtype': \"tf32\" multiplies on CUDA tensor cores, but this role runs on "
+                         "the CPU"},
+           {cpu, "config key 'trainer.dtype': \"tf32\" multiplies on CUDA tensor cores, but this role runs on the "
+                 "CPU"}}) {
+    const std::string e = error_of([&] { config.check_numerics_devices(); });
+    EXPECT_NE(e.find(needle), std::string::npos) << e;
+  }
 }
 
 // rollout.weight_sync: a name it does not know, cuda-ipc for a placement it does not feed, cuda-ipc off a GPU and

@@ -156,6 +156,37 @@ std::vector<float> cached_logits_on(const ExecContext& ctx, const Transformer& m
   return out;
 }
 
+// A tf32 model (config dtype "tf32": a cuda role, not batch-invariant) keeps fp32 values and multiplies them on
+// the tensor cores as TF32 operands (10 mantissa bits, fp32 accumulation): its training forward and its cached
+// decode are within TF32's rounding of the fp32 model's on the same device (1e-2 of the scale) and not the same
+// bits, which shows the products really ran in TF32.
+TEST_P(ModelOnCuda, Tf32ForwardAndDecodeAreCloseToFp32ButNotTheSameBits) {
+  std::string why;
+  if (ExecContext::cuda_devices(&why) == 0) GTEST_SKIP() << why;
+  const ExecContext gpu = ExecContext::cuda(0);
+  const ModelConfig c = small_test_config(GetParam());
+  const Transformer fp32(c, test_numerics(DType::kF32, false)), tf32(c, test_numerics(DType::kTF32, false));
+  const ParameterStore params = scaled_test_params(c);
+  const ParameterStore device_params = params.on(gpu);
+  std::vector<std::vector<int32_t>> seqs;
+  for (int64_t len : {12, 17}) seqs.push_back(random_test_tokens(len, c.vocab_size, 80 + len));
+  const PackedBatch batch = PackedBatch::from_sequences(seqs);
+  const int64_t n = batch.num_tokens();
+  Activations fp32_acts, tf32_acts;
+  fp32.forward(gpu, device_params, batch, ForwardOptions{}, fp32_acts);
+  tf32.forward(gpu, device_params, batch, ForwardOptions{}, tf32_acts);
+  const std::vector<float> want = on_host(gpu, fp32_acts.logp), got = on_host(gpu, tf32_acts.logp);
+  for (float v : got) ASSERT_TRUE(std::isfinite(v));
+  expect_close(got, want.data(), n, 1e-2, "tf32 logp");
+  EXPECT_NE(got, want) << "the tf32 forward gave the fp32 forward's bits: its products did not run in TF32";
+
+  const std::vector<float> decoded_fp32 = cached_logits_on(gpu, fp32, params, seqs[1], 4, 5);
+  const std::vector<float> decoded_tf32 = cached_logits_on(gpu, tf32, params, seqs[1], 4, 5);
+  for (float v : decoded_tf32) ASSERT_TRUE(std::isfinite(v));
+  expect_close(decoded_tf32, decoded_fp32.data(), static_cast<int64_t>(decoded_fp32.size()), 1e-2, "tf32 decode");
+  EXPECT_NE(decoded_tf32, decoded_fp32);
+}
+
 class CachedDecodeOnCuda : public ::testing::TestWithParam<std::tuple<std::string, DType, bool>> {};
 
 TEST_P(CachedDecodeOnCuda, MatchesTheTrainingForwardOnTheDevice) {

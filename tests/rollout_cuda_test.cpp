@@ -5,6 +5,7 @@
 // host engine they agree to the rounding of the other ops' sum orders.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -60,7 +61,7 @@ std::vector<std::vector<float>> trainer_logprobs(const ExecContext& ctx, const T
   }
   const PackedBatch batch = PackedBatch::from_sequences(seqs);
   ForwardOptions options;
-  options.temperature = request.sampling.temperature > 0 ? request.sampling.temperature : 1.0f;
+  options.temperature = request.sampling.scoring().temperature;
   Activations acts;
   const ParameterStore on_ctx = ctx.device() == Device::kCPU ? params : params.on(ctx);
   model.forward(ctx, on_ctx, batch, options, acts);
@@ -153,6 +154,32 @@ INSTANTIATE_TEST_SUITE_P(Numerics, EngineOnCuda,
                            return std::get<0>(info.param) +
                                   (std::get<1>(info.param) == DType::kBF16 ? "_bf16" : "_fp32");
                          });
+
+// A tf32 engine (config dtype "tf32": fp32 values, an fp32 KV cache, cuBLAS products with TF32 operands) samples on
+// the GPU, and its log-probs agree with the tf32 trainer's recomputation on the same GPU to TF32's rounding (not
+// bit for bit: not batch-invariant). Each sample says the temperature it is to be scored at.
+TEST(EngineOnCuda, ATf32EngineSamplesWhatTheTf32TrainerScores) {
+  std::string why;
+  if (ExecContext::cuda_devices(&why) == 0) GTEST_SKIP() << why;
+  const ExecContext gpu = ExecContext::cuda(0);
+  const ModelConfig c = small_test_config(kTestFamilies[0]);
+  const ParameterStore params = scaled_test_params(c);
+  const Transformer model(c, test_numerics(DType::kTF32, false));
+  const Request request = sampled_request(c, 3, 2, 0.8f);
+  Engine engine(model, params, small_engine(), 0, gpu);
+  const RolloutResult result = engine.generate(request);
+  const std::vector<std::vector<float>> want = trainer_logprobs(gpu, model, params, request, result);
+  ASSERT_EQ(result.samples.size(), 6u);
+  for (size_t i = 0; i < result.samples.size(); ++i) {
+    const Sample& s = result.samples[i];
+    EXPECT_TRUE(s.scoring == (LogprobScoring{0.8f, Truncation{}})) << s.scoring.describe();
+    for (size_t t = 0; t < s.logprobs.size(); ++t) {
+      ASSERT_TRUE(std::isfinite(s.logprobs[t])) << "sample " << i << " token " << t;
+      EXPECT_NEAR(s.logprobs[t], want[i][t], 1e-2 * std::max(1.0f, std::fabs(want[i][t])))
+          << "sample " << i << " token " << t;
+    }
+  }
+}
 
 TEST(EngineOnCuda, NewWeightsAreUsedFromTheNextRequest) {
   // set_weights re-prepares the device copy (the buffers kept): the next request samples from the new weights,

@@ -199,7 +199,7 @@ TEST(EngineNumericsConfig, BadNamesAreErrorsNamingTheKeyAndChoices) {
   } catch (const Error& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find("rollout.dtype"), std::string::npos) << what;
-    EXPECT_NE(what.find("fp32, bf16, fp16"), std::string::npos) << what;
+    EXPECT_NE(what.find("fp32, tf32, bf16, fp16"), std::string::npos) << what;
   }
   try {
     make_numerics("bf16", "int4", true, "rollout.dtype", "rollout.quantization");

@@ -97,6 +97,8 @@ inline void expect_same(const RolloutResult& a, const RolloutResult& b) {
     EXPECT_EQ(a.samples[i].prompt_index, b.samples[i].prompt_index);
     EXPECT_EQ(a.samples[i].sample_index, b.samples[i].sample_index);
     EXPECT_EQ(a.samples[i].finish_reason, b.samples[i].finish_reason);
+    EXPECT_TRUE(a.samples[i].scoring == b.samples[i].scoring)
+        << "sample " << i << ": " << a.samples[i].scoring.describe() << " vs " << b.samples[i].scoring.describe();
     for (size_t t = 0; t < a.samples[i].logprobs.size(); ++t)
       EXPECT_NEAR(a.samples[i].logprobs[t], b.samples[i].logprobs[t], 1e-5) << "sample " << i << " token " << t;
   }

@@ -85,6 +85,35 @@ TEST(RolloutWorker, OneAndTwoWorkersGiveTheEngineSamples) {
       EXPECT_EQ(back.samples[p * req.n + i].tokens, want.samples[(req.prompts.size() - 1 - p) * req.n + i].tokens);
 }
 
+// Each sample carries the temperature and truncation its log-probs are of (what the trainer scores it at)
+// through a worker's reply: drawn at 0.7 with top_k 5 in logprob_space "sampled", it says so; drawn greedily,
+// it is scored at temperature 1 over the whole vocabulary. A reply with an out-of-range scoring is refused.
+TEST(RolloutWorker, SamplesCarryTheTemperatureAndTruncationTheyWereDrawnWith) {
+  ThreadWorkers w;
+  w.bind(1);
+  Request req = test_request(w.cfg, 2);
+  req.sampling.temperature = 0.7f;
+  req.sampling.top_k = 5;
+  req.sampling.logprob_space = "sampled";
+  WorkerClient client = WorkerClient::connect(w.ctx, w.endpoints);
+  const RolloutResult got = client.generate(req);
+  ASSERT_EQ(got.samples.size(), 2u * 3u);
+  const LogprobScoring drawn{0.7f, Truncation{5, 1.0f}};
+  for (const Sample& s : got.samples) EXPECT_TRUE(s.scoring == drawn) << s.scoring.describe();
+  Engine local(w.model, w.params, worker_options().engine);
+  expect_same(local.generate(req), got);
+
+  req.sampling.temperature = 0;
+  for (const Sample& s : client.generate(req).samples)
+    EXPECT_TRUE(s.scoring == LogprobScoring{}) << "greedy: " << s.scoring.describe();
+
+  RolloutResult bad = got;
+  bad.samples[1].scoring.temperature = std::nanf("");
+  uint64_t id = 0;
+  const std::string e = error_of([&] { decode_generate_result(encode_generate_result(bad, 4), id); });
+  EXPECT_NE(e.find("sample 1 scoring: temperature nan is not"), std::string::npos) << e;
+}
+
 // Prompts go out in chunks, each to whichever worker is idle: a worker slowed down by 5 ms an engine step serves
 // fewer chunks than a fast one, and the result is still the local engine's, whatever order the chunks finished in.
 TEST(RolloutWorker, ChunksGoToIdleWorkersSoASlowWorkerServesFewer) {

@@ -42,6 +42,18 @@ std::vector<std::vector<float>> run_forward(const ExecContext& exec, const Trans
 
 }  // namespace
 
+LogprobScoring common_logprob_scoring(const std::vector<RolloutSample>& samples, const LogprobScoring& fallback) {
+  if (samples.empty()) return fallback;
+  const LogprobScoring& first = samples.front().scoring;
+  for (size_t i = 1; i < samples.size(); ++i)
+    RLCPP_CHECK(samples[i].scoring == first,
+                "rollout batch: sample 0 was drawn to be scored at " << first.describe() << " but sample " << i
+                    << " at " << samples[i].scoring.describe()
+                    << "; one batch is scored by forwards at one temperature and truncation, so its samples must "
+                       "all come from one sampling setting");
+  return first;
+}
+
 std::vector<float> PackedRollout::scatter(const std::vector<RolloutSample>& all, RolloutField field,
                                           const char* name) const {
   std::vector<float> out(batch.tokens.size(), 0.0f);

@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/logprob_scoring.h"
 #include "model/packed_batch.h"
 #include "model/transformer.h"
 
@@ -32,9 +33,16 @@ struct RolloutSample {
   std::vector<int64_t> versions;
   std::vector<float> old_values;    // critic: predictions the update starts from
   std::vector<float> returns;       // critic: GAE returns
+  // The temperature and truncation rollout_logp is of, as the engine drew the sample: the trainer's old and
+  // reference log-probs and the update score the sample at the same.
+  LogprobScoring scoring;
 };
 
 using RolloutField = std::vector<float> RolloutSample::*;
+
+// The scoring every sample shares (a micro-batch's forward runs at one temperature and truncation); `fallback`
+// for no samples. Throws naming the first sample that differs from sample 0 and both scorings.
+LogprobScoring common_logprob_scoring(const std::vector<RolloutSample>& samples, const LogprobScoring& fallback);
 
 // Some samples of a rollout batch packed into one model micro-batch.
 struct PackedRollout {
