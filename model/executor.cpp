@@ -5,10 +5,12 @@
 
 namespace rlcpp {
 
-const Executor& executor_of(const ExecContext& ctx) {
+const Executor& executor_of(const ExecContext& ctx) { return executor_for(ctx.device()); }
+
+const Executor& executor_for(Device device) {
   static const CpuExecutor cpu;  // stateless: one of each serves every context
   static const CudaExecutor cuda;
-  switch (ctx.device()) {
+  switch (device) {
     case Device::kCPU: return cpu;
     case Device::kCUDA: return cuda;
   }

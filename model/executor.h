@@ -80,5 +80,7 @@ class Executor {
 
 // The executor of ctx's device.
 const Executor& executor_of(const ExecContext& ctx);
+// The executor a role on `device` will run with (a config's checks, before any context is made).
+const Executor& executor_for(Device device);
 
 }  // namespace rlcpp

@@ -1,6 +1,7 @@
 #include "model/numerics.h"
 
 #include "core/error.h"
+#include "model/executor.h"
 
 namespace rlcpp {
 
@@ -56,7 +57,7 @@ DType parse_quantization(const std::string& name, DType compute, const std::stri
 void check_numerics_device(const ModelNumerics& numerics, Device device, const std::string& dtype_key,
                            const std::string& invariant_key) {
   if (numerics.compute != DType::kTF32) return;
-  RLCPP_CHECK(device == Device::kCUDA,
+  RLCPP_CHECK(executor_for(device).product_math(DType::kTF32) == DType::kTF32,
               "config key '" << dtype_key << "': \"tf32\" multiplies on CUDA tensor cores, but this role runs on the "
                              << "CPU; use fp32 there (or a cuda device)");
   RLCPP_CHECK(!numerics.batch_invariant,
