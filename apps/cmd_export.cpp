@@ -32,7 +32,8 @@ Command add_export_command(CLI::App& app) {
       check_output_is_outside_inputs(a->out, inputs, "export OUT");
     }
     const ParameterStore params = load_model_checkpoint(a->checkpoint);
-    const DType dtype = a->dtype == "bf16" ? DType::kBF16 : a->dtype == "fp16" ? DType::kF16 : DType::kF32;
+    DType dtype = DType::kF32;
+    parse_precision(a->dtype, &dtype);  // one of --dtype's members
     const std::unique_ptr<Tokenizer> tok = load_tokenizer(choose_tokenizer(a->tokenizer, a->checkpoint), params.config());
     save_model_checkpoint(a->out, params, /*overwrite=*/false, tokenizer_files(*tok), dtype);
     std::printf("export: %s -> %s (%s, %lld parameters%s)\n", a->checkpoint.c_str(), a->out.c_str(), a->dtype.c_str(),

@@ -50,6 +50,15 @@ const char* precision_name(DType dtype) {
   }
 }
 
+bool parse_precision(const std::string& name, DType* dtype) {
+  for (DType d : {DType::kF32, DType::kTF32, DType::kBF16, DType::kF16, DType::kInt8, DType::kFp8E4M3})
+    if (name == precision_name(d)) {
+      *dtype = d;
+      return true;
+    }
+  return false;
+}
+
 const char* device_name(Device device) { return device == Device::kCPU ? "cpu" : "cuda"; }
 
 std::string shape_str(const Shape& shape) {

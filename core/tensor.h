@@ -28,8 +28,15 @@ size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);
 // The configs' spelling: "fp32", "tf32", "bf16", "fp16", "int8", "fp8_e4m3" (dtype_name for the integer types).
 const char* precision_name(DType dtype);
+// The DType whose precision_name is `name` ("fp32", "tf32", "bf16", "fp16", "int8", "fp8_e4m3"); false for any other.
+bool parse_precision(const std::string& name, DType* dtype);
 // A weight-only quantised format (int8, fp8_e4m3): codes and channel scales.
 inline bool is_quantized(DType dtype) { return dtype == DType::kInt8 || dtype == DType::kFp8E4M3; }
+// The floating-point storage dtypes (F32, BF16, F16): what values are rounded to and stored as (ops round_to,
+// stored_as), what a KV cache and a checkpoint hold.
+inline bool is_float_storage(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16;
+}
 // The floating-point storage a tensor of this math holds (kTF32: kF32; a floating dtype itself).
 inline DType storage_dtype(DType dtype) { return dtype == DType::kTF32 ? DType::kF32 : dtype; }
 const char* device_name(Device device);

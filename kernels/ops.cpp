@@ -63,7 +63,7 @@ void check_cu_seqlens(const Dispatch& d, const char* op, const Tensor& cu_seqlen
 }
 
 void check_round(const char* op, DType round) {
-  RLCPP_CHECK(round == DType::kF32 || round == DType::kBF16 || round == DType::kF16,
+  RLCPP_CHECK(is_float_storage(round),
               op << ": cannot round to " << dtype_name(round) << " (F32, BF16 or F16)");
 }
 
@@ -212,7 +212,7 @@ void round_to(const ExecContext& ctx, Tensor& x, DType dtype) {
 Tensor stored_as(const ExecContext& ctx, const Tensor& x, DType dtype) {
   const char* op = "stored_as";
   RLCPP_CHECK(x.dtype() == DType::kF32, op << ": x must be F32, got " << dtype_name(x.dtype()));
-  RLCPP_CHECK(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16,
+  RLCPP_CHECK(is_float_storage(dtype),
               op << ": cannot store as " << dtype_name(dtype) << " (F32, BF16 or F16)");
   const Dispatch d = dispatch(ctx, op, Op::kStoredAs, dtype, {{"x", &x}});
   if (dtype == DType::kF32) return ctx.copy_of(x);
@@ -474,7 +474,7 @@ DType kv_cache_dtype(const ExecContext& ctx, const char* op, const Tensor& k_cac
               op << ": the KV cache is on " << device_name(k_cache.device()) << " / " << device_name(v_cache.device())
                  << " but the op's tensors on " << device_name(ctx.device()));
   const DType dtype = k_cache.dtype();
-  RLCPP_CHECK(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16,
+  RLCPP_CHECK(is_float_storage(dtype),
               op << ": KV cache dtype " << dtype_name(dtype) << " not supported (F32, BF16 or F16)");
   RLCPP_CHECK(v_cache.dtype() == dtype, op << ": k_cache is " << dtype_name(dtype) << " but v_cache is "
                                            << dtype_name(v_cache.dtype()));

@@ -161,7 +161,7 @@ void check_representable(const ParameterStore& params, DType dtype, const std::s
 
 void save_model_checkpoint(const std::string& dir, const ParameterStore& params, bool overwrite,
                            const std::vector<std::string>& extra_files, DType dtype) {
-  RLCPP_CHECK(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16,
+  RLCPP_CHECK(is_float_storage(dtype),
               dir << ": a checkpoint is saved in F32, BF16 or F16, not " << dtype_name(dtype));
   const fs::path target = normalized_dir(dir);
   const ModelConfig& cfg = params.config();

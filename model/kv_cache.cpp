@@ -8,7 +8,7 @@ KVCache::KVCache(const ModelConfig& config, int64_t blocks, int64_t block, DType
     : block_size(block), dtype(cache_dtype), num_blocks(blocks) {
   RLCPP_CHECK(block_size > 0 && num_blocks > 0,
               "KVCache: block_size " << block_size << " and num_blocks " << num_blocks << " must be positive");
-  RLCPP_CHECK(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16,
+  RLCPP_CHECK(is_float_storage(dtype),
               "KVCache: dtype " << dtype_name(dtype) << " is not F32, BF16 or F16");
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
     k.push_back(ctx.zeros({num_slots(), config.num_key_value_heads, config.head_dim()}, dtype));

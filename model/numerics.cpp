@@ -30,10 +30,8 @@ void ModelNumerics::validate(const std::string& where) const {
 }
 
 DType parse_compute_dtype(const std::string& name, const std::string& key) {
-  if (name == "fp32") return DType::kF32;
-  if (name == "tf32") return DType::kTF32;
-  if (name == "bf16") return DType::kBF16;
-  if (name == "fp16") return DType::kF16;
+  DType dtype;
+  if (parse_precision(name, &dtype) && (is_float_storage(dtype) || dtype == DType::kTF32)) return dtype;
   RLCPP_FAIL("config key '" << key << "': \"" << name << "\" is not a compute dtype (fp32, tf32, bf16, fp16)");
 }
 
