@@ -2,7 +2,10 @@
 // model code with their own ModelNumerics, so the mismatch between them can be switched on one source at a time.
 //   compute          fp32 | bf16 | fp16: weights, matmul inputs, activations and the KV cache hold values of
 //                    that dtype (rounded to nearest even at the op boundaries a GPU model of that dtype rounds
-//                    them), every product and reduction accumulates in fp32. fp32 master weights and AdamW
+//                    them), every product and reduction accumulates in fp32. The KV cache and the training
+//                    forward's kept activations are tensors of that dtype (transformer.h LayerActivations,
+//                    converted by ops::convert); the other activations are fp32 tensors of rounded values,
+//                    which is what the kernels compute on. fp32 master weights and AdamW
 //                    always; in bf16/fp16 the backward differentiates the fp32 expressions at the rounded
 //                    activations (each rounding is the identity in the backward, as autocast's casts are).
 //   linear_weights   how the decoder layers' Linear weights are stored: the compute dtype's format, or a
