@@ -26,8 +26,7 @@ struct Dispatch {
   bool host() const { return backend.reads_host_memory; }
 };
 
-// The dispatch point. Checks that every tensor is defined and sits on the context's device, the float ones F32 and
-// the index ones I32, and that the context's backend runs `op` in `dtype` (ops.h: the dtype an op is asked in).
+// Each tensor defined and on the context's device, or an error naming it.
 void expect_on_context(const ExecContext& ctx, const char* name, std::initializer_list<Arg> tensors) {
   for (const Arg& a : tensors) {
     RLCPP_CHECK(a.t->defined(), name << ": " << a.name << " is an undefined tensor");
@@ -36,6 +35,7 @@ void expect_on_context(const ExecContext& ctx, const char* name, std::initialize
   }
 }
 
+// The context's backend, which must run `op` in `dtype`.
 const Backend& backend_running(const ExecContext& ctx, const char* name, Op op, DType dtype) {
   const Backend& backend = backend_of(ctx);
   RLCPP_CHECK(backend.supports(op, dtype), "op " << name << ": " << precision_name(dtype) << " not supported on the "
@@ -47,6 +47,8 @@ KernelContext kernel_context(const ExecContext& ctx) {
   return KernelContext{ctx.stream(), ctx.blas_handle(), ctx.device_index()};
 }
 
+// The dispatch point. Checks that every tensor is defined and sits on the context's device, the float ones F32 and
+// the index ones I32, and that the context's backend runs `op` in `dtype` (ops.h: the dtype an op is asked in).
 Dispatch dispatch(const ExecContext& ctx, const char* name, Op op, DType dtype, std::initializer_list<Arg> floats,
                   std::initializer_list<Arg> indices = {}) {
   const Device device = ctx.device();

@@ -43,7 +43,8 @@ size_t kept_bytes(const Activations& acts) {
 
 class ActivationStorage : public ::testing::TestWithParam<std::string> {};
 
-INSTANTIATE_TEST_SUITE_P(Families, ActivationStorage, ::testing::ValuesIn(kTestFamilies));
+INSTANTIATE_TEST_SUITE_P(Families, ActivationStorage, ::testing::ValuesIn(kTestFamilies),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 TEST_P(ActivationStorage, Bf16ModelKeepsItsActivationsInBf16InUnderSixTenthsOfFp32sBytes) {
   const ModelConfig cfg = small_test_config(GetParam());
