@@ -28,7 +28,7 @@ enum class Op {
   kPackWeightTransposed,
   kMatmulPacked,
   kRoundTo,
-  kStoredAs,
+  kConvert,
   kLinearWeightGrad,
   kAddBias,
   kBiasBackward,
@@ -70,8 +70,9 @@ struct KernelContext {
 };
 
 // The dtype an op is asked in, which `supports` answers for: a product's math (matmul, linear_weight_grad), a
-// packed weight's format (pack_weight, matmul_packed), the dtype rounded or stored to (round_to, stored_as), the KV
-// cache's (paged ops); every other op, its float operands' (F32 today).
+// packed weight's format (pack_weight, matmul_packed), the dtype rounded to (round_to), each of the two dtypes a
+// convert reads and writes (asked once for each), the KV cache's (paged ops); every other op, its float operands'
+// (F32 today).
 struct Backend {
   const char* name;
   Device device;            // where the tensors of its ops live
@@ -87,7 +88,8 @@ struct Backend {
   void (*matmul_packed)(const KernelContext&, const float* x, const void* panels, const float* scales, DType format,
                         float* y, int64_t m, int64_t n, int64_t k, int64_t depth, const float* residual, DType round);
   void (*round_to)(const KernelContext&, float* x, int64_t n, DType dtype);
-  void (*stored_as)(const KernelContext&, const float* x, int64_t n, DType dtype, void* out);
+  // n elements of src (F32, BF16 or F16) into dst of `to`: widened exactly, rounded to nearest even, or copied.
+  void (*convert)(const KernelContext&, const void* src, DType from, void* dst, DType to, int64_t n);
   void (*linear_weight_grad)(const KernelContext&, const float* dy, const float* x, float* dw, int64_t rows,
                              int64_t out, int64_t in, DType math);
 

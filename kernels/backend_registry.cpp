@@ -19,7 +19,7 @@ void check_complete(const Backend& b) {
       reinterpret_cast<const void*>(b.supports),           reinterpret_cast<const void*>(b.matmul),
       reinterpret_cast<const void*>(b.pack_weight),        reinterpret_cast<const void*>(b.pack_weight_transposed),
       reinterpret_cast<const void*>(b.matmul_packed),      reinterpret_cast<const void*>(b.round_to),
-      reinterpret_cast<const void*>(b.stored_as),          reinterpret_cast<const void*>(b.linear_weight_grad),
+      reinterpret_cast<const void*>(b.convert),            reinterpret_cast<const void*>(b.linear_weight_grad),
       reinterpret_cast<const void*>(b.add_bias),           reinterpret_cast<const void*>(b.bias_backward),
       reinterpret_cast<const void*>(b.add_inplace),        reinterpret_cast<const void*>(b.scale_inplace),
       reinterpret_cast<const void*>(b.l2_norm),            reinterpret_cast<const void*>(b.all_finite),
@@ -54,7 +54,7 @@ const std::vector<const Backend*>& registered() {
 
 const char* op_name(Op op) {
   static const char* const names[] = {
-      "matmul", "pack_weight", "pack_weight_transposed", "matmul_packed", "round_to", "stored_as",
+      "matmul", "pack_weight", "pack_weight_transposed", "matmul_packed", "round_to", "convert",
       "linear_weight_grad", "add_bias", "bias_backward", "add_inplace", "scale_inplace", "embedding_forward",
       "embedding_backward", "rmsnorm_forward", "rmsnorm_backward", "rope_forward", "rope_backward", "rope_split_qkv",
       "rope_backward_merge_qkv", "split_qkv", "merge_qkv", "attention_forward", "attention_backward",

@@ -26,18 +26,34 @@ struct Dispatch {
   bool host() const { return backend.reads_host_memory; }
 };
 
+// Each tensor defined and on the context's device, or an error naming it.
+void expect_on_context(const ExecContext& ctx, const char* name, std::initializer_list<Arg> tensors) {
+  for (const Arg& a : tensors) {
+    RLCPP_CHECK(a.t->defined(), name << ": " << a.name << " is an undefined tensor");
+    RLCPP_CHECK(a.t->device() == ctx.device(), name << ": " << a.name << " is on " << device_name(a.t->device())
+                                                    << " but the op runs on " << ctx.name());
+  }
+}
+
+// The context's backend, which must run `op` in `dtype`.
+const Backend& backend_running(const ExecContext& ctx, const char* name, Op op, DType dtype) {
+  const Backend& backend = backend_of(ctx);
+  RLCPP_CHECK(backend.supports(op, dtype), "op " << name << ": " << precision_name(dtype) << " not supported on the "
+                                                 << backend.name << " backend (" << ctx.name() << ")");
+  return backend;
+}
+
+KernelContext kernel_context(const ExecContext& ctx) {
+  return KernelContext{ctx.stream(), ctx.blas_handle(), ctx.device_index()};
+}
+
 // The dispatch point. Checks that every tensor is defined and sits on the context's device, the float ones F32 and
 // the index ones I32, and that the context's backend runs `op` in `dtype` (ops.h: the dtype an op is asked in).
 Dispatch dispatch(const ExecContext& ctx, const char* name, Op op, DType dtype, std::initializer_list<Arg> floats,
                   std::initializer_list<Arg> indices = {}) {
   const Device device = ctx.device();
-  for (const auto* list : {&floats, &indices}) {
-    for (const Arg& a : *list) {
-      RLCPP_CHECK(a.t->defined(), name << ": " << a.name << " is an undefined tensor");
-      RLCPP_CHECK(a.t->device() == device, name << ": " << a.name << " is on " << device_name(a.t->device())
-                                                << " but the op runs on " << ctx.name());
-    }
-  }
+  expect_on_context(ctx, name, floats);
+  expect_on_context(ctx, name, indices);
   for (const Arg& a : floats)
     RLCPP_CHECK(a.t->dtype() == DType::kF32,
                 "op " << name << ": dtype " << dtype_name(a.t->dtype()) << " not supported on " << device_name(device)
@@ -45,10 +61,7 @@ Dispatch dispatch(const ExecContext& ctx, const char* name, Op op, DType dtype, 
   for (const Arg& a : indices)
     RLCPP_CHECK(a.t->dtype() == DType::kI32,
                 name << ": " << a.name << " must be I32, got " << dtype_name(a.t->dtype()));
-  const Backend& backend = backend_of(ctx);
-  RLCPP_CHECK(backend.supports(op, dtype), "op " << name << ": " << precision_name(dtype) << " not supported on the "
-                                                 << backend.name << " backend (" << ctx.name() << ")");
-  return {backend, KernelContext{ctx.stream(), ctx.blas_handle(), ctx.device_index()}};
+  return {backend_running(ctx, name, op, dtype), kernel_context(ctx)};
 }
 
 const float* f32(const Tensor& t) { return t.data<float>(); }
@@ -209,15 +222,26 @@ void round_to(const ExecContext& ctx, Tensor& x, DType dtype) {
   d.backend.round_to(d.k, f32(x), x.numel(), dtype);
 }
 
+void convert(const ExecContext& ctx, const Tensor& src, Tensor& dst) {
+  const char* op = "convert";
+  expect_on_context(ctx, op, {{"src", &src}, {"dst", &dst}});
+  for (const Arg& a : {Arg{"src", &src}, Arg{"dst", &dst}}) {
+    const DType d = a.t->dtype();
+    RLCPP_CHECK(is_float_storage(d),
+                op << ": " << a.name << " is " << dtype_name(d) << ", expected F32, BF16 or F16");
+  }
+  RLCPP_CHECK(src.shape() == dst.shape(), op << ": src " << shape_str(src.shape()) << " and dst "
+                                             << shape_str(dst.shape()) << " differ in shape");
+  const Backend& backend = backend_running(ctx, op, Op::kConvert, src.dtype());
+  backend_running(ctx, op, Op::kConvert, dst.dtype());
+  backend.convert(kernel_context(ctx), src.raw(), src.dtype(), dst.raw(), dst.dtype(), src.numel());
+}
+
 Tensor stored_as(const ExecContext& ctx, const Tensor& x, DType dtype) {
-  const char* op = "stored_as";
-  RLCPP_CHECK(x.dtype() == DType::kF32, op << ": x must be F32, got " << dtype_name(x.dtype()));
-  RLCPP_CHECK(is_float_storage(dtype),
-              op << ": cannot store as " << dtype_name(dtype) << " (F32, BF16 or F16)");
-  const Dispatch d = dispatch(ctx, op, Op::kStoredAs, dtype, {{"x", &x}});
-  if (dtype == DType::kF32) return ctx.copy_of(x);
+  RLCPP_CHECK(x.dtype() == DType::kF32, "stored_as: x must be F32, got " << dtype_name(x.dtype()));
+  RLCPP_CHECK(is_float_storage(dtype), "stored_as: cannot store as " << dtype_name(dtype) << " (F32, BF16 or F16)");
   Tensor out = ctx.empty(x.shape(), dtype);
-  d.backend.stored_as(d.k, f32(x), x.numel(), dtype, out.raw());
+  convert(ctx, x, out);
   return out;
 }
 

@@ -76,11 +76,16 @@ void matmul_packed_residual(const ExecContext& ctx, const Tensor& x, const Packe
                             Tensor& y, DType round = DType::kF32);
 
 // x (F32, any shape) rounded in place to `dtype`'s nearest value, ties to even (F32: unchanged; BF16, F16). The
-// activations of a bf16 or fp16 model are fp32 tensors holding such values: they are rounded at the op
-// boundaries a GPU model of that dtype rounds them, and computed on in fp32 in between.
+// kernels compute a bf16 or fp16 model's activations on fp32 tensors holding such values: they are rounded at the
+// op boundaries a GPU model of that dtype rounds them, and computed on in fp32 in between (what the model keeps
+// for its backward is stored in the dtype itself, through convert).
 void round_to(const ExecContext& ctx, Tensor& x, DType dtype);
-// x (F32, CPU) as a new tensor of `dtype` from ctx's pool: BF16 or F16 bits of round_to's values, or a copy for
-// F32.
+// dst = src converted to dst's dtype (same shape; each F32, BF16 or F16), the one named conversion between fp32
+// and the 16-bit storage dtypes: to 16 bits rounded to nearest even (round_to's values, stored in 16 bits), from
+// 16 bits widened exactly, same dtype copied. A bf16/fp16 model's kept activations are stored and read back
+// through it.
+void convert(const ExecContext& ctx, const Tensor& src, Tensor& dst);
+// x (F32) as a new tensor of `dtype` from ctx's pool: convert into BF16 or F16, or a copy for F32.
 Tensor stored_as(const ExecContext& ctx, const Tensor& x, DType dtype);
 
 // dw (N,K) += dy (M,N)^T @ x (M,K), the weight gradient of a Linear layer. On the CPU the operands are read in

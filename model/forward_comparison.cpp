@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "kernels/ops.h"
+#include "model/layer_ops.h"
 
 namespace rlcpp {
 
@@ -64,11 +66,18 @@ ForwardComparison compare_forward(const ExecContext& exec, const Transformer& a,
   b.forward(exec, params_on(exec, b_params, b_copy), batch, options, xb);
   const int64_t L = a.config().num_hidden_layers, V = a.config().vocab_size;
   ForwardComparison c;
-  // Each stage of both passes on the host (copied from a device context).
-  Tensor ha, hb;
+  // Each stage of both passes on the host (copied from a device context), in F32: a bf16/fp16 model keeps its
+  // residual stream in that dtype (widened exactly).
+  Tensor ha, hb, wide_a, wide_b;
+  auto widened = [&](const Tensor& t, Tensor& wide) -> const Tensor& {
+    if (t.dtype() == DType::kF32) return t;
+    layer_ops::ensure(exec, wide, t.shape());
+    ops::convert(exec, t, wide);
+    return wide;
+  };
   auto stage_diff = [&](const Tensor& x, const Tensor& y) {
-    const Tensor& hx = host_tensor(exec, x, ha);
-    return max_abs_diff(hx, host_tensor(exec, y, hb));
+    const Tensor& hx = host_tensor(exec, widened(x, wide_a), ha);
+    return max_abs_diff(hx, host_tensor(exec, widened(y, wide_b), hb));
   };
   for (int64_t l = 0; l < L; ++l)
     c.max_abs.push_back(stage_diff(xa.layers[static_cast<size_t>(l)].x, xb.layers[static_cast<size_t>(l)].x));

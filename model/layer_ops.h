@@ -9,10 +9,10 @@
 
 namespace rlcpp::layer_ops {
 
-// Keeps `t` when it already has `shape` on ctx's device, else takes it from ctx's pool: repeated passes of one
-// shape allocate nothing.
-inline void ensure(const ExecContext& ctx, Tensor& t, const Shape& shape) {
-  if (!t.defined() || t.shape() != shape || !ctx.holds(t)) t = ctx.empty(shape);
+// Keeps `t` when it already has `shape` and `dtype` on ctx's device, else takes it from ctx's pool: repeated
+// passes of one shape allocate nothing.
+inline void ensure(const ExecContext& ctx, Tensor& t, const Shape& shape, DType dtype = DType::kF32) {
+  if (!t.defined() || t.shape() != shape || t.dtype() != dtype || !ctx.holds(t)) t = ctx.empty(shape, dtype);
 }
 
 // The arithmetic of a model's products in the compute dtype `round` on ctx without packed weights (the

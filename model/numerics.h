@@ -2,10 +2,13 @@
 // model code with their own ModelNumerics, so the mismatch between them can be switched on one source at a time.
 //   compute          fp32 | tf32 | bf16 | fp16: weights, matmul inputs, activations and the KV cache hold values
 //                    of that dtype (rounded to nearest even at the op boundaries a GPU model of that dtype rounds
-//                    them), every product and reduction accumulates in fp32. tf32 stores fp32 (nothing is rounded
-//                    at op boundaries: storage_dtype(kTF32) is kF32) and runs the cuBLAS products on CUDA tensor
-//                    cores with TF32 operands (10 mantissa bits): CUDA only, not batch-invariant. fp32 master
-//                    weights and AdamW always; in bf16/fp16 the backward differentiates the fp32 expressions at the rounded
+//                    them), every product and reduction accumulates in fp32. The KV cache and the training
+//                    forward's kept activations are tensors of that dtype (transformer.h LayerActivations,
+//                    converted by ops::convert); the other activations are fp32 tensors of rounded values,
+//                    which is what the kernels compute on. tf32 stores fp32 (nothing is rounded at op boundaries:
+//                    storage_dtype(kTF32) is kF32) and runs the cuBLAS products on CUDA tensor cores with TF32
+//                    operands (10 mantissa bits): CUDA only, not batch-invariant. fp32 master weights and AdamW
+//                    always; in bf16/fp16 the backward differentiates the fp32 expressions at the rounded
 //                    activations (each rounding is the identity in the backward, as autocast's casts are).
 //   linear_weights   how the decoder layers' Linear weights are stored: the compute dtype's format, or a
 //                    weight-only quantisation (int8, fp8_e4m3, one scale per output channel). The rollout

@@ -138,10 +138,18 @@ void Transformer::forward(const ExecContext& ctx, const ParameterStore& params, 
 
   // The residual stream lives in the kept activations: layer l writes layer l+1's x (or x_final) in place, so
   // repeated forwards of one shape allocate (and page-fault) nothing for it.
+  // In bf16/fp16 layer 0's x is stored in that dtype: the embedding rows are gathered in F32 into x_final (written
+  // again by the last layer) and stored (rounded) from there.
   const DType dt = numerics_.compute;
-  ensure(ctx, acts.layers[0].x, {N, C});
-  ops::embedding_forward(ctx, w.embed, acts.tokens, acts.layers[0].x);
-  ops::round_to(ctx, acts.layers[0].x, dt);
+  Tensor& x0 = acts.layers[0].x;
+  ensure(ctx, x0, {N, C}, dt);
+  if (dt == DType::kF32) {
+    ops::embedding_forward(ctx, w.embed, acts.tokens, x0);
+  } else {
+    ensure(ctx, acts.x_final, {N, C});
+    ops::embedding_forward(ctx, w.embed, acts.tokens, acts.x_final);
+    ops::convert(ctx, acts.x_final, x0);
+  }
   forward_layers(ctx, w, pack ? &acts.packed.layers[0] : nullptr, acts);
   ensure(ctx, acts.rstd_final, {N});
   ensure(ctx, acts.xn_final, {N, C});

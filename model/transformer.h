@@ -65,6 +65,9 @@ struct PackedWeights {
 // What forward keeps for backward, sized for the batch's N tokens. Reused across calls when shapes allow.
 // The norms' outputs and the SwiGLU output are not kept: the backward recomputes them per chunk of rows from x,
 // h and gate_up (a few operations per element, in cache) instead of reading them back from memory.
+// x, q, k, v, q_pre, k_pre, att, h and gate_up are tensors of the compute dtype (ModelNumerics::compute): in
+// bf16/fp16 they hold the values the model rounded there, in half the bytes; the kernels compute on F32 rows of
+// them (ChunkScratch::rows_f32), widened and stored with ops::convert, exactly. lse, q_rstd and k_rstd are F32.
 struct LayerActivations {
   Tensor x;        // (N,C) block input (residual stream)
   Tensor q, k, v;  // (N,Hq,D), (N,Hkv,D), (N,Hkv,D), after RoPE
@@ -84,6 +87,10 @@ struct ChunkScratch {
   Tensor dxn, dact, dgate_up, datt, dq, dk, dv, dqkv;  // backward
   Tensor dq_pre, dk_pre;                               // backward through q_norm, k_norm (Qwen3)
   Tensor layer_grads;
+  // A bf16/fp16 model's chunk of the kept activations in F32 (x, q, k, v, q_pre, k_pre, att, h, gate_up; rows
+  // [0, chunk rows)): the layer computes on these, the forward stores them into the kept tensors and the backward
+  // widens the kept rows into them. Undefined in fp32, whose kernels read and write the kept tensors themselves.
+  LayerActivations rows_f32;
 };
 
 // One layer pass over n rows (a training chunk, or rows of a cached step): views of the tensors it reads and

@@ -7,6 +7,11 @@
 // are summed in thread order at the end of the layer. Every op works row by row (or sequence by sequence), so
 // the forward's values are the bits the whole batch at once gives, and the same as forward_cached's; the
 // weight gradients are summed in an order fixed by the batch and the thread count.
+//
+// A bf16/fp16 model keeps its activations in that dtype (transformer.h LayerActivations) and computes on F32
+// rows of them: a chunk's forward runs into F32 chunk buffers and stores the rows it keeps with ops::convert; the
+// next layer, and the backward, widen the kept rows back. The values kept are already rounded to the dtype at
+// the op that made them, so storing and widening are exact: the bits are those of an F32 store.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -33,6 +38,49 @@ void ensure_chunk_buffers(const ExecContext& ctx, ChunkScratch& s, int64_t rows,
   ensure(ctx, s.rstd, {rows});
   ensure(ctx, s.qkv, {rows, c.q_dim() + 2 * c.kv_dim()});
   ensure(ctx, s.act, {rows, c.intermediate_size});
+}
+
+// The activations kept in the compute dtype (lse, q_rstd and k_rstd stay F32); q_pre and k_pre only with
+// Qwen3's q_norm and k_norm.
+constexpr Tensor LayerActivations::*kStoredInComputeDtype[] = {
+    &LayerActivations::x,     &LayerActivations::h,     &LayerActivations::q,   &LayerActivations::k,
+    &LayerActivations::v,     &LayerActivations::q_pre, &LayerActivations::k_pre, &LayerActivations::att,
+    &LayerActivations::gate_up};
+
+// The F32 rows of a chunk of the stored activations (ChunkScratch::rows_f32), for chunks of up to `rows` rows.
+void ensure_rows_f32(const ExecContext& ctx, LayerActivations& f, int64_t rows, const ModelConfig& c) {
+  const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads, D = c.head_dim();
+  ensure(ctx, f.x, {rows, c.hidden_size});
+  ensure(ctx, f.h, {rows, c.hidden_size});
+  ensure(ctx, f.q, {rows, Hq, D});
+  ensure(ctx, f.k, {rows, Hkv, D});
+  ensure(ctx, f.v, {rows, Hkv, D});
+  if (c.has_qk_norm()) {
+    ensure(ctx, f.q_pre, {rows, Hq, D});
+    ensure(ctx, f.k_pre, {rows, Hkv, D});
+  }
+  ensure(ctx, f.att, {rows, Hq * D});
+  ensure(ctx, f.gate_up, {rows, 2 * c.intermediate_size});
+}
+
+// Rows [b, e) of the stored activations `member` (all when null) of A widened into rows [0, e-b) of f.
+void widen_rows(const ExecContext& ctx, const LayerActivations& A, LayerActivations& f, int64_t b, int64_t e,
+                Tensor LayerActivations::*member = nullptr) {
+  for (Tensor LayerActivations::*m : kStoredInComputeDtype) {
+    if ((member && m != member) || !(A.*m).defined()) continue;
+    Tensor rows = (f.*m).slice_rows(0, e - b);
+    ops::convert(ctx, (A.*m).slice_rows(b, e), rows);
+  }
+}
+
+// Rows [0, e-b) of f stored (rounded, exactly: they hold values of the dtype) into rows [b, e) of A, x excepted
+// (the layer's input, stored by the layer before).
+void store_rows(const ExecContext& ctx, const LayerActivations& f, LayerActivations& A, int64_t b, int64_t e) {
+  for (Tensor LayerActivations::*m : kStoredInComputeDtype) {
+    if (m == &LayerActivations::x || !(A.*m).defined()) continue;
+    Tensor rows = (A.*m).slice_rows(b, e);
+    ops::convert(ctx, (f.*m).slice_rows(0, e - b), rows);
+  }
 }
 
 }  // namespace
@@ -89,23 +137,32 @@ void Transformer::layer_forward(const ExecContext& ctx, const LayerWeights& W, c
                                 const Tensor& rope, ChunkScratch& s) const {
   const int64_t b = rows.begin, e = rows.end, n = e - b;
   const float scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim()));
+  // fp32: the kernels write the kept tensors' rows [b, e) themselves. bf16/fp16: they compute on the chunk's F32
+  // rows [0, n), the input widened first and the kept rows stored after.
+  const bool stored_f32 = numerics_.compute == DType::kF32;
+  LayerActivations& R = stored_f32 ? A : s.rows_f32;
+  const int64_t rb = stored_f32 ? b : 0, re = stored_f32 ? e : n;
+  if (!stored_f32) widen_rows(ctx, A, R, b, e, &LayerActivations::x);
   LayerRows r;
-  r.x = A.x.slice_rows(b, e);
-  r.h = A.h.slice_rows(b, e);
-  r.out = x_next.slice_rows(b, e);
+  r.x = R.x.slice_rows(rb, re);
+  r.h = R.h.slice_rows(rb, re);
+  // An F32 x_next (fp32, or the last layer's x_final) is written in place; else the output goes to the chunk's
+  // x rows (not read after h is formed, as the cached decode's residual stream) and is stored from there.
+  const bool out_in_place = x_next.dtype() == DType::kF32;
+  r.out = out_in_place ? x_next.slice_rows(b, e) : r.x;
   r.positions = positions.slice_rows(b, e);
   r.rope = rope;
-  r.q = A.q.slice_rows(b, e);
-  r.k = A.k.slice_rows(b, e);
-  r.v = A.v.slice_rows(b, e);
+  r.q = R.q.slice_rows(rb, re);
+  r.k = R.k.slice_rows(rb, re);
+  r.v = R.v.slice_rows(rb, re);
   if (config_.has_qk_norm()) {
-    r.q_pre = A.q_pre.slice_rows(b, e);
-    r.k_pre = A.k_pre.slice_rows(b, e);
+    r.q_pre = R.q_pre.slice_rows(rb, re);
+    r.k_pre = R.k_pre.slice_rows(rb, re);
     r.q_rstd = A.q_rstd.slice_rows(b, e);
     r.k_rstd = A.k_rstd.slice_rows(b, e);
   }
-  r.att = A.att.slice_rows(b, e);
-  r.gate_up = A.gate_up.slice_rows(b, e);
+  r.att = R.att.slice_rows(rb, re);
+  r.gate_up = R.gate_up.slice_rows(rb, re);
   r.xn = s.xn.slice_rows(0, n);
   r.rstd = s.rstd.slice_rows(0, n);
   r.qkv = s.qkv.slice_rows(0, n);
@@ -114,6 +171,12 @@ void Transformer::layer_forward(const ExecContext& ctx, const LayerWeights& W, c
   layer_body(ctx, W, P, r, [&](const Tensor& q, const Tensor& k, const Tensor& v, Tensor& att) {
     ops::attention_forward(ctx, q, k, v, rows.cu_seqlens, scale, att, lse);
   });
+  if (stored_f32) return;
+  store_rows(ctx, R, A, b, e);
+  if (!out_in_place) {
+    Tensor next = x_next.slice_rows(b, e);
+    ops::convert(ctx, r.out, next);
+  }
 }
 
 void Transformer::layer_backward(const ExecContext& ctx, const LayerWeights& W, const PackedWeights::Layer* P,
@@ -122,10 +185,15 @@ void Transformer::layer_backward(const ExecContext& ctx, const LayerWeights& W, 
   const int64_t b = rows.begin, e = rows.end, n = e - b;
   const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
   const float eps = static_cast<float>(config_.rms_norm_eps), scale = 1.0f / std::sqrt(static_cast<float>(D));
-  const Tensor x = A.x.slice_rows(b, e), pos = positions.slice_rows(b, e);
-  const Tensor q = A.q.slice_rows(b, e), k = A.k.slice_rows(b, e), v = A.v.slice_rows(b, e);
-  const Tensor att = A.att.slice_rows(b, e), lse = A.lse.slice_rows(b, e), h = A.h.slice_rows(b, e);
-  const Tensor gate_up = A.gate_up.slice_rows(b, e);
+  // fp32: the kept tensors' rows [b, e) are read in place. bf16/fp16: widened into the chunk's F32 rows [0, n).
+  const bool stored_f32 = numerics_.compute == DType::kF32;
+  if (!stored_f32) widen_rows(ctx, A, s.rows_f32, b, e);
+  const LayerActivations& R = stored_f32 ? A : s.rows_f32;
+  const int64_t rb = stored_f32 ? b : 0, re = stored_f32 ? e : n;
+  const Tensor x = R.x.slice_rows(rb, re), pos = positions.slice_rows(b, e);
+  const Tensor q = R.q.slice_rows(rb, re), k = R.k.slice_rows(rb, re), v = R.v.slice_rows(rb, re);
+  const Tensor att = R.att.slice_rows(rb, re), lse = A.lse.slice_rows(b, e), h = R.h.slice_rows(rb, re);
+  const Tensor gate_up = R.gate_up.slice_rows(rb, re);
   Tensor dx = dx_all.slice_rows(b, e);
   Tensor xn = s.xn.slice_rows(0, n), rstd = s.rstd.slice_rows(0, n), act = s.act.slice_rows(0, n);
   Tensor dxn = s.dxn.slice_rows(0, n), dact = s.dact.slice_rows(0, n), dgate_up = s.dgate_up.slice_rows(0, n);
@@ -155,9 +223,9 @@ void Transformer::layer_backward(const ExecContext& ctx, const LayerWeights& W, 
     ctx.fill_zero(dq_pre);  // rmsnorm_backward accumulates dx
     ctx.fill_zero(dk_pre);
     Tensor dq_pre_heads = dq_pre.reshape({n * Hq, D}), dk_pre_heads = dk_pre.reshape({n * Hkv, D});
-    ops::rmsnorm_backward(ctx, dq.reshape({n * Hq, D}), A.q_pre.slice_rows(b, e).reshape({n * Hq, D}), W.q_norm,
+    ops::rmsnorm_backward(ctx, dq.reshape({n * Hq, D}), R.q_pre.slice_rows(rb, re).reshape({n * Hq, D}), W.q_norm,
                           A.q_rstd.slice_rows(b, e).reshape({n * Hq}), dq_pre_heads, G.q_norm);
-    ops::rmsnorm_backward(ctx, dk.reshape({n * Hkv, D}), A.k_pre.slice_rows(b, e).reshape({n * Hkv, D}), W.k_norm,
+    ops::rmsnorm_backward(ctx, dk.reshape({n * Hkv, D}), R.k_pre.slice_rows(rb, re).reshape({n * Hkv, D}), W.k_norm,
                           A.k_rstd.slice_rows(b, e).reshape({n * Hkv}), dk_pre_heads, G.k_norm);
     ops::merge_qkv(ctx, dq_pre, dk_pre, dv, dqkv);
   } else {
@@ -175,27 +243,32 @@ void Transformer::forward_layers(const ExecContext& ctx, const Weights& w, Packe
   const Executor& ex = executor_of(ctx);
   const int64_t N = acts.num_tokens, C = config_.hidden_size, F = config_.intermediate_size;
   const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
+  const DType dt = numerics_.compute;  // the kept activations' dtype (x_final, lse and the rstds: F32)
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     auto& A = acts.layers[static_cast<size_t>(l)];
-    Tensor& x_next = l + 1 < config_.num_hidden_layers ? acts.layers[static_cast<size_t>(l) + 1].x : acts.x_final;
-    ensure(ctx, A.h, {N, C});
-    ensure(ctx, x_next, {N, C});
-    ensure(ctx, A.q, {N, Hq, D});
-    ensure(ctx, A.k, {N, Hkv, D});
-    ensure(ctx, A.v, {N, Hkv, D});
+    const bool last = l + 1 == config_.num_hidden_layers;
+    Tensor& x_next = last ? acts.x_final : acts.layers[static_cast<size_t>(l) + 1].x;
+    ensure(ctx, A.h, {N, C}, dt);
+    ensure(ctx, x_next, {N, C}, last ? DType::kF32 : dt);
+    ensure(ctx, A.q, {N, Hq, D}, dt);
+    ensure(ctx, A.k, {N, Hkv, D}, dt);
+    ensure(ctx, A.v, {N, Hkv, D}, dt);
     if (config_.has_qk_norm()) {
-      ensure(ctx, A.q_pre, {N, Hq, D});
-      ensure(ctx, A.k_pre, {N, Hkv, D});
+      ensure(ctx, A.q_pre, {N, Hq, D}, dt);
+      ensure(ctx, A.k_pre, {N, Hkv, D}, dt);
       ensure(ctx, A.q_rstd, {N, Hq});
       ensure(ctx, A.k_rstd, {N, Hkv});
     }
-    ensure(ctx, A.att, {N, Hq * D});
+    ensure(ctx, A.att, {N, Hq * D}, dt);
     ensure(ctx, A.lse, {N, Hq});
-    ensure(ctx, A.gate_up, {N, 2 * F});
+    ensure(ctx, A.gate_up, {N, 2 * F}, dt);
   }
   acts.chunk_scratch.resize(static_cast<size_t>(ex.chunk_threads()));
   const int64_t rows = max_chunk_rows(acts.chunks);
-  for (auto& s : acts.chunk_scratch) ensure_chunk_buffers(ctx, s, rows, config_);
+  for (auto& s : acts.chunk_scratch) {
+    ensure_chunk_buffers(ctx, s, rows, config_);
+    if (dt != DType::kF32) ensure_rows_f32(ctx, s.rows_f32, rows, config_);
+  }
   const Tensor& rope = ex.resident(ctx, rope_, acts.rope);
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     auto& A = acts.layers[static_cast<size_t>(l)];
@@ -222,6 +295,7 @@ void Transformer::backward_layers(const ExecContext& ctx, const Weights& w, Pack
   const Tensor& rope = ex.resident(ctx, rope_, acts.rope);
   for (auto& s : acts.chunk_scratch) {
     ensure_chunk_buffers(ctx, s, rows, config_);
+    if (numerics_.compute != DType::kF32) ensure_rows_f32(ctx, s.rows_f32, rows, config_);
     ensure(ctx, s.dxn, {rows, C});
     ensure(ctx, s.dact, {rows, F});
     ensure(ctx, s.dgate_up, {rows, 2 * F});

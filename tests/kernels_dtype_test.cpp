@@ -138,6 +138,33 @@ TEST(StoredAs, BitsAreTheReferenceRoundingsBits) {
                Error);  // the input must be F32
 }
 
+// convert: a round trip through 16 bits gives round_to's values; other shapes or non-float dtypes are refused
+// naming the operand.
+TEST(Convert, RoundTripIsRoundToAndBadOperandsAreNamed) {
+  Rng rng(5);
+  const Tensor x = rng.normal({3, 17}, 30.0f);
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    Tensor stored = Tensor::empty({3, 17}, dt), back = Tensor::empty({3, 17}), want = x.clone();
+    ops::convert(host(), x, stored);
+    ops::convert(host(), stored, back);
+    ops::round_to(host(), want, dt);
+    EXPECT_EQ(std::memcmp(back.raw(), want.raw(), x.nbytes()), 0) << dtype_name(dt);
+  }
+  Tensor other_shape = Tensor::empty({17, 3}, DType::kBF16), ints = Tensor::empty({3, 17}, DType::kI32);
+  auto message = [&](Tensor& dst) {
+    try {
+      ops::convert(host(), x, dst);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message(other_shape).find("convert: src (3, 17) and dst (17, 3) differ in shape"), std::string::npos)
+      << message(other_shape);
+  EXPECT_NE(message(ints).find("convert: dst is I32, expected F32, BF16 or F16"), std::string::npos)
+      << message(ints);
+}
+
 // The reference of a packed product: y[m][n] = scale[n] * sum_k x[m][k] w_q[n][k] in double, w_q the values the
 // format stores (rounded, or the quantised codes).
 struct FormatCase {

@@ -103,9 +103,35 @@ Outputs run_round_to(const ExecContext& ctx, DType dtype) {
   return {{"x", back(ctx, x)}};
 }
 
-Outputs run_stored_as(const ExecContext& ctx, DType dtype) {
+// n elements of `dtype` with random bit patterns, NaN excepted (a NaN's payload is the one thing the fast and the
+// reference conversions may keep differently): every binade, subnormals, zeros and infinities of the dtype.
+Tensor random_bits(Rng& rng, int64_t n, DType dtype) {
+  // The magnitude's bits of an infinity: above them, a NaN.
+  const uint32_t inf = dtype == DType::kF32 ? 0x7F800000u : dtype == DType::kBF16 ? 0x7F80u : 0x7C00u;
+  const uint32_t sign = dtype == DType::kF32 ? 0x80000000u : 0x8000u;
+  Tensor t = Tensor::empty({n}, dtype);
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u = static_cast<uint32_t>(rng.gen()()) & (sign | (sign - 1));
+    while ((u & (sign - 1)) > inf) u = static_cast<uint32_t>(rng.gen()()) & (sign | (sign - 1));
+    if (dtype == DType::kF32)
+      std::memcpy(t.data<float>() + i, &u, sizeof u);
+    else
+      t.data<uint16_t>()[i] = static_cast<uint16_t>(u);
+  }
+  return t;
+}
+
+// Every pair (from, dtype): to 16 bits rounded, from 16 bits widened, the same dtype copied.
+Outputs run_convert(const ExecContext& ctx, DType dtype) {
   Rng rng(kSeed);
-  return {{"stored", back(ctx, ops::stored_as(ctx, on(ctx, rng.normal({1001}, 100.0f)), dtype))}};
+  Outputs out;
+  for (const DType from : {DType::kF32, DType::kBF16, DType::kF16}) {
+    const Tensor src = on(ctx, random_bits(rng, 1001, from));
+    Tensor dst = on(ctx, Tensor::empty({1001}, dtype));
+    ops::convert(ctx, src, dst);
+    out.push_back({std::string("from ") + dtype_name(from), back(ctx, dst)});
+  }
+  return out;
 }
 
 Outputs run_linear_weight_grad(const ExecContext& ctx, DType math) {
@@ -320,7 +346,7 @@ const std::vector<OpRun>& op_runs() {
       {{Op::kPackWeightTransposed}, run_pack_weight_transposed},
       {{Op::kMatmulPacked, Op::kPackWeight}, run_matmul_packed},
       {{Op::kRoundTo}, run_round_to},
-      {{Op::kStoredAs}, run_stored_as},
+      {{Op::kConvert}, run_convert},
       {{Op::kLinearWeightGrad}, run_linear_weight_grad},
       {{Op::kAddBias}, run_add_bias},
       {{Op::kBiasBackward}, run_bias_backward},
@@ -343,7 +369,7 @@ const std::vector<OpRun>& op_runs() {
 
 const DType kDtypes[] = {DType::kF32, DType::kTF32, DType::kBF16, DType::kF16, DType::kInt8, DType::kFp8E4M3};
 
-// Where every backend promises the reference's bits: packing, the packed product, roundings and 16-bit storage,
+// Where every backend promises the reference's bits: packing, the packed product, roundings and conversions,
 // copies and index ops, sums modulo 2^64, finiteness. The CPU also sums a weight gradient in the reference's
 // order (one fma chain per output over the rows).
 bool promises_bits(Op op, const std::string& backend, const std::string& output) {
@@ -352,7 +378,7 @@ bool promises_bits(Op op, const std::string& backend, const std::string& output)
     case Op::kPackWeightTransposed:
     case Op::kMatmulPacked:
     case Op::kRoundTo:
-    case Op::kStoredAs:
+    case Op::kConvert:
     case Op::kAddBias:
     case Op::kAddInplace:
     case Op::kEmbeddingForward:

@@ -1,7 +1,7 @@
 // The "cpu" backend (kernels/backend.h): the fast host kernels of kernels/cpu/, one file per op family, behind
-// the table every backend fills. fp32 activations; packed weights in fp32, bf16, fp16, int8 and fp8_e4m3; KV caches
-// and roundings in fp32, bf16 and fp16. Products of other math (tf32, or bf16/fp16 operands without packing) are
-// tensor-core modes of CUDA: refused here by name.
+// the table every backend fills. fp32 activations; packed weights in fp32, bf16, fp16, int8 and fp8_e4m3; KV
+// caches, roundings and conversions in fp32, bf16 and fp16. Products of other math (tf32, or bf16/fp16 operands
+// without packing) are tensor-core modes of CUDA: refused here by name.
 #include <algorithm>
 
 #include "kernels/backend.h"
@@ -20,7 +20,7 @@ bool cpu_supports(Op op, DType dtype) {
     case Op::kMatmulPacked:
       return dtype == DType::kF32 || float_16(dtype) || is_quantized(dtype);
     case Op::kRoundTo:
-    case Op::kStoredAs:
+    case Op::kConvert:
       return float_16(dtype) || dtype == DType::kF32;
     case Op::kPagedKvWrite:
     case Op::kPagedAttention:
@@ -58,8 +58,8 @@ const Backend& cpu_backend() {
             cpu::matmul_packed(x, panels, scales, format, y, m, n, k, residual, round);
           },
       .round_to = [](const K&, float* x, int64_t n, DType dtype) { cpu::round_to(x, n, dtype); },
-      .stored_as = [](const K&, const float* x, int64_t n, DType dtype,
-                      void* out) { cpu::store_as(x, n, dtype, static_cast<uint16_t*>(out)); },
+      .convert = [](const K&, const void* src, DType from, void* dst, DType to,
+                    int64_t n) { cpu::convert(src, from, dst, to, n); },
       .linear_weight_grad = [](const K&, const float* dy, const float* x, float* dw, int64_t rows, int64_t out,
                                int64_t in, DType) { cpu::linear_weight_grad(dy, x, dw, rows, out, in); },
       .add_bias = [](const K&, float* y, const float* bias, int64_t rows,

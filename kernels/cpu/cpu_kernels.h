@@ -56,7 +56,9 @@ void matmul_packed(const float* x, const void* panels, const float* scales, DTyp
                    int64_t m, int64_t n, int64_t k, const float* residual, DType round);
 // x (n) rounded in place to `dtype` (kBF16, kF16; kF32 leaves it).
 void round_to(float* x, int64_t n, DType dtype);
-void store_as(const float* x, int64_t n, DType dtype, uint16_t* out);
+// dst (n) of `to` = src (n) of `from` (each F32, BF16 or F16): widened exactly, rounded to nearest even as
+// round_to rounds, or copied when the dtypes are the same.
+void convert(const void* src, DType from, void* dst, DType to, int64_t n);
 
 // dw (out,in) += dy (n,out)^T @ x (n,in), operands in place; each output one fma chain over t = 0..n-1 in order.
 void linear_weight_grad(const float* dy, const float* x, float* dw, int64_t n, int64_t out, int64_t in);

@@ -54,10 +54,10 @@ bool cuda_supports(Op op, DType dtype) {
     case Op::kPackWeight:
     case Op::kMatmulPacked: return dtype == DType::kF32 || float_16(dtype) || is_quantized(dtype);
     case Op::kRoundTo:
+    case Op::kConvert:
     case Op::kPagedKvWrite:
     case Op::kPagedAttention: return dtype == DType::kF32 || float_16(dtype);
     case Op::kPackWeightTransposed:
-    case Op::kStoredAs:
     case Op::kLogprobTruncatedForward:
     case Op::kLogprobTruncatedBackward: return false;
     default: return dtype == DType::kF32;
@@ -116,7 +116,8 @@ const Backend& cuda_backend() {
           },
       .round_to = [](const K& k, float* x, int64_t n,
                      DType dtype) { RLCPP_LAUNCH("round_to", cuda::round_to(x, n, dtype, stream(k))); },
-      .stored_as = [](const K&, const float*, int64_t, DType, void*) { not_here("stored_as"); },
+      .convert = [](const K& k, const void* src, DType from, void* dst, DType to,
+                    int64_t n) { RLCPP_LAUNCH("convert", cuda::convert(src, from, dst, to, n, stream(k))); },
       .linear_weight_grad =
           [](const K& k, const float* dy, const float* x, float* dw, int64_t rows, int64_t out, int64_t in,
              DType math) {

@@ -62,6 +62,8 @@ cudaError_t rmsnorm_backward(const float* dout, const float* x, const float* wei
 
 // x rounded to dtype in place, element by element (ops::round_to); F32 leaves x as it is.
 cudaError_t round_to(float* x, int64_t n, DType dtype, cudaStream_t stream);
+// dst (n) of `to` = src (n) of `from` (each F32, BF16 or F16), the bits of cpu::convert (ops::convert).
+cudaError_t convert(const void* src, DType from, void* dst, DType to, int64_t n, cudaStream_t stream);
 
 cudaError_t rope_forward(float* x, const int32_t* positions, const float* table, int64_t n, int64_t heads,
                          int64_t head_dim, cudaStream_t stream);

@@ -16,7 +16,7 @@ bool reference_supports(Op op, DType dtype) {
     case Op::kPackWeight:
     case Op::kMatmulPacked: return dtype == DType::kF32 || float_16 || is_quantized(dtype);
     case Op::kRoundTo:
-    case Op::kStoredAs:
+    case Op::kConvert:
     case Op::kPagedKvWrite:
     case Op::kPagedAttention: return dtype == DType::kF32 || float_16;
     default: return dtype == DType::kF32;
@@ -45,7 +45,8 @@ const Backend& reference_backend() {
             ref::matmul_packed(x, panels, scales, format, y, m, n, k, depth, residual, round);
           },
       .round_to = [](const K&, float* x, int64_t n, DType dtype) { ref::round_to(x, n, dtype); },
-      .stored_as = [](const K&, const float* x, int64_t n, DType dtype, void* out) { ref::stored_as(x, n, dtype, out); },
+      .convert = [](const K&, const void* src, DType from, void* dst, DType to,
+                    int64_t n) { ref::convert(src, from, dst, to, n); },
       .linear_weight_grad = [](const K&, const float* dy, const float* x, float* dw, int64_t rows, int64_t out,
                                int64_t in, DType) { ref::linear_weight_grad(dy, x, dw, rows, out, in); },
       .add_bias = [](const K&, float* y, const float* bias, int64_t rows,

@@ -31,7 +31,7 @@ void matmul_packed(const float* x, const void* panels, const float* scales, DTyp
                    int64_t n, int64_t k, int64_t depth, const float* residual, DType round);
 
 void round_to(float* x, int64_t n, DType dtype);
-void stored_as(const float* x, int64_t n, DType dtype, void* out);
+void convert(const void* src, DType from, void* dst, DType to, int64_t n);
 
 void add_bias(float* y, const float* bias, int64_t rows, int64_t cols);
 void bias_backward(const float* dy, float* dbias, int64_t rows, int64_t cols);
