@@ -21,7 +21,7 @@ std::string ModelNumerics::describe() const {
 }
 
 void ModelNumerics::validate(const std::string& where) const {
-  RLCPP_CHECK(compute == DType::kF32 || compute == DType::kTF32 || compute == DType::kBF16 || compute == DType::kF16,
+  RLCPP_CHECK(is_float_storage(compute) || compute == DType::kTF32,
               where << ": compute dtype " << dtype_name(compute) << " is not one of fp32, tf32, bf16, fp16");
   RLCPP_CHECK(is_quantized(linear_weights) || linear_weights == compute_format(),
               where << ": Linear weights in " << precision_name(linear_weights) << " under a "
