@@ -154,6 +154,55 @@ TEST(LoopResume, AgentRunWithEpisodesInFlightResumesBitForBit) {
   EXPECT_EQ(first.at("agent/episodes").get<double>(), 0.0);
 }
 
+// Issue 34 item 6 under the async pipeline: configs/agent_calc.json cut to seconds (the small random model, no
+// warm start, 4 task items x 4 episodes, 5 steps, 2 micro-batches) with async.max_staleness 1 and
+// agent.turns_per_draw 1. Each step trains on episodes drawn one version back (its staleness recorded, and each
+// token's); the checkpoint of step 2 holds step 3's episodes, drawn ahead, and the episodes still in flight after
+// them; the resumed run equals the uninterrupted one, metrics, samples and weights.
+TEST(LoopResume, AsyncAgentRunRecordsItsStalenessAndResumesWithPendingAndInFlightEpisodesBitForBit) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_resume_async_agent_test";
+  fs::remove_all(root);
+  TrainConfig c;
+  config_from_json(load_json_file(std::string(RLCPP_SOURCE_DIR) + "/configs/agent_calc.json"), c);
+  c.warm_start.enabled = false;
+  c.init_checkpoint = small_train_checkpoint(root / "init");
+  c.steps = 5;
+  c.checkpoint_every = 2;
+  c.eval_every = 0;
+  c.eval_size = 10;
+  c.rollout.prompts_per_step = 4;
+  c.rollout.group_size = 4;
+  c.ppo.mini_batch_size = 16;
+  c.ppo.micro_batch_size = 8;
+  c.agent.turns_per_draw = 1;
+  c.async.max_staleness = 1;
+  expect_resume_matches_whole_run(root, c);
+
+  const fs::path checkpoint = root / "cut" / "checkpoints" / "step_2";
+  const Json pending = load_json_file((checkpoint / kPendingRolloutsFile).string());
+  ASSERT_EQ(pending.size(), 1u);
+  EXPECT_EQ(pending[0]["step"], 3);
+  EXPECT_EQ(pending[0]["policy_version"], 1);
+  EXPECT_TRUE(pending[0].contains("episodes")) << "step 3's draw was saved without its episodes";
+  const Json in_flight = load_json_file((checkpoint / kEpisodesInFlightFile).string());
+  EXPECT_TRUE(in_flight.is_array() && !in_flight.empty()) << "no episode was in flight at the checkpoint";
+  const std::vector<Json> m = read_jsonl(root / "cut" / "metrics.jsonl");
+  ASSERT_EQ(m.size(), 5u);
+  double trained_episodes = 0;
+  for (size_t i = 0; i < m.size(); ++i) {
+    EXPECT_EQ(m[i]["training/off_policy/staleness_max"].get<double>(), std::min<double>(1, i)) << "step " << i + 1;
+    EXPECT_EQ(m[i]["training/off_policy/dropped_samples"].get<double>(), 0.0) << "step " << i + 1;
+    trained_episodes += m[i]["agent/episodes"].get<double>();
+    // An episode that ran over several draws holds tokens of older versions than its last turn's.
+    if (m[i].contains("training/off_policy/token_staleness_max"))
+      EXPECT_GE(m[i]["training/off_policy/token_staleness_max"].get<double>(),
+                m[i]["training/off_policy/staleness_max"].get<double>())
+          << "step " << i + 1;
+  }
+  EXPECT_GT(trained_episodes, 0.0);
+  fs::remove_all(root);
+}
+
 TEST(LoopResume, KlRunResumesWithItsSavedReference) {
   const fs::path root = fs::temp_directory_path() / "rlcpp_resume_kl_test";
   fs::remove_all(root);
