@@ -20,7 +20,8 @@ inline constexpr const char* kToolCallClose = "</tool_call>";
 
 struct ParsedToolCall {
   std::string name;
-  OrderedJson arguments = OrderedJson::object();  // an object as written (arguments written as a JSON string are parsed when they can be)
+  // An object as written (arguments written as a JSON string are parsed when they can be).
+  OrderedJson arguments = OrderedJson::object();
 };
 
 struct ToolCallText {
