@@ -3,16 +3,11 @@
 #include "agent/turn_protocol.h"
 #include "core/error.h"
 #include "tokenizer/hf_tokenizer.h"
+#include "tokenizer/tool_calls.h"
 
 namespace rlcpp {
 
 namespace {
-
-std::string trim_space(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t\r\n") + 1 - b);
-}
 
 class ChatProtocol final : public TurnProtocol {
  public:
@@ -34,48 +29,14 @@ class ChatProtocol final : public TurnProtocol {
   std::vector<int64_t> stop_tokens() const override { return {im_end_}; }
 
   AssistantTurn parse(const std::vector<int32_t>& turn, bool ended, const std::vector<ToolSpec>&) const override {
-    AssistantTurn out;
-    out.ended = ended;
     std::vector<int32_t> ids = turn;
     if (!ids.empty() && ids.back() == im_end_) ids.pop_back();
-    const std::string text = tok_.decode(ids);
-    std::string rest;
-    size_t at = 0;
-    while (true) {
-      const size_t open = text.find("<tool_call>", at);
-      rest += text.substr(at, open == std::string::npos ? std::string::npos : open - at);
-      if (open == std::string::npos) break;
-      const size_t close = text.find("</tool_call>", open);
-      if (close == std::string::npos) {
-        if (out.parse_error.empty()) out.parse_error = "a <tool_call> without its </tool_call>";
-        break;
-      }
-      const std::string body = text.substr(open + 11, close - open - 11);
-      at = close + 12;
-      std::string error;
-      OrderedJson call;
-      try {
-        call = OrderedJson::parse(body);
-      } catch (const OrderedJson::exception&) {
-        error = "the tool call is not JSON: " + trim_space(body).substr(0, 80);
-      }
-      if (error.empty() && !(call.is_object() && call.contains("name") && call["name"].is_string() &&
-                             call.contains("arguments")))
-        error = "a tool call must be {\"name\": string, \"arguments\": object}, got " + trim_space(body).substr(0, 80);
-      if (error.empty()) {
-        OrderedJson args = call["arguments"];
-        if (args.is_string()) {  // some models write the arguments as a JSON string
-          try {
-            args = OrderedJson::parse(args.get<std::string>());
-          } catch (const OrderedJson::exception&) {
-          }
-        }
-        out.tool_calls.push_back({call["name"].get<std::string>(), args});
-      } else if (out.parse_error.empty()) {
-        out.parse_error = error;
-      }
-    }
-    out.text = trim_space(rest);
+    ToolCallText read = parse_tool_calls(tok_.decode(ids));
+    AssistantTurn out;
+    out.ended = ended;
+    out.text = std::move(read.text);
+    out.tool_calls = std::move(read.calls);
+    out.parse_error = std::move(read.error);
     return out;
   }
 

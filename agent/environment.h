@@ -15,12 +15,9 @@
 
 #include "core/config.h"
 #include "reward/task.h"
+#include "tokenizer/tool_calls.h"
 
 namespace rlcpp {
-
-// JSON that keeps its keys in the order written: a tool's schema and a call's arguments are rendered into the
-// model's text (a chat template's `tojson`) in that order.
-using OrderedJson = nlohmann::ordered_json;
 
 // A function the model may call: name, what it does, and its arguments as a JSON schema (listed in a chat
 // model's system turn, as its chat template does).
@@ -30,10 +27,8 @@ struct ToolSpec {
   OrderedJson parameters = OrderedJson::object();  // {"type": "object", "properties": {...}, "required": [...]}
 };
 
-struct ToolCall {
-  std::string name;
-  OrderedJson arguments = OrderedJson::object();
-};
+// A call the model made: the chat template's parser (tokenizer/tool_calls.h) reads Qwen3's, w1's protocol its own.
+using ToolCall = ParsedToolCall;
 
 // The assistant's turn as the environment sees it.
 struct AssistantTurn {

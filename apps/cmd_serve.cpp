@@ -92,7 +92,7 @@ Command add_serve_command(CLI::App& app) {
                           "serve --batch-invariant");
     const Transformer model(engine_model_config(params.config(), ec), numerics);
     Engine engine(model, params, ec, 0, context_for_device(a->device, "serve --device"));
-    ServeLoop loop(engine);
+    ServeLoop loop(engine, *tok);
     ServeHttp http(loop, *tok, a->serve, ec.max_context, params.config().vocab_size);
     http.bind();
     std::printf("serve: %s (%s, prefix cache %s) on http://%s:%d, context %lld tokens, %lld KV blocks of %lld\n",

@@ -1,9 +1,13 @@
 #include "rollout/serve_http.h"
 
 #include <httplib.h>
+#include <netdb.h>
 #include <sys/socket.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <random>
 
 #include "core/error.h"
@@ -27,6 +31,45 @@ bool is_loopback(const std::string& host) {
 int64_t unix_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+// cpp-httplib 0.11 does not tell a handler when its client hangs up (a stream learns it when a write fails). A
+// request that does not stream finds its connection's socket among the process's (/proc/self/fd) by the request's
+// two addresses, and peeks at it between waits. -1 when it cannot be found (then the job runs to its end).
+std::string numeric_host(const sockaddr_storage& addr, socklen_t len, int& port) {
+  char host[NI_MAXHOST], serv[NI_MAXSERV];
+  if (getnameinfo(reinterpret_cast<const sockaddr*>(&addr), len, host, sizeof host, serv, sizeof serv,
+                  NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+    return "";
+  port = std::atoi(serv);
+  return host;
+}
+
+int connection_socket(const httplib::Request& req) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    char* end = nullptr;
+    const long fd = std::strtol(entry.path().filename().c_str(), &end, 10);
+    if (*end != '\0') continue;
+    sockaddr_storage local{}, peer{};
+    socklen_t local_len = sizeof local, peer_len = sizeof peer;
+    if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
+        getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0)
+      continue;
+    int local_port = -1, peer_port = -1;
+    if (numeric_host(local, local_len, local_port) == req.local_addr && local_port == req.local_port &&
+        numeric_host(peer, peer_len, peer_port) == req.remote_addr && peer_port == req.remote_port)
+      return static_cast<int>(fd);
+  }
+  return -1;
+}
+
+// The client closed its end (or reset it): nothing will read the answer.
+bool client_gone(int fd) {
+  if (fd < 0) return false;
+  char c;
+  const ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
 void answer_error(httplib::Response& res, const ServeError& e) {
@@ -147,10 +190,16 @@ void ServeHttp::routes() {
       const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
       auto builder = std::make_shared<CompletionBuilder>(job->request(), tok_, id, options_.model_name, unix_seconds());
       if (!job->request().stream) {
+        const int fd = connection_socket(req);
         JobUpdate u;
         do {
           u = job->wait(kPoll);
           builder->add(u);
+          if (!u.done && client_gone(fd)) {
+            job->cancel();  // its blocks go back before the next step
+            res.status = 499;  // nginx's "client closed request": nobody reads it
+            return;
+          }
         } while (!u.done);
         if (!u.error.empty()) {
           count(500);

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/metrics.h"
+#include "rollout/stop_strings.h"
 
 namespace rlcpp {
 
@@ -63,11 +64,12 @@ void ServeJob::fail(const std::string& message) {
 struct ServeLoop::Active {
   std::shared_ptr<ServeJob> job;
   std::vector<std::unique_ptr<Sequence>> sequences;
+  std::vector<StopStringWatch> stop_watches;  // one per choice when the request has stop strings
   int64_t left = 0;
   bool first_token = false;
 };
 
-ServeLoop::ServeLoop(Engine& engine) : engine_(engine) {
+ServeLoop::ServeLoop(Engine& engine, const Tokenizer& tok) : engine_(engine), tok_(tok) {
   figures_.blocks_total = engine_.blocks().num_blocks();
   figures_.prefix_cache = engine_.blocks().prefix_cache();
   thread_ = std::thread([this] { run(); });
@@ -114,6 +116,7 @@ void ServeLoop::admit_and_drop(Scheduler& scheduler, std::vector<std::unique_ptr
       seq.sampling = &r.sampling;
       seq.num_top_logprobs = static_cast<int32_t>(r.top_logprobs);
       group.push_back(&seq);
+      if (!r.stop.empty()) a->stop_watches.emplace_back(r.stop, tok_);
     }
     a->left = r.n;
     scheduler.add_group(std::move(group));
@@ -134,7 +137,8 @@ void ServeLoop::admit_and_drop(Scheduler& scheduler, std::vector<std::unique_ptr
   }
 }
 
-void ServeLoop::deliver(const std::vector<SampledRow>& rows, std::vector<std::unique_ptr<Active>>& active) {
+void ServeLoop::deliver(const std::vector<SampledRow>& rows, Scheduler& scheduler,
+                        std::vector<std::unique_ptr<Active>>& active) {
   std::unordered_map<const Sequence*, std::pair<Active*, int32_t>> owner;
   for (const auto& a : active)
     for (size_t i = 0; i < a->sequences.size(); ++i) owner[a->sequences[i].get()] = {a.get(), static_cast<int32_t>(i)};
@@ -147,8 +151,14 @@ void ServeLoop::deliver(const std::vector<SampledRow>& rows, std::vector<std::un
       ttft.push_back(std::chrono::duration<double>(ServeJob::Clock::now() - a->job->received()).count());
     }
     a->job->push_token({choice, r.token, r.logprob, r.top});
-    if (r.sequence->status() == SequenceStatus::kFinished) {
-      a->job->finish_choice(choice, r.sequence->finish_reason());
+    const bool stopped = !a->stop_watches.empty() && a->stop_watches[static_cast<size_t>(choice)].add(r.token);
+    if (stopped && r.sequence->status() != SequenceStatus::kFinished) {
+      scheduler.drop(r.sequence);
+      r.sequence->finish(FinishReason::kStop);
+      a->job->finish_choice(choice, FinishReason::kStop);
+      --a->left;
+    } else if (r.sequence->status() == SequenceStatus::kFinished) {
+      a->job->finish_choice(choice, stopped ? FinishReason::kStop : r.sequence->finish_reason());
       const Sequence& seq = *r.sequence;  // its times are the loop clock's
       if (seq.num_output() > 1) tpot.push_back((seq.finished_s - seq.first_token_s) / (seq.num_output() - 1));
       --a->left;
@@ -190,7 +200,7 @@ void ServeLoop::run() {
     admit_and_drop(scheduler, active);
     if (scheduler.has_work()) {
       try {
-        deliver(engine_.step(scheduler, stats, clock), active);
+        deliver(engine_.step(scheduler, stats, clock), scheduler, active);
       } catch (const std::exception& e) {
         // The step's sequences are in an unknown state: every job in flight fails, their blocks go back.
         scheduler.drop_all();

@@ -2,7 +2,8 @@
 // handler threads hand it jobs (ServeLoop::submit) and read each job's tokens as they are sampled
 // (ServeJob::wait). Between steps the loop admits new jobs (a request's n choices as one group, sharing its
 // prompt's prefill and, through the prefix cache, any prefix computed before) and drops the sequences of
-// cancelled jobs (a client that went away), whose blocks go back at once. A failing step fails the jobs in
+// cancelled jobs (a client that went away), whose blocks go back at once. A choice whose text reaches one of the
+// request's stop strings ends at the token that completed it (rollout/stop_strings.h). A failing step fails the jobs in
 // flight (500) and the loop goes on; nothing a request does stops the server.
 // Not built yet (issue 34's harness mode): a session header. It would map a request onto one of the engine's
 // sessions (rollout/session.h) — appended tokens, then its turn queued here with Scheduler::add_continuation on
@@ -23,6 +24,7 @@
 
 #include "rollout/engine.h"
 #include "rollout/serve_request.h"
+#include "tokenizer/tokenizer.h"
 
 namespace rlcpp {
 
@@ -93,7 +95,8 @@ struct ServeLoopFigures {
 
 class ServeLoop {
  public:
-  explicit ServeLoop(Engine& engine);  // starts the loop's thread
+  // Starts the loop's thread; `tok` decodes choices' text to find their stop strings.
+  ServeLoop(Engine& engine, const Tokenizer& tok);
   ~ServeLoop();                         // stops it; jobs still in flight fail
   ServeLoop(const ServeLoop&) = delete;
   ServeLoop& operator=(const ServeLoop&) = delete;
@@ -107,11 +110,14 @@ class ServeLoop {
   void run();
   // Between steps: new jobs into the scheduler, cancelled ones out.
   void admit_and_drop(Scheduler& scheduler, std::vector<std::unique_ptr<Active>>& active);
-  void deliver(const std::vector<SampledRow>& rows, std::vector<std::unique_ptr<Active>>& active);
+  // Hands each sampled token to its job; a choice whose text reached a stop string ends there (dropped from
+  // `scheduler`, its blocks back at once).
+  void deliver(const std::vector<SampledRow>& rows, Scheduler& scheduler, std::vector<std::unique_ptr<Active>>& active);
   // Copies the counters /metrics shows into figures_.
   void publish(const Scheduler& scheduler, const RolloutStats& stats);
 
   Engine& engine_;
+  const Tokenizer& tok_;
   mutable std::mutex mutex_;  // guards incoming_, stopping_, figures_
   std::condition_variable wake_;
   std::deque<std::shared_ptr<ServeJob>> incoming_;

@@ -7,6 +7,8 @@
 
 #include "core/error.h"
 #include "kernels/temperature.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tool_calls.h"
 
 namespace rlcpp {
 
@@ -89,17 +91,52 @@ std::vector<int32_t> completion_prompt(const Json& v, const Tokenizer& tok, int6
                 "use \"n\" for several samples)");
 }
 
-std::vector<int32_t> chat_prompt(const Json& messages, const Tokenizer& tok) {
-  if (!messages.is_array() || messages.empty()) bad("messages", "must be a non-empty list of {\"role\", \"content\"}");
-  for (size_t i = 0; i < messages.size(); ++i)
-    if (!messages[i].is_object() || !messages[i].contains("content") || !messages[i]["content"].is_string())
-      bad("messages", "message " + std::to_string(i) + " needs \"content\" as a string, got " +
-                             json_text(messages[i]));
-  try {
-    return tok.encode_prompt("", messages);
-  } catch (const Error& e) {
-    bad("messages", e.what());
+// OpenAI's "tools": [{"type": "function", "function": {"name", "description", "parameters"}}], each as the chat
+// template's `tojson` writes it (keys in the order the client sent them: `tools` is the body's, parsed keeping order).
+std::vector<std::string> chat_tools(const OrderedJson& tools) {
+  if (!tools.is_array()) bad("tools", "must be a list of {\"type\": \"function\", \"function\": {...}}");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const OrderedJson& t = tools[i];
+    const std::string at = "tool " + std::to_string(i);
+    if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") || !t["function"].is_object())
+      bad("tools", at + " must be {\"type\": \"function\", \"function\": {\"name\", \"description\", "
+                        "\"parameters\"}}, got " + json_text(Json(t)).substr(0, 120));
+    const OrderedJson& f = t["function"];
+    if (!f.contains("name") || !f["name"].is_string() || f["name"].get<std::string>().empty())
+      bad("tools", at + ": \"function\" needs \"name\" as a non-empty string");
+    if (f.contains("description") && !f["description"].is_string())
+      bad("tools", at + ": \"description\" must be a string");
+    if (f.contains("parameters") && !f["parameters"].is_object())
+      bad("tools", at + ": \"parameters\" must be a JSON schema object");
+    out.push_back(template_tojson(t));
   }
+  return out;
+}
+
+std::vector<int32_t> chat_prompt(const Json& messages, const std::vector<std::string>& tools, const Tokenizer& tok) {
+  if (!messages.is_array() || messages.empty()) bad("messages", "must be a non-empty list of {\"role\", \"content\"}");
+  try {
+    return tok.encode_prompt("", messages, tools);
+  } catch (const Error& e) {
+    // The template refuses tools it cannot render: that names "tools"; anything else is the conversation's.
+    const bool template_lacks_tools = !tools.empty() && std::string(e.what()).find("tools") != std::string::npos;
+    bad(template_lacks_tools ? "tools" : "messages", e.what());
+  }
+}
+
+// "stop": a string or a list of up to kMaxStopStrings non-empty strings.
+std::vector<std::string> stop_strings(const Json& v) {
+  if (!v.is_string() && !(v.is_array() && v.size() <= kMaxStopStrings))
+    bad("stop", "must be a string or a list of at most " + std::to_string(kMaxStopStrings) + " strings");
+  std::vector<std::string> out;
+  for (const Json& s : v.is_string() ? Json::array({v}) : v) {
+    if (!s.is_string()) bad("stop", "must be a string or a list of strings, got " + json_text(s));
+    out.push_back(s.get<std::string>());
+  }
+  for (const std::string& s : out)
+    if (s.empty()) bad("stop", "a stop string must not be empty");
+  return out;
 }
 
 }  // namespace
@@ -119,7 +156,7 @@ CompletionRequest parse_completion_request(const std::string& body, bool chat, c
                                  "stop",           "stop_token_ids", "ignore_eos", "return_token_ids", "user",
                                  "logprobs"};
   if (chat) {
-    known.insert({"messages", "max_completion_tokens", "top_logprobs"});
+    known.insert({"messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice"});
   } else {
     known.insert({"prompt", "echo"});
   }
@@ -140,7 +177,18 @@ CompletionRequest parse_completion_request(const std::string& body, bool chat, c
   }
   if (chat) {
     if (!given("messages")) bad("messages", "is required");
-    r.prompt = chat_prompt(j["messages"], tok);
+    std::vector<std::string> tools;
+    if (given("tools")) tools = chat_tools(OrderedJson::parse(body)["tools"]);
+    std::string tool_choice = "auto";
+    if (given("tool_choice")) {
+      if (!j["tool_choice"].is_string() || (j["tool_choice"] != "auto" && j["tool_choice"] != "none"))
+        bad("tool_choice", "only \"auto\" and \"none\" are supported (a named or required function is not), got " +
+                               json_text(j["tool_choice"]));
+      tool_choice = j["tool_choice"].get<std::string>();
+    }
+    // "none": the tools are still listed (the prompt is the same, as vLLM renders it) but no call is parsed.
+    r.parse_tool_calls = !tools.empty() && tool_choice == "auto";
+    r.prompt = chat_prompt(j["messages"], tools, tok);
   } else {
     if (!given("prompt")) bad("prompt", "is required");
     r.prompt = completion_prompt(j["prompt"], tok, vocab_size);
@@ -179,11 +227,7 @@ CompletionRequest parse_completion_request(const std::string& body, bool chat, c
       bad("stream_options", "only {\"include_usage\": bool} is accepted");
     if (o.contains("include_usage")) r.include_usage = bool_field(o, "include_usage");
   }
-  if (given("stop")) {
-    const Json& v = j["stop"];
-    if (!(v.is_array() && v.empty()))
-      bad("stop", "stop strings are not supported; give token ids as \"stop_token_ids\"");
-  }
+  if (given("stop")) r.stop = stop_strings(j["stop"]);
   if (given("stop_token_ids")) {
     if (!j["stop_token_ids"].is_array()) bad("stop_token_ids", "must be a list of token ids");
     for (int32_t t : token_array(j["stop_token_ids"], "stop_token_ids", vocab_size)) s.stop_tokens.push_back(t);

@@ -58,7 +58,13 @@ struct CompletionRequest {
   int64_t top_logprobs = 0;      // alternatives per token; with `logprobs` each token's own log-prob is returned
   bool logprobs = false;
   bool return_token_ids = false;  // vLLM's: "prompt_token_ids" and each choice's "token_ids" in the response
+  // "stop": a choice ends when its text contains one of these (rollout/stop_strings.h); its text is cut before it.
+  std::vector<std::string> stop;
+  // Chat with "tools" and "tool_choice" "auto": the reply's <tool_call> blocks become "tool_calls".
+  bool parse_tool_calls = false;
 };
+
+constexpr size_t kMaxStopStrings = 4;  // OpenAI's limit on "stop"
 
 // Parses `body` as the endpoint's JSON: unknown fields, wrong types and out-of-range values are 400s naming the
 // field; a prompt that does not fit the context (`context` tokens, one new token at least) is a 400 on

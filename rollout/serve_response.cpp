@@ -1,5 +1,9 @@
 #include "rollout/serve_response.h"
 
+#include "rollout/stop_strings.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tool_calls.h"
+
 namespace rlcpp {
 
 namespace {
@@ -13,15 +17,14 @@ Json bytes_of(const std::string& s) {
   return b;
 }
 
-// Text that ends inside a UTF-8 character decodes to U+FFFD at its end: wait for the next token.
-bool ends_incomplete(const std::string& s) {
-  return s.size() >= 3 && s.compare(s.size() - 3, 3, "\xEF\xBF\xBD") == 0;
-}
-
 }  // namespace
 
 const char* openai_finish_reason(FinishReason reason) {
   return reason == FinishReason::kLength ? "length" : "stop";
+}
+
+const char* CompletionBuilder::finish_reason(const Choice& c, bool called) {
+  return called ? "tool_calls" : openai_finish_reason(c.reason);
 }
 
 CompletionBuilder::CompletionBuilder(const CompletionRequest& request, const Tokenizer& tok, std::string id,
@@ -37,7 +40,30 @@ std::string CompletionBuilder::decode(const std::vector<int32_t>& ids) const {
   return tok_.decode(known);
 }
 
-std::string CompletionBuilder::text(const Choice& c) const { return decode(c.tokens); }
+std::string CompletionBuilder::text(const Choice& c) const {
+  std::string all = decode(c.tokens);
+  all.resize(visible_length(all, request_.stop, /*finished=*/true));
+  return all;
+}
+
+std::string CompletionBuilder::streamable_text(const Choice& c) const {
+  const std::string all = decode(c.tokens);
+  if (!c.finished && ends_in_partial_character(all)) return c.sent;
+  std::string out = all.substr(0, visible_length(all, request_.stop, c.finished));
+  // With tools, the text from the first <tool_call> on may be calls: it waits for the end, to be parsed.
+  if (request_.parse_tool_calls && !c.finished) out.resize(visible_length(out, {kToolCallOpen}, false));
+  return out;
+}
+
+Json CompletionBuilder::tool_calls_json(const std::vector<ParsedToolCall>& calls, size_t choice) const {
+  Json out = Json::array();
+  for (size_t k = 0; k < calls.size(); ++k)
+    out.push_back({{"index", k},
+                   {"id", "call_" + id_ + "_" + std::to_string(choice) + "_" + std::to_string(k)},
+                   {"type", "function"},
+                   {"function", {{"name", calls[k].name}, {"arguments", template_tojson(calls[k].arguments)}}}});
+  return out;
+}
 
 Json CompletionBuilder::logprobs_json(const Choice& c, size_t from, size_t to) const {
   if (!request_.logprobs) return Json();
@@ -113,21 +139,33 @@ std::string CompletionBuilder::add(const JobUpdate& update) {
   for (size_t i = 0; i < choices_.size(); ++i) {
     if (!touched[i]) continue;
     Choice& c = choices_[i];
-    const std::string all = text(c);
+    const std::string all = streamable_text(c);
+    const size_t sent_before = c.sent.size();
     std::string delta;
-    const bool extends_sent = all.size() >= c.sent.size() && all.compare(0, c.sent.size(), c.sent) == 0;
-    if ((c.finished || !ends_incomplete(all)) && extends_sent) {
+    if (all.size() >= c.sent.size() && all.compare(0, c.sent.size(), c.sent) == 0) {
       delta = all.substr(c.sent.size());
       c.sent = all;
+    }
+    // The calls, and any text after them, in the last chunk.
+    Json calls;
+    if (c.finished && request_.parse_tool_calls) {
+      const std::string whole = text(c);
+      const ToolCallText after = parse_tool_calls(whole.substr(std::min(sent_before, whole.size())));
+      if (!after.calls.empty()) {
+        calls = tool_calls_json(after.calls, i);
+        delta = after.text;
+      }
     }
     const size_t from = c.logprobs_sent, to = c.tokens.size();
     c.logprobs_sent = to;
     Json choice{{"index", i}, {"logprobs", logprobs_json(c, from, to)},
-                {"finish_reason", c.finished ? Json(openai_finish_reason(c.reason)) : Json()}};
-    if (request_.chat)
+                {"finish_reason", c.finished ? Json(finish_reason(c, !calls.is_null())) : Json()}};
+    if (request_.chat) {
       choice["delta"] = delta.empty() && c.finished ? Json::object() : Json{{"content", delta}};
-    else
+      if (!calls.is_null()) choice["delta"]["tool_calls"] = calls;
+    } else {
       choice["text"] = delta;
+    }
     if (request_.return_token_ids)
       choice["token_ids"] = std::vector<int32_t>(c.tokens.begin() + static_cast<std::ptrdiff_t>(from), c.tokens.end());
     out += sse(chunk(Json::array({choice})));
@@ -149,12 +187,21 @@ Json CompletionBuilder::response() const {
   Json choices = Json::array();
   for (size_t i = 0; i < choices_.size(); ++i) {
     const Choice& c = choices_[i];
-    Json choice{{"index", i}, {"logprobs", logprobs_json(c, 0, c.tokens.size())},
-                {"finish_reason", openai_finish_reason(c.reason)}};
-    if (request_.chat)
-      choice["message"] = {{"role", "assistant"}, {"content", text(c)}};
-    else
-      choice["text"] = text(c);
+    Json choice{{"index", i}, {"logprobs", logprobs_json(c, 0, c.tokens.size())}};
+    const std::string all = text(c);
+    // A text with no well-formed call is the content as written (a malformed block included).
+    const ToolCallText read = request_.parse_tool_calls ? parse_tool_calls(all) : ToolCallText{};
+    const bool called = !read.calls.empty();
+    if (called) {
+      choice["message"] = {{"role", "assistant"},
+                           {"content", read.text.empty() ? Json() : Json(read.text)},
+                           {"tool_calls", tool_calls_json(read.calls, i)}};
+    } else if (request_.chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", all}};
+    } else {
+      choice["text"] = all;
+    }
+    choice["finish_reason"] = finish_reason(c, called);
     if (request_.return_token_ids) {
       choice["token_ids"] = c.tokens;
       if (!request_.chat) choice["prompt_token_ids"] = request_.prompt;

@@ -1,6 +1,9 @@
 // `rlcpp serve`'s response bodies in OpenAI's shapes (with vLLM's "prompt_token_ids" / "token_ids" when the
 // request asks for them): a whole completion, or the SSE chunks of a streamed one. Pure formatting: the HTTP
-// layer feeds it a job's tokens as ServeJob::wait returns them.
+// layer feeds it a job's tokens as ServeJob::wait returns them. Text is cut before a stop string; a chat with
+// tools has its <tool_call> blocks read back (tokenizer/tool_calls.h) into "tool_calls", "finish_reason"
+// "tool_calls" then. Streamed, the content deltas stop at the first <tool_call> and the last chunk carries the
+// calls (and any text after them).
 #pragma once
 
 #include <cstdint>
@@ -9,6 +12,7 @@
 
 #include "core/config.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tool_calls.h"
 #include "rollout/serve_loop.h"
 
 namespace rlcpp {
@@ -38,7 +42,15 @@ class CompletionBuilder {
     size_t logprobs_sent = 0;
   };
   std::string decode(const std::vector<int32_t>& ids) const;
+  // The choice's text, cut before a stop string.
   std::string text(const Choice& c) const;
+  // What a stream may have sent of it by now: not a partial UTF-8 character, nothing a stop string could still
+  // swallow, and with tools nothing from the first <tool_call> on until the choice has finished.
+  std::string streamable_text(const Choice& c) const;
+  // OpenAI's [{"index", "id", "type": "function", "function": {"name", "arguments": JSON text}}].
+  Json tool_calls_json(const std::vector<ParsedToolCall>& calls, size_t choice) const;
+  // "tool_calls" when the text held calls, else openai_finish_reason.
+  static const char* finish_reason(const Choice& c, bool called);
   Json logprobs_json(const Choice& c, size_t from, size_t to) const;
   Json usage() const;
   Json chunk(Json choices) const;

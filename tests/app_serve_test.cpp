@@ -25,7 +25,7 @@ TEST(AppServe, TheOpenAiPythonClientCompletesChatsStreamsAndSeesErrors) {
       "' --model-name qwen-tiny --port 0 --api-key k --max-context 256 > $out 2>&1 & pid=$!; "
       "for i in $(seq 600); do grep -q 'on http://' $out && break; sleep 0.1; done; "
       "port=$(sed -n 's/.* on http:\\/\\/127.0.0.1:\\([0-9]*\\),.*/\\1/p' $out); "
-      "'" + python + "' '" + src + "/tests/serve_openai_client.py' \"$port\" k qwen-tiny; rc=$?; "
+      "'" + python + "' '" + src + "/tests/serve_openai_client.py' \"$port\" k qwen-tiny '" + qwen3_fixture_dir() + "'; rc=$?; "
       "kill -TERM $pid; wait $pid; served=$?; cat $out; rm -f $out; echo \"client $rc server $served\"; "
       "[ $rc = 0 ] && [ $served = 0 ]";
   const CliResult r = run_shell(script);

@@ -46,7 +46,7 @@ TEST(ChatPrompts, PromptsBecomeChatTurnsOfTheTemplate) {
             plain.encode("<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\na"
                          "<|im_end|>\n<|im_start|>user\nq2<|im_end|>\n<|im_start|>assistant\n"));
   expect_error([&] { plain.encode_prompt("", Json::parse(R"([{"role": "user", "content": "q"},
-      {"role": "assistant", "content": "a"}])")); }, {"must end with a user message"});
+      {"role": "assistant", "content": "a"}])")); }, {"must end with a user or tool message"});
   chat.enable_thinking = false;
   chat.system.clear();
   EXPECT_EQ(HfTokenizer(kQwen3, mc, chat).encode_prompt("hi", Json()),

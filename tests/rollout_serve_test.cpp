@@ -1,19 +1,30 @@
 // `rlcpp serve`'s layers in one process (rollout/serve_*.h): the HTTP front on a free loopback port, the engine
 // loop, a tiny model and the character tokenizer. Seeded requests sample what Engine::generate (`rlcpp generate`)
 // samples for that seed, alone or among 64 streaming clients; bad requests are 400s naming the field; a client
-// that goes away frees its blocks; /metrics shows the prefix cache's hits.
+// that goes away frees its blocks; /metrics shows the prefix cache's hits; stop strings cut a choice; tools are
+// rendered as the Qwen3 template renders them and tool calls read back (the response builder, directly).
 #include <gtest/gtest.h>
 
 #include <httplib.h>
 
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <thread>
 
+#include "model/model_config.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/hf_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "rollout/engine.h"
 #include "rollout/serve_http.h"
 #include "rollout/serve_loop.h"
 #include "rollout/serve_request.h"
+#include "rollout/serve_response.h"
+#include "rollout/stop_strings.h"
+#include "tests/test_fixtures.h"
 #include "tests/test_models.h"
 
 namespace rlcpp {
@@ -68,7 +79,7 @@ struct Server {
   Engine engine{model, params, ec};
   CharTokenizer tok;
   ServeOptions options;
-  ServeLoop loop{engine};
+  ServeLoop loop{engine, tok};
   ServeHttp http;
   std::thread thread;
 };
@@ -239,7 +250,14 @@ TEST(RolloutServe, BadRequestsAre400sNamingTheField) {
   expect_error("/v1/completions", R"({"prompt": "1+2=", "temperature": "hot"})", 400, "temperature");
   expect_error("/v1/completions", R"({"prompt": "1+2=", "top_p": 0})", 400, "top_p");
   expect_error("/v1/completions", R"({"prompt": "1+2=", "frequency_penalty": 1})", 400, "frequency_penalty");
-  expect_error("/v1/completions", R"({"prompt": "1+2=", "stop": ["\n"]})", 400, "stop");
+  expect_error("/v1/completions", R"({"prompt": "1+2=", "stop": ["1", "2", "3", "4", "5"]})", 400, "stop");
+  expect_error("/v1/completions", R"({"prompt": "1+2=", "stop": [""]})", 400, "stop");
+  expect_error("/v1/completions", R"({"prompt": "1+2=", "stop": 7})", 400, "stop");
+  expect_error("/v1/completions", R"({"prompt": "1+2=", "tools": []})", 400, "tools");  // chat only
+  expect_error("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "1"}], "tool_choice": "required"})",
+               400, "tool_choice");
+  expect_error("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "1"}], "tools": [{"type": "x"}]})",
+               400, "tools");
   expect_error("/v1/completions", R"({"prompt": [1, 2, 99]})", 400, "prompt");
   expect_error("/v1/completions", R"({"prompt": "abc"})", 400, "prompt");  // not in the character set
   expect_error("/v1/completions", R"({"max_tokens": 3})", 400, "prompt");
@@ -350,6 +368,267 @@ TEST(RolloutServe, ConcurrencyPastTheLimitIs429) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 429) << res->body;
   EXPECT_EQ(Json::parse(res->body)["error"]["type"], "rate_limit_error");
+}
+
+// A POST of `request` over a plain socket to the server, answered or not; returns the socket.
+int post_raw(const Server& s, const std::string& path, const std::string& request) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(s.http.port()));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string http = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                           "Content-Length: " + std::to_string(request.size()) + "\r\n\r\n" + request;
+  EXPECT_EQ(send(fd, http.data(), http.size(), 0), static_cast<ssize_t>(http.size()));
+  return fd;
+}
+
+template <class Done>
+void wait_for(const Done& done) {
+  for (int i = 0; i < 500 && !done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+
+// A client that hangs up before a reply that does not stream: its job is cancelled and its blocks go back while
+// the engine would still be generating (4 x 240 tokens), as /metrics shows.
+TEST(RolloutServe, ANonStreamingClientThatHangsUpFreesItsBlocks) {
+  Server s;
+  const int fd = post_raw(s, "/v1/completions", body(random_test_tokens(5, s.cfg.vocab_size, 3), 1, 4, 240, false).dump());
+  wait_for([&] { return s.loop.figures().stats.generated_tokens > 0; });
+  close(fd);
+  wait_for([&] { return s.loop.figures().jobs_cancelled > 0 || s.loop.figures().jobs_done > 0; });
+  wait_for([&] { return s.loop.figures().blocks_used == 0; });
+  const ServeLoopFigures f = s.loop.figures();
+  EXPECT_EQ(f.jobs_cancelled, 1);
+  EXPECT_EQ(f.jobs_done, 0);
+  EXPECT_EQ(f.jobs_in_flight, 0);
+  EXPECT_EQ(f.blocks_used, 0);
+  EXPECT_LT(f.stats.generated_tokens, 4 * 240);
+  auto c = s.client();
+  const auto m = c.Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("rlcpp_requests_running{model=\"tiny-test\"} 0\n"), std::string::npos) << m->body;
+  EXPECT_NE(m->body.find("rlcpp_kv_blocks_used{model=\"tiny-test\"} 0\n"), std::string::npos) << m->body;
+}
+
+// The pure parts of stop strings: where one begins, what a stream holds back (the longest end of the text that
+// starts a stop string), and the engine's watch, which waits for a character's last byte.
+TEST(RolloutServe, StopStringsAreFoundAndTheirPossibleStartsHeldBack) {
+  const std::vector<std::string> stops = {"34", "=9"};
+  EXPECT_EQ(find_stop("12+34=9", stops), 3u);
+  EXPECT_EQ(find_stop("12=9+34", stops), 2u);
+  EXPECT_EQ(find_stop("12+3", stops), std::string::npos);
+  EXPECT_EQ(stop_holdback("12+3", stops), 1u);
+  EXPECT_EQ(stop_holdback("12=", stops), 1u);
+  EXPECT_EQ(stop_holdback("12", stops), 0u);
+  EXPECT_EQ(stop_holdback("xaab", {"aabc", "abx"}), 3u);  // the longest suffix that starts one
+  EXPECT_EQ(visible_length("12+3", stops, false), 3u);
+  EXPECT_EQ(visible_length("12+3", stops, true), 4u);
+  EXPECT_EQ(visible_length("12+34=9", stops, false), 3u);
+  EXPECT_EQ(visible_length("12+34=9", stops, true), 3u);
+
+  const CharTokenizer chars;
+  StopStringWatch watch(stops, chars);
+  for (int32_t id : chars.encode("12+3")) EXPECT_FALSE(watch.add(id));
+  EXPECT_TRUE(watch.add(chars.encode("4")[0]));
+
+  // "é" is two bytes; byte-level BPE has a token for each: the first alone is a partial character.
+  const HfTokenizer qwen(qwen3_fixture_dir() + "/tokenizer.json", model_preset("qwen-tiny"));
+  const std::optional<int32_t> c3 = qwen.bpe().token_id("\xC3\x83"), a9 = qwen.bpe().token_id("\xC2\xA9");
+  ASSERT_TRUE(c3 && a9);  // byte-level BPE writes bytes 0xC3 and 0xA9 as U+00C3 and U+00A9
+  const std::vector<std::string> accent = {"f\xC3\xA9"};
+  StopStringWatch bytes(accent, qwen);
+  for (int32_t id : qwen.encode("caf")) EXPECT_FALSE(bytes.add(id));
+  EXPECT_FALSE(bytes.add(*c3));
+  EXPECT_TRUE(bytes.add(*a9));
+
+  // A stream never sends what a stop string could still swallow, nor anything from it on.
+  CompletionRequest r;
+  r.stream = true;
+  r.stop = {"+3"};
+  CompletionBuilder b(r, chars, "cmpl-1", "m", 0);
+  std::string streamed;
+  const auto feed = [&](const std::string& ch, bool last) {
+    JobUpdate u;
+    u.tokens.push_back({0, chars.encode(ch)[0], -1.0f, {}});
+    if (last) u.finished.push_back({0, FinishReason::kStop});
+    const std::string events = b.add(u);
+    for (size_t at = events.find("data: "); at != std::string::npos; at = events.find("data: ", at + 1)) {
+      const std::string data = events.substr(at + 6, events.find("\n\n", at) - at - 6);
+      streamed += Json::parse(data)["choices"][0]["text"].get<std::string>();
+    }
+  };
+  feed("1", false);
+  feed("2", false);
+  feed("+", false);
+  EXPECT_EQ(streamed, "12");  // "+" may begin "+3"
+  feed("3", true);
+  EXPECT_EQ(streamed, "12");
+  EXPECT_EQ(b.response()["choices"][0]["text"], "12");
+  EXPECT_EQ(b.response()["choices"][0]["finish_reason"], "stop");
+}
+
+// A stop string that the greedy reply contains (found from a run without it) ends the choice there: the text is
+// cut before it, finish_reason "stop", the token ids end at the token that completed it; streamed the same.
+TEST(RolloutServe, AStopStringEndsAChoiceAndCutsItsTextAndTokens) {
+  Server s;
+  auto c = s.client();
+  Json request{{"prompt", "12+34="}, {"max_tokens", 24}, {"temperature", 0}, {"ignore_eos", true},
+               {"return_token_ids", true}};
+  const auto full = c.Post("/v1/completions", request.dump(), "application/json");
+  ASSERT_TRUE(full);
+  ASSERT_EQ(full->status, 200) << full->body;
+  const std::string text = Json::parse(full->body)["choices"][0]["text"];
+  const auto ids = Json::parse(full->body)["choices"][0]["token_ids"].get<std::vector<int32_t>>();
+  // Two characters whose first place is p, p >= 1 when the reply has such (a repetitive one may not: then p = 0).
+  size_t p = 1;
+  while (p + 2 <= text.size() && text.find(text.substr(p, 2)) != p) ++p;
+  if (p + 2 > text.size()) p = 0;
+  ASSERT_GE(text.size(), 2u) << "the greedy reply is too short: " << text;
+  const std::string stop = text.substr(p, 2);
+  size_t k = 1;  // the tokens up to the one that completes the stop string
+  while (k <= ids.size() && s.tok.decode(std::vector<int32_t>(ids.begin(), ids.begin() + k)).find(stop) ==
+                                std::string::npos)
+    ++k;
+  ASSERT_LE(k, ids.size());
+  for (const bool stream : {false, true}) {
+    SCOPED_TRACE(stream ? "streamed" : "whole");
+    request["stop"] = Json::array({"never", stop});
+    request["stream"] = stream;
+    const auto res = c.Post("/v1/completions", request.dump(), "application/json");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+    std::string got, finish;
+    std::vector<int32_t> got_ids;
+    if (!stream) {
+      const Json j = Json::parse(res->body)["choices"][0];
+      got = j["text"];
+      finish = j["finish_reason"];
+      got_ids = j["token_ids"].get<std::vector<int32_t>>();
+    } else {
+      got_ids = streamed_tokens(res->body, 1)[0];
+      for (size_t at = res->body.find("data: {"); at != std::string::npos; at = res->body.find("data: {", at + 1)) {
+        const Json e = Json::parse(res->body.substr(at + 6, res->body.find("\n\n", at) - at - 6));
+        got += e["choices"][0]["text"].get<std::string>();
+        if (!e["choices"][0]["finish_reason"].is_null()) finish = e["choices"][0]["finish_reason"];
+      }
+    }
+    EXPECT_EQ(got, text.substr(0, p)) << "stop " << stop << " in " << text;
+    EXPECT_EQ(finish, "stop");
+    EXPECT_EQ(got_ids, std::vector<int32_t>(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k)));
+  }
+  wait_for([&] { return s.loop.figures().blocks_used == 0; });
+  EXPECT_EQ(s.loop.figures().blocks_used, 0);
+}
+
+// Tools and a history with a tool call and the tool's reply are rendered as Qwen3's template renders them (the
+// template itself is checked against transformers in tokenizer_chat_template_test); "none" lists the tools but
+// parses no call; a named function is refused.
+TEST(RolloutServe, ToolsAndAToolCallHistoryRenderAsTheTemplateDoes) {
+  const HfTokenizer qwen(qwen3_fixture_dir() + "/tokenizer.json", model_preset("qwen-tiny"));
+  const std::string tool = R"({"type": "function", "function": {"name": "get_weather", "description": "Weather now.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}})";
+  const std::string messages = R"([{"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Paris?"},
+    {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+      "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "18C"}])";
+  const auto parse = [&](const std::string& extra) {
+    return parse_completion_request(R"({"messages": )" + messages + R"(, "tools": [)" + tool + "]" + extra + "}",
+                                    true, qwen, "m", 4096, qwen.vocab_size(), ServeLimits{});
+  };
+  const CompletionRequest r = parse("");
+  const std::vector<ChatMessage> chat = {{"system", "Be brief.", {}},
+                                         {"user", "Paris?", {}},
+                                         {"assistant", "", {{"get_weather", "{\"city\": \"Paris\"}"}}},
+                                         {"tool", "18C", {}}};
+  const std::string rendered =
+      qwen.chat_template()->render(chat, true, true, {template_tojson(nlohmann::ordered_json::parse(tool))}).text;
+  EXPECT_NE(rendered.find("<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\""),
+            std::string::npos) << rendered;  // the client's key order
+  EXPECT_NE(rendered.find("<tool_response>\n18C\n</tool_response>"), std::string::npos) << rendered;
+  EXPECT_EQ(r.prompt, qwen.encode(rendered));
+  EXPECT_TRUE(r.parse_tool_calls);
+  const CompletionRequest none = parse(R"(, "tool_choice": "none")");
+  EXPECT_EQ(none.prompt, r.prompt);
+  EXPECT_FALSE(none.parse_tool_calls);
+  try {
+    parse(R"(, "tool_choice": {"type": "function", "function": {"name": "get_weather"}})");
+    ADD_FAILURE() << "a named tool_choice was accepted";
+  } catch (const ServeError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_EQ(e.param(), "tool_choice");
+  }
+}
+
+// The response builder reads a chat reply's <tool_call> blocks back into "tool_calls" (content: the text outside
+// them, null when none; finish_reason "tool_calls"); a malformed block stays in the content; a stream sends the
+// text before the first block, then the calls in its last chunk.
+TEST(RolloutServe, AChatRepliesToolCallBlocksBecomeToolCalls) {
+  const HfTokenizer qwen(qwen3_fixture_dir() + "/tokenizer.json", model_preset("qwen-tiny"));
+  CompletionRequest r;
+  r.chat = true;
+  r.parse_tool_calls = true;
+  r.prompt = {1};
+  const auto reply = [&](CompletionBuilder& b, const std::string& text, bool token_by_token) {
+    std::string events;
+    const std::vector<int32_t> ids = qwen.encode(text);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      JobUpdate u;
+      u.tokens.push_back({0, ids[i], -0.5f, {}});
+      if (i + 1 == ids.size()) u.finished.push_back({0, FinishReason::kEos});
+      if (token_by_token || i + 1 == ids.size()) events += b.add(u);
+      else b.add(u);
+    }
+    return events;
+  };
+  const std::string call = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+  CompletionBuilder whole(r, qwen, "chatcmpl-1", "m", 0);
+  reply(whole, "Let me check.\n" + call, false);
+  Json choice = whole.response()["choices"][0];
+  EXPECT_EQ(choice["message"]["content"], "Let me check.");
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << choice;
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["type"], "function");
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["arguments"], "{\"city\": \"Paris\"}");
+  EXPECT_TRUE(choice["message"]["tool_calls"][0]["id"].is_string());
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+
+  CompletionBuilder only_call(r, qwen, "chatcmpl-2", "m", 0);
+  reply(only_call, call, false);
+  EXPECT_TRUE(only_call.response()["choices"][0]["message"]["content"].is_null());
+
+  const std::string malformed = "Hmm <tool_call>\n{\"name\": oops}\n</tool_call>";
+  CompletionBuilder bad(r, qwen, "chatcmpl-3", "m", 0);
+  reply(bad, malformed, false);
+  choice = bad.response()["choices"][0];
+  EXPECT_EQ(choice["message"]["content"], malformed);
+  EXPECT_FALSE(choice["message"].contains("tool_calls"));
+  EXPECT_EQ(choice["finish_reason"], "stop");
+
+  CompletionRequest plain = r;
+  plain.parse_tool_calls = false;  // no tools, or "tool_choice": "none"
+  CompletionBuilder untouched(plain, qwen, "chatcmpl-4", "m", 0);
+  reply(untouched, "Let me check.\n" + call, false);
+  EXPECT_EQ(untouched.response()["choices"][0]["message"]["content"], "Let me check.\n" + call);
+
+  CompletionRequest streaming = r;
+  streaming.stream = true;
+  CompletionBuilder stream(streaming, qwen, "chatcmpl-5", "m", 0);
+  const std::string events = reply(stream, "Let me check.\n" + call, true);
+  std::string content;
+  Json calls, finish;
+  for (size_t at = events.find("data: "); at != std::string::npos; at = events.find("data: ", at + 1)) {
+    const Json d = Json::parse(events.substr(at + 6, events.find("\n\n", at) - at - 6))["choices"][0];
+    if (d["delta"].contains("content")) content += d["delta"]["content"].get<std::string>();
+    if (d["delta"].contains("tool_calls")) calls = d["delta"]["tool_calls"];
+    if (!d["finish_reason"].is_null()) finish = d["finish_reason"];
+  }
+  EXPECT_EQ(content, "Let me check.\n");
+  ASSERT_EQ(calls.size(), 1u) << events;
+  EXPECT_EQ(calls[0]["index"], 0);
+  EXPECT_EQ(calls[0]["function"]["arguments"], "{\"city\": \"Paris\"}");
+  EXPECT_EQ(finish, "tool_calls");
 }
 
 }  // namespace

@@ -1,11 +1,15 @@
 """`rlcpp serve` through the pinned `openai` Python client (scripts/ensure_python.sh): models, a completion, a chat
 completion, the same chat streamed (same seed, same text), token ids through vLLM's extra field, and a 400 that
-names its field. Usage: serve_openai_client.py PORT API_KEY MODEL. Prints "ok" and exits 0 when all hold."""
+names its field; "tools" with a history holding a tool call and the tool's reply (the prompt's token ids equal
+transformers' apply_chat_template of the same conversation and tools, from TOKENIZER_DIR); a "stop" string taken
+from a greedy reply cuts it there. Usage: serve_openai_client.py PORT API_KEY MODEL TOKENIZER_DIR. Prints "ok" and
+exits 0 when all hold."""
 import sys
 
 import openai
+import transformers
 
-port, key, model = sys.argv[1], sys.argv[2], sys.argv[3]
+port, key, model, tokenizer_dir = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=key, max_retries=0, timeout=120)
 
 assert [m.id for m in client.models.list().data] == [model]
@@ -33,6 +37,33 @@ for chunk in client.chat.completions.create(model=model, messages=messages, max_
         finish = chunk.choices[0].finish_reason or finish
 assert streamed == text, (streamed, text)
 assert finish == chat.choices[0].finish_reason, (finish, chat)
+
+tools = [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city now.",
+                                          "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                         "required": ["city"]}}}]
+history = [{"role": "system", "content": "You answer briefly."}, {"role": "user", "content": "Weather in Paris?"},
+           {"role": "assistant", "content": None, "tool_calls": [
+               {"id": "call_0", "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+           {"role": "tool", "tool_call_id": "call_0", "content": "18C and sunny"}]
+tooled = client.chat.completions.create(model=model, messages=history, tools=tools, tool_choice="auto", max_tokens=6,
+                                        seed=5, extra_body={"return_token_ids": True})
+# Qwen3's template cannot render content None; the server reads it as "" (what the template then writes).
+want = transformers.AutoTokenizer.from_pretrained(tokenizer_dir).apply_chat_template(
+    [dict(m, content=m["content"] or "") for m in history], tools=tools, add_generation_prompt=True, tokenize=True)
+assert tooled.model_extra["prompt_token_ids"] == list(want), (tooled.model_extra["prompt_token_ids"], want)
+assert tooled.choices[0].finish_reason in ("stop", "length", "tool_calls"), tooled
+
+greedy = client.chat.completions.create(model=model, messages=messages, max_tokens=12, temperature=0)
+reply = greedy.choices[0].message.content
+# Two characters whose first place is `cut` (>= 1 when the reply has such; a repetitive one may not: then 0).
+assert len(reply) >= 2, greedy
+cut = next((i for i in range(1, len(reply) - 1) if reply.find(reply[i:i + 2]) == i and "\ufffd" not in reply[i:i + 2]),
+           0)
+stopped = client.chat.completions.create(model=model, messages=messages, max_tokens=12, temperature=0,
+                                         stop=["never said", reply[cut:cut + 2]])
+assert stopped.choices[0].message.content == reply[:cut], (stopped, reply, cut)
+assert stopped.choices[0].finish_reason == "stop", stopped
 
 try:
     client.completions.create(model=model, prompt="x", max_tokens=10**7)

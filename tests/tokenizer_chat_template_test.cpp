@@ -10,6 +10,7 @@
 
 #include "core/config.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/tool_calls.h"
 #include "tests/error_test_support.h"
 #include "tests/python_env.h"
 #include "tests/test_fixtures.h"
@@ -160,8 +161,10 @@ TEST(ChatTemplate, UnknownTemplatesAndBadMessagesAreErrors) {
   expect_error(
       [] { ChatTemplate::recognise("<|start_header_id|>...<|eot_id|> Cutting Knowledge Date: Dec 2023", "c.json"); },
       {"c.json: a Llama-3.1+ chat template"});
-  expect_error([] { chat_messages_from_json(Json::parse(R"([{"role": "tool", "content": "x"}])"), "d.jsonl:3"); },
-               {"d.jsonl:3: message 0: role \"tool\""});
+  expect_error([] { chat_messages_from_json(Json::parse(R"([{"role": "robot", "content": "x"}])"), "d.jsonl:3"); },
+               {"d.jsonl:3: message 0: role \"robot\""});
+  expect_error([] { chat_messages_from_json(Json::parse(R"([{"role": "user", "content": "x", "tool_calls": []}])"), "e"); },
+               {"e: message 0: unknown key \"tool_calls\""});
   expect_error([] { chat_messages_from_json(Json::parse(R"([{"role": "user"}])"), "d.jsonl:4"); },
                {"d.jsonl:4: message 0 must be {\"role\": string, \"content\": string}"});
   expect_error([] { chat_messages_from_json(Json::parse(R"([])"), "d.jsonl:5"); }, {"non-empty list"});
@@ -174,6 +177,53 @@ TEST(ChatTemplate, UnknownTemplatesAndBadMessagesAreErrors) {
   EXPECT_FALSE(ChatTemplate::of_tokenizer(scratch_dir().string()).has_value());  // no tokenizer_config.json
   const ChatTemplate llama = ChatTemplate::recognise("<|start_header_id|>x<|end_header_id|><|eot_id|>", "t");
   expect_error([&] { llama.render({{"user", "q", {}}}, true, true, {"{}"}); }, {"Qwen3's template only"});
+}
+
+// OpenAI's chat messages (what `rlcpp serve` receives): an assistant's tool_calls with "arguments" as a JSON string
+// (written as given) and content null, a tool message with its tool_call_id.
+TEST(ChatTemplate, OpenAiToolCallsAndToolMessagesAreRead) {
+  const std::vector<ChatMessage> m = chat_messages_from_json(Json::parse(R"([
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+      "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "18C"}])"), "req");
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_EQ(m[1].content, "");
+  ASSERT_EQ(m[1].tool_calls.size(), 1u);
+  EXPECT_EQ(m[1].tool_calls[0].name, "get_weather");
+  EXPECT_EQ(m[1].tool_calls[0].arguments, "{\"city\": \"Paris\"}");
+  EXPECT_EQ(m[2].role, "tool");
+  EXPECT_EQ(m[2].content, "18C");
+  expect_error([] { chat_messages_from_json(Json::parse(R"([{"role": "assistant", "content": null,
+      "tool_calls": [{"type": "function", "function": {"name": "f"}}]}])"), "req"); },
+               {"req: message 0: tool call 0 must be"});
+}
+
+// parse_tool_calls is the template's inverse: the blocks Qwen3's template writes read back into calls, the text
+// outside them kept; a malformed or unclosed block stays in the text, with the first problem named.
+TEST(ToolCalls, TheTemplatesBlocksReadBackAndMalformedOnesStayInTheText) {
+  const ToolCallText ok = parse_tool_calls(
+      "Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n"
+      "</tool_call>\n<tool_call>\n{\"name\": \"now\", \"arguments\": \"{}\"}\n</tool_call>");
+  EXPECT_TRUE(ok.error.empty()) << ok.error;
+  EXPECT_EQ(ok.text, "Let me look.");
+  ASSERT_EQ(ok.calls.size(), 2u);
+  EXPECT_EQ(ok.calls[0].name, "get_weather");
+  EXPECT_EQ(template_tojson(ok.calls[0].arguments), R"({"city": "Paris", "days": 2})");  // keys in written order
+  EXPECT_EQ(ok.calls[1].name, "now");
+  EXPECT_TRUE(ok.calls[1].arguments.is_object());  // arguments written as a JSON string, parsed
+  const std::string bad_json = "<tool_call>\n{\"name\": get}\n</tool_call>";
+  const ToolCallText bad = parse_tool_calls("x " + bad_json);
+  EXPECT_TRUE(bad.calls.empty());
+  EXPECT_EQ(bad.text, "x " + bad_json);
+  EXPECT_NE(bad.error.find("not JSON"), std::string::npos) << bad.error;
+  const ToolCallText unclosed = parse_tool_calls("<tool_call>\n{\"name\": \"f\", \"arguments\": {}}");
+  EXPECT_TRUE(unclosed.calls.empty());
+  EXPECT_EQ(unclosed.text, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}");
+  EXPECT_NE(unclosed.error.find("without its </tool_call>"), std::string::npos) << unclosed.error;
+  const ToolCallText no_name = parse_tool_calls("<tool_call>{\"arguments\": {}}</tool_call>");
+  EXPECT_TRUE(no_name.calls.empty());
+  EXPECT_NE(no_name.error.find("must be {\"name\""), std::string::npos) << no_name.error;
 }
 
 }  // namespace

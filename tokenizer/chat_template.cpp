@@ -62,6 +62,34 @@ std::string template_tojson(const nlohmann::ordered_json& value) {
   return value.dump(-1, ' ', /*ensure_ascii=*/false);
 }
 
+namespace {
+
+// OpenAI's [{"id", "type": "function", "function": {"name", "arguments"}}] of an assistant message; "arguments" a
+// JSON string (written as given, as Qwen3's template writes a string) or an object (written by `tojson`, keys in
+// sorted order).
+std::vector<ChatToolCall> tool_calls_from_json(const Json& calls, const std::string& at) {
+  RLCPP_CHECK(calls.is_array(), at << ": \"tool_calls\" must be a list, got " << json_excerpt(calls));
+  std::vector<ChatToolCall> out;
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const Json& c = calls[k];
+    const std::string where = at + ": tool call " + std::to_string(k);
+    RLCPP_CHECK(c.is_object() && c.contains("function") && c["function"].is_object() &&
+                    c["function"].contains("name") && c["function"]["name"].is_string() &&
+                    c["function"].contains("arguments") &&
+                    (c["function"]["arguments"].is_string() || c["function"]["arguments"].is_object()),
+                where << " must be {\"type\": \"function\", \"function\": {\"name\": string, \"arguments\": "
+                         "string or object}}, got " << json_excerpt(c));
+    RLCPP_CHECK(!c.contains("type") || c["type"] == "function",
+                where << ": \"type\" must be \"function\", got " << json_excerpt(c["type"]));
+    const Json& args = c["function"]["arguments"];
+    out.push_back({c["function"]["name"].get<std::string>(),
+                   args.is_string() ? args.get<std::string>() : template_tojson(nlohmann::ordered_json(args))});
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<ChatMessage> chat_messages_from_json(const Json& messages, const std::string& where) {
   RLCPP_CHECK(messages.is_array() && !messages.empty(),
               where << ": \"messages\" must be a non-empty list of {\"role\", \"content\"}, got " << json_excerpt(messages));
@@ -69,17 +97,24 @@ std::vector<ChatMessage> chat_messages_from_json(const Json& messages, const std
   for (size_t i = 0; i < messages.size(); ++i) {
     const Json& m = messages[i];
     const std::string at = where + ": message " + std::to_string(i);
-    RLCPP_CHECK(m.is_object() && m.contains("role") && m.contains("content") && m["role"].is_string() &&
-                    m["content"].is_string(),
+    RLCPP_CHECK(m.is_object() && m.contains("role") && m["role"].is_string(),
+                at << " must be {\"role\": string, \"content\": string}, got " << json_excerpt(m));
+    const std::string role = m["role"].get<std::string>();
+    RLCPP_CHECK(role == "system" || role == "user" || role == "assistant" || role == "tool",
+                at << ": role \"" << role << "\" (expected system, user, assistant or tool)");
+    RLCPP_CHECK(role != "system" || i == 0, at << ": a system message must come first");
+    const bool calls = role == "assistant" && m.contains("tool_calls") && !m["tool_calls"].is_null();
+    // An assistant message that only calls tools may have no content (OpenAI's clients send null).
+    const bool content_optional = calls && (!m.contains("content") || m["content"].is_null());
+    RLCPP_CHECK(content_optional || (m.contains("content") && m["content"].is_string()),
                 at << " must be {\"role\": string, \"content\": string}, got " << json_excerpt(m));
     for (const auto& [key, value] : m.items())
-      RLCPP_CHECK(key == "role" || key == "content",
-                  at << ": unknown key \"" << key << "\" (role and content; tools are not supported)");
-    const std::string role = m["role"].get<std::string>();
-    RLCPP_CHECK(role == "system" || role == "user" || role == "assistant",
-                at << ": role \"" << role << "\" (expected system, user or assistant)");
-    RLCPP_CHECK(role != "system" || i == 0, at << ": a system message must come first");
-    out.push_back({role, m["content"].get<std::string>(), {}});
+      RLCPP_CHECK(key == "role" || key == "content" || (key == "tool_calls" && role == "assistant") ||
+                      (key == "tool_call_id" && role == "tool"),
+                  at << ": unknown key \"" << key << "\" (role and content; tool_calls in an assistant message, "
+                        "tool_call_id in a tool message)");
+    out.push_back({role, content_optional ? "" : m["content"].get<std::string>(),
+                   calls ? tool_calls_from_json(m["tool_calls"], at) : std::vector<ChatToolCall>{}});
   }
   return out;
 }

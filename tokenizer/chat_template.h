@@ -42,7 +42,10 @@ struct RenderedChat {
   std::vector<std::pair<size_t, size_t>> spans;
 };
 
-// [{"role": ..., "content": ...}, ...]; errors name `where` and the message.
+// [{"role": ..., "content": ...}, ...] in OpenAI's chat shape: roles system, user, assistant and tool; an
+// assistant's "tool_calls" ([{"type": "function", "function": {"name", "arguments"}}], its content then may be null);
+// a tool message's "tool_call_id" (accepted, not rendered: Qwen3's template does not write it). Errors name `where`
+// and the message.
 std::vector<ChatMessage> chat_messages_from_json(const Json& messages, const std::string& where);
 
 // Hugging Face's `tojson` filter of chat templates: json.dumps(value, ensure_ascii=False) with ", " and ": "

@@ -88,18 +88,20 @@ std::string HfTokenizer::text_of(const std::vector<int32_t>& ids, bool skip_spec
   return text;
 }
 
-std::vector<int32_t> HfTokenizer::encode_prompt(const std::string& text, const Json& messages) const {
-  if (messages.is_null() && !chat_.enabled) return Tokenizer::encode_prompt(text, messages);
+std::vector<int32_t> HfTokenizer::encode_prompt(const std::string& text, const Json& messages,
+                                                const std::vector<std::string>& tools) const {
+  if (messages.is_null() && tools.empty() && !chat_.enabled) return Tokenizer::encode_prompt(text, messages);
   RLCPP_CHECK(template_, "a conversation (\"messages\") needs a \"chat_template\" in the tokenizer_config.json "
                          "beside " << json_path_ << "; there is none");
   std::vector<ChatMessage> turns;
   if (messages.is_null()) turns.push_back({"user", text, {}});
   else turns = chat_messages_from_json(messages, "prompt");
   if (!chat_.system.empty() && turns.front().role != "system") turns.insert(turns.begin(), {"system", chat_.system, {}});
-  RLCPP_CHECK(turns.back().role == "user", "prompt: a conversation to continue must end with a user message, not '"
-                                               << turns.back().role << "'");
+  RLCPP_CHECK(turns.back().role == "user" || turns.back().role == "tool",
+              "prompt: a conversation to continue must end with a user or tool message, not '" << turns.back().role
+                                                                                              << "'");
   // The template writes any BOS itself (Llama-3's <|begin_of_text|>), as apply_chat_template(tokenize=True) does.
-  return encode(template_->apply(turns, /*add_generation_prompt=*/true, chat_.enable_thinking));
+  return encode(template_->render(turns, /*add_generation_prompt=*/true, chat_.enable_thinking, tools).text);
 }
 
 std::vector<std::string> HfTokenizer::files() const {

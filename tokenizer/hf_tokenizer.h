@@ -28,7 +28,8 @@ class HfTokenizer final : public Tokenizer {
   int32_t vocab_size() const override { return bpe_.vocab_size(); }
   std::string charset() const override { return ""; }
   std::string describe() const override { return "the tokenizer.json at " + json_path_; }
-  std::vector<int32_t> encode_prompt(const std::string& text, const Json& messages) const override;
+  std::vector<int32_t> encode_prompt(const std::string& text, const Json& messages,
+                                     const std::vector<std::string>& tools = {}) const override;
   const std::optional<ChatTemplate>& chat_template() const { return template_; }
 
   const BpeTokenizer& bpe() const { return bpe_; }

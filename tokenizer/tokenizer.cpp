@@ -15,8 +15,9 @@ static_assert(CharTokenizer::kFirstCharId + kCharsetSize <= CharTokenizer::kVoca
 
 std::string char_tokenizer_charset() { return kCharset; }
 
-std::vector<int32_t> Tokenizer::encode_prompt(const std::string& text, const Json& messages) const {
-  RLCPP_CHECK(messages.is_null(), "a conversation (\"messages\") needs a tokenizer.json with a chat template; "
+std::vector<int32_t> Tokenizer::encode_prompt(const std::string& text, const Json& messages,
+                                              const std::vector<std::string>& tools) const {
+  RLCPP_CHECK(messages.is_null() && tools.empty(), "a conversation (\"messages\") needs a tokenizer.json with a chat template; "
                                       << describe() << " has none");
   std::vector<int32_t> ids;
   if (const std::optional<int32_t> bos = bos_id()) ids.push_back(*bos);

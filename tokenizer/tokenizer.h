@@ -38,8 +38,10 @@ class Tokenizer {
   virtual std::string describe() const = 0;
   // A prompt's ids: BOS (when set) and the text. A tokenizer that formats prompts as chats
   // (tokenizer/hf_tokenizer.h) renders the text as a user turn through its chat template instead, and a
-  // conversation (`messages`: [{"role", "content"}, ...], not null) always goes through the template.
-  virtual std::vector<int32_t> encode_prompt(const std::string& text, const Json& messages) const;
+  // conversation (`messages`: [{"role", "content"}, ...], not null) always goes through the template, with
+  // `tools` (each tool's JSON text as the template's `tojson` writes it) listed where the template lists them.
+  virtual std::vector<int32_t> encode_prompt(const std::string& text, const Json& messages,
+                                             const std::vector<std::string>& tools = {}) const;
 };
 
 // "0123456789+-*= ()/": the character with index i has id 3 + i.
