@@ -68,7 +68,7 @@ TEST_F(EvalCli, BadNumericsNameTheOptionAndTheChoices) {
   CliResult r = run_cli("eval " + ckpt + " --n 5 --dtype fp64");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("'--dtype'"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("fp32, bf16, fp16"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("fp32, tf32, bf16, fp16"), std::string::npos) << r.output;
   r = run_cli("generate " + ckpt + " --prompt 1+2= --quantization int4");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("'--quantization'"), std::string::npos) << r.output;
