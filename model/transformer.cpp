@@ -141,9 +141,10 @@ void Transformer::forward(const ExecContext& ctx, const ParameterStore& params, 
   // In bf16/fp16 layer 0's x is stored in that dtype: the embedding rows are gathered in F32 into x_final (written
   // again by the last layer) and stored (rounded) from there.
   const DType dt = numerics_.compute;
+  const DType kept = storage_dtype(dt);  // tf32 keeps fp32
   Tensor& x0 = acts.layers[0].x;
-  ensure(ctx, x0, {N, C}, dt);
-  if (dt == DType::kF32) {
+  ensure(ctx, x0, {N, C}, kept);
+  if (kept == DType::kF32) {
     ops::embedding_forward(ctx, w.embed, acts.tokens, x0);
   } else {
     ensure(ctx, acts.x_final, {N, C});

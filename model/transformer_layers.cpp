@@ -139,7 +139,7 @@ void Transformer::layer_forward(const ExecContext& ctx, const LayerWeights& W, c
   const float scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim()));
   // fp32: the kernels write the kept tensors' rows [b, e) themselves. bf16/fp16: they compute on the chunk's F32
   // rows [0, n), the input widened first and the kept rows stored after.
-  const bool stored_f32 = numerics_.compute == DType::kF32;
+  const bool stored_f32 = storage_dtype(numerics_.compute) == DType::kF32;
   LayerActivations& R = stored_f32 ? A : s.rows_f32;
   const int64_t rb = stored_f32 ? b : 0, re = stored_f32 ? e : n;
   if (!stored_f32) widen_rows(ctx, A, R, b, e, &LayerActivations::x);
@@ -186,7 +186,7 @@ void Transformer::layer_backward(const ExecContext& ctx, const LayerWeights& W, 
   const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
   const float eps = static_cast<float>(config_.rms_norm_eps), scale = 1.0f / std::sqrt(static_cast<float>(D));
   // fp32: the kept tensors' rows [b, e) are read in place. bf16/fp16: widened into the chunk's F32 rows [0, n).
-  const bool stored_f32 = numerics_.compute == DType::kF32;
+  const bool stored_f32 = storage_dtype(numerics_.compute) == DType::kF32;
   if (!stored_f32) widen_rows(ctx, A, s.rows_f32, b, e);
   const LayerActivations& R = stored_f32 ? A : s.rows_f32;
   const int64_t rb = stored_f32 ? b : 0, re = stored_f32 ? e : n;
@@ -243,7 +243,8 @@ void Transformer::forward_layers(const ExecContext& ctx, const Weights& w, Packe
   const Executor& ex = executor_of(ctx);
   const int64_t N = acts.num_tokens, C = config_.hidden_size, F = config_.intermediate_size;
   const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
-  const DType dt = numerics_.compute;  // the kept activations' dtype (x_final, lse and the rstds: F32)
+  // The kept activations' dtype (x_final, lse and the rstds: F32; tf32 keeps fp32).
+  const DType dt = storage_dtype(numerics_.compute);
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     auto& A = acts.layers[static_cast<size_t>(l)];
     const bool last = l + 1 == config_.num_hidden_layers;
