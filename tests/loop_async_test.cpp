@@ -117,12 +117,13 @@ TEST(LoopAsync, PendingDrawsRoundTripExactlyAndBadOnesAreNamed) {
   unscored["trainer_samples"][0].erase("scoring");  // a file written before samples carried their scoring
   rescored["trainer_samples"][0]["scoring"]["temperature"] = 1.0;
   cold["samples"][0]["scoring"]["temperature"] = 0.0;
-  for (const auto& [file, needle] : std::vector<std::pair<Json, std::string>>{
+  for (const auto& [bad, needle] : std::vector<std::pair<Json, std::string>>{
            {unscored, "pending trainer_samples[0]: no key 'scoring' (the temperature and truncation the sample was "
                       "drawn with"},
            {rescored, "samples[0] was drawn at temperature 0.7, top_k 5, top_p 0.9 but trainer_samples[0] is to be "
                       "scored at temperature 1, top_k 5, top_p 0.9"},
            {cold, "samples[0] scoring: temperature 0 is not"}}) {
+    const Json& file = bad;  // clang 14 cannot capture a structured binding
     const std::string e = error_of([&] { step_draws_from_json(file, "pending"); });
     EXPECT_NE(e.find(needle), std::string::npos) << e;
   }
