@@ -79,6 +79,7 @@ Command add_score_command(CLI::App& app) {
     Activations acts;  // reused by every batch
     ForwardOptions fwd;
     fwd.temperature = a->temperature;
+    fwd.keep_activations = false;  // scoring: no backward follows
     std::vector<std::vector<int32_t>> seqs;
     std::vector<std::string> where;  // FILE:LINE of each sequence
     int64_t batch_tokens = 0;

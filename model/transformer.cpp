@@ -139,19 +139,24 @@ void Transformer::forward(const ExecContext& ctx, const ParameterStore& params, 
   // The residual stream lives in the kept activations: layer l writes layer l+1's x (or x_final) in place, so
   // repeated forwards of one shape allocate (and page-fault) nothing for it.
   // In bf16/fp16 layer 0's x is stored in that dtype: the embedding rows are gathered in F32 into x_final (written
-  // again by the last layer) and stored (rounded) from there.
+  // again by the last layer) and stored (rounded) from there. A forward that keeps nothing runs the whole
+  // residual stream in x_final.
   const DType dt = numerics_.compute;
   const DType kept = storage_dtype(dt);  // tf32 keeps fp32
-  Tensor& x0 = acts.layers[0].x;
-  ensure(ctx, x0, {N, C}, kept);
-  if (kept == DType::kF32) {
-    ops::embedding_forward(ctx, w.embed, acts.tokens, x0);
+  const bool keep = options.keep_activations;
+  acts.kept = keep;
+  if (keep) ensure(ctx, acts.layers[0].x, {N, C}, kept);
+  if (keep && kept == DType::kF32) {
+    ops::embedding_forward(ctx, w.embed, acts.tokens, acts.layers[0].x);
   } else {
     ensure(ctx, acts.x_final, {N, C});
     ops::embedding_forward(ctx, w.embed, acts.tokens, acts.x_final);
-    ops::convert(ctx, acts.x_final, x0);
+    if (keep)
+      ops::convert(ctx, acts.x_final, acts.layers[0].x);  // rounded to the dtype as stored
+    else if (kept != DType::kF32)
+      ops::round_to(ctx, acts.x_final, dt);  // as the kept x and the cached decode's embedding are
   }
-  forward_layers(ctx, w, pack ? &acts.packed.layers[0] : nullptr, acts);
+  forward_layers(ctx, w, pack ? &acts.packed.layers[0] : nullptr, acts, keep);
   ensure(ctx, acts.rstd_final, {N});
   ensure(ctx, acts.xn_final, {N, C});
   ops::rmsnorm_forward(ctx, acts.x_final, w.final_norm, static_cast<float>(config_.rms_norm_eps), acts.xn_final,
@@ -187,6 +192,7 @@ void Transformer::backward(const ExecContext& ctx, const ParameterStore& params,
                                                                                 << " floats, parameters "
                                                                                 << params.numel());
   RLCPP_CHECK(dentropy == nullptr || acts.has_entropy, "backward: dentropy given but forward computed no entropy");
+  RLCPP_CHECK(acts.kept, "backward: the forward kept no activations (ForwardOptions::keep_activations was false)");
   RLCPP_CHECK(!config_.value_head, "backward: a value-head model takes dL/dvalue (backward_values), not dL/dlogp");
   const Weights w = views(params);
   Weights g = views(grads);
@@ -217,6 +223,8 @@ void Transformer::backward(const ExecContext& ctx, const ParameterStore& params,
 void Transformer::backward_values(const ExecContext& ctx, const ParameterStore& params, Activations& acts,
                                   const float* dvalue, ParameterStore& grads, const GradsReadyFn& ready) const {
   RLCPP_CHECK(config_.value_head, "backward_values: the model has no value head (use backward with dL/dlogp)");
+  RLCPP_CHECK(acts.kept,
+              "backward_values: the forward kept no activations (ForwardOptions::keep_activations was false)");
   RLCPP_CHECK(grads.numel() == params.numel(), "backward_values: gradient buffer has " << grads.numel()
                                                                                        << " floats, parameters "
                                                                                        << params.numel());

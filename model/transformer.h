@@ -34,6 +34,11 @@ struct ForwardOptions {
   // logprob_space "sampled": score each target under the top-k / top-p truncated distribution its rollout drew
   // it from (kernels/truncation.h; the sampler's rule replayed on these logits). Off by default; no entropy then.
   Truncation truncation;
+  // Keep what backward needs (LayerActivations). A pass that no backward follows (old and reference log-probs,
+  // a critic's values, scoring) sets it false: each chunk of rows then runs through its thread's F32 rows and the
+  // residual stream is updated in place, so nothing of the size of the batch is written per layer and a
+  // bf16/fp16 model converts nothing. The same bits either way (row by row, the same ops).
+  bool keep_activations = true;
 };
 
 // A copy of the matmul weights packed for ops::matmul_packed, the CPU model's Linear product: as they are
@@ -87,9 +92,11 @@ struct ChunkScratch {
   Tensor dxn, dact, dgate_up, datt, dq, dk, dv, dqkv;  // backward
   Tensor dq_pre, dk_pre;                               // backward through q_norm, k_norm (Qwen3)
   Tensor layer_grads;
-  // A bf16/fp16 model's chunk of the kept activations in F32 (x, q, k, v, q_pre, k_pre, att, h, gate_up; rows
-  // [0, chunk rows)): the layer computes on these, the forward stores them into the kept tensors and the backward
-  // widens the kept rows into them. Undefined in fp32, whose kernels read and write the kept tensors themselves.
+  // A chunk's F32 rows of the layer's activations (rows [0, chunk rows)). A bf16/fp16 model computes on these
+  // (x, q, k, v, q_pre, k_pre, att, h, gate_up): the forward stores them into the kept tensors and the backward
+  // widens the kept rows into them. A forward that keeps nothing computes on them in every dtype (lse, q_rstd
+  // and k_rstd too). Undefined when an fp32 forward keeps its activations: its kernels read and write the kept
+  // tensors themselves.
   LayerActivations rows_f32;
 };
 
@@ -140,6 +147,7 @@ struct Activations {
   float temperature = 1.0f;
   bool has_entropy = false;
   Truncation truncation;  // the forward's (backward differentiates the same log-probs)
+  bool kept = false;      // the forward kept what backward reads (ForwardOptions::keep_activations)
 };
 
 // One engine step flattened (nano-vllm's model_runner): N query rows of B sequences, prefill and decode mixed.
@@ -234,11 +242,12 @@ class Transformer {
   // P: the layer's packed weights (else OpenBLAS on W); biases from P when it has rounded ones.
   void layer_body(const ExecContext& ctx, const LayerWeights& W, const PackedWeights::Layer* P, LayerRows& r,
                   const LayerAttention& attend) const;
-  // One layer on one chunk of rows (transformer_layers.cpp): forward from A.x into A's rows and x_next; backward
-  // from dx (d x_next on entry, d x on exit) into the parameter gradients G.
+  // One layer on one chunk of rows (transformer_layers.cpp): forward from A.x into A's rows and x_next (keep),
+  // or from x_next's rows into themselves through the chunk's F32 rows (!keep: x_next is the F32 residual
+  // stream); backward from dx (d x_next on entry, d x on exit) into the parameter gradients G.
   void layer_forward(const ExecContext& ctx, const LayerWeights& W, const PackedWeights::Layer* P, LayerActivations& A,
                      Tensor& x_next, const RowChunk& rows, const Tensor& positions, const Tensor& rope,
-                     ChunkScratch& s) const;
+                     ChunkScratch& s, bool keep) const;
   void layer_backward(const ExecContext& ctx, const LayerWeights& W, const PackedWeights::Layer* P, LayerWeights& G,
                       const LayerActivations& A, Tensor& dx, const RowChunk& rows, const Tensor& positions,
                       const Tensor& rope, ChunkScratch& s) const;
@@ -246,7 +255,9 @@ class Transformer {
   // `packed`: the one layer's worth of panels into which each layer's weights are packed just before it runs
   // (transposed for the backward), so that training holds one layer of panels, not a second copy of the model;
   // null: the products go through ops::matmul.
-  void forward_layers(const ExecContext& ctx, const Weights& w, PackedWeights::Layer* packed, Activations& acts) const;
+  // keep: as ForwardOptions::keep_activations (else the residual stream is acts.x_final, in place).
+  void forward_layers(const ExecContext& ctx, const Weights& w, PackedWeights::Layer* packed, Activations& acts,
+                      bool keep) const;
   void backward_layers(const ExecContext& ctx, const Weights& w, PackedWeights::Layer* packed, Weights& g,
                        Activations& acts, const GradsReadyFn& ready) const;
   // Packs the given matrices (forward formats, or transposed fp32), side by side where the executor has threads.

@@ -11,7 +11,8 @@
 // A bf16/fp16 model keeps its activations in that dtype (transformer.h LayerActivations) and computes on F32
 // rows of them: a chunk's forward runs into F32 chunk buffers and stores the rows it keeps with ops::convert; the
 // next layer, and the backward, widen the kept rows back. The values kept are already rounded to the dtype at
-// the op that made them, so storing and widening are exact: the bits are those of an F32 store.
+// the op that made them, so storing and widening are exact: the bits are those of an F32 store. A forward that
+// no backward follows keeps nothing: every dtype computes on the F32 chunk rows, the residual stream in place.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -47,8 +48,10 @@ constexpr Tensor LayerActivations::*kStoredInComputeDtype[] = {
     &LayerActivations::v,     &LayerActivations::q_pre, &LayerActivations::k_pre, &LayerActivations::att,
     &LayerActivations::gate_up};
 
-// The F32 rows of a chunk of the stored activations (ChunkScratch::rows_f32), for chunks of up to `rows` rows.
-void ensure_rows_f32(const ExecContext& ctx, LayerActivations& f, int64_t rows, const ModelConfig& c) {
+// The F32 rows of a chunk of the stored activations (ChunkScratch::rows_f32), for chunks of up to `rows` rows;
+// with the per-row statistics (lse, q_rstd, k_rstd) for a forward that keeps nothing.
+void ensure_rows_f32(const ExecContext& ctx, LayerActivations& f, int64_t rows, const ModelConfig& c,
+                     bool with_stats = false) {
   const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads, D = c.head_dim();
   ensure(ctx, f.x, {rows, c.hidden_size});
   ensure(ctx, f.h, {rows, c.hidden_size});
@@ -61,6 +64,12 @@ void ensure_rows_f32(const ExecContext& ctx, LayerActivations& f, int64_t rows, 
   }
   ensure(ctx, f.att, {rows, Hq * D});
   ensure(ctx, f.gate_up, {rows, 2 * c.intermediate_size});
+  if (!with_stats) return;
+  ensure(ctx, f.lse, {rows, Hq});
+  if (c.has_qk_norm()) {
+    ensure(ctx, f.q_rstd, {rows, Hq});
+    ensure(ctx, f.k_rstd, {rows, Hkv});
+  }
 }
 
 // Rows [b, e) of the stored activations `member` (all when null) of A widened into rows [0, e-b) of f.
@@ -134,20 +143,24 @@ void Transformer::layer_body(const ExecContext& ctx, const LayerWeights& W, cons
 
 void Transformer::layer_forward(const ExecContext& ctx, const LayerWeights& W, const PackedWeights::Layer* P,
                                 LayerActivations& A, Tensor& x_next, const RowChunk& rows, const Tensor& positions,
-                                const Tensor& rope, ChunkScratch& s) const {
+                                const Tensor& rope, ChunkScratch& s, bool keep) const {
   const int64_t b = rows.begin, e = rows.end, n = e - b;
   const float scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim()));
-  // fp32: the kernels write the kept tensors' rows [b, e) themselves. bf16/fp16: they compute on the chunk's F32
-  // rows [0, n), the input widened first and the kept rows stored after.
-  const bool stored_f32 = storage_dtype(numerics_.compute) == DType::kF32;
-  LayerActivations& R = stored_f32 ? A : s.rows_f32;
-  const int64_t rb = stored_f32 ? b : 0, re = stored_f32 ? e : n;
-  if (!stored_f32) widen_rows(ctx, A, R, b, e, &LayerActivations::x);
+  // fp32 keeping its activations: the kernels write the kept tensors' rows [b, e) themselves. bf16/fp16 keeping
+  // them: they compute on the chunk's F32 rows [0, n), the input widened first and the kept rows stored after.
+  // Keeping nothing: on the chunk's F32 rows, the input and output the rows of x_next (the F32 residual stream).
+  const bool in_kept = keep && storage_dtype(numerics_.compute) == DType::kF32;
+  LayerActivations& R = in_kept ? A : s.rows_f32;
+  const int64_t rb = in_kept ? b : 0, re = in_kept ? e : n;
+  LayerActivations& stats = keep ? A : s.rows_f32;  // lse, q_rstd, k_rstd
+  const int64_t sb = keep ? b : 0, se = keep ? e : n;
+  if (keep && !in_kept) widen_rows(ctx, A, R, b, e, &LayerActivations::x);
   LayerRows r;
-  r.x = R.x.slice_rows(rb, re);
+  r.x = keep ? R.x.slice_rows(rb, re) : x_next.slice_rows(b, e);
   r.h = R.h.slice_rows(rb, re);
-  // An F32 x_next (fp32, or the last layer's x_final) is written in place; else the output goes to the chunk's
-  // x rows (not read after h is formed, as the cached decode's residual stream) and is stored from there.
+  // An F32 x_next (fp32, the last layer's x_final, the residual stream of a forward keeping nothing) is written
+  // in place; else the output goes to the chunk's x rows (not read after h is formed, as the cached decode's
+  // residual stream) and is stored from there.
   const bool out_in_place = x_next.dtype() == DType::kF32;
   r.out = out_in_place ? x_next.slice_rows(b, e) : r.x;
   r.positions = positions.slice_rows(b, e);
@@ -158,8 +171,8 @@ void Transformer::layer_forward(const ExecContext& ctx, const LayerWeights& W, c
   if (config_.has_qk_norm()) {
     r.q_pre = R.q_pre.slice_rows(rb, re);
     r.k_pre = R.k_pre.slice_rows(rb, re);
-    r.q_rstd = A.q_rstd.slice_rows(b, e);
-    r.k_rstd = A.k_rstd.slice_rows(b, e);
+    r.q_rstd = stats.q_rstd.slice_rows(sb, se);
+    r.k_rstd = stats.k_rstd.slice_rows(sb, se);
   }
   r.att = R.att.slice_rows(rb, re);
   r.gate_up = R.gate_up.slice_rows(rb, re);
@@ -167,11 +180,11 @@ void Transformer::layer_forward(const ExecContext& ctx, const LayerWeights& W, c
   r.rstd = s.rstd.slice_rows(0, n);
   r.qkv = s.qkv.slice_rows(0, n);
   r.act = s.act.slice_rows(0, n);
-  Tensor lse = A.lse.slice_rows(b, e);
+  Tensor lse = stats.lse.slice_rows(sb, se);
   layer_body(ctx, W, P, r, [&](const Tensor& q, const Tensor& k, const Tensor& v, Tensor& att) {
     ops::attention_forward(ctx, q, k, v, rows.cu_seqlens, scale, att, lse);
   });
-  if (stored_f32) return;
+  if (in_kept || !keep) return;
   store_rows(ctx, R, A, b, e);
   if (!out_in_place) {
     Tensor next = x_next.slice_rows(b, e);
@@ -239,13 +252,13 @@ void Transformer::layer_backward(const ExecContext& ctx, const LayerWeights& W, 
 }
 
 void Transformer::forward_layers(const ExecContext& ctx, const Weights& w, PackedWeights::Layer* packed,
-                                 Activations& acts) const {
+                                 Activations& acts, bool keep) const {
   const Executor& ex = executor_of(ctx);
   const int64_t N = acts.num_tokens, C = config_.hidden_size, F = config_.intermediate_size;
   const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
   // The kept activations' dtype (x_final, lse and the rstds: F32; tf32 keeps fp32).
   const DType dt = storage_dtype(numerics_.compute);
-  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+  for (int64_t l = 0; keep && l < config_.num_hidden_layers; ++l) {
     auto& A = acts.layers[static_cast<size_t>(l)];
     const bool last = l + 1 == config_.num_hidden_layers;
     Tensor& x_next = last ? acts.x_final : acts.layers[static_cast<size_t>(l) + 1].x;
@@ -268,18 +281,19 @@ void Transformer::forward_layers(const ExecContext& ctx, const Weights& w, Packe
   const int64_t rows = max_chunk_rows(acts.chunks);
   for (auto& s : acts.chunk_scratch) {
     ensure_chunk_buffers(ctx, s, rows, config_);
-    if (dt != DType::kF32) ensure_rows_f32(ctx, s.rows_f32, rows, config_);
+    if (dt != DType::kF32 || !keep) ensure_rows_f32(ctx, s.rows_f32, rows, config_, /*with_stats=*/!keep);
   }
   const Tensor& rope = ex.resident(ctx, rope_, acts.rope);
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     auto& A = acts.layers[static_cast<size_t>(l)];
-    Tensor& x_next = l + 1 < config_.num_hidden_layers ? acts.layers[static_cast<size_t>(l) + 1].x : acts.x_final;
+    Tensor& x_next =
+        keep && l + 1 < config_.num_hidden_layers ? acts.layers[static_cast<size_t>(l) + 1].x : acts.x_final;
     const LayerWeights& W = w.layers[static_cast<size_t>(l)];
     if (packed) pack_layer(ctx, W, *packed, /*transposed=*/false);
     const PackedWeights::Layer* P = packed;
     ex.run_forward_chunks(static_cast<int64_t>(acts.chunks.size()), [&](int64_t c, int t) {
       layer_forward(ctx, W, P, A, x_next, acts.chunks[static_cast<size_t>(c)], acts.positions, rope,
-                    acts.chunk_scratch[static_cast<size_t>(t)]);
+                    acts.chunk_scratch[static_cast<size_t>(t)], keep);
     });
   }
 }
@@ -296,7 +310,7 @@ void Transformer::backward_layers(const ExecContext& ctx, const Weights& w, Pack
   const Tensor& rope = ex.resident(ctx, rope_, acts.rope);
   for (auto& s : acts.chunk_scratch) {
     ensure_chunk_buffers(ctx, s, rows, config_);
-    if (numerics_.compute != DType::kF32) ensure_rows_f32(ctx, s.rows_f32, rows, config_);
+    if (storage_dtype(numerics_.compute) != DType::kF32) ensure_rows_f32(ctx, s.rows_f32, rows, config_);
     ensure(ctx, s.dxn, {rows, C});
     ensure(ctx, s.dact, {rows, F});
     ensure(ctx, s.dgate_up, {rows, 2 * F});

@@ -1,11 +1,13 @@
 // A bf16/fp16 model keeps its training activations in that dtype (model/transformer.h LayerActivations): the
 // kept tensors are of the compute dtype, take about half the bytes of fp32's, and the values computed from them
 // are unchanged — the training forward still gives the cached decode's logits bit for bit (the decode keeps no
-// activations), and the bit-exact and golden suites hold the rest.
+// activations), and the bit-exact and golden suites hold the rest. A forward that no backward follows
+// (ForwardOptions::keep_activations = false) keeps nothing and gives the same bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "model/transformer.h"
@@ -98,6 +100,54 @@ TEST_P(ActivationStorage, Bf16AndFp16TrainingLogitsAreTheCachedDecodesBits) {
     double norm = 0;
     for (int64_t i = 0; i < grads.numel(); ++i) norm += std::pow(static_cast<double>(grads.flat().data<float>()[i]), 2);
     EXPECT_TRUE(std::isfinite(norm) && norm > 0) << precision_name(dt) << ": gradient norm^2 " << norm;
+  }
+}
+
+// Scoring passes keep nothing: the same logits, log-probs, entropy (and a critic's values) bit for bit in every
+// dtype, nothing of the batch's size written per layer, and a backward after it is refused.
+TEST_P(ActivationStorage, AForwardKeepingNothingGivesTheSameBitsAndRefusesABackward) {
+  ModelConfig cfg = small_test_config(GetParam());
+  const PackedBatch batch = PackedBatch::from_sequences(test_sequences(cfg.vocab_size));
+  const int64_t N = batch.num_tokens(), V = cfg.vocab_size;
+  for (const bool critic : {false, true}) {
+    cfg.value_head = critic;
+    const ParameterStore params = scaled_test_params(cfg, 1.0f);
+    for (const DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
+      const Transformer model(cfg, numerics_of(dt));
+      ForwardOptions kept, scoring;
+      kept.entropy = scoring.entropy = !critic;
+      kept.temperature = scoring.temperature = 0.8f;
+      scoring.keep_activations = false;
+      Activations a, b;
+      model.forward(host(), params, batch, kept, a);
+      model.forward(host(), params, batch, scoring, b);
+      ASSERT_GT(b.chunks.size(), 1u);  // the chunks update the residual stream in place at their offsets
+      const std::string where = std::string(precision_name(dt)) + (critic ? " critic" : "");
+      if (critic) {
+        EXPECT_EQ(std::memcmp(a.values.data<float>(), b.values.data<float>(), N * sizeof(float)), 0) << where;
+      } else {
+        EXPECT_EQ(std::memcmp(a.logits.data<float>(), b.logits.data<float>(), N * V * sizeof(float)), 0) << where;
+        EXPECT_EQ(std::memcmp(a.logp.data<float>(), b.logp.data<float>(), N * sizeof(float)), 0) << where;
+        EXPECT_EQ(std::memcmp(a.entropy.data<float>(), b.entropy.data<float>(), N * sizeof(float)), 0) << where;
+      }
+      EXPECT_EQ(kept_bytes(b), 0u) << where;
+      ParameterStore grads(cfg);
+      const std::vector<float> d(static_cast<size_t>(N), 1.0f);
+      try {
+        if (critic)
+          model.backward_values(host(), params, b, d.data(), grads);
+        else
+          model.backward(host(), params, b, d.data(), nullptr, grads);
+        ADD_FAILURE() << where << ": a backward after a forward that kept nothing ran";
+      } catch (const std::exception& e) {
+        EXPECT_NE(std::string(e.what()).find("the forward kept no activations"), std::string::npos) << e.what();
+      }
+      // The same Activations then kept for a backward: the training pass it is reused by is unchanged.
+      model.forward(host(), params, batch, kept, b);
+      EXPECT_EQ(std::memcmp(a.x_final.data<float>(), b.x_final.data<float>(), N * cfg.hidden_size * sizeof(float)),
+                0)
+          << where;
+    }
   }
 }
 

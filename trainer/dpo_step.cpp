@@ -35,7 +35,9 @@ std::vector<DpoPair> micro_pairs(const PackedRollout& p) {
 std::vector<float> forward_logp(const ExecContext& exec, const Transformer& model, const ParameterStore& params,
                                 const PackedBatch& batch, Activations& acts) {
   ParameterStore copy;  // host weights (the reference) copied to a device context
-  model.forward(exec, params_on(exec, params, copy), batch, ForwardOptions{}, acts);
+  ForwardOptions options;
+  options.keep_activations = false;  // scoring: no backward follows
+  model.forward(exec, params_on(exec, params, copy), batch, options, acts);
   Tensor host;
   const float* logp = host_tensor(exec, acts.logp, host).data<float>();
   return std::vector<float>(logp, logp + acts.num_tokens);

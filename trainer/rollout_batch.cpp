@@ -25,6 +25,7 @@ std::vector<std::vector<float>> run_forward(const ExecContext& exec, const Trans
   ForwardOptions options;
   options.temperature = temperature;
   options.truncation = truncation;
+  options.keep_activations = false;  // scoring: no backward follows
   // On a device context: host weights copied there for these passes (the reference, a teacher, the policy's
   // host copy), the per-position results copied back.
   ParameterStore copy;
