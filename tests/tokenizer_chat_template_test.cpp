@@ -142,7 +142,9 @@ TEST(ChatTemplate, Qwen3FixtureRendersToolsAsTransformersDoes) {
 
 TEST(ChatTemplate, Qwen25StyleTemplateAddsItsDefaultSystemMessage) {
   const std::string dir = tokenizer_with_template("make-gpt2", "qwen25");
-  const ChatTemplate t = *ChatTemplate::of_tokenizer(dir);
+  const auto found = ChatTemplate::of_tokenizer(dir);
+  ASSERT_TRUE(found.has_value()) << dir << " holds no chat template";
+  const ChatTemplate& t = *found;
   EXPECT_EQ(t.apply({{"user", "hi"}}, true),
             "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
             "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
