@@ -1,5 +1,6 @@
 #include "apps/commands.h"
 #include "apps/config_loading.h"
+#include "core/stop_signals.h"
 #include "loop/dpo_run.h"
 
 namespace rlcpp::cli {
@@ -13,10 +14,11 @@ Command add_dpo_command(CLI::App& app) {
   cmd->add_option("--set", *overrides, "override a key: --set dpo.beta=0.2 (repeatable)");
   return {cmd, [=]() {
     require_one_process("dpo");
+    // Ctrl-C or SIGTERM: the run ends after the step in progress, with its checkpoint (status 128 + the signal).
+    const StopSignalWatch stop("dpo", "stopping after this step, with a checkpoint; a second signal stops at once");
     DpoRunConfig cfg;
     Json resolved = load_run_config(*config_path, *overrides, cfg);
-    run_dpo(cfg, resolved);
-    return 0;
+    return run_dpo(cfg, resolved, [&stop] { return stop.requested(); }).stopped ? 128 + stop.signal() : 0;
   }};
 }
 

@@ -1,5 +1,6 @@
 #include "apps/commands.h"
 #include "apps/config_loading.h"
+#include "core/stop_signals.h"
 #include "loop/sft_run.h"
 
 namespace rlcpp::cli {
@@ -12,10 +13,11 @@ Command add_sft_command(CLI::App& app) {
   cmd->add_option("--set", *overrides, "override a key: --set optim.lr=3e-4 (repeatable)");
   return {cmd, [=]() {
     require_one_process("sft");
+    // Ctrl-C or SIGTERM: the run ends after the step in progress, with its checkpoint (status 128 + the signal).
+    const StopSignalWatch stop("sft", "stopping after this step, with a checkpoint; a second signal stops at once");
     SftConfig cfg;
     Json resolved = load_run_config(*config_path, *overrides, cfg);
-    run_sft(cfg, resolved);
-    return 0;
+    return run_sft(cfg, resolved, [&stop] { return stop.requested(); }).stopped ? 128 + stop.signal() : 0;
   }};
 }
 

@@ -5,6 +5,7 @@
 
 #include "apps/commands.h"
 #include "apps/config_loading.h"
+#include "core/stop_signals.h"
 #include "loop/controller.h"
 #include "trainer/communicator.h"
 #include "trainer/launch_env.h"
@@ -63,23 +64,34 @@ Command add_train_command(CLI::App& app) {
   cmd->add_option("--inject-fault", *inject_fault, "kill-after-checkpoint:STEP: SIGKILL once step_STEP is complete")
       ->group("");
   return {cmd, [=]() {
-    const TrainHooks hooks = train_fault_hooks(*inject_fault);
+    // Before any thread starts (MPI's, ZeroMQ's, OpenMP's): Ctrl-C or a scheduler's SIGTERM ends the run after
+    // the step in progress, with its checkpoint; the exit status is then 128 + the signal.
+    const StopSignalWatch stop("train", "stopping after this step, with a checkpoint (`rlcpp train --resume "
+                                        "RUN_DIR` continues the run); a second signal stops at once");
+    TrainHooks hooks = train_fault_hooks(*inject_fault);
     // Under mpirun or srun, one rank of a data-parallel run (loop/data_parallel_step.h); the lead (rank 0)
     // alone prints the run's progress.
     const std::unique_ptr<Communicator> comm = make_communicator(ranks_from_environment(), *dp_backend);
     if (comm->rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr)
       RLCPP_FAIL("train: rank " << comm->rank() << " cannot silence its stdout");
+    // The ranks stop together: a signal reaches them at different moments, so they agree after each step that
+    // one of them got it.
+    hooks.stop_requested = [&stop, &comm] {
+      if (comm->size() == 1) return stop.requested();
+      for (const std::string& asked : comm->all_gather(stop.requested() ? "1" : "0"))
+        if (asked == "1") return true;
+      return false;
+    };
+    const auto exit_status = [&stop](const TrainSummary& s) { return s.stopped ? 128 + stop.signal() : 0; };
     try {
       if (!resume_dir->empty()) {
         RLCPP_CHECK(overrides->empty(), "train --resume: --set is not allowed (the run keeps its config.json)");
-        resume_train(*resume_dir, *allow_config_change, comm.get(), hooks);
-        return 0;
+        return exit_status(resume_train(*resume_dir, *allow_config_change, comm.get(), hooks));
       }
       RLCPP_CHECK(!config_path->empty(), "train: give a CONFIG file or --resume RUN_DIR");
       TrainConfig cfg;
       Json resolved = load_run_config(*config_path, *overrides, cfg);
-      run_train(cfg, resolved, comm.get(), hooks);
-      return 0;
+      return exit_status(run_train(cfg, resolved, comm.get(), hooks));
     } catch (const std::exception& e) {
       if (comm->size() == 1) throw;
       // One rank failing ends them all (the launcher names the rank too): the others would wait forever in

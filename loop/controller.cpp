@@ -400,6 +400,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   const DriveResult driven = drive_steps(run, schedule, steps, outputs);
   if (!driven.checkpoint.empty()) summary.checkpoint = driven.checkpoint;
   summary.seconds = driven.seconds;
+  summary.stopped = driven.stopped;
   if (lead && state.step < config.steps) end_run_ledger(run.path());  // the peak MFU divides by, measured again
   if (state.step >= config.steps) {  // resumed at its last step: nothing was left to run
     summary.checkpoint = resume_checkpoint;
@@ -408,6 +409,9 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   }
   std::printf("train %s in %s: held-out accuracy %.1f%%, checkpoint %s\n", driven.stopped ? "stopped" : "done",
               format_duration(summary.seconds).c_str(), 100.0 * summary.final_accuracy, summary.checkpoint.c_str());
+  if (driven.stopped)
+    std::printf("train: `rlcpp train --resume %s` continues the run from step %lld\n", run.path().c_str(),
+                static_cast<long long>(driven.last_step_run + 1));
   return summary;
 }
 

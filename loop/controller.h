@@ -33,6 +33,7 @@ struct TrainSummary {
   double final_accuracy = 0;         // held-out, at the last step
   std::string checkpoint;            // the last checkpoint written
   double seconds = 0;
+  bool stopped = false;              // ended early by TrainHooks::stop_requested (resume_train continues it)
 };
 
 // `comm`: this process's rank of a data-parallel launch (loop/data_parallel_step.h); null = one process.

@@ -69,7 +69,8 @@ std::vector<PreferencePair> load_pairs(const std::string& path, const Tokenizer&
 
 }  // namespace
 
-DpoSummary run_dpo(const DpoRunConfig& config, const Json& resolved_config) {
+DpoSummary run_dpo(const DpoRunConfig& config, const Json& resolved_config,
+                   const std::function<bool()>& stop_requested) {
   config.validate();
   ParameterStore params = config.init_checkpoint.empty() ? init_random(model_preset(config.model_preset), config.seed)
                                                          : load_model_checkpoint(config.init_checkpoint);
@@ -181,11 +182,13 @@ DpoSummary run_dpo(const DpoRunConfig& config, const Json& resolved_config) {
   const DriveResult driven = drive_steps(
       run, {.last_step = total_steps, .eval_every = config.eval_every, .checkpoint_every = config.checkpoint_every,
             .log_every = config.log_every},
-      steps, {.command = "dpo", .metrics = &metrics});
+      steps, {.command = "dpo", .metrics = &metrics, .stop_requested = stop_requested});
   summary.checkpoint = driven.checkpoint;
   summary.seconds = driven.seconds;
-  std::printf("dpo done in %s: pair accuracy %.1f%%, margin %.3f, checkpoint %s\n",
-              format_duration(summary.seconds).c_str(), 100.0 * summary.final_accuracy, summary.final_margin,
+  summary.stopped = driven.stopped;
+  std::printf("dpo %s in %s: pair accuracy %.1f%%, margin %.3f, checkpoint %s\n",
+              driven.stopped ? "stopped" : "done", format_duration(summary.seconds).c_str(),
+              100.0 * summary.final_accuracy, summary.final_margin,
               summary.checkpoint.c_str());
   return summary;
 }

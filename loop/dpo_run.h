@@ -6,6 +6,7 @@
 // actor/grad_norm, actor/lr; eval/* the same on the held-out pairs, eval/accuracy on the task when asked.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "core/config.h"
@@ -73,8 +74,11 @@ struct DpoSummary {
   double task_accuracy = -1;  // held-out task accuracy at the end; -1 without eval_size
   double seconds = 0;
   std::string checkpoint;     // the last checkpoint written
+  bool stopped = false;       // ended early by stop_requested, with that step's checkpoint
 };
 
-DpoSummary run_dpo(const DpoRunConfig& config, const Json& resolved_config);
+// stop_requested: asked after each step (loop/run_driver.h RunOutputs::stop_requested); true ends the run there.
+DpoSummary run_dpo(const DpoRunConfig& config, const Json& resolved_config,
+                   const std::function<bool()>& stop_requested = {});
 
 }  // namespace rlcpp

@@ -90,7 +90,8 @@ std::vector<PackedBatch> sample_demonstration_batch(const Task& task, const EnvM
 
 }  // namespace
 
-SftSummary run_sft(const SftConfig& config, const Json& resolved_config) {
+SftSummary run_sft(const SftConfig& config, const Json& resolved_config,
+                   const std::function<bool()>& stop_requested) {
   config.validate();
   ParameterStore params = config.init_checkpoint.empty()
                               ? init_random(model_preset(config.model_preset), config.seed)
@@ -202,11 +203,12 @@ SftSummary run_sft(const SftConfig& config, const Json& resolved_config) {
   const DriveResult driven = drive_steps(
       run, {.last_step = config.steps, .eval_every = config.eval_every, .checkpoint_every = config.checkpoint_every,
             .log_every = config.log_every},
-      steps, {.command = "sft", .metrics = &metrics});
+      steps, {.command = "sft", .metrics = &metrics, .stop_requested = stop_requested});
   summary.checkpoint = driven.checkpoint;
   summary.seconds = driven.seconds;
-  std::printf("sft done in %s: held-out accuracy %.1f%%, checkpoint %s\n", format_duration(summary.seconds).c_str(),
-              100.0 * summary.final_accuracy, summary.checkpoint.c_str());
+  summary.stopped = driven.stopped;
+  std::printf("sft %s in %s: held-out accuracy %.1f%%, checkpoint %s\n", driven.stopped ? "stopped" : "done",
+              format_duration(summary.seconds).c_str(), 100.0 * summary.final_accuracy, summary.checkpoint.c_str());
   return summary;
 }
 

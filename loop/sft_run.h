@@ -4,6 +4,7 @@
 // the loss on the assistant's tokens only (agent/demonstration.h), and evaluates greedy episodes.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "core/config.h"
@@ -63,8 +64,11 @@ struct SftSummary {
   double final_loss = 0;
   double seconds = 0;
   std::string checkpoint;  // the last checkpoint written
+  bool stopped = false;    // ended early by stop_requested, with that step's checkpoint
 };
 
-SftSummary run_sft(const SftConfig& config, const Json& resolved_config);
+// stop_requested: asked after each step (loop/run_driver.h RunOutputs::stop_requested); true ends the run there.
+SftSummary run_sft(const SftConfig& config, const Json& resolved_config,
+                   const std::function<bool()>& stop_requested = {});
 
 }  // namespace rlcpp

@@ -35,7 +35,23 @@ WorkerProcess::WorkerProcess(const std::string& binary, const std::vector<std::s
   std::vector<char*> argv;
   for (std::string& a : argv_text) argv.push_back(a.data());
   argv.push_back(nullptr);
-  const int rc = posix_spawn(&pid_, binary.c_str(), &actions, nullptr, argv.data(), environ);
+  // The worker starts in a process group of its own, so that a Ctrl-C at the terminal reaches the trainer alone:
+  // the trainer finishes its step with the workers and then stops them (they also end with it, --exit-with-parent).
+  // It starts with no signal blocked and SIGINT/SIGTERM at their defaults, whatever the trainer has blocked
+  // (core/stop_signals.h).
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, stop_signals;
+  sigemptyset(&none);
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &stop_signals);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+  const int rc = posix_spawn(&pid_, binary.c_str(), &actions, &attr, argv.data(), environ);
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&actions);
   close(pipe_fds[1]);
   stdout_fd_ = pipe_fds[0];
