@@ -82,7 +82,14 @@ Command add_train_command(CLI::App& app) {
         if (asked == "1") return true;
       return false;
     };
-    const auto exit_status = [&stop](const TrainSummary& s) { return s.stopped ? 128 + stop.signal() : 0; };
+    // A stopped run exits 128 + the signal (any rank's: the one this rank got, else SIGTERM's). Data-parallel,
+    // no rank exits before the lead has committed the last checkpoint: a launcher ends the others once one
+    // exits with a failure.
+    const auto exit_status = [&stop, &comm](const TrainSummary& s) {
+      if (!s.stopped) return 0;
+      if (comm->size() > 1) comm->all_gather("");
+      return 128 + (stop.requested() ? stop.signal() : SIGTERM);
+    };
     try {
       if (!resume_dir->empty()) {
         RLCPP_CHECK(overrides->empty(), "train --resume: --set is not allowed (the run keeps its config.json)");

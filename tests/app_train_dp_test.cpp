@@ -221,6 +221,31 @@ TEST(TrainDataParallel, ARankThatDiesEndsTheRunNamingItAndTheRunResumes) {
   EXPECT_TRUE(fs::exists(run + "/checkpoints/step_40/model.safetensors"));
 }
 
+// A stop signal that reaches one rank alone (here rank 1's SIGTERM; a launcher's reaches them at different
+// moments) stops both after the same step: they agree after each step, and the lead writes that step's checkpoint.
+TEST(TrainDataParallel, AStopSignalToOneRankEndsBothAfterTheSameStepWithItsCheckpoint) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_dp_signal_test";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  const std::string config = write_config(root, 40, 0);
+  const std::string run = (root / "run").string();
+  const BackgroundLaunch launch(root, "train " + config + " --set run_dir=" + run);
+  const int rank1 = rank1_once_logged(run, 2);
+  ASSERT_GT(rank1, 0) << "rank 1 was not found running";
+  ASSERT_EQ(::kill(rank1, SIGTERM), 0);
+  ASSERT_TRUE(launch.ended_within(std::chrono::minutes(2)));
+  const std::string out = launch.output();
+  EXPECT_NE(launch.status(), 0) << out;  // each rank exits 128 + SIGTERM: the run did not finish
+  const std::vector<Json> records = read_jsonl(run + "/metrics.jsonl");
+  ASSERT_GE(records.size(), 2u);
+  ASSERT_LT(records.size(), 40u);
+  const std::string step = std::to_string(records.size());
+  EXPECT_NE(out.find("train: stopped on request after step " + step + " of 40"), std::string::npos) << out;
+  EXPECT_TRUE(fs::exists(run + "/checkpoints/step_" + step + "/model.safetensors")) << out;
+  EXPECT_EQ(out.find("did not answer"), std::string::npos) << out;  // no rank left waiting in a collective
+  fs::remove_all(root);
+}
+
 // One rank stopped (kill -STOP) left the other spinning in its next collective for ever: past
 // trainer.collective_timeout_s the waiting rank asks who is there and the run stops naming the rank that is not.
 TEST(TrainDataParallel, ARankThatStopsAnsweringEndsTheRunNamingItPastTheDeadline) {
