@@ -124,7 +124,9 @@ Command add_generate_command(CLI::App& app) {
       engine_config.max_num_batched_tokens =
           std::max(engine_config.max_num_batched_tokens, engine_config.max_context);
     const Transformer model(engine_model_config(params.config(), engine_config), numerics);
+    const int64_t vocab = params.config().vocab_size;
     Engine engine(model, params, engine_config, 0, context_for_device(a->device, "generate --device"));
+    engine.take_weights(std::move(params), 0);  // a bf16 engine holds its weights in bf16 alone
     const RolloutResult result = engine.generate(req);
     // Before any output: a NaN would print as null (JSON) or -nan and pass for a log-prob.
     for (const Sample& s : result.samples)
@@ -134,7 +136,7 @@ Command add_generate_command(CLI::App& app) {
                                                       << t << " is " << s.logprobs[t]
                                                       << " (the checkpoint's logits overflow or are not finite)");
     // Text for a tokenizer.json, and for the character tokenizer when the model is one of its vocabulary.
-    const bool text = tok.charset().empty() || params.config().vocab_size == tok.vocab_size();
+    const bool text = tok.charset().empty() || vocab == tok.vocab_size();
     std::optional<OutputFile> file;
     if (!a->out.empty()) file.emplace(a->out, OutputFile::Mode::kReplace);
     for (const Sample& s : result.samples) {

@@ -91,9 +91,11 @@ Command add_serve_command(CLI::App& app) {
     check_numerics_device(numerics, parse_device_spec(a->device, "serve --device").device, "serve --dtype",
                           "serve --batch-invariant");
     const Transformer model(engine_model_config(params.config(), ec), numerics);
+    const int64_t vocab = params.config().vocab_size;
     Engine engine(model, params, ec, 0, context_for_device(a->device, "serve --device"));
+    engine.take_weights(std::move(params), 0);  // a bf16 server holds its weights in bf16 alone
     ServeLoop loop(engine, *tok);
-    ServeHttp http(loop, *tok, a->serve, ec.max_context, params.config().vocab_size);
+    ServeHttp http(loop, *tok, a->serve, ec.max_context, vocab);
     http.bind();
     std::printf("serve: %s (%s, prefix cache %s) on http://%s:%d, context %lld tokens, %lld KV blocks of %lld\n",
                 a->serve.model_name.c_str(), model.numerics().describe().c_str(), ec.prefix_cache ? "on" : "off",

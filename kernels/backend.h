@@ -71,8 +71,8 @@ struct KernelContext {
 
 // The dtype an op is asked in, which `supports` answers for: a product's math (matmul, linear_weight_grad), a
 // packed weight's format (pack_weight, matmul_packed), the dtype rounded to (round_to), each of the two dtypes a
-// convert reads and writes (asked once for each), the KV cache's (paged ops); every other op, its float operands'
-// (F32 today).
+// convert reads and writes (asked once for each), the KV cache's (paged ops), the table's (embedding_forward);
+// every other op, its float operands' (F32 today).
 struct Backend {
   const char* name;
   Device device;            // where the tensors of its ops live
@@ -101,8 +101,9 @@ struct Backend {
   bool (*all_finite)(const KernelContext&, const float* x, int64_t n);
   uint64_t (*keyed_checksum)(const KernelContext&, const float* x, int64_t n);
 
-  void (*embedding_forward)(const KernelContext&, const float* table, const int32_t* ids, float* out, int64_t n,
-                            int64_t vocab, int64_t c);
+  // table (vocab, c) of `table_dtype` (F32, or an engine's BF16/F16 copy); out F32, the rows widened exactly.
+  void (*embedding_forward)(const KernelContext&, const void* table, DType table_dtype, const int32_t* ids,
+                            float* out, int64_t n, int64_t vocab, int64_t c);
   void (*embedding_backward)(const KernelContext&, const float* dout, const int32_t* ids, float* dtable, int64_t n,
                              int64_t vocab, int64_t c);
 

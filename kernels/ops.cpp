@@ -286,13 +286,16 @@ void scale_inplace(const ExecContext& ctx, Tensor& x, float s) {
 
 void embedding_forward(const ExecContext& ctx, const Tensor& table, const Tensor& ids, Tensor& out) {
   const char* op = "embedding_forward";
-  const Dispatch d =
-      dispatch(ctx, op, Op::kEmbeddingForward, DType::kF32, {{"table", &table}, {"out", &out}}, {{"ids", &ids}});
+  expect_on_context(ctx, op, {{"table", &table}});
+  RLCPP_CHECK(is_float_storage(table.dtype()),
+              op << ": table dtype " << dtype_name(table.dtype()) << " not supported (F32, BF16 or F16)");
+  const Dispatch d = dispatch(ctx, op, Op::kEmbeddingForward, table.dtype(), {{"out", &out}}, {{"ids", &ids}});
   expect_rank(op, {"table", &table}, 2, "(V,C)");
   expect_rank(op, {"ids", &ids}, 1, "(N)");
   expect_shape(op, {"out", &out}, {ids.size(0), table.size(1)});
   if (d.host()) expect_indices_in(op, {"ids", &ids}, 0, table.size(0));
-  d.backend.embedding_forward(d.k, f32(table), i32(ids), f32(out), ids.size(0), table.size(0), table.size(1));
+  d.backend.embedding_forward(d.k, table.raw(), table.dtype(), i32(ids), f32(out), ids.size(0), table.size(0),
+                              table.size(1));
 }
 
 void embedding_backward(const ExecContext& ctx, const Tensor& dout, const Tensor& ids, Tensor& dtable) {

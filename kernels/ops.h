@@ -105,7 +105,8 @@ void add_inplace(const ExecContext& ctx, Tensor& x, const Tensor& y);
 // x *= s.
 void scale_inplace(const ExecContext& ctx, Tensor& x, float s);
 
-// out (N,C) = table (V,C)[ids (N) int32]. An id outside [0, V) is an error naming the id and its index.
+// out (N,C) F32 = table (V,C)[ids (N) int32], the table F32 or BF16/F16 (a 16-bit engine's copy: its rows widened
+// exactly). An id outside [0, V) is an error naming the id and its index.
 void embedding_forward(const ExecContext& ctx, const Tensor& table, const Tensor& ids, Tensor& out);
 // dtable (V,C) += scatter of dout (N,C) by ids.
 void embedding_backward(const ExecContext& ctx, const Tensor& dout, const Tensor& ids, Tensor& dtable);

@@ -78,12 +78,51 @@ void Transformer::pack_weights(const ExecContext& ctx, const ParameterStore& par
   out.transposed = transposed;
 }
 
-void Transformer::prepare_decode_weights(const ExecContext& ctx, const ParameterStore& params,
-                                         PackedWeights& out) const {
+void Transformer::prepare_decode_weights(const ExecContext& ctx, const ParameterStore& params, PackedWeights& out,
+                                         bool self_contained) const {
   RLCPP_CHECK(params.flat().on_host() || ctx.holds(params.flat()),
               "prepare_decode_weights: the parameters must be on the host or on " << ctx.name() << " (they are on "
                   << device_name(params.flat().device()) << ")");
   executor_of(ctx).prepare_decode_weights(*this, ctx, params, out);
+  out.embed = out.final_norm = Tensor();
+  for (PackedWeights::Layer& l : out.layers) l.ln1 = l.ln2 = l.q_norm = l.k_norm = Tensor();
+  if (!self_contained || out.for_blas) return;  // a prepared copy (blas) is whole; the fp32 OpenBLAS decode's is
+                                                // the parameters themselves
+  // The rest of what the panels' decode reads. The table in the compute dtype's storage: its rows are what the
+  // decode's embedding rounded to that dtype gives (round to nearest even either way).
+  const Weights w = views(params);
+  out.embed = ctx.empty(w.embed.shape(), storage_dtype(numerics_.compute));
+  ops::convert(ctx, w.embed, out.embed);
+  out.final_norm = ctx.copy_of(w.final_norm);
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const LayerWeights& W = w.layers[l];
+    PackedWeights::Layer& P = out.layers[l];
+    P.ln1 = ctx.copy_of(W.ln1);
+    P.ln2 = ctx.copy_of(W.ln2);
+    if (W.q_norm.defined()) P.q_norm = ctx.copy_of(W.q_norm);
+    if (W.k_norm.defined()) P.k_norm = ctx.copy_of(W.k_norm);
+    // fp32 reads the parameters' biases (round_biases left them undefined): copies of them.
+    if (W.qkv_b.defined() && !P.qkv_b.defined()) P.qkv_b = ctx.copy_of(W.qkv_b);
+    if (W.o_b.defined() && !P.o_b.defined()) P.o_b = ctx.copy_of(W.o_b);
+  }
+}
+
+Transformer::Weights Transformer::prepared_views(const PackedWeights& packed) const {
+  Weights w;
+  w.embed = packed.embed;
+  w.final_norm = packed.final_norm;
+  w.layers.resize(packed.layers.size());
+  for (size_t l = 0; l < packed.layers.size(); ++l) {
+    const PackedWeights::Layer& P = packed.layers[l];
+    LayerWeights& W = w.layers[l];
+    W.ln1 = P.ln1;
+    W.ln2 = P.ln2;
+    W.q_norm = P.q_norm;
+    W.k_norm = P.k_norm;
+    W.qkv_b = P.qkv_b;
+    W.o_b = P.o_b;
+  }
+  return w;  // the products' weights are the panels
 }
 
 }  // namespace rlcpp

@@ -263,15 +263,19 @@ Tensor Transformer::forward_cached(const ExecContext& ctx, const ParameterStore&
                                    KVCache& cache, const PackedWeights* packed) const {
   RLCPP_CHECK(!config_.value_head, "forward_cached: a value-head model (critic) has no logits to decode from");
   const Executor& ex = executor_of(ctx);
-  // The parameters the decode reads (embeddings, norms; the products without panels): the prepared copy, or the
-  // parameters themselves. They must be on ctx's device.
+  // The parameters the decode reads (embeddings, norms; the products without panels): the prepared copy, the
+  // panels' own copies (self-contained), or the parameters themselves. They must be on ctx's device. Weights
+  // prepared self-contained decode without the parameters (`params` may then be an empty store).
+  const bool own_copies = packed && packed->embed.defined();
   const ParameterStore& read = packed && packed->blas.flat().defined() ? packed->blas : params;
-  RLCPP_CHECK(ctx.holds(read.flat()),
+  RLCPP_CHECK(own_copies || ctx.holds(read.flat()),
               "forward_cached: on " << ctx.name() << " the decode runs on weights prepared on that device "
                                     << "(prepare_decode_weights with the same context)");
-  RLCPP_CHECK(packed == nullptr || (packed->source == params.flat().data<float>() && !packed->transposed &&
-                                    (packed->for_blas ||
-                                     static_cast<int64_t>(packed->layers.size()) == config_.num_hidden_layers)),
+  RLCPP_CHECK(packed == nullptr ||
+                  ((packed->source == params.flat().data<float>() ||
+                    (packed->self_contained() && !params.flat().defined())) &&
+                   !packed->transposed &&
+                   (packed->for_blas || static_cast<int64_t>(packed->layers.size()) == config_.num_hidden_layers)),
               "forward_cached: the packed decode weights were not packed from this parameter buffer");
   RLCPP_CHECK(packed != nullptr || (numerics_.compute == DType::kF32 && !is_quantized(numerics_.linear_weights)),
               "forward_cached: " << numerics_.describe()
@@ -279,7 +283,7 @@ Tensor Transformer::forward_cached(const ExecContext& ctx, const ParameterStore&
   // The OpenBLAS decode (and a device's) multiplies by the prepared copy, or by the fp32 parameters; a device's
   // embeddings and norms come from its copy too.
   const bool blas = packed == nullptr || packed->for_blas;
-  const Weights w = views(read);
+  const Weights w = own_copies ? prepared_views(*packed) : views(read);
   const PackedWeights* panels = blas ? nullptr : packed;
   auto packed_layer = [panels](int64_t l) { return panels ? &panels->layers[static_cast<size_t>(l)] : nullptr; };
   const int64_t N = static_cast<int64_t>(step.tokens.size()), C = config_.hidden_size, V = config_.vocab_size;
@@ -355,7 +359,7 @@ Tensor Transformer::forward_cached(const ExecContext& ctx, const ParameterStore&
     }
   };
   // The executor runs the rows: one range, or (CPU) one range per thread side by side when that gains.
-  ex.run_cached_step(step, N * config_.num_parameters(), decode_weight_bytes(panels, params), run_rows);
+  ex.run_cached_step(step, N * config_.num_parameters(), decode_weight_bytes(panels, read), run_rows);
   const int64_t R = static_cast<int64_t>(step.logits_rows.size());
   for (int32_t row : step.logits_rows)
     RLCPP_CHECK(row >= 0 && row < N, "forward_cached: logits row " << row << " outside the step's " << N << " rows");

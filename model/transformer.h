@@ -53,13 +53,23 @@ struct ForwardOptions {
 // OpenBLAS instead: `blas` then holds the parameters as the numerics compute with them (rounded, dequantised;
 // empty for fp32, whose own parameters serve) and there are no panels. On a CUDA context (the CUDA executor)
 // `blas` is that copy on the device, always defined, multiplied through cuBLAS, and `rope` the RoPE table there.
+//
+// Prepared `self_contained` (prepare_decode_weights), they also hold what else the decode reads, so that an engine
+// keeps no reference to the parameters (Engine::take_weights): the embedding table in the compute dtype's
+// storage (BF16/F16 rows widened exactly; the decode rounds its embedding rows to that dtype anyway), the norms'
+// weights and the biases (F32 copies, small).
 struct PackedWeights {
   struct Layer {
     ops::PackedWeight qkv, o, gate_up, down;
     Tensor qkv_b, o_b;  // the biases rounded to the compute dtype (undefined in fp32: the parameters' serve)
+    Tensor ln1, ln2, q_norm, k_norm;  // self-contained: copies of the norms' weights (q_norm, k_norm: Qwen3)
   };
   std::vector<Layer> layers;
   ops::PackedWeight lm_head;
+  Tensor embed, final_norm;       // self-contained: the embedding table (compute storage dtype), the final norm
+  // Whether the decode reads nothing of the parameters: the panels with their own copies above, or a full
+  // prepared copy (`blas`).
+  bool self_contained() const { return embed.defined() || blas.flat().defined(); }
   ParameterStore blas;            // the not-batch-invariant decode's weights (see above)
   bool for_blas = false;          // prepared for the OpenBLAS (or cuBLAS) decode: no panels
   Tensor rope;                    // a device context's RoPE table (the host's is the model's own)
@@ -215,7 +225,11 @@ class Transformer {
   // else the OpenBLAS decode's (PackedWeights::blas). On a CUDA context: the parameters as the numerics compute
   // with them, on the device (rounded there to the compute dtype; a quantised format dequantised on the host
   // first), and the RoPE table; `out`'s device buffers are reused from one policy version to the next.
-  void prepare_decode_weights(const ExecContext& ctx, const ParameterStore& params, PackedWeights& out) const;
+  // self_contained: also copy what else the decode reads (PackedWeights), where the decode would read the
+  // parameters themselves (the panels' decode; the fp32 OpenBLAS decode reads the parameters whole and stays not
+  // self-contained).
+  void prepare_decode_weights(const ExecContext& ctx, const ParameterStore& params, PackedWeights& out,
+                              bool self_contained = false) const;
 
  private:
   // The executors (model/executor.h) prepare decode weights from the parameters' per-layer views.
@@ -229,6 +243,9 @@ class Transformer {
   struct Weights;  // per-layer views, built per call from a ParameterStore
   struct LayerWeights;
   Weights views(const ParameterStore& params) const;
+  // The non-product weights of self-contained prepared weights (PackedWeights::embed, ...); the products' are
+  // the panels.
+  Weights prepared_views(const PackedWeights& packed) const;
   // Views of layer l's parameters in a buffer holding that layer's span only (a thread's gradients).
   LayerWeights layer_views(int64_t l, float* span, Device device) const;
   // From dL/d(final norm output) (N,C) down to the embedding; shared by both heads.

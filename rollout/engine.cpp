@@ -123,6 +123,36 @@ void Engine::set_weights(const ParameterStore& params, int64_t version) {
   blocks_.set_cache_salt(cache_salt());
 }
 
+void Engine::take_weights(ParameterStore params, int64_t version) {
+  set_weights(params, version);  // checked as set_weights checks them; nothing changes when refused
+  owned_ = std::move(params);
+  params_ = &owned_;
+  model_.prepare_decode_weights(context_, owned_, packed_, /*self_contained=*/true);
+  packed_stale_ = false;
+  if (packed_.self_contained()) owned_ = ParameterStore();  // the decode reads its own copies
+}
+
+int64_t Engine::weight_bytes() const {
+  int64_t bytes = params_->flat().defined() ? static_cast<int64_t>(params_->flat().nbytes()) : 0;
+  if (packed_.blas.flat().defined() && packed_.blas.flat().raw() != params_->flat().raw())
+    bytes += static_cast<int64_t>(packed_.blas.flat().nbytes());
+  auto add = [&bytes](const Tensor& t) {
+    if (t.defined()) bytes += static_cast<int64_t>(t.nbytes());
+  };
+  auto add_packed = [&](const ops::PackedWeight& w) {
+    add(w.panels);
+    add(w.scales);
+  };
+  add_packed(packed_.lm_head);
+  add(packed_.embed);
+  add(packed_.final_norm);
+  for (const PackedWeights::Layer& l : packed_.layers) {
+    for (const ops::PackedWeight* w : {&l.qkv, &l.o, &l.gate_up, &l.down}) add_packed(*w);
+    for (const Tensor* t : {&l.qkv_b, &l.o_b, &l.ln1, &l.ln2, &l.q_norm, &l.k_norm}) add(*t);
+  }
+  return bytes;
+}
+
 // Counted from the cache's own tensors (K and V of every layer), not from the shapes' formula, so the run
 // ledger can hold the formula against it.
 int64_t Engine::kv_bytes_per_token() const {

@@ -138,6 +138,14 @@ class Engine {
   // sees the change. Weights holding a NaN or an infinity are refused with an error naming the tensor, the
   // engine's version and packed weights left as they were.
   void set_weights(const ParameterStore& params, int64_t version);
+  // New weights that become the engine's own (a worker's received version, a served checkpoint): the caller
+  // keeps no other copy of `params` (copies share the buffer). They are prepared at once, self-contained where
+  // the numerics allow (Transformer::prepare_decode_weights: the panels, the embedding table in the compute dtype,
+  // the norms), and the fp32 store is released: a bf16 engine then holds its weights in bf16. The fp32 OpenBLAS
+  // decode multiplies by the store itself and keeps it. Refused as set_weights refuses.
+  void take_weights(ParameterStore params, int64_t version);
+  // The bytes of weights the engine holds or reads: its prepared weights, and the parameters while it reads them.
+  int64_t weight_bytes() const;
   int64_t policy_version() const { return policy_version_; }
 
   const EngineConfig& config() const { return config_; }
@@ -179,7 +187,8 @@ class Engine {
   Session& find_session(int64_t session, const char* what);
 
   const Transformer& model_;
-  const ParameterStore* params_;
+  const ParameterStore* params_;  // the weights the decode reads (&owned_ after take_weights)
+  ParameterStore owned_;          // take_weights' store, while the prepared weights need it (else empty)
   EngineConfig config_;
   ModelConfig served_;  // engine_model_config(model_.config(), config_)
   ExecContext context_;

@@ -140,15 +140,16 @@ int serve_worker(WorkerProcessConfig& a, const WeightFeedFactory& make_weights) 
     }
     endpoint = service.bind(context, bind);
   }
-  // Weights published by the trainer replace the live ones between requests; the engine keeps a reference
-  // to the store it reads, so the previous one is released only after the swap.
+  // The engine takes the weights as its own: prepared once (a bf16 worker's in bf16 alone) and the fp32 store
+  // released. Weights published by the trainer replace them between requests, the same way.
+  const ModelConfig model_config = params.config();
+  service.engine().take_weights(std::move(params), a.policy_version);
   std::unique_ptr<WeightFeed> weights;
-  auto live = std::make_shared<ParameterStore>(params);
   ServeControl control{nullptr, stop_fd};
   if (a.exit_with_parent) control.parent = getppid();
   std::string weights_endpoint;
   if (!a.weights.empty()) {
-    weights = make_weights(context, a.weights, params.config(), a.policy_version, a.worker.curve,
+    weights = make_weights(context, a.weights, model_config, a.policy_version, a.worker.curve,
                            service.engine().context());
     weights_endpoint = weights->endpoint();
     // A worker that joins a listening trainer says where to send it weights, and with which key.
@@ -156,11 +157,8 @@ int serve_worker(WorkerProcessConfig& a, const WeightFeedFactory& make_weights) 
     if (a.worker.curve.configured()) service.advertise("curve_public", a.worker.curve.keys.public_key);
     control.extra_socket = &weights->socket();
     control.on_extra = [&]() {
-      weights->receive([&](ParameterStore w, int64_t version) {
-        auto next = std::make_shared<ParameterStore>(std::move(w));
-        service.engine().set_weights(*next, version);
-        live = next;
-      });
+      weights->receive(
+          [&](ParameterStore w, int64_t version) { service.engine().take_weights(std::move(w), version); });
     };
   }
   startup.finished();

@@ -21,6 +21,7 @@ bool cpu_supports(Op op, DType dtype) {
       return dtype == DType::kF32 || float_16(dtype) || is_quantized(dtype);
     case Op::kRoundTo:
     case Op::kConvert:
+    case Op::kEmbeddingForward:
       return float_16(dtype) || dtype == DType::kF32;
     case Op::kPagedKvWrite:
     case Op::kPagedAttention:
@@ -71,8 +72,8 @@ const Backend& cpu_backend() {
       .l2_norm = [](const K&, const float* x, int64_t n) { return cpu::l2_norm(x, n); },
       .all_finite = [](const K&, const float* x, int64_t n) { return cpu::all_finite(x, n); },
       .keyed_checksum = [](const K&, const float* x, int64_t n) { return cpu::keyed_checksum(x, n); },
-      .embedding_forward = [](const K&, const float* table, const int32_t* ids, float* out, int64_t n, int64_t,
-                              int64_t c) { cpu::embedding_forward(table, ids, out, n, c); },
+      .embedding_forward = [](const K&, const void* table, DType dtype, const int32_t* ids, float* out, int64_t n,
+                              int64_t, int64_t c) { cpu::embedding_forward(table, dtype, ids, out, n, c); },
       .embedding_backward = [](const K&, const float* dout, const int32_t* ids, float* dtable, int64_t n, int64_t,
                                int64_t c) { cpu::embedding_backward(dout, ids, dtable, n, c); },
       .rmsnorm_forward = [](const K&, const float* x, const float* weight, float eps, float* out, float* rstd,

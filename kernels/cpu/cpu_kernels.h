@@ -77,7 +77,7 @@ bool all_finite(const float* x, int64_t n);
 uint64_t keyed_checksum(const float* x, int64_t n);
 
 // out (n,c) = table[ids (n)]; dtable (v,c) += dout rows scattered by ids.
-void embedding_forward(const float* table, const int32_t* ids, float* out, int64_t n, int64_t c);
+void embedding_forward(const void* table, DType dtype, const int32_t* ids, float* out, int64_t n, int64_t c);
 void embedding_backward(const float* dout, const int32_t* ids, float* dtable, int64_t n, int64_t c);
 
 // out (n,c) = x * rstd * weight, rstd (n) = 1/sqrt(mean(x^2) + eps); with round BF16/F16,

@@ -6,10 +6,16 @@
 
 namespace rlcpp::cpu {
 
-void embedding_forward(const float* table, const int32_t* ids, float* out, int64_t n, int64_t c) {
+void embedding_forward(const void* table, DType dtype, const int32_t* ids, float* out, int64_t n, int64_t c) {
+  const size_t row_bytes = static_cast<size_t>(c) * dtype_size(dtype);
 #pragma omp parallel for if (n * c > kParallelMinWork)
-  for (int64_t i = 0; i < n; ++i)
-    std::memcpy(out + i * c, table + static_cast<int64_t>(ids[i]) * c, static_cast<size_t>(c) * sizeof(float));
+  for (int64_t i = 0; i < n; ++i) {
+    const void* row = static_cast<const char*>(table) + static_cast<size_t>(ids[i]) * row_bytes;
+    if (dtype == DType::kF32)
+      std::memcpy(out + i * c, row, row_bytes);
+    else
+      convert(row, dtype, out + i * c, DType::kF32, c);  // widened exactly
+  }
 }
 
 void embedding_backward(const float* dout, const int32_t* ids, float* dtable, int64_t n, int64_t c) {

@@ -55,6 +55,7 @@ bool cuda_supports(Op op, DType dtype) {
     case Op::kMatmulPacked: return dtype == DType::kF32 || float_16(dtype) || is_quantized(dtype);
     case Op::kRoundTo:
     case Op::kConvert:
+    case Op::kEmbeddingForward:
     case Op::kPagedKvWrite:
     case Op::kPagedAttention: return dtype == DType::kF32 || float_16(dtype);
     case Op::kPackWeightTransposed:
@@ -154,8 +155,9 @@ const Backend& cuda_backend() {
             return sum;
           },
       .embedding_forward =
-          [](const K& k, const float* table, const int32_t* ids, float* out, int64_t n, int64_t vocab, int64_t c) {
-            RLCPP_LAUNCH("embedding_forward", cuda::embedding_forward(table, ids, out, n, vocab, c, stream(k)));
+          [](const K& k, const void* table, DType dtype, const int32_t* ids, float* out, int64_t n, int64_t vocab,
+             int64_t c) {
+            RLCPP_LAUNCH("embedding_forward", cuda::embedding_forward(table, dtype, ids, out, n, vocab, c, stream(k)));
           },
       .embedding_backward =
           [](const K& k, const float* dout, const int32_t* ids, float* dtable, int64_t n, int64_t vocab, int64_t c) {

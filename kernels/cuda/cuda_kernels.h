@@ -49,8 +49,9 @@ cudaError_t all_finite(const float* x, int64_t n, bool* result, cudaStream_t str
 // *result (host) = ops::keyed_checksum of x; synchronises the stream.
 cudaError_t keyed_checksum(const float* x, int64_t n, uint64_t* result, cudaStream_t stream);
 
-cudaError_t embedding_forward(const float* table, const int32_t* ids, float* out, int64_t n, int64_t vocab,
-                              int64_t c, cudaStream_t stream);
+// table of `dtype` (F32, BF16, F16); out F32.
+cudaError_t embedding_forward(const void* table, DType dtype, const int32_t* ids, float* out, int64_t n,
+                              int64_t vocab, int64_t c, cudaStream_t stream);
 cudaError_t embedding_backward(const float* dout, const int32_t* ids, float* dtable, int64_t n, int64_t vocab,
                                int64_t c, cudaStream_t stream);
 

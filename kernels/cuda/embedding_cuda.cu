@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/dtype_round.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace rlcpp::cuda {
@@ -9,12 +10,21 @@ namespace {
 
 // ---------------------------------------------------------------- embedding
 
-__global__ void embedding_forward_kernel(const float* table, const int32_t* ids, float* out, int64_t n,
+// Element e of a table of dtype T, widened exactly.
+template <DType T>
+__device__ inline float table_value(const void* table, int64_t e) {
+  if constexpr (T == DType::kF32) return static_cast<const float*>(table)[e];
+  else if constexpr (T == DType::kBF16) return bf16_value(static_cast<const uint16_t*>(table)[e]);
+  else return f16_value(static_cast<const uint16_t*>(table)[e]);
+}
+
+template <DType T>
+__global__ void embedding_forward_kernel(const void* table, const int32_t* ids, float* out, int64_t n,
                                          int64_t vocab, int64_t c) {
   for (int64_t i = thread_index(); i < n * c; i += thread_stride()) {
     const int64_t row = i / c;
     const int32_t id = ids[row];
-    out[i] = (id >= 0 && id < vocab) ? table[static_cast<int64_t>(id) * c + i % c] : nanf("");
+    out[i] = (id >= 0 && id < vocab) ? table_value<T>(table, static_cast<int64_t>(id) * c + i % c) : nanf("");
   }
 }
 
@@ -31,10 +41,15 @@ __global__ void embedding_backward_kernel(const float* dout, const int32_t* ids,
 
 }  // namespace
 
-cudaError_t embedding_forward(const float* table, const int32_t* ids, float* out, int64_t n, int64_t vocab,
-                              int64_t c, cudaStream_t stream) {
+cudaError_t embedding_forward(const void* table, DType dtype, const int32_t* ids, float* out, int64_t n,
+                              int64_t vocab, int64_t c, cudaStream_t stream) {
   if (n * c == 0) return cudaSuccess;
-  embedding_forward_kernel<<<grid_for(n * c), kThreads, 0, stream>>>(table, ids, out, n, vocab, c);
+  if (dtype == DType::kBF16)
+    embedding_forward_kernel<DType::kBF16><<<grid_for(n * c), kThreads, 0, stream>>>(table, ids, out, n, vocab, c);
+  else if (dtype == DType::kF16)
+    embedding_forward_kernel<DType::kF16><<<grid_for(n * c), kThreads, 0, stream>>>(table, ids, out, n, vocab, c);
+  else
+    embedding_forward_kernel<DType::kF32><<<grid_for(n * c), kThreads, 0, stream>>>(table, ids, out, n, vocab, c);
   return cudaGetLastError();
 }
 

@@ -17,6 +17,7 @@ bool reference_supports(Op op, DType dtype) {
     case Op::kMatmulPacked: return dtype == DType::kF32 || float_16 || is_quantized(dtype);
     case Op::kRoundTo:
     case Op::kConvert:
+    case Op::kEmbeddingForward:
     case Op::kPagedKvWrite:
     case Op::kPagedAttention: return dtype == DType::kF32 || float_16;
     default: return dtype == DType::kF32;
@@ -58,8 +59,8 @@ const Backend& reference_backend() {
       .l2_norm = [](const K&, const float* x, int64_t n) { return ref::l2_norm(x, n); },
       .all_finite = [](const K&, const float* x, int64_t n) { return ref::all_finite(x, n); },
       .keyed_checksum = [](const K&, const float* x, int64_t n) { return ref::keyed_checksum(x, n); },
-      .embedding_forward = [](const K&, const float* table, const int32_t* ids, float* out, int64_t n, int64_t,
-                              int64_t c) { ref::embedding_forward(table, ids, out, n, c); },
+      .embedding_forward = [](const K&, const void* table, DType dtype, const int32_t* ids, float* out, int64_t n,
+                              int64_t, int64_t c) { ref::embedding_forward(table, dtype, ids, out, n, c); },
       .embedding_backward = [](const K&, const float* dout, const int32_t* ids, float* dtable, int64_t n, int64_t,
                                int64_t c) { ref::embedding_backward(dout, ids, dtable, n, c); },
       .rmsnorm_forward = [](const K&, const float* x, const float* weight, float eps, float* out, float* rstd,

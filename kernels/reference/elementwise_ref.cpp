@@ -46,9 +46,13 @@ uint64_t keyed_checksum(const float* x, int64_t n) {
   return sum;
 }
 
-void embedding_forward(const float* table, const int32_t* ids, float* out, int64_t n, int64_t c) {
+// Row ids[i] of the table, widened to F32 element by element (ref::convert's definition).
+void embedding_forward(const void* table, DType dtype, const int32_t* ids, float* out, int64_t n, int64_t c) {
+  const size_t element = dtype_size(dtype);
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < c; ++j) out[i * c + j] = table[static_cast<int64_t>(ids[i]) * c + j];
+    for (int64_t j = 0; j < c; ++j)
+      convert(static_cast<const char*>(table) + (static_cast<size_t>(ids[i]) * c + j) * element, dtype,
+              &out[i * c + j], DType::kF32, 1);
 }
 
 void embedding_backward(const float* dout, const int32_t* ids, float* dtable, int64_t n, int64_t c) {

@@ -41,7 +41,7 @@ double l2_norm(const float* x, int64_t n);
 bool all_finite(const float* x, int64_t n);
 uint64_t keyed_checksum(const float* x, int64_t n);
 
-void embedding_forward(const float* table, const int32_t* ids, float* out, int64_t n, int64_t c);
+void embedding_forward(const void* table, DType dtype, const int32_t* ids, float* out, int64_t n, int64_t c);
 void embedding_backward(const float* dout, const int32_t* ids, float* dtable, int64_t n, int64_t c);
 
 void rmsnorm_forward(const float* x, const float* weight, float eps, float* out, float* rstd, int64_t n, int64_t c,
