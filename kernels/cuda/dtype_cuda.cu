@@ -14,13 +14,6 @@ __global__ void round_kernel(float* x, int64_t n) {
     x[i] = kDtype == DType::kBF16 ? bf16_value(bf16_bits(x[i])) : f16_value(f16_bits(x[i]));
 }
 
-template <DType From>
-__device__ inline float widened(const void* src, int64_t i) {
-  if constexpr (From == DType::kF32) return static_cast<const float*>(src)[i];
-  else if constexpr (From == DType::kBF16) return bf16_value(static_cast<const uint16_t*>(src)[i]);
-  else return f16_value(static_cast<const uint16_t*>(src)[i]);
-}
-
 template <DType To>
 __device__ inline void store(void* dst, int64_t i, float x) {
   if constexpr (To == DType::kF32) static_cast<float*>(dst)[i] = x;

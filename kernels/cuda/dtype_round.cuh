@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "core/tensor.h"
+
 namespace rlcpp::cuda {
 
 __device__ inline bool is_nan_bits(uint32_t u) { return (u & 0x7FFFFFFFu) > 0x7F800000u; }
@@ -30,6 +32,14 @@ __device__ inline float f16_value(uint16_t bits) {
     return __uint_as_float((static_cast<uint32_t>(bits & 0x8000u) << 16) | 0x7F800000u |
                            (static_cast<uint32_t>(bits & 0x3FFu) << 13));
   return __half2float(__ushort_as_half(bits));
+}
+
+// Element i of an array of `From` (F32, BF16, F16) as a float: exact (every bf16 and fp16 value is a float).
+template <DType From>
+__device__ inline float widened(const void* src, int64_t i) {
+  if constexpr (From == DType::kF32) return static_cast<const float*>(src)[i];
+  else if constexpr (From == DType::kBF16) return bf16_value(static_cast<const uint16_t*>(src)[i]);
+  else return f16_value(static_cast<const uint16_t*>(src)[i]);
 }
 
 }  // namespace rlcpp::cuda

@@ -10,21 +10,13 @@ namespace {
 
 // ---------------------------------------------------------------- embedding
 
-// Element e of a table of dtype T, widened exactly.
-template <DType T>
-__device__ inline float table_value(const void* table, int64_t e) {
-  if constexpr (T == DType::kF32) return static_cast<const float*>(table)[e];
-  else if constexpr (T == DType::kBF16) return bf16_value(static_cast<const uint16_t*>(table)[e]);
-  else return f16_value(static_cast<const uint16_t*>(table)[e]);
-}
-
 template <DType T>
 __global__ void embedding_forward_kernel(const void* table, const int32_t* ids, float* out, int64_t n,
                                          int64_t vocab, int64_t c) {
   for (int64_t i = thread_index(); i < n * c; i += thread_stride()) {
     const int64_t row = i / c;
     const int32_t id = ids[row];
-    out[i] = (id >= 0 && id < vocab) ? table_value<T>(table, static_cast<int64_t>(id) * c + i % c) : nanf("");
+    out[i] = (id >= 0 && id < vocab) ? widened<T>(table, static_cast<int64_t>(id) * c + i % c) : nanf("");
   }
 }
 
