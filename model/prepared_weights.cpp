@@ -86,8 +86,9 @@ void Transformer::prepare_decode_weights(const ExecContext& ctx, const Parameter
   executor_of(ctx).prepare_decode_weights(*this, ctx, params, out);
   out.embed = out.final_norm = Tensor();
   for (PackedWeights::Layer& l : out.layers) l.ln1 = l.ln2 = l.q_norm = l.k_norm = Tensor();
-  if (!self_contained || out.for_blas) return;  // a prepared copy (blas) is whole; the fp32 OpenBLAS decode's is
-                                                // the parameters themselves
+  // A prepared copy (blas: a device's, a rounded or dequantised one) is whole already; the fp32 OpenBLAS decode's
+  // weights are the parameters themselves.
+  if (!self_contained || out.for_blas || out.blas.flat().defined()) return;
   // The rest of what the panels' decode reads. The table in the compute dtype's storage: its rows are what the
   // decode's embedding rounded to that dtype gives (round to nearest even either way).
   const Weights w = views(params);

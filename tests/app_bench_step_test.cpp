@@ -29,13 +29,6 @@ Json summary_of(const std::string& output) {
   return last;
 }
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 TEST_F(BenchStep, TheGpuPeersStepIsGivenRlcppsShapesAndSetBesideItAsARatio) {
   const fs::path args = dir_ / "peer_args.txt";
   const std::string python = write("peer_python.sh",

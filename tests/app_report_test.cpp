@@ -28,13 +28,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
-}
-
 // The line of `text` holding `needle` ("" when none).
 std::string line_with(const std::string& text, const std::string& needle) {
   const size_t at = text.find(needle);
@@ -55,7 +48,7 @@ bool python_has_matplotlib() {
 
 // The PNG's signature and IHDR read here; width and height from IHDR.
 void expect_png_header(const fs::path& path, uint32_t& width, uint32_t& height) {
-  const std::string bytes = read_file(path);
+  const std::string bytes = read_text(path);
   ASSERT_GE(bytes.size(), 33u) << path;
   EXPECT_EQ(bytes.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << path;
   EXPECT_EQ(bytes.substr(12, 4), "IHDR") << path;
@@ -187,7 +180,7 @@ TEST_F(ReportTest, ReportOfAShortRunHasEveryFileAndEveryPngDecodes) {
   ASSERT_TRUE(fs::exists(run / "plots" / "plot_data.json"));
   expect_plots_decode(run);
 
-  const std::string md = read_file(run / "report.md");
+  const std::string md = read_text(run / "report.md");
   for (const std::string& name : report_plot_names())
     EXPECT_NE(md.find("(plots/" + name + ".png)"), std::string::npos) << name;
   for (const char* section :
@@ -225,7 +218,7 @@ TEST_F(ReportTest, TwoRunsOverlayInOneReport) {
                         out.string());
   ASSERT_EQ(r.status, 0) << r.output;
   expect_plots_decode(out);
-  const std::string md = read_file(out / "report.md");
+  const std::string md = read_text(out / "report.md");
   EXPECT_NE(md.find("# rlcpp run report: split vs colocated"), std::string::npos) << md;
   EXPECT_NE(md.find("### split"), std::string::npos);
   EXPECT_NE(md.find("### colocated"), std::string::npos);
@@ -308,8 +301,8 @@ TEST_F(ReportTest, TrainingMfuCountsTrainedTokensOverThePeakTheRunMeasured) {
   EXPECT_LT(mfu, 1.0) << "the training MFU is above the matmul peak the run measured";
   char cell[64];
   std::snprintf(cell, sizeof cell, "| MFU %.3g %% |", 100 * mfu);
-  EXPECT_NE(line_with(read_file(run / "report.md"), "| training FLOP/s (MFU) |").find(cell), std::string::npos)
-      << cell << "\n" << read_file(run / "report.md");
+  EXPECT_NE(line_with(read_text(run / "report.md"), "| training FLOP/s (MFU) |").find(cell), std::string::npos)
+      << cell << "\n" << read_text(run / "report.md");
 }
 
 // A run whose engine and trainer compute the same bits has no mismatch section, no section data and no section
@@ -318,7 +311,7 @@ TEST_F(ReportTest, AZeroMismatchRunHasNoMismatchSection) {
   const fs::path run = dir_ / "split";
   CliResult r = run_cli("report " + run.string());
   ASSERT_EQ(r.status, 0) << r.output;
-  const std::string md = read_file(run / "report.md");
+  const std::string md = read_text(run / "report.md");
   EXPECT_EQ(md.find("## Mismatch:"), std::string::npos) << md;
   const Json data = load_json_file((run / "plots" / "plot_data.json").string());
   EXPECT_EQ(data["runs"][0]["mismatch_section"], Json::parse(R"({"present": false})"));
@@ -349,7 +342,7 @@ TEST_F(MismatchReportTest, TheSectionShowsSizeBucketsAndWhereItEnters) {
   const fs::path run = dir_ / "bf16";
   CliResult r = run_cli("report " + run.string());
   ASSERT_EQ(r.status, 0) << r.output;
-  const std::string md = read_file(run / "report.md");
+  const std::string md = read_text(run / "report.md");
   for (const char* part :
        {"## Mismatch: its size, where in the distribution, where it enters", "### By rollout probability",
         "### Where it enters", "rollout fp32 / trainer bf16", "(plots/mismatch_steps.png)",
@@ -483,7 +476,7 @@ TEST(PngCheck, BlankImageIsCaught) {
   EXPECT_EQ(results[0]["non_background_fraction"].get<double>(), 0.0);
 
   // A flipped byte in the pixel data breaks the CRC.
-  std::string bytes = read_file(path);
+  std::string bytes = read_text(path);
   bytes[bytes.size() - 20] ^= 0x01;
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
   const std::vector<Json> corrupt = check_pngs({path.string()});

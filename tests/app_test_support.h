@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "model/checkpoint.h"
@@ -29,6 +30,14 @@ inline CliResult run_shell(const std::string& command) {
   while (size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) r.output.append(buf.data(), n);
   r.status = pclose(pipe);
   return r;
+}
+
+// The whole text of a file ("" when it cannot be read).
+inline std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
 }
 
 // Runs `build/rlcpp ARGS` and collects what it prints.

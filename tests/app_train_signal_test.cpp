@@ -59,13 +59,6 @@ size_t lines_in(const fs::path& file) {
   return n;
 }
 
-std::string text_of(const fs::path& file) {
-  std::ifstream in(file);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Waits up to `seconds` for `pid`; its wait status, or -1 (then it is killed).
 int wait_for(pid_t pid, double seconds) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
@@ -86,6 +79,7 @@ void wait_for_records(pid_t pid, const fs::path& run, size_t records) {
     ASSERT_EQ(waitpid(pid, nullptr, WNOHANG), 0) << "train ended before step " << records;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  ASSERT_GE(lines_in(run / "metrics.jsonl"), records) << "train logged fewer than " << records << " steps in 120 s";
 }
 
 class TrainSignal : public ::testing::Test {
@@ -132,10 +126,10 @@ class TrainSignal : public ::testing::Test {
 TEST_F(TrainSignal, CtrlCEndsTheRunAfterItsStepWithACheckpointAndResumeFinishesIt) {
   const fs::path run = root_ / "run", log = root_ / "train.log";
   const pid_t pid = start_train({config_.string(), "--set", "run_dir=" + run.string()}, log);
-  wait_for_records(pid, run, 2);
+  ASSERT_NO_FATAL_FAILURE(wait_for_records(pid, run, 2));
   ASSERT_EQ(kill(-pid, SIGINT), 0);  // the whole group, as the terminal does: the worker has a group of its own
   const int status = wait_for(pid, 120);
-  const std::string out = text_of(log);
+  const std::string out = read_text(log);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGINT) << "status " << status << "\n" << out;
   EXPECT_NE(out.find("train: SIGINT received: stopping after this step"), std::string::npos) << out;
   const size_t step = lines_in(run / "metrics.jsonl");
@@ -160,15 +154,15 @@ TEST_F(TrainSignal, ASecondSignalStopsAtOnceAndLosesNothingCommitted) {
   const fs::path run = root_ / "run", log = root_ / "train.log";
   const pid_t pid = start_train({config_.string(), "--set", "run_dir=" + run.string(), "--set", "checkpoint_every=1"},
                                 log);
-  wait_for_records(pid, run, 2);
+  ASSERT_NO_FATAL_FAILURE(wait_for_records(pid, run, 2));
   ASSERT_EQ(kill(pid, SIGTERM), 0);
   // The second once the first is taken (two pending signals of one kind are one).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (text_of(log).find("SIGTERM received") == std::string::npos && std::chrono::steady_clock::now() < deadline)
+  while (read_text(log).find("SIGTERM received") == std::string::npos && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   ASSERT_EQ(kill(pid, SIGTERM), 0);
   const int status = wait_for(pid, 60);
-  const std::string out = text_of(log);
+  const std::string out = read_text(log);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM) << "status " << status << "\n" << out;
   EXPECT_NE(out.find("train: a second stop signal (SIGTERM): stopping now"), std::string::npos) << out;
   EXPECT_EQ(out.find("stopped on request"), std::string::npos) << out;
