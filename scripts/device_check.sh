@@ -119,9 +119,10 @@ step() {
   fi
   ((limit > left)) && limit=$left
   [ "${RLCPP_DEVICE_CHECK_STALL:-}" = "$name" ] && set -- sleep 100000
+  # the log names the step before the summary calls it running: a call cut off in between still shows both
+  echo "===== $name (limit ${limit} s, $(date -u +%T)): $*" >>"$log"
   record "$name" "$kind" running "" 0 "$limit"
   summarize
-  echo "===== $name (limit ${limit} s, $(date -u +%T)): $*" >>"$log"
   local start rc ms status
   start=$(date +%s%N)
   timeout -k 5 "$limit" "$@" 2>&1 | tee -a "$log" >"$work/$name.log"
