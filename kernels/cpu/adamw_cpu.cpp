@@ -33,7 +33,7 @@ void adamw_step(float* param, const float* grad, float* m, float* v, int64_t n, 
   const float bc2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
   // The loop stays scalar: with math-errno (GCC's default) each sqrt keeps an errno branch. -fno-math-errno on
   // this target would vectorise it (measured 4x, 2.5 -> 0.6 ms for 742k parameters on one core).
-#pragma omp parallel for simd if (n > kParallelMinWork)
+#pragma omp parallel for simd if (parallel : n > kParallelMinWork)
   for (int64_t i = 0; i < n; ++i) {
     // One line per torch op. Where ATen's CPU kernel fuses (add_ with alpha and addcmul_ run a vectorised
     // fmadd), std::fma does too; everywhere else each op rounds on its own. This reproduces torch 1.13 bit for

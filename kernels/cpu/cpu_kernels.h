@@ -17,6 +17,8 @@ namespace rlcpp::cpu {
 
 // Elements (or multiply-adds) below which a loop stays on one thread: opening a parallel region costs a few
 // microseconds, as much as ~30k simple float operations.
+// A `parallel for simd` names it `if (parallel : ...)`: a bare if clause also binds the simd part (OpenMP 5), and
+// GCC then runs the loop a scalar element at a time whenever it stays on one thread.
 inline constexpr int64_t kParallelMinWork = int64_t{1} << 15;
 
 // Multiply-adds below which a matrix product stays on one thread: waking the second thread costs a few

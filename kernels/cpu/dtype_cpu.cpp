@@ -10,10 +10,10 @@ namespace rlcpp::cpu {
 
 void round_to(float* x, int64_t n, DType dtype) {
   if (dtype == DType::kBF16) {
-#pragma omp parallel for simd if (n > 4 * kParallelMinWork)
+#pragma omp parallel for simd if (parallel : n > 4 * kParallelMinWork)
     for (int64_t i = 0; i < n; ++i) x[i] = bf16_round(x[i]);
   } else if (dtype == DType::kF16) {
-#pragma omp parallel for simd if (n > 4 * kParallelMinWork)
+#pragma omp parallel for simd if (parallel : n > 4 * kParallelMinWork)
     for (int64_t i = 0; i < n; ++i) x[i] = f16_round(x[i]);
   }
 }
@@ -38,7 +38,7 @@ inline void store(void* dst, int64_t i, float x) {
 
 template <DType From, DType To>
 void convert_as(const void* src, void* dst, int64_t n) {
-#pragma omp parallel for simd if (n > 4 * kParallelMinWork)
+#pragma omp parallel for simd if (parallel : n > 4 * kParallelMinWork)
   for (int64_t i = 0; i < n; ++i) store<To>(dst, i, widened<From>(src, i));
 }
 

@@ -50,12 +50,12 @@ void bias_backward(const float* dy, float* dbias, int64_t rows, int64_t cols) {
 }
 
 void add_inplace(float* x, const float* y, int64_t n) {
-#pragma omp parallel for simd if (n > kParallelMinWork)
+#pragma omp parallel for simd if (parallel : n > kParallelMinWork)
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
 void scale_inplace(float* x, float s, int64_t n) {
-#pragma omp parallel for simd if (n > kParallelMinWork)
+#pragma omp parallel for simd if (parallel : n > kParallelMinWork)
   for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }
 
