@@ -37,12 +37,15 @@ namespace {
 
 class ColocatedRollout : public RolloutBackend {
  public:
+  // own_weights: the trainer updates its weights while the engine still samples with the last version (the
+  // async pipeline), so the engine takes a copy of each version as its own (Engine::take_weights: prepared in
+  // its compute dtype, the fp32 copy released where the decode does not read it), instead of reading the
+  // trainer's buffer in place.
   ColocatedRollout(const Transformer& model, const ParameterStore& params, const EngineConfig& engine,
                    int64_t version, bool own_weights, const ExecContext& context)
-      : own_(own_weights ? std::optional<ParameterStore>(params.clone()) : std::nullopt),
-        engine_params_(own_ ? *own_ : params),
-        engine_(model, engine_params_, engine, version, context),
-        channel_(engine_params_, version) {}
+      : own_weights_(own_weights), engine_(model, params, engine, version, context), channel_(params, version) {
+    if (own_weights_) engine_.take_weights(params.clone(), version);
+  }
 
   RolloutResult generate(const Request& request) override { return engine_.generate(request); }
 
@@ -51,16 +54,17 @@ class ColocatedRollout : public RolloutBackend {
   }
 
   void sync(const ParameterStore& params, int64_t version) override {
-    if (own_) copy_weights(params, *own_);  // the engine's copy becomes the trainer's weights
     channel_.publish(version);
-    const int64_t v = channel_.poll(own_ ? *own_ : params);  // checks that it is the buffer the engine reads
+    const int64_t v = channel_.poll(params);  // checks that it is the trainer's buffer
     RLCPP_CHECK(v == version, "weight sync (inproc): engine acknowledged version " << v << ", expected " << version);
-    engine_.set_weights(engine_params_, v);
+    if (own_weights_)
+      engine_.take_weights(params.clone(), v);
+    else
+      engine_.set_weights(params, v);
   }
 
  private:
-  std::optional<ParameterStore> own_;  // the engine's copy of the weights, when the trainer updates its own meanwhile
-  const ParameterStore& engine_params_;
+  bool own_weights_;
   Engine engine_;
   InprocWeightChannel channel_;
 };
