@@ -38,13 +38,12 @@ namespace {
 class ColocatedRollout : public RolloutBackend {
  public:
   // own_weights: the trainer updates its weights while the engine still samples with the last version (the
-  // async pipeline), so the engine takes a copy of each version as its own (Engine::take_weights: prepared in
-  // its compute dtype, the fp32 copy released where the decode does not read it), instead of reading the
-  // trainer's buffer in place.
+  // async pipeline), so the engine keeps each version apart from the trainer's buffer (Engine::take_copy_of:
+  // prepared in its compute dtype; an fp32 copy only where the decode reads the store).
   ColocatedRollout(const Transformer& model, const ParameterStore& params, const EngineConfig& engine,
                    int64_t version, bool own_weights, const ExecContext& context)
       : own_weights_(own_weights), engine_(model, params, engine, version, context), channel_(params, version) {
-    if (own_weights_) engine_.take_weights(params.clone(), version);
+    if (own_weights_) engine_.take_copy_of(params, version);
   }
 
   RolloutResult generate(const Request& request) override { return engine_.generate(request); }
@@ -58,7 +57,7 @@ class ColocatedRollout : public RolloutBackend {
     const int64_t v = channel_.poll(params);  // checks that it is the trainer's buffer
     RLCPP_CHECK(v == version, "weight sync (inproc): engine acknowledged version " << v << ", expected " << version);
     if (own_weights_)
-      engine_.take_weights(params.clone(), v);
+      engine_.take_copy_of(params, v);
     else
       engine_.set_weights(params, v);
   }

@@ -132,6 +132,18 @@ void Engine::take_weights(ParameterStore params, int64_t version) {
   if (packed_.self_contained()) owned_ = ParameterStore();  // the decode reads its own copies
 }
 
+void Engine::take_copy_of(const ParameterStore& params, int64_t version) {
+  set_weights(params, version);  // checked as set_weights checks them; nothing changes when refused
+  owned_ = ParameterStore();
+  model_.prepare_decode_weights(context_, params, packed_, /*self_contained=*/true);
+  packed_stale_ = false;
+  if (!packed_.self_contained()) {
+    owned_ = params.clone();  // the decode reads the store: a copy of it, prepared again before the next step
+    packed_stale_ = true;
+  }
+  params_ = &owned_;
+}
+
 int64_t Engine::weight_bytes() const {
   int64_t bytes = params_->flat().defined() ? static_cast<int64_t>(params_->flat().nbytes()) : 0;
   if (packed_.blas.flat().defined() && packed_.blas.flat().raw() != params_->flat().raw())

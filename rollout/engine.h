@@ -144,6 +144,11 @@ class Engine {
   // the norms), and the fp32 store is released: a bf16 engine then holds its weights in bf16. The fp32 OpenBLAS
   // decode multiplies by the store itself and keeps it. Refused as set_weights refuses.
   void take_weights(ParameterStore params, int64_t version);
+  // A copy of `params` made the engine's own, for a caller that goes on updating its buffer (the async
+  // pipeline's trainer): the weights are prepared from `params` at once and kept apart from it, self-contained
+  // where the numerics allow; otherwise (the OpenBLAS decode) the engine keeps a copy of the store. `params`
+  // may change as soon as this returns. Refused as set_weights refuses.
+  void take_copy_of(const ParameterStore& params, int64_t version);
   // The bytes of weights the engine holds or reads: its prepared weights, and the parameters while it reads them.
   int64_t weight_bytes() const;
   int64_t policy_version() const { return policy_version_; }

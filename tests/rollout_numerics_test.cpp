@@ -133,6 +133,32 @@ TEST_P(EngineNumerics, AnEngineTakingItsWeightsSamplesTheSameBitsAndHoldsThemInT
   }
 }
 
+// An engine taking a copy of a buffer its owner goes on updating (the async pipeline's colocated engine): it
+// samples version 0 bit for bit after the buffer has changed, holds what take_weights would hold, and the next
+// copy gives version 1's samples. The fp32 OpenBLAS decode, which reads the store, keeps a copy of it.
+TEST_P(EngineNumerics, AnEngineTakingACopySamplesItsVersionWhileTheBufferChanges) {
+  const ModelConfig cfg = model_config();
+  const Request req = group_request(cfg);
+  ModelNumerics blas = numerics_param();
+  blas.batch_invariant = false;
+  for (const ModelNumerics& n : {numerics_param(), blas}) {
+    const std::string what = n.describe();
+    const ParameterStore v0 = scaled_test_params(cfg), v1 = scaled_test_params(cfg, 0.5f);
+    ParameterStore trainer = v0.clone();
+    const Transformer model(cfg, n);
+    Engine reading(model, v0, engine_config()), owning(model, v0, engine_config()),
+        copying(model, trainer, engine_config());
+    owning.take_weights(v0.clone(), 0);
+    copying.take_copy_of(trainer, 0);
+    std::memcpy(trainer.flat().data<float>(), v1.flat().data<float>(), v1.flat().nbytes());
+    expect_same_bits(reading.generate(req), copying.generate(req), what + ", version 0 after the buffer changed");
+    EXPECT_EQ(copying.weight_bytes(), owning.weight_bytes()) << what;
+    reading.set_weights(v1, 1);
+    copying.take_copy_of(trainer, 1);
+    expect_same_bits(reading.generate(req), copying.generate(req), what + ", version 1");
+  }
+}
+
 // Against the fp32 trainer each source alone moves the log-probs by about its precision: more than 0, less than a
 // bound that a wrong kernel (e.g. a transposed panel) would exceed by orders of magnitude.
 class EngineNumericsVsFp32 : public EngineNumerics {};
