@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <tuple>
+#include <vector>
 
 #include "core/philox.h"
 #include "model/init.h"
@@ -103,6 +104,13 @@ void expect_same_bits(const RolloutResult& a, const RolloutResult& b, const std:
   }
 }
 
+// `n`, and `n` not batch-invariant (the OpenBLAS decode, which prepares its weights otherwise).
+std::vector<ModelNumerics> with_the_blas_decode(ModelNumerics n) {
+  ModelNumerics blas = n;
+  blas.batch_invariant = false;
+  return {n, blas};
+}
+
 // An engine that takes its weights (a worker's received version, a served checkpoint) prepares them
 // self-contained and releases the fp32 store: the same samples bit for bit as an engine reading the parameters,
 // in fewer bytes — a bf16/fp16 engine's weights in under 0.6x the fp32 parameters' bytes — and the same after the
@@ -110,9 +118,7 @@ void expect_same_bits(const RolloutResult& a, const RolloutResult& b, const std:
 TEST_P(EngineNumerics, AnEngineTakingItsWeightsSamplesTheSameBitsAndHoldsThemInTheComputeDtype) {
   const ModelConfig cfg = model_config();
   const Request req = group_request(cfg);
-  ModelNumerics blas = numerics_param();
-  blas.batch_invariant = false;
-  for (const ModelNumerics& n : {numerics_param(), blas}) {
+  for (const ModelNumerics& n : with_the_blas_decode(numerics_param())) {
     const std::string what = n.describe();
     const ParameterStore params = scaled_test_params(cfg), next = scaled_test_params(cfg, 0.5f);
     const Transformer model(cfg, n);
@@ -139,9 +145,7 @@ TEST_P(EngineNumerics, AnEngineTakingItsWeightsSamplesTheSameBitsAndHoldsThemInT
 TEST_P(EngineNumerics, AnEngineTakingACopySamplesItsVersionWhileTheBufferChanges) {
   const ModelConfig cfg = model_config();
   const Request req = group_request(cfg);
-  ModelNumerics blas = numerics_param();
-  blas.batch_invariant = false;
-  for (const ModelNumerics& n : {numerics_param(), blas}) {
+  for (const ModelNumerics& n : with_the_blas_decode(numerics_param())) {
     const std::string what = n.describe();
     const ParameterStore v0 = scaled_test_params(cfg), v1 = scaled_test_params(cfg, 0.5f);
     ParameterStore trainer = v0.clone();
