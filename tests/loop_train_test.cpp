@@ -345,13 +345,14 @@ TEST(LoopTrain, Tf32IsAComputeDtypeOnlyForACudaRoleWithoutBatchInvariance) {
   invariant.numerics.batch_invariant = true;
   cpu_rollout.rollout.device = "cpu";
   cpu.device = "cpu";  // the CPU trainer is always batch-invariant: the device is named first
-  for (const auto& [config, needle] : std::vector<std::pair<TrainConfig, std::string>>{
+  for (const auto& [refused, needle] : std::vector<std::pair<TrainConfig, std::string>>{
            {invariant, "config key 'trainer.dtype': \"tf32\" has no batch-invariant form (the packed fma chain "
                        "multiplies fp32 operands), but numerics.batch_invariant is true"},
            {cpu_rollout, "config key 'rollout.dtype': \"tf32\" multiplies on CUDA tensor cores, but this role runs on "
                          "the CPU"},
            {cpu, "config key 'trainer.dtype': \"tf32\" multiplies on CUDA tensor cores, but this role runs on the "
                  "CPU"}}) {
+    const TrainConfig& config = refused;  // a structured binding is not captured (clang 14, CI's ASan build)
     const std::string e = error_of([&] { config.check_numerics_devices(); });
     EXPECT_NE(e.find(needle), std::string::npos) << e;
   }
