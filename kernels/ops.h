@@ -27,8 +27,9 @@ namespace rlcpp::ops {
 // c (M,N) = alpha * op(a) @ op(b) + beta * c, op(x) = x or x^T. a is (M,K) or (K,M) when trans_a. `math` is the
 // product's arithmetic: F32, fp32 products (OpenBLAS; cuBLAS without tensor-op math); on CUDA also TF32, BF16 or
 // F16: tensor cores with fp32 inputs, output and accumulation, each operand rounded first to that precision
-// (cuBLAS's CUBLAS_COMPUTE_32F_FAST_*), a GPU's mixed-precision product without a copy of the operands. The CPU
-// backend runs F32 only (its bf16 and fp16 products are matmul_packed's).
+// (TF32: cuBLAS's CUBLAS_COMPUTE_32F_FAST_TF32; BF16, F16: rounded to nearest even into scratch and multiplied as
+// 16-bit matrices, as PyTorch's autocast does), a GPU's mixed-precision product. The CPU backend runs F32 only
+// (its bf16 and fp16 products are matmul_packed's).
 void matmul(const ExecContext& ctx, const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
             float alpha = 1.0f, float beta = 0.0f, DType math = DType::kF32);
 

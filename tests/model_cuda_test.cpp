@@ -39,11 +39,16 @@ void expect_close(const std::vector<float>& got, const float* want, int64_t n, d
   double scale = 1e-30;
   for (int64_t i = 0; i < n; ++i) scale = std::max(scale, std::fabs(double(want[i])));
   int misses = 0;
-  for (int64_t i = 0; i < n; ++i)
-    if (!(std::fabs(double(got[static_cast<size_t>(i)]) - want[i]) <= tol * scale) && ++misses <= 5)
+  double worst = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double diff = std::fabs(double(got[static_cast<size_t>(i)]) - want[i]);
+    worst = std::max(worst, std::isnan(diff) ? INFINITY : diff);
+    if (!(diff <= tol * scale) && ++misses <= 5)
       ADD_FAILURE() << what << "[" << i << "] = " << got[static_cast<size_t>(i)] << " on the GPU, " << want[i]
                     << " on the CPU";
-  EXPECT_EQ(misses, 0) << what;
+  }
+  EXPECT_EQ(misses, 0) << what << ": the largest difference is " << worst / scale << " of the largest |value| "
+                       << scale << " (tolerance " << tol << ")";
 }
 
 TEST(ParameterStoreOn, ACopyOnTheHostIsDeepAndItsViewsLiveThere) {

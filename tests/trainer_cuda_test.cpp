@@ -35,11 +35,8 @@ std::vector<RolloutSample> actor_samples(const Transformer& model, const Paramet
   std::vector<RolloutSample> s = random_samples(31, 12);
   const auto logp = compute_response_logp(host(), model, params, s, 4, 1.0f);
   PhiloxStream rng(32, 0);
-  for (size_t i = 0; i < s.size(); ++i)
-    for (float lp : logp[i]) {
-      s[i].old_logp.push_back(lp + 0.3f * rng.normal());
-      s[i].advantages.push_back(rng.normal());
-    }
+  for (size_t i = 0; i < s.size(); ++i)  // random_samples drew the advantages
+    for (float lp : logp[i]) s[i].old_logp.push_back(lp + 0.3f * rng.normal());
   return s;
 }
 

@@ -1,7 +1,7 @@
 // The "cuda" backend (kernels/backend.h): the launchers of kernels/cuda/*.cu, one file per op family, behind the
 // table every backend fills. Each launcher returns its status (flashinfer's way); this layer checks it and throws
 // naming the op, the CUDA or cuBLAS error and file:line. Products on cuBLAS in fp32, or with tf32/bf16/fp16 operand
-// math on tensor cores (CUBLAS_COMPUTE_32F_FAST_*); the packed product in every format (the quantised ones packed
+// math on tensor cores (matmul_cuda.cu); the packed product in every format (the quantised ones packed
 // on the host, the CPU's codes and scales, and moved); fp32 activations. Not here (refused by name): the transposed
 // packing, 16-bit storage of a tensor, and the truncated log-probs.
 #include <algorithm>
@@ -30,15 +30,6 @@ void check(cublasStatus_t status, const char* op, const char* file, int line) {
 
 cudaStream_t stream(const KernelContext& k) { return static_cast<cudaStream_t>(k.stream); }
 cublasHandle_t blas(const KernelContext& k) { return static_cast<cublasHandle_t>(k.blas); }
-
-cublasComputeType_t compute_type(DType math) {
-  switch (math) {
-    case DType::kTF32: return CUBLAS_COMPUTE_32F_FAST_TF32;
-    case DType::kBF16: return CUBLAS_COMPUTE_32F_FAST_16BF;
-    case DType::kF16: return CUBLAS_COMPUTE_32F_FAST_16F;
-    default: return CUBLAS_COMPUTE_32F;
-  }
-}
 
 void check_head_dim(const char* op, int64_t d) {
   RLCPP_CHECK(d <= cuda::kMaxAttentionHeadDim,
@@ -98,8 +89,7 @@ const Backend& cuda_backend() {
       .matmul =
           [](const K& k, const float* a, bool ta, const float* b, bool tb, float* c, int64_t m, int64_t n, int64_t kk,
              float alpha, float beta, DType math) {
-            RLCPP_LAUNCH("matmul", cuda::matmul(blas(k), a, ta, b, tb, c, m, n, kk, alpha, beta, compute_type(math),
-                                                stream(k)));
+            RLCPP_LAUNCH("matmul", cuda::matmul(blas(k), a, ta, b, tb, c, m, n, kk, alpha, beta, math, stream(k)));
           },
       .pack_weight =
           [](const K& k, const float* w, void* panels, float* scales, int64_t n, int64_t kk, int64_t depth,
@@ -123,8 +113,8 @@ const Backend& cuda_backend() {
           [](const K& k, const float* dy, const float* x, float* dw, int64_t rows, int64_t out, int64_t in,
              DType math) {
             // dw (out,in) += dy^T (out,rows) @ x (rows,in)
-            RLCPP_LAUNCH("linear_weight_grad", cuda::matmul(blas(k), dy, true, x, false, dw, out, in, rows, 1.0f, 1.0f,
-                                                            compute_type(math), stream(k)));
+            RLCPP_LAUNCH("linear_weight_grad",
+                         cuda::matmul(blas(k), dy, true, x, false, dw, out, in, rows, 1.0f, 1.0f, math, stream(k)));
           },
       .add_bias = [](const K& k, float* y, const float* bias, int64_t rows,
                      int64_t cols) { RLCPP_LAUNCH("add_bias", cuda::add_bias(y, bias, rows, cols, stream(k))); },

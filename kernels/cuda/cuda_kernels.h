@@ -21,11 +21,11 @@ namespace rlcpp::cuda {
 // the CPU's bits, NaN included).
 
 // c (m,n) = alpha * op(a) @ op(b) + beta * c, row-major fp32 matrices, on `handle` (the execution context's,
-// bound to `stream`), in `compute` (CUBLAS_COMPUTE_32F: plain fp32; the _FAST_ kinds: tensor cores on operands
-// rounded to TF32, BF16 or F16, accumulated in fp32).
+// bound to `stream`), in `math`: F32 plain fp32; TF32 on tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32); BF16 and F16
+// on operands rounded to that dtype (to nearest even, in stream-ordered scratch) and multiplied on tensor cores,
+// accumulated and returned in fp32 (matmul_cuda.cu says why not the _FAST_16BF/_16F kinds).
 cublasStatus_t matmul(cublasHandle_t handle, const float* a, bool trans_a, const float* b, bool trans_b, float* c,
-                      int64_t m, int64_t n, int64_t k, float alpha, float beta, cublasComputeType_t compute,
-                      cudaStream_t stream);
+                      int64_t m, int64_t n, int64_t k, float alpha, float beta, DType math, cudaStream_t stream);
 
 // The packed matmul (packed_matmul_cuda.cu): y (m,n) = x (m,k) @ w^T against the CPU's panels
 // (ceil(n/16), depth, 16) in `format` (scales for the quantised ones), or y = round(residual + round(x @ w^T))
