@@ -11,7 +11,8 @@
 #          scripts/device_check.sh bench     the benchmarks beside their PyTorch/HF peers (call 2, if time is left)
 #
 # Budgets, seconds (each an upper bound; RLCPP_DEVICE_CHECK_LIMIT_<STEP>=S overrides one, e.g. ..._GRPO_GPU=120;
-# RLCPP_DEVICE_CHECK_BUDGET_S the whole, default 540):
+# RLCPP_DEVICE_CHECK_BUDGET_S the whole, default 540; RLCPP_DEVICE_CHECK_ONLY=STEP,STEP,... runs only those, the
+# others recorded as not selected: a rerun of what failed — in `first`, name smoke too, or nothing else runs):
 #   first:  smoke 25 (nvidia-smi, ldd of every binary, `rlcpp devices`: driver and runtime versions,
 #           core_exec_context_test; the run stops here when the basics fail) | kernels_cuda_ops 45 |
 #           op_matrix 20 (every op × dtype each backend runs, against kernels/reference/) |
@@ -20,8 +21,11 @@
 #           split_cuda_ipc 35 (the same seeded run must give the same samples and metrics) | ipc_same_gpu 25 |
 #           ipc_w2_sync_time 35 | nccl_world_of_one 15 | nccl_join_timeout 20 | trainer_nccl 25
 #           = 525 (+ the cases of a second GPU where there is one: ipc_another_gpu 25, nccl_two_gpus 30)
-#   bench:  rollout_w1_invariant 60 | rollout_w1_cublas 40 | rollout_w2_b256_bf16 110 | rollout_w2_b1_bf16 50 |
-#           train_w1_fp32 50 | train_w2_bf16 80 | step_w1_fp32 60 | step_w2_bf16 80 = 530
+#   bench:  rollout_w1_invariant 100 | rollout_w1_cublas 100 | rollout_w2_b256_bf16 150 | rollout_w2_b1_bf16 90 |
+#           train_w1_fp32 50 | train_w2_bf16 180 | step_w1_fp32 40 | step_w2_bf16 150 = 860: more than one call
+#           holds (the peers compile with torch.compile: on the first H200 run, 2026-12-04, the W1 rollout step took
+#           88.5 s, train_w1_fp32 30.8 s, step_w1_fp32 15.6 s, and train_w2_bf16 was still compiling its peer at
+#           120 s), so a session runs `bench` with RLCPP_DEVICE_CHECK_ONLY naming what it has time for
 # Results as they happen, under $OUT (the device tool returns at most 8 files; this leaves 3):
 #   device_check.log   every step's output, appended live (a step cut off still shows its last `[ RUN ]` line)
 #   device_check.json  the summary (scripts/device_summary.py), rewritten before and after every step
@@ -110,6 +114,11 @@ step() {
   shift 3
   local override="RLCPP_DEVICE_CHECK_LIMIT_${name^^}"
   limit=${!override:-$limit}
+  if [ -n "${RLCPP_DEVICE_CHECK_ONLY:-}" ] && [[ ",$RLCPP_DEVICE_CHECK_ONLY," != *",$name,"* ]]; then
+    record "$name" "$kind" not_selected "" 0 "$limit"
+    summarize
+    return 1
+  fi
   local left=$((deadline - $(date +%s) - reserve))
   if ((left < 5)); then
     record "$name" "$kind" skipped_no_time "" 0 "$limit"
@@ -216,15 +225,15 @@ else
     shift 3
     step "$name" "$limit" bench "${rl[@]}" "$rlcpp" bench "$what" --device cuda "$@"
   }
-  bench rollout_w1_invariant 60 rollout --peers hf --iters 3
-  bench rollout_w1_cublas 40 rollout --peers hf --iters 3 --batch-invariant false
-  bench rollout_w2_b256_bf16 110 rollout --preset qwen05b --prompts 256 --group 1 --prompt-len 64 --new-tokens 128 \
+  bench rollout_w1_invariant 100 rollout --peers hf --iters 3
+  bench rollout_w1_cublas 100 rollout --peers hf --iters 3 --batch-invariant false
+  bench rollout_w2_b256_bf16 150 rollout --preset qwen05b --prompts 256 --group 1 --prompt-len 64 --new-tokens 128 \
     --long-tail 0 --dtype bf16 --batch-invariant false --iters 2 --peers hf
-  bench rollout_w2_b1_bf16 50 rollout --preset qwen05b --prompts 1 --group 1 --prompt-len 64 --new-tokens 128 \
+  bench rollout_w2_b1_bf16 90 rollout --preset qwen05b --prompts 1 --group 1 --prompt-len 64 --new-tokens 128 \
     --long-tail 0 --dtype bf16 --batch-invariant false --iters 2 --peers hf
   bench train_w1_fp32 50 train --peers pytorch-gpu --iters 10
-  bench train_w2_bf16 80 train --preset qwen05b --batch 16 --seq 512 --dtype bf16 --iters 5 --peers pytorch-gpu
-  bench step_w1_fp32 60 step --iters 3 --warmup 1
-  bench step_w2_bf16 80 step --preset qwen05b --dtype bf16 --new-tokens 128 --iters 2 --warmup 1
+  bench train_w2_bf16 180 train --preset qwen05b --batch 16 --seq 512 --dtype bf16 --iters 5 --peers pytorch-gpu
+  bench step_w1_fp32 40 step --iters 3 --warmup 1
+  bench step_w2_bf16 150 step --preset qwen05b --dtype bf16 --new-tokens 128 --iters 2 --warmup 1
 fi
 finish

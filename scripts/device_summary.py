@@ -145,7 +145,7 @@ def summarize(work):
     gpus = int(meta.get("gpus", 0))
     steps = read_records(work)
     for step in steps:
-        if step.get("kind") == "gtest" and step.get("status") not in ("skipped_no_time", "not_run"):
+        if step.get("kind") == "gtest" and step.get("status") not in ("skipped_no_time", "not_run", "not_selected"):
             step.update(gtest_detail(work, step["name"], gpus))
             # On a GPU machine every GPU case must run: a skip there means the binary did not see the GPU.
             if gpus > 0 and step.get("skipped") and step.get("status") == "passed":

@@ -7,6 +7,7 @@ GPU case skips and the GPU runs fail at once. What it proves, with a hang plante
     of every step so far, the summary naming the step that was running, and the packed results;
   - the global deadline ends a stalled step in time and records the steps it leaves out as skipped;
   - at most 8 files are left under $OUT (the device tool returns no more);
+  - a rerun of chosen steps (RLCPP_DEVICE_CHECK_ONLY) runs those alone and records the rest as not selected;
   - the summary survives a truncated log (the case that never ended named), a cut record, and judges skips on a
     GPU machine as failures except the cases of a second GPU.
 Only the GPU's answers wait for a GPU.
@@ -132,6 +133,21 @@ def deadline_ends_the_stall_and_skips_the_rest(tmp, bundle):
     check(p.returncode != 0, "and exits non-zero")
 
 
+def rerun_runs_the_selected_steps_alone(tmp, bundle):
+    out = os.path.join(tmp, "out_only")
+    p, _ = run_check(out, bundle, 200, RLCPP_DEVICE_CHECK_ONLY="smoke,model_cuda")
+    summary = summary_of(out)
+    steps = steps_of(summary)
+    check([s["name"] for s in summary["steps"]] == FIRST_STEPS, "a rerun still records every step, in order")
+    check(steps["smoke"]["status"] == "passed" and steps["model_cuda"]["status"] == "passed",
+          "the selected steps run")
+    check(all(steps[n]["status"] == "not_selected" for n in FIRST_STEPS if n not in ("smoke", "model_cuda")),
+          "the others are recorded as not selected, not run")
+    log = open(os.path.join(out, "device_check.log"), errors="replace").read()
+    check("===== model_cuda" in log and "===== rollout_cuda" not in log, "the log holds the selected steps only")
+    check(p.returncode == 0 and summary["verdict"] == "pass", "a rerun whose selected steps pass passes")
+
+
 def bench_call_runs_each_benchmark(tmp, bundle):
     out = os.path.join(tmp, "out_bench")
     p = subprocess.run([os.path.join(ROOT, "scripts/device_check.sh"), "bench"], cwd=ROOT,
@@ -207,6 +223,7 @@ def main():
         stalled_step_times_out_and_the_next_runs(tmp, bundle)
         interrupted_call_leaves_partial_results(tmp, bundle)
         deadline_ends_the_stall_and_skips_the_rest(tmp, bundle)
+        rerun_runs_the_selected_steps_alone(tmp, bundle)
         bench_call_runs_each_benchmark(tmp, bundle)
         bundle_guards_refuse_other_builds(tmp)
     if failures:
