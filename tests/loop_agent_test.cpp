@@ -134,10 +134,13 @@ TEST(LoopAgent, EpisodesTrainOnTheEngineTokensAndNeverPrefillTheirHistoryAgain) 
 // Issue 34 "Each toy task's short run raises its reward": calc (3-digit products, a calculator tool) on a small
 // W1 model: an SFT warm start on demonstrations of which half call the tool (the model cannot multiply in its
 // head: the other half only teach it a well-formed guess), then GRPO steps whose reward rises as the policy calls
-// the tool more and copies better. Measured at this seed (2-core CPU, ~12 s in all): reward 0.475 -> 0.80, tool
-// calls 0.61 -> 0.98 per episode; a broken loss mask or advantage leaves them flat or falling. Every episode's
-// tokens are the engine's (agent/retokenized_frac 0).
-constexpr int64_t kSftSteps = 200, kGrpoSteps = 10;
+// the tool more and copies better. Measured at this seed with 200 SFT steps (Intel Xeon, 2 cores): reward 0.475 ->
+// 0.80, tool calls 0.61 -> 0.98 per episode; but on an AMD EPYC (Zen 5) the same 200 steps left a weaker warm
+// start (the SFT trajectory depends on the CPU: OpenBLAS picks its kernels by CPU) whose reward did not rise in 10
+// or 20 steps (0.18 -> 0.13). 400 SFT steps (AMD EPYC, 2026-12-04): reward 0.578 -> 0.914, tool calls 0.59 ->
+// 0.94. A broken loss mask or advantage leaves them flat or falling. Every episode's tokens are the engine's
+// (agent/retokenized_frac 0).
+constexpr int64_t kSftSteps = 400, kGrpoSteps = 10;
 
 TEST(LoopAgent, ShortCalcRunRaisesTheRewardByLearningToCallTheCalculator) {
   const fs::path root = fs::temp_directory_path() / "rlcpp_loop_agent_test";
