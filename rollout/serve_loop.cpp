@@ -142,13 +142,19 @@ void ServeLoop::deliver(const std::vector<SampledRow>& rows, Scheduler& schedule
   std::unordered_map<const Sequence*, std::pair<Active*, int32_t>> owner;
   for (const auto& a : active)
     for (size_t i = 0; i < a->sequences.size(); ++i) owner[a->sequences[i].get()] = {a.get(), static_cast<int32_t>(i)};
-  std::vector<double> ttft, tpot;
+  // A request's times are in the figures before its client can see the token or the end they measure: a /metrics
+  // read after a response counts it.
+  auto observe = [&](SecondsHistogram ServeLoopFigures::*histogram, double seconds) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    (figures_.*histogram).observe(seconds);
+  };
   int64_t done = 0;
   for (const SampledRow& r : rows) {
     const auto [a, choice] = owner.at(r.sequence);
     if (!a->first_token) {
       a->first_token = true;
-      ttft.push_back(std::chrono::duration<double>(ServeJob::Clock::now() - a->job->received()).count());
+      observe(&ServeLoopFigures::ttft,
+              std::chrono::duration<double>(ServeJob::Clock::now() - a->job->received()).count());
     }
     a->job->push_token({choice, r.token, r.logprob, r.top});
     const bool stopped = !a->stop_watches.empty() && a->stop_watches[static_cast<size_t>(choice)].add(r.token);
@@ -158,9 +164,10 @@ void ServeLoop::deliver(const std::vector<SampledRow>& rows, Scheduler& schedule
       a->job->finish_choice(choice, FinishReason::kStop);
       --a->left;
     } else if (r.sequence->status() == SequenceStatus::kFinished) {
-      a->job->finish_choice(choice, stopped ? FinishReason::kStop : r.sequence->finish_reason());
       const Sequence& seq = *r.sequence;  // its times are the loop clock's
-      if (seq.num_output() > 1) tpot.push_back((seq.finished_s - seq.first_token_s) / (seq.num_output() - 1));
+      if (seq.num_output() > 1)
+        observe(&ServeLoopFigures::tpot, (seq.finished_s - seq.first_token_s) / (seq.num_output() - 1));
+      a->job->finish_choice(choice, stopped ? FinishReason::kStop : r.sequence->finish_reason());
       --a->left;
     }
   }
@@ -170,8 +177,6 @@ void ServeLoop::deliver(const std::vector<SampledRow>& rows, Scheduler& schedule
     return true;
   });
   std::lock_guard<std::mutex> lock(mutex_);
-  for (double s : ttft) figures_.ttft.observe(s);
-  for (double s : tpot) figures_.tpot.observe(s);
   figures_.jobs_done += done;
   figures_.jobs_in_flight -= done;
 }

@@ -239,8 +239,8 @@ TEST(CudaOps, MatmulMathRoundsTheOperands) {
   // down-conversion, not the conversion's rounding (tensor cores reading fp32 registers keep the leading mantissa
   // bits: toward zero; a conversion instruction rounds to nearest), nor that a tensor-core kernel is picked for
   // every size. BF16 and F16 are rounded to nearest by rlcpp's own conversion (matmul_cuda.cu: _FAST_16BF on an
-  // H200 kept more than bf16's bits, the first GPU run's finding). So each output is compared with a double sum over the operands rounded each way it
-  // may be (to nearest even, toward zero) and unrounded, to fp32 accumulation's bound ((k+1) 2^-23 of the sum of
+  // H200 kept more than bf16's bits, the first GPU run's finding). So each output is compared with a double sum
+  // over the operands rounded each way it may be (to nearest even, toward zero) and unrounded, to fp32 accumulation's bound ((k+1) 2^-23 of the sum of
   // |products|, any summation order); the models are ~300x further apart than that bound here, so the one that fits
   // is a finding, printed and recorded as a test property. A result that fits none fails. BF16/F16 math that fits
   // only the unrounded sum fails too (a bf16 role's GPU products would not be bf16's); TF32 that does is reported.

@@ -39,8 +39,9 @@ cublasStatus_t matmul(cublasHandle_t handle, const float* a, bool trans_a, const
   if (math != DType::kBF16 && math != DType::kF16)
     return gemm(handle, a, trans_a, b, trans_b, c, m, n, k, alpha, beta, CUDA_R_32F,
                 math == DType::kTF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
-  // The operands rounded into scratch freed in stream order after the product (the stream's memory pool keeps it
-  // for the next call).
+  // The operands rounded into scratch freed in stream order after the product. Not yet tuned (the first GPU run
+  // checked its bits, not its speed): the device's default pool returns the scratch at each synchronisation (its
+  // release threshold is 0), and a weight is rounded again at every product rather than once per version.
   const int64_t a_elems = m * k, b_elems = k * n;
   void* scratch = nullptr;
   if (cudaMallocAsync(&scratch, static_cast<size_t>(a_elems + b_elems) * 2, stream) != cudaSuccess)
