@@ -191,15 +191,23 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   std::unique_ptr<Task> task = make_task_for(config.task, tok);
   std::unique_ptr<RewardFunction> reward = make_reward_function(config.reward, *task);
   const AlgorithmNeeds needs = find_algorithm(config.algorithm.name).needs(config.algorithm);
-  // The frozen initial policy, for a KL term or DPO: saved once at the start, read back on resume.
+  // The frozen initial policy, for a KL term or DPO: saved once at the start, read back on resume. A LoRA run
+  // (trainer.lora) trains adapters on it (model/lora.h): it is then always kept, as the base the adapters are
+  // merged into (`params` becomes the merged model), and serves as the reference too: one copy, not two.
   std::optional<ParameterStore> reference;
-  if (needs.reference) {
+  const bool lora = config.trainer.lora.enabled();
+  if (needs.reference || lora) {
     if (resume_checkpoint.empty()) {
       reference = params.clone();
       if (lead) save_reference_checkpoint(run.path(), *reference);
     } else {
       reference = load_reference_checkpoint(run.path());
     }
+  }
+  std::optional<LoraAdapters> adapters;
+  if (lora) {
+    adapters.emplace(params.config(), config.trainer.lora);
+    adapters->init(config.seed);  // B = 0: the merged model is the base (a resume loads the saved adapters)
   }
   // On-policy distillation's teacher, in the trainer's numerics (its vocabulary and context were checked with the
   // config).
@@ -216,7 +224,8 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   std::unique_ptr<Critic> critic;
   if (needs.critic) critic = std::make_unique<Critic>(params, config, trainer_context);
   const CriticState* critic_ckpt = critic ? &critic->state : nullptr;
-  PolicyUpdater actor(model, params, config.optim, trainer_context);
+  PolicyUpdater actor(model, params, config.optim, trainer_context,
+                      lora ? LoraTraining{&*reference, &*adapters} : LoraTraining{});
   actor.set_communicator(&world);
   actor.set_grad_shards(config.trainer.grad_shards);
   if (critic) {
@@ -226,6 +235,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   PhiloxStream data_rng(config.seed, /*stream=*/1);
   PhiloxStream update_rng(config.seed, /*stream=*/2);
   TrainState state{0, 0, &data_rng, &update_rng, config_to_json(config), Json()};
+  state.adapters = adapters ? &*adapters : nullptr;
   if (lead) remove_unfinished_checkpoints(run.path());
   std::string rollout_checkpoint = resume_checkpoint;
   if (!resume_checkpoint.empty()) {
@@ -264,7 +274,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
     rollout = make_colocated_rollout(rollout_model, params, config.rollout.engine_config(), state.policy_version,
                                      /*own_weights=*/config.async.max_staleness > 0,
                                      context_for_device(rollout_section.device, "config key 'rollout.device'"));
-  RlContext ctx{config, *task, *reward, tok, model, params, reference ? &*reference : nullptr,
+  RlContext ctx{config, *task, *reward, tok, model, params, needs.reference ? &*reference : nullptr,
                 actor, *rollout, data_rng, update_rng, state.policy_version, critic ? &critic->updater : nullptr,
                 same_numerics ? nullptr : &rollout_model, teacher_model.get(), teacher ? &*teacher : nullptr,
                 &world, nullptr};
@@ -279,11 +289,16 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
     if (agent) agent->restore_in_flight(state.episodes_in_flight, resume_checkpoint + "/" + kEpisodesInFlightFile);
   }
 
-  std::printf("train: %s, %s, %lld parameters, task %s, %lld steps of %lld prompts x %lld, placement %s%s%s%s, "
+  std::string trained;  // LoRA: what trains
+  if (adapters)
+    trained = " (LoRA rank " + std::to_string(config.trainer.lora.rank) + " on " +
+              std::to_string(adapters->targets().size() / static_cast<size_t>(mc.num_hidden_layers)) +
+              " modules a layer: " + std::to_string(adapters->weights().numel()) + " trained)";
+  std::printf("train: %s, %s, %lld parameters%s, task %s, %lld steps of %lld prompts x %lld, placement %s%s%s%s, "
               "numerics rollout %s / trainer %s, run %s\n",
               config.algorithm.name.c_str(),
               policy_origin(config).c_str(),
-              static_cast<long long>(mc.num_parameters()), task->name().c_str(),
+              static_cast<long long>(mc.num_parameters()), trained.c_str(), task->name().c_str(),
               static_cast<long long>(config.steps), static_cast<long long>(config.rollout.prompts_per_step),
               static_cast<long long>(config.rollout.group_size), config.rollout.placement.c_str(),
               config.rollout.placement == "split" ? (" (weights over " + config.rollout.weight_sync + ")").c_str() : "",
@@ -348,7 +363,8 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
     timer->time(Phase::kCheckpoint, [&] {
       write_train_checkpoint(plan.checkpoint, params, actor.optimizer(),
                              {plan.step, ctx.version, &data_rng, &update_rng, state.run_config,
-                              pipeline.pending_to_json(), agent ? agent->in_flight_to_json() : Json()},
+                              pipeline.pending_to_json(), agent ? agent->in_flight_to_json() : Json(),
+                              state.adapters},
                              critic_ckpt, tokenizer_files_saved);
       return 0;
     });

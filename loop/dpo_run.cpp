@@ -34,6 +34,7 @@ void DpoRunConfig::validate() const {
               "config keys 'eval_size', 'eval_every', 'checkpoint_every' must be >= 0 and 'log_every' >= 1");
   dpo.validate("dpo");
   optim.validate();
+  lora.validate("lora.");
 }
 
 namespace {
@@ -94,10 +95,18 @@ DpoSummary run_dpo(const DpoRunConfig& config, const Json& resolved_config,
   MetricsLog metrics(run.path(), config.logging);
 
   Transformer model(mc);
-  std::optional<ParameterStore> frozen;  // the reference (none for SimPO)
-  if (config.dpo.uses_reference()) frozen = params.clone();
-  const ParameterStore* reference = frozen ? &*frozen : nullptr;
-  PolicyUpdater updater(model, params, config.optim);
+  // The initial weights, frozen: the reference (none for SimPO), and a LoRA run's base (`params` then the merged
+  // model): one copy for both.
+  std::optional<ParameterStore> frozen;
+  if (config.dpo.uses_reference() || config.lora.enabled()) frozen = params.clone();
+  const ParameterStore* reference = config.dpo.uses_reference() ? &*frozen : nullptr;
+  std::optional<LoraAdapters> adapters;
+  if (config.lora.enabled()) {
+    adapters.emplace(mc, config.lora);
+    adapters->init(config.seed);
+  }
+  PolicyUpdater updater(model, params, config.optim, ExecContext::cpu(),
+                        adapters ? LoraTraining{&*frozen, &*adapters} : LoraTraining{});
   PairSampler sampler(pairs.size(), config.seed);
 
   std::printf("dpo: %s, %lld parameters, %zu pairs from %s, loss %s, beta %g, %lld steps of %lld pairs (%lld per "
@@ -161,7 +170,7 @@ DpoSummary run_dpo(const DpoRunConfig& config, const Json& resolved_config,
     }
     eval_record["eval/seconds"] = eval_watch.seconds();
   };
-  steps.write_checkpoint = model_checkpoint_writer(params, tokenizer_files(tok));
+  steps.write_checkpoint = model_checkpoint_writer(params, tokenizer_files(tok), adapters ? &*adapters : nullptr);
   steps.records = [&](const StepPlan&) {
     StepRecords out;
     out.record = {{"skipped", r.skipped}, {"tokens/trained", r.tokens}, {"step_s", dt}};

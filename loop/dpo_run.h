@@ -11,6 +11,7 @@
 
 #include "core/config.h"
 #include "core/tensorboard.h"
+#include "model/lora.h"
 #include "reward/task_config.h"
 #include "trainer/algorithm_config.h"
 #include "trainer/optim_config.h"
@@ -31,6 +32,7 @@ struct DpoRunConfig {
   int64_t batch_size = 32;         // pairs per optimizer step
   int64_t micro_batch_size = 16;   // pairs per forward/backward (gradients accumulate)
   OptimConfig optim;
+  LoraConfig lora;  // rank > 0: train LoRA adapters on the frozen model (model/lora.h)
   TaskConfig task;                 // for eval_size > 0: held-out generation accuracy on this task
   int64_t eval_size = 0;           // held-out task problems per evaluation (greedy); 0 = no task evaluation
   int64_t eval_every = 0;          // steps; 0 = only at the end
@@ -54,6 +56,8 @@ struct DpoRunConfig {
     v("batch_size", batch_size, "pairs per optimizer step");
     v("micro_batch_size", micro_batch_size, "pairs per forward/backward; gradients accumulate");
     v("optim", optim, "AdamW and the LR schedule");
+    v("lora", lora, "LoRA: train adapters on the frozen model (rank > 0); checkpoints hold the merged model and the "
+                    "adapters (adapter/, PEFT's format)");
     v("task", task, "task for the held-out generation accuracy (eval_size > 0)");
     v("eval_size", eval_size, "held-out task problems per evaluation (greedy); 0 = none");
     v("eval_every", eval_every, "evaluation period in steps (0 = at the end only)");

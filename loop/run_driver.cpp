@@ -16,9 +16,11 @@ bool due(int64_t step, int64_t period, bool last) { return last || (period > 0 &
 }  // namespace
 
 std::function<void(const StepPlan& plan)> model_checkpoint_writer(const ParameterStore& params,
-                                                                  std::vector<std::string> extra_files) {
-  return [&params, files = std::move(extra_files)](const StepPlan& plan) {
+                                                                  std::vector<std::string> extra_files,
+                                                                  const LoraAdapters* adapters) {
+  return [&params, files = std::move(extra_files), adapters](const StepPlan& plan) {
     save_model_checkpoint(plan.checkpoint + ".partial", params, /*overwrite=*/false, files);
+    if (adapters) adapters->save_peft(plan.checkpoint + ".partial/adapter");
   };
 }
 

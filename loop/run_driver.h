@@ -21,6 +21,7 @@
 #include "core/metrics.h"
 #include "core/tensorboard.h"
 #include "loop/run_dir.h"
+#include "model/lora.h"
 #include "model/parameters.h"
 
 namespace rlcpp {
@@ -85,9 +86,11 @@ struct DriveResult {
 };
 
 // A RunSteps::write_checkpoint that saves `params` as a model checkpoint (model/checkpoint.h, with `extra_files`,
-// a tokenizer's, beside the weights): `rlcpp sft` and `rlcpp dpo`'s checkpoint.
+// a tokenizer's, beside the weights) and, for a LoRA run, its `adapters` in adapter/ (PEFT's files): `rlcpp sft`
+// and `rlcpp dpo`'s checkpoint.
 std::function<void(const StepPlan& plan)> model_checkpoint_writer(const ParameterStore& params,
-                                                                  std::vector<std::string> extra_files);
+                                                                  std::vector<std::string> extra_files,
+                                                                  const LoraAdapters* adapters = nullptr);
 
 // Runs steps schedule.first_step .. schedule.last_step of the run in `run` (fewer when a stop is requested).
 DriveResult drive_steps(const RunDir& run, const RunSchedule& schedule, const RunSteps& steps,

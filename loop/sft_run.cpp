@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "agent/demonstration.h"
 #include "agent/env_maker.h"
@@ -25,6 +26,7 @@ namespace rlcpp {
 
 void SftConfig::validate() const {
   RLCPP_CHECK(steps >= 1, "config key 'steps': must be >= 1, got " << steps);
+  lora.validate("lora.");
   RLCPP_CHECK(batch_size >= 1, "config key 'batch_size': must be >= 1, got " << batch_size);
   RLCPP_CHECK(micro_batch_size >= 1 && batch_size % micro_batch_size == 0,
               "config key 'micro_batch_size': must divide batch_size " << batch_size << ", got " << micro_batch_size);
@@ -105,7 +107,16 @@ SftSummary run_sft(const SftConfig& config, const Json& resolved_config,
   // The run directory only once the model, its tokenizer and the task are known to be good.
   RunDir run = RunDir::create_with_config(config.run_dir, resolved_config);
   MetricsLog metrics(run.path(), config.logging);
-  PolicyUpdater updater(model, params, config.optim);
+  // LoRA: the adapters train on a frozen copy of the initial weights; `params` is the merged model.
+  std::optional<ParameterStore> base;
+  std::optional<LoraAdapters> adapters;
+  if (config.lora.enabled()) {
+    base = params.clone();
+    adapters.emplace(mc, config.lora);
+    adapters->init(config.seed);
+  }
+  PolicyUpdater updater(model, params, config.optim, ExecContext::cpu(),
+                        adapters ? LoraTraining{&*base, &*adapters} : LoraTraining{});
   PhiloxStream data_rng(config.seed, /*stream=*/1);
 
   std::printf("sft: %s, %lld parameters, task %s, %lld steps of %lld sequences (%lld per micro-batch), run %s\n",
@@ -185,7 +196,7 @@ SftSummary run_sft(const SftConfig& config, const Json& resolved_config,
                   static_cast<int>(config.eval_size), eval_watch.seconds());
     }
   };
-  steps.write_checkpoint = model_checkpoint_writer(params, tokenizer_files_saved);
+  steps.write_checkpoint = model_checkpoint_writer(params, tokenizer_files_saved, adapters ? &*adapters : nullptr);
   steps.records = [&](const StepPlan&) {
     StepRecords out;
     out.record = {{"loss", r.loss},     {"grad_norm", r.grad_norm},   {"lr", r.lr},

@@ -10,6 +10,7 @@
 #include "core/config.h"
 #include "agent/agent_config.h"
 #include "core/tensorboard.h"
+#include "model/lora.h"
 #include "tokenizer/chat_template.h"
 #include "reward/task_config.h"
 #include "trainer/optim_config.h"
@@ -29,6 +30,7 @@ struct SftConfig {
   int64_t batch_size = 256;        // sequences per optimizer step
   int64_t micro_batch_size = 128;  // sequences per forward/backward (gradients accumulate)
   OptimConfig optim;
+  LoraConfig lora;  // rank > 0: train LoRA adapters on the frozen model (model/lora.h)
   int64_t eval_every = 250;  // steps; 0 = only at the end
   int64_t eval_size = 1000;  // held-out problems (greedy)
   int64_t checkpoint_every = 0;  // steps; 0 = only at the end
@@ -51,6 +53,8 @@ struct SftConfig {
     v("batch_size", batch_size, "sequences per optimizer step");
     v("micro_batch_size", micro_batch_size, "sequences per forward/backward; gradients accumulate");
     v("optim", optim, "AdamW and the LR schedule");
+    v("lora", lora, "LoRA: train adapters on the frozen model (rank > 0); checkpoints hold the merged model and the "
+                    "adapters (adapter/, PEFT's format)");
     v("eval_every", eval_every, "held-out evaluation period in steps (0 = at the end only)");
     v("eval_size", eval_size, "held-out problems per evaluation");
     v("checkpoint_every", checkpoint_every, "checkpoint period in steps (0 = at the end only)");

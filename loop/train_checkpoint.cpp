@@ -103,6 +103,7 @@ void write_train_checkpoint(const std::string& dir, const ParameterStore& params
       save_weights_and_moments(partial + "/critic", critic->params, critic->optimizer);
       j["critic_optimizer_steps"] = critic->optimizer.steps_taken();
     }
+    if (state.adapters != nullptr) state.adapters->save_peft(partial + "/" + kAdapterDir);
     if (!state.pending_rollouts.is_null())
       write_json_file_atomic(partial + "/" + kPendingRolloutsFile, state.pending_rollouts);
     if (!state.episodes_in_flight.is_null())
@@ -163,6 +164,18 @@ void load_train_checkpoint(const std::string& dir, ParameterStore& params, AdamW
   RLCPP_CHECK(fs::exists(state_path), "resume: " << state_path << " is missing (not a train checkpoint)");
   const Json j = load_json_file(state_path);
   load_weights_and_moments(dir, params, optimizer);
+  if (state.adapters != nullptr) {
+    const std::string adapter_dir = dir + "/" + kAdapterDir;
+    RLCPP_CHECK(is_peft_adapter_dir(adapter_dir), "resume: " << adapter_dir << " is missing: the run trains LoRA "
+                                                             << "adapters (trainer.lora.rank > 0) but the checkpoint "
+                                                             << "holds none");
+    const LoraAdapters saved = LoraAdapters::load_peft(adapter_dir, params.config());
+    RLCPP_CHECK(saved.config() == state.adapters->config(),
+                "resume: " << adapter_dir << " holds adapters of another trainer.lora (rank " << saved.config().rank
+                           << ", alpha " << saved.config().alpha << ") than the run's (rank "
+                           << state.adapters->config().rank << ", alpha " << state.adapters->config().alpha << ")");
+    ExecContext::cpu().copy(saved.weights().flat(), state.adapters->weights().flat());
+  }
   if (critic != nullptr) {
     RLCPP_CHECK(fs::exists(dir + "/critic"), "resume: " << dir << "/critic is missing: the run trains a critic "
                                                         << "(algorithm.name \"ppo\") but the checkpoint has none");
@@ -203,8 +216,9 @@ void save_reference_checkpoint(const std::string& run_dir, const ParameterStore&
 ParameterStore load_reference_checkpoint(const std::string& run_dir) {
   const std::string dir = reference_checkpoint_dir(run_dir);
   RLCPP_CHECK(fs::exists(dir + "/model.safetensors"),
-              "resume: " << dir << " is missing: the run's KL term (algorithm.policy_loss.kl_coef > 0) or DPO "
-                         << "needs the frozen reference policy saved there at the start of the run");
+              "resume: " << dir << " is missing: the run's KL term (algorithm.policy_loss.kl_coef > 0), DPO or "
+                         << "LoRA (trainer.lora.rank > 0, its frozen base) needs the frozen reference policy saved "
+                         << "there at the start of the run");
   return load_model_checkpoint(dir);
 }
 

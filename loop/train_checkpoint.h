@@ -3,6 +3,8 @@
 //   trainer_state.safetensors         AdamW exp_avg and exp_avg_sq (flat, parameter layout order)
 //   state.json                        step, policy version, optimizer step counts, RNG stream positions
 //   pending_rollouts.json             async pipeline only: the draws of later steps made before this one ended
+//   adapter/                          LoRA only (trainer.lora): the adapters as PEFT saves them (model/lora.h);
+//                                     model.safetensors is then the merged model, trainer_state the adapters'
 //   episodes_in_flight.json           agent.turns_per_draw only: the episodes of groups that run on into later
 //                                     draws (loop/agent_rollout.h)
 //   critic/                           PPO only: the critic (config.json + model.safetensors, Hugging Face
@@ -21,6 +23,7 @@
 #include "core/config.h"
 #include "core/philox.h"
 #include "model/adamw.h"
+#include "model/lora.h"
 #include "model/parameters.h"
 
 namespace rlcpp {
@@ -33,10 +36,12 @@ struct TrainState {
   Json run_config;  // the resolved run config the state was reached under (null: not recorded)
   Json pending_rollouts;  // the async pipeline's pending draws (loop/rollout_pipeline.h); null: none
   Json episodes_in_flight;  // an agent run's episodes still running (loop/agent_rollout.h); null: none
+  LoraAdapters* adapters = nullptr;  // a LoRA run's adapters: saved to and loaded from DIR/adapter
 };
 
 inline constexpr const char* kPendingRolloutsFile = "pending_rollouts.json";
 inline constexpr const char* kEpisodesInFlightFile = "episodes_in_flight.json";
+inline constexpr const char* kAdapterDir = "adapter";
 
 // The PPO critic's part of a checkpoint: its weights and its optimizer.
 struct CriticState {

@@ -61,6 +61,9 @@ void TrainConfig::check_data_parallel(int ranks) const {
   RLCPP_CHECK(ranks == 1 || trainer.grad_shards <= 1 || trainer.grad_shards == ranks,
               "config key 'trainer.grad_shards': " << trainer.grad_shards << " shards on " << ranks
                   << " data-parallel ranks; ordered sums take one shard a rank (set it to " << ranks << ", or 0)");
+  RLCPP_CHECK(ranks == 1 || !trainer.lora.enabled(),
+              "config key 'trainer.lora.rank': LoRA trains in one process; " << ranks
+                  << " data-parallel ranks are not supported with it yet (set trainer.lora.rank 0, or run one process)");
   if (ranks == 1) return;
   const int64_t mini = ppo.mini_batch_size > 0 ? ppo.mini_batch_size : update_batch_size();
   const int64_t micro_batches = (mini + ppo.micro_batch_size - 1) / ppo.micro_batch_size;
@@ -289,6 +292,10 @@ void TrainConfig::validate() const {
   RLCPP_CHECK(steps >= 1, "config key 'steps': must be >= 1, got " << steps);
   RLCPP_CHECK(trainer.grad_shards >= 0 && trainer.grad_shards <= 64,
               "config key 'trainer.grad_shards': must be in [0, 64], got " << trainer.grad_shards);
+  trainer.lora.validate("trainer.lora.");
+  RLCPP_CHECK(!trainer.lora.enabled() || parse_device_spec(device, "config key 'device'").is_host(),
+              "config key 'trainer.lora.rank': LoRA trains on the CPU for now; the trainer's device is '" << device
+                                                                                                    << "'");
   RLCPP_CHECK(trainer.collective_timeout_s > 0 && trainer.collective_timeout_s <= kMaxTimeoutS,
               "config key 'trainer.collective_timeout_s': must be positive seconds, at most a week (604800), got "
                   << trainer.collective_timeout_s);

@@ -15,6 +15,7 @@
 #include "loop/consistency_probe_config.h"
 #include "loop/group_filter.h"
 #include "loop/sft_run.h"
+#include "model/lora.h"
 #include "model/numerics.h"
 #include "reward/reward_function.h"
 #include "reward/task_config.h"
@@ -165,6 +166,7 @@ struct TrainerSection {
   std::string dtype = "fp32";  // the trainer's compute dtype (fp32 master weights and AdamW always)
   int64_t grad_shards = 0;     // ordered gradient sums over this many shards (0: off)
   double collective_timeout_s = kDefaultCollectiveTimeoutS;  // data-parallel ranks: longest wait in a collective
+  LoraConfig lora;  // rank > 0: train LoRA adapters on a frozen base (model/lora.h)
 
   template <class V> void visit(V& v) {
     v("dtype", dtype,
@@ -181,6 +183,9 @@ struct TrainerSection {
       "other ranks wait in one while the lead runs a step's rollout, evaluation and checkpoint, so it must exceed "
       "those (the SFT warm start is waited for without it). Past it the run stops naming the ranks that do not "
       "answer (stopped, hung, or busy longer); NCCL's all-reduce is aborted then too");
+    v("lora", lora,
+      "LoRA: train adapters on the frozen policy (its base is also the KL reference), merged into the weights the "
+      "rollout and the trainer compute with; checkpoints hold the merged model and the adapters (PEFT format)");
   }
 };
 

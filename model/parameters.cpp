@@ -1,5 +1,7 @@
 #include "model/parameters.h"
 
+#include <utility>
+
 #include "core/error.h"
 
 namespace rlcpp {
@@ -50,6 +52,17 @@ std::vector<ParameterInfo> parameter_layout(const ModelConfig& cfg) {
 ParameterStore::ParameterStore(const ModelConfig& cfg) : config_(cfg), infos_(parameter_layout(cfg)) {
   int64_t total = infos_.empty() ? 0 : infos_.back().offset + infos_.back().numel();
   flat_ = Tensor::zeros({total});
+}
+
+ParameterStore::ParameterStore(const ModelConfig& cfg, std::vector<ParameterInfo> layout)
+    : config_(cfg), infos_(std::move(layout)) {
+  int64_t offset = 0;
+  for (const ParameterInfo& info : infos_) {
+    RLCPP_CHECK(info.offset == offset, "ParameterStore: tensor '" << info.name << "' at offset " << info.offset
+                                                                  << ", expected " << offset << " (contiguous, in order)");
+    offset += info.numel();
+  }
+  flat_ = Tensor::zeros({offset});
 }
 
 ParameterStore ParameterStore::allocate(const ModelConfig& cfg, const ExecContext& ctx) {

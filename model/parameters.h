@@ -42,6 +42,8 @@ class ParameterStore {
  public:
   ParameterStore() = default;
   explicit ParameterStore(const ModelConfig& cfg);
+  // Zeroed tensors of another layout over `cfg`'s model (LoRA adapters, model/lora.h): contiguous, in order.
+  ParameterStore(const ModelConfig& cfg, std::vector<ParameterInfo> layout);
   // Copies SHARE the buffer (Tensor semantics); clone() is a deep copy (e.g. a frozen reference model).
   ParameterStore clone() const;
   // A store of `cfg`'s layout whose floats are uninitialised, from ctx's pool (to be overwritten whole).

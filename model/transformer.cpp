@@ -191,11 +191,26 @@ void Transformer::backward(const ExecContext& ctx, const ParameterStore& params,
   RLCPP_CHECK(grads.numel() == params.numel(), "backward: gradient buffer has " << grads.numel()
                                                                                 << " floats, parameters "
                                                                                 << params.numel());
+  const Weights w = views(params);
+  Weights g = views(grads);
+  const bool pack = head_backward(ctx, w, acts, dlogp, dentropy, &g.lm_head);
+  backward_body(ctx, w, pack, g, acts, ready);
+}
+
+void Transformer::backward_frozen(const ExecContext& ctx, const ParameterStore& params, Activations& acts,
+                                  const float* dlogp, const float* dentropy, const LayerGradsFn& layer_grads) const {
+  RLCPP_CHECK(layer_grads, "backward_frozen: no consumer of the layers' gradients");
+  const Weights w = views(params);
+  Weights g;
+  const bool pack = head_backward(ctx, w, acts, dlogp, dentropy, nullptr);
+  backward_body(ctx, w, pack, g, acts, {}, &layer_grads);
+}
+
+bool Transformer::head_backward(const ExecContext& ctx, const Weights& w, Activations& acts, const float* dlogp,
+                                const float* dentropy, Tensor* dlm_head) const {
   RLCPP_CHECK(dentropy == nullptr || acts.has_entropy, "backward: dentropy given but forward computed no entropy");
   RLCPP_CHECK(acts.kept, "backward: the forward kept no activations (ForwardOptions::keep_activations was false)");
   RLCPP_CHECK(!config_.value_head, "backward: a value-head model takes dL/dvalue (backward_values), not dL/dlogp");
-  const Weights w = views(params);
-  Weights g = views(grads);
   const int64_t N = acts.num_tokens, C = config_.hidden_size, V = config_.vocab_size;
 
   const Executor& ex = executor_of(ctx);
@@ -215,9 +230,10 @@ void Transformer::backward(const ExecContext& ctx, const ParameterStore& params,
   const bool pack = ex.packs_backward();
   if (pack) run_pack_jobs(ctx, {{&w.lm_head, &S.wt.lm_head, DType::kF32}}, /*transposed=*/true);
   ensure(ctx, S.dxn_final, {N, C});
-  ops::matmul(ctx, S.dlogits, true, acts.xn_final, false, g.lm_head, 1.0f, 1.0f, model_math(ctx, numerics_.compute));
+  if (dlm_head)
+    ops::matmul(ctx, S.dlogits, true, acts.xn_final, false, *dlm_head, 1.0f, 1.0f, model_math(ctx, numerics_.compute));
   linear_input_grad(ctx, S.dlogits, w.lm_head, pack ? &S.wt.lm_head : nullptr, S.dxn_final, numerics_.compute);
-  backward_body(ctx, w, pack, g, acts, ready);
+  return pack;
 }
 
 void Transformer::backward_values(const ExecContext& ctx, const ParameterStore& params, Activations& acts,
@@ -249,14 +265,16 @@ std::vector<std::pair<int64_t, int64_t>> Transformer::layer_param_spans() const 
 }
 
 void Transformer::backward_body(const ExecContext& ctx, const Weights& w, bool packed, Weights& g, Activations& acts,
-                                const GradsReadyFn& ready) const {
+                                const GradsReadyFn& ready, const LayerGradsFn* frozen) const {
   const int64_t N = acts.num_tokens, C = config_.hidden_size;
   auto& S = acts.scratch;
   S.dx = ctx.zeros({N, C});  // gradient of the residual stream, accumulated in place from 0 (from ctx's pool)
-  ops::rmsnorm_backward(ctx, S.dxn_final, acts.x_final, w.final_norm, acts.rstd_final, S.dx, g.final_norm);
+  if (frozen) S.dnorm = ctx.zeros({C});  // the final norm's weight gradient, not wanted
+  ops::rmsnorm_backward(ctx, S.dxn_final, acts.x_final, w.final_norm, acts.rstd_final, S.dx,
+                        frozen ? S.dnorm : g.final_norm);
   if (packed) S.wt.layers.resize(1);  // one layer's transposed panels at a time (backward_layers)
-  backward_layers(ctx, w, packed ? &S.wt.layers[0] : nullptr, g, acts, ready);
-  ops::embedding_backward(ctx, S.dx, acts.tokens, g.embed);
+  backward_layers(ctx, w, packed ? &S.wt.layers[0] : nullptr, g, acts, ready, frozen);
+  if (!frozen) ops::embedding_backward(ctx, S.dx, acts.tokens, g.embed);
 }
 
 Tensor Transformer::forward_cached(const ExecContext& ctx, const ParameterStore& params, const CachedStep& step,

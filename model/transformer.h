@@ -153,6 +153,7 @@ struct Activations {
   struct BackwardScratch {
     PackedWeights wt;
     Tensor dlogits, dxn_final, dx;
+    Tensor layer_grads, dnorm;  // backward_frozen: one layer's weight gradients; the final norm's, dropped
   } scratch;
   float temperature = 1.0f;
   bool has_entropy = false;
@@ -197,6 +198,14 @@ class Transformer {
   // acts is the forward's; backward uses its scratch.
   void backward(const ExecContext& ctx, const ParameterStore& params, Activations& acts, const float* dlogp,
                 const float* dentropy, ParameterStore& grads, const GradsReadyFn& ready = {}) const;
+  // The backward of a frozen model whose layers carry adapters (model/lora.h): from dL/dlogp (and dL/dentropy) as
+  // backward, down through every layer, handing each layer's weight gradients to `layer_grads` as soon as they
+  // are complete, layers last to first: `grads` is the gradient of the layer's span [span_begin, span_end) of
+  // the parameter buffer (layer_param_spans), in a one-layer buffer that the next layer reuses. Nothing is
+  // computed for the embeddings, the final norm or the head, and no gradient of the model's size exists.
+  using LayerGradsFn = std::function<void(int64_t layer, const Tensor& grads, int64_t span_begin)>;
+  void backward_frozen(const ExecContext& ctx, const ParameterStore& params, Activations& acts, const float* dlogp,
+                       const float* dentropy, const LayerGradsFn& layer_grads) const;
   // The value-head model's backward: accumulates dL/dparams into grads from dL/dvalue (N).
   void backward_values(const ExecContext& ctx, const ParameterStore& params, Activations& acts, const float* dvalue,
                        ParameterStore& grads, const GradsReadyFn& ready = {}) const;
@@ -251,8 +260,13 @@ class Transformer {
   // From dL/d(final norm output) (N,C) down to the embedding; shared by both heads.
   // From acts.scratch.dxn_final down; `packed`: the weights go through the packed kernel transposed (CPU), one
   // layer at a time in acts.scratch.wt.layers[0], else the products go through ops::matmul.
+  // frozen: no parameter gradients but the layers', each handed to it (backward_frozen); g is then unused.
   void backward_body(const ExecContext& ctx, const Weights& w, bool packed, Weights& g, Activations& acts,
-                     const GradsReadyFn& ready) const;
+                     const GradsReadyFn& ready, const LayerGradsFn* frozen = nullptr) const;
+  // dL/dlogp (and dL/dentropy) through log-softmax and the head into acts.scratch.dxn_final; the head's weight
+  // gradient accumulated into dlm_head when given. Returns whether the backward packs its weights (CPU).
+  bool head_backward(const ExecContext& ctx, const Weights& w, Activations& acts, const float* dlogp,
+                     const float* dentropy, Tensor* dlm_head) const;
   // The one layer body (transformer_layers.cpp) of the training forward and the cached decode, in the model's
   // numerics: norm, qkv (+ bias), (Qwen3: q_norm, k_norm per head,) RoPE, attention, o + residual, norm, gate_up,
   // SwiGLU, down + residual.
@@ -276,7 +290,7 @@ class Transformer {
   void forward_layers(const ExecContext& ctx, const Weights& w, PackedWeights::Layer* packed, Activations& acts,
                       bool keep) const;
   void backward_layers(const ExecContext& ctx, const Weights& w, PackedWeights::Layer* packed, Weights& g,
-                       Activations& acts, const GradsReadyFn& ready) const;
+                       Activations& acts, const GradsReadyFn& ready, const LayerGradsFn* frozen) const;
   // Packs the given matrices (forward formats, or transposed fp32), side by side where the executor has threads.
   struct PackJob {
     const Tensor* weight;

@@ -299,7 +299,7 @@ void Transformer::forward_layers(const ExecContext& ctx, const Weights& w, Packe
 }
 
 void Transformer::backward_layers(const ExecContext& ctx, const Weights& w, PackedWeights::Layer* packed, Weights& g,
-                                  Activations& acts, const GradsReadyFn& ready) const {
+                                  Activations& acts, const GradsReadyFn& ready, const LayerGradsFn* frozen) const {
   const Executor& ex = executor_of(ctx);
   const int64_t C = config_.hidden_size, F = config_.intermediate_size;
   const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
@@ -331,7 +331,14 @@ void Transformer::backward_layers(const ExecContext& ctx, const Weights& w, Pack
     const LayerWeights& W = w.layers[static_cast<size_t>(l)];
     if (packed) pack_layer(ctx, W, *packed, /*transposed=*/true);
     const PackedWeights::Layer* P = packed;
-    LayerWeights& G = g.layers[static_cast<size_t>(l)];
+    // A frozen model's layer gradients go to a one-layer buffer, handed on when complete.
+    LayerWeights frozen_grads;
+    if (frozen) {
+      ensure(ctx, acts.scratch.layer_grads, {span});
+      ctx.fill_zero(acts.scratch.layer_grads);
+      frozen_grads = layer_views(l, acts.scratch.layer_grads.data<float>(), acts.scratch.layer_grads.device());
+    }
+    LayerWeights& G = frozen ? frozen_grads : g.layers[static_cast<size_t>(l)];
     // The executor runs the chunks: each thread's chunks accumulate into the span it is given (G's own, or a
     // buffer of the thread's that the executor adds into G's in thread order).
     float* g_span = G.ln1.data<float>() - (o.ln1 - o.begin);
@@ -344,6 +351,7 @@ void Transformer::backward_layers(const ExecContext& ctx, const Weights& w, Pack
                                             acts.chunks[static_cast<size_t>(c)], acts.positions, rope,
                                             acts.chunk_scratch[static_cast<size_t>(t)]);
                            });
+    if (frozen) (*frozen)(l, acts.scratch.layer_grads, o.begin);
     if (ready) ready(o.begin, o.end);
   }
 }

@@ -8,9 +8,10 @@ venv=${RLCPP_VENV:-$PWD/.venv}
 # transformers 4.49.0 is the newest that runs on Debian's torch 1.13 (4.50 on import torch.distributed.tensor,
 # which torch 1.13 lacks); it needs tokenizers 0.21.x and huggingface_hub < 1.0, so those are pinned to match;
 # jinja2 renders chat templates (apply_chat_template); tensorboard's own reader loads the event files rlcpp writes;
-# openai is the client `rlcpp serve`'s test drives (pure Python: httpx and pydantic, no torch).
+# openai is the client `rlcpp serve`'s test drives (pure Python: httpx and pydantic, no torch); peft opens rlcpp's
+# LoRA adapters and writes its own for rlcpp to open (0.14.0 and accelerate 0.34.2: the newest that take torch 1.13).
 requirements=(transformers==4.49.0 tokenizers==0.21.4 huggingface_hub==0.36.2 safetensors==0.8.0 jinja2==3.1.6
-              tensorboard==2.19.0 openai==1.109.1)
+              tensorboard==2.19.0 openai==1.109.1 peft==0.14.0 accelerate==0.34.2)
 if [ ! -x "$venv/bin/python" ]; then
   /usr/bin/python3 -m venv --system-site-packages "$venv" >&2
 fi

@@ -4,7 +4,10 @@
 // error says why. export writes a bf16 copy with the tokenizer beside it.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "core/config.h"
+#include "model/lora.h"
 #include "tests/app_test_support.h"
 #include "tests/test_fixtures.h"
 
@@ -89,6 +92,39 @@ TEST_F(TextCli, ExportWritesABf16DirectoryWithItsTokenizer) {
   r = run_cli("export " + qwen_ + " " + out);  // never over an existing directory
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("already exists"), std::string::npos) << r.output;
+}
+
+// export --merge-lora folds a PEFT adapter into the weights: the written model is the checkpoint's with W + s·B·A on
+// the targeted layers, bit for bit (fp32); an adapter made for another model is refused naming the tensor.
+TEST_F(TextCli, ExportMergesALoraAdapter) {
+  const ParameterStore base = load_model_checkpoint(qwen_);
+  LoraConfig lc;
+  lc.rank = 4;
+  lc.targets = {"q_proj", "down_proj"};
+  LoraAdapters adapters(base.config(), lc);
+  adapters.init(3);
+  float* w = adapters.weights().flat().data<float>();
+  for (const LoraTarget& t : adapters.targets())
+    for (int64_t k = 0; k < t.out * lc.rank; ++k) w[t.b + k] = 0.01f * static_cast<float>(k % 7);
+  const std::string adapter = (dir_ / "adapter").string();
+  adapters.save_peft(adapter);
+  const std::string out = (dir_ / "merged").string();
+  CliResult r = run_cli("export " + qwen_ + " " + out + " --dtype fp32 --merge-lora " + adapter);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("LoRA rank 4"), std::string::npos) << r.output;
+  ParameterStore expected = base.clone();
+  adapters.merge(ExecContext::cpu(), base, expected);
+  const ParameterStore written = load_model_checkpoint(out);
+  EXPECT_EQ(std::memcmp(expected.flat().raw(), written.flat().raw(), written.flat().nbytes()), 0);
+  EXPECT_NE(std::memcmp(base.flat().raw(), written.flat().raw(), written.flat().nbytes()), 0);
+
+  ModelConfig other = base.config();
+  other.intermediate_size += 8;
+  LoraAdapters(other, lc).save_peft((dir_ / "other").string());
+  r = run_cli("export " + qwen_ + " " + (dir_ / "merged2").string() + " --merge-lora " + (dir_ / "other").string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("has shape"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "merged2"));
 }
 
 }  // namespace

@@ -64,6 +64,35 @@ double window_mean(const std::vector<Json>& metrics, const std::string& key, siz
   return sum / static_cast<double>(end - begin);
 }
 
+// LoRA (trainer.lora): GRPO training rank-8 adapters on every Linear layer of the SFT'd policy raises the reward,
+// the engine decoding the merged weights: its log-probs equal the trainer's bit for bit. The checkpoint holds the
+// merged model and the adapters (PEFT's files); the frozen base is saved once, as the reference.
+TEST(LoopAlgorithms, LoraGrpoRaisesTheRewardWithExactLogprobs) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_algorithms_lora_test";
+  fs::remove_all(root);
+  TrainConfig c = from_sft_policy(root, "grpo");
+  c.trainer.lora.rank = 8;
+  c.trainer.lora.alpha = 16;
+  c.optim.lr = 5e-3;
+  c.steps = 60;
+  const TrainSummary s = run_train(c, config_to_json(c));
+  const std::vector<Json> m = read_jsonl(fs::path(s.run_dir) / "metrics.jsonl");
+  ASSERT_EQ(m.size(), 60u);
+  // Measured at this seed (AMD EPYC): mean reward 0.419 over the first 10 steps, 0.451, 0.444, 0.469, 0.461, 0.484
+  // over the next tens. LoRA moves this 64-wide model more slowly than full fine-tuning does (0.385 -> 0.494 in 30
+  // steps at lr 1e-3); lr 1e-2 and above first drop the reward (0.35 over the first ten at 1e-2, collapsing at 2e-2).
+  const double first = window_mean(m, "reward/mean", 0, 10), last = window_mean(m, "reward/mean", 50, 60);
+  EXPECT_GT(last, first + 0.03) << "first 10 steps " << first << ", last 10 " << last;
+  for (const Json& step : m) {
+    EXPECT_EQ(step["mismatch/max_abs_dlogp"].get<double>(), 0.0);
+    EXPECT_EQ(step["probe/max_abs_dlogp"].get<double>(), 0.0);
+  }
+  EXPECT_TRUE(fs::exists(s.checkpoint + "/adapter/adapter_model.safetensors"));
+  EXPECT_TRUE(same_weights(c.init_checkpoint, s.run_dir + "/checkpoints/reference"));
+  EXPECT_FALSE(same_weights(c.init_checkpoint, s.checkpoint));
+  fs::remove_all(root);
+}
+
 TEST(LoopAlgorithms, PpoTrainsItsCriticAndRaisesTheReward) {
   const fs::path root = fs::temp_directory_path() / "rlcpp_algorithms_ppo_test";
   fs::remove_all(root);

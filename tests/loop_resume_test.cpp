@@ -18,6 +18,7 @@
 #include "loop/train_checkpoint.h"
 #include "model/checkpoint.h"
 #include "model/init.h"
+#include "model/lora.h"
 #include "model/safetensors.h"
 #include "tests/error_test_support.h"
 #include "tests/train_test_support.h"
@@ -223,6 +224,37 @@ TEST(LoopResume, KlRunResumesWithItsSavedReference) {
     EXPECT_NE(std::string(e.what()).find("checkpoints/reference"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("kl_coef"), std::string::npos) << e.what();
   }
+}
+
+// A LoRA run (trainer.lora) resumes bit for bit: each checkpoint holds its adapters (adapter/, PEFT's files) and
+// their AdamW moments, the frozen base is checkpoints/reference (the KL's reference too), and the checkpoint's
+// model is the base with the adapters merged, bit for bit.
+TEST(LoopResume, LoraRunResumesFromItsAdaptersBitForBit) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_resume_lora_test";
+  fs::remove_all(root);
+  TrainConfig c = resumable_run(root);
+  c.trainer.lora.rank = 4;
+  c.trainer.lora.alpha = 8;
+  c.trainer.lora.targets = {"q_proj", "v_proj", "gate_proj"};
+  c.optim.lr = 1e-2;
+  c.algorithm.policy_loss.kl_coef = 0.1;
+  const ResumedRuns r = expect_resume_matches_whole_run(root, c);
+  const std::string ckpt = r.whole.checkpoint;
+  ASSERT_TRUE(is_peft_adapter_dir(ckpt + "/adapter"));
+  EXPECT_TRUE(same_weights(c.init_checkpoint, r.whole.run_dir + "/checkpoints/reference"));
+  const ParameterStore base = load_model_checkpoint(c.init_checkpoint);
+  const ParameterStore saved = load_model_checkpoint(ckpt);
+  const LoraAdapters adapters = LoraAdapters::load_peft(ckpt + "/adapter", base.config());
+  EXPECT_EQ(adapters.config().resolved_targets(), c.trainer.lora.targets);
+  ParameterStore merged = base.clone();
+  adapters.merge(ExecContext::cpu(), base, merged);
+  EXPECT_EQ(0, std::memcmp(merged.flat().data<float>(), saved.flat().data<float>(),
+                           static_cast<size_t>(saved.numel()) * sizeof(float)));
+  EXPECT_FALSE(same_weights(c.init_checkpoint, ckpt));  // the adapters trained
+  const SafetensorsFile moments = read_safetensors(ckpt + "/trainer_state.safetensors");
+  EXPECT_EQ(moments.tensors.at("exp_avg").numel(), adapters.weights().numel());
+  const std::vector<Json> m = read_jsonl(fs::path(r.whole.run_dir) / "metrics.jsonl");
+  EXPECT_GT(m.back()["actor/kl_loss"].get<double>(), 0);  // the merged policy moved away from its base
 }
 
 // Refilled dynamic sampling draws more prompts from the data stream and more seeds: a resumed run draws the

@@ -5,10 +5,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "core/error.h"
 #include "loop/sft_run.h"
 #include "model/checkpoint.h"
+#include "model/init.h"
+#include "model/lora.h"
 
 namespace rlcpp {
 namespace {
@@ -96,6 +99,41 @@ TEST(LoopSft, DivergedWeightsStopTheRunWithoutACheckpoint) {
   EXPECT_TRUE(fs::is_empty(dir / "diverged" / "checkpoints"));
   const ParameterStore after = load_model_checkpoint(good.checkpoint);
   EXPECT_EQ(std::memcmp(before.flat().raw(), after.flat().raw(), before.flat().nbytes()), 0);
+  fs::remove_all(dir);
+}
+
+// LoRA SFT (lora.rank > 0): rank-16 adapters on every Linear layer of the random tiny model lower its loss; the
+// checkpoint holds the merged model and, in adapter/, the adapters as PEFT saves them: the random init with them
+// merged is the checkpoint's model, bit for bit.
+TEST(LoopSft, LoraRunLowersTheLossAndSavesItsAdapters) {
+  const fs::path dir = fs::temp_directory_path() / "rlcpp_sft_lora_test";
+  fs::remove_all(dir);
+  SftConfig cfg = ci_config(dir.string());
+  cfg.steps = 40;
+  cfg.batch_size = 64;
+  cfg.micro_batch_size = 32;  // two micro-batches
+  cfg.lora.rank = 16;
+  cfg.lora.alpha = 32;
+  cfg.optim.lr = 1e-2;
+  cfg.optim.warmup_steps = 5;
+  cfg.eval_size = 10;
+  cfg.log_every = 10;
+  const SftSummary s = run_sft(cfg, config_to_json(cfg));
+  std::ifstream metrics(dir / "metrics.jsonl");
+  std::vector<double> losses;
+  for (std::string line; std::getline(metrics, line);) losses.push_back(Json::parse(line)["loss"].get<double>());
+  ASSERT_EQ(losses.size(), 40u);
+  // Measured: 3.49 at step 1, 2.5-2.8 over the last steps (the frozen random embeddings and head bound what the
+  // adapters can do); frozen adapters (a broken gradient) stay at 3.49.
+  const double last5 = (losses[35] + losses[36] + losses[37] + losses[38] + losses[39]) / 5;
+  EXPECT_LT(last5, losses.front() - 0.5) << "loss " << losses.front() << " -> " << last5 << " (last 5 steps)";
+  const ParameterStore base = init_random(model_preset(cfg.model_preset), cfg.seed);
+  const LoraAdapters adapters = LoraAdapters::load_peft(s.checkpoint + "/adapter", base.config());
+  EXPECT_EQ(adapters.config().rank, 16);
+  ParameterStore merged = base.clone();
+  adapters.merge(ExecContext::cpu(), base, merged);
+  const ParameterStore saved = load_model_checkpoint(s.checkpoint);
+  EXPECT_EQ(std::memcmp(merged.flat().raw(), saved.flat().raw(), saved.flat().nbytes()), 0);
   fs::remove_all(dir);
 }
 

@@ -12,10 +12,20 @@
 namespace rlcpp {
 
 PolicyUpdater::PolicyUpdater(const Transformer& model, ParameterStore& params, const OptimConfig& config,
-                             const ExecContext& context)
-    : model_(model), params_(params), context_(context), config_(config), grads_(params.config()) {
+                             const ExecContext& context, const LoraTraining& lora)
+    : model_(model), params_(params), context_(context), config_(config), lora_(lora) {
   config_.validate();
   RLCPP_CHECK(params.flat().on_host(), "PolicyUpdater: the weights it is given must be on the host");
+  if (lora_.enabled()) {
+    RLCPP_CHECK(context_.is_host(), "LoRA (trainer.lora.rank > 0) trains on the host; the trainer's device is "
+                                        << context_.name());
+    RLCPP_CHECK(lora_.base && lora_.base->numel() == params.numel() && !model.config().value_head,
+                "PolicyUpdater: LoRA needs the frozen base of the policy's layout");
+    grads_ = lora_.adapters->weights().clone();
+    context_.fill_zero(grads_.flat());
+  } else {
+    grads_ = ParameterStore(params.config());
+  }
   if (!context_.holds(params.flat())) {  // a context off the host trains a copy in its memory
     device_params_.emplace(params.on(context_));
     grads_ = grads_.on(context_);
@@ -26,13 +36,15 @@ PolicyUpdater::PolicyUpdater(const Transformer& model, ParameterStore& params, c
   hyper.beta2 = static_cast<float>(config_.beta2);
   hyper.eps = static_cast<float>(config_.eps);
   hyper.weight_decay = static_cast<float>(config_.weight_decay);
-  adamw_ = AdamW(params_, hyper, context_);
+  adamw_ = AdamW(lora_.enabled() ? lora_.adapters->weights() : params_, hyper, context_);
 }
 
 void PolicyUpdater::set_communicator(Communicator* comm) {
   RLCPP_CHECK(comm == nullptr || comm->size() <= 1 || context_.is_host(),
               "PolicyUpdater: data-parallel ranks train on the host (their gradient sums are MPI's); a trainer on "
                   << context_.name() << " runs as one rank");
+  RLCPP_CHECK(comm == nullptr || comm->size() <= 1 || !lora_.enabled(),
+              "LoRA (trainer.lora.rank > 0) trains in one process: data-parallel ranks are not supported with it yet");
   comm_ = comm;
 }
 
@@ -90,7 +102,7 @@ UpdateResult PolicyUpdater::step(const std::vector<PackedBatch>& micro_batches, 
   for (size_t s = 0; s < shards.size(); ++s) {
     ParameterStore* into = &grads_;
     if (s > 0) {  // a later shard from zero, then added: the sum a rank of its own would send
-      if (!shard_grads_) shard_grads_.emplace(ParameterStore(params_.config()).on(context_));
+      if (!shard_grads_) shard_grads_.emplace(lora_.enabled() ? grads_.clone() : ParameterStore(params_.config()).on(context_));
       context_.fill_zero(shard_grads_->flat());
       into = &*shard_grads_;
     }
@@ -120,7 +132,16 @@ UpdateResult PolicyUpdater::step(const std::vector<PackedBatch>& micro_batches, 
     return result;
   }
   bad_in_a_row_ = 0;
-  adamw_.step(context_, work_params(), grads_, static_cast<float>(result.lr));
+  if (lora_.enabled()) {
+    adamw_.step(context_, lora_.adapters->weights(), grads_, static_cast<float>(result.lr));
+    if (const auto bad = find_non_finite(context_, lora_.adapters->weights()))
+      RLCPP_FAIL("training stopped: the LoRA adapters became non-finite at optimizer step "
+                 << adamw_.steps_taken() << " (loss " << result.loss << ", gradient norm " << result.grad_norm
+                 << ", lr " << result.lr << "; lower optim.lr): " << bad->describe());
+    lora_.adapters->remerge(context_, *lora_.base, params_);
+  } else {
+    adamw_.step(context_, work_params(), grads_, static_cast<float>(result.lr));
+  }
   host_stale_ = device_params_.has_value();
   // A finite gradient can still overflow the weights (a huge lr: 1e308 is inf in fp32). They cannot be taken
   // back, so the run stops here, before a rollout samples from them or a checkpoint saves them. One pass where
@@ -152,8 +173,14 @@ void PolicyUpdater::accumulate_micro_batch(const std::vector<PackedBatch>& micro
     RLCPP_CHECK(out.dentropy.empty() || out.dentropy.size() == n,
                 "PolicyUpdater::step: the loss for micro-batch " << m << " returned " << out.dentropy.size()
                                                                  << " dentropy entries for " << n << " tokens");
-    model_.backward(context_, work_params(), acts_, out.dlogp.data(),
-                    out.dentropy.empty() ? nullptr : out.dentropy.data(), into, ready);
+    const float* dentropy = out.dentropy.empty() ? nullptr : out.dentropy.data();
+    if (lora_.enabled())
+      model_.backward_frozen(context_, work_params(), acts_, out.dlogp.data(), dentropy,
+                             [&](int64_t layer, const Tensor& grads, int64_t span_begin) {
+                               lora_.adapters->add_layer_gradients(context_, layer, grads, span_begin, into);
+                             });
+    else
+      model_.backward(context_, work_params(), acts_, out.dlogp.data(), dentropy, into, ready);
   }
   result.loss += out.loss;
   result.metrics.merge(out.metrics);

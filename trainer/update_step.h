@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "model/adamw.h"
+#include "model/lora.h"
 #include "model/transformer.h"
 #include "trainer/communicator.h"
 #include "trainer/loss_output.h"
@@ -55,12 +56,21 @@ struct UpdateResult {
 // grad_norm and lr.
 std::map<std::string, double> step_metrics(const UpdateResult& result, const std::string& prefix);
 
+// LoRA (model/lora.h): the updater trains the adapters of a frozen base. The weights it is given are then the
+// merged weights (base + s·B·A), which it recomputes from the base and the adapters after every applied step; the
+// gradients, the clipping and the AdamW moments are the adapters' (A and B, fp32). Host only, one process.
+struct LoraTraining {
+  const ParameterStore* base = nullptr;  // the frozen base (the reference policy too)
+  LoraAdapters* adapters = nullptr;      // null: full fine-tuning
+  bool enabled() const { return adapters != nullptr; }
+};
+
 class PolicyUpdater {
  public:
   // params: host weights, updated in place by every optimizer step (on a device context, by
-  // refresh_host_weights).
+  // refresh_host_weights). With `lora`, the merged weights of lora.base and lora.adapters.
   PolicyUpdater(const Transformer& model, ParameterStore& params, const OptimConfig& config,
-                const ExecContext& context = ExecContext::cpu());
+                const ExecContext& context = ExecContext::cpu(), const LoraTraining& lora = {});
 
   // total_steps sizes the LR schedule. Throws when max_bad_steps non-finite steps come in a row, or when the
   // update made the weights non-finite.
@@ -83,7 +93,9 @@ class PolicyUpdater {
   void refresh_host_weights();
   const OptimConfig& config() const { return config_; }
   AdamW& optimizer() { return adamw_; }
+  // The gradient of what it trains: the parameters' layout, or the adapters' (LoRA).
   const ParameterStore& grads() const { return grads_; }
+  const LoraTraining& lora() const { return lora_; }
   // Data parallelism (null or a world of one: none): each step runs this rank's shard of the micro-batches and
   // sums the gradients, loss and metrics over the ranks before clipping and AdamW, so every rank takes the same
   // step — the global batch's, up to the order of the gradient sum (trainer/gradient_buckets.h).
@@ -111,6 +123,7 @@ class PolicyUpdater {
   std::optional<ParameterStore> device_params_;
   bool host_stale_ = false;  // an applied step changed device_params_ since their last copy to params_
   OptimConfig config_;
+  LoraTraining lora_;
   ParameterStore grads_;
   AdamW adamw_;
   Activations acts_;

@@ -6,6 +6,7 @@ and, optionally, K AdamW steps to a safetensors file the C++ tests compare again
   torch_llama.py --model DIR --batch BATCH.json --out OUT.safetensors [--adamw-steps K --lr 1e-3
                  --beta1 0.9 --beta2 0.95 --eps 1e-8 --weight-decay 0.1 --temperature 1.0
                  --rope-convention rotate_half --qk-norm-placement before_rope]
+  torch_llama.py --model DIR --lora ADAPTER_DIR ...   (LoRA: see attach_lora; gradients of the adapters only)
   torch_llama.py --write-random-checkpoint DIR --config '{"model_type": "llama", ...}' --seed S
   torch_llama.py --selftest
 
@@ -77,6 +78,49 @@ def batch_loss(model, sequences, masks, temperature):
     return -(mask * logp).sum() / mask.sum(), logits, logp
 
 
+class LoraLinear(torch.nn.Module):
+    """PEFT's LoRA Linear, unmerged: y = base(x) + scale * (x A^T) B^T; the base frozen, A (r, in) and B (out, r)
+    trained."""
+
+    def __init__(self, base, a, b, scale):
+        super().__init__()
+        self.base = base
+        for p in self.base.parameters():
+            p.requires_grad_(False)
+        self.lora_A = torch.nn.Parameter(torch.tensor(a, dtype=torch.float32))
+        self.lora_B = torch.nn.Parameter(torch.tensor(b, dtype=torch.float32))
+        self.scale = scale
+
+    def forward(self, x):
+        return self.base(x) + self.scale * ((x @ self.lora_A.t()) @ self.lora_B.t())
+
+
+def attach_lora(model, directory):
+    """Wraps every Linear layer a PEFT adapter directory (adapter_config.json + adapter_model.safetensors) targets
+    and freezes everything else. Returns [(PEFT tensor name, parameter)] of the adapters, in file order."""
+    with open(os.path.join(directory, "adapter_config.json")) as f:
+        cfg = json.load(f)
+    scale = float(cfg["lora_alpha"]) / float(cfg["r"])
+    tensors = safetensors_io.read(os.path.join(directory, "adapter_model.safetensors"))
+    for p in model.parameters():
+        p.requires_grad_(False)
+    named = []
+    prefix = "base_model.model."
+    for name in tensors:
+        if not name.endswith(".lora_A.weight"):
+            continue
+        path = name[len(prefix):-len(".lora_A.weight")]  # model.layers.L.self_attn.q_proj
+        parent_path, attr = path.rsplit(".", 1)
+        parent = model.get_submodule(parent_path)
+        wrapped = LoraLinear(getattr(parent, attr), tensors[name], tensors[name.replace("lora_A", "lora_B")], scale)
+        setattr(parent, attr, wrapped)
+        named.append((name, wrapped.lora_A))
+        named.append((name.replace("lora_A", "lora_B"), wrapped.lora_B))
+    if not named:
+        raise ValueError(f"{directory}: no lora_A tensors")
+    return named
+
+
 def use_interleaved_rope():
     """Negative control: swap in the GPT-J/Meta pairing (2i, 2i+1) for Hugging Face's rotate-half."""
     def rope_cos_sin(head_dim, theta, positions, dtype):
@@ -101,14 +145,15 @@ def run_golden(args):
     sequences, masks = load_batch(args.batch, model.config.vocab_size)
     if not args.temperature > 0:
         raise ValueError(f"--temperature {args.temperature}, expected > 0")
+    trained = attach_lora(model, args.lora) if args.lora else list(model.named_parameters())
     loss, logits, logp = batch_loss(model, sequences, masks, args.temperature)
     loss.backward()
     out = {"logits": logits, "logp": logp, "loss": loss.reshape(1)}
-    for name, p in model.named_parameters():
+    for name, p in trained:
         out[f"grad.{name}"] = p.grad.clone()
     if args.adamw_steps > 0:
         model.zero_grad(set_to_none=True)
-        opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps,
+        opt = torch.optim.AdamW([p for _, p in trained], lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps,
                                 weight_decay=args.weight_decay, foreach=False)
         losses = []
         for _ in range(args.adamw_steps):
@@ -118,7 +163,7 @@ def run_golden(args):
             step_loss.backward()
             opt.step()
         out["adamw_losses"] = torch.tensor(losses, dtype=torch.float32)
-        for name, p in model.named_parameters():
+        for name, p in trained:
             out[f"final.{name}"] = p.detach().clone()
     safetensors_io.write(args.out, out, metadata={"producer": "tests/golden/torch_llama.py",
                                                   "torch": torch.__version__})
@@ -141,6 +186,8 @@ def parse_args(argv):
     mode.add_argument("--write-random-checkpoint", metavar="DIR", help="write a seeded random checkpoint")
     mode.add_argument("--selftest", action="store_true", help="check this reference against itself and exit")
     p.add_argument("--batch", help="BATCH.json with sequences and loss_mask")
+    p.add_argument("--lora", metavar="ADAPTER_DIR",
+                   help="a PEFT LoRA adapter directory: the model runs with it unmerged and only its tensors train")
     p.add_argument("--out", help="output .safetensors path")
     p.add_argument("--adamw-steps", type=int, default=0)
     p.add_argument("--lr", type=float, default=1e-3)

@@ -1,0 +1,282 @@
+#include "model/lora.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/philox.h"
+#include "kernels/ops.h"
+#include "model/executor.h"
+#include "model/safetensors.h"
+
+namespace rlcpp {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kAdapterConfigFile = "adapter_config.json";
+constexpr const char* kAdapterWeightsFile = "adapter_model.safetensors";
+// PEFT's prefix of a causal LM's adapter tensors (PeftModel wraps the model as base_model.model).
+constexpr const char* kPeftPrefix = "base_model.model.";
+
+// The module's parameter name in the model ("model.layers.L.self_attn.q_proj").
+std::string module_path(int64_t layer, const std::string& module) {
+  const bool attention = module == "q_proj" || module == "k_proj" || module == "v_proj" || module == "o_proj";
+  return "model.layers." + std::to_string(layer) + (attention ? ".self_attn." : ".mlp.") + module;
+}
+
+}  // namespace
+
+std::vector<std::string> LoraConfig::resolved_targets() const {
+  const bool all = std::find(targets.begin(), targets.end(), "all-linear") != targets.end();
+  std::vector<std::string> out;
+  for (const std::string& name : lora_target_names())
+    if (all || std::find(targets.begin(), targets.end(), name) != targets.end()) out.push_back(name);
+  return out;
+}
+
+void LoraConfig::validate(const std::string& prefix) const {
+  RLCPP_CHECK(rank >= 0 && rank <= 4096, "config key '" << prefix << "rank': must be in [0, 4096] (0: no adapters, "
+                                                          << "full fine-tuning), got " << rank);
+  if (!enabled()) return;
+  RLCPP_CHECK(std::isfinite(alpha) && alpha > 0,
+              "config key '" << prefix << "alpha': must be a positive number (lora_alpha), got " << alpha);
+  RLCPP_CHECK(!targets.empty(), "config key '" << prefix << "targets': lists no module (choose from q_proj, k_proj, "
+                                               << "v_proj, o_proj, gate_proj, up_proj, down_proj, or all-linear)");
+  for (const std::string& t : targets) {
+    const auto& names = lora_target_names();
+    RLCPP_CHECK(t == "all-linear" || std::find(names.begin(), names.end(), t) != names.end(),
+                "config key '" << prefix << "targets': unknown module '" << t << "' (choose from q_proj, k_proj, "
+                               << "v_proj, o_proj, gate_proj, up_proj, down_proj, or all-linear)");
+  }
+  RLCPP_CHECK(dropout == 0.0,
+              "config key '" << prefix << "dropout': rlcpp trains LoRA merged into the weights, where a dropout on the "
+                             << "adapters' input has no place (and it would make the trainer's log-probs differ from "
+                             << "the rollout's); must be 0, got " << dropout);
+}
+
+LoraAdapters::LoraAdapters(const ModelConfig& model, const LoraConfig& config) : config_(config) {
+  config_.validate("trainer.lora.");
+  RLCPP_CHECK(config_.enabled(), "LoraAdapters: rank must be positive");
+  const std::vector<ParameterInfo> model_layout = parameter_layout(model);
+  auto model_info = [&](const std::string& name) -> const ParameterInfo& {
+    for (const ParameterInfo& info : model_layout)
+      if (info.name == name) return info;
+    RLCPP_FAIL("LoRA: the model has no parameter '" << name << "'");
+  };
+  const int64_t r = config_.rank;
+  std::vector<ParameterInfo> layout;
+  int64_t offset = 0;
+  for (int64_t l = 0; l < model.num_hidden_layers; ++l) {
+    const int64_t begin = offset;
+    for (const std::string& module : config_.resolved_targets()) {
+      const std::string path = module_path(l, module);
+      const ParameterInfo& w = model_info(path + ".weight");
+      LoraTarget t;
+      t.layer = l;
+      t.module = module;
+      t.weight = w.offset;
+      t.out = w.shape[0];
+      t.in = w.shape[1];
+      t.a = offset;
+      layout.push_back({kPeftPrefix + path + ".lora_A.weight", {r, t.in}, offset});
+      offset += r * t.in;
+      t.b = offset;
+      layout.push_back({kPeftPrefix + path + ".lora_B.weight", {t.out, r}, offset});
+      offset += t.out * r;
+      targets_.push_back(t);
+    }
+    layer_spans_.emplace_back(begin, offset);
+  }
+  weights_ = ParameterStore(model, std::move(layout));
+}
+
+std::pair<int64_t, int64_t> LoraAdapters::layer_span(int64_t layer) const {
+  RLCPP_CHECK(layer >= 0 && layer < static_cast<int64_t>(layer_spans_.size()),
+              "LoRA: layer " << layer << " outside the model's " << layer_spans_.size());
+  return layer_spans_[static_cast<size_t>(layer)];
+}
+
+void LoraAdapters::init(uint64_t seed) {
+  float* w = weights_.flat().data<float>();
+  for (size_t i = 0; i < targets_.size(); ++i) {
+    const LoraTarget& t = targets_[i];
+    PhiloxStream rng(seed, /*stream=*/1000 + i);
+    const float bound = 1.0f / std::sqrt(static_cast<float>(t.in));
+    for (int64_t k = 0; k < config_.rank * t.in; ++k) w[t.a + k] = bound * (2.0f * rng.uniform() - 1.0f);
+    std::fill(w + t.b, w + t.b + t.out * config_.rank, 0.0f);
+  }
+}
+
+void LoraAdapters::remerge(const ExecContext& ctx, const ParameterStore& base, ParameterStore& merged) const {
+  RLCPP_CHECK(ctx.is_host() && base.flat().on_host() && merged.flat().on_host(),
+              "LoRA: the adapters are merged on the host");
+  RLCPP_CHECK(base.numel() == merged.numel() && base.flat().data<float>() != merged.flat().data<float>(),
+              "LoRA merge: the base and the merged weights must be two buffers of the model's layout");
+  const float* src = base.flat().data<float>();
+  float* dst = merged.flat().data<float>();
+  const float* ad = weights_.flat().data<float>();
+  const int64_t r = config_.rank;
+  const float s = config_.scale();
+  // One job per (target, block of rows); each entry's sum over k is an fma chain in k order from 0, whatever the
+  // split: the same bits on any thread count and in any process.
+  constexpr int64_t kRowsPerJob = 64;
+  std::vector<std::pair<size_t, int64_t>> jobs;
+  for (size_t i = 0; i < targets_.size(); ++i)
+    for (int64_t o = 0; o < targets_[i].out; o += kRowsPerJob) jobs.emplace_back(i, o);
+  executor_of(ctx).run_jobs(jobs.size(), [&](size_t j) {
+    const LoraTarget& t = targets_[jobs[j].first];
+    const float* A = ad + t.a;
+    const float* B = ad + t.b;
+    std::vector<float> acc(static_cast<size_t>(t.in));
+    const int64_t o_end = std::min(t.out, jobs[j].second + kRowsPerJob);
+    for (int64_t o = jobs[j].second; o < o_end; ++o) {
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t k = 0; k < r; ++k) {
+        const float b = B[o * r + k];
+        const float* a = A + k * t.in;
+        for (int64_t i = 0; i < t.in; ++i) acc[static_cast<size_t>(i)] = std::fma(b, a[i], acc[static_cast<size_t>(i)]);
+      }
+      const float* w = src + t.weight + o * t.in;
+      float* m = dst + t.weight + o * t.in;
+      for (int64_t i = 0; i < t.in; ++i) m[i] = std::fma(s, acc[static_cast<size_t>(i)], w[i]);
+    }
+  });
+}
+
+void LoraAdapters::merge(const ExecContext& ctx, const ParameterStore& base, ParameterStore& merged) const {
+  RLCPP_CHECK(base.numel() == merged.numel() && base.flat().data<float>() != merged.flat().data<float>(),
+              "LoRA merge: the base and the merged weights must be two buffers of the model's layout");
+  std::copy_n(base.flat().data<float>(), base.numel(), merged.flat().data<float>());
+  remerge(ctx, base, merged);
+}
+
+void LoraAdapters::add_layer_gradients(const ExecContext& ctx, int64_t layer, const Tensor& layer_grads,
+                                       int64_t span_begin, ParameterStore& grads) const {
+  RLCPP_CHECK(grads.numel() == weights_.numel(), "LoRA: the adapter gradient buffer has "
+                                                     << grads.numel() << " floats, the adapters " << weights_.numel());
+  const int64_t r = config_.rank;
+  const float s = config_.scale();
+  for (const LoraTarget& t : targets_) {
+    if (t.layer != layer) continue;
+    const int64_t at = t.weight - span_begin;
+    RLCPP_CHECK(at >= 0 && at + t.out * t.in <= layer_grads.numel(),
+                "LoRA: layer " << layer << "'s gradient span does not hold its " << t.module << " weight");
+    const Tensor dW = Tensor::borrow(const_cast<float*>(layer_grads.data<float>()) + at, {t.out, t.in},
+                                     DType::kF32, layer_grads.device());
+    const Tensor A = weights_.view(t.a, {r, t.in}), B = weights_.view(t.b, {t.out, r});
+    Tensor dA = grads.view(t.a, {r, t.in}), dB = grads.view(t.b, {t.out, r});
+    ops::matmul(ctx, B, true, dW, false, dA, s, 1.0f);  // dA += s·Bᵀ·dW
+    ops::matmul(ctx, dW, false, A, true, dB, s, 1.0f);  // dB += s·dW·Aᵀ
+  }
+}
+
+void LoraAdapters::save_peft(const std::string& dir, const std::string& base_model) const {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  RLCPP_CHECK(!ec, dir << ": cannot create the adapter directory: " << ec.message());
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const ParameterInfo& info : weights_.infos()) tensors.emplace_back(info.name, weights_.get(info.name));
+  write_safetensors((fs::path(dir) / kAdapterWeightsFile).string(), tensors, {{"format", "pt"}});
+  Json j;
+  j["peft_type"] = "LORA";
+  j["task_type"] = "CAUSAL_LM";
+  j["r"] = config_.rank;
+  j["lora_alpha"] = config_.alpha;
+  j["lora_dropout"] = config_.dropout;
+  j["target_modules"] = config_.resolved_targets();
+  j["bias"] = "none";
+  j["fan_in_fan_out"] = false;
+  j["use_rslora"] = false;
+  j["use_dora"] = false;
+  j["init_lora_weights"] = true;
+  j["inference_mode"] = true;
+  j["modules_to_save"] = nullptr;
+  j["rank_pattern"] = Json::object();
+  j["alpha_pattern"] = Json::object();
+  j["base_model_name_or_path"] = base_model;
+  j["revision"] = nullptr;
+  write_json_file_atomic((fs::path(dir) / kAdapterConfigFile).string(), j);
+}
+
+bool is_peft_adapter_dir(const std::string& dir) { return fs::exists(fs::path(dir) / kAdapterConfigFile); }
+
+LoraAdapters LoraAdapters::load_peft(const std::string& dir, const ModelConfig& model) {
+  const std::string config_path = (fs::path(dir) / kAdapterConfigFile).string();
+  RLCPP_CHECK(fs::exists(config_path), config_path << ": not found (is '" << dir << "' a PEFT adapter directory?)");
+  const Json j = load_json_file(config_path, kConfigInput.named("a PEFT adapter_config.json"));
+  RLCPP_CHECK(j.is_object(), config_path << ": expected a JSON object");
+  auto value = [&](const char* key) -> const Json& {
+    RLCPP_CHECK(j.contains(key), config_path << ": key '" << key << "' is missing");
+    return j.at(key);
+  };
+  RLCPP_CHECK(value("peft_type").is_string() && value("peft_type").get<std::string>() == "LORA",
+              config_path << ": peft_type is " << value("peft_type").dump() << ", rlcpp reads LORA adapters only");
+  auto is_off = [&](const char* key) {
+    return !j.contains(key) || j.at(key).is_null() || j.at(key) == false ||
+           (j.at(key).is_object() && j.at(key).empty()) || (j.at(key).is_array() && j.at(key).empty());
+  };
+  RLCPP_CHECK(!j.contains("bias") || j.at("bias") == "none",
+              config_path << ": bias " << j.at("bias").dump() << ": rlcpp's adapters train no biases (\"none\")");
+  for (const char* key : {"use_rslora", "use_dora", "fan_in_fan_out", "rank_pattern", "alpha_pattern",
+                          "modules_to_save", "layers_to_transform"})
+    RLCPP_CHECK(is_off(key), config_path << ": '" << key << "' is " << j.at(key).dump()
+                                         << ": not supported by rlcpp (plain LoRA, one rank and alpha for all)");
+  LoraConfig c;
+  RLCPP_CHECK(value("r").is_number_integer(), config_path << ": 'r' must be an integer");
+  c.rank = value("r").get<int64_t>();
+  RLCPP_CHECK(value("lora_alpha").is_number(), config_path << ": 'lora_alpha' must be a number");
+  c.alpha = value("lora_alpha").get<double>();
+  c.dropout = j.contains("lora_dropout") && j.at("lora_dropout").is_number() ? j.at("lora_dropout").get<double>() : 0;
+  const Json& targets = value("target_modules");
+  c.targets.clear();
+  if (targets.is_string()) {
+    c.targets.push_back(targets.get<std::string>());
+  } else {
+    RLCPP_CHECK(targets.is_array(), config_path << ": 'target_modules' must be a list of module names or a string");
+    for (const Json& t : targets) {
+      RLCPP_CHECK(t.is_string(), config_path << ": 'target_modules' holds " << t.dump() << ", not a module name");
+      c.targets.push_back(t.get<std::string>());
+    }
+  }
+  // Trained with dropout elsewhere is fine to load: inference runs without it (PEFT's eval mode).
+  c.dropout = 0;
+  try {
+    c.validate("");
+  } catch (const Error& e) {
+    RLCPP_FAIL(config_path << ": " << e.what());
+  }
+  RLCPP_CHECK(c.enabled(), config_path << ": r must be positive, got " << c.rank);
+  LoraAdapters out(model, c);
+  const std::string weights_path = (fs::path(dir) / kAdapterWeightsFile).string();
+  SafetensorsFile file = read_safetensors(weights_path);
+  const ExecContext host = ExecContext::cpu();
+  for (const ParameterInfo& info : out.weights_.infos()) {
+    // PEFT saves the default adapter without its name; an adapter saved under a name has it before ".weight".
+    auto it = file.tensors.find(info.name);
+    if (it == file.tensors.end()) {
+      const std::string named = info.name.substr(0, info.name.size() - 7) + ".default.weight";
+      it = file.tensors.find(named);
+    }
+    RLCPP_CHECK(it != file.tensors.end(),
+                weights_path << ": tensor '" << info.name << "' is missing (the adapter's config.json names its module)");
+    RLCPP_CHECK(it->second.shape() == info.shape, weights_path << ": tensor '" << info.name << "' has shape "
+                                                               << shape_str(it->second.shape()) << ", the model needs "
+                                                               << shape_str(info.shape));
+    Tensor dst = out.weights_.get(info.name);
+    ops::convert(host, it->second, dst);
+    const float* d = dst.data<float>();
+    for (int64_t k = 0; k < dst.numel(); ++k)
+      RLCPP_CHECK(std::isfinite(d[k]), weights_path << ": tensor '" << info.name << "' holds a non-finite value");
+    file.tensors.erase(it);
+  }
+  RLCPP_CHECK(file.tensors.empty(), weights_path << ": tensor '" << file.tensors.begin()->first
+                                                 << "' is not an adapter of the modules adapter_config.json targets "
+                                                 << "on this model");
+  return out;
+}
+
+}  // namespace rlcpp

@@ -1,0 +1,113 @@
+// LoRA adapters over a frozen model (Hu et al. 2021; Hugging Face PEFT's LoraConfig): each targeted Linear weight
+// W (out, in) of every decoder layer becomes W + s·B·A with A (r, in), B (out, r) and s = alpha / r; only A and B
+// train. B starts at zero (A uniform in ±1/sqrt(in), PEFT's kaiming_uniform(a=√5)), so step 0 is the base model.
+//
+// How rlcpp computes with them: merged. After every optimizer step the adapters are folded into a copy of the
+// base (merge), and the trainer's forward, the rollout engine and evaluation all run that merged model. The
+// merge is a fixed fma chain over r per entry (the same bits in any process, on any thread count), so a trainer
+// and an engine that merge the same adapters hold the same weights and their log-probs agree exactly, as in full
+// fine-tuning. The adapters' gradients come from the merged weights' gradient, one layer at a time
+// (Transformer::backward_frozen): dA = s·Bᵀ·dW and dB = s·dW·Aᵀ (W's gradient never exists whole). The frozen
+// base is also the reference policy of a KL term: no second model in memory.
+//
+// Files are PEFT's: adapter_config.json + adapter_model.safetensors (tensor names
+// base_model.model.model.layers.L.self_attn.q_proj.lora_A.weight, ...), which peft's PeftModel.from_pretrained
+// opens over the same base, and which rlcpp opens when PEFT wrote them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/exec_context.h"
+#include "core/tensor.h"
+#include "model/parameters.h"
+
+namespace rlcpp {
+
+// The Linear layers a LoRA can target, Hugging Face's module names (PEFT's target_modules).
+inline const std::vector<std::string>& lora_target_names() {
+  static const std::vector<std::string> names = {"q_proj", "k_proj",    "v_proj", "o_proj",
+                                                 "gate_proj", "up_proj", "down_proj"};
+  return names;
+}
+
+struct LoraConfig {
+  int64_t rank = 0;  // r; 0: no adapters (full fine-tuning)
+  double alpha = 16;  // lora_alpha: the update is scaled by alpha / rank
+  std::vector<std::string> targets = lora_target_names();  // or {"all-linear"}
+  double dropout = 0;  // lora_dropout; rlcpp's merged forward has none: must be 0
+
+  bool enabled() const { return rank > 0; }
+  float scale() const { return static_cast<float>(alpha / static_cast<double>(rank)); }
+  // The targets in lora_target_names() order ("all-linear" expanded).
+  std::vector<std::string> resolved_targets() const;
+  // Throws naming `prefix` + the key (e.g. "trainer.lora.rank") for a value out of range.
+  void validate(const std::string& prefix) const;
+  bool operator==(const LoraConfig&) const = default;
+
+  template <class V> void visit(V& v) {
+    v("rank", rank, "LoRA rank r: train adapters A (r, in) and B (out, r) on a frozen base (0: full fine-tuning)");
+    v("alpha", alpha, "lora_alpha: the adapters' update is scaled by alpha / rank");
+    v("targets", targets,
+      "the Linear layers adapted in every decoder layer: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
+      "down_proj, or all-linear");
+    v("dropout", dropout, "lora_dropout: must be 0 (rlcpp trains the adapters merged into the weights)");
+  }
+};
+
+// One adapted matrix: the rows [row, row + out) of a (fused) Linear weight, its A and B in the adapters' store.
+struct LoraTarget {
+  int64_t layer = 0;
+  std::string module;      // "q_proj", ...
+  int64_t weight = 0;      // offset (floats) of the module's (out, in) weight in the model's parameter buffer
+  int64_t out = 0, in = 0;
+  int64_t a = 0, b = 0;    // offsets of A (r, in) and B (out, r) in the adapters' buffer
+};
+
+class LoraAdapters {
+ public:
+  LoraAdapters() = default;
+  // Zero adapters (A and B) for `model`; init() draws A.
+  LoraAdapters(const ModelConfig& model, const LoraConfig& config);
+
+  const LoraConfig& config() const { return config_; }
+  const std::vector<LoraTarget>& targets() const { return targets_; }
+  // A and B of every target, PEFT's names, layer by layer; the optimizer's parameters.
+  ParameterStore& weights() { return weights_; }
+  const ParameterStore& weights() const { return weights_; }
+  // Each layer's span [begin, end) of the adapters' buffer.
+  std::pair<int64_t, int64_t> layer_span(int64_t layer) const;
+
+  // PEFT's initialisation from `seed`: A ~ U(-1/sqrt(in), 1/sqrt(in)), B = 0.
+  void init(uint64_t seed);
+  // merged := base with s·B·A added to every target (base and merged have the model's layout; they may not
+  // share a buffer). Entry (o, i) is base + s·(Σ_k B[o,k]·A[k,i]), the sum an fma chain in k order: the same bits
+  // wherever it runs.
+  void merge(const ExecContext& ctx, const ParameterStore& base, ParameterStore& merged) const;
+  // The targets' rows of `merged` recomputed from `base` (after the adapters changed); the rest is left as is.
+  void remerge(const ExecContext& ctx, const ParameterStore& base, ParameterStore& merged) const;
+  // Adds layer `layer`'s adapter gradients to `grads` (the adapters' layout) from that layer's merged-weight
+  // gradient `layer_grads` (Transformer::backward_frozen's span, starting at parameter offset `span_begin`).
+  void add_layer_gradients(const ExecContext& ctx, int64_t layer, const Tensor& layer_grads, int64_t span_begin,
+                           ParameterStore& grads) const;
+
+  // DIR/adapter_config.json + DIR/adapter_model.safetensors, as PEFT writes them (`base_model` recorded as
+  // base_model_name_or_path). Written to temporary names and renamed.
+  void save_peft(const std::string& dir, const std::string& base_model = "") const;
+  // Adapters from a PEFT directory for `model`: rank, alpha, targets and dropout from its adapter_config.json
+  // (errors name the file and the key: a non-LoRA type, bias, DoRA, rsLoRA, per-module ranks, a module or
+  // shape that does not fit the model).
+  static LoraAdapters load_peft(const std::string& dir, const ModelConfig& model);
+
+ private:
+  LoraConfig config_;
+  std::vector<LoraTarget> targets_;
+  std::vector<std::pair<int64_t, int64_t>> layer_spans_;
+  ParameterStore weights_;
+};
+
+// True when `dir` holds a PEFT adapter (adapter_config.json).
+bool is_peft_adapter_dir(const std::string& dir);
+
+}  // namespace rlcpp

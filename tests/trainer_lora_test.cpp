@@ -1,0 +1,305 @@
+// LoRA (model/lora.h) trained by the PolicyUpdater: the merged forward, every adapter gradient over two
+// micro-batches and three AdamW steps against PyTorch running the adapters unmerged (tests/golden/torch_llama.py
+// --lora); Hugging Face's peft opening rlcpp's adapter directory (and rlcpp opening peft's) with the same logits;
+// the merge's definition; bad adapter directories.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/philox.h"
+#include "model/checkpoint.h"
+#include "model/init.h"
+#include "model/lora.h"
+#include "model/safetensors.h"
+#include "model/transformer.h"
+#include "tests/host_context.h"
+#include "tests/python_env.h"
+#include "tests/test_models.h"
+#include "trainer/update_step.h"
+
+namespace rlcpp {
+namespace {
+
+using testing::host;
+namespace fs = std::filesystem;
+
+bool torch_available() {
+  static const int ok = std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1");
+  return ok == 0;
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("rlcpp_lora_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// Adapters with A drawn as PEFT draws it and B random too (PEFT starts B at zero, which would leave A's gradient
+// zero and the merged model equal to the base: nothing tested).
+LoraAdapters random_adapters(const ModelConfig& cfg, const LoraConfig& lc, uint64_t seed) {
+  LoraAdapters a(cfg, lc);
+  a.init(seed);
+  PhiloxStream rng(seed, 7);
+  for (const LoraTarget& t : a.targets()) {
+    float* b = a.weights().flat().data<float>() + t.b;
+    for (int64_t k = 0; k < t.out * lc.rank; ++k) b[k] = 0.05f * rng.normal();
+  }
+  return a;
+}
+
+// max |a - b| / max |b|.
+double rel_error(const float* a, const float* b, int64_t n) {
+  double diff = 0, scale = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
+    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+struct Case {
+  std::string family;
+  std::vector<std::string> targets;
+};
+
+class LoraGolden : public ::testing::TestWithParam<Case> {};
+
+// Four sequences in two micro-batches; sequence 1 is scored from position 3 on (a prompt).
+const std::vector<std::vector<int32_t>> kSequences = {
+    random_test_tokens(6, 23, 1), random_test_tokens(11, 23, 2), random_test_tokens(8, 23, 3),
+    random_test_tokens(3, 23, 4)};
+const std::vector<int32_t> kScoreFrom = {0, 3, 0, 0};
+
+TEST_P(LoraGolden, ForwardAdapterGradientsAndAdamWMatchPyTorchUnmerged) {
+  if (!torch_available()) GTEST_SKIP() << "/usr/bin/python3 has no torch (apt-get install python3-torch)";
+  const Case c = GetParam();
+  const ModelConfig cfg = small_test_config(c.family);
+  const ParameterStore base = init_random(cfg, 11);
+  LoraConfig lc;
+  lc.rank = 4;
+  lc.alpha = 8;
+  lc.targets = c.targets;
+  LoraAdapters adapters = random_adapters(cfg, lc, 5);
+  const fs::path dir = fresh_dir(c.family);
+  save_model_checkpoint((dir / "base").string(), base);
+  adapters.save_peft((dir / "adapter").string(), "base");
+  Json batch;
+  batch["sequences"] = kSequences;
+  Json masks = Json::array();
+  int64_t scored = 0;
+  for (size_t s = 0; s < kSequences.size(); ++s) {
+    std::vector<int> m(kSequences[s].size(), 0);
+    for (size_t t = static_cast<size_t>(kScoreFrom[s]); t + 1 < m.size(); ++t) m[t] = 1, ++scored;
+    masks.push_back(m);
+  }
+  batch["loss_mask"] = masks;
+  std::ofstream(dir / "batch.json") << batch.dump();
+  const std::string cmd = std::string("/usr/bin/python3 ") + RLCPP_SOURCE_DIR + "/tests/golden/torch_llama.py --model " +
+                          (dir / "base").string() + " --lora " + (dir / "adapter").string() + " --batch " +
+                          (dir / "batch.json").string() + " --out " + (dir / "golden.safetensors").string() +
+                          " --adamw-steps 3 --lr 1e-2 --beta1 0.9 --beta2 0.95 --eps 1e-8 --weight-decay 0.1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const SafetensorsFile golden = read_safetensors((dir / "golden.safetensors").string());
+  auto g = [&](const std::string& name) -> const Tensor& {
+    auto it = golden.tensors.find(name);
+    if (it == golden.tensors.end()) throw Error("golden file has no tensor '" + name + "'");
+    return it->second;
+  };
+
+  // The merged weights, trained by the updater over two micro-batches, the loss over the whole batch's tokens.
+  const Transformer model(cfg);
+  ParameterStore merged = base.clone();
+  adapters.merge(host(), base, merged);
+  const std::vector<PackedBatch> micro = {
+      PackedBatch::from_sequences({kSequences[0], kSequences[1]}, {kScoreFrom[0], kScoreFrom[1]}),
+      PackedBatch::from_sequences({kSequences[2], kSequences[3]}, {kScoreFrom[2], kScoreFrom[3]})};
+  std::vector<float> logits;  // the first step's, concatenated over the micro-batches
+  const MicroLossFn sft = [&](size_t m, const Activations& acts) {
+    LossOutput out;
+    out.dlogp.assign(static_cast<size_t>(acts.num_tokens), 0.0f);
+    for (int64_t i = 0; i < acts.num_tokens; ++i) {
+      if (micro[m].targets[i] < 0) continue;
+      out.loss -= acts.logp.data<float>()[i] / static_cast<double>(scored);
+      out.dlogp[static_cast<size_t>(i)] = -1.0f / static_cast<float>(scored);
+    }
+    if (logits.size() < static_cast<size_t>(g("logits").numel()))
+      logits.insert(logits.end(), acts.logits.data<float>(), acts.logits.data<float>() + acts.logits.numel());
+    return out;
+  };
+  OptimConfig optim;
+  optim.lr = 1e-2;
+  optim.weight_decay = 0.1;
+  optim.grad_clip = 0;
+  PolicyUpdater updater(model, merged, optim, host(), {&base, &adapters});
+  const Tensor& losses = g("adamw_losses");
+  for (int step = 0; step < 3; ++step) {
+    const UpdateResult r = updater.step(micro, ForwardOptions{}, sft, 3);
+    ASSERT_FALSE(r.skipped);
+    EXPECT_NEAR(r.loss, losses.data<float>()[step], 2e-5 * std::fabs(losses.data<float>()[step])) << "step " << step;
+    if (step > 0) continue;
+    ASSERT_EQ(static_cast<int64_t>(logits.size()), g("logits").numel());
+    EXPECT_LE(rel_error(logits.data(), g("logits").data<float>(), g("logits").numel()), 1e-4);
+    // The gradient of step 0 (the updater's buffer, before AdamW used it: clipping is off).
+    for (const ParameterInfo& info : adapters.weights().infos()) {
+      const Tensor& expected = g("grad." + info.name);
+      ASSERT_EQ(expected.numel(), info.numel()) << info.name;
+      EXPECT_LE(rel_error(updater.grads().get(info.name).data<float>(), expected.data<float>(), info.numel()), 1e-3)
+          << "gradient of " << info.name;
+    }
+  }
+  for (const ParameterInfo& info : adapters.weights().infos())
+    EXPECT_LE(rel_error(adapters.weights().get(info.name).data<float>(), g("final." + info.name).data<float>(),
+                        info.numel()),
+              3e-4)
+        << "adapter after 3 AdamW steps: " << info.name;
+  // The updater keeps the merged weights those of the new adapters, bit for bit.
+  ParameterStore again = base.clone();
+  adapters.merge(host(), base, again);
+  EXPECT_EQ(0, std::memcmp(again.flat().data<float>(), merged.flat().data<float>(),
+                           static_cast<size_t>(merged.numel()) * sizeof(float)));
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, LoraGolden,
+                         ::testing::Values(Case{"qwen2", {"all-linear"}}, Case{"qwen3", {"all-linear"}},
+                                           Case{"llama", {"q_proj", "v_proj", "down_proj"}}),
+                         [](const auto& info) { return info.param.family; });
+
+TEST(Lora, MergeStartsAtTheBaseAndIsAnFmaChainOverTheRank) {
+  const ModelConfig cfg = small_test_config("qwen2");
+  const ParameterStore base = init_random(cfg, 3);
+  LoraConfig lc;
+  lc.rank = 3;
+  lc.alpha = 6;
+  LoraAdapters a(cfg, lc);
+  a.init(9);
+  ParameterStore merged = base.clone();
+  a.merge(host(), base, merged);  // B = 0: the base, bit for bit
+  EXPECT_EQ(0, std::memcmp(base.flat().data<float>(), merged.flat().data<float>(),
+                           static_cast<size_t>(base.numel()) * sizeof(float)));
+  LoraAdapters b = random_adapters(cfg, lc, 9);
+  b.merge(host(), base, merged);
+  const float s = lc.scale();
+  int64_t changed = 0;
+  for (const LoraTarget& t : b.targets()) {
+    const float* A = b.weights().flat().data<float>() + t.a;
+    const float* B = b.weights().flat().data<float>() + t.b;
+    for (int64_t o = 0; o < t.out; ++o)
+      for (int64_t i = 0; i < t.in; ++i) {
+        float acc = 0;
+        for (int64_t k = 0; k < lc.rank; ++k) acc = std::fma(B[o * lc.rank + k], A[k * t.in + i], acc);
+        const int64_t at = t.weight + o * t.in + i;
+        const float expected = std::fma(s, acc, base.flat().data<float>()[at]);
+        ASSERT_EQ(merged.flat().data<float>()[at], expected) << t.module << " layer " << t.layer << " (" << o << ", "
+                                                             << i << ")";
+        changed += expected != base.flat().data<float>()[at];
+      }
+  }
+  EXPECT_GT(changed, 1000);
+  // Everything else is the base's.
+  for (const ParameterInfo& info : base.infos()) {
+    if (info.name.find("_proj.weight") != std::string::npos) continue;
+    EXPECT_EQ(0, std::memcmp(base.get(info.name).data<float>(), merged.get(info.name).data<float>(),
+                             static_cast<size_t>(info.numel()) * sizeof(float)))
+        << info.name;
+  }
+}
+
+TEST(Lora, PeftOpensRlcppAdaptersAndRlcppOpensPeftsWithTheSameLogits) {
+  const ModelConfig cfg = small_test_config("qwen2");
+  const ParameterStore base = init_random(cfg, 21);
+  LoraConfig lc;
+  lc.rank = 4;
+  lc.alpha = 16;
+  const LoraAdapters ours = random_adapters(cfg, lc, 13);
+  const fs::path dir = fresh_dir("peft");
+  save_model_checkpoint((dir / "base").string(), base);
+  ours.save_peft((dir / "ours").string(), (dir / "base").string());
+  const std::vector<int32_t> tokens = random_test_tokens(12, cfg.vocab_size, 8);
+  const Transformer model(cfg);
+  auto logits_of = [&](const LoraAdapters& a) {
+    ParameterStore merged = base.clone();
+    a.merge(host(), base, merged);
+    Activations acts;
+    model.forward(host(), merged, PackedBatch::from_sequences({tokens}), ForwardOptions{}, acts);
+    return std::vector<float>(acts.logits.data<float>(), acts.logits.data<float>() + acts.logits.numel());
+  };
+  // peft over transformers: our adapters' logits, and adapters peft draws (B nonzero) and saves with theirs.
+  ASSERT_TRUE(run_venv_python(std::string(RLCPP_SOURCE_DIR) + "/tests/peft_lora.py --base " + (dir / "base").string() +
+                              " --ours " + (dir / "ours").string() + " --theirs " + (dir / "theirs").string() +
+                              " --tokens " + Json(tokens).dump() + " --out " + (dir / "peft.safetensors").string()));
+  const SafetensorsFile peft = read_safetensors((dir / "peft.safetensors").string());
+  const std::vector<float> ours_logits = logits_of(ours);
+  const Tensor& peft_ours = peft.tensors.at("ours_logits");
+  ASSERT_EQ(peft_ours.numel(), static_cast<int64_t>(ours_logits.size()));
+  EXPECT_LE(rel_error(ours_logits.data(), peft_ours.data<float>(), peft_ours.numel()), 1e-5);
+  const LoraAdapters theirs = LoraAdapters::load_peft((dir / "theirs").string(), cfg);
+  EXPECT_EQ(theirs.config().rank, 8);
+  EXPECT_EQ(theirs.config().alpha, 32);
+  EXPECT_EQ(theirs.config().resolved_targets(), (std::vector<std::string>{"q_proj", "v_proj", "up_proj"}));
+  const std::vector<float> theirs_logits = logits_of(theirs);
+  EXPECT_LE(rel_error(theirs_logits.data(), peft.tensors.at("theirs_logits").data<float>(),
+                      static_cast<int64_t>(theirs_logits.size())),
+            1e-5);
+  // The base alone differs: the adapters moved the logits.
+  EXPECT_GT(rel_error(logits_of(LoraAdapters(cfg, lc)).data(), peft_ours.data<float>(), peft_ours.numel()), 1e-3);
+  fs::remove_all(dir);
+}
+
+TEST(Lora, BadAdapterDirectoriesAreNamed) {
+  const ModelConfig cfg = small_test_config("qwen2");
+  LoraConfig lc;
+  lc.rank = 2;
+  const fs::path dir = fresh_dir("bad");
+  LoraAdapters(cfg, lc).save_peft((dir / "a").string());
+  const std::string config_path = (dir / "a" / "adapter_config.json").string();
+  const Json good = load_json_file(config_path);
+  auto expect_error = [&](const Json& j, const std::string& needle) {
+    write_json_file_atomic(config_path, j);
+    try {
+      LoraAdapters::load_peft((dir / "a").string(), cfg);
+      ADD_FAILURE() << "no error; expected one naming " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("adapter_config.json"), std::string::npos) << e.what();
+    }
+  };
+  Json j = good;
+  j["use_dora"] = true;
+  expect_error(j, "use_dora");
+  j = good;
+  j["peft_type"] = "IA3";
+  expect_error(j, "LORA");
+  j = good;
+  j["target_modules"] = {"q_proj", "lm_head"};
+  expect_error(j, "lm_head");
+  j = good;
+  j["r"] = 3;  // the file's tensors have rank 2
+  write_json_file_atomic(config_path, j);
+  EXPECT_THROW(
+      {
+        try {
+          LoraAdapters::load_peft((dir / "a").string(), cfg);
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("has shape"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      Error);
+  // A config key out of range names it.
+  LoraConfig bad;
+  bad.rank = 4;
+  bad.dropout = 0.1;
+  EXPECT_THROW(bad.validate("trainer.lora."), Error);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace rlcpp
