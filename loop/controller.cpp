@@ -313,7 +313,9 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   const ModelNumerics& rn = rollout_model.numerics();
   const int64_t compute_bytes = static_cast<int64_t>(dtype_size(rn.compute));
   if (lead)
-    start_run_ledger(run.path(), params, {compute_bytes, is_quantized(rn.linear_weights) ? 1 : compute_bytes});
+    start_run_ledger(run.path(), params,
+                     {compute_bytes, is_quantized(rn.linear_weights) ? 1 : compute_bytes,
+                      adapters ? adapters->weights().numel() : 0});
 
   EvalOptions eval_opts;
   eval_opts.problems = config.eval_size;

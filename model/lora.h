@@ -6,9 +6,10 @@
 // base (merge), and the trainer's forward, the rollout engine and evaluation all run that merged model. The
 // merge is a fixed fma chain over r per entry (the same bits in any process, on any thread count), so a trainer
 // and an engine that merge the same adapters hold the same weights and their log-probs agree exactly, as in full
-// fine-tuning. The adapters' gradients come from the merged weights' gradient, one layer at a time
-// (Transformer::backward_frozen): dA = s·Bᵀ·dW and dB = s·dW·Aᵀ (W's gradient never exists whole). The frozen
-// base is also the reference policy of a KL term: no second model in memory.
+// fine-tuning. The adapters' gradients come from each Linear layer's output gradient dy and input x
+// (Transformer::backward_frozen hands them over, chunk by chunk): with u = x·Aᵀ and v = dy·B, dB = s·dyᵀ·u and
+// dA = s·vᵀ·x, which are s·dW·Aᵀ and s·Bᵀ·dW without forming dW = dyᵀ·x (rank r instead of a product of the
+// weight's size). The frozen base is also the reference policy of a KL term: no second model in memory.
 //
 // Files are PEFT's: adapter_config.json + adapter_model.safetensors (tensor names
 // base_model.model.model.layers.L.self_attn.q_proj.lora_A.weight, ...), which peft's PeftModel.from_pretrained
@@ -22,6 +23,7 @@
 #include "core/exec_context.h"
 #include "core/tensor.h"
 #include "model/parameters.h"
+#include "model/transformer.h"
 
 namespace rlcpp {
 
@@ -60,6 +62,8 @@ struct LoraConfig {
 struct LoraTarget {
   int64_t layer = 0;
   std::string module;      // "q_proj", ...
+  LayerLinear linear = LayerLinear::kQkv;  // the product it is part of
+  int64_t row = 0;         // its first output row in that (fused) product: k_proj's is q_proj's out, ...
   int64_t weight = 0;      // offset (floats) of the module's (out, in) weight in the model's parameter buffer
   int64_t out = 0, in = 0;
   int64_t a = 0, b = 0;    // offsets of A (r, in) and B (out, r) in the adapters' buffer
@@ -87,10 +91,6 @@ class LoraAdapters {
   void merge(const ExecContext& ctx, const ParameterStore& base, ParameterStore& merged) const;
   // The targets' rows of `merged` recomputed from `base` (after the adapters changed); the rest is left as is.
   void remerge(const ExecContext& ctx, const ParameterStore& base, ParameterStore& merged) const;
-  // Adds layer `layer`'s adapter gradients to `grads` (the adapters' layout) from that layer's merged-weight
-  // gradient `layer_grads` (Transformer::backward_frozen's span, starting at parameter offset `span_begin`).
-  void add_layer_gradients(const ExecContext& ctx, int64_t layer, const Tensor& layer_grads, int64_t span_begin,
-                           ParameterStore& grads) const;
 
   // DIR/adapter_config.json + DIR/adapter_model.safetensors, as PEFT writes them (`base_model` recorded as
   // base_model_name_or_path). Written to temporary names and renamed.
@@ -105,6 +105,20 @@ class LoraAdapters {
   std::vector<LoraTarget> targets_;
   std::vector<std::pair<int64_t, int64_t>> layer_spans_;
   ParameterStore weights_;
+};
+
+// The adapters' gradients for Transformer::backward_frozen, accumulated into `grads` (the adapters' layout).
+class LoraGradients : public FrozenGradients {
+ public:
+  LoraGradients(const LoraAdapters& adapters, ParameterStore& grads);
+  std::pair<float*, int64_t> layer_span(int64_t layer) override;
+  // For each target of the product: u = x·Aᵀ, v = s·dy_t·B (dy_t: its columns of dy), dB += dy_tᵀ·(s·u),
+  // dA += vᵀ·x; loops whose inner dimension is contiguous, in a fixed order.
+  void add(int64_t layer, LayerLinear linear, const Tensor& dy, const Tensor& x, float* grads) const override;
+
+ private:
+  const LoraAdapters& adapters_;
+  ParameterStore& grads_;
 };
 
 // True when `dir` holds a PEFT adapter (adapter_config.json).

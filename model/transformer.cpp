@@ -198,12 +198,12 @@ void Transformer::backward(const ExecContext& ctx, const ParameterStore& params,
 }
 
 void Transformer::backward_frozen(const ExecContext& ctx, const ParameterStore& params, Activations& acts,
-                                  const float* dlogp, const float* dentropy, const LayerGradsFn& layer_grads) const {
-  RLCPP_CHECK(layer_grads, "backward_frozen: no consumer of the layers' gradients");
+                                  const float* dlogp, const float* dentropy, FrozenGradients& grads) const {
+  RLCPP_CHECK(ctx.is_host(), "backward_frozen: adapters train on the host, not on " << ctx.name());
   const Weights w = views(params);
   Weights g;
   const bool pack = head_backward(ctx, w, acts, dlogp, dentropy, nullptr);
-  backward_body(ctx, w, pack, g, acts, {}, &layer_grads);
+  backward_body(ctx, w, pack, g, acts, {}, &grads);
 }
 
 bool Transformer::head_backward(const ExecContext& ctx, const Weights& w, Activations& acts, const float* dlogp,
@@ -265,7 +265,7 @@ std::vector<std::pair<int64_t, int64_t>> Transformer::layer_param_spans() const 
 }
 
 void Transformer::backward_body(const ExecContext& ctx, const Weights& w, bool packed, Weights& g, Activations& acts,
-                                const GradsReadyFn& ready, const LayerGradsFn* frozen) const {
+                                const GradsReadyFn& ready, FrozenGradients* frozen) const {
   const int64_t N = acts.num_tokens, C = config_.hidden_size;
   auto& S = acts.scratch;
   S.dx = ctx.zeros({N, C});  // gradient of the residual stream, accumulated in place from 0 (from ctx's pool)

@@ -102,6 +102,7 @@ struct ChunkScratch {
   Tensor dxn, dact, dgate_up, datt, dq, dk, dv, dqkv;  // backward
   Tensor dq_pre, dk_pre;                               // backward through q_norm, k_norm (Qwen3)
   Tensor layer_grads;
+  Tensor frozen_dump;  // backward_frozen: where the frozen norms' and biases' gradients go, never read
   // A chunk's F32 rows of the layer's activations (rows [0, chunk rows)). A bf16/fp16 model computes on these
   // (x, q, k, v, q_pre, k_pre, att, h, gate_up): the forward stores them into the kept tensors and the backward
   // widens the kept rows into them. A forward that keeps nothing computes on them in every dtype (lse, q_rstd
@@ -153,12 +154,29 @@ struct Activations {
   struct BackwardScratch {
     PackedWeights wt;
     Tensor dlogits, dxn_final, dx;
-    Tensor layer_grads, dnorm;  // backward_frozen: one layer's weight gradients; the final norm's, dropped
+    Tensor dnorm;  // backward_frozen: the final norm's weight gradient, dropped
   } scratch;
   float temperature = 1.0f;
   bool has_entropy = false;
   Truncation truncation;  // the forward's (backward differentiates the same log-probs)
   bool kept = false;      // the forward kept what backward reads (ForwardOptions::keep_activations)
+};
+
+// The Linear layers of a decoder layer, fused as the model multiplies them (q/k/v and gate/up in one product each).
+enum class LayerLinear { kQkv, kO, kGateUp, kDown };
+
+// Takes over a frozen model's parameter gradients in Transformer::backward_frozen: the gradients of adapters on
+// its Linear layers (model/lora.h), from each product's output gradient and input, chunk by chunk.
+class FrozenGradients {
+ public:
+  virtual ~FrozenGradients() = default;
+  // Layer l's gradient buffer and its length in floats: each thread's sum over its chunks (a buffer of that length,
+  // zeroed) is added into it, in thread order, when the layer's backward ends.
+  virtual std::pair<float*, int64_t> layer_span(int64_t layer) = 0;
+  // Adds to `grads` (a thread's buffer of layer_span(layer)'s length) what a chunk of n rows contributes through one
+  // Linear layer: dy (n, out) the gradient of its output, x (n, in) the input the forward multiplied (both F32, on
+  // the host).
+  virtual void add(int64_t layer, LayerLinear linear, const Tensor& dy, const Tensor& x, float* grads) const = 0;
 };
 
 // One engine step flattened (nano-vllm's model_runner): N query rows of B sequences, prefill and decode mixed.
@@ -198,14 +216,12 @@ class Transformer {
   // acts is the forward's; backward uses its scratch.
   void backward(const ExecContext& ctx, const ParameterStore& params, Activations& acts, const float* dlogp,
                 const float* dentropy, ParameterStore& grads, const GradsReadyFn& ready = {}) const;
-  // The backward of a frozen model whose layers carry adapters (model/lora.h): from dL/dlogp (and dL/dentropy) as
-  // backward, down through every layer, handing each layer's weight gradients to `layer_grads` as soon as they
-  // are complete, layers last to first: `grads` is the gradient of the layer's span [span_begin, span_end) of
-  // the parameter buffer (layer_param_spans), in a one-layer buffer that the next layer reuses. Nothing is
-  // computed for the embeddings, the final norm or the head, and no gradient of the model's size exists.
-  using LayerGradsFn = std::function<void(int64_t layer, const Tensor& grads, int64_t span_begin)>;
+  // The backward of a frozen model whose Linear layers carry adapters (model/lora.h): from dL/dlogp (and
+  // dL/dentropy) as backward, down through every layer, each Linear layer's output gradient and input handed to
+  // `grads` (FrozenGradients::add) instead of forming the weight's gradient. No parameter gradient is computed:
+  // not the weights', the norms', the biases', the embeddings' nor the head's. Host contexts only.
   void backward_frozen(const ExecContext& ctx, const ParameterStore& params, Activations& acts, const float* dlogp,
-                       const float* dentropy, const LayerGradsFn& layer_grads) const;
+                       const float* dentropy, FrozenGradients& grads) const;
   // The value-head model's backward: accumulates dL/dparams into grads from dL/dvalue (N).
   void backward_values(const ExecContext& ctx, const ParameterStore& params, Activations& acts, const float* dvalue,
                        ParameterStore& grads, const GradsReadyFn& ready = {}) const;
@@ -260,9 +276,9 @@ class Transformer {
   // From dL/d(final norm output) (N,C) down to the embedding; shared by both heads.
   // From acts.scratch.dxn_final down; `packed`: the weights go through the packed kernel transposed (CPU), one
   // layer at a time in acts.scratch.wt.layers[0], else the products go through ops::matmul.
-  // frozen: no parameter gradients but the layers', each handed to it (backward_frozen); g is then unused.
+  // frozen: the products' gradients go to it, no parameter's is formed (backward_frozen); g is then unused.
   void backward_body(const ExecContext& ctx, const Weights& w, bool packed, Weights& g, Activations& acts,
-                     const GradsReadyFn& ready, const LayerGradsFn* frozen = nullptr) const;
+                     const GradsReadyFn& ready, FrozenGradients* frozen = nullptr) const;
   // dL/dlogp (and dL/dentropy) through log-softmax and the head into acts.scratch.dxn_final; the head's weight
   // gradient accumulated into dlm_head when given. Returns whether the backward packs its weights (CPU).
   bool head_backward(const ExecContext& ctx, const Weights& w, Activations& acts, const float* dlogp,
@@ -279,9 +295,16 @@ class Transformer {
   void layer_forward(const ExecContext& ctx, const LayerWeights& W, const PackedWeights::Layer* P, LayerActivations& A,
                      Tensor& x_next, const RowChunk& rows, const Tensor& positions, const Tensor& rope,
                      ChunkScratch& s, bool keep) const;
+  // frozen (backward_frozen): the products' gradients go to frozen->hook (layer frozen->layer, the thread's buffer
+  // frozen->grads) instead of G's weights; G then receives only the norms' and biases' gradients, which are dropped.
+  struct FrozenChunk {
+    const FrozenGradients* hook;
+    int64_t layer;
+    float* grads;
+  };
   void layer_backward(const ExecContext& ctx, const LayerWeights& W, const PackedWeights::Layer* P, LayerWeights& G,
                       const LayerActivations& A, Tensor& dx, const RowChunk& rows, const Tensor& positions,
-                      const Tensor& rope, ChunkScratch& s) const;
+                      const Tensor& rope, ChunkScratch& s, const FrozenChunk* frozen = nullptr) const;
   // All layers forward / backward over acts.chunks, run by ctx's executor (side by side on the CPU's threads).
   // `packed`: the one layer's worth of panels into which each layer's weights are packed just before it runs
   // (transposed for the backward), so that training holds one layer of panels, not a second copy of the model;
@@ -290,7 +313,7 @@ class Transformer {
   void forward_layers(const ExecContext& ctx, const Weights& w, PackedWeights::Layer* packed, Activations& acts,
                       bool keep) const;
   void backward_layers(const ExecContext& ctx, const Weights& w, PackedWeights::Layer* packed, Weights& g,
-                       Activations& acts, const GradsReadyFn& ready, const LayerGradsFn* frozen) const;
+                       Activations& acts, const GradsReadyFn& ready, FrozenGradients* frozen) const;
   // Packs the given matrices (forward formats, or transposed fp32), side by side where the executor has threads.
   struct PackJob {
     const Tensor* weight;

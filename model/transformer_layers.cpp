@@ -194,7 +194,8 @@ void Transformer::layer_forward(const ExecContext& ctx, const LayerWeights& W, c
 
 void Transformer::layer_backward(const ExecContext& ctx, const LayerWeights& W, const PackedWeights::Layer* P,
                                  LayerWeights& G, const LayerActivations& A, Tensor& dx_all, const RowChunk& rows,
-                                 const Tensor& positions, const Tensor& rope, ChunkScratch& s) const {
+                                 const Tensor& positions, const Tensor& rope, ChunkScratch& s,
+                                 const FrozenChunk* frozen) const {
   const int64_t b = rows.begin, e = rows.end, n = e - b;
   const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
   const float eps = static_cast<float>(config_.rms_norm_eps), scale = 1.0f / std::sqrt(static_cast<float>(D));
@@ -212,19 +213,26 @@ void Transformer::layer_backward(const ExecContext& ctx, const LayerWeights& W, 
   Tensor dxn = s.dxn.slice_rows(0, n), dact = s.dact.slice_rows(0, n), dgate_up = s.dgate_up.slice_rows(0, n);
   Tensor datt = s.datt.slice_rows(0, n), dq = s.dq.slice_rows(0, n), dk = s.dk.slice_rows(0, n);
   Tensor dv = s.dv.slice_rows(0, n), dqkv = s.dqkv.slice_rows(0, n);
+  // A Linear layer's weight gradient dw += dy^T x, or, frozen, dy and x handed to the adapters' hook.
+  auto weight_grad = [&](LayerLinear linear, const Tensor& dy, const Tensor& in, Tensor& dw) {
+    if (frozen)
+      frozen->hook->add(frozen->layer, linear, dy, in, frozen->grads);
+    else
+      linear_weight_grad(ctx, dy, in, dw, numerics_.compute);
+  };
 
   // MLP: x_next = h + down(swiglu(gate_up(norm2(h)))); dx holds d/dx_next. act and norm2(h) are recomputed.
   linear_input_grad(ctx, dx, W.down, P ? &P->down : nullptr, dact, numerics_.compute);
   ops::swiglu_backward(ctx, dact, gate_up, dgate_up, act);
   ops::round_to(ctx, act, numerics_.compute);  // the forward's act
-  linear_weight_grad(ctx, dx, act, G.down, numerics_.compute);
+  weight_grad(LayerLinear::kDown, dx, act, G.down);
   ops::rmsnorm_forward(ctx, h, W.ln2, eps, xn, rstd, numerics_.compute);
-  linear_weight_grad(ctx, dgate_up, xn, G.gate_up, numerics_.compute);
+  weight_grad(LayerLinear::kGateUp, dgate_up, xn, G.gate_up);
   linear_input_grad(ctx, dgate_up, W.gate_up, P ? &P->gate_up : nullptr, dxn, numerics_.compute);
   ops::rmsnorm_backward(ctx, dxn, h, W.ln2, rstd, dx, G.ln2);  // dx is now d/dh
   // Attention: h = x + o(attn(rope(qkv(norm1(x))))) (Qwen3: rope(qk_norm(.)) on q and k); norm1(x) is recomputed.
   linear_input_grad(ctx, dx, W.o_w, P ? &P->o : nullptr, datt, numerics_.compute);
-  linear_weight_grad(ctx, dx, att, G.o_w, numerics_.compute);
+  weight_grad(LayerLinear::kO, dx, att, G.o_w);
   if (G.o_b.defined()) ops::bias_backward(ctx, dx, G.o_b);
   ops::attention_backward(ctx, datt.reshape({n, Hq, D}), q, k, v, att.reshape({n, Hq, D}), lse, rows.cu_seqlens, scale,
                           dq, dk, dv);
@@ -246,7 +254,7 @@ void Transformer::layer_backward(const ExecContext& ctx, const LayerWeights& W, 
   }
   if (G.qkv_b.defined()) ops::bias_backward(ctx, dqkv, G.qkv_b);
   ops::rmsnorm_forward(ctx, x, W.ln1, eps, xn, rstd, numerics_.compute);
-  linear_weight_grad(ctx, dqkv, xn, G.qkv_w, numerics_.compute);
+  weight_grad(LayerLinear::kQkv, dqkv, xn, G.qkv_w);
   linear_input_grad(ctx, dqkv, W.qkv_w, P ? &P->qkv : nullptr, dxn, numerics_.compute);
   ops::rmsnorm_backward(ctx, dxn, x, W.ln1, rstd, dx, G.ln1);  // dx is now d/dx of this block
 }
@@ -299,7 +307,7 @@ void Transformer::forward_layers(const ExecContext& ctx, const Weights& w, Packe
 }
 
 void Transformer::backward_layers(const ExecContext& ctx, const Weights& w, PackedWeights::Layer* packed, Weights& g,
-                                  Activations& acts, const GradsReadyFn& ready, const LayerGradsFn* frozen) const {
+                                  Activations& acts, const GradsReadyFn& ready, FrozenGradients* frozen) const {
   const Executor& ex = executor_of(ctx);
   const int64_t C = config_.hidden_size, F = config_.intermediate_size;
   const int64_t Hq = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim();
@@ -323,6 +331,8 @@ void Transformer::backward_layers(const ExecContext& ctx, const Weights& w, Pack
       ensure(ctx, s.dq_pre, {rows, Hq, D});
       ensure(ctx, s.dk_pre, {rows, Hkv, D});
     }
+    // A frozen model's norm and bias gradients: written only where those lie (a few pages), never read.
+    if (frozen) ensure(ctx, s.frozen_dump, {span});
   }
   for (int64_t l = config_.num_hidden_layers - 1; l >= 0; --l) {
     const LayerOffsets& o = layer_offsets_[static_cast<size_t>(l)];
@@ -331,14 +341,21 @@ void Transformer::backward_layers(const ExecContext& ctx, const Weights& w, Pack
     const LayerWeights& W = w.layers[static_cast<size_t>(l)];
     if (packed) pack_layer(ctx, W, *packed, /*transposed=*/true);
     const PackedWeights::Layer* P = packed;
-    // A frozen model's layer gradients go to a one-layer buffer, handed on when complete.
-    LayerWeights frozen_grads;
     if (frozen) {
-      ensure(ctx, acts.scratch.layer_grads, {span});
-      ctx.fill_zero(acts.scratch.layer_grads);
-      frozen_grads = layer_views(l, acts.scratch.layer_grads.data<float>(), acts.scratch.layer_grads.device());
+      // The products' gradients go to the hook's span of the layer, each thread's chunks into a buffer of its own
+      // (added in thread order); the norms' and biases' into each thread's dump, never read.
+      const auto [f_span, f_len] = frozen->layer_span(l);
+      ex.run_backward_chunks(ctx, static_cast<int64_t>(acts.chunks.size()), acts.chunk_scratch, f_span, f_len,
+                             [&](int64_t c, int t, float* grads) {
+                               ChunkScratch& s = acts.chunk_scratch[static_cast<size_t>(t)];
+                               LayerWeights dump = layer_views(l, s.frozen_dump.data<float>(), s.frozen_dump.device());
+                               const FrozenChunk chunk{frozen, l, grads};
+                               layer_backward(ctx, W, P, dump, acts.layers[static_cast<size_t>(l)], acts.scratch.dx,
+                                              acts.chunks[static_cast<size_t>(c)], acts.positions, rope, s, &chunk);
+                             });
+      continue;
     }
-    LayerWeights& G = frozen ? frozen_grads : g.layers[static_cast<size_t>(l)];
+    LayerWeights& G = g.layers[static_cast<size_t>(l)];
     // The executor runs the chunks: each thread's chunks accumulate into the span it is given (G's own, or a
     // buffer of the thread's that the executor adds into G's in thread order).
     float* g_span = G.ln1.data<float>() - (o.ln1 - o.begin);
@@ -351,7 +368,6 @@ void Transformer::backward_layers(const ExecContext& ctx, const Weights& w, Pack
                                             acts.chunks[static_cast<size_t>(c)], acts.positions, rope,
                                             acts.chunk_scratch[static_cast<size_t>(t)]);
                            });
-    if (frozen) (*frozen)(l, acts.scratch.layer_grads, o.begin);
     if (ready) ready(o.begin, o.end);
   }
 }

@@ -68,10 +68,18 @@ std::vector<LedgerLine> build_ledger(const ModelConfig& model, const LedgerFigur
   lines.push_back({"parameters", "parameters N", n_formula, n, "", "counted in the parameter store", f.parameters,
                    "measured/formula", ratio_of(f.parameters, n)});
 
-  lines.push_back({"training_memory", "training memory (fp32 AdamW)",
-                   "16 B·N = (4 weights + 4 grads + 4 m + 4 v)·" + num(n), 16 * n, "B",
-                   "peak resident memory of the trainer (VmHWM)", f.resident_bytes, "measured/formula",
-                   ratio_of(f.resident_bytes, 16 * n)});
+  if (dtypes.adapter_parameters > 0) {  // LoRA: the frozen base and the merged model, the adapters' AdamW
+    const double a = static_cast<double>(dtypes.adapter_parameters);
+    lines.push_back({"training_memory", "training memory (LoRA)",
+                     "8 B·N + 16 B·Na = (4 base + 4 merged)·" + num(n) + " + (4 + 4 grads + 4 m + 4 v)·" + num(a),
+                     8 * n + 16 * a, "B", "peak resident memory of the trainer (VmHWM)", f.resident_bytes,
+                     "measured/formula", ratio_of(f.resident_bytes, 8 * n + 16 * a)});
+  } else {
+    lines.push_back({"training_memory", "training memory (fp32 AdamW)",
+                     "16 B·N = (4 weights + 4 grads + 4 m + 4 v)·" + num(n), 16 * n, "B",
+                     "peak resident memory of the trainer (VmHWM)", f.resident_bytes, "measured/formula",
+                     ratio_of(f.resident_bytes, 16 * n)});
+  }
 
   const double kv = 2 * L * Hkv * d * static_cast<double>(dtypes.kv_cache);
   lines.push_back({"kv_bytes_per_token", "KV cache per token",

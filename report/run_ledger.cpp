@@ -59,6 +59,7 @@ void write_start_ledger(const std::string& run_dir, const ParameterStore& params
                          {"copy_bytes", machine.copy_bytes},
                          {"copy_bandwidth_bytes_per_s", number_or_null(machine.copy_bandwidth)}}},
                        {"rollout_bytes", {{"kv_cache", dtypes.kv_cache}, {"weights", dtypes.weights}}},
+                       {"lora_adapter_parameters", dtypes.adapter_parameters},
                        {"lines", ledger_to_json(lines)}};
   write_json_file_atomic((fs::path(run_dir) / "ledger.json").string(), ledger);
 }
@@ -99,6 +100,8 @@ LedgerDtypes run_ledger_dtypes(const RunRecords& run) {
   const Json& j = run.ledger["rollout_bytes"];
   if (std::isfinite(json_number(j, "kv_cache"))) d.kv_cache = j["kv_cache"].get<int64_t>();
   if (std::isfinite(json_number(j, "weights"))) d.weights = j["weights"].get<int64_t>();
+  if (std::isfinite(json_number(run.ledger, "lora_adapter_parameters")))
+    d.adapter_parameters = run.ledger["lora_adapter_parameters"].get<int64_t>();
   return d;
 }
 

@@ -9,6 +9,7 @@
 #include "core/process_memory.h"
 #include "kernels/machine_peaks.h"
 #include "report/ledger.h"
+#include "model/lora.h"
 #include "model/parameters.h"
 
 namespace rlcpp {
@@ -52,6 +53,15 @@ TEST(Ledger, W2FormulasMatchHandComputation) {
   EXPECT_NEAR(ledger_line(lines, "decode_floor").formula_value, 988065536.0 / 4.8e12, 1e-18);
   // fp32 cache: 2·24·2·64·4.
   EXPECT_EQ(ledger_line(build_ledger(model_preset("qwen05b"), f), "kv_bytes_per_token").formula_value, 24576.0);
+  // LoRA rank 16 on all seven Linear layers: per layer 16·((896+896) + 2·(896+128) + (896+896) + 3·(896+4864))
+  // = 366592 adapter parameters, 8798208 in all (what the LoRA config's run prints); memory 8 B·N + 16 B·Na.
+  LoraConfig lora;
+  lora.rank = 16;
+  const int64_t adapters = LoraAdapters(model_preset("qwen05b"), lora).weights().numel();
+  EXPECT_EQ(adapters, 8798208);
+  bf16.adapter_parameters = adapters;
+  EXPECT_EQ(ledger_line(build_ledger(model_preset("qwen05b"), f, bf16), "training_memory").formula_value,
+            8.0 * 494032768 + 16.0 * 8798208);
 }
 
 TEST(Ledger, ParameterFormulaCountsEveryLayoutVariant) {

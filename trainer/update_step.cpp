@@ -174,12 +174,10 @@ void PolicyUpdater::accumulate_micro_batch(const std::vector<PackedBatch>& micro
                 "PolicyUpdater::step: the loss for micro-batch " << m << " returned " << out.dentropy.size()
                                                                  << " dentropy entries for " << n << " tokens");
     const float* dentropy = out.dentropy.empty() ? nullptr : out.dentropy.data();
-    if (lora_.enabled())
-      model_.backward_frozen(context_, work_params(), acts_, out.dlogp.data(), dentropy,
-                             [&](int64_t layer, const Tensor& grads, int64_t span_begin) {
-                               lora_.adapters->add_layer_gradients(context_, layer, grads, span_begin, into);
-                             });
-    else
+    if (lora_.enabled()) {
+      LoraGradients grads(*lora_.adapters, into);
+      model_.backward_frozen(context_, work_params(), acts_, out.dlogp.data(), dentropy, grads);
+    } else
       model_.backward(context_, work_params(), acts_, out.dlogp.data(), dentropy, into, ready);
   }
   result.loss += out.loss;
