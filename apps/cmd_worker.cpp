@@ -15,8 +15,8 @@ namespace {
 class ZmqWeightFeed final : public WeightFeed {
  public:
   ZmqWeightFeed(zmq::context_t& context, const std::string& endpoint, const ModelConfig& config, int64_t version,
-                const CurveOptions& curve, const ExecContext& device)
-      : subscriber_(context, endpoint, /*bind=*/true, config, version, curve, device) {}
+                const CurveOptions& curve, const ExecContext& device, const std::vector<ParameterInfo>& layout)
+      : subscriber_(context, endpoint, /*bind=*/true, config, version, curve, device, layout) {}
   zmq::socket_t& socket() override { return subscriber_.socket(); }
   std::string endpoint() const override { return subscriber_.endpoint(); }
   void receive(const std::function<void(ParameterStore, int64_t)>& install) override { subscriber_.poll(0, install); }
@@ -27,8 +27,8 @@ class ZmqWeightFeed final : public WeightFeed {
 
 std::unique_ptr<WeightFeed> zmq_weight_feed(zmq::context_t& context, const std::string& endpoint,
                                             const ModelConfig& config, int64_t version, const CurveOptions& curve,
-                                            const ExecContext& device) {
-  return std::make_unique<ZmqWeightFeed>(context, endpoint, config, version, curve, device);
+                                            const ExecContext& device, const std::vector<ParameterInfo>& layout) {
+  return std::make_unique<ZmqWeightFeed>(context, endpoint, config, version, curve, device, layout);
 }
 
 }  // namespace
@@ -51,6 +51,9 @@ Command add_worker_command(CLI::App& app) {
                   "public keys (FILE.pub[,FILE.pub...]) of the clients admitted on the endpoints it binds")
       ->delimiter(',');
   cmd->add_option("--curve-server", a->curve_server, "with --connect: the public key (FILE.pub) of the client it joins");
+  cmd->add_option("--lora-base", a->lora_base,
+                  "a LoRA run's worker: the frozen base checkpoint; the checkpoint's adapter/ and every weight sync's "
+                  "adapters are merged into it (syncs then carry the adapters only)");
   cmd->add_option("--name", a->worker.name, "name reported in replies and heartbeats");
   cmd->add_option("--policy-version", a->policy_version, "version carried by samples of these weights");
   cmd->add_option("--heartbeat", a->worker.heartbeat_interval_s, "seconds between heartbeats");

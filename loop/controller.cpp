@@ -267,7 +267,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   else if (config.rollout.placement == "split")
     rollout = make_split_rollout(rollout_section, run.path(), rollout_checkpoint, params, state.policy_version,
                                  config.rollout_numerics(), /*own_weights=*/config.async.max_staleness > 0,
-                                 {&actor.device_weights(), &actor.context()});
+                                 {&actor.device_weights(), &actor.context()}, adapters ? &*adapters : nullptr);
   else if (config.rollout.placement == "remote")
     rollout = make_remote_rollout(config.rollout, run.path(), params, state.policy_version, config.rollout_numerics());
   else

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/metrics.h"
+#include "loop/train_checkpoint.h"
 #include "loop/worker_process.h"
 #include "rollout/worker_client.h"
 #include "weightsync/cuda_ipc_channel.h"
@@ -77,13 +78,17 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
  public:
   SplitRollout(const RolloutSection& rollout, const std::string& run_dir, const std::string& checkpoint,
                const ParameterStore& params, int64_t version, const ModelNumerics& numerics, bool own_weights,
-               TrainerDeviceWeights device)
+               TrainerDeviceWeights device, const LoraAdapters* adapters)
       : device_weights_(device.weights),
         binary_(rollout.worker_binary.empty() ? current_executable() : rollout.worker_binary),
         max_restarts_(rollout.max_worker_restarts),
         worker_timeout_s_(rollout.worker_timeout_s),
         snapshot_(own_weights ? std::optional<ParameterStore>(params.clone()) : std::nullopt),
         params_(snapshot_ ? &*snapshot_ : &params),
+        adapter_snapshot_(adapters && own_weights ? std::optional<ParameterStore>(adapters->weights().clone())
+                                                  : std::nullopt),
+        adapters_(adapters ? (adapter_snapshot_ ? &*adapter_snapshot_ : &adapters->weights()) : nullptr),
+        adapter_source_(adapters),
         version_(version),
         initial_version_(version) {
     const bool gpu_sync = rollout.weight_sync == "cuda-ipc" || rollout.weight_sync == "nccl";
@@ -93,6 +98,9 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
                                            << ": the split rollout was not given the trainer's device weights");
       trainer_context_.emplace(*device.context);
     }
+    RLCPP_CHECK(adapters == nullptr || rollout.weight_sync == "zmq",
+                "rollout.weight_sync = " << rollout.weight_sync << ": a LoRA run (trainer.lora) syncs its adapters "
+                                         << "over zmq (set rollout.weight_sync = \"zmq\")");
     if (rollout.weight_sync == "cuda-ipc") export_.emplace(*device.context, params.config());
     const std::string dir = std::filesystem::absolute(run_dir).string();
     const EngineConfig& e = rollout.engine;
@@ -115,6 +123,10 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
                        is_quantized(numerics.linear_weights) ? precision_name(numerics.linear_weights) : "none",
                        "--batch-invariant", numerics.batch_invariant ? "true" : "false", "--device",
                        worker_device(rollout, w), "--exit-with-parent"});
+      if (adapters) {  // the base the adapters are merged into, saved at the start of the run
+        args_.back().push_back("--lora-base");
+        args_.back().push_back(reference_checkpoint_dir(dir));
+      }
       processes_.push_back(std::make_unique<WorkerProcess>(binary_, args_.back()));
       endpoints.push_back(processes_.back()->endpoint());
       publishers_.push_back(std::make_unique<ZmqWeightPublisher>(context_, processes_.back()->weights_endpoint(),
@@ -154,6 +166,7 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
       copy_weights(params, *snapshot_);
     else
       params_ = &params;
+    if (adapter_snapshot_) copy_weights(adapter_source_->weights(), *adapter_snapshot_);
     version_ = version;
     phase_ = "weight sync";
     if (nccl_) {
@@ -183,9 +196,11 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
   }
 
   std::map<std::string, double> fault_metrics() const override {
-    return {{"rollout/worker_failures_step", static_cast<double>(failures_step_)},
-            {"rollout/reissued_prompts", static_cast<double>(reissued_step_)},
-            {"rollout/worker_restarts", static_cast<double>(restarts_total_)}};
+    std::map<std::string, double> m = {{"rollout/worker_failures_step", static_cast<double>(failures_step_)},
+                                       {"rollout/reissued_prompts", static_cast<double>(reissued_step_)},
+                                       {"rollout/worker_restarts", static_cast<double>(restarts_total_)}};
+    if (last_publish_.bytes > 0) m["weight_sync/bytes"] = static_cast<double>(last_publish_.bytes);  // one worker's
+    return m;
   }
 
  private:
@@ -245,12 +260,13 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
     for (size_t w = 0; w < processes_.size(); ++w) publishers_[w]->await_ack(version);
   }
 
-  // Worker w to version_: `weights`' bytes over zmq, or the cuda-ipc export staged at that version.
+  // Worker w to version_: `weights`' bytes over zmq (a LoRA run's adapters alone), or the cuda-ipc export staged at
+  // that version.
   void publish(size_t w, const ParameterStore& weights) {
     if (export_)
       publishers_[w]->publish(export_->announce(), version_);
     else
-      publishers_[w]->publish(weights, version_);
+      last_publish_ = publishers_[w]->publish(adapters_ ? *adapters_ : weights, version_);
   }
 
   std::string exit_reason(int worker) override { return processes_[static_cast<size_t>(worker)]->exit_reason(); }
@@ -331,6 +347,11 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
   // own weights is brought to the version the draws in flight sample with.
   std::optional<ParameterStore> snapshot_;
   const ParameterStore* params_;  // the weights a restarted worker is brought to, at version_
+  // A LoRA run's adapters: what a sync sends (a snapshot of them in an async run, like params_).
+  std::optional<ParameterStore> adapter_snapshot_;
+  const ParameterStore* adapters_ = nullptr;
+  const LoraAdapters* adapter_source_ = nullptr;
+  PublishStats last_publish_;  // the last zmq publish (bytes, time)
   int64_t version_, initial_version_;
   int64_t step_ = 0;
   std::string phase_ = "rollout";
@@ -356,9 +377,10 @@ std::unique_ptr<RolloutBackend> make_colocated_rollout(const Transformer& model,
 std::unique_ptr<RolloutBackend> make_split_rollout(const RolloutSection& rollout, const std::string& run_dir,
                                                    const std::string& checkpoint, const ParameterStore& params,
                                                    int64_t version, const ModelNumerics& numerics,
-                                                   bool own_weights, TrainerDeviceWeights device) {
+                                                   bool own_weights, TrainerDeviceWeights device,
+                                                   const LoraAdapters* adapters) {
   return std::make_unique<SplitRollout>(rollout, run_dir, checkpoint, params, version, numerics, own_weights,
-                                        device);
+                                        device, adapters);
 }
 
 }  // namespace rlcpp

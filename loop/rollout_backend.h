@@ -62,10 +62,13 @@ struct TrainerDeviceWeights {
 // weights of each sync, and a restarted worker is brought to that copy.
 // rollout.weight_sync "cuda-ipc": each sync exports `device` (on the GPU the workers use; required then) instead
 // of sending `params`' bytes; a restarted worker is brought to the last export.
+// `adapters` (a LoRA run, model/lora.h): each worker starts from the run's frozen base (checkpoints/reference) and
+// the checkpoint's adapter/, and a weight sync carries the adapters alone (over zmq), which it merges into the base.
 std::unique_ptr<RolloutBackend> make_split_rollout(const RolloutSection& rollout, const std::string& run_dir,
                                                    const std::string& checkpoint, const ParameterStore& params,
                                                    int64_t version, const ModelNumerics& numerics = {},
-                                                   bool own_weights = false, TrainerDeviceWeights device = {});
+                                                   bool own_weights = false, TrainerDeviceWeights device = {},
+                                                   const LoraAdapters* adapters = nullptr);
 
 // Connects to the workers of rollout.remote (bound at its endpoints, started by the user), or listens at
 // rollout.remote.listen for workers that join (min_workers before it returns), checks that each answers and

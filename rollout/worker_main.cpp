@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <algorithm>
 #include <filesystem>
 #include <tuple>
 #include <optional>
@@ -19,6 +20,7 @@
 #include "core/error.h"
 #include "core/stop_signals.h"
 #include "model/checkpoint.h"
+#include "model/lora.h"
 #include "model/init.h"
 #include "model/numerics.h"
 
@@ -109,6 +111,17 @@ int serve_worker(WorkerProcessConfig& a, const WeightFeedFactory& make_weights) 
   StartupStopWatch startup(stop_fd);
   ParameterStore params = a.checkpoint.empty() ? init_random(model_preset(a.preset), a.init_seed)
                                                : load_model_checkpoint(a.checkpoint);
+  // A LoRA run's worker keeps the frozen base and its adapters: each version's adapters are merged into the base
+  // here (the same fma chains as the trainer's merge, so the same weights bit for bit).
+  std::optional<ParameterStore> lora_base;
+  std::optional<LoraAdapters> adapters;
+  if (!a.lora_base.empty()) {
+    RLCPP_CHECK(!a.checkpoint.empty(), "worker: --lora-base needs a checkpoint whose adapter/ holds the adapters");
+    lora_base = load_model_checkpoint(a.lora_base);
+    RLCPP_CHECK(lora_base->numel() == params.numel(), "worker: --lora-base " << a.lora_base << " is not a model of the "
+                                                                             << "checkpoint's shape");
+    adapters = LoraAdapters::load_peft(a.checkpoint + "/adapter", lora_base->config());
+  }
   // Built for the engine's context (--max-context), so its RoPE table is no larger than what it serves.
   const ModelNumerics numerics =
       make_numerics(a.dtype, a.quantization, a.batch_invariant, "worker --dtype", "worker --quantization");
@@ -150,15 +163,21 @@ int serve_worker(WorkerProcessConfig& a, const WeightFeedFactory& make_weights) 
   std::string weights_endpoint;
   if (!a.weights.empty()) {
     weights = make_weights(context, a.weights, model_config, a.policy_version, a.worker.curve,
-                           service.engine().context());
+                           service.engine().context(), adapters ? adapters->weights().infos() : std::vector<ParameterInfo>{});
     weights_endpoint = weights->endpoint();
     // A worker that joins a listening trainer says where to send it weights, and with which key.
     service.advertise("weights_endpoint", weights_endpoint);
     if (a.worker.curve.configured()) service.advertise("curve_public", a.worker.curve.keys.public_key);
     control.extra_socket = &weights->socket();
     control.on_extra = [&]() {
-      weights->receive(
-          [&](ParameterStore w, int64_t version) { service.engine().take_weights(std::move(w), version); });
+      weights->receive([&](ParameterStore w, int64_t version) {
+        if (adapters) {  // the adapters alone: merged into the base, as the trainer merged them
+          std::copy_n(w.flat().data<float>(), w.numel(), adapters->weights().flat().data<float>());
+          w = ParameterStore::allocate(model_config, ExecContext::cpu());
+          adapters->merge(ExecContext::cpu(), *lora_base, w);
+        }
+        service.engine().take_weights(std::move(w), version);
+      });
     };
   }
   startup.finished();

@@ -22,6 +22,9 @@ namespace rlcpp {
 // What `rlcpp worker`'s options set (apps/cmd_worker.cpp documents each).
 struct WorkerProcessConfig {
   std::string checkpoint, preset, bind, connect, weights, run_dir = "runs/worker", inject_fault;
+  // A LoRA run's worker: the frozen base (a checkpoint directory) that the adapters in checkpoint/adapter, and
+  // those each weight sync carries, are merged into (model/lora.h).
+  std::string lora_base;
   std::string curve_key, curve_server;      // a .key and a .pub file (core/curve.h)
   std::vector<std::string> curve_clients;  // .pub files
   uint64_t init_seed = 1;
@@ -46,10 +49,11 @@ class WeightFeed {
   virtual void receive(const std::function<void(ParameterStore, int64_t)>& install) = 0;
 };
 // Binds a feed at `endpoint` for a model of `config` now at `version`, with the worker's CURVE keys, for an engine
-// on `device` (a GPU's engine also takes weights that arrive on that GPU: cuda-ipc).
+// on `device` (a GPU's engine also takes weights that arrive on that GPU: cuda-ipc). `layout`, when not empty, is
+// what every version carries instead of the model's parameters: a LoRA worker's adapters.
 using WeightFeedFactory = std::function<std::unique_ptr<WeightFeed>(
     zmq::context_t& context, const std::string& endpoint, const ModelConfig& config, int64_t version,
-    const CurveOptions& curve, const ExecContext& device)>;
+    const CurveOptions& curve, const ExecContext& device, const std::vector<ParameterInfo>& layout)>;
 
 // The process: returns its exit status (0 after a clean stop). Any error is printed as the "error" event line and
 // rethrown. `weights` is called when config.weights names an endpoint.

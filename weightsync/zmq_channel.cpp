@@ -166,12 +166,14 @@ std::optional<std::string> ZmqWeightPublisher::next_answer(int64_t version) {
 
 ZmqWeightSubscriber::ZmqWeightSubscriber(zmq::context_t& ctx, const std::string& endpoint, bool bind,
                                          const ModelConfig& config, int64_t current_version,
-                                         const CurveOptions& curve, const ExecContext& device)
+                                         const CurveOptions& curve, const ExecContext& device,
+                                         std::vector<ParameterInfo> layout)
     : socket_(ctx, zmq::socket_type::router),
       config_(config),
       ipc_(device),
       nccl_(device),
-      layout_(parameter_layout(config)),
+      layout_(layout.empty() ? parameter_layout(config) : layout),
+      own_layout_(!layout.empty()),
       version_(current_version) {
   for (const ParameterInfo& p : layout_) total_floats_ = std::max(total_floats_, p.offset + p.numel());
   socket_.set(zmq::sockopt::linger, 0);
@@ -216,12 +218,15 @@ bool ZmqWeightSubscriber::poll(long timeout_ms, const Swap& swap) {
       throw WireError("weights message refused: version " + std::to_string(version) + " is not newer than " +
                       std::to_string(version_) + (rebased ? " (a rebase needs a version >= 0)" : ""));
     if (is_cuda_ipc_message(message) || is_nccl_weights_message(message)) {
+      if (own_layout_)
+        throw WireError("weights message refused: this subscriber takes adapters over zmq, not a " +
+                        std::string(is_cuda_ipc_message(message) ? "cuda-ipc" : "nccl") + " announcement");
       int64_t announced = -1;
       ParameterStore staged = is_cuda_ipc_message(message) ? ipc_.receive(message, config_, &announced)
                                                            : nccl_.receive(message, config_, &announced);
       swap(std::move(staged), version);
     } else {
-      ParameterStore staged(config_);
+      ParameterStore staged = own_layout_ ? ParameterStore(config_, layout_) : ParameterStore(config_);
       RLCPP_CHECK(staged.numel() == total_floats_, "weight sync: layout size " << total_floats_ << " != store size "
                                                                                << staged.numel());
       decode_weights(message, layout_, total_floats_, staged.flat().data<float>());

@@ -99,10 +99,12 @@ class ZmqWeightSubscriber {
   // `layout` is what every publish must match (names, shapes, offsets); `current_version` the weights in use;
   // `curve` the keys for an endpoint beyond this machine; `device` where the weights are used: a GPU's context
   // also takes cuda-ipc announcements (weightsync/cuda_ipc_channel.h) and nccl joins and announcements
-  // (weightsync/nccl_channel.h), whose weights then arrive on that GPU.
+  // (weightsync/nccl_channel.h), whose weights then arrive on that GPU. `layout`, when given, replaces the
+  // model's: the tensors every publish carries instead of the model's parameters (a LoRA run's adapters,
+  // model/lora.h; over zmq only).
   ZmqWeightSubscriber(zmq::context_t& ctx, const std::string& endpoint, bool bind, const ModelConfig& config,
                       int64_t current_version, const CurveOptions& curve = {},
-                      const ExecContext& device = ExecContext::cpu());
+                      const ExecContext& device = ExecContext::cpu(), std::vector<ParameterInfo> layout = {});
   std::string endpoint() const;
 
   // Called with verified weights (a fresh store the callee may keep: on the host, or on the GPU for a cuda-ipc
@@ -122,6 +124,7 @@ class ZmqWeightSubscriber {
   CudaIpcWeightImport ipc_;
   NcclWeightImport nccl_;
   std::vector<ParameterInfo> layout_;
+  bool own_layout_ = false;  // layout_ is not the model's (adapters)
   int64_t total_floats_ = 0;
   int64_t version_ = 0;
   std::string last_error_;
