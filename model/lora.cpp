@@ -365,7 +365,8 @@ LoraAdapters LoraAdapters::load_peft(const std::string& dir, const ModelConfig& 
       it = file.tensors.find(named);
     }
     RLCPP_CHECK(it != file.tensors.end(),
-                weights_path << ": tensor '" << info.name << "' is missing (the adapter's config.json names its module)");
+                weights_path << ": tensor '" << info.name
+                             << "' is missing (the adapter's config.json names its module)");
     RLCPP_CHECK(it->second.shape() == info.shape, weights_path << ": tensor '" << info.name << "' has shape "
                                                                << shape_str(it->second.shape()) << ", the model needs "
                                                                << shape_str(info.shape));

@@ -163,7 +163,8 @@ int serve_worker(WorkerProcessConfig& a, const WeightFeedFactory& make_weights) 
   std::string weights_endpoint;
   if (!a.weights.empty()) {
     weights = make_weights(context, a.weights, model_config, a.policy_version, a.worker.curve,
-                           service.engine().context(), adapters ? adapters->weights().infos() : std::vector<ParameterInfo>{});
+                           service.engine().context(),
+                           adapters ? adapters->weights().infos() : std::vector<ParameterInfo>{});
     weights_endpoint = weights->endpoint();
     // A worker that joins a listening trainer says where to send it weights, and with which key.
     service.advertise("weights_endpoint", weights_endpoint);

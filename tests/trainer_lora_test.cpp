@@ -20,12 +20,14 @@
 #include "tests/host_context.h"
 #include "tests/python_env.h"
 #include "tests/test_models.h"
+#include "tests/trainer_test_support.h"
 #include "trainer/update_step.h"
 
 namespace rlcpp {
 namespace {
 
 using testing::host;
+using test::max_rel_diff;
 namespace fs = std::filesystem;
 
 bool torch_available() {
@@ -51,17 +53,6 @@ LoraAdapters random_adapters(const ModelConfig& cfg, const LoraConfig& lc, uint6
     for (int64_t k = 0; k < t.out * lc.rank; ++k) b[k] = 0.05f * rng.normal();
   }
   return a;
-}
-
-// max |a - b| / max |b|.
-double rel_error(const float* a, const float* b, int64_t n) {
-  double diff = 0, scale = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
-    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
 }
 
 struct Case {
@@ -101,8 +92,8 @@ TEST_P(LoraGolden, ForwardAdapterGradientsAndAdamWMatchPyTorchUnmerged) {
   }
   batch["loss_mask"] = masks;
   std::ofstream(dir / "batch.json") << batch.dump();
-  const std::string cmd = std::string("/usr/bin/python3 ") + RLCPP_SOURCE_DIR + "/tests/golden/torch_llama.py --model " +
-                          (dir / "base").string() + " --lora " + (dir / "adapter").string() + " --batch " +
+  const std::string cmd = std::string("/usr/bin/python3 ") + RLCPP_SOURCE_DIR +
+                          "/tests/golden/torch_llama.py --model " + (dir / "base").string() + " --lora " + (dir / "adapter").string() + " --batch " +
                           (dir / "batch.json").string() + " --out " + (dir / "golden.safetensors").string() +
                           " --adamw-steps 3 --lr 1e-2 --beta1 0.9 --beta2 0.95 --eps 1e-8 --weight-decay 0.1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
@@ -145,18 +136,19 @@ TEST_P(LoraGolden, ForwardAdapterGradientsAndAdamWMatchPyTorchUnmerged) {
     EXPECT_NEAR(r.loss, losses.data<float>()[step], 2e-5 * std::fabs(losses.data<float>()[step])) << "step " << step;
     if (step > 0) continue;
     ASSERT_EQ(static_cast<int64_t>(logits.size()), g("logits").numel());
-    EXPECT_LE(rel_error(logits.data(), g("logits").data<float>(), g("logits").numel()), 1e-4);
+    EXPECT_LE(max_rel_diff(g("logits").data<float>(), logits.data(), g("logits").numel()), 1e-4);
     // The gradient of step 0 (the updater's buffer, before AdamW used it: clipping is off).
     for (const ParameterInfo& info : adapters.weights().infos()) {
       const Tensor& expected = g("grad." + info.name);
       ASSERT_EQ(expected.numel(), info.numel()) << info.name;
-      EXPECT_LE(rel_error(updater.grads().get(info.name).data<float>(), expected.data<float>(), info.numel()), 1e-3)
+      EXPECT_LE(max_rel_diff(expected.data<float>(), updater.grads().get(info.name).data<float>(), info.numel()),
+                1e-3)
           << "gradient of " << info.name;
     }
   }
   for (const ParameterInfo& info : adapters.weights().infos())
-    EXPECT_LE(rel_error(adapters.weights().get(info.name).data<float>(), g("final." + info.name).data<float>(),
-                        info.numel()),
+    EXPECT_LE(max_rel_diff(g("final." + info.name).data<float>(), adapters.weights().get(info.name).data<float>(),
+                           info.numel()),
               3e-4)
         << "adapter after 3 AdamW steps: " << info.name;
   // The updater keeps the merged weights those of the new adapters, bit for bit.
@@ -239,17 +231,17 @@ TEST(Lora, PeftOpensRlcppAdaptersAndRlcppOpensPeftsWithTheSameLogits) {
   const std::vector<float> ours_logits = logits_of(ours);
   const Tensor& peft_ours = peft.tensors.at("ours_logits");
   ASSERT_EQ(peft_ours.numel(), static_cast<int64_t>(ours_logits.size()));
-  EXPECT_LE(rel_error(ours_logits.data(), peft_ours.data<float>(), peft_ours.numel()), 1e-5);
+  EXPECT_LE(max_rel_diff(peft_ours.data<float>(), ours_logits.data(), peft_ours.numel()), 1e-5);
   const LoraAdapters theirs = LoraAdapters::load_peft((dir / "theirs").string(), cfg);
   EXPECT_EQ(theirs.config().rank, 8);
   EXPECT_EQ(theirs.config().alpha, 32);
   EXPECT_EQ(theirs.config().resolved_targets(), (std::vector<std::string>{"q_proj", "v_proj", "up_proj"}));
   const std::vector<float> theirs_logits = logits_of(theirs);
-  EXPECT_LE(rel_error(theirs_logits.data(), peft.tensors.at("theirs_logits").data<float>(),
-                      static_cast<int64_t>(theirs_logits.size())),
+  EXPECT_LE(max_rel_diff(peft.tensors.at("theirs_logits").data<float>(), theirs_logits.data(),
+                         static_cast<int64_t>(theirs_logits.size())),
             1e-5);
   // The base alone differs: the adapters moved the logits.
-  EXPECT_GT(rel_error(logits_of(LoraAdapters(cfg, lc)).data(), peft_ours.data<float>(), peft_ours.numel()), 1e-3);
+  EXPECT_GT(max_rel_diff(peft_ours.data<float>(), logits_of(LoraAdapters(cfg, lc)).data(), peft_ours.numel()), 1e-3);
   fs::remove_all(dir);
 }
 

@@ -102,7 +102,8 @@ UpdateResult PolicyUpdater::step(const std::vector<PackedBatch>& micro_batches, 
   for (size_t s = 0; s < shards.size(); ++s) {
     ParameterStore* into = &grads_;
     if (s > 0) {  // a later shard from zero, then added: the sum a rank of its own would send
-      if (!shard_grads_) shard_grads_.emplace(lora_.enabled() ? grads_.clone() : ParameterStore(params_.config()).on(context_));
+      if (!shard_grads_)
+        shard_grads_.emplace(lora_.enabled() ? grads_.clone() : ParameterStore(params_.config()).on(context_));
       context_.fill_zero(shard_grads_->flat());
       into = &*shard_grads_;
     }
