@@ -29,6 +29,9 @@ Command add_ledger_command(CLI::App& app) {
                 "the caches), about half a second, and print the floors of a decode step and of a prefill");
   cmd->add_option("--prefill-tokens", a->options.prefill_tokens, "tokens of the prefill whose floor is printed")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--lora-rank", a->options.lora_rank,
+                  "also print LoRA's trained parameters and training memory at this rank on every Linear layer")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   return {cmd, [=]() {
     const ModelConfig model = model_shapes(a->model);
     AnatomyOptions options = a->options;

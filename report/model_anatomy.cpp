@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "model/lora.h"
 #include "report/ledger.h"
 
 namespace rlcpp {
@@ -69,6 +70,15 @@ std::string format_model_anatomy(const ModelConfig& m, const std::string& name, 
      << value(Hq / Hkv, "") << "x\n";
   os << "training memory: 16 B·N = " << value(16 * n, "B")
      << " (fp32 weights, gradients, AdamW m and v: 4 B each), activations aside\n";
+  if (o.lora_rank > 0) {  // model/lora.h: adapters on all seven Linear layers of every decoder layer
+    LoraConfig lora;
+    lora.rank = o.lora_rank;
+    const double na = static_cast<double>(LoraAdapters(m, lora).weights().numel());
+    std::snprintf(buf, sizeof buf, "%.2f %%", 100 * na / n);
+    os << "LoRA rank " << o.lora_rank << " on every Linear layer: Na = " << value(na, "") << " trained parameters ("
+       << buf << " of N); training memory 8 B·N + 16 B·Na = " << value(8 * n + 16 * na, "B")
+       << " (the frozen base and the merged model in fp32, the adapters with their gradients and AdamW moments)\n";
+  }
   os << "FLOPs per token: training 6N = " << value(6 * n, "FLOP") << " (forward 2N + backward 4N), inference 2N = "
      << value(2 * n, "FLOP") << " (attention over the context aside)\n";
   if (std::isfinite(o.matmul_peak_flops) && std::isfinite(o.read_bandwidth)) {

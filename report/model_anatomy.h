@@ -29,6 +29,7 @@ struct AnatomyOptions {
   double matmul_peak_flops = kNotMeasured;
   double read_bandwidth = kNotMeasured;  // bytes/s of reading a large buffer once
   int64_t prefill_tokens = 512;       // the prefill whose floor is set against a decode step's
+  int64_t lora_rank = 0;  // > 0: also LoRA's trained parameters and memory at this rank on every Linear layer
 };
 
 // Bytes per element of `dtype`; throws naming the value when it is not one of AnatomyOptions::dtype's.

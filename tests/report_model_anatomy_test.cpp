@@ -83,6 +83,17 @@ TEST(ModelAnatomy, DecodeIsBandwidthBoundAndPrefillComputeBound) {
   EXPECT_NE(text.find("from peak·bytes/(2·bandwidth) = 16 tokens"), std::string::npos) << text;
 }
 
+// --lora-rank: the adapters' count by hand (Qwen2.5-0.5B, rank 16 on q, k, v, o, gate, up, down of 24 layers:
+// 24·16·((896+896) + 2·(896+128) + (896+896) + 3·(896+4864)) = 8,798,208) and LoRA's memory rule.
+TEST(ModelAnatomy, LoraRankAddsItsTrainedParametersAndMemory) {
+  AnatomyOptions o;
+  o.lora_rank = 16;
+  const std::string text = format_model_anatomy(model_preset("qwen05b"), "qwen05b", o);
+  EXPECT_NE(text.find("Na = 8,798,208 trained parameters (1.78 % of N)"), std::string::npos) << text;
+  EXPECT_NE(text.find("8 B·N + 16 B·Na = 4.09 GB"), std::string::npos) << text;
+  EXPECT_EQ(format_model_anatomy(model_preset("qwen05b"), "qwen05b", {}).find("LoRA"), std::string::npos);
+}
+
 TEST(ModelAnatomy, AnUnknownDtypeIsNamed) {
   expect_error([] { anatomy_dtype_bytes("fp64"); }, {"ledger --dtype: expected fp32, bf16, fp16 or int8, got 'fp64'"});
 }
