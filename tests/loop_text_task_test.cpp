@@ -85,6 +85,27 @@ TEST(TextTask, TheShippedQwenTinyRecipeValidates) {
   EXPECT_EQ(error, "");
 }
 
+// The shipped 0.5B LoRA recipe (README "Real models") validates: rank-16 adapters on every Linear layer of the
+// Qwen2.5-0.5B shape, bf16 trainer and rollout.
+TEST(TextTask, TheShippedQwen05bLoraRecipeValidates) {
+  TrainConfig c;
+  config_from_json(load_json_file(std::string(RLCPP_SOURCE_DIR) + "/configs/grpo_words_qwen05b_lora.json"), c);
+  EXPECT_EQ(c.model_preset, "qwen05b");
+  EXPECT_EQ(c.trainer.lora.rank, 16);
+  EXPECT_EQ(c.trainer.lora.resolved_targets(), lora_target_names());
+  EXPECT_EQ(c.trainer.dtype, "bf16");
+  const fs::path here = fs::current_path();
+  fs::current_path(RLCPP_SOURCE_DIR);
+  std::string error;
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  fs::current_path(here);
+  EXPECT_EQ(error, "");
+}
+
 // A tokenizer that cannot be used is found before any work, naming the config key, and leaves no run directory.
 TEST(TextTask, ABadTokenizerKeyIsAnErrorBeforeAnyWork) {
   TrainConfig c;
