@@ -323,10 +323,22 @@ static int run_step_bench_in(const StepBenchOptions& o, const TempDir& dir) {
                                  " --iters " + std::to_string(o.iters) + " --warmup 1";
   std::optional<PeerRun> trl, hf;
   auto wanted = [&](const std::string& name) { return std::find(real.begin(), real.end(), name) != real.end(); };
+  // A LoRA recipe (--set trainer.lora.rank=R): TRL trains the same adapters through peft.
+  std::string peer_lora;
+  if (cfg.trainer.lora.enabled()) {
+    std::string targets;
+    for (const std::string& t : cfg.trainer.lora.resolved_targets()) targets += (targets.empty() ? "" : ",") + t;
+    char alpha[32];
+    std::snprintf(alpha, sizeof alpha, "%g", cfg.trainer.lora.alpha);
+    peer_lora = " --lora-rank " + std::to_string(cfg.trainer.lora.rank) + " --lora-alpha " + alpha +
+                " --lora-targets " + targets;
+  }
   if (wanted("trl"))
     trl = run_real_peer("trl", "step --checkpoint '" + peer_checkpoint + "' " + peer_shape + " --threads " +
-                                   std::to_string(omp_get_max_threads()));
-  if (wanted("hf-pytorch")) {
+                                   std::to_string(omp_get_max_threads()) + peer_lora);
+  if (wanted("hf-pytorch") && cfg.trainer.lora.enabled())
+    std::printf("step bench: the hf-pytorch peer trains every weight: not run with trainer.lora\n");
+  else if (wanted("hf-pytorch")) {
     const std::string torch_dtype = o.dtype == "bf16" ? "bfloat16" : o.dtype == "fp16" ? "float16" : "float32";
     hf = run_real_peer("hf-pytorch", "step --checkpoint '" + peer_checkpoint + "' " + peer_shape + " --prompt-len " +
                                          std::to_string(prompt_len) + " --dtype " + torch_dtype + " --device " +

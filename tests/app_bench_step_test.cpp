@@ -80,5 +80,31 @@ TEST_F(BenchStep, TheGpuPeersStepIsGivenRlcppsShapesAndSetBesideItAsARatio) {
   EXPECT_EQ(summary_of(failed.output)["hf_pytorch"]["skipped"], "failed (exit status 3): CUDA out of memory");
 }
 
+// A LoRA recipe (--set trainer.lora.*): rlcpp trains the adapters, TRL's GRPOTrainer is given the same ones (peft's
+// rank, alpha and modules), and the HF+PyTorch peer, which trains every weight, is left out saying so.
+TEST_F(BenchStep, ALoraRecipeGivesTrlTheSameAdapters) {
+  // A stand-in for the peers' virtual environment (RLCPP_PEERS_DIR): its python records its arguments.
+  const fs::path args = dir_ / "trl_args.txt";
+  fs::create_directories(dir_ / "peers/venv/bin");
+  const std::string python = write("peers/venv/bin/python",
+                                   "#!/bin/sh\necho \"$@\" > '" + args.string() +
+                                       "'\necho '{\"peer\": \"trl\", \"trl\": \"9.9\", \"step_ms\": 4000, "
+                                       "\"ms\": 4000}'\n");
+  fs::permissions(python, fs::perms::owner_all);
+  write("peers/venv/.done", "");
+  const CliResult run = run_shell("RLCPP_PEERS_DIR='" + (dir_ / "peers").string() + "' " + RLCPP_BINARY_DIR +
+                                  "/rlcpp bench step --iters 1 "
+                                  "--warmup 0 --no-colocated --peers trl,hf-pytorch --set rollout.prompts_per_step=16 "
+                                  "--set ppo.mini_batch_size=64 --set ppo.micro_batch_size=32 --set trainer.lora.rank=4 "
+                                  "--set trainer.lora.alpha=8 --set 'trainer.lora.targets=[\"v_proj\", \"q_proj\"]'");
+  ASSERT_EQ(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find("LoRA rank 4 on 2 modules a layer"), std::string::npos) << run.output;
+  const std::string given = read_text(args);
+  EXPECT_NE(given.find("--lora-rank 4 --lora-alpha 8 --lora-targets q_proj,v_proj"), std::string::npos) << given;
+  EXPECT_NE(run.output.find("the hf-pytorch peer trains every weight: not run with trainer.lora"), std::string::npos)
+      << run.output;
+  EXPECT_TRUE(summary_of(run.output).contains("trl")) << run.output;
+}
+
 }  // namespace
 }  // namespace rlcpp

@@ -9,7 +9,11 @@ on rlcpp's add3 task with rlcpp's GRPO recipe (configs/grpo_add3_benchmark.json)
       [--steps 200 --eval-every 20 --eval-size 1000 --out CURVE.jsonl --prompts 64 --group 8 --new-tokens 6
        --minibatches 2 --threads 2 --seed 1]
   both: [--lr 1e-4 --temperature 1.0 --clip 0.2 --max-grad-norm 1.0 --loss-type bnpo
-         --gradient-checkpointing --whole-group-minibatches]
+         --gradient-checkpointing --whole-group-minibatches
+         --lora-rank R --lora-alpha A --lora-targets q_proj,v_proj,...|all-linear]
+
+--lora-rank R > 0 trains LoRA adapters through `peft` (GRPOTrainer's peft_config: LoraConfig(r=R, lora_alpha=A,
+target_modules, lora_dropout=0)), as rlcpp's trainer.lora does; the rest of the recipe is unchanged.
 
 Each prints human text on stderr and ONE JSON object as the last line of stdout. `step` times GRPO steps (one
 step = one generation batch of prompts x group completions and its --minibatches optimizer steps, i.e.
@@ -80,6 +84,10 @@ def parse_args(argv):
         c.add_argument("--loss-type", default="bnpo", help="TRL loss_type (bnpo = token mean over the mini-batch)")
         c.add_argument("--gradient-checkpointing", action="store_true",
                        help="TRL's default; off here because rlcpp does not recompute activations")
+        c.add_argument("--lora-rank", type=int, default=0, help="train peft LoRA adapters of this rank (0: all weights)")
+        c.add_argument("--lora-alpha", type=float, default=16.0, help="lora_alpha")
+        c.add_argument("--lora-targets", default="all-linear",
+                       help="target_modules: all-linear or comma-separated module names")
         c.add_argument("--whole-group-minibatches", action="store_true",
                        help="patch out TRL's shuffle of the generation batch so that each mini-batch holds whole "
                             "groups in order, as rlcpp (TRL as shipped shuffles the rows)")
@@ -388,8 +396,15 @@ def run(args):
     clock.install()
     reward_func = RewardFunc()
     callback = make_callback(args, clock, reward_func, held_out, out_file)
+    peft_config = None
+    if args.lora_rank > 0:
+        import peft
+        targets = args.lora_targets if args.lora_targets == "all-linear" else args.lora_targets.split(",")
+        peft_config = peft.LoraConfig(r=args.lora_rank, lora_alpha=args.lora_alpha, target_modules=targets,
+                                      lora_dropout=0.0, bias="none", task_type="CAUSAL_LM")
+        log(f"peft {peft.__version__}: LoRA rank {args.lora_rank}, alpha {args.lora_alpha:g}, targets {targets}")
     trainer = GRPOTrainer(model=model, reward_funcs=[reward_func], args=config, train_dataset=dataset,
-                          processing_class=tok, callbacks=[callback])
+                          processing_class=tok, callbacks=[callback], peft_config=peft_config)
     callback.trainer = trainer
     for cb in (PrinterCallback, ProgressCallback):  # they print logs on stdout
         trainer.remove_callback(cb)
@@ -428,6 +443,7 @@ def run(args):
     out = {"peer": "trl", "trl": trl.__version__, "transformers": transformers.__version__,
            "torch": torch.__version__, "command": args.command, "model": name, "checkpoint": args.checkpoint,
            "threads": args.threads, "torch_threads": torch.get_num_threads(), "seed": args.seed,
+           "lora_rank": args.lora_rank,
            "prompts": args.prompts, "group": args.group, "new_tokens": args.new_tokens,
            "minibatches": args.minibatches, "lr": args.lr, "loss_type": args.loss_type,
            "scale_rewards": "group", "whole_group_minibatches": args.whole_group_minibatches,
