@@ -65,6 +65,21 @@ TEST(ChatPrompts, PromptsBecomeChatTurnsOfTheTemplate) {
   expect_error([&] { HfTokenizer(kQwen3, small, {}); }, {"past the model's vocabulary of 1000"});
 }
 
+// What c.validate() throws when run from the repository root (a shipped config names its tokenizer relative to
+// it); "" when it passes.
+std::string validation_error_at_repository_root(const TrainConfig& c) {
+  const fs::path here = fs::current_path();
+  fs::current_path(RLCPP_SOURCE_DIR);
+  std::string error;
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  fs::current_path(here);
+  return error;
+}
+
 // The shipped qwen-tiny recipe (README "Real models") loads and validates from the repository root: its
 // tokenizer fits the preset's vocabulary, its chat template renders, the words task fits the context.
 TEST(TextTask, TheShippedQwenTinyRecipeValidates) {
@@ -73,16 +88,7 @@ TEST(TextTask, TheShippedQwenTinyRecipeValidates) {
   EXPECT_EQ(c.warm_start.sft.model_preset, "qwen-tiny");
   EXPECT_EQ(c.task.name, "words");
   EXPECT_TRUE(c.chat.enabled);
-  const fs::path here = fs::current_path();
-  fs::current_path(RLCPP_SOURCE_DIR);  // the config names its tokenizer relative to the repository
-  std::string error;
-  try {
-    c.validate();
-  } catch (const Error& e) {
-    error = e.what();
-  }
-  fs::current_path(here);
-  EXPECT_EQ(error, "");
+  EXPECT_EQ(validation_error_at_repository_root(c), "");
 }
 
 // The shipped 0.5B LoRA recipe (README "Real models") validates: rank-16 adapters on every Linear layer of the
@@ -94,16 +100,7 @@ TEST(TextTask, TheShippedQwen05bLoraRecipeValidates) {
   EXPECT_EQ(c.trainer.lora.rank, 16);
   EXPECT_EQ(c.trainer.lora.resolved_targets(), lora_target_names());
   EXPECT_EQ(c.trainer.dtype, "bf16");
-  const fs::path here = fs::current_path();
-  fs::current_path(RLCPP_SOURCE_DIR);
-  std::string error;
-  try {
-    c.validate();
-  } catch (const Error& e) {
-    error = e.what();
-  }
-  fs::current_path(here);
-  EXPECT_EQ(error, "");
+  EXPECT_EQ(validation_error_at_repository_root(c), "");
 }
 
 // A tokenizer that cannot be used is found before any work, naming the config key, and leaves no run directory.
