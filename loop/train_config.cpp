@@ -61,10 +61,6 @@ void TrainConfig::check_data_parallel(int ranks) const {
   RLCPP_CHECK(ranks == 1 || trainer.grad_shards <= 1 || trainer.grad_shards == ranks,
               "config key 'trainer.grad_shards': " << trainer.grad_shards << " shards on " << ranks
                   << " data-parallel ranks; ordered sums take one shard a rank (set it to " << ranks << ", or 0)");
-  RLCPP_CHECK(ranks == 1 || !trainer.lora.enabled(),
-              "config key 'trainer.lora.rank': LoRA trains in one process; "
-                  << ranks << " data-parallel ranks are not supported with it yet (set trainer.lora.rank 0, or run one "
-                  << "process)");
   if (ranks == 1) return;
   const int64_t mini = ppo.mini_batch_size > 0 ? ppo.mini_batch_size : update_batch_size();
   const int64_t micro_batches = (mini + ppo.micro_batch_size - 1) / ppo.micro_batch_size;

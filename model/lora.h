@@ -80,8 +80,9 @@ class LoraAdapters {
   // A and B of every target, PEFT's names, layer by layer; the optimizer's parameters.
   ParameterStore& weights() { return weights_; }
   const ParameterStore& weights() const { return weights_; }
-  // Each layer's span [begin, end) of the adapters' buffer.
+  // Each layer's span [begin, end) of the adapters' buffer; all of them, layer 0 first.
   std::pair<int64_t, int64_t> layer_span(int64_t layer) const;
+  const std::vector<std::pair<int64_t, int64_t>>& layer_spans() const { return layer_spans_; }
 
   // PEFT's initialisation from `seed`: A ~ U(-1/sqrt(in), 1/sqrt(in)), B = 0.
   void init(uint64_t seed);

@@ -119,6 +119,34 @@ TEST(TrainDataParallel, OrderedGradientSumsGiveOneProcesssUpdateBitForBit) {
       << three.output;
 }
 
+// LoRA (trainer.lora) over two ranks: the ranks sum their adapters' gradients (gathered and added in rank order with
+// grad_shards = 2), so two ranks give one process's adapters, merged model and metrics bit for bit.
+TEST(TrainDataParallel, LoraRanksGiveOneProcesssAdaptersBitForBit) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_dp_lora_test";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  const std::string config = write_config(root, 3, 0);
+  const std::string lora = " --set trainer.grad_shards=2 --set trainer.lora.rank=4 --set trainer.lora.alpha=8"
+                           " --set optim.lr=1e-2";
+  const CliResult one = run_shell("OMP_NUM_THREADS=1 " RLCPP_BINARY_DIR "/rlcpp train " + config + lora +
+                                  " --set run_dir=" + (root / "one").string());
+  ASSERT_EQ(one.status, 0) << one.output;
+  const CliResult two = run_shell(mpirun(2, "train " + config + lora + " --set run_dir=" + (root / "two").string()));
+  ASSERT_EQ(two.status, 0) << two.output;
+  EXPECT_NE(two.output.find("LoRA rank 4"), std::string::npos) << two.output;
+  const std::vector<Json> a = read_jsonl(root / "one/metrics.jsonl"), b = read_jsonl(root / "two/metrics.jsonl");
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(b.size(), 3u);
+  for (size_t i = 0; i < a.size(); ++i)
+    for (const char* key : {"actor/grad_norm", "reward/mean", "rollout/generated_tokens"})
+      EXPECT_EQ(a[i][key], b[i][key]) << "step " << i + 1 << " " << key;
+  const std::string wa = (root / "one/checkpoints/step_3").string(), wb = (root / "two/checkpoints/step_3").string();
+  EXPECT_GT(max_abs_difference((root / "init").string(), wa), 0.0);  // the adapters trained
+  EXPECT_EQ(max_abs_difference(wa, wb), 0.0);
+  EXPECT_EQ(read_text(fs::path(wa) / "adapter/adapter_model.safetensors"),
+            read_text(fs::path(wb) / "adapter/adapter_model.safetensors"));
+}
+
 // The same two ranks with the gradients summed by NCCL on two GPUs (skipped with fewer: two NCCL ranks cannot
 // share one): with two ranks a sum is a + b in any order, so the run is the MPI run's, bit for bit.
 TEST(TrainDataParallel, TwoRanksOverNcclTakeTheMpiRanksUpdate) {

@@ -60,7 +60,7 @@ TEST(GradientBuckets, LayersAsTheBackwardCompletesThemThenTheRest) {
   const ParameterStore params = init_random(cfg, 3);
   ParameterStore grads(cfg);
   RecordingCommunicator comm(grads.flat().data<float>());
-  GradientBuckets buckets(comm, model, grads);
+  GradientBuckets buckets(comm, model.layer_param_spans(), grads);
   const auto spans = model.layer_param_spans();
   ASSERT_EQ(spans.size(), static_cast<size_t>(cfg.num_hidden_layers));
   // A real backward calls the hook layer by layer, last first.
@@ -82,7 +82,7 @@ TEST(GradientBuckets, LayersAsTheBackwardCompletesThemThenTheRest) {
 
   // A rank without micro-batches starts the same buckets in the same order.
   RecordingCommunicator idle(grads.flat().data<float>());
-  GradientBuckets none(idle, model, grads);
+  GradientBuckets none(idle, model.layer_param_spans(), grads);
   none.finish();
   EXPECT_EQ(idle.started, comm.started);
 }
@@ -97,7 +97,7 @@ TEST(GradientBuckets, OrderedSumsAddTheRanksBucketsInRankOrder) {
   RecordingCommunicator comm(grads.flat().data<float>());
   comm.ranks = 3;
   std::vector<float> gathered;
-  GradientBuckets buckets(comm, model, grads, &gathered);
+  GradientBuckets buckets(comm, model.layer_param_spans(), grads, &gathered);
   buckets.finish();
   expect_buckets_cover_the_buffer_once(comm.started, grads.numel());
   for (int64_t i = 0; i < grads.numel(); ++i) {

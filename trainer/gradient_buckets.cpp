@@ -6,9 +6,9 @@
 
 namespace rlcpp {
 
-GradientBuckets::GradientBuckets(Communicator& comm, const Transformer& model, ParameterStore& grads,
-                                 std::vector<float>* gathered)
-    : comm_(comm), grads_(grads), layers_(model.layer_param_spans()), gathered_(gathered) {
+GradientBuckets::GradientBuckets(Communicator& comm, std::vector<std::pair<int64_t, int64_t>> layer_spans,
+                                 ParameterStore& grads, std::vector<float>* gathered)
+    : comm_(comm), grads_(grads), layers_(std::move(layer_spans)), gathered_(gathered) {
   if (gathered_) gathered_->resize(static_cast<size_t>(comm.size() * grads.numel()));
   int64_t at = 0;
   for (const auto& [begin, end] : layers_) {

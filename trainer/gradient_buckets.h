@@ -20,8 +20,10 @@ class GradientBuckets {
   // `gathered` non-null (ordered): instead of an all-reduce, every rank's buckets are gathered into it and added
   // up here in rank order — the sum a single process makes of the same shards (trainer.grad_shards), so N ranks
   // give its bits. It is resized to the ranks' copies of the whole gradient (size() x the model) and may be
-  // kept from step to step.
-  GradientBuckets(Communicator& comm, const Transformer& model, ParameterStore& grads,
+  // kept from step to step. `layer_spans`: each layer's span of `grads`, layer 0 first (the model's,
+  // Transformer::layer_param_spans, or a LoRA run's adapters', LoraAdapters::layer_spans), the buckets that start as
+  // the backward completes them; the rest of the buffer goes at the end.
+  GradientBuckets(Communicator& comm, std::vector<std::pair<int64_t, int64_t>> layer_spans, ParameterStore& grads,
                   std::vector<float>* gathered = nullptr);
   // For the backward of the rank's last micro-batch: starts each layer's bucket as it completes.
   Transformer::GradsReadyFn on_ready();

@@ -43,8 +43,6 @@ void PolicyUpdater::set_communicator(Communicator* comm) {
   RLCPP_CHECK(comm == nullptr || comm->size() <= 1 || context_.is_host(),
               "PolicyUpdater: data-parallel ranks train on the host (their gradient sums are MPI's); a trainer on "
                   << context_.name() << " runs as one rank");
-  RLCPP_CHECK(comm == nullptr || comm->size() <= 1 || !lora_.enabled(),
-              "LoRA (trainer.lora.rank > 0) trains in one process: data-parallel ranks are not supported with it yet");
   comm_ = comm;
 }
 
@@ -98,7 +96,10 @@ UpdateResult PolicyUpdater::step(const std::vector<PackedBatch>& micro_batches, 
     for (int64_t s = 0; s < std::max<int64_t>(grad_shards_, 1); ++s)
       shards.push_back(rank_shard(count, static_cast<int>(s), static_cast<int>(std::max<int64_t>(grad_shards_, 1))));
   std::optional<GradientBuckets> buckets;
-  if (parallel) buckets.emplace(*comm_, model_, grads_, grad_shards_ > 1 ? &gathered_ : nullptr);
+  // A LoRA run's gradient is its adapters' (reduced whole at the end: the frozen backward starts no bucket).
+  if (parallel)
+    buckets.emplace(*comm_, lora_.enabled() ? lora_.adapters->layer_spans() : model_.layer_param_spans(), grads_,
+                    grad_shards_ > 1 ? &gathered_ : nullptr);
   for (size_t s = 0; s < shards.size(); ++s) {
     ParameterStore* into = &grads_;
     if (s > 0) {  // a later shard from zero, then added: the sum a rank of its own would send

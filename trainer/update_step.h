@@ -58,7 +58,8 @@ std::map<std::string, double> step_metrics(const UpdateResult& result, const std
 
 // LoRA (model/lora.h): the updater trains the adapters of a frozen base. The weights it is given are then the
 // merged weights (base + s·B·A), which it recomputes from the base and the adapters after every applied step; the
-// gradients, the clipping and the AdamW moments are the adapters' (A and B, fp32). Host only, one process.
+// gradients, the clipping and the AdamW moments are the adapters' (A and B, fp32), and data-parallel ranks sum the
+// adapters' gradients. Host only.
 struct LoraTraining {
   const ParameterStore* base = nullptr;  // the frozen base (the reference policy too)
   LoraAdapters* adapters = nullptr;      // null: full fine-tuning
