@@ -333,7 +333,6 @@ LoraAdapters LoraAdapters::load_peft(const std::string& dir, const ModelConfig& 
   c.rank = value("r").get<int64_t>();
   RLCPP_CHECK(value("lora_alpha").is_number(), config_path << ": 'lora_alpha' must be a number");
   c.alpha = value("lora_alpha").get<double>();
-  c.dropout = j.contains("lora_dropout") && j.at("lora_dropout").is_number() ? j.at("lora_dropout").get<double>() : 0;
   const Json& targets = value("target_modules");
   c.targets.clear();
   if (targets.is_string()) {

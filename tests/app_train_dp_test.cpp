@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -53,6 +54,28 @@ double max_abs_difference(const std::string& a, const std::string& b) {
   return worst;
 }
 
+// Runs `config` + `options` as one process (ROOT/one) and as two ranks (ROOT/two) for 3 steps, and checks that both
+// wrote the same metrics and step-3 weights bit for bit (ordered gradient sums). Returns the two ranks' output.
+std::string expect_two_ranks_equal_one_process(const fs::path& root, const std::string& config,
+                                               const std::string& options) {
+  const CliResult one = run_shell("OMP_NUM_THREADS=1 " RLCPP_BINARY_DIR "/rlcpp train " + config + options +
+                                  " --set run_dir=" + (root / "one").string());
+  EXPECT_EQ(one.status, 0) << one.output;
+  const CliResult two = run_shell(mpirun(2, "train " + config + options + " --set run_dir=" + (root / "two").string()));
+  EXPECT_EQ(two.status, 0) << two.output;
+  const std::vector<Json> a = read_jsonl(root / "one/metrics.jsonl"), b = read_jsonl(root / "two/metrics.jsonl");
+  EXPECT_EQ(a.size(), 3u);
+  EXPECT_EQ(b.size(), 3u);
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    for (const char* key : {"actor/grad_norm", "reward/mean", "rollout/generated_tokens"})
+      EXPECT_EQ(a[i][key], b[i][key]) << "step " << i + 1 << " " << key;
+  if (one.status == 0 && two.status == 0)
+    EXPECT_EQ(max_abs_difference((root / "one/checkpoints/step_3").string(),
+                                 (root / "two/checkpoints/step_3").string()),
+              0.0);
+  return two.output;
+}
+
 TEST(TrainDataParallel, TwoRanksTakeTheOneRankUpdateOfTheSameGlobalBatch) {
   const fs::path root = fs::temp_directory_path() / "rlcpp_dp_test";
   fs::remove_all(root);
@@ -97,20 +120,7 @@ TEST(TrainDataParallel, OrderedGradientSumsGiveOneProcesssUpdateBitForBit) {
   fs::remove_all(root);
   fs::create_directories(root);
   const std::string config = write_config(root, 3, 0);
-  const std::string shards = " --set trainer.grad_shards=2";
-  const CliResult one = run_shell("OMP_NUM_THREADS=1 " RLCPP_BINARY_DIR "/rlcpp train " + config + shards +
-                                  " --set run_dir=" + (root / "one").string());
-  ASSERT_EQ(one.status, 0) << one.output;
-  const CliResult two = run_shell(mpirun(2, "train " + config + shards + " --set run_dir=" + (root / "two").string()));
-  ASSERT_EQ(two.status, 0) << two.output;
-  const std::vector<Json> a = read_jsonl(root / "one/metrics.jsonl"), b = read_jsonl(root / "two/metrics.jsonl");
-  ASSERT_EQ(a.size(), 3u);
-  ASSERT_EQ(b.size(), 3u);
-  for (size_t i = 0; i < a.size(); ++i)
-    for (const char* key : {"actor/grad_norm", "reward/mean", "rollout/generated_tokens"})
-      EXPECT_EQ(a[i][key], b[i][key]) << "step " << i + 1 << " " << key;
-  EXPECT_EQ(max_abs_difference((root / "one/checkpoints/step_3").string(), (root / "two/checkpoints/step_3").string()),
-            0.0);
+  expect_two_ranks_equal_one_process(root, config, " --set trainer.grad_shards=2");
   // Shards that do not match the ranks are refused.
   const CliResult three = run_shell(mpirun(2, "train " + config + " --set trainer.grad_shards=3 --set run_dir=" +
                                                (root / "three").string()));
@@ -126,23 +136,12 @@ TEST(TrainDataParallel, LoraRanksGiveOneProcesssAdaptersBitForBit) {
   fs::remove_all(root);
   fs::create_directories(root);
   const std::string config = write_config(root, 3, 0);
-  const std::string lora = " --set trainer.grad_shards=2 --set trainer.lora.rank=4 --set trainer.lora.alpha=8"
-                           " --set optim.lr=1e-2";
-  const CliResult one = run_shell("OMP_NUM_THREADS=1 " RLCPP_BINARY_DIR "/rlcpp train " + config + lora +
-                                  " --set run_dir=" + (root / "one").string());
-  ASSERT_EQ(one.status, 0) << one.output;
-  const CliResult two = run_shell(mpirun(2, "train " + config + lora + " --set run_dir=" + (root / "two").string()));
-  ASSERT_EQ(two.status, 0) << two.output;
-  EXPECT_NE(two.output.find("LoRA rank 4"), std::string::npos) << two.output;
-  const std::vector<Json> a = read_jsonl(root / "one/metrics.jsonl"), b = read_jsonl(root / "two/metrics.jsonl");
-  ASSERT_EQ(a.size(), 3u);
-  ASSERT_EQ(b.size(), 3u);
-  for (size_t i = 0; i < a.size(); ++i)
-    for (const char* key : {"actor/grad_norm", "reward/mean", "rollout/generated_tokens"})
-      EXPECT_EQ(a[i][key], b[i][key]) << "step " << i + 1 << " " << key;
+  const std::string two_output = expect_two_ranks_equal_one_process(
+      root, config, " --set trainer.grad_shards=2 --set trainer.lora.rank=4 --set trainer.lora.alpha=8"
+                    " --set optim.lr=1e-2");
+  EXPECT_NE(two_output.find("LoRA rank 4"), std::string::npos) << two_output;
   const std::string wa = (root / "one/checkpoints/step_3").string(), wb = (root / "two/checkpoints/step_3").string();
   EXPECT_GT(max_abs_difference((root / "init").string(), wa), 0.0);  // the adapters trained
-  EXPECT_EQ(max_abs_difference(wa, wb), 0.0);
   EXPECT_EQ(read_text(fs::path(wa) / "adapter/adapter_model.safetensors"),
             read_text(fs::path(wb) / "adapter/adapter_model.safetensors"));
 }
