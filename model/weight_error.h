@@ -20,7 +20,9 @@ struct WeightError {
 };
 
 // The error of the Linear layers' weights in model.numerics().linear_weights and of lm_head in the compute
-// dtype, against `params` (each matrix packed as the engine packs it, then read back).
-WeightError prepared_weight_error(const Transformer& model, const ParameterStore& params);
+// dtype, against `params` (each matrix packed as the engine packs it, then read back), `rows_per_block` rows
+// (a multiple of 16: whole panels) at a time.
+WeightError prepared_weight_error(const Transformer& model, const ParameterStore& params,
+                                  int64_t rows_per_block = 4096);
 
 }  // namespace rlcpp

@@ -188,6 +188,12 @@ TEST_P(EngineNumericsVsFp32, DiffersFromTheFp32TrainerByItsPrecision) {
   const WeightError e = prepared_weight_error(model, params);
   EXPECT_GT(e.rel_rms, 0.0);
   EXPECT_LT(e.rel_rms, n.linear_weights == DType::kFp8E4M3 ? 0.05 : 0.01) << n.describe();
+  // Packed 16 rows (one panel) at a time, the matrices give the whole matrices' error: the scales are per channel.
+  const WeightError blocks = prepared_weight_error(model, params, 16);
+  const WeightError whole = prepared_weight_error(model, params, 1 << 20);
+  EXPECT_EQ(blocks.max_abs, whole.max_abs) << n.describe();
+  EXPECT_EQ(blocks.rel_rms, whole.rel_rms) << n.describe();
+  EXPECT_EQ(blocks.weights, whole.weights) << n.describe();
 }
 
 std::string numerics_name(const ::testing::TestParamInfo<std::tuple<ModelNumerics, std::string>>& info) {
