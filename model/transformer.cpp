@@ -173,6 +173,9 @@ void Transformer::forward(const ExecContext& ctx, const ParameterStore& params, 
   ensure(ctx, acts.logp, {N});
   if (pack) run_pack_jobs(ctx, {{&w.lm_head, &acts.packed.lm_head, numerics_.compute_format()}}, /*transposed=*/false);
   linear(ctx, acts.xn_final, w.lm_head, pack ? &acts.packed.lm_head : nullptr, acts.logits, dt);
+  // lm_head's panels (V x C: 272 MB for a 0.5B model in bf16) go back to the pool now, not with the activations
+  // after the backward, where the backward's own transposed copy of them is the largest buffer.
+  acts.packed.lm_head = ops::PackedWeight();
   if (options.truncation.active(V)) {
     ops::logprob_truncated_forward(ctx, acts.logits, acts.targets, options.temperature, options.truncation, acts.logp,
                                    acts.lse);
@@ -211,6 +214,8 @@ bool Transformer::head_backward(const ExecContext& ctx, const Weights& w, Activa
   RLCPP_CHECK(dentropy == nullptr || acts.has_entropy, "backward: dentropy given but forward computed no entropy");
   RLCPP_CHECK(acts.kept, "backward: the forward kept no activations (ForwardOptions::keep_activations was false)");
   RLCPP_CHECK(!config_.value_head, "backward: a value-head model takes dL/dvalue (backward_values), not dL/dlogp");
+  RLCPP_CHECK(acts.logits.defined(), "backward: these activations were differentiated already (a backward consumes "
+                                     "the forward's logits): one backward per forward");
   const int64_t N = acts.num_tokens, C = config_.hidden_size, V = config_.vocab_size;
 
   const Executor& ex = executor_of(ctx);
@@ -226,14 +231,42 @@ bool Transformer::head_backward(const ExecContext& ctx, const Weights& w, Activa
     ops::logprob_backward(ctx, dlogp_t, dentropy ? &dentropy_t : nullptr, acts.logits, acts.targets, acts.temperature,
                           acts.lse, S.dlogits);
 
+  // The vocabulary-wide buffers are released as soon as they are used (the logits here, the logits' gradient
+  // and lm_head's transposed panels below): beside the layers' activations they are the backward's peak.
+  acts.logits = Tensor();
   // The input gradients' weights, packed transposed (the CPU's executor).
   const bool pack = ex.packs_backward();
-  if (pack) run_pack_jobs(ctx, {{&w.lm_head, &S.wt.lm_head, DType::kF32}}, /*transposed=*/true);
   ensure(ctx, S.dxn_final, {N, C});
   if (dlm_head)
     ops::matmul(ctx, S.dlogits, true, acts.xn_final, false, *dlm_head, 1.0f, 1.0f, model_math(ctx, numerics_.compute));
-  linear_input_grad(ctx, S.dlogits, w.lm_head, pack ? &S.wt.lm_head : nullptr, S.dxn_final, numerics_.compute);
+  if (pack)
+    lm_head_input_grad_in_blocks(ctx, S.dlogits, w.lm_head, S.wt.lm_head, S.dxn_final);
+  else
+    linear_input_grad(ctx, S.dlogits, w.lm_head, nullptr, S.dxn_final, numerics_.compute);
+  S.wt.lm_head = ops::PackedWeight();
+  S.dlogits = Tensor();
   return pack;
+}
+
+void Transformer::lm_head_input_grad_in_blocks(const ExecContext& ctx, const Tensor& dlogits, const Tensor& lm_head,
+                                               ops::PackedWeight& block_t, Tensor& dx) const {
+  // dx (N,C) = dlogits (N,V) · lm_head (V,C), a block of kLmHeadGradRows vocabulary rows at a time: each block's
+  // rows of lm_head packed transposed and its columns of dlogits, their product added to dx in block order (a
+  // fixed order: each row's result is the same bits in any batch). The panels of a block are 59 MB for a 0.5B
+  // model's 896 columns; the whole matrix's would be 545 MB beside the layers' activations, the backward's peak.
+  const int64_t N = dlogits.size(0), V = dlogits.size(1);
+  const int64_t rows = std::min(V, kLmHeadGradRows);
+  Tensor dy = ctx.empty({N, rows});
+  for (int64_t v0 = 0; v0 < V; v0 += rows) {
+    const int64_t n = std::min(rows, V - v0);
+    if (n != dy.size(1)) dy = ctx.empty({N, n});
+    const float* from = dlogits.data<float>() + v0;
+    float* to = dy.data<float>();
+    for (int64_t r = 0; r < N; ++r) std::copy_n(from + r * V, n, to + r * n);
+    const Tensor w_rows = lm_head.slice_rows(v0, v0 + n);
+    run_pack_jobs(ctx, {{&w_rows, &block_t, DType::kF32}}, /*transposed=*/true);
+    ops::matmul_packed(ctx, dy, block_t, dx, /*accumulate=*/v0 > 0);
+  }
 }
 
 void Transformer::backward_values(const ExecContext& ctx, const ParameterStore& params, Activations& acts,

@@ -149,8 +149,9 @@ struct Activations {
   std::vector<RowChunk> chunks;
   std::vector<ChunkScratch> chunk_scratch;  // one per thread
   PackedWeights packed;  // the weights forward packed (CPU parameters), kept to spare reallocating them
-  // The backward's scratch, kept across calls so that repeated backwards of one shape allocate (and page-fault)
-  // nothing: the weights packed transposed, and the gradients of the head and of the residual stream.
+  // The backward's scratch: the weights packed transposed, and the gradients of the head and of the residual
+  // stream. The vocabulary-wide ones (lm_head's panels, the logits' gradient) go back to the context's pool as soon
+  // as they are used, the rest is kept across calls (a repeated backward of one shape allocates nothing new).
   struct BackwardScratch {
     PackedWeights wt;
     Tensor dlogits, dxn_final, dx;
@@ -213,7 +214,9 @@ class Transformer {
 
   // Accumulates dL/dparams into grads (same layout as params) from dL/dlogp (N) and optional dL/dentropy (N), host
   // arrays (uploaded to a device context).
-  // acts is the forward's; backward uses its scratch.
+  // acts is the forward's; backward uses its scratch and gives up its logits (one backward per forward). On the CPU
+  // lm_head's input gradient runs kLmHeadGradRows vocabulary rows at a time, the blocks' products added in order.
+  static constexpr int64_t kLmHeadGradRows = 16384;
   void backward(const ExecContext& ctx, const ParameterStore& params, Activations& acts, const float* dlogp,
                 const float* dentropy, ParameterStore& grads, const GradsReadyFn& ready = {}) const;
   // The backward of a frozen model whose Linear layers carry adapters (model/lora.h): from dL/dlogp (and
@@ -283,6 +286,10 @@ class Transformer {
   // gradient accumulated into dlm_head when given. Returns whether the backward packs its weights (CPU).
   bool head_backward(const ExecContext& ctx, const Weights& w, Activations& acts, const float* dlogp,
                      const float* dentropy, Tensor* dlm_head) const;
+  // dx = dlogits · lm_head on the CPU, kLmHeadGradRows vocabulary rows at a time (block_t holds a block's
+  // transposed panels).
+  void lm_head_input_grad_in_blocks(const ExecContext& ctx, const Tensor& dlogits, const Tensor& lm_head,
+                                    ops::PackedWeight& block_t, Tensor& dx) const;
   // The one layer body (transformer_layers.cpp) of the training forward and the cached decode, in the model's
   // numerics: norm, qkv (+ bias), (Qwen3: q_norm, k_norm per head,) RoPE, attention, o + residual, norm, gate_up,
   // SwiGLU, down + residual.

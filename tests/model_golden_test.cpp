@@ -54,6 +54,11 @@ ModelConfig small_config(const std::string& kind) {
     c.attention_bias = true;
     c.num_key_value_heads = 4;
     c.tie_word_embeddings = false;
+  } else if (kind == "qwen2_wide_vocab") {  // q/k/v bias, tied: lm_head's input gradient in three vocabulary
+    c.model_type = "qwen2";                  // blocks of Transformer::kLmHeadGradRows on the CPU
+    c.vocab_size = 2 * Transformer::kLmHeadGradRows + 7000;
+    c.rope_theta = 1e6;
+    c.rms_norm_eps = 1e-6;
   } else if (kind == "qwen3_gqa") {  // q_norm / k_norm, no bias, head_dim 16 != 48 / 4, tied
     c.model_type = "qwen3";
     c.explicit_head_dim = 16;
@@ -224,7 +229,8 @@ TEST_P(ModelGolden, LogitsLossGradientsAndAdamWMatchPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, ModelGolden,
-                         ::testing::Values("llama_tied_gqa", "qwen2_untied", "llama_bias", "qwen3_gqa", "qwen3_bias"));
+                         ::testing::Values("llama_tied_gqa", "qwen2_untied", "llama_bias", "qwen3_gqa", "qwen3_bias",
+                                           "qwen2_wide_vocab"));
 
 // The comparison above must be able to fail: a transposed square weight, or the other RoPE convention
 // (GPT-J interleaved pairs instead of Hugging Face's rotate-half), must push the logits past the tolerance.

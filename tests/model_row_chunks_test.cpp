@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/error.h"
 #include "core/philox.h"
 #include "model/init.h"
 #include "model/row_chunks.h"
@@ -132,6 +133,9 @@ TEST_P(ChunkedTraining, ManyChunksEqualTheSequencesOneByOne) {
   model.forward(host(), params, batch, ForwardOptions{}, acts);
   model.backward(host(), params, acts, dlogp.data(), nullptr, again);
   EXPECT_EQ(std::memcmp(again.flat().data<float>(), grads.flat().data<float>(), grads.numel() * sizeof(float)), 0);
+  // (One backward per forward: a second one on the same activations is refused, they gave up their logits.)
+  EXPECT_THROW(model.backward(host(), params, acts, dlogp.data(), nullptr, again), Error);
+  model.forward(host(), params, batch, ForwardOptions{}, acts);
   model.backward(host(), params, acts, dlogp.data(), nullptr, again);
   for (int64_t i = 0; i < grads.numel(); i += 97)
     EXPECT_NEAR(again.flat().data<float>()[i], 2.0f * grads.flat().data<float>()[i],

@@ -119,6 +119,10 @@ UpdateResult PolicyUpdater::step(const std::vector<PackedBatch>& micro_batches, 
     result.allreduce_wait_s = buckets->finish();
     reduce_loss_over_ranks(*comm_, result.loss, result.tokens, result.metrics);
   }
+  // The last micro-batch's activations (and the backward's scratch: lm_head's transposed panels, the logits'
+  // gradient) go back to the pool: between updates the trainer holds its weights, gradient and moments, not
+  // 1.6 GB of a 0.5B model's activations that the rollout and evaluation could use.
+  acts_ = Activations();
   tokens_trained_ += result.tokens;  // through forward + backward, whether AdamW then applies the step or not
   result.grad_norm = clip_grad_norm(context_, grads_, config_.grad_clip);
   ++steps_asked_;
