@@ -20,7 +20,7 @@ AgentEvalResult evaluate_episodes(const Transformer& model, const ParameterStore
   ec.max_num_seqs = std::clamp<int64_t>(static_cast<int64_t>(problems.size()), 1, std::min<int64_t>(options.max_num_seqs, 256));
   ec.num_blocks = ec.max_num_seqs * ((ec.max_context + ec.block_size - 1) / ec.block_size);
   ec.max_num_batched_tokens = std::max(ec.max_num_batched_tokens, ec.max_context);
-  Engine engine(model, params, ec, 0, context_for_device(options.device, "eval --device"));
+  Engine engine(model, params, ec, 0, options.engine_context());
   SamplingParams greedy;
   greedy.temperature = options.temperature;
   EngineTurns turns(engine, greedy);

@@ -194,15 +194,24 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   // The frozen initial policy, for a KL term or DPO: saved once at the start, read back on resume. A LoRA run
   // (trainer.lora) trains adapters on it (model/lora.h): it is then always kept, as the base the adapters are
   // merged into (`params` becomes the merged model), and serves as the reference too: one copy, not two.
+  // A base held in bf16 (trainer.lora.base_dtype) is the initial policy rounded to bf16, and no fp32 copy stays
+  // (the config refuses a reference forward with it).
   std::optional<ParameterStore> reference;
+  std::optional<LoraBase> lora_base;
   const bool lora = config.trainer.lora.enabled();
-  if (needs.reference || lora) {
+  const DType base_dtype = config.trainer.lora.base_storage();
+  if (lora && base_dtype != DType::kF32 && resume_checkpoint.empty()) {
+    lora_base = LoraBase::frozen_from(params, base_dtype);
+    if (lead) save_reference_checkpoint(run.path(), params);  // B = 0: the policy is the base
+  } else if (needs.reference || lora) {
     if (resume_checkpoint.empty()) {
       reference = params.clone();
       if (lead) save_reference_checkpoint(run.path(), *reference);
     } else {
       reference = load_reference_checkpoint(run.path());
     }
+    if (lora) lora_base.emplace(*reference, base_dtype);
+    if (!needs.reference && base_dtype != DType::kF32) reference.reset();  // the bf16 base alone stays
   }
   std::optional<LoraAdapters> adapters;
   if (lora) {
@@ -225,7 +234,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   if (needs.critic) critic = std::make_unique<Critic>(params, config, trainer_context);
   const CriticState* critic_ckpt = critic ? &critic->state : nullptr;
   PolicyUpdater actor(model, params, config.optim, trainer_context,
-                      lora ? LoraTraining{&*reference, &*adapters} : LoraTraining{});
+                      lora ? LoraTraining{&*lora_base, &*adapters} : LoraTraining{});
   actor.set_communicator(&world);
   actor.set_grad_shards(config.trainer.grad_shards);
   if (critic) {
@@ -261,6 +270,15 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   }
   RolloutSection rollout_section = config.rollout;  // its device resolved ("" follows the trainer's)
   rollout_section.device = config.rollout_device();
+  // An engine of this process on the host shares the trainer's context: one memory pool, whose blocks freed by
+  // one phase (the update's activations) serve the next (the engine's panels, an evaluation's cache) instead of
+  // each pool keeping its own. A GPU engine gets a context (a stream) of its own.
+  const auto engine_context_for_rollout = [&] {
+    return parse_device_spec(rollout_section.device, "config key 'rollout.device'").is_host() &&
+                   trainer_context.is_host()
+               ? trainer_context
+               : context_for_device(rollout_section.device, "config key 'rollout.device'");
+  };
   std::unique_ptr<RolloutBackend> rollout;
   if (!lead)
     rollout = make_absent_rollout(world.rank());
@@ -272,8 +290,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
     rollout = make_remote_rollout(config.rollout, run.path(), params, state.policy_version, config.rollout_numerics());
   else
     rollout = make_colocated_rollout(rollout_model, params, config.rollout.engine_config(), state.policy_version,
-                                     /*own_weights=*/config.async.max_staleness > 0,
-                                     context_for_device(rollout_section.device, "config key 'rollout.device'"));
+                                     /*own_weights=*/config.async.max_staleness > 0, engine_context_for_rollout());
   RlContext ctx{config, *task, *reward, tok, model, params, needs.reference ? &*reference : nullptr,
                 actor, *rollout, data_rng, update_rng, state.policy_version, critic ? &critic->updater : nullptr,
                 same_numerics ? nullptr : &rollout_model, teacher_model.get(), teacher ? &*teacher : nullptr,
@@ -315,12 +332,15 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   if (lead)
     start_run_ledger(run.path(), params,
                      {compute_bytes, is_quantized(rn.linear_weights) ? 1 : compute_bytes,
-                      adapters ? adapters->weights().numel() : 0});
+                      adapters ? adapters->weights().numel() : 0,
+                      lora_base ? static_cast<int64_t>(dtype_size(lora_base->dtype())) : 4});
 
   EvalOptions eval_opts;
   eval_opts.problems = config.eval_size;
   eval_opts.max_new_tokens = task->max_new_tokens();
   eval_opts.device = rollout_section.device;  // evaluated by an engine where the rollout runs
+  if (lead && parse_device_spec(eval_opts.device, "config key 'rollout.device'").is_host())
+    eval_opts.context = engine_context_for_rollout();
   TrainSummary summary;
   summary.run_dir = run.path();
   // The step in progress, from its work to its record and step line.
@@ -347,6 +367,9 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
     if (lead && plan.evaluate) {
       // Greedy held-out generation in the rollout numerics: the policy as the engine runs it.
       const EvalStats ev = timer->time(Phase::kEval, [&] {
+        // Evaluation builds an engine of its own (panels, KV cache): the blocks the step left cached in the shared
+        // pool are of other sizes, so they go back to the system first instead of adding to the run's peak.
+        if (eval_opts.context) eval_opts.context->pool().release_cached();
         if (!agent) return evaluate(rollout_model, params, *task, tok, eval_opts);
         const AgentEvalResult a = evaluate_episodes(rollout_model, params, *task, tok, config.agent, config.chat,
                                                     eval_opts, mc.max_position_embeddings);

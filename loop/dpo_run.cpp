@@ -35,6 +35,9 @@ void DpoRunConfig::validate() const {
   dpo.validate("dpo");
   optim.validate();
   lora.validate("lora.");
+  RLCPP_CHECK(!lora.enabled() || lora.base_storage() == DType::kF32 || !dpo.uses_reference(),
+              "config key 'lora.base_dtype': a bf16 base is held for merging only, and DPO's reference policy is "
+              "the base's forward (fp32 weights): set it to fp32, or use a loss without a reference (simpo)");
 }
 
 namespace {
@@ -97,8 +100,15 @@ DpoSummary run_dpo(const DpoRunConfig& config, const Json& resolved_config,
   Transformer model(mc);
   // The initial weights, frozen: the reference (none for SimPO), and a LoRA run's base (`params` then the merged
   // model): one copy for both.
+  // A bf16 base (lora.base_dtype; the config refuses it beside a reference) is the initial weights rounded.
   std::optional<ParameterStore> frozen;
-  if (config.dpo.uses_reference() || config.lora.enabled()) frozen = params.clone();
+  std::optional<LoraBase> base;
+  if (config.lora.enabled() && config.lora.base_storage() != DType::kF32) {
+    base = LoraBase::frozen_from(params, config.lora.base_storage());
+  } else if (config.dpo.uses_reference() || config.lora.enabled()) {
+    frozen = params.clone();
+    if (config.lora.enabled()) base.emplace(*frozen, DType::kF32);
+  }
   const ParameterStore* reference = config.dpo.uses_reference() ? &*frozen : nullptr;
   std::optional<LoraAdapters> adapters;
   if (config.lora.enabled()) {
@@ -106,7 +116,7 @@ DpoSummary run_dpo(const DpoRunConfig& config, const Json& resolved_config,
     adapters->init(config.seed);
   }
   PolicyUpdater updater(model, params, config.optim, ExecContext::cpu(),
-                        adapters ? LoraTraining{&*frozen, &*adapters} : LoraTraining{});
+                        adapters ? LoraTraining{&*base, &*adapters} : LoraTraining{});
   PairSampler sampler(pairs.size(), config.seed);
 
   std::printf("dpo: %s, %lld parameters, %zu pairs from %s, loss %s, beta %g, %lld steps of %lld pairs (%lld per "

@@ -55,6 +55,10 @@ std::unique_ptr<Task> make_task_for(const TaskConfig& config, const Tokenizer& t
   return make_task(c);
 }
 
+ExecContext EvalOptions::engine_context() const {
+  return context ? *context : context_for_device(device, "eval --device");
+}
+
 EvalStats evaluate(const Transformer& model, const ParameterStore& params, const Task& task,
                    const Tokenizer& tokenizer, const EvalOptions& options) {
   RLCPP_CHECK(options.samples >= 1, "evaluate: samples must be >= 1, got " << options.samples);
@@ -72,7 +76,7 @@ EvalStats evaluate(const Transformer& model, const ParameterStore& params, const
     request.prompt_ids.push_back(i);
   }
   Engine engine(model, params, eval_engine_config(model.config(), request, options.max_num_seqs), 0,
-                context_for_device(options.device, "eval --device"));
+                options.engine_context());
   const RolloutResult result = engine.generate(request);
 
   std::vector<std::vector<SampleOutcome>> outcomes(problems.size());

@@ -4,8 +4,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
+#include "core/exec_context.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "model/transformer.h"
@@ -23,6 +26,11 @@ struct EvalOptions {
   uint64_t seed = 0;           // Philox key; draws are keyed by (seed, problem index, sample index, position)
   int64_t max_num_seqs = 512;  // sequences decoded together; batch-invariant numerics give the same results at any
   std::string device = "cpu";  // where the engine runs: cpu, cuda or cuda:N
+  // The context the engine runs on, when the caller has one on `device` (a run's: its memory pool's freed blocks
+  // serve the engine's panels and cache, instead of a second pool's); unset, a fresh context for `device`.
+  std::optional<ExecContext> context;
+
+  ExecContext engine_context() const;
 };
 
 // Generates through rollout::Engine in `model`'s numerics (model/numerics.h): the same sampler, keys and

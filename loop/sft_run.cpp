@@ -108,10 +108,10 @@ SftSummary run_sft(const SftConfig& config, const Json& resolved_config,
   RunDir run = RunDir::create_with_config(config.run_dir, resolved_config);
   MetricsLog metrics(run.path(), config.logging);
   // LoRA: the adapters train on a frozen copy of the initial weights; `params` is the merged model.
-  std::optional<ParameterStore> base;
+  std::optional<LoraBase> base;
   std::optional<LoraAdapters> adapters;
   if (config.lora.enabled()) {
-    base = params.clone();
+    base = LoraBase::frozen_from(params, config.lora.base_storage());
     adapters.emplace(mc, config.lora);
     adapters->init(config.seed);
   }

@@ -170,7 +170,7 @@ void load_train_checkpoint(const std::string& dir, ParameterStore& params, AdamW
                                                              << "adapters (trainer.lora.rank > 0) but the checkpoint "
                                                              << "holds none");
     const LoraAdapters saved = LoraAdapters::load_peft(adapter_dir, params.config());
-    RLCPP_CHECK(saved.config() == state.adapters->config(),
+    RLCPP_CHECK(saved.config().same_adapters(state.adapters->config()),
                 "resume: " << adapter_dir << " holds adapters of another trainer.lora (rank " << saved.config().rank
                            << ", alpha " << saved.config().alpha << ") than the run's (rank "
                            << state.adapters->config().rank << ", alpha " << state.adapters->config().alpha << ")");

@@ -290,6 +290,10 @@ void TrainConfig::validate() const {
   RLCPP_CHECK(trainer.grad_shards >= 0 && trainer.grad_shards <= 64,
               "config key 'trainer.grad_shards': must be in [0, 64], got " << trainer.grad_shards);
   trainer.lora.validate("trainer.lora.");
+  RLCPP_CHECK(!trainer.lora.enabled() || trainer.lora.base_storage() == DType::kF32 || !needs.reference,
+              "config key 'trainer.lora.base_dtype': a bf16 base is held for merging only, and " << algorithm.name
+                  << " here needs a reference policy (a KL term, algorithm.kl_coef, or DPO's reference), the base's "
+                     "forward on fp32 weights: set it to fp32");
   RLCPP_CHECK(!trainer.lora.enabled() || parse_device_spec(device, "config key 'device'").is_host(),
               "config key 'trainer.lora.rank': LoRA trains on the CPU for now; the trainer's device is '" << device
                                                                                                     << "'");

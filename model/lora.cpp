@@ -60,6 +60,8 @@ void LoraConfig::validate(const std::string& prefix) const {
                 "config key '" << prefix << "targets': unknown module '" << t << "' (choose from q_proj, k_proj, "
                                << "v_proj, o_proj, gate_proj, up_proj, down_proj, or all-linear)");
   }
+  RLCPP_CHECK(base_dtype == "fp32" || base_dtype == "bf16",
+              "config key '" << prefix << "base_dtype': \"fp32\" or \"bf16\", got \"" << base_dtype << "\"");
   RLCPP_CHECK(dropout == 0.0,
               "config key '" << prefix << "dropout': rlcpp trains LoRA merged into the weights, where a dropout on the "
                              << "adapters' input has no place (and it would make the trainer's log-probs differ from "
@@ -124,12 +126,57 @@ void LoraAdapters::init(uint64_t seed) {
   }
 }
 
-void LoraAdapters::remerge(const ExecContext& ctx, const ParameterStore& base, ParameterStore& merged) const {
-  RLCPP_CHECK(ctx.is_host() && base.flat().on_host() && merged.flat().on_host(),
-              "LoRA: the adapters are merged on the host");
-  RLCPP_CHECK(base.numel() == merged.numel() && base.flat().data<float>() != merged.flat().data<float>(),
-              "LoRA merge: the base and the merged weights must be two buffers of the model's layout");
-  const float* src = base.flat().data<float>();
+LoraBase::LoraBase(const ParameterStore& weights, DType dtype) : numel_(weights.numel()) {
+  RLCPP_CHECK(dtype == DType::kF32 || dtype == DType::kBF16,
+              "LoRA base: held in fp32 or bf16, not " << dtype_name(dtype));
+  RLCPP_CHECK(weights.flat().on_host(), "LoRA base: the base is held on the host");
+  if (dtype == DType::kF32) {
+    fp32_ = weights;
+    return;
+  }
+  bf16_ = Tensor::empty({numel_}, DType::kBF16);
+  ops::convert(ExecContext::cpu(), weights.flat(), bf16_);
+}
+
+LoraBase LoraBase::frozen_from(ParameterStore& policy, DType dtype) {
+  if (dtype == DType::kF32) return LoraBase(policy.clone(), dtype);
+  ops::round_to(ExecContext::cpu(), policy.flat(), dtype);
+  return LoraBase(policy, dtype);
+}
+
+const ParameterStore& LoraBase::fp32() const {
+  RLCPP_CHECK(fp32_.flat().defined(), "LoRA base: held in " << dtype_name(dtype())
+                                                            << ", it has no fp32 weights for a forward");
+  return fp32_;
+}
+
+void LoraBase::read(const ExecContext& ctx, int64_t offset, int64_t n, float* out) const {
+  RLCPP_CHECK(offset >= 0 && n >= 0 && offset + n <= numel_,
+              "LoRA base: values [" << offset << ", " << offset + n << ") outside its " << numel_);
+  if (!bf16_.defined()) {
+    std::copy_n(fp32_.flat().data<float>() + offset, n, out);
+    return;
+  }
+  const Tensor from = Tensor::borrow(static_cast<uint16_t*>(const_cast<void*>(bf16_.raw())) + offset, {n},
+                                     DType::kBF16);
+  Tensor to = Tensor::borrow(out, {n});
+  ops::convert(ctx, from, to);
+}
+
+namespace {
+
+void check_merge_buffers(const ExecContext& ctx, const LoraBase& base, const ParameterStore& merged) {
+  RLCPP_CHECK(ctx.is_host() && merged.flat().on_host(), "LoRA: the adapters are merged on the host");
+  RLCPP_CHECK(base.numel() == merged.numel() &&
+                  (base.dtype() != DType::kF32 || base.fp32().flat().raw() != merged.flat().raw()),
+              "LoRA merge: the base and the merged weights must be two buffers of the model's layout (the base has "
+                  << base.numel() << " values, the merged weights " << merged.numel() << ")");
+}
+
+}  // namespace
+
+void LoraAdapters::remerge(const ExecContext& ctx, const LoraBase& base, ParameterStore& merged) const {
+  check_merge_buffers(ctx, base, merged);
   float* dst = merged.flat().data<float>();
   const float* ad = weights_.flat().data<float>();
   const int64_t r = config_.rank;
@@ -144,7 +191,7 @@ void LoraAdapters::remerge(const ExecContext& ctx, const ParameterStore& base, P
     const LoraTarget& t = targets_[jobs[j].first];
     const float* A = ad + t.a;
     const float* B = ad + t.b;
-    std::vector<float> acc(static_cast<size_t>(t.in));
+    std::vector<float> acc(static_cast<size_t>(t.in)), w(static_cast<size_t>(t.in));
     const int64_t o_end = std::min(t.out, jobs[j].second + kRowsPerJob);
     for (int64_t o = jobs[j].second; o < o_end; ++o) {
       std::fill(acc.begin(), acc.end(), 0.0f);
@@ -153,17 +200,16 @@ void LoraAdapters::remerge(const ExecContext& ctx, const ParameterStore& base, P
         const float* a = A + k * t.in;
         for (int64_t i = 0; i < t.in; ++i) acc[static_cast<size_t>(i)] = std::fma(b, a[i], acc[static_cast<size_t>(i)]);
       }
-      const float* w = src + t.weight + o * t.in;
+      base.read(ctx, t.weight + o * t.in, t.in, w.data());
       float* m = dst + t.weight + o * t.in;
-      for (int64_t i = 0; i < t.in; ++i) m[i] = std::fma(s, acc[static_cast<size_t>(i)], w[i]);
+      for (int64_t i = 0; i < t.in; ++i) m[i] = std::fma(s, acc[static_cast<size_t>(i)], w[static_cast<size_t>(i)]);
     }
   });
 }
 
-void LoraAdapters::merge(const ExecContext& ctx, const ParameterStore& base, ParameterStore& merged) const {
-  RLCPP_CHECK(base.numel() == merged.numel() && base.flat().data<float>() != merged.flat().data<float>(),
-              "LoRA merge: the base and the merged weights must be two buffers of the model's layout");
-  std::copy_n(base.flat().data<float>(), base.numel(), merged.flat().data<float>());
+void LoraAdapters::merge(const ExecContext& ctx, const LoraBase& base, ParameterStore& merged) const {
+  check_merge_buffers(ctx, base, merged);
+  base.read(ctx, 0, base.numel(), merged.flat().data<float>());
   remerge(ctx, base, merged);
 }
 

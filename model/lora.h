@@ -39,6 +39,7 @@ struct LoraConfig {
   double alpha = 16;  // lora_alpha: the update is scaled by alpha / rank
   std::vector<std::string> targets = lora_target_names();  // or {"all-linear"}
   double dropout = 0;  // lora_dropout; rlcpp's merged forward has none: must be 0
+  std::string base_dtype = "fp32";  // how the frozen base is held: "fp32", or "bf16" (half the bytes; LoraBase)
 
   bool enabled() const { return rank > 0; }
   float scale() const { return static_cast<float>(alpha / static_cast<double>(rank)); }
@@ -47,6 +48,10 @@ struct LoraConfig {
   // Throws naming `prefix` + the key (e.g. "trainer.lora.rank") for a value out of range.
   void validate(const std::string& prefix) const;
   bool operator==(const LoraConfig&) const = default;
+  // The same adapters' shapes and scale (rank, alpha, targets), however the base is held.
+  bool same_adapters(const LoraConfig& other) const {
+    return rank == other.rank && alpha == other.alpha && resolved_targets() == other.resolved_targets();
+  }
 
   template <class V> void visit(V& v) {
     v("rank", rank, "LoRA rank r: train adapters A (r, in) and B (out, r) on a frozen base (0: full fine-tuning)");
@@ -55,7 +60,11 @@ struct LoraConfig {
       "the Linear layers adapted in every decoder layer: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
       "down_proj, or all-linear");
     v("dropout", dropout, "lora_dropout: must be 0 (rlcpp trains the adapters merged into the weights)");
+    v("base_dtype", base_dtype,
+      "how the frozen base is held: fp32, or bf16 (half its bytes: the initial weights are rounded to bf16 first; "
+      "no reference forward then, so no KL term or DPO reference)");
   }
+  DType base_storage() const { return base_dtype == "bf16" ? DType::kBF16 : DType::kF32; }
 };
 
 // One adapted matrix: the rows [row, row + out) of a (fused) Linear weight, its A and B in the adapters' store.
@@ -67,6 +76,32 @@ struct LoraTarget {
   int64_t weight = 0;      // offset (floats) of the module's (out, in) weight in the model's parameter buffer
   int64_t out = 0, in = 0;
   int64_t a = 0, b = 0;    // offsets of A (r, in) and B (out, r) in the adapters' buffer
+};
+
+// The frozen base a LoRA run merges its adapters into: the model's layout, held in fp32 (then also the run's
+// reference policy, a forward's weights) or in bf16 (LoraConfig::base_dtype: 494M parameters in 1 GB instead of
+// 2 GB). A bf16 base is exact only when the weights were bf16 already: frozen_from rounds the initial policy first,
+// as a Hugging Face checkpoint stored in bf16 already is.
+class LoraBase {
+ public:
+  LoraBase() = default;
+  // `weights` in `dtype`: fp32 shares their buffer (no copy); bf16 converts them (rounded to nearest even).
+  LoraBase(const ParameterStore& weights, DType dtype);
+  // The base of a run starting from `policy`: policy rounded to bf16 in place first when `dtype` is bf16 (the
+  // merged model then starts exactly at the base), and a copy of it, so that the policy may train.
+  static LoraBase frozen_from(ParameterStore& policy, DType dtype);
+
+  DType dtype() const { return bf16_.defined() ? DType::kBF16 : DType::kF32; }
+  int64_t numel() const { return numel_; }
+  // The base as fp32 parameters, for a forward (a KL reference): only a base held in fp32.
+  const ParameterStore& fp32() const;
+  // out[0, n) = the base's values [offset, offset + n), widened to fp32 (exactly).
+  void read(const ExecContext& ctx, int64_t offset, int64_t n, float* out) const;
+
+ private:
+  ParameterStore fp32_;
+  Tensor bf16_;  // the flat layout's values in bf16
+  int64_t numel_ = 0;
 };
 
 class LoraAdapters {
@@ -89,9 +124,12 @@ class LoraAdapters {
   // merged := base with s·B·A added to every target (base and merged have the model's layout; they may not
   // share a buffer). Entry (o, i) is base + s·(Σ_k B[o,k]·A[k,i]), the sum an fma chain in k order: the same bits
   // wherever it runs.
-  void merge(const ExecContext& ctx, const ParameterStore& base, ParameterStore& merged) const;
+  void merge(const ExecContext& ctx, const LoraBase& base, ParameterStore& merged) const;
+  void merge(const ExecContext& ctx, const ParameterStore& base, ParameterStore& merged) const {
+    merge(ctx, LoraBase(base, DType::kF32), merged);
+  }
   // The targets' rows of `merged` recomputed from `base` (after the adapters changed); the rest is left as is.
-  void remerge(const ExecContext& ctx, const ParameterStore& base, ParameterStore& merged) const;
+  void remerge(const ExecContext& ctx, const LoraBase& base, ParameterStore& merged) const;
 
   // DIR/adapter_config.json + DIR/adapter_model.safetensors, as PEFT writes them (`base_model` recorded as
   // base_model_name_or_path). Written to temporary names and renamed.

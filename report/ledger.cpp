@@ -70,10 +70,12 @@ std::vector<LedgerLine> build_ledger(const ModelConfig& model, const LedgerFigur
 
   if (dtypes.adapter_parameters > 0) {  // LoRA: the frozen base and the merged model, the adapters' AdamW
     const double a = static_cast<double>(dtypes.adapter_parameters);
+    const double b = static_cast<double>(dtypes.lora_base);
     lines.push_back({"training_memory", "training memory (LoRA)",
-                     "8 B·N + 16 B·Na = (4 base + 4 merged)·" + num(n) + " + (4 + 4 grads + 4 m + 4 v)·" + num(a),
-                     8 * n + 16 * a, "B", "peak resident memory of the trainer (VmHWM)", f.resident_bytes,
-                     "measured/formula", ratio_of(f.resident_bytes, 8 * n + 16 * a)});
+                     num(b + 4) + " B·N + 16 B·Na = (" + num(b) + " base + 4 merged)·" + num(n) +
+                         " + (4 + 4 grads + 4 m + 4 v)·" + num(a),
+                     (b + 4) * n + 16 * a, "B", "peak resident memory of the trainer (VmHWM)", f.resident_bytes,
+                     "measured/formula", ratio_of(f.resident_bytes, (b + 4) * n + 16 * a)});
   } else {
     lines.push_back({"training_memory", "training memory (fp32 AdamW)",
                      "16 B·N = (4 weights + 4 grads + 4 m + 4 v)·" + num(n), 16 * n, "B",

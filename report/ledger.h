@@ -48,11 +48,12 @@ struct LedgerFigures {
 // Bytes per element the rollout engine keeps: 4 in fp32; bf16/fp16 halve both; int8 and fp8 weights are one
 // byte each (the rule counts every weight so; the embeddings and lm_head actually stay in the compute dtype).
 // adapter_parameters: a LoRA run's trained adapter parameters (0: full fine-tuning), which change the training
-// memory's rule.
+// memory's rule, with lora_base the bytes of each of its frozen base's values (4 in fp32, 2 in bf16).
 struct LedgerDtypes {
   int64_t kv_cache = 4;
   int64_t weights = 4;
   int64_t adapter_parameters = 0;
+  int64_t lora_base = 4;
 };
 
 struct LedgerLine {

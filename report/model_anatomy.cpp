@@ -77,7 +77,8 @@ std::string format_model_anatomy(const ModelConfig& m, const std::string& name, 
     std::snprintf(buf, sizeof buf, "%.2f %%", 100 * na / n);
     os << "LoRA rank " << o.lora_rank << " on every Linear layer: Na = " << value(na, "") << " trained parameters ("
        << buf << " of N); training memory 8 B·N + 16 B·Na = " << value(8 * n + 16 * na, "B")
-       << " (the frozen base and the merged model in fp32, the adapters with their gradients and AdamW moments)\n";
+       << " (the frozen base and the merged model in fp32, the adapters with their gradients and AdamW moments); "
+       << "6 B·N + 16 B·Na = " << value(6 * n + 16 * na, "B") << " with the base in bf16 (trainer.lora.base_dtype)\n";
   }
   os << "FLOPs per token: training 6N = " << value(6 * n, "FLOP") << " (forward 2N + backward 4N), inference 2N = "
      << value(2 * n, "FLOP") << " (attention over the context aside)\n";

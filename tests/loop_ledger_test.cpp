@@ -62,6 +62,10 @@ TEST(Ledger, W2FormulasMatchHandComputation) {
   bf16.adapter_parameters = adapters;
   EXPECT_EQ(ledger_line(build_ledger(model_preset("qwen05b"), f, bf16), "training_memory").formula_value,
             8.0 * 494032768 + 16.0 * 8798208);
+  bf16.lora_base = 2;  // trainer.lora.base_dtype bf16: 6 B·N
+  const LedgerLine bf16_base = ledger_line(build_ledger(model_preset("qwen05b"), f, bf16), "training_memory");
+  EXPECT_EQ(bf16_base.formula_value, 6.0 * 494032768 + 16.0 * 8798208);
+  EXPECT_NE(bf16_base.formula.find("6 B·N + 16 B·Na = (2 base + 4 merged)"), std::string::npos) << bf16_base.formula;
 }
 
 TEST(Ledger, ParameterFormulaCountsEveryLayoutVariant) {

@@ -4,6 +4,9 @@
 // each checkpoint) and online DPO.
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cmath>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -255,6 +258,43 @@ TEST(LoopResume, LoraRunResumesFromItsAdaptersBitForBit) {
   EXPECT_EQ(moments.tensors.at("exp_avg").numel(), adapters.weights().numel());
   const std::vector<Json> m = read_jsonl(fs::path(r.whole.run_dir) / "metrics.jsonl");
   EXPECT_GT(m.back()["actor/kl_loss"].get<double>(), 0);  // the merged policy moved away from its base
+}
+
+// A base held in bf16 (trainer.lora.base_dtype): the run starts from its initial policy rounded to bf16, saved as
+// checkpoints/reference, and the checkpoint's merged weights are that base plus the adapters, bit for bit, after a
+// resume as in one run. A KL term, which would need the base's forward, is refused.
+TEST(LoopResume, LoraRunWithABf16BaseResumesBitForBit) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_resume_lora_bf16_test";
+  fs::remove_all(root);
+  TrainConfig c = resumable_run(root);
+  c.trainer.lora.rank = 4;
+  c.trainer.lora.alpha = 8;
+  c.trainer.lora.base_dtype = "bf16";
+  c.optim.lr = 1e-2;
+  const ResumedRuns r = expect_resume_matches_whole_run(root, c);
+  const ParameterStore init = load_model_checkpoint(c.init_checkpoint);
+  const ParameterStore base = load_model_checkpoint(r.whole.run_dir + "/checkpoints/reference");
+  int64_t rounded = 0;
+  for (int64_t i = 0; i < base.numel(); ++i) {
+    const float b = base.flat().data<float>()[i];
+    ASSERT_EQ(std::bit_cast<uint32_t>(b) & 0xFFFFu, 0u) << "reference value " << i << " is not a bf16";
+    ASSERT_LE(std::fabs(b - init.flat().data<float>()[i]), std::fabs(init.flat().data<float>()[i]) / 256) << i;
+    rounded += b != init.flat().data<float>()[i];
+  }
+  EXPECT_GT(rounded, base.numel() / 2);
+  const ParameterStore saved = load_model_checkpoint(r.whole.checkpoint);
+  const LoraAdapters adapters = LoraAdapters::load_peft(r.whole.checkpoint + "/adapter", base.config());
+  ParameterStore merged = base.clone();
+  adapters.merge(ExecContext::cpu(), base, merged);
+  EXPECT_EQ(0, std::memcmp(merged.flat().data<float>(), saved.flat().data<float>(),
+                           static_cast<size_t>(saved.numel()) * sizeof(float)));
+  EXPECT_FALSE(same_weights(r.whole.run_dir + "/checkpoints/reference", r.whole.checkpoint));  // it trained
+
+  c.algorithm.policy_loss.kl_coef = 0.1;
+  expect_error([&] { c.validate(); }, {"trainer.lora.base_dtype", "reference policy", "set it to fp32"});
+  c.algorithm.policy_loss.kl_coef = 0;
+  c.trainer.lora.base_dtype = "fp16";
+  expect_error([&] { c.validate(); }, {"'trainer.lora.base_dtype': \"fp32\" or \"bf16\", got \"fp16\""});
 }
 
 // Refilled dynamic sampling draws more prompts from the data stream and more seeds: a resumed run draws the

@@ -100,6 +100,7 @@ TEST(TextTask, TheShippedQwen05bLoraRecipeValidates) {
   EXPECT_EQ(c.trainer.lora.rank, 16);
   EXPECT_EQ(c.trainer.lora.resolved_targets(), lora_target_names());
   EXPECT_EQ(c.trainer.dtype, "bf16");
+  EXPECT_EQ(c.trainer.lora.base_dtype, "bf16");  // the laptop's 6 GB: bench/RESULTS.md "The 0.5B LoRA run in 6 GB"
   EXPECT_EQ(validation_error_at_repository_root(c), "");
 }
 

@@ -91,6 +91,7 @@ TEST(ModelAnatomy, LoraRankAddsItsTrainedParametersAndMemory) {
   const std::string text = format_model_anatomy(model_preset("qwen05b"), "qwen05b", o);
   EXPECT_NE(text.find("Na = 8,798,208 trained parameters (1.78 % of N)"), std::string::npos) << text;
   EXPECT_NE(text.find("8 B·N + 16 B·Na = 4.09 GB"), std::string::npos) << text;
+  EXPECT_NE(text.find("6 B·N + 16 B·Na = 3.1 GB with the base in bf16"), std::string::npos) << text;
   EXPECT_EQ(format_model_anatomy(model_preset("qwen05b"), "qwen05b", {}).find("LoRA"), std::string::npos);
 }
 

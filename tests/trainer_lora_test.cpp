@@ -4,7 +4,10 @@
 // the merge's definition; bad adapter directories.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -128,7 +131,8 @@ TEST_P(LoraGolden, ForwardAdapterGradientsAndAdamWMatchPyTorchUnmerged) {
   optim.lr = 1e-2;
   optim.weight_decay = 0.1;
   optim.grad_clip = 0;
-  PolicyUpdater updater(model, merged, optim, host(), {&base, &adapters});
+  const LoraBase frozen(base, DType::kF32);
+  PolicyUpdater updater(model, merged, optim, host(), {&frozen, &adapters});
   const Tensor& losses = g("adamw_losses");
   for (int step = 0; step < 3; ++step) {
     const UpdateResult r = updater.step(micro, ForwardOptions{}, sft, 3);
@@ -202,6 +206,54 @@ TEST(Lora, MergeStartsAtTheBaseAndIsAnFmaChainOverTheRank) {
                              static_cast<size_t>(info.numel()) * sizeof(float)))
         << info.name;
   }
+}
+
+// x rounded to the nearest bf16, ties to even (x finite and normal, as init_random's weights).
+float round_to_bf16(float x) {
+  uint32_t u = std::bit_cast<uint32_t>(x);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return std::bit_cast<float>(u & 0xFFFF0000u);
+}
+
+TEST(Lora, ABf16BaseMergesAsTheFp32BaseOfItsValuesAndStartsTheRunAtIt) {
+  const ModelConfig cfg = small_test_config("qwen2");
+  ParameterStore policy = init_random(cfg, 5);
+  const ParameterStore unrounded = policy.clone();
+  LoraConfig lc;
+  lc.rank = 4;
+  lc.alpha = 8;
+  const LoraBase base = LoraBase::frozen_from(policy, DType::kBF16);
+  EXPECT_EQ(base.dtype(), DType::kBF16);
+  EXPECT_THROW(base.fp32(), Error);  // no weights for a forward
+  // The policy was rounded to bf16 in place (it changed), and the base holds exactly its values.
+  int64_t rounded = 0;
+  std::vector<float> values(static_cast<size_t>(policy.numel()));
+  base.read(host(), 0, policy.numel(), values.data());
+  for (int64_t i = 0; i < policy.numel(); ++i) {
+    const float p = policy.flat().data<float>()[i];
+    ASSERT_EQ(values[static_cast<size_t>(i)], p) << i;
+    ASSERT_EQ(p, round_to_bf16(unrounded.flat().data<float>()[i])) << i;
+    rounded += p != unrounded.flat().data<float>()[i];
+  }
+  EXPECT_GT(rounded, policy.numel() / 2);
+  // Merged from it: the bits of the fp32 base holding the same values, at B = 0 (the policy itself) and after.
+  const LoraBase same_in_fp32(policy.clone(), DType::kF32);
+  LoraAdapters a(cfg, lc);
+  a.init(7);
+  ParameterStore from_bf16 = ParameterStore::allocate(cfg, host());
+  a.merge(host(), base, from_bf16);
+  EXPECT_EQ(0, std::memcmp(from_bf16.flat().data<float>(), policy.flat().data<float>(),
+                           static_cast<size_t>(policy.numel()) * sizeof(float)));
+  LoraAdapters b = random_adapters(cfg, lc, 7);
+  ParameterStore from_fp32 = ParameterStore::allocate(cfg, host());
+  b.merge(host(), base, from_bf16);
+  b.merge(host(), same_in_fp32, from_fp32);
+  EXPECT_EQ(0, std::memcmp(from_bf16.flat().data<float>(), from_fp32.flat().data<float>(),
+                           static_cast<size_t>(policy.numel()) * sizeof(float)));
+  EXPECT_NE(0, std::memcmp(from_bf16.flat().data<float>(), policy.flat().data<float>(),
+                           static_cast<size_t>(policy.numel()) * sizeof(float)));
+  // A fp32 base shares the weights it is given; merging into them is refused.
+  EXPECT_THROW(b.merge(host(), same_in_fp32, const_cast<ParameterStore&>(same_in_fp32.fp32())), Error);
 }
 
 TEST(Lora, PeftOpensRlcppAdaptersAndRlcppOpensPeftsWithTheSameLogits) {

@@ -61,7 +61,7 @@ std::map<std::string, double> step_metrics(const UpdateResult& result, const std
 // gradients, the clipping and the AdamW moments are the adapters' (A and B, fp32), and data-parallel ranks sum the
 // adapters' gradients. Host only.
 struct LoraTraining {
-  const ParameterStore* base = nullptr;  // the frozen base (the reference policy too)
+  const LoraBase* base = nullptr;       // the frozen base
   LoraAdapters* adapters = nullptr;      // null: full fine-tuning
   bool enabled() const { return adapters != nullptr; }
 };
