@@ -293,6 +293,11 @@ RolloutResult WorkerClient::generate(const Request& request, WorkerSupervisor* s
       if (!failure.empty()) {
         RLCPP_CHECK(supervisor != nullptr, "worker client: " << workers_[w].name << " " << failure);
         const Replacement what = supervisor->replace({w, workers_[w].name, failure, c.end - c.begin});
+        // Nobody listened while the replacement started (seconds on a loaded machine: a process, its checkpoint,
+        // the current weights): the other workers' heartbeats wait unread in their sockets, so their silence
+        // counts again from now — else a busy, healthy worker would be found silent and killed next.
+        for (int other = 0; other < W; ++other)
+          if (other != w) last_heard[other].reset();
         // The old socket may hold the request or a half-read reply; a fresh one starts clean. Linger 0: what
         // the old one still queues must not reach the new worker after all.
         zmq::socket_t& old = sockets_[workers_[w].socket];
