@@ -304,6 +304,37 @@ TEST(RolloutWorker, ASilentWorkerIsReportedDead) {
   }
 }
 
+// While a supervisor replaces a failed worker nobody reads the other workers' sockets: a busy worker's heartbeats
+// wait there, and its silence must not count the replacement's time (here 3x the heartbeat timeout). The mute
+// worker 0 is replaced (retired) once; worker 1, busy with a slow chunk throughout and checked right after the
+// replacement, is never found silent.
+TEST(RolloutWorker, AReplacementsTimeIsNotABusyWorkersSilence) {
+  ThreadWorkers w;
+  WorkerOptions slow = worker_options();  // heartbeats every 0.05 s
+  slow.fault_hook = [](int64_t, int64_t) { std::this_thread::sleep_for(std::chrono::milliseconds(200)); };
+  w.bind(1, slow);
+  zmq::socket_t mute(w.ctx, zmq::socket_type::router);  // worker 0: accepts a chunk, never answers
+  mute.bind("inproc://mute-beside");
+  struct Supervisor : WorkerSupervisor {
+    std::vector<int> replaced;
+    std::string exit_reason(int) override { return ""; }
+    Replacement replace(const WorkerFailure& f) override {
+      replaced.push_back(f.worker);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      return Replacement::kRetired;
+    }
+  } supervisor;
+  WorkerClientOptions opts;
+  opts.heartbeat_timeout_s = 0.5;  // found at 0.5 s, replaced until 2 s; worker 1's chunk takes >= 2.6 s
+  opts.chunk_prompts = 2;
+  WorkerClient client = WorkerClient::connect(w.ctx, {"inproc://mute-beside", w.endpoints[0]}, opts);
+  const Request req = test_request(w.cfg, 4);  // 2 chunks, 13 steps of >= 200 ms each for worker 1
+  const RolloutResult got = client.generate(req, &supervisor);
+  EXPECT_EQ(supervisor.replaced, std::vector<int>{0});
+  Engine local(w.model, w.params, worker_options().engine);
+  expect_same(local.generate(req), got);
+}
+
 TEST(RolloutWorker, ErrorRepliesReachTheClientNamingTheWorker) {
   ThreadWorkers w;
   w.bind(1);
