@@ -268,7 +268,7 @@ TEST_F(ReportTest, StepLineSharesAddUpTo100) {
 }
 
 // The ledger's training MFU is 6N times the trained tokens (through forward + backward) per second of update,
-// over the matmul peak the run measured (ledger.json), and stays below 100 %.
+// over the matmul peak the run measured (ledger.json), and stays well below twice it.
 TEST_F(ReportTest, TrainingMfuCountsTrainedTokensOverThePeakTheRunMeasured) {
   const fs::path run = dir_ / "split";
   CliResult r = run_cli("report " + run.string());
@@ -298,7 +298,10 @@ TEST_F(ReportTest, TrainingMfuCountsTrainedTokensOverThePeakTheRunMeasured) {
       build_ledger(run_model_config(records), run_ledger_figures(records, MachineFigures{}));
   EXPECT_NEAR(ledger_line(ledger, "train_mfu").ratio, mfu, 1e-9 * mfu);
   EXPECT_GT(mfu, 0.0);
-  EXPECT_LT(mfu, 1.0) << "the training MFU is above the matmul peak the run measured";
+  // rlcpp's packed kernel can run above the OpenBLAS sgemm peak the run measures (bench/RESULTS.md: W1's step at
+  // 134-157 % of it), and a peak measured beside other work reads low (1.14 once in a full ctest); twice it would
+  // be a counting error (tokens or FLOPs counted twice).
+  EXPECT_LT(mfu, 2.0) << "the training MFU is twice the matmul peak the run measured";
   char cell[64];
   std::snprintf(cell, sizeof cell, "| MFU %.3g %% |", 100 * mfu);
   EXPECT_NE(line_with(read_text(run / "report.md"), "| training FLOP/s (MFU) |").find(cell), std::string::npos)
