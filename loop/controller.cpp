@@ -169,6 +169,34 @@ struct Critic {
   CriticState state{params, updater.optimizer()};  // what checkpoints save and restore
 };
 
+// The frozen initial policy, for a KL term or DPO: saved once at the start, read back on resume. A LoRA run
+// (trainer.lora) trains adapters on it (model/lora.h): it is then always kept, as the base the adapters are
+// merged into (`params` becomes the merged model), and serves as the reference too: one copy, not two. A base
+// held in bf16 (trainer.lora.base_dtype) is the initial policy rounded to bf16 (in `params`), and no fp32 copy
+// stays (the config refuses a reference forward with it).
+struct FrozenPolicy {
+  std::optional<ParameterStore> reference;  // a KL term's or DPO's reference (fp32)
+  std::optional<LoraBase> lora_base;        // a LoRA run's base (sharing `reference` when both are fp32)
+};
+
+FrozenPolicy frozen_policy(const TrainConfig& config, bool needs_reference, const RunDir& run,
+                           const std::string& resume_checkpoint, bool lead, ParameterStore& params) {
+  FrozenPolicy out;
+  const bool lora = config.trainer.lora.enabled();
+  const DType base_dtype = config.trainer.lora.base_storage();
+  if (lora && base_dtype != DType::kF32 && resume_checkpoint.empty()) {
+    out.lora_base = LoraBase::frozen_from(params, base_dtype);
+    if (lead) save_reference_checkpoint(run.path(), params);  // B = 0: the policy is the base
+    return out;
+  }
+  if (!needs_reference && !lora) return out;
+  out.reference = resume_checkpoint.empty() ? params.clone() : load_reference_checkpoint(run.path());
+  if (lead && resume_checkpoint.empty()) save_reference_checkpoint(run.path(), *out.reference);
+  if (lora) out.lora_base.emplace(*out.reference, base_dtype);
+  if (!needs_reference && base_dtype != DType::kF32) out.reference.reset();  // the bf16 base alone stays
+  return out;
+}
+
 // The run from `resume_checkpoint` on ("" = a fresh run from the initial policy), as rank world.rank() of
 // world.size() (loop/data_parallel_step.h: the lead, rank 0, alone writes the run directory and runs the
 // rollout).
@@ -191,28 +219,10 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   std::unique_ptr<Task> task = make_task_for(config.task, tok);
   std::unique_ptr<RewardFunction> reward = make_reward_function(config.reward, *task);
   const AlgorithmNeeds needs = find_algorithm(config.algorithm.name).needs(config.algorithm);
-  // The frozen initial policy, for a KL term or DPO: saved once at the start, read back on resume. A LoRA run
-  // (trainer.lora) trains adapters on it (model/lora.h): it is then always kept, as the base the adapters are
-  // merged into (`params` becomes the merged model), and serves as the reference too: one copy, not two.
-  // A base held in bf16 (trainer.lora.base_dtype) is the initial policy rounded to bf16, and no fp32 copy stays
-  // (the config refuses a reference forward with it).
-  std::optional<ParameterStore> reference;
-  std::optional<LoraBase> lora_base;
+  FrozenPolicy frozen = frozen_policy(config, needs.reference, run, resume_checkpoint, lead, params);
+  std::optional<ParameterStore>& reference = frozen.reference;
+  std::optional<LoraBase>& lora_base = frozen.lora_base;
   const bool lora = config.trainer.lora.enabled();
-  const DType base_dtype = config.trainer.lora.base_storage();
-  if (lora && base_dtype != DType::kF32 && resume_checkpoint.empty()) {
-    lora_base = LoraBase::frozen_from(params, base_dtype);
-    if (lead) save_reference_checkpoint(run.path(), params);  // B = 0: the policy is the base
-  } else if (needs.reference || lora) {
-    if (resume_checkpoint.empty()) {
-      reference = params.clone();
-      if (lead) save_reference_checkpoint(run.path(), *reference);
-    } else {
-      reference = load_reference_checkpoint(run.path());
-    }
-    if (lora) lora_base.emplace(*reference, base_dtype);
-    if (!needs.reference && base_dtype != DType::kF32) reference.reset();  // the bf16 base alone stays
-  }
   std::optional<LoraAdapters> adapters;
   if (lora) {
     adapters.emplace(params.config(), config.trainer.lora);
