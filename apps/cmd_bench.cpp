@@ -43,7 +43,8 @@ Command add_bench_command(CLI::App& app) {
                   "trl (TRL's GRPOTrainer), hf-pytorch (Hugging Face generate + a PyTorch update, the machine's python3; "
                   "the default with --device cuda); train on a GPU: pytorch-gpu (the machine's PyTorch on that GPU)");
   cmd->add_option("--dtype", rollout->dtype,
-                  "rollout: rlcpp's and the peers' dtype, fp32 or bf16; train (with --device cuda): the trainer's; step: "
+                  "rollout: rlcpp's and the peers' dtype, fp32 or bf16; train: the trainer's (bf16: the peers under "
+                  "autocast); step: "
                   "the trainer's and the engine's (fp32, bf16, fp16)");
   cmd->add_option("--device", rollout->device,
                   "rollout: where rlcpp's engine runs; train: where the trainer runs; step: where both run, the split "

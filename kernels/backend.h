@@ -84,7 +84,9 @@ struct Backend {
   // panels (ceil(n/16), depth, 16) of `format`, scales (ceil(n/16)*16) for the quantised formats.
   void (*pack_weight)(const KernelContext&, const float* w, void* panels, float* scales, int64_t n, int64_t k,
                       int64_t depth, DType format);
-  void (*pack_weight_transposed)(const KernelContext&, const float* w, float* panels, int64_t n, int64_t k);
+  // panels (ceil(k/16), depth of n, 16) of `format` (F32 or BF16): the panels of pack_weight(w^T, format).
+  void (*pack_weight_transposed)(const KernelContext&, const float* w, void* panels, int64_t n, int64_t k,
+                                 DType format);
   void (*matmul_packed)(const KernelContext&, const float* x, const void* panels, const float* scales, DType format,
                         float* y, int64_t m, int64_t n, int64_t k, int64_t depth, const float* residual, DType round);
   void (*round_to)(const KernelContext&, float* x, int64_t n, DType dtype);

@@ -47,6 +47,21 @@ double measure_matmul_flops(int64_t m, int64_t n, int64_t k, int iters) {
   return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / seconds;
 }
 
+double measure_packed_bf16_flops(int64_t m, int64_t n, int64_t k, int iters) {
+  RLCPP_CHECK(m > 0 && n > 0 && k > 0 && iters > 0,
+              "measure_packed_bf16_flops: sizes and iterations must be positive, got " << m << "x" << n << "x" << k
+                                                                                       << ", " << iters << " iterations");
+  const ExecContext host = ExecContext::cpu();
+  Tensor x = host.empty({m, k}), w = host.empty({n, k}), y = host.empty({m, n});
+  PhiloxStream rng(1, 1);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = rng.uniform() - 0.5f;
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = rng.uniform() - 0.5f;
+  ops::PackedWeight packed;
+  ops::pack_weight(host, w, packed, DType::kBF16);
+  const double seconds = sorted_seconds([&] { ops::matmul_packed(host, x, packed, y); }, iters).front();
+  return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / seconds;
+}
+
 double measure_copy_bandwidth(int64_t bytes, int iters) {
   RLCPP_CHECK(bytes > 0 && iters > 0, "measure_copy_bandwidth: bytes and iterations must be positive, got "
                                           << bytes << " bytes, " << iters << " iterations");

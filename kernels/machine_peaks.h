@@ -13,6 +13,11 @@ namespace rlcpp {
 // while another process ran made a tiny model's MFU read 178 %).
 double measure_matmul_flops(int64_t m, int64_t n, int64_t k, int iters);
 
+// FLOP/s of a bf16 (M,K) @ (K,N)^T through ops::matmul_packed against bf16 panels (operands rounded to bf16,
+// fp32 accumulation: AVX512-BF16's vdpbf16ps where the CPU has it), the fastest of `iters` timed calls after an
+// untimed one: the peak of a bf16 model's products on the CPU.
+double measure_packed_bf16_flops(int64_t m, int64_t n, int64_t k, int iters);
+
 // Bytes/s of copying a `bytes`-byte buffer into another, counting the read and the write (2·bytes a copy):
 // the median of `iters` timed copies after one that also faults the pages in.
 double measure_copy_bandwidth(int64_t bytes, int iters);

@@ -163,12 +163,12 @@ Tensor unpack_weight(const ExecContext& ctx, const PackedWeight& packed) {
   return ctx.device() == Device::kCPU ? w : ctx.copy_of(w);
 }
 
-void pack_weight_transposed(const ExecContext& ctx, const Tensor& w, PackedWeight& packed) {
+void pack_weight_transposed(const ExecContext& ctx, const Tensor& w, PackedWeight& packed, DType format) {
   const char* op = "pack_weight_transposed";
-  const Dispatch d = dispatch(ctx, op, Op::kPackWeightTransposed, DType::kF32, {{"w", &w}});
+  const Dispatch d = dispatch(ctx, op, Op::kPackWeightTransposed, format, {{"w", &w}});
   expect_rank(op, {"w", &w}, 2, "(N,K)");
-  shape_packed(ctx, packed, w.size(1), w.size(0), DType::kF32);
-  d.backend.pack_weight_transposed(d.k, f32(w), packed.panels.data<float>(), w.size(0), w.size(1));
+  shape_packed(ctx, packed, w.size(1), w.size(0), format);
+  d.backend.pack_weight_transposed(d.k, f32(w), packed.panels.raw(), w.size(0), w.size(1), format);
 }
 
 namespace {

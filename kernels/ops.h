@@ -58,9 +58,12 @@ void copy_packed(const ExecContext& ctx, const PackedWeight& src, PackedWeight& 
 // The (N,K) fp32 values the packed weight multiplies by: w rounded or dequantised (scale * code). The reference
 // of pack_weight, and how a sync measures its quantisation error.
 Tensor unpack_weight(const ExecContext& ctx, const PackedWeight& packed);
-// Packs w^T (K,N) of w (N,K) into `packed` (packed.n = K, packed.k = N, fp32), for products with w itself:
-// matmul_packed(dy, packed, dx) is dx (M,K) = dy (M,N) @ w, the input gradient of a Linear layer.
-void pack_weight_transposed(const ExecContext& ctx, const Tensor& w, PackedWeight& packed);
+// Packs w^T (K,N) of w (N,K) into `packed` (packed.n = K, packed.k = N), for products with w itself:
+// matmul_packed(dy, packed, dx) is dx (M,K) = dy (M,N) @ w, the input gradient of a Linear layer. `format` F32,
+// or BF16 (a bf16 model's backward: dy rounded to bf16 operands against bf16 weights, fp32 chains): the panels of
+// pack_weight(w^T, format) without forming w^T.
+void pack_weight_transposed(const ExecContext& ctx, const Tensor& w, PackedWeight& packed,
+                            DType format = DType::kF32);
 // y (M,N) = x (M,K) @ w^T, or y += x @ w^T when accumulate: the CPU model's Linear product, decode and training
 // alike (weights packed once per version instead of on every call, activations read in place). Batch-invariant
 // bit for bit: every output is one fused multiply-add chain over k = 0..K-1 in order, from 0, over the values the
@@ -89,10 +92,12 @@ void convert(const ExecContext& ctx, const Tensor& src, Tensor& dst);
 // x (F32) as a new tensor of `dtype` from ctx's pool: convert into BF16 or F16, or a copy for F32.
 Tensor stored_as(const ExecContext& ctx, const Tensor& x, DType dtype);
 
-// dw (N,K) += dy (M,N)^T @ x (M,K), the weight gradient of a Linear layer. On the CPU the operands are read in
-// place (no copies; for a chunk of rows that is already in cache) and every output is one fma chain over the
-// rows in order from dw's value, whatever the thread count; on CUDA it is matmul (cuBLAS) in `math` (the CPU
-// refuses any but F32).
+// dw (N,K) += dy (M,N)^T @ x (M,K), the weight gradient of a Linear layer. On the CPU every output is one fma
+// chain over the rows in order from dw's value, whatever the thread count: F32 math reads the operands in place (no
+// copies; for a chunk of rows that is already in cache); BF16 math (a bf16 model's backward) over both operands
+// rounded to bf16 (subnormals to zero), two rows' products per AVX512-BF16 vdpbf16ps where the CPU has it (which
+// flushes a partial sum below 2^-126 to zero, as matmul_packed's bf16 tiles). On CUDA it is matmul (cuBLAS) in
+// `math`.
 void linear_weight_grad(const ExecContext& ctx, const Tensor& dy, const Tensor& x, Tensor& dw,
                         DType math = DType::kF32);
 

@@ -22,6 +22,10 @@ class CpuExecutor final : public Executor {
   void run_jobs(size_t n, const std::function<void(size_t)>& job) const override;
   // OpenBLAS (the not-batch-invariant decode) multiplies its prepared weights, already rounded, in fp32.
   DType product_math(DType) const override { return DType::kF32; }
+  // bf16: AVX512-BF16 dot products (vdpbf16ps) where the CPU has them. fp16 (no such instruction) stays fp32.
+  DType backward_math(DType compute) const override {
+    return compute == DType::kBF16 ? DType::kBF16 : DType::kF32;
+  }
   void run_cached_step(const CachedStep& step, int64_t macs, int64_t weight_bytes,
                        const std::function<void(int64_t, int64_t)>& run_rows) const override;
   void prepare_decode_weights(const Transformer& model, const ExecContext& ctx, const ParameterStore& params,

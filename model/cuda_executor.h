@@ -24,6 +24,7 @@ class CudaExecutor final : public Executor {
   // A bf16 or fp16 role multiplies operands of its dtype on tensor cores, accumulating in fp32 (as the CPU's
   // packed bf16/fp16 panels do), a tf32 role its fp32 values as TF32 operands.
   DType product_math(DType compute) const override;
+  DType backward_math(DType compute) const override { return product_math(compute); }
   void run_cached_step(const CachedStep& step, int64_t macs, int64_t weight_bytes,
                        const std::function<void(int64_t, int64_t)>& run_rows) const override;
   void prepare_decode_weights(const Transformer& model, const ExecContext& ctx, const ParameterStore& params,

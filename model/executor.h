@@ -58,6 +58,10 @@ class Executor {
 
   // The arithmetic of a product in ops::matmul (no packed weights) for a role computing in `compute`.
   virtual DType product_math(DType compute) const = 0;
+  // The arithmetic of the backward's products (the input gradients' and the weight gradients') for a model
+  // computing in `compute`: a bf16 model's multiply bf16 operands with fp32 accumulation on every executor, as
+  // PyTorch's autocast does (the CPU's packed panels and weight gradient, CUDA's tensor cores).
+  virtual DType backward_math(DType compute) const = 0;
 
   // ---- the cached decode
   // Runs rows [0, N) of a cached step, as run_rows(r0, r1) over ranges that each own whole sequences: one range,

@@ -55,8 +55,9 @@ inline void linear_residual(const ExecContext& ctx, const Tensor& x, const Tenso
 }
 
 // dx (M,K) = dy (M,N) @ weight (N,K), the input gradient of a Linear layer: the packed kernel when `packed_t`
-// (weight packed transposed) is given, else ops::matmul in the math of the compute dtype `round` (model_math:
-// on CUDA a bf16/fp16 model's backward products run on tensor cores, as under PyTorch's autocast; fp32 results).
+// (weight packed transposed, in the backward's format: bf16 panels for a bf16 model on the CPU) is given, else
+// ops::matmul in the math of the compute dtype `round` (model_math: on CUDA a bf16/fp16 model's backward products
+// run on tensor cores, as under PyTorch's autocast; fp32 results).
 inline void linear_input_grad(const ExecContext& ctx, const Tensor& dy, const Tensor& weight,
                               const ops::PackedWeight* packed_t, Tensor& dx, DType round = DType::kF32) {
   if (packed_t)
@@ -65,10 +66,11 @@ inline void linear_input_grad(const ExecContext& ctx, const Tensor& dy, const Te
     ops::matmul(ctx, dy, false, weight, false, dx, 1.0f, 0.0f, model_math(ctx, round));
 }
 
-// dw (N,K) += dy (M,N)^T @ x (M,K), a Linear layer's weight gradient in the math of the compute dtype `round`.
+// dw (N,K) += dy (M,N)^T @ x (M,K), a Linear layer's weight gradient in the backward's math for the compute
+// dtype `round` (Executor::backward_math).
 inline void linear_weight_grad(const ExecContext& ctx, const Tensor& dy, const Tensor& x, Tensor& dw,
                                DType round) {
-  ops::linear_weight_grad(ctx, dy, x, dw, model_math(ctx, round));
+  ops::linear_weight_grad(ctx, dy, x, dw, executor_of(ctx).backward_math(round));
 }
 
 }  // namespace rlcpp::layer_ops

@@ -9,7 +9,9 @@
 //                    storage_dtype(kTF32) is kF32) and runs the cuBLAS products on CUDA tensor cores with TF32
 //                    operands (10 mantissa bits): CUDA only, not batch-invariant. fp32 master weights and AdamW
 //                    always; in bf16/fp16 the backward differentiates the fp32 expressions at the rounded
-//                    activations (each rounding is the identity in the backward, as autocast's casts are).
+//                    activations (each rounding is the identity in the backward, as autocast's casts are), its
+//                    products in the executor's backward math (Executor::backward_math: a bf16 model's multiply
+//                    bf16 operands with fp32 accumulation on the CPU and on CUDA, as autocast's bf16 GEMMs do).
 //   linear_weights   how the decoder layers' Linear weights are stored: the compute dtype's format, or a
 //                    weight-only quantisation (int8, fp8_e4m3, one scale per output channel). The rollout
 //                    engine's only: the trainer always multiplies by its compute dtype's weights.

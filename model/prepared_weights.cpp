@@ -16,7 +16,7 @@ void Transformer::run_pack_jobs(const ExecContext& ctx, const std::vector<PackJo
   // on a device one after the other, each a kernel on the context's stream.
   executor_of(ctx).run_jobs(jobs.size(), [&](size_t j) {
     if (transposed)
-      ops::pack_weight_transposed(ctx, *jobs[j].weight, *jobs[j].out);
+      ops::pack_weight_transposed(ctx, *jobs[j].weight, *jobs[j].out, jobs[j].format);
     else
       ops::pack_weight(ctx, *jobs[j].weight, *jobs[j].out, jobs[j].format);
   });
@@ -25,9 +25,10 @@ void Transformer::run_pack_jobs(const ExecContext& ctx, const std::vector<PackJo
 namespace {
 
 // The forward's panels are in the numerics' formats (the Linear layers possibly quantised, lm_head in the
-// compute dtype); the backward's transposes are the fp32 master weights.
-DType linear_pack_format(const ModelNumerics& n, bool transposed) {
-  return transposed ? DType::kF32 : n.linear_weights;
+// compute dtype); the backward's transposes are the master weights in the backward's math (Executor::
+// backward_math: bf16 for a bf16 model, else fp32).
+DType linear_pack_format(const ExecContext& ctx, const ModelNumerics& n, bool transposed) {
+  return transposed ? executor_of(ctx).backward_math(n.compute) : n.linear_weights;
 }
 
 // A forward layer's biases rounded to the compute dtype (fp32, and the backward, use the parameters' own).
@@ -48,7 +49,7 @@ void round_biases(const ExecContext& ctx, const Tensor& qkv_b, const Tensor& o_b
 
 void Transformer::pack_layer(const ExecContext& ctx, const LayerWeights& W, PackedWeights::Layer& out,
                              bool transposed) const {
-  const DType f = linear_pack_format(numerics_, transposed);
+  const DType f = linear_pack_format(ctx, numerics_, transposed);
   run_pack_jobs(ctx,
                 {{&W.qkv_w, &out.qkv, f}, {&W.o_w, &out.o, f}, {&W.gate_up, &out.gate_up, f}, {&W.down, &out.down, f}},
                 transposed);
@@ -61,7 +62,7 @@ void Transformer::pack_weights(const ExecContext& ctx, const ParameterStore& par
   out.layers.resize(w.layers.size());
   out.for_blas = false;
   out.blas = ParameterStore();
-  const DType linear_format = linear_pack_format(numerics_, transposed);
+  const DType linear_format = linear_pack_format(ctx, numerics_, transposed);
   std::vector<PackJob> jobs;
   for (size_t l = 0; l < w.layers.size(); ++l) {
     jobs.push_back({&w.layers[l].qkv_w, &out.layers[l].qkv, linear_format});
@@ -70,7 +71,7 @@ void Transformer::pack_weights(const ExecContext& ctx, const ParameterStore& par
     jobs.push_back({&w.layers[l].down, &out.layers[l].down, linear_format});
   }
   if (!config_.value_head)  // a critic has a score head
-    jobs.push_back({&w.lm_head, &out.lm_head, transposed ? DType::kF32 : numerics_.compute_format()});
+    jobs.push_back({&w.lm_head, &out.lm_head, transposed ? linear_format : numerics_.compute_format()});
   run_pack_jobs(ctx, jobs, transposed);
   for (size_t l = 0; l < w.layers.size(); ++l)
     round_biases(ctx, w.layers[l].qkv_b, w.layers[l].o_b, numerics_, transposed, out.layers[l]);

@@ -234,13 +234,18 @@ bool Transformer::head_backward(const ExecContext& ctx, const Weights& w, Activa
   // The vocabulary-wide buffers are released as soon as they are used (the logits here, the logits' gradient
   // and lm_head's transposed panels below): beside the layers' activations they are the backward's peak.
   acts.logits = Tensor();
-  // The input gradients' weights, packed transposed (the CPU's executor).
+  // The input gradients' weights, packed transposed (the CPU's executor). lm_head's weight gradient: in fp32
+  // math one sgemm over the whole vocabulary (OpenBLAS, or cuBLAS in the model's math); a bf16 model's on the CPU
+  // block by block beside the input gradient, through the bf16 weight-gradient kernel.
   const bool pack = ex.packs_backward();
+  const DType math = ex.backward_math(numerics_.compute);
+  const bool head_grad_in_blocks = pack && math != DType::kF32;
   ensure(ctx, S.dxn_final, {N, C});
-  if (dlm_head)
+  if (dlm_head && !head_grad_in_blocks)
     ops::matmul(ctx, S.dlogits, true, acts.xn_final, false, *dlm_head, 1.0f, 1.0f, model_math(ctx, numerics_.compute));
   if (pack)
-    lm_head_input_grad_in_blocks(ctx, S.dlogits, w.lm_head, S.wt.lm_head, S.dxn_final);
+    lm_head_grads_in_blocks(ctx, S.dlogits, w.lm_head, acts.xn_final, head_grad_in_blocks ? dlm_head : nullptr, math,
+                            S.wt.lm_head, S.dxn_final);
   else
     linear_input_grad(ctx, S.dlogits, w.lm_head, nullptr, S.dxn_final, numerics_.compute);
   S.wt.lm_head = ops::PackedWeight();
@@ -248,8 +253,9 @@ bool Transformer::head_backward(const ExecContext& ctx, const Weights& w, Activa
   return pack;
 }
 
-void Transformer::lm_head_input_grad_in_blocks(const ExecContext& ctx, const Tensor& dlogits, const Tensor& lm_head,
-                                               ops::PackedWeight& block_t, Tensor& dx) const {
+void Transformer::lm_head_grads_in_blocks(const ExecContext& ctx, const Tensor& dlogits, const Tensor& lm_head,
+                                          const Tensor& xn, Tensor* dlm_head, DType math, ops::PackedWeight& block_t,
+                                          Tensor& dx) const {
   // dx (N,C) = dlogits (N,V) · lm_head (V,C), a block of kLmHeadGradRows vocabulary rows at a time: each block's
   // rows of lm_head packed transposed and its columns of dlogits, their product added to dx in block order (a
   // fixed order: each row's result is the same bits in any batch). The panels of a block are 59 MB for a 0.5B
@@ -264,8 +270,12 @@ void Transformer::lm_head_input_grad_in_blocks(const ExecContext& ctx, const Ten
     float* to = dy.data<float>();
     for (int64_t r = 0; r < N; ++r) std::copy_n(from + r * V, n, to + r * n);
     const Tensor w_rows = lm_head.slice_rows(v0, v0 + n);
-    run_pack_jobs(ctx, {{&w_rows, &block_t, DType::kF32}}, /*transposed=*/true);
+    run_pack_jobs(ctx, {{&w_rows, &block_t, math}}, /*transposed=*/true);
     ops::matmul_packed(ctx, dy, block_t, dx, /*accumulate=*/v0 > 0);
+    if (dlm_head) {
+      Tensor dw_rows = dlm_head->slice_rows(v0, v0 + n);
+      ops::linear_weight_grad(ctx, dy, xn, dw_rows, math);
+    }
   }
 }
 

@@ -215,7 +215,8 @@ class Transformer {
   // Accumulates dL/dparams into grads (same layout as params) from dL/dlogp (N) and optional dL/dentropy (N), host
   // arrays (uploaded to a device context).
   // acts is the forward's; backward uses its scratch and gives up its logits (one backward per forward). On the CPU
-  // lm_head's input gradient runs kLmHeadGradRows vocabulary rows at a time, the blocks' products added in order.
+  // lm_head's input gradient (and a bf16 model's weight gradient) runs kLmHeadGradRows vocabulary rows at a time,
+  // the blocks' products added in order.
   static constexpr int64_t kLmHeadGradRows = 16384;
   void backward(const ExecContext& ctx, const ParameterStore& params, Activations& acts, const float* dlogp,
                 const float* dentropy, ParameterStore& grads, const GradsReadyFn& ready = {}) const;
@@ -287,9 +288,9 @@ class Transformer {
   bool head_backward(const ExecContext& ctx, const Weights& w, Activations& acts, const float* dlogp,
                      const float* dentropy, Tensor* dlm_head) const;
   // dx = dlogits · lm_head on the CPU, kLmHeadGradRows vocabulary rows at a time (block_t holds a block's
-  // transposed panels).
-  void lm_head_input_grad_in_blocks(const ExecContext& ctx, const Tensor& dlogits, const Tensor& lm_head,
-                                    ops::PackedWeight& block_t, Tensor& dx) const;
+  // transposed panels in `math`, the backward's); with dlm_head, its rows += the block's dlogits^T · xn in `math`.
+  void lm_head_grads_in_blocks(const ExecContext& ctx, const Tensor& dlogits, const Tensor& lm_head, const Tensor& xn,
+                               Tensor* dlm_head, DType math, ops::PackedWeight& block_t, Tensor& dx) const;
   // The one layer body (transformer_layers.cpp) of the training forward and the cached decode, in the model's
   // numerics: norm, qkv (+ bias), (Qwen3: q_norm, k_norm per head,) RoPE, attention, o + residual, norm, gate_up,
   // SwiGLU, down + residual.

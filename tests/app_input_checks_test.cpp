@@ -220,8 +220,8 @@ TEST_F(InputChecks, DevicesAreCheckedNamingTheKeyOrOption) {
                "eval --device cuda:");
   expect_error(run_cli("bench train --device npu --no-peer"), "bench train --device: unknown device 'npu'",
                "bench train --device npu");
-  expect_error(run_cli("bench train --dtype bf16 --no-peer"), "the CPU trainer's bench is fp32",
-               "bench train --dtype bf16 on the CPU");
+  expect_error(run_cli("bench train --dtype fp16 --no-peer"), "bench train --dtype: fp32 or bf16, got 'fp16'",
+               "bench train --dtype fp16 on the CPU");
   expect_error(run_cli("bench train --peers pytorch-gpu"), "'pytorch-gpu' is not a peer of this bench",
                "the GPU peer on the CPU");
   expect_error(run_cli("bench step --device npu --no-peer"), "bench step --device: unknown device 'npu'",

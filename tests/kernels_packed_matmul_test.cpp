@@ -5,7 +5,10 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstring>
+#include <vector>
 
+#include "kernels/cpu/dtype_round.h"
 #include "kernels/ops.h"
 #include "tests/host_context.h"
 #include "tests/kernels_test_support.h"
@@ -231,6 +234,31 @@ TEST(PackedMatmul, InputGradientThroughTheTransposedPackingMatchesDoubleReferenc
   }
 }
 
+// A bf16 model's backward packs its weights transposed in bf16: the panels of pack_weight(w^T, BF16) bit for bit
+// (pairs of w's rows in one word, an odd N's last row with a zero lower half), so dx = dy @ w multiplies dy rounded
+// to bf16 operands by bf16 weights in fma chains, as the forward's bf16 product does.
+TEST(PackedMatmul, Bf16TransposedPanelsAreThePanelsOfTheTranspose) {
+  Rng rng(16);
+  const Dims shapes[] = {{1, 1, 1}, {7, 17, 5}, {3, 33, 130}, {5, 100, 37}, {2, 64, 48}};
+  for (const Dims& d : shapes) {  // w (N,K) = (d.n, d.k); dy (M,N)
+    SCOPED_TRACE(::testing::Message() << "N=" << d.n << " K=" << d.k);
+    const Tensor w = rng.normal({d.n, d.k}), dy = rng.normal({d.m, d.n});
+    Tensor w_t = Tensor::empty({d.k, d.n});
+    for (int64_t i = 0; i < d.n; ++i)
+      for (int64_t c = 0; c < d.k; ++c) w_t.data<float>()[c * d.n + i] = w.data<float>()[i * d.k + c];
+    ops::PackedWeight transposed, of_transpose;
+    ops::pack_weight_transposed(host(), w, transposed, DType::kBF16);
+    ops::pack_weight(host(), w_t, of_transpose, DType::kBF16);
+    ASSERT_EQ(transposed.panels.shape(), of_transpose.panels.shape());
+    EXPECT_EQ(transposed.format, DType::kBF16);
+    EXPECT_EQ(std::memcmp(transposed.panels.raw(), of_transpose.panels.raw(), transposed.panels.nbytes()), 0);
+    Tensor dx = Tensor::empty({d.m, d.k}), want = Tensor::empty({d.m, d.k});
+    ops::matmul_packed(host(), dy, transposed, dx);
+    ops::matmul_packed(host(), dy, of_transpose, want);
+    EXPECT_TRUE(same_bits(dx.data<float>(), want.data<float>(), dx.numel()));
+  }
+}
+
 // The weight gradient dw (N,K) += dy (M,N)^T @ x (M,K), operands read in place: one fma chain per output over
 // the rows in order from dw's value (bit for bit), so splitting the rows into consecutive calls, as the chunked
 // backward does, or running on one or two threads gives the same bits; guard bytes around dw stay intact.
@@ -262,6 +290,46 @@ TEST(LinearWeightGrad, EachOutputIsOneFmaChainOverTheRowsFromDwsValue) {
     Tensor split = dw0.clone();
     ops::linear_weight_grad(host(), dy.slice_rows(0, cut), x.slice_rows(0, cut), split);
     ops::linear_weight_grad(host(), dy.slice_rows(cut, d.m), x.slice_rows(cut, d.m), split);
+    omp_set_num_threads(threads);
+    EXPECT_TRUE(same_bits(split.data<float>(), want.data(), d.n * d.k));
+  }
+}
+
+// BF16 math, a bf16 model's backward: the same chains over dy and x rounded to bf16 operands (subnormals to zero),
+// two rows a vdpbf16ps on AVX512-BF16 — bit for bit, across pair blocks (M > 128), an odd M's last row, calls cut
+// at an odd row and one or two threads.
+TEST(LinearWeightGrad, Bf16MathIsTheFmaChainOverBf16Operands) {
+  Rng rng(15);
+  const Dims shapes[] = {{1, 1, 1}, {2, 7, 3}, {5, 7, 3}, {130, 6, 64}, {301, 13, 81}, {257, 704, 128}};
+  auto operand = [](float v) { return cpu::bf16_operand_reference(v); };
+  for (const Dims& d : shapes) {
+    SCOPED_TRACE(::testing::Message() << "M=" << d.m << " N=" << d.n << " K=" << d.k);
+    Tensor dy = rng.normal({d.m, d.n}), x = rng.normal({d.m, d.k});
+    const Tensor dw0 = rng.normal({d.n, d.k});
+    x.data<float>()[0] = 3e-39f;  // an fp32 subnormal: a zero operand
+    std::vector<float> want(static_cast<size_t>(d.n * d.k));
+    for (int64_t o = 0; o < d.n; ++o)
+      for (int64_t i = 0; i < d.k; ++i) {
+        float acc = dw0.data<float>()[o * d.k + i];
+        for (int64_t t = 0; t < d.m; ++t)
+          acc = std::fma(operand(dy.data<float>()[t * d.n + o]), operand(x.data<float>()[t * d.k + i]), acc);
+        want[static_cast<size_t>(o * d.k + i)] = acc;
+      }
+    Guarded dw({d.n, d.k});
+    dw.copy_from(dw0);
+    ops::linear_weight_grad(host(), dy, x, dw.t(), DType::kBF16);
+    EXPECT_TRUE(dw.guards_intact());
+    EXPECT_TRUE(same_bits(dw.data(), want.data(), d.n * d.k));
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const int64_t cut = d.m / 3 | 1;  // odd: the first call ends on a row of its own
+    Tensor split = dw0.clone();
+    if (cut < d.m) {
+      ops::linear_weight_grad(host(), dy.slice_rows(0, cut), x.slice_rows(0, cut), split, DType::kBF16);
+      ops::linear_weight_grad(host(), dy.slice_rows(cut, d.m), x.slice_rows(cut, d.m), split, DType::kBF16);
+    } else {
+      ops::linear_weight_grad(host(), dy, x, split, DType::kBF16);
+    }
     omp_set_num_threads(threads);
     EXPECT_TRUE(same_bits(split.data<float>(), want.data(), d.n * d.k));
   }

@@ -26,6 +26,9 @@ bool cpu_supports(Op op, DType dtype) {
     case Op::kPagedKvWrite:
     case Op::kPagedAttention:
       return dtype == DType::kF32 || float_16(dtype);
+    case Op::kPackWeightTransposed:
+    case Op::kLinearWeightGrad:  // a bf16 model's backward products
+      return dtype == DType::kF32 || dtype == DType::kBF16;
     default:
       return dtype == DType::kF32;
   }
@@ -51,8 +54,8 @@ const Backend& cpu_backend() {
             }
             cpu::pack_weight(w, panels, scales, n, k, format);
           },
-      .pack_weight_transposed = [](const K&, const float* w, float* panels, int64_t n,
-                                   int64_t k) { cpu::pack_weight_transposed(w, panels, n, k); },
+      .pack_weight_transposed = [](const K&, const float* w, void* panels, int64_t n, int64_t k,
+                                   DType format) { cpu::pack_weight_transposed(w, panels, n, k, format); },
       .matmul_packed =
           [](const K&, const float* x, const void* panels, const float* scales, DType format, float* y, int64_t m,
              int64_t n, int64_t k, int64_t, const float* residual, DType round) {
@@ -62,7 +65,7 @@ const Backend& cpu_backend() {
       .convert = [](const K&, const void* src, DType from, void* dst, DType to,
                     int64_t n) { cpu::convert(src, from, dst, to, n); },
       .linear_weight_grad = [](const K&, const float* dy, const float* x, float* dw, int64_t rows, int64_t out,
-                               int64_t in, DType) { cpu::linear_weight_grad(dy, x, dw, rows, out, in); },
+                               int64_t in, DType math) { cpu::linear_weight_grad(dy, x, dw, rows, out, in, math); },
       .add_bias = [](const K&, float* y, const float* bias, int64_t rows,
                      int64_t cols) { cpu::add_bias(y, bias, rows, cols); },
       .bias_backward = [](const K&, const float* dy, float* dbias, int64_t rows,

@@ -48,9 +48,10 @@ void pack_weight(const float* w, void* panels, float* scales, int64_t n, int64_t
 // w (n,k) = the values a product with the panels multiplies by (dequantised, rounded): the reference of what a
 // packed weight holds.
 void unpack_weight(const void* panels, const float* scales, float* w, int64_t n, int64_t k, DType format);
-// Packs the transpose of w (n,k) the same way, fp32: panels (ceil(k/16), n, 16) with panels[p][i][j] =
-// w[i][16p + j], zero past k — the panels of pack_weight(w^T) without forming w^T.
-void pack_weight_transposed(const float* w, float* panels, int64_t n, int64_t k);
+// Packs the transpose of w (n,k) the same way in `format` (F32 or BF16): panels (ceil(k/16), depth of n, 16)
+// with element (i, j) of panel p = w[i][16p + j], zero past k — the panels of pack_weight(w^T, format) without
+// forming w^T.
+void pack_weight_transposed(const float* w, void* panels, int64_t n, int64_t k, DType format);
 // y (m,n) = x (m,k) @ w^T, or y = residual + x @ w^T when residual (m,n) is given (it may be y itself); each
 // product one fma chain over k in order, times the channel scale (quantised formats), rounded to `round` (kF32:
 // not rounded), then the residual added and rounded again.
@@ -62,8 +63,9 @@ void round_to(float* x, int64_t n, DType dtype);
 // round_to rounds, or copied when the dtypes are the same.
 void convert(const void* src, DType from, void* dst, DType to, int64_t n);
 
-// dw (out,in) += dy (n,out)^T @ x (n,in), operands in place; each output one fma chain over t = 0..n-1 in order.
-void linear_weight_grad(const float* dy, const float* x, float* dw, int64_t n, int64_t out, int64_t in);
+// dw (out,in) += dy (n,out)^T @ x (n,in); each output one fma chain over t = 0..n-1 in order. F32 math reads
+// the operands in place; BF16 math multiplies them rounded to bf16 operands (dtype_round.h bf16_operand).
+void linear_weight_grad(const float* dy, const float* x, float* dw, int64_t n, int64_t out, int64_t in, DType math);
 
 // y (rows,cols) += bias (cols) on every row.
 void add_bias(float* y, const float* bias, int64_t rows, int64_t cols);

@@ -568,10 +568,33 @@ void unpack_weight(const void* panels, const float* scales, float* w, int64_t n,
   with_panel_type(format, panels, [&](auto typed) { unpack_panels(typed, is_quantized(format) ? scales : nullptr, w, n, k); });
 }
 
-void pack_weight_transposed(const float* w, float* panels, int64_t n, int64_t k) {
+void pack_weight_transposed(const float* w, void* panels, int64_t n, int64_t k, DType format) {
   const int64_t num_panels = (k + kPackedPanel - 1) / kPackedPanel;
+  if (format == DType::kBF16) {
+    // Pair row p of a panel: word j holds rows 2p (upper half) and 2p + 1 (lower; zero past an odd n) of w at
+    // column 16 panel + j, each a contiguous run of w.
+    const int64_t depth = panel_depth_of<Bf16>(n);
+    uint32_t* words = static_cast<uint32_t*>(panels);
+    for (int64_t p = 0; p < num_panels; ++p) {
+      const int64_t col0 = p * kPackedPanel, width = std::min<int64_t>(kPackedPanel, k - col0);
+      for (int64_t pair = 0; pair < depth / 2; ++pair) {
+        const float* upper = w + 2 * pair * k + col0;
+        uint32_t* out = words + (p * depth / 2 + pair) * kPackedPanel;
+        if (width == kPackedPanel && 2 * pair + 1 < n) {  // the common case, a loop that vectorises
+          for (int64_t j = 0; j < kPackedPanel; ++j)
+            out[j] = uint32_t{bf16_operand_bits(upper[j])} << 16 | bf16_operand_bits(upper[k + j]);
+          continue;
+        }
+        for (int64_t j = 0; j < kPackedPanel; ++j)
+          out[j] = j >= width ? 0u
+                              : uint32_t{bf16_operand_bits(upper[j])} << 16 |
+                                    (2 * pair + 1 < n ? bf16_operand_bits(upper[k + j]) : uint16_t{0});
+      }
+    }
+    return;
+  }
   for (int64_t p = 0; p < num_panels; ++p) {
-    float* dst = panels + p * n * kPackedPanel;
+    float* dst = static_cast<float*>(panels) + p * n * kPackedPanel;
     const int64_t col0 = p * kPackedPanel, width = std::min<int64_t>(kPackedPanel, k - col0);
     for (int64_t i = 0; i < n; ++i) {  // row i of w, columns [col0, col0 + width): one contiguous run
       const float* src = w + i * k + col0;

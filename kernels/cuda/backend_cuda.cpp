@@ -97,8 +97,8 @@ const Backend& cuda_backend() {
             if (is_quantized(format)) return pack_quantized_through_host(k, w, panels, scales, n, kk, depth, format);
             RLCPP_LAUNCH("pack_weight", cuda::pack_weight(w, panels, format, n, kk, depth, stream(k)));
           },
-      .pack_weight_transposed = [](const K&, const float*, float*, int64_t,
-                                   int64_t) { not_here("pack_weight_transposed"); },
+      .pack_weight_transposed = [](const K&, const float*, void*, int64_t, int64_t,
+                                   DType) { not_here("pack_weight_transposed"); },
       .matmul_packed =
           [](const K& k, const float* x, const void* panels, const float* scales, DType format, float* y, int64_t m,
              int64_t n, int64_t kk, int64_t depth, const float* residual, DType round) {

@@ -20,6 +20,8 @@ bool reference_supports(Op op, DType dtype) {
     case Op::kEmbeddingForward:
     case Op::kPagedKvWrite:
     case Op::kPagedAttention: return dtype == DType::kF32 || float_16;
+    case Op::kPackWeightTransposed:
+    case Op::kLinearWeightGrad: return dtype == DType::kF32 || dtype == DType::kBF16;
     default: return dtype == DType::kF32;
   }
 }
@@ -38,8 +40,8 @@ const Backend& reference_backend() {
                    int64_t k, float alpha, float beta, DType) { ref::matmul(a, ta, b, tb, c, m, n, k, alpha, beta); },
       .pack_weight = [](const K&, const float* w, void* panels, float* scales, int64_t n, int64_t k, int64_t depth,
                         DType format) { ref::pack_weight(w, panels, scales, n, k, depth, format); },
-      .pack_weight_transposed = [](const K&, const float* w, float* panels, int64_t n,
-                                   int64_t k) { ref::pack_weight_transposed(w, panels, n, k); },
+      .pack_weight_transposed = [](const K&, const float* w, void* panels, int64_t n, int64_t k,
+                                   DType format) { ref::pack_weight_transposed(w, panels, n, k, format); },
       .matmul_packed =
           [](const K&, const float* x, const void* panels, const float* scales, DType format, float* y, int64_t m,
              int64_t n, int64_t k, int64_t depth, const float* residual, DType round) {
@@ -49,7 +51,7 @@ const Backend& reference_backend() {
       .convert = [](const K&, const void* src, DType from, void* dst, DType to,
                     int64_t n) { ref::convert(src, from, dst, to, n); },
       .linear_weight_grad = [](const K&, const float* dy, const float* x, float* dw, int64_t rows, int64_t out,
-                               int64_t in, DType) { ref::linear_weight_grad(dy, x, dw, rows, out, in); },
+                               int64_t in, DType math) { ref::linear_weight_grad(dy, x, dw, rows, out, in, math); },
       .add_bias = [](const K&, float* y, const float* bias, int64_t rows,
                      int64_t cols) { ref::add_bias(y, bias, rows, cols); },
       .bias_backward = [](const K&, const float* dy, float* dbias, int64_t rows,

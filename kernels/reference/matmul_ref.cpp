@@ -1,6 +1,7 @@
 // Reference products: the plain matrix product and a Linear layer's weight gradient.
 #include <cmath>
 
+#include "kernels/cpu/dtype_round.h"
 #include "kernels/reference/reference_kernels.h"
 
 namespace rlcpp::ref {
@@ -19,11 +20,13 @@ void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c
     }
 }
 
-void linear_weight_grad(const float* dy, const float* x, float* dw, int64_t rows, int64_t out, int64_t in) {
+void linear_weight_grad(const float* dy, const float* x, float* dw, int64_t rows, int64_t out, int64_t in,
+                        DType math) {
+  auto operand = [&](float v) { return math == DType::kBF16 ? cpu::bf16_operand_reference(v) : v; };
   for (int64_t o = 0; o < out; ++o)
     for (int64_t i = 0; i < in; ++i) {
       float acc = dw[o * in + i];
-      for (int64_t t = 0; t < rows; ++t) acc = std::fma(dy[t * out + o], x[t * in + i], acc);
+      for (int64_t t = 0; t < rows; ++t) acc = std::fma(operand(dy[t * out + o]), operand(x[t * in + i]), acc);
       dw[o * in + i] = acc;
     }
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/dtype_round.h"
 #include "kernels/reference/reference_kernels.h"
@@ -71,14 +72,12 @@ void pack_weight(const float* w, void* panels, float* scales, int64_t n, int64_t
     for (int64_t col = 0; col < n; ++col) scales[col] *= cpu::kE4m3F16Scale;
 }
 
-void pack_weight_transposed(const float* w, float* panels, int64_t n, int64_t k) {
-  const int64_t num_panels = (k + kPanel - 1) / kPanel;
-  for (int64_t p = 0; p < num_panels; ++p)
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < kPanel; ++j) {
-        const int64_t col = p * kPanel + j;
-        panels[(p * n + i) * kPanel + j] = col < k ? w[i * k + col] : 0.0f;
-      }
+void pack_weight_transposed(const float* w, void* panels, int64_t n, int64_t k, DType format) {
+  std::vector<float> transposed(static_cast<size_t>(n * k));  // w^T (k,n)
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t col = 0; col < k; ++col) transposed[static_cast<size_t>(col * n + i)] = w[i * k + col];
+  const int64_t depth = format == DType::kBF16 ? (n + 1) / 2 * 2 : n;  // bf16: pairs of rows of w
+  pack_weight(transposed.data(), panels, nullptr, k, n, depth, format);
 }
 
 void matmul_packed(const float* x, const void* panels, const float* scales, DType format, float* y, int64_t m,

@@ -16,14 +16,18 @@ namespace rlcpp::ref {
 // c (m,n) = alpha * op(a) @ op(b) + beta * c, one fp32 fma chain per output over k in order (fp32 math only).
 void matmul(const float* a, bool trans_a, const float* b, bool trans_b, float* c, int64_t m, int64_t n, int64_t k,
             float alpha, float beta);
-// dw (out,in) += dy (rows,out)^T @ x (rows,in): per output, an fma chain over the rows in order from dw's value.
-void linear_weight_grad(const float* dy, const float* x, float* dw, int64_t rows, int64_t out, int64_t in);
+// dw (out,in) += dy (rows,out)^T @ x (rows,in): per output, an fma chain over the rows in order from dw's value;
+// BF16 math: over the operands rounded to bf16 (cpu::bf16_operand_reference, subnormals to zero), as a bf16 GEMM
+// with fp32 accumulation takes them.
+void linear_weight_grad(const float* dy, const float* x, float* dw, int64_t rows, int64_t out, int64_t in,
+                        DType math);
 
 // The packed weight's layout (ops.h PackedWeight): panels of 16 outputs, (K, 16) row-major; bf16 panels pair
 // k = 2p, 2p + 1 in one 32-bit word of pair row p (2p in the upper half). Quantised panels hold codes of w / s with
 // s = max |w of the channel| / (127 or 448); e4m3 codes decode to the value times 2^-8 and s carries the 2^8.
 void pack_weight(const float* w, void* panels, float* scales, int64_t n, int64_t k, int64_t depth, DType format);
-void pack_weight_transposed(const float* w, float* panels, int64_t n, int64_t k);
+// The panels of pack_weight(w^T, format) for w (n,k), format F32 or BF16.
+void pack_weight_transposed(const float* w, void* panels, int64_t n, int64_t k, DType format);
 // Each output: acc = +0; acc = fma(operand(x[m][kk]), panel value (n,kk), acc) for kk = 0..k-1 (bf16 panels:
 // x rounded to a bf16 operand first); then times the channel scale (quantised), rounded to `round`, and when
 // residual is given added to it and rounded again.
