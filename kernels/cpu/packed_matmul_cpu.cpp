@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/bf16_operands.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dtype_round.h"
 
@@ -511,6 +512,67 @@ void pack_panels(const float* w, W* panels, const float* scales, int64_t n, int6
   }
 }
 
+// bf16 panels (panel_offset<Bf16>'s layout), a panel at a time: its 16 rows of w rounded to bf16 operands into a
+// buffer (contiguous loops that vectorise), then each pair word formed from two neighbouring values of a row.
+// pack_panels places one weight at a time, and a bf16 trainer packs every layer in every forward (W2: 0.3 s of
+// a 3.6 s step that way).
+void pack_bf16_panels(const float* w, Bf16* panels, int64_t n, int64_t k) {
+  const int64_t num_panels = (n + kPackedPanel - 1) / kPackedPanel, depth = panel_depth_of<Bf16>(k);
+  thread_local std::vector<uint16_t> rows;
+  rows.resize(static_cast<size_t>(kPackedPanel * depth));
+  for (int64_t p = 0; p < num_panels; ++p) {
+    for (int64_t j = 0; j < kPackedPanel; ++j) {
+      uint16_t* row = rows.data() + j * depth;
+      const int64_t col = p * kPackedPanel + j;
+      if (col < n) {
+        bf16_operand_row(w + col * k, k, row);
+        if (depth > k) row[k] = 0;
+      } else {
+        std::fill(row, row + depth, uint16_t{0});
+      }
+    }
+    uint32_t* out = reinterpret_cast<uint32_t*>(panels + p * depth * kPackedPanel);
+    int64_t pair = 0;
+#if defined(__AVX512F__)
+    // Word j of a pair row: the 32 bits at rows[j][2 pair], its halves swapped (2 pair goes in the upper half).
+    const __m512i row_starts = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                                  _mm512_set1_epi32(static_cast<int>(2 * depth)));
+    for (; pair < depth / 2; ++pair) {
+      const __m512i words = _mm512_i32gather_epi32(row_starts, rows.data() + 2 * pair, 1);
+      _mm512_storeu_si512(out + pair * kPackedPanel, _mm512_ror_epi32(words, 16));
+    }
+#endif
+    for (; pair < depth / 2; ++pair)
+      for (int64_t j = 0; j < kPackedPanel; ++j) {
+        const uint16_t* row = rows.data() + j * depth + 2 * pair;
+        out[pair * kPackedPanel + j] = uint32_t{row[0]} << 16 | row[1];
+      }
+  }
+}
+
+// fp32 panels: each panel row (16 weights, one per output) gathered from 16 rows of w at once. pack_panels'
+// element at a time ran at 1.1 ns a weight (W2's layers: 0.3 s of an fp32 training step's forward).
+void pack_f32_panels(const float* w, float* panels, int64_t n, int64_t k) {
+#if defined(__AVX512F__)
+  const int64_t num_panels = (n + kPackedPanel - 1) / kPackedPanel;
+  if (k * kPackedPanel * static_cast<int64_t>(sizeof(float)) < (int64_t{1} << 31)) {  // the gather's offsets fit
+    const __m512i row_starts = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                                  _mm512_set1_epi32(static_cast<int>(k)));
+    for (int64_t p = 0; p < num_panels; ++p) {
+      const int64_t rows = std::min<int64_t>(kPackedPanel, n - p * kPackedPanel);
+      const __mmask16 present = static_cast<__mmask16>((1u << rows) - 1u);  // zero past n
+      const float* src = w + p * kPackedPanel * k;
+      float* dst = panels + p * k * kPackedPanel;
+      for (int64_t kk = 0; kk < k; ++kk)
+        _mm512_storeu_ps(dst + kk * kPackedPanel,
+                         _mm512_mask_i32gather_ps(_mm512_setzero_ps(), present, row_starts, src + kk, 4));
+    }
+    return;
+  }
+#endif
+  pack_panels<float>(w, panels, nullptr, n, k);
+}
+
 template <class W>
 void unpack_panels(const W* panels, const float* scales, float* w, int64_t n, int64_t k) {
   const int64_t depth = panel_depth_of<W>(k);
@@ -556,7 +618,12 @@ void pack_weight(const float* w, void* panels, float* scales, int64_t n, int64_t
   if (is_quantized(format)) channel_scales(w, n, k, format, scales);
   with_panel_type(format, panels, [&](auto typed) {
     using W = std::remove_const_t<std::remove_pointer_t<decltype(typed)>>;
-    pack_panels(w, const_cast<W*>(typed), is_quantized(format) ? scales : nullptr, n, k);
+    if constexpr (std::is_same_v<W, Bf16>)
+      pack_bf16_panels(w, const_cast<W*>(typed), n, k);
+    else if constexpr (std::is_same_v<W, float>)
+      pack_f32_panels(w, const_cast<W*>(typed), n, k);
+    else
+      pack_panels(w, const_cast<W*>(typed), is_quantized(format) ? scales : nullptr, n, k);
   });
   // e4m3 panels decode to the value times 2^-8 (one fp16 conversion); the channel's multiplier takes the 2^8
   // back, exactly (a power of two).
@@ -580,9 +647,8 @@ void pack_weight_transposed(const float* w, void* panels, int64_t n, int64_t k, 
       for (int64_t pair = 0; pair < depth / 2; ++pair) {
         const float* upper = w + 2 * pair * k + col0;
         uint32_t* out = words + (p * depth / 2 + pair) * kPackedPanel;
-        if (width == kPackedPanel && 2 * pair + 1 < n) {  // the common case, a loop that vectorises
-          for (int64_t j = 0; j < kPackedPanel; ++j)
-            out[j] = uint32_t{bf16_operand_bits(upper[j])} << 16 | bf16_operand_bits(upper[k + j]);
+        if (width == kPackedPanel && 2 * pair + 1 < n) {  // the common case
+          bf16_operand_pair_words(upper, upper + k, kPackedPanel, out);
           continue;
         }
         for (int64_t j = 0; j < kPackedPanel; ++j)

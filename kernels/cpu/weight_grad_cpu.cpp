@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/bf16_operands.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dtype_round.h"
 
@@ -150,11 +151,7 @@ const float* rounded_operands(const float* a, int64_t n, int64_t cols, int slot,
 const uint32_t* pair_words(const float* a, int64_t n, int64_t cols, int slot, bool parallel) {
   uint32_t* out = operand_buffer<uint32_t>(slot, n / 2 * cols);
 #pragma omp parallel for schedule(static) if (parallel : parallel)
-  for (int64_t p = 0; p < n / 2; ++p) {
-    const float* upper = a + 2 * p * cols;
-    for (int64_t c = 0; c < cols; ++c)
-      out[p * cols + c] = uint32_t{bf16_operand_bits(upper[c])} << 16 | bf16_operand_bits(upper[cols + c]);
-  }
+  for (int64_t p = 0; p < n / 2; ++p) bf16_operand_pair_words(a + 2 * p * cols, a + (2 * p + 1) * cols, cols, out + p * cols);
   return out;
 }
 
