@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <random>
+#include <string>
 
 #include "core/error.h"
 #include "rollout/serve_metrics.h"
@@ -48,9 +49,10 @@ std::string numeric_host(const sockaddr_storage& addr, socklen_t len, int& port)
 int connection_socket(const httplib::Request& req) {
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    const std::string name = entry.path().filename().string();  // strtol's `end` points into it
     char* end = nullptr;
-    const long fd = std::strtol(entry.path().filename().c_str(), &end, 10);
-    if (*end != '\0') continue;
+    const long fd = std::strtol(name.c_str(), &end, 10);
+    if (end == name.c_str() || *end != '\0') continue;
     sockaddr_storage local{}, peer{};
     socklen_t local_len = sizeof local, peer_len = sizeof peer;
     if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
