@@ -43,11 +43,30 @@ constexpr int64_t kRowBlock = 64;
 constexpr int kRows = 6;
 constexpr int kVecs = 4;  // 24 accumulators, 4 x registers, 1 broadcast
 
+// What a tile does with one row of the chain: fp32 math takes row t of dy and x (broadcast dy[t][r], an fma with
+// x[t]'s vectors); bf16 math a pair of rows as pair words (broadcast dy's word, one vdpbf16ps with x's words).
+struct Fp32Fma {
+  using Operand = float;
+  using Vec = __m512;
+  static Vec load(const float* p, __mmask16 mask) { return _mm512_maskz_loadu_ps(mask, p); }
+  static Vec broadcast(float v) { return _mm512_set1_ps(v); }
+  static __m512 accumulate(__m512 acc, Vec x, Vec dy) { return _mm512_fmadd_ps(dy, x, acc); }
+};
+#if defined(__AVX512BF16__)
+struct Bf16PairDot {
+  using Operand = uint32_t;
+  using Vec = __m512bh;
+  static Vec load(const uint32_t* p, __mmask16 mask) { return (__m512bh)_mm512_maskz_loadu_epi32(mask, p); }
+  static Vec broadcast(uint32_t v) { return (__m512bh)_mm512_set1_epi32(static_cast<int>(v)); }
+  static __m512 accumulate(__m512 acc, Vec x, Vec dy) { return _mm512_dpbf16_ps(acc, x, dy); }
+};
+#endif
+
 // ROWS rows of dw from `dw` on, VECS vectors of columns from `x`'s column 0 on, the last vector masked by
-// `last_mask`; rows [0, n) of dy and x.
-template <int ROWS, int VECS>
-void tile(const float* dy, int64_t ldy, const float* x, int64_t ldx, float* dw, int64_t ldw, int64_t n,
-          __mmask16 last_mask) {
+// `last_mask`; rows [0, n) of dy and x (bf16: row pairs).
+template <class Op, int ROWS, int VECS>
+void tile(const typename Op::Operand* dy, int64_t ldy, const typename Op::Operand* x, int64_t ldx, float* dw,
+          int64_t ldw, int64_t n, __mmask16 last_mask) {
   // The unroll pragmas keep the accumulators in registers: without them GCC stores the whole tile to the stack
   // on every t (measured 1.4x slower).
   __m512 acc[ROWS][VECS];
@@ -58,14 +77,14 @@ void tile(const float* dy, int64_t ldy, const float* x, int64_t ldx, float* dw, 
       acc[r][v] = _mm512_maskz_loadu_ps(v + 1 < VECS ? 0xFFFF : last_mask, dw + r * ldw + 16 * v);
   }
   for (int64_t t = 0; t < n; ++t) {
-    __m512 w[VECS];
+    typename Op::Vec w[VECS];
 #pragma GCC unroll 8
-    for (int v = 0; v < VECS; ++v) w[v] = _mm512_maskz_loadu_ps(v + 1 < VECS ? 0xFFFF : last_mask, x + t * ldx + 16 * v);
+    for (int v = 0; v < VECS; ++v) w[v] = Op::load(x + t * ldx + 16 * v, v + 1 < VECS ? 0xFFFF : last_mask);
 #pragma GCC unroll 8
     for (int r = 0; r < ROWS; ++r) {
-      const __m512 b = _mm512_set1_ps(dy[t * ldy + r]);
+      const typename Op::Vec b = Op::broadcast(dy[t * ldy + r]);
 #pragma GCC unroll 8
-      for (int v = 0; v < VECS; ++v) acc[r][v] = _mm512_fmadd_ps(b, w[v], acc[r][v]);
+      for (int v = 0; v < VECS; ++v) acc[r][v] = Op::accumulate(acc[r][v], w[v], b);
     }
   }
 #pragma GCC unroll 8
@@ -76,27 +95,31 @@ void tile(const float* dy, int64_t ldy, const float* x, int64_t ldx, float* dw, 
   }
 }
 
-using TileFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t, __mmask16);
-template <int ROWS, int... V>
-constexpr std::array<TileFn, sizeof...(V)> row_of_tiles(std::integer_sequence<int, V...>) {
-  return {&tile<ROWS, V + 1>...};
+template <class Op>
+using TileFn = void (*)(const typename Op::Operand*, int64_t, const typename Op::Operand*, int64_t, float*, int64_t,
+                        int64_t, __mmask16);
+template <class Op, int ROWS, int... V>
+constexpr std::array<TileFn<Op>, sizeof...(V)> row_of_tiles(std::integer_sequence<int, V...>) {
+  return {&tile<Op, ROWS, V + 1>...};
 }
-template <int... R>
-constexpr std::array<std::array<TileFn, kVecs>, sizeof...(R)> tile_table(std::integer_sequence<int, R...>) {
-  return {row_of_tiles<R + 1>(std::make_integer_sequence<int, kVecs>{})...};
+template <class Op, int... R>
+constexpr std::array<std::array<TileFn<Op>, kVecs>, sizeof...(R)> tile_table(std::integer_sequence<int, R...>) {
+  return {row_of_tiles<Op, R + 1>(std::make_integer_sequence<int, kVecs>{})...};
 }
-constexpr auto kTiles = tile_table(std::make_integer_sequence<int, kRows>{});
+template <class Op>
+constexpr auto kTiles = tile_table<Op>(std::make_integer_sequence<int, kRows>{});
 
-// Rows [o0, o1) of dw, columns [i0, i0 + width), chunk rows [t0, t1).
-void block(const float* dy, const float* x, float* dw, int64_t out, int64_t in, int64_t o0, int64_t o1, int64_t i0,
-           int64_t width, int64_t t0, int64_t t1) {
+// Rows [o0, o1) of dw, columns [i0, i0 + width), chain rows [t0, t1) (bf16: row pairs).
+template <class Op = Fp32Fma>
+void block(const typename Op::Operand* dy, const typename Op::Operand* x, float* dw, int64_t out, int64_t in,
+           int64_t o0, int64_t o1, int64_t i0, int64_t width, int64_t t0, int64_t t1) {
   const int vecs = static_cast<int>((width + 15) / 16);
   const int tail = static_cast<int>(width - 16 * (vecs - 1));
   const __mmask16 last_mask = static_cast<__mmask16>((1u << tail) - 1u);
   for (int64_t o = o0; o < o1; o += kRows) {
     const int rows = static_cast<int>(std::min<int64_t>(kRows, o1 - o));
-    kTiles[rows - 1][vecs - 1](dy + t0 * out + o, out, x + t0 * in + i0, in, dw + o * in + i0, in, t1 - t0,
-                               last_mask);
+    kTiles<Op>[rows - 1][vecs - 1](dy + t0 * out + o, out, x + t0 * in + i0, in, dw + o * in + i0, in, t1 - t0,
+                                   last_mask);
   }
 }
 #else
@@ -160,48 +183,6 @@ const uint32_t* pair_words(const float* a, int64_t n, int64_t cols, int slot, bo
 // large layer's product (W2 gate_up: 35 MB read and written per pass).
 constexpr int64_t kPairBlock = 64;
 
-// The bf16 tile: ROWS rows of dw x VECS vectors of 16 columns over `pairs` row pairs of dy and x (pair words).
-template <int ROWS, int VECS>
-void dp_tile(const uint32_t* dy, int64_t ldy, const uint32_t* x, int64_t ldx, float* dw, int64_t ldw, int64_t pairs,
-             __mmask16 last_mask) {
-  __m512 acc[ROWS][VECS];
-#pragma GCC unroll 8
-  for (int r = 0; r < ROWS; ++r) {
-#pragma GCC unroll 8
-    for (int v = 0; v < VECS; ++v)
-      acc[r][v] = _mm512_maskz_loadu_ps(v + 1 < VECS ? 0xFFFF : last_mask, dw + r * ldw + 16 * v);
-  }
-  for (int64_t p = 0; p < pairs; ++p) {
-    __m512bh w[VECS];
-#pragma GCC unroll 8
-    for (int v = 0; v < VECS; ++v)
-      w[v] = (__m512bh)_mm512_maskz_loadu_epi32(v + 1 < VECS ? 0xFFFF : last_mask, x + p * ldx + 16 * v);
-#pragma GCC unroll 8
-    for (int r = 0; r < ROWS; ++r) {
-      const __m512bh b = (__m512bh)_mm512_set1_epi32(static_cast<int>(dy[p * ldy + r]));
-#pragma GCC unroll 8
-      for (int v = 0; v < VECS; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], w[v], b);
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < ROWS; ++r) {
-#pragma GCC unroll 8
-    for (int v = 0; v < VECS; ++v)
-      _mm512_mask_storeu_ps(dw + r * ldw + 16 * v, v + 1 < VECS ? 0xFFFF : last_mask, acc[r][v]);
-  }
-}
-
-using DpTileFn = void (*)(const uint32_t*, int64_t, const uint32_t*, int64_t, float*, int64_t, int64_t, __mmask16);
-template <int ROWS, int... V>
-constexpr std::array<DpTileFn, sizeof...(V)> row_of_dp_tiles(std::integer_sequence<int, V...>) {
-  return {&dp_tile<ROWS, V + 1>...};
-}
-template <int... R>
-constexpr std::array<std::array<DpTileFn, kVecs>, sizeof...(R)> dp_tile_table(std::integer_sequence<int, R...>) {
-  return {row_of_dp_tiles<R + 1>(std::make_integer_sequence<int, kVecs>{})...};
-}
-constexpr auto kDpTiles = dp_tile_table(std::make_integer_sequence<int, kRows>{});
-
 // dw += over the n / 2 row pairs of dy and x, then an odd n's last row by the fp32 tile on its rounded operands.
 void weight_grad_bf16(const float* dy, const float* x, float* dw, int64_t n, int64_t out, int64_t in) {
   const bool parallel = n * out * in >= kParallelMinMacs;
@@ -210,16 +191,9 @@ void weight_grad_bf16(const float* dy, const float* x, float* dw, int64_t n, int
   const int64_t pairs = n / 2;
   split_rows(n * out * in, out, [&](int64_t o0, int64_t o1) {
     for (int64_t p0 = 0; p0 < pairs; p0 += kPairBlock)
-      for (int64_t i0 = 0; i0 < in; i0 += kColumnTile) {
-        const int64_t width = std::min(kColumnTile, in - i0);
-        const int vecs = static_cast<int>((width + 15) / 16);
-        const __mmask16 last_mask = static_cast<__mmask16>((1u << (width - 16 * (vecs - 1))) - 1u);
-        for (int64_t o = o0; o < o1; o += kRows) {
-          const int rows = static_cast<int>(std::min<int64_t>(kRows, o1 - o));
-          kDpTiles[rows - 1][vecs - 1](dy_pairs + p0 * out + o, out, x_pairs + p0 * in + i0, in, dw + o * in + i0, in,
-                                       std::min(kPairBlock, pairs - p0), last_mask);
-        }
-      }
+      for (int64_t i0 = 0; i0 < in; i0 += kColumnTile)
+        block<Bf16PairDot>(dy_pairs, x_pairs, dw, out, in, o0, o1, i0, std::min(kColumnTile, in - i0), p0,
+                           std::min(pairs, p0 + kPairBlock));
   });
   if (n % 2 != 0)
     linear_weight_grad(rounded_operands(dy + (n - 1) * out, 1, out, 0, false),
