@@ -134,7 +134,8 @@ int run_train_bench(const TrainBenchOptions& o) {
               tokens / step_s, achieved);
   std::printf("  %s peak (median of %d rounds alternating with the step): %.1f GFLOP/s at 2048^3 (%.1f-%.1f), "
               "%.1f at W1 shape (%lld x %lld x %lld)\n",
-              bf16 ? "bf16 packed-product" : "sgemm", rounds, median_of(peaks_big), *std::min_element(peaks_big.begin(), peaks_big.end()),
+              bf16 ? "bf16 packed-product" : "sgemm", rounds, median_of(peaks_big),
+              *std::min_element(peaks_big.begin(), peaks_big.end()),
               *std::max_element(peaks_big.begin(), peaks_big.end()), median_of(peaks_w1),
               static_cast<long long>(o.batch * o.seq), static_cast<long long>(mc.intermediate_size),
               static_cast<long long>(mc.hidden_size));

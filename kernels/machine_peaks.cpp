@@ -49,8 +49,8 @@ double measure_matmul_flops(int64_t m, int64_t n, int64_t k, int iters) {
 
 double measure_packed_bf16_flops(int64_t m, int64_t n, int64_t k, int iters) {
   RLCPP_CHECK(m > 0 && n > 0 && k > 0 && iters > 0,
-              "measure_packed_bf16_flops: sizes and iterations must be positive, got " << m << "x" << n << "x" << k
-                                                                                       << ", " << iters << " iterations");
+              "measure_packed_bf16_flops: sizes and iterations must be positive, got "
+                  << m << "x" << n << "x" << k << ", " << iters << " iterations");
   const ExecContext host = ExecContext::cpu();
   Tensor x = host.empty({m, k}), w = host.empty({n, k}), y = host.empty({m, n});
   PhiloxStream rng(1, 1);

@@ -512,6 +512,14 @@ void pack_panels(const float* w, W* panels, const float* scales, int64_t n, int6
   }
 }
 
+#if defined(__AVX512F__)
+// Lane j of sixteen: j * stride (the offsets of a gather from sixteen rows `stride` apart).
+__m512i lane_times(int64_t stride) {
+  return _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                            _mm512_set1_epi32(static_cast<int>(stride)));
+}
+#endif
+
 // bf16 panels (panel_offset<Bf16>'s layout), a panel at a time: its 16 rows of w rounded to bf16 operands into a
 // buffer (contiguous loops that vectorise), then each pair word formed from two neighbouring values of a row.
 // pack_panels places one weight at a time, and a bf16 trainer packs every layer in every forward (W2: 0.3 s of
@@ -535,8 +543,7 @@ void pack_bf16_panels(const float* w, Bf16* panels, int64_t n, int64_t k) {
     int64_t pair = 0;
 #if defined(__AVX512F__)
     // Word j of a pair row: the 32 bits at rows[j][2 pair], its halves swapped (2 pair goes in the upper half).
-    const __m512i row_starts = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                                  _mm512_set1_epi32(static_cast<int>(2 * depth)));
+    const __m512i row_starts = lane_times(2 * depth);
     for (; pair < depth / 2; ++pair) {
       const __m512i words = _mm512_i32gather_epi32(row_starts, rows.data() + 2 * pair, 1);
       _mm512_storeu_si512(out + pair * kPackedPanel, _mm512_ror_epi32(words, 16));
@@ -556,8 +563,7 @@ void pack_f32_panels(const float* w, float* panels, int64_t n, int64_t k) {
 #if defined(__AVX512F__)
   const int64_t num_panels = (n + kPackedPanel - 1) / kPackedPanel;
   if (k * kPackedPanel * static_cast<int64_t>(sizeof(float)) < (int64_t{1} << 31)) {  // the gather's offsets fit
-    const __m512i row_starts = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                                  _mm512_set1_epi32(static_cast<int>(k)));
+    const __m512i row_starts = lane_times(k);
     for (int64_t p = 0; p < num_panels; ++p) {
       const int64_t rows = std::min<int64_t>(kPackedPanel, n - p * kPackedPanel);
       const __mmask16 present = static_cast<__mmask16>((1u << rows) - 1u);  // zero past n

@@ -174,7 +174,8 @@ const float* rounded_operands(const float* a, int64_t n, int64_t cols, int slot,
 const uint32_t* pair_words(const float* a, int64_t n, int64_t cols, int slot, bool parallel) {
   uint32_t* out = operand_buffer<uint32_t>(slot, n / 2 * cols);
 #pragma omp parallel for schedule(static) if (parallel : parallel)
-  for (int64_t p = 0; p < n / 2; ++p) bf16_operand_pair_words(a + 2 * p * cols, a + (2 * p + 1) * cols, cols, out + p * cols);
+  for (int64_t p = 0; p < n / 2; ++p)
+    bf16_operand_pair_words(a + 2 * p * cols, a + (2 * p + 1) * cols, cols, out + p * cols);
   return out;
 }
 
