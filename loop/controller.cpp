@@ -339,11 +339,14 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   std::fflush(stdout);
   const ModelNumerics& rn = rollout_model.numerics();
   const int64_t compute_bytes = static_cast<int64_t>(dtype_size(rn.compute));
-  if (lead)
-    start_run_ledger(run.path(), params,
-                     {compute_bytes, is_quantized(rn.linear_weights) ? 1 : compute_bytes,
-                      adapters ? adapters->weights().numel() : 0,
-                      lora_base ? static_cast<int64_t>(dtype_size(lora_base->dtype())) : 4});
+  if (lead) {
+    LedgerDtypes dtypes{compute_bytes, is_quantized(rn.linear_weights) ? 1 : compute_bytes,
+                        adapters ? adapters->weights().numel() : 0,
+                        lora_base ? static_cast<int64_t>(dtype_size(lora_base->dtype())) : 4};
+    dtypes.trainer_bf16 = model.numerics().compute == DType::kBF16;
+    dtypes.rollout_bf16 = rn.compute == DType::kBF16 && rn.linear_weights == DType::kBF16;
+    start_run_ledger(run.path(), params, dtypes);
+  }
 
   EvalOptions eval_opts;
   eval_opts.problems = config.eval_size;

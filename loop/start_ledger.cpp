@@ -9,6 +9,7 @@ namespace rlcpp {
 MachineFigures measure_machine_figures() {
   MachineFigures m;
   m.matmul_peak_flops = measure_matmul_flops(m.matmul_size, m.matmul_size, m.matmul_size, 5);
+  m.bf16_matmul_peak_flops = measure_packed_bf16_flops(m.matmul_size, m.matmul_size, m.matmul_size, 5);
   m.copy_bandwidth = measure_copy_bandwidth(m.copy_bytes, 5);
   return m;
 }
@@ -23,7 +24,8 @@ void start_run_ledger(const std::string& run_dir, const ParameterStore& params, 
 
 void end_run_ledger(const std::string& run_dir) {
   const int64_t size = MachineFigures{}.matmul_size;
-  record_end_of_run_peak(run_dir, measure_matmul_flops(size, size, size, 5));
+  record_end_of_run_peak(run_dir, measure_matmul_flops(size, size, size, 5),
+                         measure_packed_bf16_flops(size, size, size, 5));
 }
 
 }  // namespace rlcpp

@@ -95,17 +95,22 @@ std::vector<LedgerLine> build_ledger(const ModelConfig& model, const LedgerFigur
   lines.push_back({"inference_flops_per_token", "inference FLOPs per token", "2N (one multiply-add per weight)",
                    2 * n, "FLOP", "", kNotMeasured, "", kNotMeasured});
 
+  // A role's MFU is against the peak of its products' math: sgemm's, or the bf16 product's for a bf16 role.
+  auto peak_of = [&](bool bf16) { return bf16 ? f.bf16_matmul_peak_flops : f.matmul_peak_flops; };
+  auto peak_name = [](bool bf16) {
+    return bf16 ? "bf16 matmul peak the run measured" : "matmul peak the run measured";
+  };
   const double train_flops = 6 * n * f.train_tokens_per_s;
   lines.push_back({"train_mfu", "training FLOP/s (MFU)",
                    "6N · trained tok/s = 6·" + num(n) + "·" + format_ledger_value(f.train_tokens_per_s, "/s"),
-                   train_flops, "FLOP/s", "matmul peak the run measured", f.matmul_peak_flops, "MFU",
-                   ratio_of(train_flops, f.matmul_peak_flops)});
+                   train_flops, "FLOP/s", peak_name(dtypes.trainer_bf16), peak_of(dtypes.trainer_bf16), "MFU",
+                   ratio_of(train_flops, peak_of(dtypes.trainer_bf16))});
   const double engine_flops = 2 * n * f.engine_tokens_per_s;
   lines.push_back({"rollout_mfu", "rollout FLOP/s (MFU)",
                    "2N · engine tok/s (prefill + sampled) = 2·" + num(n) + "·" +
                        format_ledger_value(f.engine_tokens_per_s, "/s"),
-                   engine_flops, "FLOP/s", "matmul peak the run measured", f.matmul_peak_flops, "MFU",
-                   ratio_of(engine_flops, f.matmul_peak_flops)});
+                   engine_flops, "FLOP/s", peak_name(dtypes.rollout_bf16), peak_of(dtypes.rollout_bf16), "MFU",
+                   ratio_of(engine_flops, peak_of(dtypes.rollout_bf16))});
 
   const double weight_bytes = n * static_cast<double>(dtypes.weights);
   const double floor_s = ratio_of(weight_bytes, f.memory_bandwidth);

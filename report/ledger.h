@@ -29,6 +29,7 @@ constexpr double kNotMeasured = std::numeric_limits<double>::quiet_NaN();
 struct MachineFigures {
   int64_t matmul_size = 1024;  // M = N = K of the fp32 matmul timed
   double matmul_peak_flops = kNotMeasured;
+  double bf16_matmul_peak_flops = kNotMeasured;  // the packed bf16 product at the same size (vdpbf16ps where it can)
   int64_t copy_bytes = int64_t{64} << 20;  // buffer copied
   double copy_bandwidth = kNotMeasured;    // bytes/s, read + write
 };
@@ -41,6 +42,7 @@ struct LedgerFigures {
   double train_tokens_per_s = kNotMeasured;       // trained tokens (forward + backward) per second of update
   double engine_tokens_per_s = kNotMeasured;      // prefill + sampled tokens per second of the engine's rollout
   double matmul_peak_flops = kNotMeasured;        // kernels/machine_peaks.h
+  double bf16_matmul_peak_flops = kNotMeasured;   // the yardstick of a role whose products are bf16
   double memory_bandwidth = kNotMeasured;         // bytes/s of a large copy (read + write)
   double engine_step_s = kNotMeasured;            // mean rollout engine step (prefill steps included)
 };
@@ -54,6 +56,9 @@ struct LedgerDtypes {
   int64_t weights = 4;
   int64_t adapter_parameters = 0;
   int64_t lora_base = 4;
+  // The roles whose products multiply bf16 operands: their MFU is against the bf16 product's peak, not sgemm's.
+  bool trainer_bf16 = false;
+  bool rollout_bf16 = false;
 };
 
 struct LedgerLine {

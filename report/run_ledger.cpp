@@ -46,6 +46,7 @@ void write_start_ledger(const std::string& run_dir, const ParameterStore& params
   figures.parameters = static_cast<double>(params.numel());
   if (peak_rss_bytes >= 0) figures.resident_bytes = static_cast<double>(peak_rss_bytes);
   figures.matmul_peak_flops = machine.matmul_peak_flops;
+  figures.bf16_matmul_peak_flops = machine.bf16_matmul_peak_flops;
   figures.memory_bandwidth = machine.copy_bandwidth;
   const std::vector<LedgerLine> lines = build_ledger(params.config(), figures, dtypes);
   std::printf("%s  (— : measured as the run goes; `rlcpp report %s` fills them in)\n",
@@ -56,26 +57,33 @@ void write_start_ledger(const std::string& run_dir, const ParameterStore& params
                        {"machine",
                         {{"matmul_size", machine.matmul_size},
                          {"matmul_peak_flops", number_or_null(machine.matmul_peak_flops)},
+                         {"bf16_matmul_peak_flops", number_or_null(machine.bf16_matmul_peak_flops)},
                          {"copy_bytes", machine.copy_bytes},
                          {"copy_bandwidth_bytes_per_s", number_or_null(machine.copy_bandwidth)}}},
                        {"rollout_bytes", {{"kv_cache", dtypes.kv_cache}, {"weights", dtypes.weights}}},
                        {"lora_adapter_parameters", dtypes.adapter_parameters},
+                       {"bf16_products", {{"trainer", dtypes.trainer_bf16}, {"rollout", dtypes.rollout_bf16}}},
                        {"lines", ledger_to_json(lines)}};
   write_json_file_atomic((fs::path(run_dir) / "ledger.json").string(), ledger);
 }
 
-void record_end_of_run_peak(const std::string& run_dir, double matmul_peak_flops) {
+void record_end_of_run_peak(const std::string& run_dir, double matmul_peak_flops, double bf16_matmul_peak_flops) {
   const std::string path = (fs::path(run_dir) / "ledger.json").string();
   Json ledger = load_json_file(path);
   Json& machine = ledger["machine"];
   RLCPP_CHECK(machine.is_object(), path << ": no \"machine\" object to add the end-of-run peak to");
-  const double start = json_number(machine, "matmul_peak_flops_start");
-  const double first = std::isfinite(start) ? start : json_number(machine, "matmul_peak_flops");
-  machine["matmul_peak_flops_start"] = number_or_null(first);
-  machine["matmul_peak_flops_end"] = number_or_null(matmul_peak_flops);
-  double peak = first;
-  if (std::isfinite(matmul_peak_flops) && !(matmul_peak_flops <= peak)) peak = matmul_peak_flops;  // NaN start
-  machine["matmul_peak_flops"] = number_or_null(peak);
+  // `key`_start and `key`_end kept, `key` the larger.
+  auto record = [&](const std::string& key, double end) {
+    const double start = json_number(machine, (key + "_start").c_str());
+    const double first = std::isfinite(start) ? start : json_number(machine, key.c_str());
+    machine[key + "_start"] = number_or_null(first);
+    machine[key + "_end"] = number_or_null(end);
+    double peak = first;
+    if (std::isfinite(end) && !(end <= peak)) peak = end;  // NaN start
+    machine[key] = number_or_null(peak);
+  };
+  record("matmul_peak_flops", matmul_peak_flops);
+  record("bf16_matmul_peak_flops", bf16_matmul_peak_flops);
   write_json_file_atomic(path, ledger);
 }
 
@@ -102,6 +110,11 @@ LedgerDtypes run_ledger_dtypes(const RunRecords& run) {
   if (std::isfinite(json_number(j, "weights"))) d.weights = j["weights"].get<int64_t>();
   if (std::isfinite(json_number(run.ledger, "lora_adapter_parameters")))
     d.adapter_parameters = run.ledger["lora_adapter_parameters"].get<int64_t>();
+  if (run.ledger.contains("bf16_products") && run.ledger["bf16_products"].is_object()) {
+    const Json& b = run.ledger["bf16_products"];
+    d.trainer_bf16 = b.value("trainer", false);
+    d.rollout_bf16 = b.value("rollout", false);
+  }
   return d;
 }
 
@@ -112,6 +125,7 @@ MachineFigures run_machine_figures(const RunRecords& run) {
   if (!run.ledger.is_object() || !run.ledger.contains("machine")) return m;
   const Json& j = run.ledger["machine"];
   m.matmul_peak_flops = json_number(j, "matmul_peak_flops");
+  m.bf16_matmul_peak_flops = json_number(j, "bf16_matmul_peak_flops");
   m.copy_bandwidth = json_number(j, "copy_bandwidth_bytes_per_s");
   if (std::isfinite(json_number(j, "matmul_size"))) m.matmul_size = j["matmul_size"].get<int64_t>();
   if (std::isfinite(json_number(j, "copy_bytes"))) m.copy_bytes = j["copy_bytes"].get<int64_t>();
@@ -123,6 +137,8 @@ LedgerFigures run_ledger_figures(const RunRecords& run, const MachineFigures& ma
   f.parameters = json_number(run.ledger, "parameters_counted");
   const MachineFigures own = run_machine_figures(run);
   f.matmul_peak_flops = std::isfinite(own.matmul_peak_flops) ? own.matmul_peak_flops : machine.matmul_peak_flops;
+  f.bf16_matmul_peak_flops =
+      std::isfinite(own.bf16_matmul_peak_flops) ? own.bf16_matmul_peak_flops : machine.bf16_matmul_peak_flops;
   f.memory_bandwidth = std::isfinite(own.copy_bandwidth) ? own.copy_bandwidth : machine.copy_bandwidth;
 
   for (const Json& r : run.metrics) {

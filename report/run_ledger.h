@@ -20,11 +20,12 @@ namespace rlcpp {
 // "machine": {...}, "rollout_bytes", "lines": the start ledger}.
 void write_start_ledger(const std::string& run_dir, const ParameterStore& params, int64_t peak_rss_bytes,
                         const MachineFigures& machine, const LedgerDtypes& dtypes = {});
-// At the end of `rlcpp train`: the matmul peak measured again after the last step. RUN_DIR/ledger.json keeps
-// both measurements (machine.matmul_peak_flops_start, machine.matmul_peak_flops_end) and the larger as
-// machine.matmul_peak_flops, the one MFU divides by: the machine reached at least that, and one measurement
-// slowed by other work on the cores would otherwise put the run's MFU above 100 %.
-void record_end_of_run_peak(const std::string& run_dir, double matmul_peak_flops);
+// At the end of `rlcpp train`: the matmul peaks (sgemm's, the bf16 product's) measured again after the last
+// step. RUN_DIR/ledger.json keeps both measurements of each (machine.matmul_peak_flops_start, ..._end) and the
+// larger as machine.matmul_peak_flops (bf16_matmul_peak_flops), the one MFU divides by: the machine reached at
+// least that, and one measurement slowed by other work on the cores would otherwise put the run's MFU above 100 %.
+void record_end_of_run_peak(const std::string& run_dir, double matmul_peak_flops,
+                            double bf16_matmul_peak_flops = kNotMeasured);
 
 // The rollout engine's element sizes of a run: what ledger.json recorded (fp32 for a run from before).
 LedgerDtypes run_ledger_dtypes(const RunRecords& run);

@@ -341,6 +341,26 @@ class MismatchReportTest : public ::testing::Test {
 };
 fs::path MismatchReportTest::dir_;
 
+// A bf16 trainer's MFU is against the bf16 product's peak the run measured (sgemm's would flatter it: the packed bf16
+// product runs several times faster on AVX512-BF16); the fp32 engine's stays against sgemm's.
+TEST_F(MismatchReportTest, ABf16TrainersMfuIsAgainstTheBf16ProductsPeak) {
+  const fs::path run = dir_ / "bf16";
+  const Json ledger = load_json_file((run / "ledger.json").string());
+  EXPECT_TRUE(ledger["bf16_products"]["trainer"].get<bool>()) << ledger.dump();
+  EXPECT_FALSE(ledger["bf16_products"]["rollout"].get<bool>()) << ledger.dump();
+  const double bf16_peak = ledger["machine"]["bf16_matmul_peak_flops"].get<double>();
+  EXPECT_GT(bf16_peak, 0.0);
+  EXPECT_GE(bf16_peak, ledger["machine"]["bf16_matmul_peak_flops_start"].get<double>());  // the larger of the two
+  const RunRecords records = read_run_records(run.string());
+  const std::vector<LedgerLine> lines = build_ledger(
+      run_model_config(records), run_ledger_figures(records, MachineFigures{}), run_ledger_dtypes(records));
+  const LedgerLine& train = ledger_line(lines, "train_mfu");
+  EXPECT_EQ(train.measured, bf16_peak);
+  EXPECT_NE(train.measurement.find("bf16"), std::string::npos) << train.measurement;
+  EXPECT_NEAR(train.ratio, train.formula_value / bf16_peak, 1e-12 * train.ratio);
+  EXPECT_EQ(ledger_line(lines, "rollout_mfu").measured, ledger["machine"]["matmul_peak_flops"].get<double>());
+}
+
 TEST_F(MismatchReportTest, TheSectionShowsSizeBucketsAndWhereItEnters) {
   const fs::path run = dir_ / "bf16";
   CliResult r = run_cli("report " + run.string());

@@ -121,6 +121,26 @@ TEST(Ledger, MeasuredFiguresGiveRatios) {
   EXPECT_DOUBLE_EQ(ledger_line(lines, "decode_floor").ratio, 1e-3 / 2.970112e-4);
 }
 
+// A role whose products are bf16 is measured against the bf16 product's peak, the other against sgemm's.
+TEST(Ledger, ABf16RolesMfuIsAgainstTheBf16Peak) {
+  LedgerFigures f;
+  f.train_tokens_per_s = 10000;
+  f.engine_tokens_per_s = 50000;
+  f.matmul_peak_flops = 1e11;
+  f.bf16_matmul_peak_flops = 4e11;
+  LedgerDtypes bf16_trainer;
+  bf16_trainer.trainer_bf16 = true;
+  std::vector<LedgerLine> lines = build_ledger(model_preset("tiny"), f, bf16_trainer);
+  EXPECT_DOUBLE_EQ(ledger_line(lines, "train_mfu").ratio, 4.455168e10 / 4e11);
+  EXPECT_EQ(ledger_line(lines, "train_mfu").measurement, "bf16 matmul peak the run measured");
+  EXPECT_DOUBLE_EQ(ledger_line(lines, "rollout_mfu").ratio, 0.742528);
+  LedgerDtypes bf16_rollout;
+  bf16_rollout.rollout_bf16 = true;
+  lines = build_ledger(model_preset("tiny"), f, bf16_rollout);
+  EXPECT_DOUBLE_EQ(ledger_line(lines, "train_mfu").ratio, 0.4455168);
+  EXPECT_DOUBLE_EQ(ledger_line(lines, "rollout_mfu").ratio, 0.742528 / 4);
+}
+
 TEST(Ledger, NanMeasurementIsNeverARatio) {
   LedgerFigures f;
   f.parameters = std::nan("");
