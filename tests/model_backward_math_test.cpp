@@ -115,7 +115,7 @@ TEST_P(BackwardMathFamilies, Bf16GradientsStayNearFp32s) {
   const ParameterStore got = gradients(host(), bf16, params, batch);
   const ParameterStore exact = gradients(host(), fp32, params, batch);
   for (const ParameterInfo& p : params.infos())  // 1.0-1.6 % at worst per family when written
-    EXPECT_LT(relative_error(got.get(p.name), exact.get(p.name)), 0.05) << p.name;
+    EXPECT_LT(relative_error(got.get(p.name), exact.get(p.name)), 0.03) << p.name;
 }
 
 }  // namespace
