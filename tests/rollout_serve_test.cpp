@@ -303,18 +303,31 @@ TEST(RolloutServe, AnApiKeyIsRequiredWhenSetAndForBindingBeyondLoopback) {
   EXPECT_NO_THROW(check_serve_options(open));
 }
 
+// The client hangs up after its first chunk. The test model is small enough that, on a loaded machine, the server
+// can generate and buffer the whole answer in the socket before the client's thread runs again (the job then ends
+// normally: nothing to cancel); so up to five attempts, each of n = 16 x 240 tokens, until one is cancelled. The
+// cancelled job stops short of its tokens; every attempt leaves no job in flight and no block in use.
 TEST(RolloutServe, ADisconnectedClientsSequencesAreDroppedAndTheirBlocksFreed) {
   Server s;
   auto c = s.client();
-  stream_with(c, body(random_test_tokens(5, s.cfg.vocab_size, 3), 1, 4, 240, true),
-              [](const char*, size_t, uint64_t, uint64_t) { return false; });  // gone after one chunk
-  for (int i = 0; i < 200 && s.loop.figures().jobs_cancelled == 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  const ServeLoopFigures f = s.loop.figures();
-  EXPECT_EQ(f.jobs_cancelled, 1);
-  EXPECT_EQ(f.jobs_in_flight, 0);
-  EXPECT_EQ(f.blocks_used, 0);
-  EXPECT_LT(f.stats.generated_tokens, 16 * 240);
+  constexpr int64_t kN = 16, kTokens = 240;
+  int64_t cancelled_tokens = -1;
+  for (int attempt = 0; attempt < 5 && cancelled_tokens < 0; ++attempt) {
+    const ServeLoopFigures before = s.loop.figures();
+    stream_with(c, body(random_test_tokens(5, s.cfg.vocab_size, 3), 1, kN, kTokens, true),
+                [](const char*, size_t, uint64_t, uint64_t) { return false; });  // gone after one chunk
+    for (int i = 0; i < 200 && s.loop.figures().jobs_in_flight > 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const ServeLoopFigures f = s.loop.figures();
+    EXPECT_EQ(f.jobs_in_flight, 0);
+    EXPECT_EQ(f.blocks_used, 0);
+    if (f.jobs_cancelled > before.jobs_cancelled) {
+      EXPECT_EQ(f.jobs_cancelled, before.jobs_cancelled + 1);
+      cancelled_tokens = f.stats.generated_tokens - before.stats.generated_tokens;
+    }
+  }
+  ASSERT_GE(cancelled_tokens, 0) << "no attempt's hang-up cancelled its job";
+  EXPECT_LT(cancelled_tokens, kN * kTokens);
 }
 
 TEST(RolloutServe, MetricsShowThePrefixCache) {
