@@ -122,6 +122,14 @@ class Engine {
   // `stats` (optional) receives the call's counters.
   std::vector<TurnResult> run_turns(const std::vector<TurnRequest>& turns, const StepObserver& observer = {},
                                     RolloutStats* stats = nullptr);
+  // One turn in a caller's Scheduler (rlcpp serve's loop, whose batch runs on): begin_turn readies the session's
+  // sequence (K/V of an older version let go, the turn's sampling set) for the caller to add to its scheduler
+  // (add_group alone while it has no output and no blocks, else add_continuation); end_turn, once step() has finished it, gives its result.
+  Sequence& begin_turn(const TurnRequest& turn);
+  TurnResult end_turn(int64_t session);
+  // A turn the caller dropped from its scheduler before it ended (its client left, a step failed): the session
+  // keeps its tokens so far, holds no blocks, and can only be closed.
+  void abort_turn(int64_t session);
   // Frees the session's blocks and forgets it.
   void close_session(int64_t session);
   // Closes every session idle (no turn running) for at least `max_idle_s` seconds; returns their ids.
@@ -188,6 +196,7 @@ class Engine {
     SamplingParams sampling;  // of its current turn (Sequence::sampling points here)
     int64_t kv_version = -1;
     std::chrono::steady_clock::time_point idle_since;
+    int64_t kv_rows_before = 0, recomputed_before = 0;  // at its current turn's start
   };
   Session& find_session(int64_t session, const char* what);
 

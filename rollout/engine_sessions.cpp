@@ -55,49 +55,69 @@ void Engine::append(int64_t session, std::span<const int32_t> tokens) {
   s.sequence->append_external(tokens);
 }
 
+Sequence& Engine::begin_turn(const TurnRequest& turn) {
+  Session& s = find_session(turn.session, "a turn");
+  Sequence& seq = *s.sequence;
+  turn.sampling.validate("engine: turn of session " + std::to_string(turn.session), served_.vocab_size);
+  RLCPP_CHECK(seq.num_tokens() < served_.max_position_embeddings,
+              "engine: session " << turn.session << " has filled the context (" << served_.max_position_embeddings
+                                 << " tokens)");
+  // K/V of an older policy version is never reused: the history is computed again with the current weights.
+  if (!seq.block_table.empty() && s.kv_version != policy_version_) {
+    std::erase(parked_, &seq);
+    blocks_.release(seq);
+  }
+  s.sampling = turn.sampling;
+  seq.begin_turn();
+  s.kv_rows_before = seq.kv_rows;
+  s.recomputed_before = seq.kv_rows_recomputed;
+  return seq;
+}
+
+TurnResult Engine::end_turn(int64_t session) {
+  Session& s = find_session(session, "the end of a turn");
+  const Sequence& seq = *s.sequence;
+  RLCPP_CHECK(seq.status() == SequenceStatus::kFinished,
+              "engine: session " << session << " ended its turn " << sequence_status_name(seq.status()));
+  s.kv_version = policy_version_;
+  s.idle_since = std::chrono::steady_clock::now();
+  TurnResult r;
+  r.session = session;
+  r.tokens.assign(seq.output().begin() + seq.turn_begin(), seq.output().end());
+  r.logprobs.assign(seq.logprobs().begin() + seq.turn_begin(), seq.logprobs().end());
+  r.finish_reason = seq.finish_reason();
+  r.policy_version = policy_version_;
+  // The rows computed for the turn, less the decode rows of its own sampled tokens (all but the first).
+  r.prefilled_tokens = seq.kv_rows - s.kv_rows_before - (static_cast<int64_t>(r.tokens.size()) - 1);
+  r.recomputed_tokens = seq.kv_rows_recomputed - s.recomputed_before;
+  return r;
+}
+
 std::vector<TurnResult> Engine::run_turns(const std::vector<TurnRequest>& turns, const StepObserver& observer,
                                           RolloutStats* stats_out) {
   Stopwatch clock;
-  std::vector<Session*> in_call;
+  std::vector<Sequence*> in_call;
   for (const TurnRequest& t : turns) {
-    Session& s = find_session(t.session, "a turn");
-    for (const Session* other : in_call)
-      RLCPP_CHECK(other != &s, "engine: session " << t.session << " is given two turns in one call");
-    t.sampling.validate("engine: turn of session " + std::to_string(t.session), served_.vocab_size);
-    RLCPP_CHECK(s.sequence->num_tokens() < served_.max_position_embeddings,
-                "engine: session " << t.session << " has filled the context (" << served_.max_position_embeddings
-                                   << " tokens)");
-    in_call.push_back(&s);
+    Sequence* seq = find_session(t.session, "a turn").sequence.get();
+    for (const Sequence* other : in_call)
+      RLCPP_CHECK(other != seq, "engine: session " << t.session << " is given two turns in one call");
+    in_call.push_back(seq);
   }
   blocks_.reset_peak();
   Scheduler scheduler = new_scheduler();
-  std::vector<int64_t> prefilled_before, recomputed_before;
-  for (size_t i = 0; i < turns.size(); ++i) {
-    Session& s = *in_call[i];
-    Sequence& seq = *s.sequence;
-    // K/V of an older policy version is never reused: the history is computed again with the current weights.
-    if (!seq.block_table.empty() && s.kv_version != policy_version_) {
-      std::erase(parked_, &seq);
-      blocks_.release(seq);
-    }
-    s.sampling = turns[i].sampling;
-    seq.begin_turn();
-    prefilled_before.push_back(seq.kv_rows);
-    recomputed_before.push_back(seq.kv_rows_recomputed);
-  }
+  for (const TurnRequest& t : turns) begin_turn(t);
   // Fresh sessions next to each other with the same prompt and id share its prefill (a group's first turn).
+  const auto fresh = [](const Sequence& q) { return q.num_output() == 0 && q.block_table.empty(); };
   for (size_t i = 0; i < turns.size();) {
-    Sequence& lead = *in_call[i]->sequence;
-    const auto fresh = [](const Sequence& q) { return q.num_output() == 0 && q.block_table.empty(); };
+    Sequence& lead = *in_call[i];
     size_t end = i + 1;
     if (fresh(lead))
-      while (end < turns.size() && fresh(*in_call[end]->sequence) &&
-             in_call[end]->sequence->prompt_id() == lead.prompt_id() && in_call[end]->prompt == in_call[i]->prompt)
+      while (end < turns.size() && fresh(*in_call[end]) && in_call[end]->prompt_id() == lead.prompt_id() &&
+             in_call[end]->prompt() == lead.prompt())
         ++end;
     if (fresh(lead)) {
-      std::vector<Sequence*> group;
-      for (size_t k = i; k < end; ++k) group.push_back(in_call[k]->sequence.get());
-      scheduler.add_group(std::move(group));
+      scheduler.add_group(std::vector<Sequence*>(in_call.begin() + static_cast<std::ptrdiff_t>(i),
+                                                 in_call.begin() + static_cast<std::ptrdiff_t>(end)));
     } else {
       scheduler.add_continuation(&lead);
     }
@@ -113,26 +133,16 @@ std::vector<TurnResult> Engine::run_turns(const std::vector<TurnRequest>& turns,
   stats.wall_s = clock.seconds();
   if (stats_out) *stats_out = stats;
 
-  std::vector<TurnResult> results(turns.size());
-  const auto now = std::chrono::steady_clock::now();
-  for (size_t i = 0; i < turns.size(); ++i) {
-    Session& s = *in_call[i];
-    const Sequence& seq = *s.sequence;
-    RLCPP_CHECK(seq.status() == SequenceStatus::kFinished,
-                "engine: session " << turns[i].session << " ended its turn " << sequence_status_name(seq.status()));
-    s.kv_version = policy_version_;
-    s.idle_since = now;
-    TurnResult& r = results[i];
-    r.session = turns[i].session;
-    r.tokens.assign(seq.output().begin() + seq.turn_begin(), seq.output().end());
-    r.logprobs.assign(seq.logprobs().begin() + seq.turn_begin(), seq.logprobs().end());
-    r.finish_reason = seq.finish_reason();
-    r.policy_version = policy_version_;
-    // The rows computed for the turn, less the decode rows of its own sampled tokens (all but the first).
-    r.prefilled_tokens = seq.kv_rows - prefilled_before[i] - (static_cast<int64_t>(r.tokens.size()) - 1);
-    r.recomputed_tokens = seq.kv_rows_recomputed - recomputed_before[i];
-  }
+  std::vector<TurnResult> results;
+  for (const TurnRequest& t : turns) results.push_back(end_turn(t.session));
   return results;
+}
+
+void Engine::abort_turn(int64_t session) {
+  Sequence& seq = *find_session(session, "the abort of a turn").sequence;
+  std::erase(parked_, &seq);
+  if (!seq.block_table.empty()) blocks_.release(seq);
+  if (seq.status() == SequenceStatus::kRunning) seq.finish(FinishReason::kLength);
 }
 
 void Engine::close_session(int64_t session) {
