@@ -96,8 +96,8 @@ void check_serve_options(const ServeOptions& o) {
 }
 
 ServeHttp::ServeHttp(ServeLoop& loop, const Tokenizer& tok, const ServeOptions& options, int64_t context,
-                     int64_t vocab_size)
-    : loop_(loop), tok_(tok), options_(options), context_(context), vocab_size_(vocab_size),
+                     int64_t vocab_size, ServeSessions* sessions)
+    : loop_(loop), tok_(tok), options_(options), context_(context), vocab_size_(vocab_size), sessions_(sessions),
       server_(std::make_unique<httplib::Server>()) {
   check_serve_options(options_);
   // A streaming request holds a thread for its whole length: room for every admitted request, and a few more
@@ -178,13 +178,26 @@ void ServeHttp::routes() {
         if (!authorized(req)) throw ServeError(401, "", kWrongKey);
         place = take_place();
         CompletionRequest r = parse_completion_request(req.body, chat, tok_, options_.model_name, context_,
-                                                       vocab_size_, options_.limits);
+                                                       vocab_size_, options_.limits,
+                                                       sessions_ && req.has_header(kSessionHeader));
+        std::optional<SessionTurnPlan> plan;
+        if (req.has_header(kSessionHeader)) {
+          if (!sessions_)
+            throw ServeError(400, kSessionHeader, "this server keeps no sessions (rlcpp train's harness mode, "
+                                                  "agent.env \"http\", does)");
+          plan = sessions_->plan(req.get_header_value(kSessionHeader), r, context_);
+        }
         // The engine's context bounds the response too.
         r.sampling.max_new_tokens =
             std::min<int64_t>(r.sampling.max_new_tokens, context_ - static_cast<int64_t>(r.prompt.size()));
         if (!r.seeded) r.sampling.seed = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
-        job = std::make_shared<ServeJob>(std::move(r));
-        loop_.submit(job);
+        job = std::make_shared<ServeJob>(std::move(r), plan);
+        try {
+          loop_.submit(job);
+        } catch (const ServeError&) {
+          if (plan) sessions_->turn_failed(plan->key, "the server was shutting down");
+          throw;
+        }
       } catch (const ServeError& e) {
         count(e.status());
         return answer_error(res, e);

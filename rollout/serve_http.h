@@ -5,7 +5,9 @@
 //   GET  /v1/models, /health, /metrics (Prometheus text)
 // Errors are OpenAI's {"error": {...}} with "param" naming the field: 400 for a bad request, 401 for a missing or
 // wrong key, 404 for an unknown route or model, 413 for a body over the limit, 429 when max_concurrency requests
-// are in flight, 503 when the server is shutting down, 500 when the engine failed.
+// are in flight, 409 for a session's request while its last one runs, 503 when the server is shutting down, 500
+// when the engine failed. A request with an X-Session-Id header is a turn of that session (harness mode,
+// rollout/serve_sessions.h).
 #pragma once
 
 #include <atomic>
@@ -38,9 +40,10 @@ void check_serve_options(const ServeOptions& options);
 
 class ServeHttp {
  public:
-  // `context`: tokens a sequence may reach (the engine's); `vocab_size`: the model's.
+  // `context`: tokens a sequence may reach (the engine's); `vocab_size`: the model's; `sessions`: the book of
+  // harness mode's sessions (the loop's), or null: a request with an X-Session-Id header is then a 400.
   ServeHttp(ServeLoop& loop, const Tokenizer& tok, const ServeOptions& options, int64_t context,
-            int64_t vocab_size);
+            int64_t vocab_size, ServeSessions* sessions = nullptr);
   ~ServeHttp();
   // Binds (throws naming the address when it cannot); port() is then known.
   void bind();
@@ -59,6 +62,7 @@ class ServeHttp {
   const Tokenizer& tok_;
   ServeOptions options_;
   int64_t context_, vocab_size_;
+  ServeSessions* sessions_;
   std::unique_ptr<httplib::Server> server_;
   int port_ = 0;
   int listen_socket_ = -1;

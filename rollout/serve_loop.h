@@ -5,9 +5,9 @@
 // cancelled jobs (a client that went away), whose blocks go back at once. A choice whose text reaches one of the
 // request's stop strings ends at the token that completed it (rollout/stop_strings.h). A failing step fails the jobs in
 // flight (500) and the loop goes on; nothing a request does stops the server.
-// Not built yet (issue 34's harness mode): a session header. It would map a request onto one of the engine's
-// sessions (rollout/session.h) — appended tokens, then its turn queued here with Scheduler::add_continuation on
-// the blocks it kept — instead of a fresh group; the loop is the one place that would change.
+// A session's request (harness mode, rollout/serve_sessions.h) runs as a turn of one of the engine's sessions
+// instead: opened on its first request, its additions appended, its turn added to the batch on the blocks it kept
+// (Engine::begin_turn / end_turn), and recorded in the book before its client sees the end.
 #pragma once
 
 #include <atomic>
@@ -18,12 +18,14 @@
 #include <iterator>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "rollout/engine.h"
 #include "rollout/serve_request.h"
+#include "rollout/serve_sessions.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rlcpp {
@@ -48,9 +50,11 @@ struct JobUpdate {
 class ServeJob {
  public:
   using Clock = std::chrono::steady_clock;
-  explicit ServeJob(CompletionRequest request);
+  explicit ServeJob(CompletionRequest request, std::optional<SessionTurnPlan> session = std::nullopt);
 
   const CompletionRequest& request() const { return request_; }
+  // The session turn it is (harness mode), or null.
+  const SessionTurnPlan* session() const { return session_ ? &*session_ : nullptr; }
   Clock::time_point received() const { return received_; }
   // Blocks until something new arrives, the job is done, or `timeout`; returns what arrived.
   JobUpdate wait(std::chrono::milliseconds timeout);
@@ -65,6 +69,7 @@ class ServeJob {
 
  private:
   const CompletionRequest request_;
+  const std::optional<SessionTurnPlan> session_;
   const Clock::time_point received_;
   std::atomic<bool> cancelled_{false};
   std::mutex mutex_;
@@ -90,13 +95,15 @@ struct ServeLoopFigures {
   int64_t jobs_done = 0, jobs_failed = 0, jobs_cancelled = 0;
   SecondsHistogram ttft;  // a request's arrival to its first token
   SecondsHistogram tpot;  // a finished choice's time per output token after its first
+  double busy_s = 0;      // wall time in engine steps
   bool prefix_cache = false;
 };
 
 class ServeLoop {
  public:
-  // Starts the loop's thread; `tok` decodes choices' text to find their stop strings.
-  ServeLoop(Engine& engine, const Tokenizer& tok);
+  // Starts the loop's thread; `tok` decodes choices' text to find their stop strings; `sessions` (harness mode,
+  // or null) is the book session requests are recorded in. Both must outlive it.
+  ServeLoop(Engine& engine, const Tokenizer& tok, ServeSessions* sessions = nullptr);
   ~ServeLoop();                         // stops it; jobs still in flight fail
   ServeLoop(const ServeLoop&) = delete;
   ServeLoop& operator=(const ServeLoop&) = delete;
@@ -114,10 +121,15 @@ class ServeLoop {
   // `scheduler`, its blocks back at once).
   void deliver(const std::vector<SampledRow>& rows, Scheduler& scheduler, std::vector<std::unique_ptr<Active>>& active);
   // Copies the counters /metrics shows into figures_.
-  void publish(const Scheduler& scheduler, const RolloutStats& stats);
+  void publish(const Scheduler& scheduler, const RolloutStats& stats, double busy_s);
+  // A session job's turn into `scheduler` (its session opened first, its additions appended).
+  void admit_session_turn(Active& a, Scheduler& scheduler);
+  // A session turn that will not end (its client left, the engine failed): out of the engine's batch, recorded.
+  void abandon_session_turn(Active& a, Scheduler& scheduler, const std::string& why);
 
   Engine& engine_;
   const Tokenizer& tok_;
+  ServeSessions* sessions_;
   mutable std::mutex mutex_;  // guards incoming_, stopping_, figures_
   std::condition_variable wake_;
   std::deque<std::shared_ptr<ServeJob>> incoming_;

@@ -141,9 +141,15 @@ std::vector<std::string> stop_strings(const Json& v) {
 
 }  // namespace
 
+std::optional<std::string> completion_prompt_text(const Json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_array() && v.size() == 1 && v[0].is_string()) return v[0].get<std::string>();
+  return std::nullopt;
+}
+
 CompletionRequest parse_completion_request(const std::string& body, bool chat, const Tokenizer& tok,
                                            const std::string& model_name, int64_t context, int64_t vocab_size,
-                                           const ServeLimits& limits) {
+                                           const ServeLimits& limits, bool session) {
   Json j;
   try {
     j = Json::parse(body);
@@ -189,13 +195,16 @@ CompletionRequest parse_completion_request(const std::string& body, bool chat, c
     // "none": the tools are still listed (the prompt is the same, as vLLM renders it) but no call is parsed.
     r.parse_tool_calls = !tools.empty() && tool_choice == "auto";
     r.prompt = chat_prompt(j["messages"], tools, tok);
+    r.messages = j["messages"];
   } else {
     if (!given("prompt")) bad("prompt", "is required");
-    r.prompt = completion_prompt(j["prompt"], tok, vocab_size);
+    r.prompt_value = j["prompt"];
+    if (!session || !completion_prompt_text(r.prompt_value)) r.prompt = completion_prompt(j["prompt"], tok, vocab_size);
     if (given("echo") && bool_field(j, "echo")) bad("echo", "true is not supported");
   }
   const std::string prompt_field = chat ? "messages" : "prompt";
-  if (r.prompt.empty()) bad(prompt_field, "encodes to no tokens");
+  const bool deferred = session && !chat && completion_prompt_text(r.prompt_value);
+  if (r.prompt.empty() && !deferred) bad(prompt_field, "encodes to no tokens");
   if (static_cast<int64_t>(r.prompt.size()) >= context)
     bad(prompt_field, "has " + std::to_string(r.prompt.size()) + " tokens; the served context of " +
                           std::to_string(context) + " leaves no room for a new token");

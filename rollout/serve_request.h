@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <stdexcept>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,9 @@ struct CompletionRequest {
   std::vector<std::string> stop;
   // Chat with "tools" and "tool_choice" "auto": the reply's <tool_call> blocks become "tool_calls".
   bool parse_tool_calls = false;
+  // As the body gave them, for a session to check that a request continues its conversation
+  // (rollout/serve_sessions.h): completions' "prompt", chat's "messages".
+  Json prompt_value, messages;
 };
 
 constexpr size_t kMaxStopStrings = 4;  // OpenAI's limit on "stop"
@@ -69,8 +73,13 @@ constexpr size_t kMaxStopStrings = 4;  // OpenAI's limit on "stop"
 // Parses `body` as the endpoint's JSON: unknown fields, wrong types and out-of-range values are 400s naming the
 // field; a prompt that does not fit the context (`context` tokens, one new token at least) is a 400 on
 // "prompt"/"messages", a max_tokens past `limits` on "max_tokens". `model_name` must match "model" when given.
+// A completions prompt's text ("text" or ["text"]); nothing for token ids.
+std::optional<std::string> completion_prompt_text(const Json& prompt);
+
+// `session`: the request is a session's turn (rollout/serve_sessions.h), whose text prompt is not encoded here
+// (prompt stays empty): only the part a session adds is, there.
 CompletionRequest parse_completion_request(const std::string& body, bool chat, const Tokenizer& tok,
                                            const std::string& model_name, int64_t context, int64_t vocab_size,
-                                           const ServeLimits& limits);
+                                           const ServeLimits& limits, bool session = false);
 
 }  // namespace rlcpp

@@ -32,13 +32,15 @@ CompletionBuilder::CompletionBuilder(const CompletionRequest& request, const Tok
     : request_(request), tok_(tok), id_(std::move(id)), model_(std::move(model)), created_(created),
       choices_(static_cast<size_t>(request.n)) {}
 
-std::string CompletionBuilder::decode(const std::vector<int32_t>& ids) const {
+std::string response_text(const Tokenizer& tok, const std::vector<int32_t>& ids) {
   // A model may have ids past its tokenizer's vocabulary (padding rows, random test weights): they have no text.
   std::vector<int32_t> known;
   for (int32_t id : ids)
-    if (id < tok_.vocab_size()) known.push_back(id);
-  return tok_.decode(known);
+    if (id < tok.vocab_size()) known.push_back(id);
+  return tok.decode(known);
 }
+
+std::string CompletionBuilder::decode(const std::vector<int32_t>& ids) const { return response_text(tok_, ids); }
 
 std::string CompletionBuilder::text(const Choice& c) const {
   std::string all = decode(c.tokens);

@@ -17,6 +17,9 @@
 
 namespace rlcpp {
 
+// The text of sampled `ids` as a response carries it (ids past the tokenizer's vocabulary have none).
+std::string response_text(const Tokenizer& tok, const std::vector<int32_t>& ids);
+
 // One request's choices as they grow: tokens, log-probs and text, and what a stream has already sent.
 class CompletionBuilder {
  public:

@@ -1,0 +1,201 @@
+#include "rollout/serve_sessions.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "core/error.h"
+#include "rollout/serve_response.h"
+
+namespace rlcpp {
+
+namespace {
+
+std::string quoted(const std::string& key) { return "session \"" + key + "\""; }
+
+}  // namespace
+
+ServeSessions::ServeSessions(const Tokenizer& tok, const SamplingParams& sampling, ChatTail chat_tail)
+    : tok_(tok), sampling_(sampling), chat_tail_(std::move(chat_tail)) {}
+
+void ServeSessions::add(const std::string& key, uint64_t prompt_id, int64_t sample_index) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  RLCPP_CHECK(!key.empty() && entries_.count(key) == 0, "serve sessions: session \"" << key << "\" added twice or empty");
+  Entry& e = entries_[key];
+  e.prompt_id = prompt_id;
+  e.sample_index = sample_index;
+}
+
+ServeSessions::Entry& ServeSessions::find(const std::string& key) {
+  const auto it = entries_.find(key);
+  RLCPP_CHECK(it != entries_.end(), "serve sessions: " << quoted(key) << " is not known");
+  return it->second;
+}
+
+std::vector<int32_t> ServeSessions::continuation(const Entry& e, const CompletionRequest& r) const {
+  const SessionRecord& rec = e.record;
+  if (e.kind == Entry::Kind::kChat) {
+    if (!r.chat)
+      throw ServeError(400, kSessionHeader, "this session began as a chat: continue it on /v1/chat/completions");
+    const Json& before = e.messages;
+    const Json& now = r.messages;
+    if (now.size() < before.size() + 2)
+      throw ServeError(400, "messages", "a session's next request repeats its " + std::to_string(before.size()) +
+                                            " messages, then the assistant's reply, then new messages; got " +
+                                            std::to_string(now.size()) + " messages");
+    for (size_t i = 0; i < before.size(); ++i)
+      if (now[i] != before[i])
+        throw ServeError(400, "messages", "message " + std::to_string(i) + " differs from the session's (its history "
+                                          "is what the model read: it cannot be rewritten)");
+    const Json& reply = now[before.size()];
+    if (!reply.is_object() || reply.value("role", "") != "assistant")
+      throw ServeError(400, "messages", "message " + std::to_string(before.size()) +
+                                            " must be the assistant's reply (role \"assistant\") to the last request");
+    if (!chat_tail_) throw ServeError(400, "messages", "this run's turn protocol writes no chat turns");
+    Json tail = Json::array();
+    for (size_t i = before.size() + 1; i < now.size(); ++i) tail.push_back(now[i]);
+    const auto& [begin, end] = rec.turn_spans.back();
+    const std::vector<int32_t> last_turn(rec.tokens.begin() + begin, rec.tokens.begin() + end);
+    return chat_tail_(tail, last_turn);
+  }
+  if (r.chat) throw ServeError(400, kSessionHeader, "this session began on /v1/completions: continue it there");
+  const std::optional<std::string> text = completion_prompt_text(r.prompt_value);
+  if (e.kind == Entry::Kind::kText) {
+    if (!text) throw ServeError(400, "prompt", "this session began with a text prompt: continue it with text");
+    const size_t n = std::min(text->size(), e.text.size());
+    const size_t differs = static_cast<size_t>(std::mismatch(e.text.begin(), e.text.begin() + static_cast<std::ptrdiff_t>(n),
+                                                             text->begin()).first - e.text.begin());
+    if (differs < e.text.size())
+      throw ServeError(400, "prompt", "does not continue the session's text (" + std::to_string(e.text.size()) +
+                                          " characters: the first prompt, each response and each addition); it "
+                                          "differs at character " + std::to_string(differs));
+    try {
+      return tok_.encode(text->substr(e.text.size()));
+    } catch (const Error& err) {
+      throw ServeError(400, "prompt", err.what());
+    }
+  }
+  if (text) throw ServeError(400, "prompt", "this session began with token ids: continue it with token ids");
+  std::vector<int32_t> held = rec.prompt;
+  held.insert(held.end(), rec.tokens.begin(), rec.tokens.end());
+  const size_t n = std::min(held.size(), r.prompt.size());
+  const size_t differs =
+      static_cast<size_t>(std::mismatch(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(n), r.prompt.begin())
+                              .first - held.begin());
+  if (differs < held.size())
+    throw ServeError(400, "prompt", "does not start with the session's " + std::to_string(held.size()) +
+                                        " tokens; it differs at token " + std::to_string(differs));
+  return std::vector<int32_t>(r.prompt.begin() + static_cast<std::ptrdiff_t>(held.size()), r.prompt.end());
+}
+
+SessionTurnPlan ServeSessions::plan(const std::string& key, CompletionRequest& r, int64_t context) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = entries_.find(key);
+  if (it == entries_.end())
+    throw ServeError(400, kSessionHeader, quoted(key) + " is not one of this draw's " +
+                                              std::to_string(entries_.size()) + " sessions");
+  Entry& e = it->second;
+  if (!e.record.failure.empty())
+    throw ServeError(400, kSessionHeader, quoted(key) + " failed earlier (" + e.record.failure +
+                                              "); it takes no more requests");
+  if (e.busy)
+    throw ServeError(409, kSessionHeader, quoted(key) + " has a request running: its requests come one at a time");
+  if (r.n != 1) throw ServeError(400, "n", "a session samples one choice (n = 1), got " + std::to_string(r.n));
+  if (!r.stop.empty())
+    throw ServeError(400, "stop", "a session's turn ends at EOS or the run's stop tokens; stop strings are not taken");
+
+  SessionTurnPlan p;
+  p.key = key;
+  std::vector<int32_t> whole;
+  if (!e.record.opened()) {
+    const std::optional<std::string> text = r.chat ? std::nullopt : completion_prompt_text(r.prompt_value);
+    e.kind = r.chat ? Entry::Kind::kChat : text ? Entry::Kind::kText : Entry::Kind::kIds;
+    if (e.kind == Entry::Kind::kText) {  // not encoded by the parse (a session's text is encoded a part at a time)
+      try {
+        r.prompt = tok_.encode_prompt(*text, Json());
+      } catch (const Error& err) {
+        throw ServeError(400, "prompt", err.what());
+      }
+      if (r.prompt.empty()) throw ServeError(400, "prompt", "encodes to no tokens");
+    }
+    p.spec = {r.prompt, e.prompt_id, e.sample_index};
+    whole = r.prompt;
+    e.pending_messages = r.messages;
+    e.pending_text = text.value_or("");
+  } else {
+    p.engine_session = e.engine_session;
+    p.append = continuation(e, r);
+    e.pending_messages = r.messages;
+    e.pending_text = e.kind == Entry::Kind::kText ? completion_prompt_text(r.prompt_value)->substr(e.text.size()) : "";
+    whole = e.record.prompt;
+    whole.insert(whole.end(), e.record.tokens.begin(), e.record.tokens.end());
+    whole.insert(whole.end(), p.append.begin(), p.append.end());
+  }
+  if (static_cast<int64_t>(whole.size()) >= context)
+    throw ServeError(400, r.chat ? "messages" : "prompt",
+                     quoted(key) + " would hold " + std::to_string(whole.size()) + " tokens; the served context of " +
+                         std::to_string(context) + " leaves no room for a new token");
+  SamplingParams s = sampling_;
+  s.max_new_tokens = std::min({r.sampling.max_new_tokens, sampling_.max_new_tokens,
+                               context - static_cast<int64_t>(whole.size())});
+  r.sampling = s;
+  r.seeded = true;
+  r.prompt = std::move(whole);
+  e.busy = true;
+  return p;
+}
+
+void ServeSessions::opened(const std::string& key, int64_t engine_session) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  find(key).engine_session = engine_session;
+}
+
+void ServeSessions::turn_done(const SessionTurnPlan& plan, const TurnResult& t) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Entry& e = find(plan.key);
+  SessionRecord& rec = e.record;
+  if (!rec.opened()) rec.prompt = plan.spec.prompt;
+  for (int32_t id : plan.append) {
+    rec.tokens.push_back(id);
+    rec.sampled.push_back(0);
+    rec.logprobs.push_back(0.0f);
+    rec.versions.push_back(-1);
+  }
+  const auto begin = static_cast<int64_t>(rec.tokens.size());
+  for (size_t i = 0; i < t.tokens.size(); ++i) {
+    rec.tokens.push_back(t.tokens[i]);
+    rec.sampled.push_back(1);
+    rec.logprobs.push_back(t.logprobs[i]);
+    rec.versions.push_back(t.policy_version);
+  }
+  rec.turn_spans.emplace_back(begin, static_cast<int64_t>(rec.tokens.size()));
+  rec.turn_ended.push_back(t.finish_reason != FinishReason::kLength ? 1 : 0);
+  rec.prefilled_tokens += t.prefilled_tokens;
+  rec.recomputed_tokens += t.recomputed_tokens;
+  e.messages = std::move(e.pending_messages);
+  e.text += e.pending_text + response_text(tok_, t.tokens);
+  e.busy = false;
+}
+
+void ServeSessions::turn_failed(const std::string& key, const std::string& why) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Entry& e = find(key);
+  if (e.record.failure.empty()) e.record.failure = why;
+  e.busy = false;
+}
+
+std::map<std::string, SessionRecord> ServeSessions::records() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::map<std::string, SessionRecord> out;
+  for (const auto& [key, e] : entries_) out[key] = e.record;
+  return out;
+}
+
+std::map<std::string, int64_t> ServeSessions::engine_sessions() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::map<std::string, int64_t> out;
+  for (const auto& [key, e] : entries_)
+    if (e.engine_session >= 0) out[key] = e.engine_session;
+  return out;
+}
+
+}  // namespace rlcpp

@@ -1,0 +1,109 @@
+// Sessions of `rlcpp serve` in an RL run's harness mode (agent.env "http", loop/harness_rollout.h): each episode an
+// external agent harness plays is a session, named on every request by the X-Session-Id header, and kept as one of
+// the engine's sessions (rollout/session.h) from turn to turn. The book knows the draw's sessions before the
+// harness starts (their sampling key: prompt id and sample index), checks that each request continues its
+// session's conversation, turns it into the only tokens the engine appends (the history is never re-rendered or
+// re-tokenized: token in, token out), and records every token as the engine sampled or appended it, with its
+// log-prob and policy version: what the trainer trains on.
+//
+// A request continues its session when it repeats what came before and adds to it:
+//   chat         its messages are the last request's, then an assistant message (the session's last turn: the
+//                tokens the model sampled are what it reads next, whatever the message says), then new messages
+//                (tool replies, or one user message), which the run's turn protocol writes as tokens;
+//   completions  a token-id prompt starts with the session's tokens; a text prompt starts with the session's text
+//                so far (the first prompt's, then each response's and each addition's), the rest encoded alone.
+// A session samples with the run's parameters (rollout.sampling: the trainer's log-probs are of the distribution
+// sampled; a request's temperature, top-p, seed... do not apply), one choice, at most max_turn_tokens a request,
+// no stop strings; a request that breaks these rules is a 400 naming the field, and the session stays as it was.
+// Requests of one session come one at a time (a second while one runs is a 409).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "rollout/serve_request.h"
+#include "rollout/session.h"
+#include "tokenizer/tokenizer.h"
+
+namespace rlcpp {
+
+constexpr const char* kSessionHeader = "X-Session-Id";
+
+// One session's tokens after its first request, as the engine holds them.
+struct SessionRecord {
+  std::vector<int32_t> prompt;     // the first request's
+  std::vector<int32_t> tokens;     // every later token
+  std::vector<uint8_t> sampled;    // per token: 1 sampled by the engine, 0 appended from a request
+  std::vector<float> logprobs;     // per token (0 for an appended one)
+  std::vector<int64_t> versions;   // per token: the policy version that sampled it (-1 for an appended one)
+  std::vector<std::pair<int64_t, int64_t>> turn_spans;  // each request's sampled tokens, [begin, end) in tokens
+  std::vector<uint8_t> turn_ended;  // per turn: 1 when the model ended it (EOS or a stop token)
+  int64_t prefilled_tokens = 0, recomputed_tokens = 0;  // the engine's, over its turns
+  std::string failure;  // why the session broke (the engine failed, its client went away mid-turn)
+  bool opened() const { return !prompt.empty(); }
+};
+
+// What the loop does for one session request.
+struct SessionTurnPlan {
+  std::string key;
+  int64_t engine_session = -1;  // -1: the first request; open one with `spec`
+  SessionSpec spec;
+  std::vector<int32_t> append;  // appended before the turn (empty on the first request)
+};
+
+class ServeSessions {
+ public:
+  // The tokens that follow a chat session's last turn for the request's new messages (`tail`, after the
+  // assistant message), up to the next assistant turn's first token; throws ServeError 400 on "messages" when it
+  // cannot write them.
+  using ChatTail = std::function<std::vector<int32_t>(const Json& tail, const std::vector<int32_t>& last_turn)>;
+
+  // `sampling`: every turn's (max_new_tokens is the cap of a request's max_tokens); `tok` must outlive it.
+  ServeSessions(const Tokenizer& tok, const SamplingParams& sampling, ChatTail chat_tail);
+
+  // A session the harness may play, with its sampling key.
+  void add(const std::string& key, uint64_t prompt_id, int64_t sample_index);
+
+  // The HTTP thread's side: checks that `request` (parsed, one of `key`'s) continues the session and rewrites it
+  // as the turn runs: its prompt the session's whole sequence, its sampling the run's. Throws ServeError.
+  SessionTurnPlan plan(const std::string& key, CompletionRequest& request, int64_t context);
+  // The loop's side: the engine opened the session; a turn ended (recorded before its client reads the answer); a
+  // turn failed (the session takes no more requests).
+  void opened(const std::string& key, int64_t engine_session);
+  void turn_done(const SessionTurnPlan& plan, const TurnResult& result);
+  void turn_failed(const std::string& key, const std::string& why);
+
+  // Every session's record (one never requested has none opened()), and the engine's ids of those opened.
+  std::map<std::string, SessionRecord> records() const;
+  std::map<std::string, int64_t> engine_sessions() const;
+
+ private:
+  struct Entry {
+    uint64_t prompt_id = 0;
+    int64_t sample_index = 0;
+    int64_t engine_session = -1;
+    SessionRecord record;
+    enum class Kind { kChat, kText, kIds } kind = Kind::kIds;  // the first request's
+    bool busy = false;       // a request runs
+    Json messages;           // chat: the messages of the request whose turn ran last
+    std::string text;        // text completions: the text so far
+    Json pending_messages;   // the running request's, kept when its turn ends
+    std::string pending_text;
+  };
+  Entry& find(const std::string& key);
+  // The tokens `request` adds to `e`'s session; throws ServeError naming the field.
+  std::vector<int32_t> continuation(const Entry& e, const CompletionRequest& request) const;
+
+  const Tokenizer& tok_;
+  SamplingParams sampling_;
+  ChatTail chat_tail_;
+  mutable std::mutex mutex_;
+  std::map<std::string, Entry> entries_;
+};
+
+}  // namespace rlcpp
