@@ -8,8 +8,9 @@ namespace rlcpp {
 void AgentConfig::validate(const std::string& prefix) const {
   const std::string key = "config key '" + prefix + ".";
   if (!enabled()) return;
-  RLCPP_CHECK(env == "calc" || env == "guess" || env == "remote",
-              key << "env': \"" << env << "\", expected \"calc\", \"guess\", \"remote\" or \"\" (single-turn)");
+  RLCPP_CHECK(env == "calc" || env == "guess" || env == "remote" || env == "http",
+              key << "env': \"" << env
+                  << "\", expected \"calc\", \"guess\", \"remote\", \"http\" or \"\" (single-turn)");
   RLCPP_CHECK(max_turns >= 1 && max_turns <= 4096, key << "max_turns': must be in [1, 4096], got " << max_turns);
   RLCPP_CHECK(max_tokens >= 0, key << "max_tokens': must be >= 0 (0 = the engine's context), got " << max_tokens);
   RLCPP_CHECK(max_turn_tokens >= 1, key << "max_turn_tokens': must be >= 1, got " << max_turn_tokens);
@@ -23,6 +24,15 @@ void AgentConfig::validate(const std::string& prefix) const {
               key << "demo_tool_share': must be in [0, 1], got " << demo_tool_share);
   RLCPP_CHECK(demo_bisect_share >= 0 && demo_bisect_share <= 1,
               key << "demo_bisect_share': must be in [0, 1], got " << demo_bisect_share);
+  if (harness_mode()) {
+    RLCPP_CHECK(!harness.empty(), key << "harness': agent.env \"http\" needs the harness's command (e.g. \"python3 "
+                                        "scripts/agent_harness_example.py\")");
+    RLCPP_CHECK(harness_timeout_s > 0, key << "harness_timeout_s': must be > 0 seconds, got " << harness_timeout_s);
+    RLCPP_CHECK(tokenization == "tito", key << "tokenization': a harness's episodes are the server's records, token "
+                                               "in/token out (\"tito\"); got \"" << tokenization << "\"");
+    RLCPP_CHECK(turns_per_draw == 0, key << "turns_per_draw': a harness plays its episodes to their end within the "
+                                            "draw (0); got " << turns_per_draw);
+  }
   if (env == "remote") {
     try {
       const Endpoint e = parse_endpoint(endpoint, EndpointUse::kConnect);

@@ -8,7 +8,7 @@
 namespace rlcpp {
 
 struct AgentConfig {
-  std::string env;                 // "" (single-turn), "calc", "guess" or "remote"
+  std::string env;                 // "" (single-turn), "calc", "guess", "remote" or "http"
   int64_t max_turns = 8;           // assistant turns per episode
   int64_t max_tokens = 0;          // an episode's tokens, prompt included; 0 = the engine's context
   int64_t max_turn_tokens = 16;    // tokens sampled per assistant turn
@@ -19,16 +19,21 @@ struct AgentConfig {
   std::string endpoint;            // remote: the environment server (tcp://HOST:PORT or ipc://PATH)
   double demo_tool_share = 0.5;    // calc demonstrations (SFT warm start): the share that calls the calculator
   double demo_bisect_share = 0.5;  // guess demonstrations: the share of turns that guess the interval's middle
+  std::string harness;             // http: the harness's shell command (loop/harness_rollout.h)
+  double harness_timeout_s = 600;  // http: a draw's harness is killed past it
 
   bool enabled() const { return !env.empty(); }
+  // Episodes played by an external harness over rlcpp serve's OpenAI API, not by an environment in reach.
+  bool harness_mode() const { return env == "http"; }
   // Throws naming the key (under `prefix`) of a bad value.
   void validate(const std::string& prefix = "agent") const;
 
   template <class V> void visit(V& v) {
     v("env", env,
       "multi-turn episodes: \"calc\" (an arithmetic task with a calculator tool), \"guess\" (task guess: find a "
-      "hidden number from higher/lower feedback), \"remote\" (reset/step over ZeroMQ, agent.endpoint); \"\" = one "
-      "prompt, one response");
+      "hidden number from higher/lower feedback), \"remote\" (reset/step over ZeroMQ, agent.endpoint), \"http\" (an "
+      "external agent harness, agent.harness, plays them over rlcpp serve's OpenAI API); \"\" = one prompt, one "
+      "response");
     v("max_turns", max_turns, "assistant turns per episode; an episode still running after them is truncated");
     v("max_tokens", max_tokens,
       "an episode's tokens, prompt, turns and observations together (0 = the engine's context); past it the "
@@ -49,6 +54,13 @@ struct AgentConfig {
     v("endpoint", endpoint, "remote: the environment server's endpoint (tcp://HOST:PORT or ipc://PATH)");
     v("demo_tool_share", demo_tool_share,
       "calc, SFT warm start: share of demonstrations that call the calculator (the rest answer at once)");
+    v("harness", harness,
+      "http: the harness's shell command, run once per draw: it reads the draw's episodes as JSON lines on stdin "
+      "({\"session\", \"item\", \"episode\", \"prompt\", \"answer\", \"meta\"}), plays each against "
+      "$OPENAI_BASE_URL with the header \"X-Session-Id: SESSION\", and writes one line {\"session\", \"reward\"} per "
+      "episode on stdout (README \"Agent harnesses\")");
+    v("harness_timeout_s", harness_timeout_s, "http: a draw's harness still running after this many seconds is "
+      "killed and the run stops with its error");
     v("demo_bisect_share", demo_bisect_share,
       "guess, SFT warm start: share of demonstrated guesses at the middle of the interval left (the rest uniform "
       "inside it)");

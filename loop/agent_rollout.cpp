@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/metrics.h"
 #include "loop/engine_turns.h"
+#include "loop/harness_rollout.h"
 #include "tokenizer/hf_tokenizer.h"
 
 namespace rlcpp {
@@ -126,17 +127,30 @@ EpisodeDraw AgentRollout::draw(RolloutBackend& backend, PhiloxStream& data_rng, 
   }
   SamplingParams base = cfg.rollout.sampling;
   base.logprob_space = cfg.algorithm.logprob_space;
-  const std::unique_ptr<RolloutTurnEngine> engine = backend.turn_engine(base);
-  // Every turn samples with `base` (loop/engine_turns.h), so every episode's log-probs are of its scoring.
+  // Every turn samples with `base` (loop/engine_turns.h; a harness's sessions too), so every episode's log-probs
+  // are of its scoring.
   const LogprobScoring scoring = base.scoring();
-  std::vector<Episode*> run;
-  for (Episode& e : episodes) run.push_back(&e);
-  const RunnerTotals totals = run_episodes(run, *engine, envs_->factory(), *protocol_, cfg.agent,
-                                           envs_->remote() ? kRemoteEnvThreads : 1);
-
   EpisodeDraw out;
-  out.env_s = totals.env_seconds;
-  out.rollout.stats = engine->stats();
+  if (cfg.agent.harness_mode()) {
+    Engine* engine = backend.in_process_engine();
+    RLCPP_CHECK(engine, "config key 'rollout.placement': a harness (agent.env \"http\") plays against the "
+                        "in-process engine (\"colocated\")");
+    SamplingParams sampling = base;
+    sampling.seed = seed;
+    const HarnessDraw h = play_with_harness(episodes, *engine, tokenizer_, *protocol_, cfg, sampling);
+    out.env_s = h.env_s;
+    out.rollout.stats = h.stats;
+    out.metrics["agent/harness_dropped_items"] = static_cast<double>(h.dropped_groups);
+    out.metrics["agent/harness_requests"] = static_cast<double>(h.requests);
+  } else {
+    const std::unique_ptr<RolloutTurnEngine> engine = backend.turn_engine(base);
+    std::vector<Episode*> run;
+    for (Episode& e : episodes) run.push_back(&e);
+    const RunnerTotals totals = run_episodes(run, *engine, envs_->factory(), *protocol_, cfg.agent,
+                                             envs_->remote() ? kRemoteEnvThreads : 1);
+    out.env_s = totals.env_seconds;
+    out.rollout.stats = engine->stats();
+  }
   int64_t differs = 0;
   const auto* hf = dynamic_cast<const HfTokenizer*>(&tokenizer_);
   for (size_t begin = 0; begin < episodes.size();) {
@@ -175,9 +189,9 @@ EpisodeDraw AgentRollout::draw(RolloutBackend& backend, PhiloxStream& data_rng, 
     }
     begin = end;
   }
-  out.metrics = agent_metrics(out.episodes);
+  for (const auto& [k, v] : agent_metrics(out.episodes)) out.metrics[k] = v;
   out.metrics["agent/in_flight"] = static_cast<double>(in_flight_.size());
-  out.metrics["agent/env_s"] = totals.env_seconds;
+  out.metrics["agent/env_s"] = out.env_s;
   // The share of episodes whose trained token ids are not the engine's (tito: exactly 0).
   out.metrics["agent/retokenized_frac"] =
       out.episodes.empty() ? 0.0 : static_cast<double>(differs) / static_cast<double>(out.episodes.size());

@@ -50,7 +50,9 @@ ParameterStore initial_policy(const TrainConfig& config, const RunDir& run, Comm
     sft.run_dir = run.file("sft");
     if (sft.tokenizer.empty()) sft.tokenizer = config.tokenizer;
     sft.chat = config.chat;  // SFT and RL see the same prompts
-    sft.agent = config.agent;  // an agent run's warm start trains on its environment's demonstrations
+    // An agent run's warm start trains on its environment's demonstrations; a harness's (agent.env "http", no
+    // environment in reach) on the task's answers, one turn.
+    if (!config.agent.harness_mode()) sft.agent = config.agent;
     std::printf("train: SFT warm start in %s\n", sft.run_dir.c_str());
     checkpoint = run_sft(sft, config_to_json(sft)).checkpoint;
   }
@@ -383,7 +385,8 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
         // Evaluation builds an engine of its own (panels, KV cache): the blocks the step left cached in the shared
         // pool are of other sizes, so they go back to the system first instead of adding to the run's peak.
         if (eval_opts.context) eval_opts.context->pool().release_cached();
-        if (!agent) return evaluate(rollout_model, params, *task, tok, eval_opts);
+        // A harness's run is evaluated on the task's held-out answers, one turn (its episodes are the harness's).
+        if (!agent || config.agent.harness_mode()) return evaluate(rollout_model, params, *task, tok, eval_opts);
         const AgentEvalResult a = evaluate_episodes(rollout_model, params, *task, tok, config.agent, config.chat,
                                                     eval_opts, mc.max_position_embeddings);
         for (const auto& [k, v] : a.metrics) r.metrics[k] = v;

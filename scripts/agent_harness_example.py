@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""An agent harness for rlcpp's harness mode (agent.env "http", README "Agent harnesses").
+
+rlcpp runs this once per step: the step's episodes arrive on stdin as JSON lines ({"session", "item", "episode",
+"group_size", "prompt", "answer", "meta", "step"}); each is played against the OpenAI-compatible server at
+$OPENAI_BASE_URL with the official `openai` client, every request of an episode carrying the header
+"X-Session-Id: SESSION"; one line {"session", "reward", "success"} per episode goes to stdout (logs to stderr).
+The server keeps each session's tokens and KV cache between requests and records exactly what the model read and
+sampled: that is what rlcpp trains on, whatever text this harness sends back.
+
+The game, for rlcpp's text tasks (add3, ...): the model answers the prompt; a wrong answer is followed by the
+prompt again, up to --attempts answers. Completions (the character tokenizer's W1 model): the next prompt is the
+last one, the model's answer, a space and the question again. --chat (a model with a chat template): the
+conversation goes on with the assistant's reply and a user message asking again.
+  --reward answer   1 for a right first answer, 1/k for one right at attempt k, 0 otherwise (the default)
+  --reward digits   every attempt is made; the mean share of digits in the answers (a toy preference any model
+                    learns in a few steps: the test's)
+--log FILE writes, per episode, each turn's prompt token ids and sampled token ids as the server returned them.
+
+  rlcpp train configs/agent_harness.json     (agent.harness = "python3 scripts/agent_harness_example.py")
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import sys
+
+import openai
+
+
+def play(client, args, item):
+    headers = {os.environ.get("RLCPP_SESSION_HEADER", "X-Session-Id"): item["session"]}
+    model = os.environ.get("RLCPP_MODEL", "policy")
+    question, answer = item["prompt"], str(item["answer"])
+    prompt, messages, turns, scores, reward, success = question, [{"role": "user", "content": question}], [], [], 0.0, False
+    for attempt in range(args.attempts):
+        if args.chat:
+            r = client.chat.completions.create(model=model, messages=messages, max_tokens=args.max_tokens,
+                                               extra_headers=headers, extra_body={"return_token_ids": True})
+            text = r.choices[0].message.content or ""
+            turns.append({"prompt_token_ids": r.model_extra.get("prompt_token_ids"),
+                          "token_ids": r.choices[0].model_extra.get("token_ids")})
+        else:
+            r = client.completions.create(model=model, prompt=prompt, max_tokens=args.max_tokens,
+                                          extra_headers=headers, extra_body={"return_token_ids": True})
+            text = r.choices[0].text
+            turns.append({"prompt_token_ids": r.choices[0].model_extra.get("prompt_token_ids"),
+                          "token_ids": r.choices[0].model_extra.get("token_ids")})
+        said = text.strip()
+        if args.reward == "digits":
+            scores.append(sum(c.isdigit() for c in said) / max(1, len(said)))
+        elif said == answer:
+            reward, success = 1.0 / (attempt + 1), True
+            break
+        if attempt + 1 < args.attempts:
+            prompt = prompt + text + " " + question
+            messages = messages + [{"role": "assistant", "content": text},
+                                   {"role": "user", "content": "No. " + question}]
+    if args.reward == "digits":
+        reward = sum(scores) / len(scores)
+    return {"session": item["session"], "reward": reward, "success": success}, turns
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--attempts", type=int, default=2, help="answers an episode may give")
+    p.add_argument("--reward", choices=["answer", "digits"], default="answer")
+    p.add_argument("--chat", action="store_true", help="/v1/chat/completions instead of /v1/completions")
+    p.add_argument("--max-tokens", type=int, default=8, help="max_tokens of each request (the run caps it too)")
+    p.add_argument("--concurrency", type=int, default=16, help="episodes played at once")
+    p.add_argument("--log", help="append each episode's turns (token ids as the server returned them) here")
+    args = p.parse_args()
+    items = [json.loads(line) for line in sys.stdin if line.strip()]
+    client = openai.OpenAI(max_retries=0, timeout=600)  # OPENAI_BASE_URL and OPENAI_API_KEY: rlcpp sets them
+    with concurrent.futures.ThreadPoolExecutor(args.concurrency) as pool:
+        results = list(pool.map(lambda item: play(client, args, item), items))
+    for line, _ in results:
+        print(json.dumps(line))
+    if args.log:
+        with open(args.log, "a") as f:
+            for (line, turns) in results:
+                f.write(json.dumps({"session": line["session"], "turns": turns}) + "\n")
+    print(f"harness: {len(items)} episodes, mean reward {sum(r['reward'] for r, _ in results) / max(1, len(items)):.3f}",
+          file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,252 @@
+// Harness mode (agent.env "http", loop/harness_rollout.h) with scripts/agent_harness_example.py, the official
+// `openai` client in the test venv: each episode is the server's record of its session, which is what the harness
+// was shown (its prompt and sampled token ids, turn by turn), whatever the harness's concurrency; the environment's
+// tokens are masked out of the loss; a short GRPO run through the harness raises its reward with the trainer and
+// the engine agreeing exactly; chat sessions write tool replies as the chat protocol does; a failing harness stops
+// the run naming it, and task items it never played are left out.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "agent/turn_protocol.h"
+#include "core/error.h"
+#include "loop/agent_rollout.h"
+#include "loop/controller.h"
+#include "loop/harness_rollout.h"
+#include "model/init.h"
+#include "reward/task_registry.h"
+#include "tests/python_env.h"
+#include "tests/test_fixtures.h"
+#include "tests/train_test_support.h"
+#include "tokenizer/hf_tokenizer.h"
+
+namespace rlcpp {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string example_harness(const std::string& args) {
+  return "'" + venv_python() + "' '" + test_source_dir() + "/scripts/agent_harness_example.py' " + args;
+}
+
+// A W1 model (random weights) and its engine, and a draw's fresh add3 episodes: `items` x `group`.
+struct HarnessFixture {
+  HarnessFixture() {
+    ec.max_num_seqs = 64;
+    engine = std::make_unique<Engine>(model, params, ec);
+    config.rollout.group_size = 4;
+    config.agent.env = "http";
+    config.agent.max_turn_tokens = 5;
+    config.agent.harness_timeout_s = 120;
+    sampling.temperature = 1.0f;
+    sampling.seed = 77;
+  }
+  std::vector<Episode> fresh_episodes(int64_t items) const {
+    TaskConfig tc;
+    tc.name = "add3";
+    const std::unique_ptr<Task> task = make_task(tc);
+    PhiloxStream rng(3, 0);
+    std::vector<Episode> out;
+    for (int64_t g = 0; g < items; ++g) {
+      const Problem p = task->sample_train(rng);
+      for (int64_t i = 0; i < config.rollout.group_size; ++i) {
+        Episode e;
+        e.problem = p;
+        e.group = g;
+        e.sample_index = i;
+        e.first_step = 1;
+        out.push_back(e);
+      }
+    }
+    return out;
+  }
+  HarnessDraw play(std::vector<Episode>& episodes, const std::string& harness) {
+    config.agent.harness = harness;
+    return play_with_harness(episodes, *engine, tok, *protocol, config, sampling);
+  }
+
+  ModelConfig mc = model_preset("tiny");
+  ParameterStore params = init_random(mc, 4);
+  Transformer model{mc};
+  EngineConfig ec;
+  std::unique_ptr<Engine> engine;
+  CharTokenizer tok;
+  std::unique_ptr<TurnProtocol> protocol = make_turn_protocol(tok);
+  TrainConfig config;
+  SamplingParams sampling;
+};
+
+std::map<std::string, Json> harness_log(const fs::path& path) {
+  std::map<std::string, Json> out;
+  for (const Json& j : read_jsonl(path)) out[j["session"].get<std::string>()] = j["turns"];
+  return out;
+}
+
+TEST(LoopHarness, EpisodesAreTheServersRecordsOfWhatTheHarnessWasShownWhateverItsConcurrency) {
+  const fs::path dir = fs::temp_directory_path() / "rlcpp_loop_harness_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  HarnessFixture f;
+  std::vector<Episode> serial = f.fresh_episodes(4), parallel = f.fresh_episodes(4);
+  const HarnessDraw a = f.play(serial, example_harness("--reward digits --attempts 2 --concurrency 1 --log '" +
+                                                       (dir / "serial.jsonl").string() + "'"));
+  const HarnessDraw b = f.play(parallel, example_harness("--reward digits --attempts 2 --concurrency 16 --log '" +
+                                                         (dir / "parallel.jsonl").string() + "'"));
+  EXPECT_EQ(a.dropped_groups, 0);
+  EXPECT_EQ(a.requests, 32);  // 16 episodes x 2 turns
+  EXPECT_EQ(b.requests, 32);
+  ASSERT_EQ(serial.size(), 16u);
+  ASSERT_EQ(parallel.size(), 16u);
+  const std::map<std::string, Json> shown = harness_log(dir / "parallel.jsonl");
+  ASSERT_EQ(shown.size(), 16u);
+  for (size_t i = 0; i < serial.size(); ++i) {
+    const Episode& e = parallel[i];
+    EXPECT_EQ(serial[i].tokens, e.tokens) << "episode " << i;
+    EXPECT_EQ(serial[i].logprobs, e.logprobs) << "episode " << i;
+    EXPECT_EQ(serial[i].reward, e.reward) << "episode " << i;
+    ASSERT_TRUE(e.done) << e.failure;
+    ASSERT_EQ(e.turns(), 2);
+    // The last turn's prompt and sampled ids, as the server returned them to the harness, are the episode.
+    const Json& last = shown.at("s1-i" + std::to_string(e.group) + "-e" + std::to_string(e.sample_index)).back();
+    std::vector<int32_t> seen = last["prompt_token_ids"].get<std::vector<int32_t>>();
+    for (int32_t t : last["token_ids"].get<std::vector<int32_t>>()) seen.push_back(t);
+    std::vector<int32_t> held = e.prompt;
+    held.insert(held.end(), e.tokens.begin(), e.tokens.end());
+    EXPECT_EQ(seen, held) << "episode " << i;
+    // The trainer's sample: those tokens, the harness's additions (" " + the question again) masked out.
+    const RolloutSample s = episode_sample(e, LogprobScoring{});
+    EXPECT_EQ(s.prompt, e.prompt);
+    EXPECT_EQ(s.response, e.tokens);
+    const std::vector<int32_t> added = f.tok.encode(" " + e.problem.prompt);
+    EXPECT_EQ(e.env_tokens, static_cast<int64_t>(added.size()));
+    const auto [begin, end] = e.turn_spans[1];
+    EXPECT_TRUE(std::equal(added.begin(), added.end(), e.tokens.begin() + begin - static_cast<int64_t>(added.size())));
+    for (size_t t = 0; t < s.mask.size(); ++t) {
+      EXPECT_EQ(s.mask[t], e.sources[t] == TokenSource::kModel ? 1.0f : 0.0f);
+      EXPECT_EQ(e.versions[t], e.sources[t] == TokenSource::kModel ? 0 : -1);
+    }
+    EXPECT_EQ(end, static_cast<int64_t>(e.tokens.size()));
+  }
+  EXPECT_EQ(f.engine->num_sessions(), 0);
+  EXPECT_EQ(f.engine->num_free_blocks(), f.engine->num_blocks());
+}
+
+TEST(LoopHarness, AFailingHarnessStopsTheRunNamingItAndUnplayedItemsAreLeftOut) {
+  HarnessFixture f;
+  f.config.agent.harness_timeout_s = 2;
+  const auto fails = [&](const std::string& harness, const std::string& expected) {
+    std::vector<Episode> episodes = f.fresh_episodes(2);
+    try {
+      f.play(episodes, harness);
+      ADD_FAILURE() << harness << " did not fail";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(f.engine->num_sessions(), 0);
+  };
+  fails("cat > /dev/null; exit 3", "exited with status 3");
+  fails("cat > /dev/null; echo hello", "stdout line 1 (\"hello\") is not JSON");
+  fails("cat > /dev/null; echo '{\"session\": \"s1-i0-e0\"}'", "needs \"reward\" as a number");
+  fails("sleep 30", "timed out after 2 s");
+  // Played: item 1's episodes only (item 0's never asked for); every episode gets a reward line.
+  std::vector<Episode> episodes = f.fresh_episodes(2);
+  const HarnessDraw d = f.play(episodes, "grep '\"item\":1,' | " + example_harness("--reward digits --attempts 1"));
+  EXPECT_EQ(d.dropped_groups, 1);
+  ASSERT_EQ(episodes.size(), 4u);
+  for (const Episode& e : episodes) EXPECT_EQ(e.group, 1);
+}
+
+// Chat sessions: tool replies after an assistant turn become the chat protocol's observation (one user turn of
+// <tool_response> blocks), a user message its user turn; anything else, or a rewritten history, is a 400.
+TEST(LoopHarness, AChatSessionsToolRepliesAreWrittenAsTheChatProtocolWritesThem) {
+  const HfTokenizer tok(qwen3_fixture_dir() + "/tokenizer.json", model_preset("qwen-tiny"));
+  const std::unique_ptr<TurnProtocol> protocol = make_turn_protocol(tok, /*enable_thinking=*/false);
+  SamplingParams sampling;
+  sampling.max_new_tokens = 8;
+  ServeSessions book(tok, sampling, harness_chat_tail(*protocol));
+  book.add("c", 1, 0);
+  const Json system = {{"role", "system"}, {"content", "Use the tools."}};
+  const Json user = {{"role", "user"}, {"content", "Weather in Paris?"}};
+  CompletionRequest first;
+  first.chat = true;
+  first.messages = Json::array({system, user});
+  first.prompt = tok.encode_prompt("", first.messages);
+  first.sampling.max_new_tokens = 8;
+  const SessionTurnPlan p1 = book.plan("c", first, 4096);
+  book.opened("c", 0);
+  TurnResult t;
+  t.tokens = tok.encode("<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>");
+  t.tokens.push_back(tok.encode("<|im_end|>")[0]);
+  t.logprobs.assign(t.tokens.size(), -1.0f);
+  t.finish_reason = FinishReason::kStop;
+  book.turn_done(p1, t);
+
+  const Json reply = {{"role", "assistant"}, {"content", "(the text the client read)"}};
+  const Json tool_a = {{"role", "tool"}, {"content", "18C"}}, tool_b = {{"role", "tool"}, {"content", "sunny"}};
+  CompletionRequest next;
+  next.chat = true;
+  next.messages = Json::array({system, user, reply, tool_a, tool_b});
+  next.sampling.max_new_tokens = 8;
+  const SessionTurnPlan p2 = book.plan("c", next, 4096);
+  EnvStep step;
+  step.tool_output = true;
+  step.observation = "18C\n</tool_response>\n<tool_response>\nsunny";
+  EXPECT_EQ(p2.append, protocol->observation_tokens(t.tokens, step));
+  book.turn_failed("c", "test: the turn is not run");  // frees it for the refusals below
+
+  book.add("d", 2, 0);
+  CompletionRequest d1 = first;
+  const SessionTurnPlan q1 = book.plan("d", d1, 4096);
+  book.turn_done(q1, t);
+  const auto refused = [&](Json messages, const std::string& expected) {
+    CompletionRequest r;
+    r.chat = true;
+    r.messages = std::move(messages);
+    try {
+      book.plan("d", r, 4096);
+      ADD_FAILURE() << "planned: " << r.messages.dump();
+    } catch (const ServeError& e) {
+      EXPECT_EQ(e.param(), "messages");
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  const Json other_user = {{"role", "user"}, {"content", "Weather in Rome?"}};
+  refused(Json::array({system, other_user, reply, tool_a}), "message 1 differs");
+  refused(Json::array({system, user, tool_a, tool_b}), "must be the assistant's reply");
+  refused(Json::array({system, user, reply, tool_a, other_user}), "tool replies (role \"tool\") or one user message");
+  CompletionRequest ask;
+  ask.chat = true;
+  ask.messages = Json::array({system, user, reply, other_user});
+  const SessionTurnPlan q2 = book.plan("d", ask, 4096);
+  EnvStep asked;
+  asked.observation = "Weather in Rome?";
+  EXPECT_EQ(q2.append, protocol->observation_tokens(t.tokens, asked));
+}
+
+TEST(LoopHarness, AShortGrpoRunThroughTheHarnessRaisesItsReward) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_loop_harness_grpo";
+  fs::remove_all(root);
+  constexpr int64_t kSteps = 8;
+  TrainConfig c = small_grpo_run(small_train_checkpoint(root / "init"), kSteps);
+  c.run_dir = (root / "run").string();
+  c.task.name = "add3";
+  c.agent.env = "http";
+  c.agent.max_turn_tokens = 6;
+  c.agent.harness = example_harness("--reward digits --attempts 2");
+  c.rollout.sampling.max_new_tokens = 6;
+  const TrainSummary s = run_train(c, config_to_json(c));
+  ASSERT_EQ(static_cast<int64_t>(s.mean_rewards.size()), kSteps);
+  const std::vector<Json> metrics = read_jsonl(fs::path(s.run_dir) / "metrics.jsonl");
+  for (const Json& m : metrics) {
+    EXPECT_EQ(m["mismatch/max_abs_dlogp"].get<double>(), 0.0);  // the trainer scores the engine's tokens alike
+    EXPECT_EQ(m["agent/turns_mean"].get<double>(), 2.0);
+    EXPECT_EQ(m["agent/harness_requests"].get<double>(), 2.0 * 64);
+    EXPECT_GT(m["timing_s/env"].get<double>(), 0.0);
+  }
+  const double r0 = s.mean_rewards.front(), r1 = s.mean_rewards.back();
+  EXPECT_GT(r1, r0 + 0.1) << "the share of digits in the answers " << r0 << " -> " << r1;
+}
+
+}  // namespace
+}  // namespace rlcpp
