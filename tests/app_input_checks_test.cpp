@@ -144,6 +144,14 @@ TEST_F(InputChecks, AgentConfigKeysAreCheckedNamingTheKey) {
                "episodes (agent.env \"calc\") run on the in-process engine's sessions", "split placement");
   expect_error(run_cli("train " + calc + " --set agent.max_tokens=100000"),
                "agent.max_tokens': 100000 is past the engine's context", "episode past the context");
+  // Harness mode (issue 35): its command, token in/token out, whole episodes per draw.
+  const std::string harness = std::string(RLCPP_SOURCE_DIR) + "/configs/agent_harness.json";
+  expect_error(run_cli("train " + harness + " --set agent.harness="), "agent.harness': agent.env \"http\" needs",
+               "harness without a command");
+  expect_error(run_cli("train " + harness + " --set agent.turns_per_draw=2"),
+               "agent.turns_per_draw': a harness plays its episodes to their end", "harness episodes across draws");
+  expect_error(run_cli("train " + harness + " --set rollout.placement=split"),
+               "episodes (agent.env \"http\") run on the in-process engine's sessions", "harness on split");
 }
 
 TEST_F(InputChecks, InputsLongerThanTheContextNameTheirLine) {

@@ -224,6 +224,49 @@ TEST(LoopHarness, AChatSessionsToolRepliesAreWrittenAsTheChatProtocolWritesThem)
   EXPECT_EQ(q2.append, protocol->observation_tokens(t.tokens, asked));
 }
 
+// The example harness in --chat mode, end to end on a small random model with Qwen3's tokenizer: each turn's prompt
+// and sampled ids as the server showed them are the episode (the cut first turn closed, the user's retry written
+// by the chat protocol), whatever text the harness sent back in its messages.
+TEST(LoopHarness, AChatHarnessesEpisodesAreTheIdsTheServerShowedIt) {
+  const fs::path dir = fs::temp_directory_path() / "rlcpp_loop_harness_chat";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  ModelConfig mc = model_preset("tiny");
+  mc.vocab_size = model_preset("qwen-tiny").vocab_size;
+  mc.max_position_embeddings = 512;
+  const ParameterStore params = init_random(mc, 6);
+  const Transformer model(mc);
+  EngineConfig ec;
+  Engine engine(model, params, ec);
+  const HfTokenizer tok(qwen3_fixture_dir() + "/tokenizer.json", mc);
+  const std::unique_ptr<TurnProtocol> protocol = make_turn_protocol(tok);
+  HarnessFixture f;
+  f.config.agent.harness = example_harness("--chat --attempts 2 --log '" + (dir / "log.jsonl").string() + "'");
+  std::vector<Episode> episodes = f.fresh_episodes(2);
+  const HarnessDraw d = play_with_harness(episodes, engine, tok, *protocol, f.config, f.sampling);
+  EXPECT_EQ(d.requests, 16);
+  const std::map<std::string, Json> shown = harness_log(dir / "log.jsonl");
+  ASSERT_EQ(episodes.size(), 8u);
+  for (const Episode& e : episodes) {
+    ASSERT_TRUE(e.done) << e.failure;
+    ASSERT_EQ(e.turns(), 2);
+    const Json& last = shown.at("s1-i" + std::to_string(e.group) + "-e" + std::to_string(e.sample_index)).back();
+    std::vector<int32_t> seen = last["prompt_token_ids"].get<std::vector<int32_t>>();
+    for (int32_t t : last["token_ids"].get<std::vector<int32_t>>()) seen.push_back(t);
+    std::vector<int32_t> held = e.prompt;
+    held.insert(held.end(), e.tokens.begin(), e.tokens.end());
+    EXPECT_EQ(seen, held);
+    const auto [begin, end] = e.turn_spans[0];
+    const std::vector<int32_t> first_turn(e.tokens.begin() + begin, e.tokens.begin() + end);
+    EnvStep retry;
+    retry.observation = "No. " + e.problem.prompt;
+    const std::vector<int32_t> added = protocol->observation_tokens(first_turn, retry);
+    EXPECT_EQ(std::vector<int32_t>(e.tokens.begin() + end, e.tokens.begin() + e.turn_spans[1].first), added);
+    EXPECT_EQ(e.env_tokens, static_cast<int64_t>(added.size()));
+  }
+  EXPECT_EQ(engine.num_sessions(), 0);
+}
+
 TEST(LoopHarness, AShortGrpoRunThroughTheHarnessRaisesItsReward) {
   const fs::path root = fs::temp_directory_path() / "rlcpp_loop_harness_grpo";
   fs::remove_all(root);
