@@ -83,6 +83,20 @@ std::map<std::string, Json> harness_log(const fs::path& path) {
   return out;
 }
 
+// The ids the harness was shown at an episode's last turn: that request's prompt, then what it sampled.
+std::vector<int32_t> last_turn_shown(const std::map<std::string, Json>& shown, const Episode& e) {
+  const Json& last = shown.at("s1-i" + std::to_string(e.group) + "-e" + std::to_string(e.sample_index)).back();
+  std::vector<int32_t> ids = last["prompt_token_ids"].get<std::vector<int32_t>>();
+  for (int32_t t : last["token_ids"].get<std::vector<int32_t>>()) ids.push_back(t);
+  return ids;
+}
+
+std::vector<int32_t> episode_ids(const Episode& e) {
+  std::vector<int32_t> ids = e.prompt;
+  ids.insert(ids.end(), e.tokens.begin(), e.tokens.end());
+  return ids;
+}
+
 TEST(LoopHarness, EpisodesAreTheServersRecordsOfWhatTheHarnessWasShownWhateverItsConcurrency) {
   const fs::path dir = fs::temp_directory_path() / "rlcpp_loop_harness_test";
   fs::remove_all(dir);
@@ -108,12 +122,7 @@ TEST(LoopHarness, EpisodesAreTheServersRecordsOfWhatTheHarnessWasShownWhateverIt
     ASSERT_TRUE(e.done) << e.failure;
     ASSERT_EQ(e.turns(), 2);
     // The last turn's prompt and sampled ids, as the server returned them to the harness, are the episode.
-    const Json& last = shown.at("s1-i" + std::to_string(e.group) + "-e" + std::to_string(e.sample_index)).back();
-    std::vector<int32_t> seen = last["prompt_token_ids"].get<std::vector<int32_t>>();
-    for (int32_t t : last["token_ids"].get<std::vector<int32_t>>()) seen.push_back(t);
-    std::vector<int32_t> held = e.prompt;
-    held.insert(held.end(), e.tokens.begin(), e.tokens.end());
-    EXPECT_EQ(seen, held) << "episode " << i;
+    EXPECT_EQ(last_turn_shown(shown, e), episode_ids(e)) << "episode " << i;
     // The trainer's sample: those tokens, the harness's additions (" " + the question again) masked out.
     const RolloutSample s = episode_sample(e, LogprobScoring{});
     EXPECT_EQ(s.prompt, e.prompt);
@@ -250,12 +259,7 @@ TEST(LoopHarness, AChatHarnessesEpisodesAreTheIdsTheServerShowedIt) {
   for (const Episode& e : episodes) {
     ASSERT_TRUE(e.done) << e.failure;
     ASSERT_EQ(e.turns(), 2);
-    const Json& last = shown.at("s1-i" + std::to_string(e.group) + "-e" + std::to_string(e.sample_index)).back();
-    std::vector<int32_t> seen = last["prompt_token_ids"].get<std::vector<int32_t>>();
-    for (int32_t t : last["token_ids"].get<std::vector<int32_t>>()) seen.push_back(t);
-    std::vector<int32_t> held = e.prompt;
-    held.insert(held.end(), e.tokens.begin(), e.tokens.end());
-    EXPECT_EQ(seen, held);
+    EXPECT_EQ(last_turn_shown(shown, e), episode_ids(e));
     const auto [begin, end] = e.turn_spans[0];
     const std::vector<int32_t> first_turn(e.tokens.begin() + begin, e.tokens.begin() + end);
     EnvStep retry;
