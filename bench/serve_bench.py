@@ -4,14 +4,26 @@ clients and reports throughput, time to first token (TTFT) and time per output t
 N, the TTFT of requests sharing an N-token system prompt with the prefix cache on and off. Python's standard library
 only (threads + http.client); prompts are token ids, so any model works.
 
+With --shape w1|w2 the prompts are text and both servers load one random Hugging Face checkpoint of that shape
+(build/peers/serve/SHAPE, written once by bench/peers/llamacpp_server.py with the peers' venv): W1 rlcpp's "tiny"
+with the character tokenizer (random strings of its characters), W2 Qwen2-0.5B's shapes with the Qwen3 tokenizer
+(random common words). --peer llamacpp then serves it with llama.cpp's OpenAI server (llama-cpp-python's
+`llama_cpp.server`, the GGUF written with the same tokenizer, KV cache f32 unless --kv f16) instead of rlcpp.
+Responses are fixed-length (rlcpp: ignore_eos; llama.cpp: EOS biased by -100, and it may sample a token or two past
+max_tokens to finish a UTF-8 character), checked on a probe request before the load: the prompt and completion
+token counts each server reports.
+
   python3 bench/serve_bench.py --model bench/serve_model.json --clients 1,16,64
   python3 bench/serve_bench.py --model bench/serve_model.json --shared-prefix 512
+  python3 bench/serve_bench.py --shape w1 --prompt-len 10 --max-tokens 8 [--peer llamacpp]
 """
 import argparse
 import http.client
 import json
+import os
 import random
 import re
+import socket
 import statistics
 import subprocess
 import sys
@@ -19,8 +31,82 @@ import threading
 import time
 
 
+W2_WORDS = ("the of and to in is it you that he was for on are with as his they be at one have this from or had by "
+            "word but what some we can out other were all there when up use your how said an each she which do their "
+            "time if will way about many then them write would like so these her long make thing see him two has "
+            "look more day could go come did number sound no most people my over know water than call first who may "
+            "down side been now find any new work part take get place made live where after back little only round "
+            "man year came show every good me give our under name very through just form sentence great think say "
+            "help low line differ turn cause much mean before move right boy old too same tell does set three want "
+            "air well also play small end put home read hand port large spell add even land here must big high such "
+            "follow act why ask men change went light kind off need house picture try us again animal point mother "
+            "world near build self earth father head stand own page should country found answer school grow study "
+            "still learn plant cover food sun four between state keep eye never last let thought city tree cross "
+            "farm hard start might story saw far sea draw left late run while press close night real life few north").split()
+
+
+def shape_checkpoint(args):
+    """The random checkpoint of --shape both servers load, written once with the peers' venv."""
+    ckpt = os.path.join(args.peers_dir, "serve", args.shape)
+    if not os.path.exists(os.path.join(ckpt, "model.safetensors")):
+        subprocess.run([args.peers_python, "bench/peers/llamacpp_server.py", "checkpoint", "--shape", args.shape,
+                        "--out", ckpt], check=True, stdout=subprocess.DEVNULL)
+    return ckpt
+
+
+def shape_tokenizer(args):
+    return "tests/data/qwen3/tokenizer.json" if args.shape == "w2" else "char"
+
+
+def text_prompt(rng, args):
+    if args.shape == "w1":  # BOS + characters
+        return "".join(rng.choice("0123456789+-*=") for _ in range(args.prompt_len - 1))
+    return " ".join(rng.choice(W2_WORDS) for _ in range(args.prompt_len))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+PEER, EOS = "rlcpp", 2
+
+
+def start_llamacpp(args):
+    port = free_port()
+    ctx = min(args.max_context, 64 if args.shape == "w1" else 32768)
+    cmd = [args.peers_python, "bench/peers/llamacpp_server.py", "serve", "--checkpoint", shape_checkpoint(args),
+           "--tokenizer", shape_tokenizer(args), "--port", str(port), "--kv", args.kv, "--n-ctx", str(ctx),
+           "--threads", str(args.threads)]
+    log = open(f"/tmp/serve_bench_llamacpp_{port}.log", "w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 900
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            sys.exit(f"llama.cpp's server exited: see {log.name}")
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn.request("GET", "/v1/models")
+            if conn.getresponse().status == 200:
+                version = subprocess.run([args.peers_python, "-c", "import llama_cpp; print(llama_cpp.__version__)"],
+                                         capture_output=True, text=True).stdout.strip()
+                return proc, port, f"llama.cpp (llama-cpp-python {version}) on port {port}, KV {args.kv}, " \
+                                   f"context {ctx}, {args.threads} threads"
+        except OSError:
+            pass
+        time.sleep(1)
+    proc.kill()
+    sys.exit("llama.cpp's server did not answer in 900 s")
+
+
 def start_server(args, prefix_cache):
-    model = ["--preset", args.model] if not args.checkpoint else [args.checkpoint]
+    if args.peer == "llamacpp":
+        return start_llamacpp(args)
+    if args.shape:
+        model = [shape_checkpoint(args)] + (["--tokenizer", shape_tokenizer(args)] if args.shape == "w2" else [])
+    else:
+        model = ["--preset", args.model] if not args.checkpoint else [args.checkpoint]
     cmd = [args.rlcpp, "serve", *model, "--port", "0", "--max-context", str(args.max_context),
            "--max-concurrency", "256", "--max-num-seqs", str(args.max_num_seqs),
            "--prefix-cache", "true" if prefix_cache else "false", *args.server_arg]
@@ -33,10 +119,33 @@ def start_server(args, prefix_cache):
     return proc, int(m.group(1)), line.strip()
 
 
+def request_body(prompt, max_tokens, seed, stream_it):
+    body = {"prompt": prompt, "max_tokens": max_tokens, "seed": seed, "temperature": 1.0, "stream": stream_it}
+    if PEER == "llamacpp":
+        body.update({"logit_bias": {str(EOS): -100.0}, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "repeat_penalty": 1.0})
+    else:
+        body.update({"ignore_eos": True, "return_token_ids": True})
+    return json.dumps(body)
+
+
+def probe(port, prompt, max_tokens):
+    """One completion that does not stream: (prompt tokens, completion tokens) as the server counts them."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    conn.request("POST", "/v1/completions", request_body(prompt, max_tokens, 1, False),
+                 {"Content-Type": "application/json"})
+    res = conn.getresponse()
+    body = res.read()
+    if res.status != 200:
+        sys.exit(f"probe: HTTP {res.status}: {body[:300]}")
+    usage = json.loads(body)["usage"]
+    return usage["prompt_tokens"], usage["completion_tokens"]
+
+
 def stream(port, prompt, max_tokens, seed):
-    """One streamed completion: (ttft_s, total_s, tokens)."""
-    body = json.dumps({"prompt": prompt, "max_tokens": max_tokens, "seed": seed, "ignore_eos": True,
-                       "temperature": 1.0, "stream": True, "return_token_ids": True})
+    """One streamed completion: (ttft_s, total_s, tokens). rlcpp's chunks carry their token ids; llama.cpp's
+    (EOS barred) at least max_tokens, or its chunks when more: llama-cpp-python samples past max_tokens to finish a
+    partial UTF-8 character (its probe reports 32-34 for 32), so its count here is a lower bound."""
+    body = request_body(prompt, max_tokens, seed, True)
     t0 = time.perf_counter()
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     conn.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
@@ -48,22 +157,23 @@ def stream(port, prompt, max_tokens, seed):
         line = raw.decode().strip()
         if not line.startswith("data: ") or line == "data: [DONE]":
             continue
-        n = sum(len(c.get("token_ids", [])) for c in json.loads(line[6:])["choices"])
+        choices = json.loads(line[6:])["choices"]
+        n = sum(len(c.get("token_ids", [])) for c in choices) if PEER != "llamacpp" else len(choices)
         if n and ttft is None:
             ttft = time.perf_counter() - t0
         tokens += n
     conn.close()
-    return ttft, time.perf_counter() - t0, tokens
+    return ttft, time.perf_counter() - t0, tokens if PEER != "llamacpp" else max(tokens, max_tokens)
 
 
-def load(port, clients, requests_each, prompt_len, max_tokens, vocab):
+def load(port, clients, requests_each, prompt_len, max_tokens, vocab, args):
     results, errors = [], []
     lock = threading.Lock()
 
     def client(i):
         rng = random.Random(i)
         for r in range(requests_each):
-            prompt = [rng.randrange(vocab) for _ in range(prompt_len)]
+            prompt = text_prompt(rng, args) if args.shape else [rng.randrange(vocab) for _ in range(prompt_len)]
             try:
                 out = stream(port, prompt, max_tokens, seed=1000 * i + r)
                 with lock:
@@ -116,7 +226,18 @@ def main():
     p.add_argument("--suffix-len", type=int, default=16)
     p.add_argument("--ttft-requests", type=int, default=8)
     p.add_argument("--server-arg", action="append", default=[], help="passed to rlcpp serve (repeat)")
+    p.add_argument("--shape", choices=["w1", "w2"], help="text prompts on a random checkpoint of this shape")
+    p.add_argument("--peer", choices=["rlcpp", "llamacpp"], default="rlcpp", help="the server measured (--shape)")
+    p.add_argument("--peers-python", default="build/peers/venv/bin/python")
+    p.add_argument("--peers-dir", default="build/peers")
+    p.add_argument("--kv", choices=["f32", "f16"], default="f32", help="llama.cpp's KV cache type")
+    p.add_argument("--threads", type=int, default=os.cpu_count())
     args = p.parse_args()
+    global PEER, EOS
+    PEER = args.peer
+    if args.peer != "rlcpp" and not args.shape:
+        sys.exit("--peer llamacpp needs --shape (text prompts on a checkpoint both servers load)")
+    EOS = 2 if args.shape != "w2" else 151645
     vocab = args.vocab or (json.load(open(args.model))["vocab_size"] if args.model.endswith(".json") else 32)
 
     if args.shared_prefix:
@@ -136,11 +257,17 @@ def main():
         return
     proc, port, banner = start_server(args, True)
     print(f"# {banner}")
+    if args.shape:
+        prompt_tokens, completion_tokens = probe(port, text_prompt(random.Random(0), args), args.max_tokens)
+        print(f"# probe: {prompt_tokens} prompt tokens, {completion_tokens} completion tokens")
+        if completion_tokens < args.max_tokens or (args.peer == "rlcpp" and completion_tokens != args.max_tokens):
+            proc.kill()
+            sys.exit(f"the probe's completion has {completion_tokens} tokens, not --max-tokens {args.max_tokens}")
     print("| clients | requests | tokens/s | TTFT median | TTFT p90 | TPOT median | errors |\n"
           "| ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     try:
         for c in [int(x) for x in args.clients.split(",")]:
-            r = load(port, c, args.requests_per_client, args.prompt_len, args.max_tokens, vocab)
+            r = load(port, c, args.requests_per_client, args.prompt_len, args.max_tokens, vocab, args)
             ms = lambda x: "—" if x is None else f"{1e3 * x:.1f} ms"
             print(f"| {c} | {r['requests']} | {r['tokens_per_s']:.0f} | {ms(r['ttft_median_s'])} | "
                   f"{ms(r['ttft_p90_s'])} | {ms(r['tpot_median_s'])} | {r['errors']} {r['first_error'][:80]} |",

@@ -15,7 +15,8 @@ Qwen2ForCausalLM, model.safetensors in float32). It is converted once per (check
 (HF's rotate-half RoPE layout -> GGML's interleaved one; "qwen2" uses NEOX RoPE, no permutation). The cache is
 --cache-dir (default DIR/../.gguf_cache); "gguf_convert_s" is the conversion's time (from a sidecar when cached).
 The tokenizer written is a placeholder (SPM "llama", vocab_size dummy pieces) so llama.cpp loads the file:
-token ids are fed directly.
+token ids are fed directly. convert(..., tokenizer="char" | TOKENIZER_JSON) writes a real one instead, for llama.cpp's
+OpenAI server, which takes text prompts (llamacpp_server.py).
 
 check: logits of one random prompt (every position, one llama_decode with all outputs) against transformers'
 AutoModelForCausalLM (eager, float32) on the same ids, plus the path rollout uses (prefill L-1 tokens in seq 0,
@@ -99,19 +100,71 @@ def permute_qk(w, n_head, n_head_kv):
     return (w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape))
 
 
-def gguf_path(ckpt, dtype, cache_dir):
+def gguf_path(ckpt, dtype, cache_dir, tokenizer=None):
     ckpt = os.path.abspath(ckpt)
     st = os.stat(os.path.join(ckpt, "model.safetensors"))
     with open(os.path.join(ckpt, "config.json"), "rb") as f:
-        key = f"{CONVERTER_VERSION}|{ckpt}|{st.st_size}|{st.st_mtime_ns}|".encode() + f.read()
+        key = f"{CONVERTER_VERSION}|{ckpt}|{st.st_size}|{st.st_mtime_ns}|{tokenizer or ''}|".encode() + f.read()
     digest = hashlib.sha256(key).hexdigest()[:12]
     cache_dir = cache_dir or os.path.join(os.path.dirname(ckpt), ".gguf_cache")
     return os.path.join(cache_dir, f"{os.path.basename(ckpt)}-{dtype}-{digest}.gguf")
 
 
-def convert(ckpt, dtype, cache_dir=None, force=False):
-    """Returns (gguf path, conversion seconds, cached?)."""
-    path = gguf_path(ckpt, dtype, cache_dir)
+W1_CHARSET = "0123456789+-*= ()/"  # rlcpp's character tokenizer: the character with index i has id 3 + i
+
+
+def add_vocab(w, gguf, cfg, tokenizer):
+    """The tokenizer llama.cpp reads text with. None: a placeholder (SPM "llama", dummy pieces: ids are fed directly);
+    "char": rlcpp's character tokenizer (SPM pieces of one character each, no space prefix, BOS added), so text
+    prompts tokenize as rlcpp's do; a tokenizer.json path: its byte-level BPE (GGUF "gpt2" with its merges, the
+    "qwen2" pre-tokenizer, no BOS), as llama.cpp's own converter writes a Qwen checkpoint's."""
+    n, vocab = cfg["vocab_size"], tokenizer
+    ids = {k: cfg.get(k + "_token_id") for k in ("bos", "eos", "pad")}
+    if vocab is None or vocab == "char":
+        special = {v: k for k, v in ids.items() if isinstance(v, int) and 0 <= v < n}
+        tokens, types = [], []
+        for i in range(n):
+            c = i - 3
+            if i in special:
+                tokens.append(f"<{special[i]}>"); types.append(gguf.TokenType.CONTROL)
+            elif vocab == "char" and 0 <= c < len(W1_CHARSET):
+                tokens.append("\u2581" if W1_CHARSET[c] == " " else W1_CHARSET[c]); types.append(gguf.TokenType.NORMAL)
+            else:
+                tokens.append(f"<t{i}>"); types.append(gguf.TokenType.UNUSED if vocab == "char" else gguf.TokenType.NORMAL)
+        w.add_tokenizer_model("llama")
+        w.add_token_list(tokens)
+        w.add_token_scores([0.0] * n)
+        w.add_token_types([int(t) for t in types])
+        w.add_add_bos_token(vocab == "char")
+        if vocab == "char":
+            w.add_add_space_prefix(False)
+    else:
+        with open(vocab) as f:
+            tj = json.load(f)
+        tokens = [f"[PAD{i}]" for i in range(n)]
+        types = [gguf.TokenType.UNUSED] * n
+        for piece, i in tj["model"]["vocab"].items():
+            if i < n:
+                tokens[i], types[i] = piece, gguf.TokenType.NORMAL
+        for a in tj["added_tokens"]:
+            if a["id"] < n:
+                tokens[a["id"]] = a["content"]
+                types[a["id"]] = gguf.TokenType.CONTROL if a["special"] else gguf.TokenType.USER_DEFINED
+        merges = [m if isinstance(m, str) else " ".join(m) for m in tj["model"]["merges"]]
+        w.add_tokenizer_model("gpt2")
+        w.add_tokenizer_pre("qwen2")
+        w.add_token_list(tokens)
+        w.add_token_types([int(t) for t in types])
+        w.add_token_merges(merges)
+        w.add_add_bos_token(False)
+    for k, add in (("bos", w.add_bos_token_id), ("eos", w.add_eos_token_id), ("pad", w.add_pad_token_id)):
+        if isinstance(ids[k], int):
+            add(ids[k])
+
+
+def convert(ckpt, dtype, cache_dir=None, force=False, tokenizer=None):
+    """Returns (gguf path, conversion seconds, cached?); `tokenizer` as add_vocab takes it."""
+    path = gguf_path(ckpt, dtype, cache_dir, tokenizer)
     side = path + ".json"
     if not force and os.path.exists(path) and os.path.exists(side):
         with open(side) as f:
@@ -146,21 +199,7 @@ def convert(ckpt, dtype, cache_dir=None, force=False):
              "bf16": gguf.LlamaFileType.MOSTLY_BF16}[dtype]
     w.add_file_type(ftype)
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
-    # Placeholder tokenizer: only so llama.cpp loads the file (ids are fed directly).
-    ids = {k: cfg.get(k + "_token_id") for k in ("bos", "eos", "pad")}
-    special = {v: k for k, v in ids.items() if isinstance(v, int) and 0 <= v < vocab}
-    w.add_tokenizer_model("llama")
-    w.add_token_list([f"<{special[i]}>" if i in special else f"<t{i}>" for i in range(vocab)])
-    w.add_token_scores([0.0] * vocab)
-    w.add_token_types([int(gguf.TokenType.CONTROL) if i in special else int(gguf.TokenType.NORMAL)
-                       for i in range(vocab)])
-    if isinstance(ids["bos"], int):
-        w.add_bos_token_id(ids["bos"])
-    if isinstance(ids["eos"], int):
-        w.add_eos_token_id(ids["eos"])
-    if isinstance(ids["pad"], int):
-        w.add_pad_token_id(ids["pad"])
-    w.add_add_bos_token(False)
+    add_vocab(w, gguf, cfg, tokenizer)
 
     def put(name, t):
         t = np.ascontiguousarray(t, dtype=np.float32)
