@@ -24,6 +24,7 @@
 #include "model/lora.h"
 #include "model/safetensors.h"
 #include "tests/error_test_support.h"
+#include "tests/python_env.h"
 #include "tests/train_test_support.h"
 
 namespace rlcpp {
@@ -156,6 +157,23 @@ TEST(LoopResume, AgentRunWithEpisodesInFlightResumesBitForBit) {
   const Json first = read_jsonl(root / "whole" / "metrics.jsonl").at(0);
   EXPECT_FALSE(first.contains("reward/mean")) << first.dump();
   EXPECT_EQ(first.at("agent/episodes").get<double>(), 0.0);
+}
+
+// Harness mode (agent.env "http", issue 35): the episodes an external harness played (scripts/agent_harness_example.py
+// over the openai client, two turns each) are the sessions' records, sampled under their episodes' keys whatever
+// the harness's concurrency: a resumed run replays the same draws and equals the uninterrupted one.
+TEST(LoopResume, HarnessRunResumesBitForBit) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_resume_harness_test";
+  fs::remove_all(root);
+  TrainConfig c = resumable_run(root);
+  c.agent.env = "http";
+  c.agent.max_turn_tokens = 6;
+  c.agent.harness = "'" + venv_python() + "' '" + std::string(RLCPP_SOURCE_DIR) +
+                    "/scripts/agent_harness_example.py' --reward digits --attempts 2";
+  c.rollout.sampling.max_new_tokens = 6;
+  expect_resume_matches_whole_run(root, c);
+  const Json first = read_jsonl(root / "whole" / "metrics.jsonl").at(0);
+  EXPECT_EQ(first.at("agent/turns_mean").get<double>(), 2.0);
 }
 
 // Issue 34 item 6 under the async pipeline: configs/agent_calc.json cut to seconds (the small random model, no
