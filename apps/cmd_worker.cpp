@@ -20,6 +20,9 @@ class ZmqWeightFeed final : public WeightFeed {
   zmq::socket_t& socket() override { return subscriber_.socket(); }
   std::string endpoint() const override { return subscriber_.endpoint(); }
   void receive(const std::function<void(ParameterStore, int64_t)>& install) override { subscriber_.poll(0, install); }
+  void take_lora_bases(std::function<std::vector<ParameterInfo>(const Json&)> hook) override {
+    subscriber_.take_lora_bases(std::move(hook));
+  }
 
  private:
   ZmqWeightSubscriber subscriber_;

@@ -299,7 +299,8 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
                                  config.rollout_numerics(), /*own_weights=*/config.async.max_staleness > 0,
                                  {&actor.device_weights(), &actor.context()}, adapters ? &*adapters : nullptr);
   else if (config.rollout.placement == "remote")
-    rollout = make_remote_rollout(config.rollout, run.path(), params, state.policy_version, config.rollout_numerics());
+    rollout = make_remote_rollout(config.rollout, run.path(), params, state.policy_version, config.rollout_numerics(),
+                                  adapters ? &*adapters : nullptr, adapters ? &*lora_base : nullptr);
   else
     rollout = make_colocated_rollout(rollout_model, params, config.rollout.engine_config(), state.policy_version,
                                      /*own_weights=*/config.async.max_staleness > 0, engine_context_for_rollout());

@@ -15,7 +15,9 @@
 #include "core/curve.h"
 #include "core/error.h"
 #include "loop/rollout_backend.h"
+#include "model/lora.h"
 #include "rollout/worker_client.h"
+#include "weightsync/weight_message.h"
 
 namespace rlcpp {
 
@@ -24,8 +26,10 @@ namespace {
 class RemoteRollout : public RolloutBackend, private WorkerSupervisor {
  public:
   RemoteRollout(const RolloutSection& rollout, const std::string& run_dir, const ParameterStore& params,
-                int64_t version, const ModelNumerics& numerics)
-      : endpoints_(rollout.remote.endpoints),
+                int64_t version, const ModelNumerics& numerics, const LoraAdapters* adapters, const LoraBase* base)
+      : adapters_(adapters),
+        lora_base_(base),
+        endpoints_(rollout.remote.endpoints),
         run_dir_(run_dir),
         numerics_(numerics.describe()),
         publisher_options_(worker_publisher_options(rollout, params)),
@@ -67,6 +71,7 @@ class RemoteRollout : public RolloutBackend, private WorkerSupervisor {
                                                                 "matching --dtype, --quantization, --batch-invariant");
     }
     for (size_t w = 0; w < endpoints_.size(); ++w) {
+      takes_adapters_.push_back(pongs[w].value("lora_sync", false));
       ZmqPublisherOptions publisher = publisher_options_;
       if (!worker_publics.empty()) publisher.curve.server_public = worker_publics[w];
       publishers_.push_back(
@@ -76,12 +81,19 @@ class RemoteRollout : public RolloutBackend, private WorkerSupervisor {
     // samples with this trainer's policy at this version.
     for (size_t w = 0; w < endpoints_.size(); ++w) {
       publish(w, params, version, /*rebase=*/true);
-      std::printf("train: remote worker %zu ('%s') at %s: policy version %lld -> %lld, %s\n", w,
+      std::printf("train: remote worker %zu ('%s') at %s: policy version %lld -> %lld, %s%s\n", w,
                   pongs[w].value("worker", std::string()).c_str(), endpoints_[w].c_str(),
                   static_cast<long long>(pongs[w].value("policy_version", int64_t{-1})),
-                  static_cast<long long>(version), numerics.describe().c_str());
+                  static_cast<long long>(version), numerics.describe().c_str(), lora_note(w));
     }
     std::fflush(stdout);
+  }
+
+  // How a LoRA run syncs worker w, for the lines saying it joined.
+  const char* lora_note(size_t w) const {
+    if (!adapters_) return "";
+    return takes_adapters_[w] ? "; LoRA: the base sent once, then adapters alone"
+                              : "; LoRA: it takes no adapters alone (an older rlcpp worker?): the merged weights each sync";
   }
 
   // The workers go on serving after the run (for its resume, or the next run); nothing is sent to them.
@@ -118,9 +130,11 @@ class RemoteRollout : public RolloutBackend, private WorkerSupervisor {
       lost += retired ? 1 : 0;
       serving += !retired && w < static_cast<int>(publishers_.size()) && publishers_[static_cast<size_t>(w)] ? 1 : 0;
     }
-    return {{"rollout/worker_failures_step", static_cast<double>(failures_step_)},
-            {"rollout/workers_lost", static_cast<double>(lost)},
-            {"rollout/workers", static_cast<double>(serving)}};
+    std::map<std::string, double> m = {{"rollout/worker_failures_step", static_cast<double>(failures_step_)},
+                                       {"rollout/workers_lost", static_cast<double>(lost)},
+                                       {"rollout/workers", static_cast<double>(serving)}};
+    if (last_publish_.bytes > 0) m["weight_sync/bytes"] = static_cast<double>(last_publish_.bytes);  // one worker's
+    return m;
   }
 
  private:
@@ -198,7 +212,9 @@ class RemoteRollout : public RolloutBackend, private WorkerSupervisor {
       try {
         publishers_[static_cast<size_t>(w)] =
             std::make_unique<ZmqWeightPublisher>(context_, weights, /*bind=*/false, publisher);
-        publishers_[static_cast<size_t>(w)]->publish(*params_, version_, /*rebase=*/true);
+        if (takes_adapters_.size() < publishers_.size()) takes_adapters_.resize(publishers_.size(), false);
+        takes_adapters_[static_cast<size_t>(w)] = hello.value("lora_sync", false);
+        send(static_cast<size_t>(w), *params_, version_, /*rebase=*/true);
       } catch (const Error& e) {
         std::printf("train: worker %s joined but took no weights at %s: %s; not admitted\n", name.c_str(),
                     weights.c_str(), e.what());
@@ -207,9 +223,9 @@ class RemoteRollout : public RolloutBackend, private WorkerSupervisor {
         continue;
       }
       client_->admit(w);
-      std::printf("train: worker %s joined: policy version %lld -> %lld, %s\n", name.c_str(),
+      std::printf("train: worker %s joined: policy version %lld -> %lld, %s%s\n", name.c_str(),
                   static_cast<long long>(hello.value("policy_version", int64_t{-1})),
-                  static_cast<long long>(version_), numerics_.c_str());
+                  static_cast<long long>(version_), numerics_.c_str(), lora_note(static_cast<size_t>(w)));
     }
     std::fflush(stdout);
   }
@@ -229,9 +245,30 @@ class RemoteRollout : public RolloutBackend, private WorkerSupervisor {
     std::fflush(stdout);
   }
 
+  // Worker w to `version`: the policy's weights; in a LoRA run, to a worker that takes them, the adapters alone,
+  // after a LoRA base message at its rebase (the frozen base and the adapters, the base widened to fp32: exact).
+  void send(size_t w, const ParameterStore& params, int64_t version, bool rebase) {
+    if (!adapters_ || !takes_adapters_[w]) {
+      last_publish_ = publishers_[w]->publish(params, version, rebase);
+      return;
+    }
+    if (!rebase) {
+      last_publish_ = publishers_[w]->publish(adapters_->weights(), version);
+      return;
+    }
+    const ParameterStore& a = adapters_->weights();
+    ParameterStore both(params.config(), concatenated_layout(parameter_layout(params.config()), a.infos()));
+    const int64_t model_floats = params.numel();
+    lora_base_->read(ExecContext::cpu(), 0, model_floats, both.flat().data<float>());
+    std::copy_n(a.flat().data<float>(), a.numel(), both.flat().data<float>() + model_floats);
+    WireMessage message = encode_weights(both, version, publisher_options_.chunk_floats);
+    message.header["lora"] = lora_config_to_wire(adapters_->config());
+    last_publish_ = publishers_[w]->publish(std::move(message), version, rebase);
+  }
+
   void publish(size_t w, const ParameterStore& params, int64_t version, bool rebase) {
     try {
-      publishers_[w]->publish(params, version, rebase);
+      send(w, params, version, rebase);
     } catch (const Error& e) {
       if (rebase)  // at the start: every worker must take the policy
         RLCPP_FAIL("rollout (remote workers): the worker at " << endpoints_[w] << " took no weights version "
@@ -247,6 +284,9 @@ class RemoteRollout : public RolloutBackend, private WorkerSupervisor {
            run_dir_ + "` (from the last checkpoint)";
   }
 
+  const LoraAdapters* adapters_;  // a LoRA run's (with its frozen base), else null
+  const LoraBase* lora_base_;
+  std::vector<bool> takes_adapters_;  // by worker: its pong said "lora_sync" (a LoRA run sends it adapters)
   std::vector<std::string> endpoints_;  // each worker's name in messages: its endpoint, or who joined from where
   std::string run_dir_;
   std::string numerics_;
@@ -258,14 +298,17 @@ class RemoteRollout : public RolloutBackend, private WorkerSupervisor {
   std::optional<WorkerClient> client_;
   std::vector<std::unique_ptr<ZmqWeightPublisher>> publishers_;  // by worker; null: not admitted
   int64_t failures_step_ = 0;
+  PublishStats last_publish_;  // the last weights sent (to any worker)
 };
 
 }  // namespace
 
 std::unique_ptr<RolloutBackend> make_remote_rollout(const RolloutSection& rollout, const std::string& run_dir,
                                                     const ParameterStore& params, int64_t version,
-                                                    const ModelNumerics& numerics) {
-  return std::make_unique<RemoteRollout>(rollout, run_dir, params, version, numerics);
+                                                    const ModelNumerics& numerics, const LoraAdapters* adapters,
+                                                    const LoraBase* base) {
+  RLCPP_CHECK((adapters == nullptr) == (base == nullptr), "remote rollout: a LoRA run needs its adapters and base");
+  return std::make_unique<RemoteRollout>(rollout, run_dir, params, version, numerics, adapters, base);
 }
 
 }  // namespace rlcpp

@@ -76,10 +76,14 @@ std::unique_ptr<RolloutBackend> make_split_rollout(const RolloutSection& rollout
 // Connects to the workers of rollout.remote (bound at its endpoints, started by the user), or listens at
 // rollout.remote.listen for workers that join (min_workers before it returns), checks that each answers and
 // computes in `numerics`, and brings every one to `params` at `version` (whatever it held).
-// `run_dir` is named in the failure messages (the run to resume).
+// `run_dir` is named in the failure messages (the run to resume). A LoRA run (`adapters` and its frozen `base`)
+// sends each worker that takes them (its pong says "lora_sync") the base once, in a LoRA base message, and then
+// every version's adapters alone; the worker merges them as the trainer does.
 std::unique_ptr<RolloutBackend> make_remote_rollout(const RolloutSection& rollout, const std::string& run_dir,
                                                     const ParameterStore& params, int64_t version,
-                                                    const ModelNumerics& numerics = {});
+                                                    const ModelNumerics& numerics = {},
+                                                    const LoraAdapters* adapters = nullptr,
+                                                    const LoraBase* base = nullptr);
 
 // How split and remote rollouts publish `params`: chunks no larger than the model, acknowledgement within
 // rollout.worker_timeout_s.

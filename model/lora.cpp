@@ -68,6 +68,31 @@ void LoraConfig::validate(const std::string& prefix) const {
                              << "the rollout's); must be 0, got " << dropout);
 }
 
+Json lora_config_to_wire(const LoraConfig& config) {
+  return Json{{"rank", config.rank}, {"alpha", config.alpha}, {"targets", config.resolved_targets()}};
+}
+
+LoraConfig lora_config_from_wire(const Json& wire) {
+  RLCPP_CHECK(wire.is_object() && wire.size() == 3 && wire.contains("rank") && wire.contains("alpha") &&
+                  wire.contains("targets"),
+              "LoRA base message: header field 'lora' must be {\"rank\", \"alpha\", \"targets\"}, got "
+                  << wire.dump().substr(0, 200));
+  RLCPP_CHECK(wire["rank"].is_number_integer(), "LoRA base message: 'lora.rank' must be an integer");
+  RLCPP_CHECK(wire["alpha"].is_number(), "LoRA base message: 'lora.alpha' must be a number");
+  RLCPP_CHECK(wire["targets"].is_array(), "LoRA base message: 'lora.targets' must be a list of module names");
+  LoraConfig c;
+  c.rank = wire["rank"].get<int64_t>();
+  c.alpha = wire["alpha"].get<double>();
+  c.targets.clear();
+  for (const Json& t : wire["targets"]) {
+    RLCPP_CHECK(t.is_string(), "LoRA base message: 'lora.targets' holds " << t.dump() << ", not a module name");
+    c.targets.push_back(t.get<std::string>());
+  }
+  c.validate("LoRA base message lora.");
+  RLCPP_CHECK(c.enabled(), "LoRA base message: 'lora.rank' must be positive");
+  return c;
+}
+
 LoraAdapters::LoraAdapters(const ModelConfig& model, const LoraConfig& config) : config_(config) {
   config_.validate("trainer.lora.");
   RLCPP_CHECK(config_.enabled(), "LoraAdapters: rank must be positive");

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "core/config.h"
 #include "core/exec_context.h"
 #include "core/tensor.h"
 #include "model/parameters.h"
@@ -66,6 +67,11 @@ struct LoraConfig {
   }
   DType base_storage() const { return base_dtype == "bf16" ? DType::kBF16 : DType::kF32; }
 };
+
+// The adapters' shapes as a LoRA base message carries them to a worker (weightsync/zmq_channel.h): {"rank",
+// "alpha", "targets"} (the targets resolved), and back, checked (errors name the field).
+Json lora_config_to_wire(const LoraConfig& config);
+LoraConfig lora_config_from_wire(const Json& wire);
 
 // One adapted matrix: the rows [row, row + out) of a (fused) Linear weight, its A and B in the adapters' store.
 struct LoraTarget {

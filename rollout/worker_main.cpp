@@ -115,6 +115,7 @@ int serve_worker(WorkerProcessConfig& a, const WeightFeedFactory& make_weights) 
   // here (the same fma chains as the trainer's merge, so the same weights bit for bit).
   std::optional<ParameterStore> lora_base;
   std::optional<LoraAdapters> adapters;
+  std::optional<LoraAdapters> pending_adapters;  // announced by a LoRA base message being received
   if (!a.lora_base.empty()) {
     RLCPP_CHECK(!a.checkpoint.empty(), "worker: --lora-base needs a checkpoint whose adapter/ holds the adapters");
     lora_base = load_model_checkpoint(a.lora_base);
@@ -165,6 +166,15 @@ int serve_worker(WorkerProcessConfig& a, const WeightFeedFactory& make_weights) 
     weights = make_weights(context, a.weights, model_config, a.policy_version, a.worker.curve,
                            service.engine().context(),
                            adapters ? adapters->weights().infos() : std::vector<ParameterInfo>{});
+    if (!adapters) {
+      // A remote trainer of a LoRA run sends its frozen base once with the adapters' config, then each version's
+      // adapters alone (a few MB instead of the model): the same merge as the trainer's, so the same weights.
+      weights->take_lora_bases([&](const Json& lora) {
+        pending_adapters.emplace(model_config, lora_config_from_wire(lora));
+        return pending_adapters->weights().infos();
+      });
+      service.advertise("lora_sync", true);
+    }
     weights_endpoint = weights->endpoint();
     // A worker that joins a listening trainer says where to send it weights, and with which key.
     service.advertise("weights_endpoint", weights_endpoint);
@@ -172,7 +182,22 @@ int serve_worker(WorkerProcessConfig& a, const WeightFeedFactory& make_weights) 
     control.extra_socket = &weights->socket();
     control.on_extra = [&]() {
       weights->receive([&](ParameterStore w, int64_t version) {
-        if (adapters) {  // the adapters alone: merged into the base, as the trainer merged them
+        const int64_t model_floats = model_config.num_parameters();
+        if (pending_adapters && w.numel() == model_floats + pending_adapters->weights().numel()) {
+          // A LoRA base: the frozen base's parameters, then the adapters'.
+          lora_base = ParameterStore::allocate(model_config, ExecContext::cpu());
+          std::copy_n(w.flat().data<float>(), model_floats, lora_base->flat().data<float>());
+          adapters = std::move(pending_adapters);
+          pending_adapters.reset();
+          std::copy_n(w.flat().data<float>() + model_floats, adapters->weights().numel(),
+                      adapters->weights().flat().data<float>());
+          w = ParameterStore::allocate(model_config, ExecContext::cpu());
+          adapters->merge(ExecContext::cpu(), *lora_base, w);
+        } else if (adapters && a.lora_base.empty() && w.numel() == model_floats &&
+                   w.numel() != adapters->weights().numel()) {
+          adapters.reset();  // a whole model after a LoRA run's adapters: a run without LoRA rebased this worker
+          lora_base.reset();
+        } else if (adapters) {  // the adapters alone: merged into the base, as the trainer merged them
           std::copy_n(w.flat().data<float>(), w.numel(), adapters->weights().flat().data<float>());
           w = ParameterStore::allocate(model_config, ExecContext::cpu());
           adapters->merge(ExecContext::cpu(), *lora_base, w);

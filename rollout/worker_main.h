@@ -47,6 +47,10 @@ class WeightFeed {
   // Serves what arrived without waiting; calls install(weights, version) for each complete, verified version
   // (on the host, or on the engine's GPU).
   virtual void receive(const std::function<void(ParameterStore, int64_t)>& install) = 0;
+  // From now on a LoRA base message (a remote trainer's rebase of a LoRA run: the frozen base, then the adapters)
+  // is taken: `hook` reads its "lora" header field and returns the adapters' layout; install then receives the
+  // base's parameters followed by the adapters', and every later version the adapters alone.
+  virtual void take_lora_bases(std::function<std::vector<ParameterInfo>(const Json&)> hook) = 0;
 };
 // Binds a feed at `endpoint` for a model of `config` now at `version`, with the worker's CURVE keys, for an engine
 // on `device` (a GPU's engine also takes weights that arrive on that GPU: cuda-ipc). `layout`, when not empty, is

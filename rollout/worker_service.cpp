@@ -135,6 +135,7 @@ bool WorkerService::handle(ReceivedFrames& received, const ServeControl& control
       ++served_;
     } else if (type == "ping") {
       WireMessage pong("pong");
+      for (const auto& [key, value] : advertised_.items()) pong.header[key] = value;  // what it takes ("lora_sync")
       pong.header["request_id"] = request_id;
       pong.header["policy_version"] = engine_.policy_version();
       pong.header["served"] = served_;

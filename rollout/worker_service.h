@@ -77,8 +77,9 @@ class WorkerService {
 
   // Serves until shutdown or stop; returns the number of generate requests answered with a result.
   int64_t serve(const ServeControl& control = {});
-  // Adds `key: value` to every heartbeat (before serve): a connected worker tells the trainer that listens where
-  // it takes weights ("weights_endpoint") and its CURVE public key ("curve_public").
+  // Adds `key: value` to every heartbeat and pong (before serve): a connected worker tells the trainer that listens
+  // where it takes weights ("weights_endpoint") and its CURVE public key ("curve_public"); any worker that it takes
+  // a LoRA run's base and then adapters alone ("lora_sync").
   void advertise(const std::string& key, const Json& value) { advertised_[key] = value; }
 
   Engine& engine() { return engine_; }

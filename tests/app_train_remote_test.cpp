@@ -21,6 +21,7 @@
 #include "loop/controller.h"
 #include "loop/worker_process.h"
 #include "model/checkpoint.h"
+#include "model/lora.h"
 #include "model/init.h"
 #include "tests/train_test_support.h"
 
@@ -161,6 +162,70 @@ TEST_F(TrainRemote, AuthenticatedRemoteWorkersSampleWhatAColocatedRunSamples) {
   // The workers outlive the run, serving on.
   EXPECT_EQ(w0.exit_reason(), "");
   EXPECT_EQ(w1.exit_reason(), "");
+}
+
+// A LoRA run (trainer.lora) on remote workers (issue 36, adapter-only sync): at the start each worker, holding
+// other weights, is sent the run's frozen base once with the adapters (a LoRA base message), then every version's
+// adapters alone, which it merges as the trainer does: the run equals the colocated LoRA run bit for bit (samples,
+// metrics, weights) while a sync moves the adapters' bytes and their layout only.
+TEST_F(TrainRemote, ALoraRunSendsItsBaseOnceThenAdaptersAloneAndEqualsTheColocatedOne) {
+  WorkerProcess& w0 = start_worker("w0");
+  WorkerProcess& w1 = start_worker("w1");
+  const auto lora = [](TrainConfig c) {
+    c.trainer.lora.rank = 4;
+    c.trainer.lora.alpha = 8;
+    c.trainer.lora.targets = {"q_proj", "v_proj"};
+    c.optim.lr = 1e-2;
+    return c;
+  };
+  const TrainConfig remote = lora(remote_config({&w0, &w1}, "trainer"));
+  TrainConfig colocated = lora(base_config());
+  colocated.run_dir = (root_ / "colocated_lora").string();
+  colocated.rollout.placement = "colocated";
+  const TrainSummary r = run_train(remote, config_to_json(remote));
+  const TrainSummary c = run_train(colocated, config_to_json(colocated));
+  expect_same_run(c.run_dir, r.run_dir);
+  EXPECT_TRUE(same_weights(c.checkpoint, r.checkpoint));
+  const ParameterStore init = load_model_checkpoint((root_ / "init").string());
+  const double adapter_bytes = 4.0 * static_cast<double>(LoraAdapters(init.config(), remote.trainer.lora).weights().numel());
+  for (const Json& m : read_jsonl(fs::path(r.run_dir) / "metrics.jsonl")) {
+    const double bytes = m.at("weight_sync/bytes").get<double>();
+    EXPECT_GT(bytes, adapter_bytes);
+    EXPECT_LT(bytes, adapter_bytes + 65536) << "the adapters and their layout only";
+  }
+  EXPECT_LT(adapter_bytes, 4.0 * static_cast<double>(init.numel()) / 10);
+}
+
+// The same for a worker that joins a listening trainer: its join brings the LoRA base, then adapters alone.
+TEST_F(TrainRemote, AWorkerJoiningALoraRunTakesItsBaseOnceThenAdaptersAlone) {
+  const std::string port = free_tcp_port();
+  TrainConfig remote = base_config();
+  remote.run_dir = (root_ / "remote").string();
+  remote.rollout.placement = "remote";
+  remote.rollout.worker_timeout_s = 60;
+  remote.rollout.remote.listen = "tcp://127.0.0.1:" + port;
+  remote.rollout.remote.key = (root_ / "trainer.key").string();
+  remote.rollout.remote.worker_keys = {(root_ / "w0.pub").string()};
+  remote.trainer.lora.rank = 4;
+  remote.trainer.lora.alpha = 8;
+  remote.trainer.lora.targets = {"q_proj", "v_proj"};
+  workers_.push_back(std::make_unique<WorkerProcess>(
+      RLCPP_BINARY_DIR "/rlcpp",
+      std::vector<std::string>{(root_ / "other").string(), "--connect", "tcp://127.0.0.1:" + port, "--weights",
+                               "tcp://0.0.0.0:*", "--curve-key", (root_ / "w0.key").string(), "--curve-server",
+                               (root_ / "trainer.pub").string(), "--curve-clients", (root_ / "trainer.pub").string(),
+                               "--name", "w0", "--heartbeat", "0.2", "--exit-with-parent"}));
+  const TrainSummary r = run_train(remote, config_to_json(remote));
+  TrainConfig colocated = remote;
+  colocated.run_dir = (root_ / "colocated_lora").string();
+  colocated.rollout.placement = "colocated";
+  colocated.rollout.remote = RemoteWorkersSection{};
+  const TrainSummary c = run_train(colocated, config_to_json(colocated));
+  expect_same_run(c.run_dir, r.run_dir);
+  const ParameterStore init = load_model_checkpoint((root_ / "init").string());
+  const double adapter_bytes = 4.0 * static_cast<double>(LoraAdapters(init.config(), remote.trainer.lora).weights().numel());
+  for (const Json& m : read_jsonl(fs::path(r.run_dir) / "metrics.jsonl"))
+    EXPECT_LT(m.at("weight_sync/bytes").get<double>(), adapter_bytes + 65536);
 }
 
 TEST_F(TrainRemote, AFailedWorkerIsDroppedAndTheOthersFinishTheRunWithTheSameSamples) {

@@ -8,6 +8,7 @@
 
 #include "core/curve.h"
 #include "model/init.h"
+#include "model/lora.h"
 #include "weightsync/cuda_ipc_channel.h"
 #include "weightsync/inproc_channel.h"
 #include "weightsync/nccl_channel.h"
@@ -75,6 +76,80 @@ ZmqPublisherOptions small_chunks() {
   o.chunk_floats = 50000;  // several chunks for the tiny model
   o.reply_timeout_ms = 10000;
   return o;
+}
+
+// A LoRA base message (a remote trainer's rebase of a LoRA run, weightsync/zmq_channel.h): refused by a
+// subscriber that takes none and when its "lora" field is bad; taken whole (the model's parameters, then the
+// adapters') by one that does, after which a version carries the adapters alone and the model's layout is refused.
+TEST(WeightSyncZmq, ALoraBaseIsTakenOnlyWhenAskedAndThenAdaptersAlone) {
+  const ModelConfig cfg = small_config();
+  LoraConfig lora;
+  lora.rank = 2;
+  lora.targets = {"q_proj", "down_proj"};
+  LoraAdapters adapters(cfg, lora);
+  adapters.init(3);
+  const ParameterStore base = init_random(cfg, 4);
+  ParameterStore both(cfg, concatenated_layout(parameter_layout(cfg), adapters.weights().infos()));
+  std::memcpy(both.flat().data<float>(), base.flat().data<float>(), base.flat().nbytes());
+  std::memcpy(both.flat().data<float>() + base.numel(), adapters.weights().flat().data<float>(),
+              adapters.weights().flat().nbytes());
+  const auto base_message = [&](int64_t version, const Json& field) {
+    WireMessage m = encode_weights(both, version, 50000);
+    m.header["lora"] = field;
+    m.header["rebase"] = true;
+    return m;
+  };
+  {
+    SubscriberFixture plain(cfg);
+    plain.serve(1);
+    RawPublisher pub(plain.ctx, plain.sub.endpoint());
+    EXPECT_NE(pub.error(base_message(1, lora_config_to_wire(lora))).find("a LoRA base, which this subscriber does not"),
+              std::string::npos);
+  }
+  SubscriberFixture f(cfg);
+  f.sub.take_lora_bases([&](const Json& field) { return LoraAdapters(cfg, lora_config_from_wire(field)).weights().infos(); });
+  f.serve(4);
+  RawPublisher pub(f.ctx, f.sub.endpoint());
+  Json bad = lora_config_to_wire(lora);
+  bad["rank"] = -1;
+  EXPECT_NE(pub.error(base_message(1, bad)).find("rank"), std::string::npos);
+  EXPECT_EQ(pub.error(base_message(1, lora_config_to_wire(lora))), "<ack>");
+  EXPECT_EQ(pub.error(encode_weights(adapters.weights(), 2, 50000)), "<ack>");
+  const std::string refused = pub.error(encode_weights(base, 3, 50000));
+  f.server.join();
+  EXPECT_NE(refused.find("weights message refused"), std::string::npos) << refused;
+  EXPECT_EQ((std::vector<bool>{false, true, true, false}), f.outcomes);
+  EXPECT_EQ(f.received_version, 2);
+  EXPECT_TRUE(bit_equal(f.received, adapters.weights()));
+}
+
+// After a LoRA run's base, a rebase carrying the whole model (a run without LoRA taking over the worker) is taken,
+// and the subscriber expects whole models again.
+TEST(WeightSyncZmq, APlainRebaseAfterALoraBaseTakesWholeModelsAgain) {
+  const ModelConfig cfg = small_config();
+  LoraConfig lora;
+  lora.rank = 2;
+  LoraAdapters adapters(cfg, lora);
+  adapters.init(3);
+  ParameterStore both(cfg, concatenated_layout(parameter_layout(cfg), adapters.weights().infos()));
+  WireMessage base_message = encode_weights(both, 1, 50000);
+  base_message.header["lora"] = lora_config_to_wire(lora);
+  base_message.header["rebase"] = true;
+  const ParameterStore whole = init_random(cfg, 5);
+  WireMessage whole_message = encode_weights(whole, 2, 50000);
+  whole_message.header["rebase"] = true;
+  SubscriberFixture f(cfg);
+  f.sub.take_lora_bases([&](const Json& field) { return LoraAdapters(cfg, lora_config_from_wire(field)).weights().infos(); });
+  f.serve(3);
+  RawPublisher pub(f.ctx, f.sub.endpoint());
+  EXPECT_EQ(pub.error(base_message), "<ack>");
+  EXPECT_EQ(pub.error(whole_message), "<ack>");
+  const std::string refused = pub.error(encode_weights(adapters.weights(), 3, 50000));
+  f.server.join();
+  EXPECT_NE(refused.find("weights message refused"), std::string::npos) << refused;
+  EXPECT_EQ((std::vector<bool>{true, true, false}), f.outcomes);
+  EXPECT_EQ(f.received_version, 2);
+  EXPECT_TRUE(bit_equal(f.received, whole));
 }
 
 TEST(WeightSyncZmq, RoundTripIsBitExactAndAcknowledged) {

@@ -25,6 +25,16 @@ Json layout_json(const std::vector<ParameterInfo>& layout) {
   return out;
 }
 
+std::vector<ParameterInfo> concatenated_layout(std::vector<ParameterInfo> first, const std::vector<ParameterInfo>& then) {
+  int64_t end = 0;
+  for (const ParameterInfo& p : first) end = std::max(end, p.offset + p.numel());
+  for (ParameterInfo p : then) {
+    p.offset += end;
+    first.push_back(std::move(p));
+  }
+  return first;
+}
+
 WireMessage encode_weights(const ParameterStore& params, int64_t version, int64_t chunk_floats) {
   RLCPP_CHECK(chunk_floats > 0, "weight sync chunk_floats must be > 0, got " << chunk_floats);
   const int64_t total = params.numel();

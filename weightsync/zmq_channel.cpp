@@ -14,6 +14,13 @@ namespace {
 // Smallest chunk a subscriber admits; bounds the number of frames it will read for one publish.
 constexpr int64_t kMinChunkFloats = 4096;
 
+// The floats a store of `layout` holds.
+int64_t layout_floats(const std::vector<ParameterInfo>& layout) {
+  int64_t floats = 0;
+  for (const ParameterInfo& p : layout) floats = std::max(floats, p.offset + p.numel());
+  return floats;
+}
+
 std::string last_endpoint(const zmq::socket_t& socket) { return socket.get(zmq::sockopt::last_endpoint); }
 
 void reply(zmq::socket_t& socket, std::vector<zmq::message_t>& envelope, const std::string& type, int64_t version,
@@ -175,7 +182,8 @@ ZmqWeightSubscriber::ZmqWeightSubscriber(zmq::context_t& ctx, const std::string&
       layout_(layout.empty() ? parameter_layout(config) : layout),
       own_layout_(!layout.empty()),
       version_(current_version) {
-  for (const ParameterInfo& p : layout_) total_floats_ = std::max(total_floats_, p.offset + p.numel());
+  total_floats_ = layout_floats(layout_);
+  limit_floats_ = total_floats_;
   socket_.set(zmq::sockopt::linger, 0);
   // No frame larger than a whole publish is read (ZeroMQ drops the connection of a peer that sends one).
   socket_.set(zmq::sockopt::maxmsgsize, weights_limits(total_floats_, kMinChunkFloats).max_message_bytes);
@@ -190,13 +198,22 @@ ZmqWeightSubscriber::ZmqWeightSubscriber(zmq::context_t& ctx, const std::string&
 
 std::string ZmqWeightSubscriber::endpoint() const { return last_endpoint(socket_); }
 
+void ZmqWeightSubscriber::take_lora_bases(LoraLayoutHook hook) {
+  lora_hook_ = std::move(hook);
+  // A base message holds the model's parameters and the adapters (r·(in + out) floats per adapted matrix): room for
+  // adapters up to twice the model's size (a base with more is refused).
+  const int64_t model_floats = config_.num_parameters();
+  limit_floats_ = std::max(total_floats_, 3 * model_floats);
+  socket_.set(zmq::sockopt::maxmsgsize, weights_limits(limit_floats_, kMinChunkFloats).max_message_bytes);
+}
+
 bool ZmqWeightSubscriber::poll(long timeout_ms, const Swap& swap) {
   ReceivedFrames in;
-  if (!receive_frames(socket_, 1, weights_limits(total_floats_, kMinChunkFloats), timeout_ms, in)) return false;
+  if (!receive_frames(socket_, 1, weights_limits(limit_floats_, kMinChunkFloats), timeout_ms, in)) return false;
   int64_t version = -1;
   try {
     if (!in.error.empty()) throw WireError("weights message refused: " + in.error);
-    WireMessage message = decode_wire_message(in.frames, weights_limits(total_floats_, kMinChunkFloats));
+    WireMessage message = decode_wire_message(in.frames, weights_limits(limit_floats_, kMinChunkFloats));
     if (is_nccl_join_message(message)) {  // no weights: this end of the nccl world, then an ack at our version
       nccl_.join(message);
       reply(socket_, in.envelope, "ack", version_);
@@ -217,6 +234,12 @@ bool ZmqWeightSubscriber::poll(long timeout_ms, const Swap& swap) {
     if (version < 0 || (!rebased && version <= version_))
       throw WireError("weights message refused: version " + std::to_string(version) + " is not newer than " +
                       std::to_string(version_) + (rebased ? " (a rebase needs a version >= 0)" : ""));
+    if (lora_layout_ && rebased && !message.header.contains("lora")) {
+      // A rebase that is no LoRA base: a trainer's whole model again (a run without LoRA, after a LoRA run's).
+      layout_ = parameter_layout(config_);
+      own_layout_ = lora_layout_ = false;
+      total_floats_ = layout_floats(layout_);
+    }
     if (is_cuda_ipc_message(message) || is_nccl_weights_message(message)) {
       if (own_layout_)
         throw WireError("weights message refused: this subscriber takes adapters over zmq, not a " +
@@ -225,6 +248,20 @@ bool ZmqWeightSubscriber::poll(long timeout_ms, const Swap& swap) {
       ParameterStore staged = is_cuda_ipc_message(message) ? ipc_.receive(message, config_, &announced)
                                                            : nccl_.receive(message, config_, &announced);
       swap(std::move(staged), version);
+    } else if (const auto lora = message.header.find("lora"); lora != message.header.end()) {
+      if (!lora_hook_) throw WireError("weights message refused: a LoRA base, which this subscriber does not take");
+      const std::vector<ParameterInfo> adapters = lora_hook_(*lora);
+      const std::vector<ParameterInfo> both = concatenated_layout(parameter_layout(config_), adapters);
+      const int64_t floats = both.back().offset + both.back().numel();
+      if (floats > limit_floats_)
+        throw WireError("weights message refused: a LoRA base of " + std::to_string(floats) + " floats, past the " +
+                        std::to_string(limit_floats_) + " this subscriber admits");
+      ParameterStore staged(config_, both);
+      decode_weights(message, both, staged.numel(), staged.flat().data<float>());
+      swap(std::move(staged), version);
+      layout_ = adapters;  // every later publish: the adapters alone, until a rebase without a LoRA base
+      own_layout_ = lora_layout_ = true;
+      total_floats_ = layout_floats(layout_);
     } else {
       ParameterStore staged = own_layout_ ? ParameterStore(config_, layout_) : ParameterStore(config_);
       RLCPP_CHECK(staged.numel() == total_floats_, "weight sync: layout size " << total_floats_ << " != store size "

@@ -113,6 +113,14 @@ class ZmqWeightSubscriber {
   // Serves at most one message within `timeout_ms` (-1 = wait). Returns true when a new version was swapped in
   // and acknowledged; a refused message is answered with an error and false returned.
   bool poll(long timeout_ms, const Swap& swap);
+  // A LoRA base message (header "lora": {"rank", "alpha", "targets"}, a trainer's rebase of a LoRA run): the
+  // model's parameters (the frozen base), then the adapters'. `hook` reads the header field (throwing to refuse
+  // it) and returns the adapters' layout; the message is checked against the model's layout followed by that one
+  // (weight_message.h concatenated_layout), swapped in whole, and from then on every publish carries the adapters
+  // alone, until a rebase that is no LoRA base (a run without LoRA: the whole model again). Without a hook such a
+  // message is refused.
+  using LoraLayoutHook = std::function<std::vector<ParameterInfo>(const Json& lora)>;
+  void take_lora_bases(LoraLayoutHook hook);
   int64_t version() const { return version_; }
   const std::string& last_error() const { return last_error_; }
   // For polling together with other sockets (readable = a publish is waiting).
@@ -126,6 +134,9 @@ class ZmqWeightSubscriber {
   std::vector<ParameterInfo> layout_;
   bool own_layout_ = false;  // layout_ is not the model's (adapters)
   int64_t total_floats_ = 0;
+  LoraLayoutHook lora_hook_;
+  int64_t limit_floats_ = 0;  // the largest publish admitted: total_floats_, or room for a LoRA base
+  bool lora_layout_ = false;  // layout_ is a LoRA base's adapters (a later plain rebase restores the model's)
   int64_t version_ = 0;
   std::string last_error_;
 };
