@@ -1,18 +1,6 @@
 #include "loop/engine_turns.h"
 
-#include <algorithm>
-
 namespace rlcpp {
-
-SamplingParams turn_sampling(const SamplingParams& base, const TurnAsk& ask, const std::vector<int64_t>& stop_tokens) {
-  SamplingParams s = base;
-  s.max_new_tokens = ask.max_new_tokens;
-  s.seed = ask.seed;
-  s.ignore_eos = false;
-  for (int64_t t : stop_tokens)
-    if (std::find(s.stop_tokens.begin(), s.stop_tokens.end(), t) == s.stop_tokens.end()) s.stop_tokens.push_back(t);
-  return s;
-}
 
 TurnReply turn_reply(const TurnResult& r) {
   TurnReply out;
@@ -34,7 +22,7 @@ void EngineTurns::append(int64_t session, const std::vector<int32_t>& tokens) { 
 std::vector<TurnReply> EngineTurns::run_turns(const std::vector<TurnAsk>& asks,
                                               const std::vector<int64_t>& stop_tokens) {
   std::vector<TurnRequest> turns;
-  for (const TurnAsk& a : asks) turns.push_back({a.session, turn_sampling(base_, a, stop_tokens)});
+  for (const TurnAsk& a : asks) turns.push_back({a.session, turn_sampling(base_, a.max_new_tokens, a.seed, stop_tokens)});
   RolloutStats stats;
   const std::vector<TurnResult> results = engine_.run_turns(turns, {}, &stats);
   if (first_) {

@@ -5,6 +5,7 @@
 
 #include "agent/episode_runner.h"
 #include "rollout/engine.h"
+#include "rollout/turns_wire.h"
 
 namespace rlcpp {
 
@@ -32,8 +33,6 @@ class EngineTurns final : public RolloutTurnEngine {
   bool first_ = true;
 };
 
-// The sampling of one turn: `base` with the turn's limit, seed and stop tokens (besides base's own).
-SamplingParams turn_sampling(const SamplingParams& base, const TurnAsk& ask, const std::vector<int64_t>& stop_tokens);
 // The runner's view of an engine's turn result.
 TurnReply turn_reply(const TurnResult& result);
 

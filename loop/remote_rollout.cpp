@@ -15,6 +15,7 @@
 #include "core/curve.h"
 #include "core/error.h"
 #include "loop/rollout_backend.h"
+#include "loop/worker_turns.h"
 #include "model/lora.h"
 #include "rollout/worker_client.h"
 #include "weightsync/weight_message.h"
@@ -34,7 +35,8 @@ class RemoteRollout : public RolloutBackend, private WorkerSupervisor {
         numerics_(numerics.describe()),
         publisher_options_(worker_publisher_options(rollout, params)),
         params_(&params),
-        version_(version) {
+        version_(version),
+        context_length_(engine_model_config(params.config(), rollout.engine).max_position_embeddings) {
     const RemoteWorkersSection& r = rollout.remote;
     CurveOptions curve;
     std::vector<std::string> worker_publics;  // per endpoint
@@ -110,6 +112,13 @@ class RemoteRollout : public RolloutBackend, private WorkerSupervisor {
     }
   }
 
+  // Episodes' sessions on the workers (loop/worker_turns.h): a failed worker's sessions move, with their
+  // histories, to the others. A worker must serve the run's context (rollout.engine.max_context, else the model's).
+  std::unique_ptr<RolloutTurnEngine> turn_engine(const SamplingParams& base) override {
+    return std::make_unique<WorkerTurns>(*client_, static_cast<WorkerSupervisor*>(this), session_book_, base,
+                                         context_length_);
+  }
+
   void sync(const ParameterStore& params, int64_t version) override {
     params_ = &params;
     version_ = version;
@@ -142,7 +151,7 @@ class RemoteRollout : public RolloutBackend, private WorkerSupervisor {
   std::string exit_reason(int) override { return ""; }
   Replacement replace(const WorkerFailure& failure) override {
     lose(static_cast<size_t>(failure.worker), failure.what + " while it owed " +
-                                                  std::to_string(failure.unfinished_prompts) + " prompts");
+                                                  std::to_string(failure.unfinished_prompts) + " " + failure.unit);
     return Replacement::kRetired;
   }
 
@@ -299,6 +308,8 @@ class RemoteRollout : public RolloutBackend, private WorkerSupervisor {
   std::vector<std::unique_ptr<ZmqWeightPublisher>> publishers_;  // by worker; null: not admitted
   int64_t failures_step_ = 0;
   PublishStats last_publish_;  // the last weights sent (to any worker)
+  int64_t context_length_;     // a sequence's tokens at most (the run's engine context)
+  WorkerSessionBook session_book_;  // the turn engines' (episodes' sessions on the workers)
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "core/metrics.h"
 #include "loop/train_checkpoint.h"
 #include "loop/worker_process.h"
+#include "loop/worker_turns.h"
 #include "rollout/worker_client.h"
 #include "weightsync/cuda_ipc_channel.h"
 #include "weightsync/inproc_channel.h"
@@ -92,7 +93,8 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
         adapters_(adapters ? (adapter_snapshot_ ? &*adapter_snapshot_ : &adapters->weights()) : nullptr),
         adapter_source_(adapters),
         version_(version),
-        initial_version_(version) {
+        initial_version_(version),
+        context_length_(engine_model_config(params.config(), rollout.engine).max_position_embeddings) {
     const bool gpu_sync = rollout.weight_sync == "cuda-ipc" || rollout.weight_sync == "nccl";
     if (gpu_sync) {
       RLCPP_CHECK(device.weights != nullptr && device.context != nullptr,
@@ -159,6 +161,14 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
   RolloutResult generate(const Request& request) override {
     phase_ = "rollout";
     return client_->generate(request, this);
+  }
+
+  // Episodes' sessions on the workers (loop/worker_turns.h); a worker restarted mid-call takes its sessions back
+  // with their histories.
+  std::unique_ptr<RolloutTurnEngine> turn_engine(const SamplingParams& base) override {
+    phase_ = "rollout";
+    return std::make_unique<WorkerTurns>(*client_, static_cast<WorkerSupervisor*>(this), session_book_, base,
+                                         context_length_);
   }
 
   // Every worker acknowledges the version before the next rollout; one that died since, or does not answer,
@@ -274,15 +284,16 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
   std::string exit_reason(int worker) override { return processes_[static_cast<size_t>(worker)]->exit_reason(); }
 
   Replacement replace(const WorkerFailure& failure) override {
-    restart(static_cast<size_t>(failure.worker), failure.what, failure.unfinished_prompts);
+    restart(static_cast<size_t>(failure.worker), failure.what, failure.unfinished_prompts, failure.unit);
     return Replacement::kReplaced;
   }
   void served(int worker) override {
     if (static_cast<size_t>(worker) < failures_in_a_row_.size()) failures_in_a_row_[static_cast<size_t>(worker)] = 0;
   }
 
-  // Worker `w` failed (`what`: how) while it owed `prompts` prompts of a rollout (0 in a sync).
-  void restart(size_t w, std::string what, int64_t prompts) {
+  // Worker `w` failed (`what`: how) while it owed `owed` `unit` of a rollout (prompts, or episodes' session turns;
+  // 0 in a sync).
+  void restart(size_t w, std::string what, int64_t owed, const std::string& unit = "prompts") {
     RLCPP_CHECK(!nccl_, "rollout: " << names_[w] << " " << what << "; " << kNcclNoRestart);
     WorkerProcess& process = *processes_[w];
     if (process.exit_reason().empty()) {
@@ -320,10 +331,10 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
     }
     ++restarts_step_;
     ++restarts_total_;
-    reissued_step_ += prompts;
-    std::printf("train: %s %s %s; restarted in %.2f s at policy version %lld, %lld prompts re-issued\n",
-                names_[w].c_str(), what.c_str(), when.c_str(), took.seconds(), static_cast<long long>(version_),
-                static_cast<long long>(prompts));
+    if (unit == "prompts") reissued_step_ += owed;
+    std::printf("train: %s %s %s; restarted in %.2f s at policy version %lld, %lld %s re-issued\n", names_[w].c_str(),
+                what.c_str(), when.c_str(), took.seconds(), static_cast<long long>(version_),
+                static_cast<long long>(owed), unit.c_str());
     std::fflush(stdout);
   }
 
@@ -358,6 +369,8 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
   int64_t step_ = 0;
   std::string phase_ = "rollout";
   int64_t failures_step_ = 0, restarts_step_ = 0, reissued_step_ = 0, restarts_total_ = 0;
+  int64_t context_length_;        // a sequence's tokens at most, as the workers' engines serve the model
+  WorkerSessionBook session_book_;  // the turn engines' (episodes' sessions on the workers)
   std::vector<int64_t> failures_in_a_row_;  // per worker, since it last served a chunk
 };
 

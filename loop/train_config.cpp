@@ -337,10 +337,9 @@ void TrainConfig::validate() const {
   reward.overlong_buffer.validate("reward.overlong_buffer", rollout.sampling.max_new_tokens);
   agent.validate("agent");
   if (agent.enabled()) {
-    RLCPP_CHECK(rollout.placement == "colocated",
-                "config key 'rollout.placement': episodes (agent.env \"" << agent.env << "\") run on the in-process "
-                "engine's sessions, rollout.placement \"colocated\"; got \"" << rollout.placement
-                    << "\" (sessions over the worker wire are not built yet)");
+    RLCPP_CHECK(!agent.harness_mode() || rollout.placement == "colocated",
+                "config key 'rollout.placement': a harness (agent.env \"http\") plays against the in-process "
+                "engine, rollout.placement \"colocated\"; got \"" << rollout.placement << "\"");
     RLCPP_CHECK(reward.type == "local" && !reward.overlong_buffer.enabled,
                 "config keys 'reward.type' / 'reward.overlong_buffer': an episode's reward is its environment's "
                 "return (agent.env \"" << agent.env << "\"); leave reward.type \"local\" and the overlong buffer off");

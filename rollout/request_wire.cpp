@@ -9,9 +9,11 @@ namespace {
 
 [[noreturn]] void fail(const std::string& message) { throw WireError(message); }
 
+}  // namespace
+
 // An integer past int64 (nlohmann stores 2^63..2^64-1 unsigned) would wrap in get<int64_t>(): it is out of
 // range, and the message shows the number as it was sent.
-int64_t read_int(const Json& h, const char* key, int64_t lo, int64_t hi) {
+int64_t read_header_int(const Json& h, const char* key, int64_t lo, int64_t hi) {
   auto it = h.find(key);
   if (it == h.end() || !it->is_number_integer()) fail(std::string("header '") + key + "' must be an integer");
   const bool past_int64 = it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX);
@@ -23,11 +25,11 @@ int64_t read_int(const Json& h, const char* key, int64_t lo, int64_t hi) {
 }
 
 uint64_t read_request_id(const Json& h) {
-  return static_cast<uint64_t>(read_int(h, "request_id", 0, INT64_MAX));
+  return static_cast<uint64_t>(read_header_int(h, "request_id", 0, INT64_MAX));
 }
 
 // Offsets (count+1) into a flat array of `total` elements: start at 0, never decrease, end at total.
-void check_offsets(const std::vector<int64_t>& offsets, int64_t total, const char* name) {
+void check_wire_offsets(const std::vector<int64_t>& offsets, int64_t total, const char* name) {
   if (offsets.empty() || offsets.front() != 0) fail(std::string("array '") + name + "' must start at 0");
   for (size_t i = 1; i < offsets.size(); ++i)
     if (offsets[i] < offsets[i - 1])
@@ -37,8 +39,6 @@ void check_offsets(const std::vector<int64_t>& offsets, int64_t total, const cha
     fail(std::string("array '") + name + "' ends at " + std::to_string(offsets.back()) + " but " +
          std::to_string(total) + " elements were sent");
 }
-
-}  // namespace
 
 int64_t header_request_id(const Json& header) {
   auto it = header.find("request_id");
@@ -70,7 +70,7 @@ Request decode_generate_request(const WireMessage& m, const ModelConfig& model, 
   if (m.type() != "generate") fail("expected a 'generate' message, got '" + m.type() + "'");
   request_id = read_request_id(m.header);
   Request r;
-  r.n = read_int(m.header, "n", 1, limits.max_n);
+  r.n = read_header_int(m.header, "n", 1, limits.max_n);
   auto sampling = m.header.find("sampling");
   if (sampling == m.header.end()) fail("header has no 'sampling' object");
   try {
@@ -93,7 +93,7 @@ Request decode_generate_request(const WireMessage& m, const ModelConfig& model, 
   const int64_t T = m.array("prompt_tokens").numel();
   if (T > limits.max_prompt_tokens)
     fail("request has " + std::to_string(T) + " prompt tokens, the limit is " + std::to_string(limits.max_prompt_tokens));
-  check_offsets(offsets, T, "prompt_offsets");
+  check_wire_offsets(offsets, T, "prompt_offsets");
   const std::vector<int32_t> tokens = m.get<int32_t>("prompt_tokens", T);
   const std::vector<int64_t> ids = m.get<int64_t>("prompt_ids", P);
   r.prompts.resize(static_cast<size_t>(P));
@@ -163,7 +163,7 @@ RolloutResult decode_generate_result(const WireMessage& m, uint64_t& request_id)
   const int64_t S = static_cast<int64_t>(offsets.size()) - 1;
   if (S < 0) fail("array 'sample_offsets' is empty");
   const int64_t T = m.array("tokens").numel();
-  check_offsets(offsets, T, "sample_offsets");
+  check_wire_offsets(offsets, T, "sample_offsets");
   const auto tokens = m.get<int32_t>("tokens", T);
   const auto logprobs = m.get<float>("logprobs", T);
   const auto prompt_index = m.get<int64_t>("prompt_index", S);

@@ -35,4 +35,10 @@ RolloutResult decode_generate_result(const WireMessage& message, uint64_t& reque
 // The request_id of a header, or -1 when it has none (for error replies to messages that failed early).
 int64_t header_request_id(const Json& header);
 
+// For the payloads' decoders (throwing WireError naming the field): header integer `key` in [lo, hi]; the
+// header's request_id; `offsets` (count + 1) into a flat array of `total` elements, from 0, never decreasing.
+int64_t read_header_int(const Json& header, const char* key, int64_t lo, int64_t hi);
+uint64_t read_request_id(const Json& header);
+void check_wire_offsets(const std::vector<int64_t>& offsets, int64_t total, const char* name);
+
 }  // namespace rlcpp

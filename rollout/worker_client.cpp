@@ -198,69 +198,49 @@ std::vector<Json> WorkerClient::ping() { return round_trip("ping", "pong"); }
 
 void WorkerClient::shutdown() { round_trip("shutdown", "bye"); }
 
-RolloutResult WorkerClient::generate(const Request& request, WorkerSupervisor* supervisor) {
+void WorkerClient::run_jobs(std::vector<WorkerJob>& jobs, WorkerSupervisor* supervisor) {
   RLCPP_CHECK(num_workers() > 0, "worker client: no workers");
   bool serving = false;
   for (const Worker& w : workers_) serving = serving || (w.admitted && !w.retired);
   RLCPP_CHECK(serving, "worker client: no worker can serve (each one retired, or joined and not admitted yet)");
-  RLCPP_CHECK(request.prompt_ids.empty() || request.prompt_ids.size() == request.prompts.size(),
-              "request: " << request.prompt_ids.size() << " prompt ids for " << request.prompts.size() << " prompts");
-  const int64_t P = static_cast<int64_t>(request.prompts.size()), W = num_workers();
-  // Chunks of consecutive prompts, handed to workers as they become idle. Each chunk is a request of its own
-  // whichever worker runs it, and samples are keyed by prompt id: the result does not depend on who ran what.
-  // Automatic: about four chunks a worker, but none under 4 prompts unless a worker's share is smaller (a tiny
-  // chunk costs a round trip more than it saves in balance); one chunk for one worker.
-  const int64_t per_chunk =
-      options_.chunk_prompts > 0 ? options_.chunk_prompts
-      : W == 1                   ? std::max<int64_t>(P, 1)
-                                 : std::max({int64_t{1}, (P + 4 * W - 1) / (4 * W), std::min<int64_t>(4, (P + W - 1) / W)});
-  struct Chunk {
-    int64_t begin = 0, end = 0;
+  const int W = num_workers();
+  struct Sent {
     int worker = -1;
-    Request part;          // kept to send again, with its prompt ids, when its worker fails
     uint64_t request_id = 0;
-    Stopwatch sent;        // since the last send, against result_timeout_s
-    bool done = false;
-    RolloutResult result;
+    Stopwatch since;  // since the last send, against result_timeout_s
   };
-  std::vector<Chunk> chunks;
-  for (int64_t begin = 0; begin < P; begin += per_chunk) {
-    Chunk c;
-    c.begin = begin;
-    c.end = std::min(P, begin + per_chunk);
-    c.part.n = request.n;
-    c.part.sampling = request.sampling;
-    for (int64_t p = c.begin; p < c.end; ++p) {
-      c.part.prompts.push_back(request.prompts[p]);
-      c.part.prompt_ids.push_back(request.prompt_id(static_cast<size_t>(p)));
-    }
-    chunks.push_back(std::move(c));
-  }
-  std::deque<size_t> waiting;  // chunks not sent, or taken back from a failed worker (those first)
-  for (size_t i = 0; i < chunks.size(); ++i) waiting.push_back(i);
-  std::vector<int64_t> running(static_cast<size_t>(W), -1);  // the chunk each worker owes, or -1
-  std::map<uint64_t, size_t> by_id;                           // request id -> chunk
-  // Since each worker's last message; a worker's silence counts from when it was given its chunk (an idle worker
+  std::vector<Sent> sent(jobs.size());
+  std::deque<size_t> waiting;  // jobs not sent, or taken back from a failed worker (those first)
+  for (size_t i = 0; i < jobs.size(); ++i) waiting.push_back(i);
+  std::vector<int64_t> running(static_cast<size_t>(W), -1);  // the job each worker owes, or -1
+  std::map<uint64_t, size_t> by_id;                           // request id -> job
+  // Since each worker's last message; a worker's silence counts from when it was given its job (an idle worker
   // owes nothing, so it need not be heard from).
   std::vector<Stopwatch> last_heard(static_cast<size_t>(W));
   auto dispatch = [&](int w) {
-    if (waiting.empty() || running[w] >= 0 || workers_[w].retired || !workers_[w].admitted) return;
-    const size_t index = waiting.front();
-    waiting.pop_front();
-    Chunk& c = chunks[index];
+    if (running[w] >= 0 || workers_[w].retired || !workers_[w].admitted) return;
+    // The first waiting job that may go to w: one homed there, or one free to go anywhere.
+    const auto pick = std::find_if(waiting.begin(), waiting.end(), [&](size_t j) {
+      const int home = jobs[j].home;
+      return home == w || home < 0 || workers_[home].retired || !workers_[home].admitted;
+    });
+    if (pick == waiting.end()) return;
+    const size_t index = *pick;
+    waiting.erase(pick);
+    Sent& c = sent[index];
     by_id.erase(c.request_id);  // a late reply to an earlier send is stale
     c.worker = w;
     c.request_id = next_request_id_++;
     by_id[c.request_id] = index;
     running[w] = static_cast<int64_t>(index);
-    send(w, encode_generate_request(c.part, c.request_id));
-    c.sent.reset();
+    send(w, jobs[index].message(w, c.request_id));
+    c.since.reset();
     last_heard[w].reset();
   };
   for (int w = 0; w < W; ++w) dispatch(w);
 
-  // Why chunk c's worker can no longer deliver, or "".
-  auto failure_of = [&](const Chunk& c) -> std::string {
+  // Why job c's worker can no longer deliver, or "".
+  auto failure_of = [&](const Sent& c) -> std::string {
     if (supervisor) {
       const std::string ended = supervisor->exit_reason(c.worker);
       if (!ended.empty()) return ended;
@@ -272,27 +252,27 @@ RolloutResult WorkerClient::generate(const Request& request, WorkerSupervisor* s
          << " s (heartbeat_timeout_s " << options_.heartbeat_timeout_s << ")" << handshake_note(c.worker);
       return os.str();
     }
-    if (options_.result_timeout_s > 0 && c.sent.seconds() >= options_.result_timeout_s) {
+    if (options_.result_timeout_s > 0 && c.since.seconds() >= options_.result_timeout_s) {
       std::ostringstream os;
-      os << std::fixed << std::setprecision(1) << "sent no result within " << c.sent.seconds()
+      os << std::fixed << std::setprecision(1) << "sent no result within " << c.since.seconds()
          << " s (result_timeout_s " << options_.result_timeout_s << ")" << handshake_note(c.worker);
       return os.str();
     }
     return "";
   };
   constexpr double kExitPollSeconds = 0.05;  // how often a supervisor is asked whether busy workers still run
-  size_t remaining = chunks.size();
+  size_t remaining = jobs.size();
   Incoming in;
   while (remaining > 0) {
     double wait = options_.heartbeat_timeout_s;
     for (int w = 0; w < W; ++w) {
       if (running[w] < 0) continue;
       const size_t index = static_cast<size_t>(running[w]);
-      Chunk& c = chunks[index];
+      Sent& c = sent[index];
       const std::string failure = failure_of(c);
       if (!failure.empty()) {
         RLCPP_CHECK(supervisor != nullptr, "worker client: " << workers_[w].name << " " << failure);
-        const Replacement what = supervisor->replace({w, workers_[w].name, failure, c.end - c.begin});
+        const Replacement what = supervisor->replace({w, workers_[w].name, failure, jobs[index].size, jobs[index].unit});
         // Nobody listened while the replacement started (seconds on a loaded machine: a process, its checkpoint,
         // the current weights): the other workers' heartbeats wait unread in their sockets, so their silence
         // counts again from now — else a busy, healthy worker would be found silent and killed next.
@@ -313,10 +293,12 @@ RolloutResult WorkerClient::generate(const Request& request, WorkerSupervisor* s
         }
         if (!router_) old = open_dealer(w, monitors_[workers_[w].socket]);  // a ROUTER is everyone's: kept
         last_heard[w].reset();
-        // Its chunk goes first in line: to an idle survivor now, else to the replacement. (A worker that keeps
+        // Its job goes first in line: to an idle survivor now, else to the replacement. (A worker that keeps
         // dying without serving is the supervisor's to give up on.)
         by_id.erase(c.request_id);
         running[w] = -1;
+        jobs[index].home = -1;
+        if (jobs[index].lost) jobs[index].lost(w);
         waiting.push_front(index);
         for (int other = 0; other < W; ++other)
           if (other != w) dispatch(other);
@@ -324,7 +306,7 @@ RolloutResult WorkerClient::generate(const Request& request, WorkerSupervisor* s
         continue;
       }
       wait = std::min(wait, options_.heartbeat_timeout_s - last_heard[w].seconds());
-      if (options_.result_timeout_s > 0) wait = std::min(wait, options_.result_timeout_s - c.sent.seconds());
+      if (options_.result_timeout_s > 0) wait = std::min(wait, options_.result_timeout_s - c.since.seconds());
     }
     if (supervisor) wait = std::min(wait, kExitPollSeconds);
     if (!receive(static_cast<long>(std::max(0.0, wait) * 1000) + 1, in)) continue;
@@ -341,24 +323,68 @@ RolloutResult WorkerClient::generate(const Request& request, WorkerSupervisor* s
                              << in.message.header.value("message", std::string("(no message)")));
       continue;
     }
-    if (type != "result" || !ours) continue;  // heartbeats, pongs, stale replies
-    uint64_t id = 0;
-    Chunk& c = chunks[it->second];
+    if (!ours || type != jobs[it->second].reply_type) continue;  // heartbeats, pongs, stale replies
     try {
-      c.result = decode_generate_result(in.message, id);
+      jobs[it->second].done(in.worker, in.message);
     } catch (const WireError& e) {
-      RLCPP_FAIL("worker client: bad result from " << workers_[in.worker].name << ": " << e.what());
+      RLCPP_FAIL("worker client: bad " << type << " from " << workers_[in.worker].name << ": " << e.what());
     }
-    RLCPP_CHECK(static_cast<int64_t>(c.result.samples.size()) == (c.end - c.begin) * request.n,
-                "worker client: " << workers_[in.worker].name << " returned " << c.result.samples.size()
-                                  << " samples for " << (c.end - c.begin) << " prompts x " << request.n);
-    c.done = true;
     --remaining;
     by_id.erase(it);
     running[in.worker] = -1;
     if (supervisor) supervisor->served(in.worker);
     dispatch(in.worker);
   }
+}
+
+RolloutResult WorkerClient::generate(const Request& request, WorkerSupervisor* supervisor) {
+  RLCPP_CHECK(request.prompt_ids.empty() || request.prompt_ids.size() == request.prompts.size(),
+              "request: " << request.prompt_ids.size() << " prompt ids for " << request.prompts.size() << " prompts");
+  const int64_t P = static_cast<int64_t>(request.prompts.size()), W = num_workers();
+  // Chunks of consecutive prompts, handed to workers as they become idle. Each chunk is a request of its own
+  // whichever worker runs it, and samples are keyed by prompt id: the result does not depend on who ran what.
+  // Automatic: about four chunks a worker, but none under 4 prompts unless a worker's share is smaller (a tiny
+  // chunk costs a round trip more than it saves in balance); one chunk for one worker.
+  const int64_t per_chunk =
+      options_.chunk_prompts > 0 ? options_.chunk_prompts
+      : W == 1                   ? std::max<int64_t>(P, 1)
+                                 : std::max({int64_t{1}, (P + 4 * W - 1) / (4 * W), std::min<int64_t>(4, (P + W - 1) / W)});
+  struct Chunk {
+    int64_t begin = 0, end = 0;
+    Request part;  // kept to send again, with its prompt ids, when its worker fails
+    int worker = -1;
+    RolloutResult result;
+  };
+  std::vector<Chunk> chunks;
+  for (int64_t begin = 0; begin < P; begin += per_chunk) {
+    Chunk c;
+    c.begin = begin;
+    c.end = std::min(P, begin + per_chunk);
+    c.part.n = request.n;
+    c.part.sampling = request.sampling;
+    for (int64_t p = c.begin; p < c.end; ++p) {
+      c.part.prompts.push_back(request.prompts[p]);
+      c.part.prompt_ids.push_back(request.prompt_id(static_cast<size_t>(p)));
+    }
+    chunks.push_back(std::move(c));
+  }
+  std::vector<WorkerJob> jobs;
+  for (Chunk& c : chunks) {
+    WorkerJob job;
+    job.size = c.end - c.begin;
+    job.reply_type = "result";
+    job.message = [&c](int, uint64_t request_id) { return encode_generate_request(c.part, request_id); };
+    job.done = [&c, &request, this](int worker, const WireMessage& reply) {
+      uint64_t id = 0;
+      c.result = decode_generate_result(reply, id);
+      c.worker = worker;
+      RLCPP_CHECK(static_cast<int64_t>(c.result.samples.size()) == (c.end - c.begin) * request.n,
+                  "worker client: " << workers_[worker].name << " returned " << c.result.samples.size()
+                                    << " samples for " << (c.end - c.begin) << " prompts x " << request.n);
+    };
+    jobs.push_back(std::move(job));
+  }
+  run_jobs(jobs, supervisor);
 
   // Samples in prompt order; stats: a worker's chunks one after another, the workers side by side.
   RolloutResult merged;

@@ -14,6 +14,7 @@
 #include <zmq.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,7 @@ struct WorkerFailure {
   std::string name;            // the client's name for it (its endpoint)
   std::string what;            // "was killed by signal 9 (Killed)", "sent no result or heartbeat for 2.1 s ..."
   int64_t unfinished_prompts = 0;  // of the chunk it owed; sent again to an idle survivor, else the replacement
+  std::string unit = "prompts";    // what unfinished_prompts counts: "prompts", or "session turns" (WorkerJob)
 };
 
 // What a supervisor did with a failed worker.
@@ -71,6 +73,21 @@ class WorkerSupervisor {
   virtual void served(int worker) {}
 };
 
+// A unit of work WorkerClient::run_jobs hands to one worker at a time: a chunk of a generate, or the session turns
+// of an episode runner's call (loop/worker_turns.h).
+struct WorkerJob {
+  int home = -1;  // the worker it goes to (its sessions live there); -1: whichever is idle first
+  int64_t size = 0;  // its prompts or turns, for the failure a supervisor is told of
+  std::string unit = "prompts";  // what `size` counts
+  std::string reply_type;  // "result", "turns_result"
+  // Its request to `worker` (each send builds it anew: after a failure it may go to another worker).
+  std::function<WireMessage(int worker, uint64_t request_id)> message;
+  // Its reply from `worker` (of reply_type, for this send); throws (WireError: a bad reply) to fail the call.
+  std::function<void(int worker, const WireMessage& reply)> done;
+  // Its worker `worker` failed before replying (optional): the job goes to another worker, or the replacement.
+  std::function<void(int worker)> lost;
+};
+
 class WorkerClient {
  public:
   // Workers that bound their endpoints (`rlcpp worker --bind E`): one DEALER per endpoint.
@@ -85,6 +102,8 @@ class WorkerClient {
   // Whether worker `w` is retired (by retire, or by the supervisor in generate): it gets no more requests.
   bool retired(int w) const { return workers_[static_cast<size_t>(w)].retired; }
   void retire(int w) { workers_[static_cast<size_t>(w)].retired = true; }
+  // Whether worker `w` may be sent requests (admitted and not retired).
+  bool serving(int w) const { return workers_[static_cast<size_t>(w)].admitted && !retired(w); }
   // listen() with admit_on_join false: the workers that have announced themselves (during listen, or since, in
   // any call that receives) and are not admitted yet; admit one to let it serve.
   std::vector<int> joined() const;
@@ -97,6 +116,10 @@ class WorkerClient {
   // `supervisor` (optional) replaces failed workers, or retires them; see the top of this file. Workers from
   // listen() can only be retired (nothing can restart a worker that connected from elsewhere).
   RolloutResult generate(const Request& request, WorkerSupervisor* supervisor = nullptr);
+  // Runs `jobs` on the workers, each job on its home worker (or the first idle one), one job a worker at a time;
+  // with the same fault handling as generate (a failed worker's job goes, homeless, to an idle survivor, else to
+  // its replacement). An error reply is rethrown naming the worker.
+  void run_jobs(std::vector<WorkerJob>& jobs, WorkerSupervisor* supervisor = nullptr);
   // One pong header per worker, in worker order.
   std::vector<Json> ping();
   // Asks every worker to exit and waits for each "bye".

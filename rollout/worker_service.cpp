@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
+#include <memory>
 #include <cstdio>
 
 #include "core/metrics.h"
@@ -108,6 +110,55 @@ void WorkerService::send_heartbeat(int64_t request_id, int64_t step, int64_t run
   send_wire_message(socket_, envelope_, m, /*dont_wait=*/true);
 }
 
+StepObserver WorkerService::step_observer(int64_t request_id, const ServeControl& control) {
+  const int64_t number = ++requests_;
+  auto beat = std::make_shared<Stopwatch>();
+  return [this, number, beat, request_id, &control](const StepView& v) {
+    if (options_.fault_hook) options_.fault_hook(number, v.step);
+    if (stop_requested(control)) throw StopRequested{};
+    if (beat->seconds() >= options_.heartbeat_interval_s) {
+      send_heartbeat(request_id, v.step, v.scheduler.num_running());
+      beat->reset();
+    }
+  };
+}
+
+TurnsResult WorkerService::run_turns(const TurnsCall& call, int64_t request_id, const ServeControl& control) {
+  // Every id checked before anything changes: a refused call leaves the sessions as they were.
+  std::map<int64_t, int64_t> after = call.reset ? std::map<int64_t, int64_t>{} : client_sessions_;
+  for (int64_t id : call.closes) after.erase(id);  // closing one this worker no longer has is no error
+  for (const TurnsCall::Open& o : call.opens)
+    if (!after.emplace(o.session, -1).second)
+      throw WireError("turns: session " + std::to_string(o.session) + " is open already");
+  for (const TurnsCall::Append& a : call.appends)
+    if (!after.count(a.session))
+      throw WireError("turns: tokens appended to session " + std::to_string(a.session) + ", which is not open here");
+  for (const TurnsCall::Turn& t : call.turns)
+    if (!after.count(t.session))
+      throw WireError("turns: a turn of session " + std::to_string(t.session) + ", which is not open here");
+
+  if (call.reset) {
+    for (const auto& [client, engine_session] : client_sessions_) engine_.close_session(engine_session);
+    client_sessions_.clear();
+  }
+  for (int64_t id : call.closes) {
+    const auto it = client_sessions_.find(id);
+    if (it == client_sessions_.end()) continue;
+    engine_.close_session(it->second);
+    client_sessions_.erase(it);
+  }
+  for (const TurnsCall::Open& o : call.opens) client_sessions_[o.session] = engine_.open_session(o.spec);
+  for (const TurnsCall::Append& a : call.appends) engine_.append(client_sessions_.at(a.session), a.tokens);
+  std::vector<TurnRequest> turns;
+  for (const TurnsCall::Turn& t : call.turns)
+    turns.push_back({client_sessions_.at(t.session), turn_sampling(call.sampling, t.max_new_tokens, t.seed,
+                                                                   call.stop_tokens)});
+  TurnsResult out;
+  out.turns = engine_.run_turns(turns, step_observer(request_id, control), &out.stats);
+  for (size_t i = 0; i < out.turns.size(); ++i) out.turns[i].session = call.turns[i].session;
+  return out;
+}
+
 bool WorkerService::handle(ReceivedFrames& received, const ServeControl& control) {
   if (!received.error.empty()) {
     reply_error(-1, received.error);
@@ -121,18 +172,13 @@ bool WorkerService::handle(ReceivedFrames& received, const ServeControl& control
     if (type == "generate") {
       uint64_t id = 0;
       const Request request = decode_generate_request(m, engine_.model_config(), options_.request_limits, id);
-      const int64_t number = ++generate_requests_;
-      Stopwatch beat;
-      const RolloutResult result = engine_.generate(request, [&](const StepView& v) {
-        if (options_.fault_hook) options_.fault_hook(number, v.step);
-        if (stop_requested(control)) throw StopRequested{};
-        if (beat.seconds() >= options_.heartbeat_interval_s) {
-          send_heartbeat(static_cast<int64_t>(id), v.step, v.scheduler.num_running());
-          beat.reset();
-        }
-      });
+      const RolloutResult result = engine_.generate(request, step_observer(static_cast<int64_t>(id), control));
       reply(encode_generate_result(result, id));
       ++served_;
+    } else if (type == "turns") {
+      uint64_t id = 0;
+      const TurnsCall call = decode_turns_request(m, engine_.model_config(), options_.request_limits, id);
+      reply(encode_turns_result(run_turns(call, static_cast<int64_t>(id), control), id));
     } else if (type == "ping") {
       WireMessage pong("pong");
       for (const auto& [key, value] : advertised_.items()) pong.header[key] = value;  // what it takes ("lora_sync")
@@ -151,7 +197,7 @@ bool WorkerService::handle(ReceivedFrames& received, const ServeControl& control
       reply(bye);
       return false;
     } else {
-      reply_error(request_id, "unknown message type '" + type + "' (expected generate, ping or shutdown)");
+      reply_error(request_id, "unknown message type '" + type + "' (expected generate, turns, ping or shutdown)");
     }
   } catch (const StopRequested&) {
     reply_error(request_id, "worker '" + options_.name + "' is shutting down; the request was not finished");

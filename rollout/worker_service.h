@@ -1,6 +1,8 @@
 // The rollout worker: an Engine behind a ZeroMQ socket (`rlcpp worker`). Protocol (core/wire.h framing,
 // payloads in rollout/request_wire.h):
 //   client -> worker   generate {request_id, n, sampling} + prompts   -> result {request_id, stats} + samples
+//                      turns {request_id, reset, sampling, ...}        -> turns_result {request_id, stats} + turns
+//                        (the sessions of multi-turn episodes, kept between calls: rollout/turns_wire.h)
 //                      ping                                           -> pong {policy_version, served, name}
 //                      shutdown                                       -> bye, then the worker exits
 //   worker -> client   heartbeat {request_id, step, running} every heartbeat_interval_s while generating;
@@ -21,12 +23,14 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 
 #include "core/curve.h"
 #include "core/wire.h"
 #include "rollout/engine.h"
 #include "rollout/request_wire.h"
+#include "rollout/turns_wire.h"
 
 namespace rlcpp {
 
@@ -44,7 +48,8 @@ struct WorkerOptions {
   CurveOptions curve;
   std::string name = "worker";
   // Fault injection for tests (`rlcpp worker --inject-fault`, loop/README.md "Fault handling"): called after
-  // every engine step with the number of the generate request being served (from 1) and the step within it.
+  // every engine step with the number of the generate or turns request being served (from 1) and the step within
+  // it.
   std::function<void(int64_t request, int64_t step)> fault_hook;
 };
 
@@ -93,6 +98,12 @@ class WorkerService {
   void send_heartbeat(int64_t request_id, int64_t step, int64_t running);
   // Handles one received message; returns false on shutdown.
   bool handle(ReceivedFrames& received, const ServeControl& control);
+  // The engine's per-step callback while it serves request `request_id` (the next one counted): the fault hook,
+  // stop requests, heartbeats.
+  StepObserver step_observer(int64_t request_id, const ServeControl& control);
+  // A turns call on the client's sessions (client_sessions_); throws WireError, changing nothing, for an id
+  // that is not (or already) open.
+  TurnsResult run_turns(const TurnsCall& call, int64_t request_id, const ServeControl& control);
 
   WorkerOptions options_;
   Json advertised_ = Json::object();
@@ -103,7 +114,8 @@ class WorkerService {
   HandshakeMonitor handshakes_;  // connected: a client that refuses our CURVE key
   std::vector<zmq::message_t> envelope_;  // of the message being handled
   int64_t served_ = 0;
-  int64_t generate_requests_ = 0;  // received, answered or not
+  int64_t requests_ = 0;  // generate and turns requests received, answered or not
+  std::map<int64_t, int64_t> client_sessions_;  // a client's session id -> the engine's
   const ServeControl* control_ = nullptr;  // of the serve call in progress
 };
 

@@ -140,8 +140,6 @@ TEST_F(InputChecks, AgentConfigKeysAreCheckedNamingTheKey) {
                "agent.endpoint': the environment server", "remote without an endpoint");
   expect_error(run_cli("train " + calc + " --set agent.env=remote --set agent.endpoint=tcp://127.0.0.1:5557"),
                "a remote environment has no in-process expert", "remote with an SFT warm start");
-  expect_error(run_cli("train " + calc + " --set rollout.placement=split"),
-               "episodes (agent.env \"calc\") run on the in-process engine's sessions", "split placement");
   expect_error(run_cli("train " + calc + " --set agent.max_tokens=100000"),
                "agent.max_tokens': 100000 is past the engine's context", "episode past the context");
   // Harness mode (issue 35): its command, token in/token out, whole episodes per draw.
@@ -151,7 +149,7 @@ TEST_F(InputChecks, AgentConfigKeysAreCheckedNamingTheKey) {
   expect_error(run_cli("train " + harness + " --set agent.turns_per_draw=2"),
                "agent.turns_per_draw': a harness plays its episodes to their end", "harness episodes across draws");
   expect_error(run_cli("train " + harness + " --set rollout.placement=split"),
-               "episodes (agent.env \"http\") run on the in-process engine's sessions", "harness on split");
+               "a harness (agent.env \"http\") plays against the in-process engine", "harness on split");
 }
 
 TEST_F(InputChecks, InputsLongerThanTheContextNameTheirLine) {

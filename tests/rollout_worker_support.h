@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "core/curve.h"
+#include "core/error.h"
+#include "core/wire.h"
 #include "core/philox.h"
 #include "model/init.h"
 #include "rollout/worker_client.h"
@@ -102,6 +104,36 @@ inline void expect_same(const RolloutResult& a, const RolloutResult& b) {
     for (size_t t = 0; t < a.samples[i].logprobs.size(); ++t)
       EXPECT_NEAR(a.samples[i].logprobs[t], b.samples[i].logprobs[t], 1e-5) << "sample " << i << " token " << t;
   }
+}
+
+// A raw DEALER for sending arbitrary frames to a bound worker.
+struct RawClient {
+  zmq::socket_t socket;
+  RawClient(zmq::context_t& ctx, const std::string& endpoint) : socket(ctx, zmq::socket_type::dealer) {
+    socket.connect(endpoint);
+  }
+  void send_frames(const std::vector<std::string>& frames) {
+    for (size_t i = 0; i < frames.size(); ++i) {
+      zmq::message_t m(frames[i].data(), frames[i].size());
+      (void)socket.send(m, i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+  }
+  void send(const WireMessage& m) { send_wire_message(socket, {}, m); }
+  // The next message that is not a heartbeat.
+  WireMessage reply() {
+    ReceivedFrames got;
+    while (true) {
+      if (!receive_frames(socket, 0, WireLimits{}, 10000, got)) throw Error("no reply within 10 s");
+      WireMessage m = decode_wire_message(got.frames, WireLimits{});
+      if (m.type() != "heartbeat") return m;
+    }
+  }
+};
+
+inline std::vector<std::string> frames_of(const WireMessage& m) {
+  std::vector<std::string> out;
+  for (auto& f : encode_wire_message(m)) out.push_back(f.to_string());
+  return out;
 }
 
 }  // namespace rlcpp

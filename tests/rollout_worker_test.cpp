@@ -31,36 +31,6 @@
 namespace rlcpp {
 namespace {
 
-// A raw DEALER for sending arbitrary frames to a bound worker.
-struct RawClient {
-  zmq::socket_t socket;
-  RawClient(zmq::context_t& ctx, const std::string& endpoint) : socket(ctx, zmq::socket_type::dealer) {
-    socket.connect(endpoint);
-  }
-  void send_frames(const std::vector<std::string>& frames) {
-    for (size_t i = 0; i < frames.size(); ++i) {
-      zmq::message_t m(frames[i].data(), frames[i].size());
-      (void)socket.send(m, i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
-    }
-  }
-  void send(const WireMessage& m) { send_wire_message(socket, {}, m); }
-  // The next message that is not a heartbeat.
-  WireMessage reply() {
-    ReceivedFrames got;
-    while (true) {
-      if (!receive_frames(socket, 0, WireLimits{}, 10000, got)) throw Error("no reply within 10 s");
-      WireMessage m = decode_wire_message(got.frames, WireLimits{});
-      if (m.type() != "heartbeat") return m;
-    }
-  }
-};
-
-std::vector<std::string> frames_of(const WireMessage& m) {
-  std::vector<std::string> out;
-  for (auto& f : encode_wire_message(m)) out.push_back(f.to_string());
-  return out;
-}
-
 TEST(RolloutWorker, OneAndTwoWorkersGiveTheEngineSamples) {
   ThreadWorkers w;
   w.bind(2);
