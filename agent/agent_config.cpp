@@ -24,6 +24,8 @@ void AgentConfig::validate(const std::string& prefix) const {
               key << "demo_tool_share': must be in [0, 1], got " << demo_tool_share);
   RLCPP_CHECK(demo_bisect_share >= 0 && demo_bisect_share <= 1,
               key << "demo_bisect_share': must be in [0, 1], got " << demo_bisect_share);
+  RLCPP_CHECK(guess_feedback == "sign" || guess_feedback == "interval",
+              key << "guess_feedback': \"" << guess_feedback << "\", expected \"sign\" or \"interval\"");
   if (harness_mode()) {
     RLCPP_CHECK(!harness.empty(), key << "harness': agent.env \"http\" needs the harness's command (e.g. \"python3 "
                                         "scripts/agent_harness_example.py\")");

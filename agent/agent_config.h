@@ -19,6 +19,7 @@ struct AgentConfig {
   std::string endpoint;            // remote: the environment server (tcp://HOST:PORT or ipc://PATH)
   double demo_tool_share = 0.5;    // calc demonstrations (SFT warm start): the share that calls the calculator
   double demo_bisect_share = 0.5;  // guess demonstrations: the share of turns that guess the interval's middle
+  std::string guess_feedback = "sign";  // guess: "sign" ("+" / "-") or "interval" ("(501 999)": the range left)
   std::string harness;             // http: the harness's shell command (loop/harness_rollout.h)
   double harness_timeout_s = 600;  // http: a draw's harness is killed past it
 
@@ -64,6 +65,10 @@ struct AgentConfig {
     v("demo_bisect_share", demo_bisect_share,
       "guess, SFT warm start: share of demonstrated guesses at the middle of the interval left (the rest uniform "
       "inside it)");
+    v("guess_feedback", guess_feedback,
+      "guess: the feedback on a wrong guess, \"sign\" (\"+\" the number is higher, \"-\" lower: the model keeps "
+      "track of the range left) or \"interval\" (the range left, written as the prompt writes [0, 999]: "
+      "\"(501 999)\")");
   }
 };
 

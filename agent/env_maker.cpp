@@ -25,7 +25,7 @@ std::shared_ptr<Environment> EnvMaker::make(const Episode& episode) const {
 
 std::unique_ptr<ExpertEnvironment> EnvMaker::make_expert() const {
   if (config_.env == "calc") return make_calc_env(task_, config_.demo_tool_share);
-  if (config_.env == "guess") return make_guess_env(config_.max_turns, config_.demo_bisect_share);
+  if (config_.env == "guess") return make_guess_env(config_.max_turns, config_.demo_bisect_share, config_.guess_feedback == "interval");
   RLCPP_FAIL("config key 'agent.env': \"" << config_.env << "\" has no in-process expert to demonstrate with (calc "
                                           << "and guess do; give a remote run an init_checkpoint)");
 }

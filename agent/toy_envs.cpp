@@ -77,7 +77,8 @@ bool parse_guess(const std::string& text, int64_t max, int64_t& value) {
 
 class GuessEnvironment final : public ExpertEnvironment {
  public:
-  GuessEnvironment(int64_t max_turns, double bisect_share) : max_turns_(max_turns), bisect_share_(bisect_share) {
+  GuessEnvironment(int64_t max_turns, double bisect_share, bool interval_feedback)
+      : max_turns_(max_turns), bisect_share_(bisect_share), interval_feedback_(interval_feedback) {
     RLCPP_CHECK(max_turns >= 1, "guess: max_turns must be >= 1, got " << max_turns);
   }
 
@@ -107,7 +108,9 @@ class GuessEnvironment final : public ExpertEnvironment {
     }
     if (guess < secret_) low_ = std::max(low_, guess + 1);
     if (guess > secret_) high_ = std::min(high_, guess - 1);
-    s.observation = guess < secret_ ? "+" : "-";
+    // The sign, or the range left written as the prompt writes [0, 999].
+    s.observation = interval_feedback_ ? "(" + std::to_string(low_) + " " + std::to_string(high_) + ")"
+                                       : std::string(guess < secret_ ? "+" : "-");
     return s;
   }
 
@@ -123,6 +126,7 @@ class GuessEnvironment final : public ExpertEnvironment {
  private:
   int64_t max_turns_;
   double bisect_share_;
+  bool interval_feedback_;
   int64_t secret_ = 0, low_ = 0, high_ = GuessTask::kMax, turns_ = 0;
 };
 
@@ -132,8 +136,8 @@ std::unique_ptr<ExpertEnvironment> make_calc_env(const Task& task, double tool_s
   return std::make_unique<CalcEnvironment>(task, tool_share);
 }
 
-std::unique_ptr<ExpertEnvironment> make_guess_env(int64_t max_turns, double bisect_share) {
-  return std::make_unique<GuessEnvironment>(max_turns, bisect_share);
+std::unique_ptr<ExpertEnvironment> make_guess_env(int64_t max_turns, double bisect_share, bool interval_feedback) {
+  return std::make_unique<GuessEnvironment>(max_turns, bisect_share, interval_feedback);
 }
 
 }  // namespace rlcpp

@@ -32,6 +32,9 @@ class ExpertEnvironment : public Environment {
 // `task` must outlive the environment. `tool_share`: the expert's share of demonstrations that use the calculator.
 std::unique_ptr<ExpertEnvironment> make_calc_env(const Task& task, double tool_share);
 // `max_turns`: K of the reward. `bisect_share`: the expert's share of turns that guess the interval's middle.
-std::unique_ptr<ExpertEnvironment> make_guess_env(int64_t max_turns, double bisect_share);
+// `interval_feedback`: a wrong guess's observation is the range left, as the prompt writes the first one
+// ("(501 999)"), instead of its sign ("+" higher, "-" lower).
+std::unique_ptr<ExpertEnvironment> make_guess_env(int64_t max_turns, double bisect_share,
+                                                  bool interval_feedback = false);
 
 }  // namespace rlcpp

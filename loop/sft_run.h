@@ -41,7 +41,7 @@ struct SftConfig {
   template <class V> void visit(V& v) {
     v("run_dir", run_dir, "output directory; when it holds a run already, NAME-2, NAME-3, ... is used");
     v("model_preset", model_preset,
-      "\"tiny\" (W1), \"tiny-long\" (W1, context 128), \"qwen05b\" (W2) or \"qwen-tiny\" (the Qwen3 tokenizer's vocabulary), random init, when "
+      "\"tiny\" (W1), \"tiny-long\" (W1, context 128), \"tiny-ctx256\" (W1, context 256), \"qwen05b\" (W2) or \"qwen-tiny\" (the Qwen3 tokenizer's vocabulary), random init, when "
       "init_checkpoint is empty");
     v("init_checkpoint", init_checkpoint, "checkpoint directory to start from");
     v("tokenizer", tokenizer, "a tokenizer.json or a directory holding one; \"\" = init_checkpoint's tokenizer.json when it has one, else the character tokenizer");

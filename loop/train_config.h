@@ -294,7 +294,7 @@ struct TrainConfig {
   template <class V> void visit(V& v) {
     v("run_dir", run_dir, "output directory; when it holds a run already, NAME-2, NAME-3, ... is used");
     v("model_preset", model_preset,
-      "random init preset (tiny | tiny-long | qwen05b | qwen-tiny) without init_checkpoint or warm start");
+      "random init preset (tiny | tiny-long | tiny-ctx256 | qwen05b | qwen-tiny) without init_checkpoint or warm start");
     v("init_checkpoint", init_checkpoint, "checkpoint directory to start from");
     v("tokenizer", tokenizer, "a tokenizer.json or a directory holding one; \"\" = init_checkpoint's tokenizer.json when it has one, else the character tokenizer");
     v("warm_start", warm_start, "SFT warm start before RL");

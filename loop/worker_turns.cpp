@@ -1,5 +1,6 @@
 #include "loop/worker_turns.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "core/error.h"
@@ -20,10 +21,7 @@ WorkerTurns::WorkerTurns(WorkerClient& client, WorkerSupervisor* supervisor, Wor
       book_(book),
       base_(base),
       context_(context),
-      next_id_(book.engines++ << kEngineIdShift) {
-  book_.closes.resize(static_cast<size_t>(client_.num_workers()));
-  book_.reset.resize(static_cast<size_t>(client_.num_workers()), false);
-}
+      next_id_(book.engines++ << kEngineIdShift) {}
 
 WorkerTurns::~WorkerTurns() = default;
 
@@ -84,6 +82,9 @@ TurnsCall WorkerTurns::call_for(int w, const std::vector<int64_t>& sessions, con
 
 std::vector<TurnReply> WorkerTurns::run_turns(const std::vector<TurnAsk>& asks,
                                               const std::vector<int64_t>& stop_tokens) {
+  // Workers that joined a listening trainer since (remote placement) have their places in the book.
+  book_.closes.resize(std::max(book_.closes.size(), static_cast<size_t>(client_.num_workers())));
+  book_.reset.resize(std::max(book_.reset.size(), static_cast<size_t>(client_.num_workers())), false);
   // The asks by worker: each session's home (another one when its home no longer serves).
   std::map<int, std::vector<size_t>> by_home;
   for (size_t i = 0; i < asks.size(); ++i) {

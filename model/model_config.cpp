@@ -90,6 +90,10 @@ ModelConfig model_preset(const std::string& name) {
     c.max_position_embeddings = 128;
     return c;
   }
+  if (name == "tiny-ctx256") {  // W1 with 256 positions (agent_guess with interval feedback: 16 turns of 15 tokens)
+    c.max_position_embeddings = 256;
+    return c;
+  }
   if (name == "qwen05b") {
     c.model_type = "qwen2";
     c.vocab_size = 151936;
@@ -121,7 +125,7 @@ ModelConfig model_preset(const std::string& name) {
     c.max_position_embeddings = 1024;
     return c;
   }
-  RLCPP_FAIL("unknown model preset '" << name << "' (expected \"tiny\", \"tiny-long\", \"qwen05b\" or \"qwen-tiny\")");
+  RLCPP_FAIL("unknown model preset '" << name << "' (expected \"tiny\", \"tiny-long\", \"tiny-ctx256\", \"qwen05b\" or \"qwen-tiny\")");
 }
 
 ModelConfig model_shapes(const std::string& given) {

@@ -67,8 +67,8 @@ struct ModelConfig {
   }
 };
 
-// Presets: "tiny" (W1) and "qwen05b" (W2) of docs/benchmarks.md, "tiny-long" (W1 with a context of 128 instead
-// of 64, for multi-turn episodes), and "qwen-tiny", the Qwen3 tokenizer's vocabulary on a 2-layer, 64-wide body
+// Presets: "tiny" (W1) and "qwen05b" (W2) of docs/benchmarks.md, "tiny-long" and "tiny-ctx256" (W1 with a
+// context of 128 or 256 instead of 64, for multi-turn episodes), and "qwen-tiny", the Qwen3 tokenizer's vocabulary on a 2-layer, 64-wide body
 // (a real-model path that runs in seconds; give it the tokenizer).
 ModelConfig model_preset(const std::string& name);
 

@@ -9,8 +9,9 @@ A ZeroMQ ROUTER socket; every episode of the run connects its own DEALER and sen
         -> {"request": n, "observation": str, "reward": float, "done": bool, "success": bool, "error": bool}
     {"type": "close", "request": n, "episode": KEY}                        (no reply)
 A reply may be {"request": n, "error": str} instead. It plays the guess task (task "guess": a hidden number in
-[0, 999], meta["secret"]): each turn is a guess, answered "+" (higher) or "-" (lower); finding it on turn t of at
-most --max-turns pays (K + 1 - t) / K, like rlcpp's in-process guess environment.
+[0, 999], meta["secret"]): each turn is a guess, answered "+" (higher) or "-" (lower), or with --interval the range
+left ("(501 999)"); finding it on turn t of at most --max-turns pays (K + 1 - t) / K, like rlcpp's in-process guess
+environment.
 
 The flags let tests drive the failure modes: --delay S (every reply S seconds late), --malformed MODE (json: a reply
 that is not JSON; fields: a reply without "done"), --die-after N (exit without replying on the N-th call).
@@ -30,11 +31,13 @@ MAX = 999
 
 
 class GuessEpisode:
-    def __init__(self, item, max_turns):
+    def __init__(self, item, max_turns, interval):
         meta = item.get("meta") or {}
         self.secret = int(meta.get("secret", item.get("answer", 0)))
         self.max_turns = max_turns
+        self.interval = interval
         self.turns = 0
+        self.low, self.high = 0, MAX
 
     def step(self, turn):
         self.turns += 1
@@ -47,6 +50,12 @@ class GuessEpisode:
             turns = min(self.turns, self.max_turns)
             return {"observation": "", "reward": (self.max_turns + 1 - turns) / self.max_turns, "done": True,
                     "success": True}
+        if guess < self.secret:
+            self.low = max(self.low, guess + 1)
+        else:
+            self.high = min(self.high, guess - 1)
+        if self.interval:  # agent.guess_feedback "interval": the range left, as the prompt writes it
+            return {"observation": "(%d %d)" % (self.low, self.high), "reward": 0.0, "done": False}
         return {"observation": "+" if guess < self.secret else "-", "reward": 0.0, "done": False}
 
 
@@ -61,7 +70,7 @@ def handle(message, episodes, args):
         episodes.pop(key, None)
         return None
     if kind == "reset":
-        episodes[key] = GuessEpisode(request.get("item") or {}, args.max_turns)
+        episodes[key] = GuessEpisode(request.get("item") or {}, args.max_turns, args.interval)
         return {"request": number, "observation": (request.get("item") or {}).get("prompt", "")}
     if kind == "step":
         if key not in episodes:
@@ -78,6 +87,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--endpoint", default="tcp://127.0.0.1:5557")
     parser.add_argument("--max-turns", type=int, default=16, help="K of the reward (agent.max_turns)")
+    parser.add_argument("--interval", action="store_true",
+                        help="answer a wrong guess with the range left, \"(501 999)\" (agent.guess_feedback "
+                             "\"interval\", configs/agent_guess.json) instead of \"+\" / \"-\"")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds each reply comes late")
     parser.add_argument("--malformed", choices=["json", "fields"], help="send bad replies")
     parser.add_argument("--die-after", type=int, default=0, help="exit without replying on the N-th call (0: never)")

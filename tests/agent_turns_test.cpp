@@ -103,6 +103,22 @@ TEST(AgentGuessEnvironment, FewerTurnsPayMoreAndFeedbackNarrowsTheInterval) {
   EXPECT_DOUBLE_EQ(s.reward, (10.0 + 1 - 3) / 10);  // found on turn 3 of 10
 }
 
+// agent.guess_feedback "interval": each wrong guess's observation is the range left, as the prompt writes it.
+TEST(AgentGuessEnvironment, IntervalFeedbackGivesTheRangeLeft) {
+  const std::unique_ptr<ExpertEnvironment> env = make_guess_env(10, 1.0, /*interval_feedback=*/true);
+  env->reset(GuessTask::make_problem(700));
+  AssistantTurn t;
+  t.text = "500";
+  EXPECT_EQ(env->step(t).observation, "(501 999)");
+  t.text = "800";
+  EXPECT_EQ(env->step(t).observation, "(501 799)");
+  t.text = "650";
+  EXPECT_EQ(env->step(t).observation, "(651 799)");
+  // The expert's middle guess is the middle of that range.
+  PhiloxStream rng(1, 0);
+  EXPECT_EQ(env->expert_turn(rng).text, "725");
+}
+
 // An expert's demonstration: calls the calculator, reads the reply, copies it; the loss mask is 1 on exactly the
 // assistant's tokens (multi-turn SFT).
 TEST(AgentDemonstration, CalcExpertCallsTheToolAndTheMaskCoversOnlyItsTurns) {

@@ -140,6 +140,8 @@ TEST_F(InputChecks, AgentConfigKeysAreCheckedNamingTheKey) {
                "agent.endpoint': the environment server", "remote without an endpoint");
   expect_error(run_cli("train " + calc + " --set agent.env=remote --set agent.endpoint=tcp://127.0.0.1:5557"),
                "a remote environment has no in-process expert", "remote with an SFT warm start");
+  expect_error(run_cli("train " + calc + " --set agent.guess_feedback=loud"),
+               "agent.guess_feedback': \"loud\", expected \"sign\" or \"interval\"", "guess feedback");
   expect_error(run_cli("train " + calc + " --set agent.max_tokens=100000"),
                "agent.max_tokens': 100000 is past the engine's context", "episode past the context");
   // Harness mode (issue 35): its command, token in/token out, whole episodes per draw.
