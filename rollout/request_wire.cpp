@@ -148,24 +148,43 @@ WireMessage encode_generate_result(const RolloutResult& result, uint64_t request
   return m;
 }
 
+RolloutStats read_result_stats(const WireMessage& m) {
+  const auto stats = m.header.find("stats");
+  if (stats == m.header.end()) fail(m.type() + " header has no 'stats'");
+  try {
+    return RolloutStats::from_json(*stats);
+  } catch (const Error& e) {
+    fail(e.what());
+  }
+}
+
+SampledRuns read_sampled_runs(const WireMessage& m, const char* offsets_name) {
+  SampledRuns r;
+  r.offsets = m.get<int64_t>(offsets_name);
+  if (r.offsets.empty()) fail(std::string("array '") + offsets_name + "' is empty");
+  const int64_t T = m.array("tokens").numel();
+  check_wire_offsets(r.offsets, T, offsets_name);
+  r.tokens = m.get<int32_t>("tokens", T);
+  r.logprobs = m.get<float>("logprobs", T);
+  return r;
+}
+
+FinishReason read_finish_reason(int32_t code, const std::string& what) {
+  if (code < 0 || code > static_cast<int32_t>(FinishReason::kStop))
+    fail(what + " has finish reason " + std::to_string(code));
+  return static_cast<FinishReason>(code);
+}
+
 RolloutResult decode_generate_result(const WireMessage& m, uint64_t& request_id) {
   if (m.type() != "result") fail("expected a 'result' message, got '" + m.type() + "'");
   request_id = read_request_id(m.header);
   RolloutResult r;
-  auto stats = m.header.find("stats");
-  if (stats == m.header.end()) fail("result header has no 'stats'");
-  try {
-    r.stats = RolloutStats::from_json(*stats);
-  } catch (const Error& e) {
-    fail(e.what());
-  }
-  const std::vector<int64_t> offsets = m.get<int64_t>("sample_offsets");
-  const int64_t S = static_cast<int64_t>(offsets.size()) - 1;
-  if (S < 0) fail("array 'sample_offsets' is empty");
-  const int64_t T = m.array("tokens").numel();
-  check_wire_offsets(offsets, T, "sample_offsets");
-  const auto tokens = m.get<int32_t>("tokens", T);
-  const auto logprobs = m.get<float>("logprobs", T);
+  r.stats = read_result_stats(m);
+  const SampledRuns runs = read_sampled_runs(m, "sample_offsets");
+  const int64_t S = runs.count();
+  const std::vector<int64_t>& offsets = runs.offsets;
+  const std::vector<int32_t>& tokens = runs.tokens;
+  const std::vector<float>& logprobs = runs.logprobs;
   const auto prompt_index = m.get<int64_t>("prompt_index", S);
   const auto sample_index = m.get<int64_t>("sample_index", S);
   const auto reasons = m.get<int32_t>("finish_reason", S);
@@ -182,9 +201,7 @@ RolloutResult decode_generate_result(const WireMessage& m, uint64_t& request_id)
     s.logprobs.assign(logprobs.begin() + offsets[i], logprobs.begin() + offsets[i + 1]);
     s.prompt_index = prompt_index[i];
     s.sample_index = sample_index[i];
-    if (reasons[i] < 0 || reasons[i] > static_cast<int32_t>(FinishReason::kStop))
-      fail("sample " + std::to_string(i) + " has finish reason " + std::to_string(reasons[i]));
-    s.finish_reason = static_cast<FinishReason>(reasons[i]);
+    s.finish_reason = read_finish_reason(reasons[i], "sample " + std::to_string(i));
     s.policy_version = versions[2 * i];
     s.last_policy_version = versions[2 * i + 1];
     s.num_preemptions = preemptions[i];

@@ -41,4 +41,17 @@ int64_t read_header_int(const Json& header, const char* key, int64_t lo, int64_t
 uint64_t read_request_id(const Json& header);
 void check_wire_offsets(const std::vector<int64_t>& offsets, int64_t total, const char* name);
 
+// What a worker's results carry: the header's rollout stats, and runs of sampled tokens (`offsets_name`, count + 1,
+// into the arrays "tokens" and "logprobs"), checked.
+RolloutStats read_result_stats(const WireMessage& message);
+struct SampledRuns {
+  std::vector<int64_t> offsets;
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+  int64_t count() const { return static_cast<int64_t>(offsets.size()) - 1; }
+};
+SampledRuns read_sampled_runs(const WireMessage& message, const char* offsets_name);
+// A finish reason's code, checked; `what` names its sample or turn.
+FinishReason read_finish_reason(int32_t code, const std::string& what);
+
 }  // namespace rlcpp

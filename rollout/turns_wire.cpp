@@ -202,31 +202,18 @@ TurnsResult decode_turns_result(const WireMessage& m, uint64_t& request_id) {
   if (m.type() != "turns_result") fail("expected a 'turns_result' message, got '" + m.type() + "'");
   request_id = read_request_id(m.header);
   TurnsResult r;
-  const auto stats = m.header.find("stats");
-  if (stats == m.header.end()) fail("turns_result header has no 'stats'");
-  try {
-    r.stats = RolloutStats::from_json(*stats);
-  } catch (const Error& e) {
-    fail(e.what());
-  }
-  const std::vector<int64_t> offsets = m.get<int64_t>("offsets");
-  const int64_t K = static_cast<int64_t>(offsets.size()) - 1;
-  if (K < 0) fail("array 'offsets' is empty");
-  const int64_t T = m.array("tokens").numel();
-  check_wire_offsets(offsets, T, "offsets");
-  const auto tokens = m.get<int32_t>("tokens", T);
-  const auto logprobs = m.get<float>("logprobs", T);
+  r.stats = read_result_stats(m);
+  const SampledRuns runs = read_sampled_runs(m, "offsets");
+  const int64_t K = runs.count();
   const auto reasons = m.get<int32_t>("finish_reason", K);
   const auto versions = m.get<int64_t>("policy_version", K);
   const auto prefilled = m.get<int64_t>("prefilled", K);
   const auto recomputed = m.get<int64_t>("recomputed", K);
   for (int64_t i = 0; i < K; ++i) {
     TurnResult t;
-    t.tokens.assign(tokens.begin() + offsets[i], tokens.begin() + offsets[i + 1]);
-    t.logprobs.assign(logprobs.begin() + offsets[i], logprobs.begin() + offsets[i + 1]);
-    if (reasons[i] < 0 || reasons[i] > static_cast<int32_t>(FinishReason::kStop))
-      fail("turn " + std::to_string(i) + " has finish reason " + std::to_string(reasons[i]));
-    t.finish_reason = static_cast<FinishReason>(reasons[i]);
+    t.tokens.assign(runs.tokens.begin() + runs.offsets[i], runs.tokens.begin() + runs.offsets[i + 1]);
+    t.logprobs.assign(runs.logprobs.begin() + runs.offsets[i], runs.logprobs.begin() + runs.offsets[i + 1]);
+    t.finish_reason = read_finish_reason(reasons[i], "turn " + std::to_string(i));
     t.policy_version = versions[i];
     t.prefilled_tokens = prefilled[i];
     t.recomputed_tokens = recomputed[i];
