@@ -100,7 +100,9 @@ std::vector<TurnReply> WorkerTurns::run_turns(const std::vector<TurnAsk>& asks,
   std::vector<TurnReply> replies(asks.size());
   std::vector<RolloutStats> calls;  // one per job, the workers side by side
   std::vector<WorkerJob> jobs;
-  for (const auto& [home, indices] : by_home) {
+  for (const auto& entry : by_home) {
+    const int home = entry.first;
+    const std::vector<size_t>& indices = entry.second;  // a reference, not a structured binding: lambdas capture it
     std::vector<int64_t> sessions;
     std::vector<TurnAsk> mine;
     for (size_t i : indices) {
