@@ -71,7 +71,6 @@ TEST(WorkerTurns, SessionsOnTwoWorkersEqualTheEngineSessionsBitForBit) {
       remote.append(r_ids[s], obs);
     }
   }
-  EXPECT_EQ(remote.stats().sequences > 0, local.stats().sequences > 0);
   EXPECT_EQ(remote.stats().generated_tokens, local.stats().generated_tokens);
 }
 

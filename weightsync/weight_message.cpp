@@ -25,9 +25,14 @@ Json layout_json(const std::vector<ParameterInfo>& layout) {
   return out;
 }
 
+int64_t layout_floats(const std::vector<ParameterInfo>& layout) {
+  int64_t floats = 0;
+  for (const ParameterInfo& p : layout) floats = std::max(floats, p.offset + p.numel());
+  return floats;
+}
+
 std::vector<ParameterInfo> concatenated_layout(std::vector<ParameterInfo> first, const std::vector<ParameterInfo>& then) {
-  int64_t end = 0;
-  for (const ParameterInfo& p : first) end = std::max(end, p.offset + p.numel());
+  const int64_t end = layout_floats(first);
   for (ParameterInfo p : then) {
     p.offset += end;
     first.push_back(std::move(p));

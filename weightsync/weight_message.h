@@ -22,6 +22,8 @@ Json layout_json(const std::vector<ParameterInfo>& layout);
 // `first`, then `then` with its offsets moved past `first`'s floats: the layout of a LoRA base message (the
 // model's parameters, then the adapters': weightsync/zmq_channel.h).
 std::vector<ParameterInfo> concatenated_layout(std::vector<ParameterInfo> first, const std::vector<ParameterInfo>& then);
+// The floats a store of `layout` holds (its last parameter's end).
+int64_t layout_floats(const std::vector<ParameterInfo>& layout);
 
 // Encodes `params` as a "weights" message for `version`; chunk_floats > 0.
 WireMessage encode_weights(const ParameterStore& params, int64_t version, int64_t chunk_floats);

@@ -14,13 +14,6 @@ namespace {
 // Smallest chunk a subscriber admits; bounds the number of frames it will read for one publish.
 constexpr int64_t kMinChunkFloats = 4096;
 
-// The floats a store of `layout` holds.
-int64_t layout_floats(const std::vector<ParameterInfo>& layout) {
-  int64_t floats = 0;
-  for (const ParameterInfo& p : layout) floats = std::max(floats, p.offset + p.numel());
-  return floats;
-}
-
 std::string last_endpoint(const zmq::socket_t& socket) { return socket.get(zmq::sockopt::last_endpoint); }
 
 void reply(zmq::socket_t& socket, std::vector<zmq::message_t>& envelope, const std::string& type, int64_t version,
@@ -252,7 +245,7 @@ bool ZmqWeightSubscriber::poll(long timeout_ms, const Swap& swap) {
       if (!lora_hook_) throw WireError("weights message refused: a LoRA base, which this subscriber does not take");
       const std::vector<ParameterInfo> adapters = lora_hook_(*lora);
       const std::vector<ParameterInfo> both = concatenated_layout(parameter_layout(config_), adapters);
-      const int64_t floats = both.back().offset + both.back().numel();
+      const int64_t floats = layout_floats(both);
       if (floats > limit_floats_)
         throw WireError("weights message refused: a LoRA base of " + std::to_string(floats) + " floats, past the " +
                         std::to_string(limit_floats_) + " this subscriber admits");
