@@ -32,8 +32,6 @@ void AgentConfig::validate(const std::string& prefix) const {
     RLCPP_CHECK(harness_timeout_s > 0, key << "harness_timeout_s': must be > 0 seconds, got " << harness_timeout_s);
     RLCPP_CHECK(tokenization == "tito", key << "tokenization': a harness's episodes are the server's records, token "
                                                "in/token out (\"tito\"); got \"" << tokenization << "\"");
-    RLCPP_CHECK(turns_per_draw == 0, key << "turns_per_draw': a harness plays its episodes to their end within the "
-                                            "draw (0); got " << turns_per_draw);
   }
   if (env == "remote") {
     try {

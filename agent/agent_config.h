@@ -51,17 +51,19 @@ struct AgentConfig {
     v("turns_per_draw", turns_per_draw,
       "0: every episode ends within the step that drew it; N: at most N turns per step, the rest run on in the "
       "next step's draw with the policy synced then, each token keeping the version that sampled it (saved in "
-      "checkpoints, resumed bit for bit)");
+      "checkpoints, resumed bit for bit); http: one harness for the run, each session's requests past N in a draw "
+      "wait while the trainer updates and the weights are synced, and run under the new version");
     v("endpoint", endpoint, "remote: the environment server's endpoint (tcp://HOST:PORT or ipc://PATH)");
     v("demo_tool_share", demo_tool_share,
       "calc, SFT warm start: share of demonstrations that call the calculator (the rest answer at once)");
     v("harness", harness,
-      "http: the harness's shell command, run once per draw: it reads the draw's episodes as JSON lines on stdin "
+      "http: the harness's shell command, run once per draw (once for the run with agent.turns_per_draw > 0, its "
+      "episodes arriving as each step draws them, its reward lines read as they come): it reads the draw's episodes as JSON lines on stdin "
       "({\"session\", \"item\", \"episode\", \"prompt\", \"answer\", \"meta\"}), plays each against "
       "$OPENAI_BASE_URL with the header \"X-Session-Id: SESSION\", and writes one line {\"session\", \"reward\"} per "
       "episode on stdout (README \"Agent harnesses\")");
-    v("harness_timeout_s", harness_timeout_s, "http: a draw's harness still running after this many seconds is "
-      "killed and the run stops with its error");
+    v("harness_timeout_s", harness_timeout_s, "http: a draw's harness still running after this many seconds (with "
+      "agent.turns_per_draw > 0: a draw not ended after them) is killed and the run stops with its error");
     v("demo_bisect_share", demo_bisect_share,
       "guess, SFT warm start: share of demonstrated guesses at the middle of the interval left (the rest uniform "
       "inside it)");

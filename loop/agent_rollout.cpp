@@ -1,6 +1,7 @@
 #include "loop/agent_rollout.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "agent/retokenize.h"
 #include "core/error.h"
@@ -137,7 +138,13 @@ EpisodeDraw AgentRollout::draw(RolloutBackend& backend, PhiloxStream& data_rng, 
                         "in-process engine (\"colocated\")");
     SamplingParams sampling = base;
     sampling.seed = seed;
-    const HarnessDraw h = play_with_harness(episodes, *engine, tokenizer_, *protocol_, cfg, sampling);
+    HarnessDraw h;
+    if (cfg.agent.turns_per_draw > 0) {  // one harness for the run; its episodes span syncs
+      if (!harness_run_) harness_run_ = std::make_unique<HarnessRun>(*engine, tokenizer_, *protocol_, cfg, sampling);
+      h = harness_run_->play(episodes, harness_draw_ends_episodes(step));
+    } else {
+      h = play_with_harness(episodes, *engine, tokenizer_, *protocol_, cfg, sampling);
+    }
     out.env_s = h.env_s;
     out.rollout.stats = h.stats;
     out.metrics["agent/harness_dropped_items"] = static_cast<double>(h.dropped_groups);
@@ -209,11 +216,38 @@ void AgentRollout::restore_in_flight(const Json& saved, const std::string& where
   in_flight_.clear();
   if (saved.is_null()) return;
   RLCPP_CHECK(saved.is_array(), where << ": must be an array of episodes in flight");
+  std::vector<Episode> restored;
   for (size_t i = 0; i < saved.size(); ++i) {
     Episode e = episode_from_json(saved[i], where + " [" + std::to_string(i) + "]");
-    if (!e.finished()) replay_episode(e, envs_->factory(), *protocol_);
-    in_flight_.push_back(std::move(e));
+    if (!e.finished() && !config_.agent.harness_mode()) replay_episode(e, envs_->factory(), *protocol_);
+    restored.push_back(std::move(e));
   }
+  if (!config_.agent.harness_mode()) {
+    in_flight_ = std::move(restored);
+    return;
+  }
+  // A harness's episode still running went with the harness that played it: its group is left out.
+  int64_t dropped = 0;
+  for (size_t begin = 0; begin < restored.size();) {
+    size_t end = begin + 1;
+    while (end < restored.size() && same_group(restored[end], restored[begin])) ++end;
+    const bool ended = std::all_of(restored.begin() + begin, restored.begin() + end,
+                                   [](const Episode& e) { return e.finished(); });
+    for (size_t i = begin; ended && i < end; ++i) in_flight_.push_back(std::move(restored[i]));
+    dropped += ended ? 0 : 1;
+    begin = end;
+  }
+  if (dropped > 0)
+    std::fprintf(stderr, "%s: %lld task items had harness episodes still running when the run was stopped; a "
+                         "harness's conversations are its own, so they are left out of the resumed run\n",
+                 where.c_str(), static_cast<long long>(dropped));
+}
+
+bool AgentRollout::harness_draw_ends_episodes(int64_t step) const {
+  // With async.max_staleness N, the draws held when step s writes its checkpoint reach step s + N.
+  const int64_t checkpoint_step = step - config_.async.max_staleness;
+  return step >= config_.steps ||
+         (config_.checkpoint_every > 0 && checkpoint_step > 0 && checkpoint_step % config_.checkpoint_every == 0);
 }
 
 }  // namespace rlcpp

@@ -15,6 +15,7 @@
 #include "agent/env_maker.h"
 #include "agent/episode.h"
 #include "agent/turn_protocol.h"
+#include "loop/harness_rollout.h"
 #include "loop/rollout_backend.h"
 #include "loop/train_config.h"
 #include "tokenizer/tokenizer.h"
@@ -46,7 +47,9 @@ class AgentRollout {
   EpisodeDraw draw(RolloutBackend& backend, PhiloxStream& data_rng, int64_t step, uint64_t seed, int64_t version);
 
   // The episodes in flight (agent.turns_per_draw), as a checkpoint keeps them (null when none), and back: a
-  // restored episode's environment replays its turns.
+  // restored episode's environment replays its turns. A harness's episodes cannot be restored (their state is the
+  // harness's): a run's scheduled checkpoints hold none (loop/harness_rollout.h); one written when the run was
+  // stopped may, and their groups are left out of the resumed run (with a note on stderr).
   Json in_flight_to_json() const;
   void restore_in_flight(const Json& saved, const std::string& where);
   int64_t in_flight() const { return static_cast<int64_t>(in_flight_.size()); }
@@ -61,6 +64,11 @@ class AgentRollout {
   std::unique_ptr<TurnProtocol> protocol_;
   std::unique_ptr<EnvMaker> envs_;
   std::vector<Episode> in_flight_;  // whole groups, in the order drawn
+  // A harness whose episodes span syncs (agent.turns_per_draw > 0): one for the run, started at its first draw.
+  std::unique_ptr<HarnessRun> harness_run_;
+  // Whether a harness's draw for `step` lets every episode run to its end: no harness episode is in flight when
+  // a scheduled checkpoint is written (at the step that trains on this draw) or the run ends.
+  bool harness_draw_ends_episodes(int64_t step) const;
 };
 
 // An episode as the trainer's sample (tito) and the engine's Sample; `prompt_index`: its group in the draw;

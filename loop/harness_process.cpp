@@ -13,7 +13,6 @@
 #include <thread>
 
 #include "core/error.h"
-#include "core/metrics.h"
 #include "loop/worker_process.h"
 
 extern char** environ;
@@ -59,8 +58,7 @@ class NoSigpipe {
 
 }  // namespace
 
-HarnessExit run_harness_command(const std::string& command, const std::vector<std::pair<std::string, std::string>>& env,
-                                const std::string& stdin_text, double timeout_s) {
+HarnessChild::HarnessChild(const std::string& command, const std::vector<std::pair<std::string, std::string>>& env) {
   const std::vector<std::string> env_strings = child_environment(env);
   std::vector<char*> envp;
   for (const std::string& s : env_strings) envp.push_back(const_cast<char*>(s.c_str()));
@@ -68,13 +66,14 @@ HarnessExit run_harness_command(const std::string& command, const std::vector<st
   const char* argv[] = {"sh", "-c", command.c_str(), nullptr};
 
   int in[2], out[2];
-  RLCPP_CHECK(pipe2(in, O_CLOEXEC) == 0 && pipe2(out, O_CLOEXEC) == 0,
-              "agent.harness: cannot make pipes: " << std::strerror(errno));
-  const NoSigpipe no_sigpipe;
-  const Stopwatch clock;
-  const pid_t pid = fork();
-  RLCPP_CHECK(pid >= 0, "agent.harness: cannot fork: " << std::strerror(errno));
-  if (pid == 0) {
+  RLCPP_CHECK(pipe2(in, O_CLOEXEC) == 0, "agent.harness: cannot make pipes: " << std::strerror(errno));
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    close(in[0]);
+    close(in[1]);
+    RLCPP_FAIL("agent.harness: cannot make pipes: " << std::strerror(errno));
+  }
+  pid_ = fork();
+  if (pid_ == 0) {
     setpgid(0, 0);
     dup2(in[0], STDIN_FILENO);
     dup2(out[1], STDOUT_FILENO);
@@ -85,67 +84,134 @@ HarnessExit run_harness_command(const std::string& command, const std::vector<st
     execve("/bin/sh", const_cast<char* const*>(argv), envp.data());
     _exit(127);
   }
-  setpgid(pid, pid);  // also here: the group exists before a kill could need it
   close(in[0]);
   close(out[1]);
-  int to_child = in[1];
-  fcntl(to_child, F_SETFL, O_NONBLOCK);
-  size_t written = 0;
-  if (stdin_text.empty()) {
-    close(to_child);
-    to_child = -1;
+  if (pid_ < 0) {
+    close(in[1]);
+    close(out[0]);
+    RLCPP_FAIL("agent.harness: cannot fork: " << std::strerror(errno));
   }
+  setpgid(pid_, pid_);  // also here: the group exists before a kill could need it
+  to_child_ = in[1];
+  from_child_ = out[0];
+  fcntl(to_child_, F_SETFL, O_NONBLOCK);
+}
 
-  HarnessExit r;
+HarnessChild::~HarnessChild() {
+  close_stdin();
+  if (from_child_ >= 0) close(from_child_);
+  if (!exited_) {
+    kill(-pid_, SIGKILL);
+    int status = 0;
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+}
+
+void HarnessChild::close_stdin() {
+  if (to_child_ >= 0) close(to_child_);
+  to_child_ = -1;
+  queued_.clear();
+}
+
+void HarnessChild::send(const std::string& text) {
+  RLCPP_CHECK(!close_after_queued_, "agent.harness: input sent after its end");
+  if (to_child_ >= 0) queued_ += text;  // else it stopped reading: what it would not take is dropped
+}
+
+void HarnessChild::close_input() {
+  close_after_queued_ = true;
+  if (queued_.empty()) close_stdin();
+}
+
+bool HarnessChild::pump(double timeout_s) {
+  if (from_child_ < 0) return false;
+  const NoSigpipe no_sigpipe;
+  const Stopwatch clock;
   char buffer[1 << 16];
-  bool open = true;
-  while (open) {
+  while (true) {
     const double left_s = timeout_s - clock.seconds();
-    if (left_s <= 0) {
-      r.timed_out = true;
-      break;
-    }
-    pollfd fds[2] = {{out[0], POLLIN, 0}, {to_child, POLLOUT, 0}};
-    const int n = poll(fds, to_child >= 0 ? 2 : 1, static_cast<int>(std::min(left_s * 1000 + 1, 1000.0)));
-    if (n < 0 && errno != EINTR) break;
-    if (n <= 0) continue;
-    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-      const ssize_t got = read(out[0], buffer, sizeof buffer);
-      if (got > 0)
-        r.stdout_text.append(buffer, static_cast<size_t>(got));
-      else if (got == 0 || (errno != EINTR && errno != EAGAIN))
-        open = false;
-    }
-    if (to_child >= 0 && (fds[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
-      const ssize_t put = write(to_child, stdin_text.data() + written, stdin_text.size() - written);
-      if (put > 0) written += static_cast<size_t>(put);
-      if ((put < 0 && errno != EAGAIN && errno != EINTR) || written == stdin_text.size()) {
-        close(to_child);  // all of it sent, or the harness stopped reading: it sees the end of its input
-        to_child = -1;
+    const bool writing = to_child_ >= 0 && !queued_.empty();
+    pollfd fds[2] = {{from_child_, POLLIN, 0}, {to_child_, POLLOUT, 0}};
+    const int n = poll(fds, writing ? 2 : 1, static_cast<int>(std::clamp(left_s * 1000 + 1, 0.0, 1000.0)));
+    if (n < 0 && errno != EINTR) return true;
+    bool got_output = false;
+    if (n > 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+      const ssize_t got = read(from_child_, buffer, sizeof buffer);
+      if (got > 0) {
+        read_.append(buffer, static_cast<size_t>(got));
+        got_output = true;
+      } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+        close(from_child_);
+        from_child_ = -1;
+        return false;
       }
     }
+    if (n > 0 && writing && (fds[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
+      const ssize_t put = write(to_child_, queued_.data(), queued_.size());
+      if (put > 0) queued_.erase(0, static_cast<size_t>(put));
+      if (put < 0 && errno != EAGAIN && errno != EINTR) close_stdin();  // it stopped reading
+    }
+    if (to_child_ >= 0 && queued_.empty() && close_after_queued_) close_stdin();  // it sees the end of its input
+    if (got_output || clock.seconds() >= timeout_s) return true;
   }
-  if (to_child >= 0) close(to_child);
-  close(out[0]);
-  // Its stdout closed (or the deadline passed): it exits, or is made to.
+}
+
+std::vector<std::string> HarnessChild::take_lines() {
+  std::vector<std::string> lines;
+  size_t begin = 0;
+  for (size_t nl; (nl = read_.find('\n', begin)) != std::string::npos; begin = nl + 1)
+    lines.push_back(read_.substr(begin, nl - begin));
+  read_.erase(0, begin);
+  return lines;
+}
+
+std::string HarnessChild::take_output() { return std::exchange(read_, std::string()); }
+
+void HarnessChild::reap(int status) {
+  exited_ = true;
+  exit_ok_ = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  how_ = describe_exit_status(status);
+  kill(-pid_, SIGKILL);  // what it started goes with it
+}
+
+bool HarnessChild::exited() {
+  if (exited_) return true;
   int status = 0;
-  while (true) {
-    const pid_t w = waitpid(pid, &status, WNOHANG);
-    if (w == pid) break;
-    if (w < 0 && errno != EINTR) break;
+  if (waitpid(pid_, &status, WNOHANG) == pid_) reap(status);
+  return exited_;
+}
+
+bool HarnessChild::finish(double timeout_s) {
+  const Stopwatch clock;
+  while (!exited()) {
     if (clock.seconds() >= timeout_s) {
-      r.timed_out = true;
-      kill(-pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      break;
+      kill(-pid_, SIGKILL);
+      int status = 0;
+      while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+      }
+      reap(status);
+      return false;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  if (r.timed_out) kill(-pid, SIGKILL);  // what it started goes with it
-  r.wall_s = clock.seconds();
-  r.ok = !r.timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  r.how = r.timed_out ? "timed out after " + std::to_string(static_cast<int64_t>(timeout_s)) + " s"
-                      : describe_exit_status(status);
+  return true;
+}
+
+HarnessExit run_harness_command(const std::string& command, const std::vector<std::pair<std::string, std::string>>& env,
+                                const std::string& stdin_text, double timeout_s) {
+  HarnessChild child(command, env);
+  child.send(stdin_text);
+  child.close_input();
+  HarnessExit r;
+  while (child.pump(std::max(0.0, timeout_s - child.seconds())))
+    if (child.seconds() >= timeout_s) break;
+  r.stdout_text = child.take_output();
+  // Its stdout closed (or the deadline passed): it exits, or is made to.
+  r.timed_out = !child.finish(std::max(0.0, timeout_s - child.seconds()));
+  r.wall_s = child.seconds();
+  r.ok = !r.timed_out && child.ok();
+  r.how = r.timed_out ? "timed out after " + std::to_string(static_cast<int64_t>(timeout_s)) + " s" : child.how();
   return r;
 }
 

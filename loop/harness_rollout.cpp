@@ -23,6 +23,55 @@ std::string session_name(const Episode& e) {
   return "s" + std::to_string(e.first_step) + "-i" + std::to_string(e.group) + "-e" + std::to_string(e.sample_index);
 }
 
+// An episode as the harness reads it on its stdin.
+std::string item_line(const Episode& e, const TrainConfig& config) {
+  const Json item{{"session", session_name(e)},  {"item", e.group},         {"episode", e.sample_index},
+                  {"group_size", config.rollout.group_size}, {"prompt", e.problem.prompt},
+                  {"answer", e.problem.answer}, {"meta", e.problem.meta}, {"step", e.first_step}};
+  return item.dump() + "\n";
+}
+
+// rlcpp serve on a loopback port (any free one), its sessions `book`'s: the loop steps `engine` from construction
+// to destruction (paused when the caller says).
+struct HarnessServer {
+  HarnessServer(Engine& engine, const Tokenizer& tokenizer, ServeSessions& book, int64_t sessions_at_once,
+                int64_t max_turn_tokens)
+      : loop(engine, tokenizer, &book),
+        http(loop, tokenizer, options(sessions_at_once, max_turn_tokens), engine.model_config().max_position_embeddings,
+             engine.model_config().vocab_size, &book) {
+    http.bind();
+    listener = std::thread([this] { http.listen(); });
+  }
+  ~HarnessServer() {
+    http.stop();
+    listener.join();
+  }
+  static ServeOptions options(int64_t sessions_at_once, int64_t max_turn_tokens) {
+    ServeOptions o;
+    o.host = "127.0.0.1";
+    o.port = 0;
+    o.model_name = kModelName;
+    o.limits.max_concurrency = std::min(ServeLimits::kMaxConcurrency, std::max<int64_t>(64, sessions_at_once));
+    o.limits.max_tokens = std::max<int64_t>(o.limits.max_tokens, max_turn_tokens);
+    return o;
+  }
+  // The harness's environment: where the server is, the model's name, the session header.
+  std::vector<std::pair<std::string, std::string>> harness_environment(int64_t step) const {
+    const std::string url = "http://127.0.0.1:" + std::to_string(http.port()) + "/v1";
+    const char* key = std::getenv("OPENAI_API_KEY");
+    return {{"OPENAI_BASE_URL", url},
+            {"RLCPP_BASE_URL", url},
+            {"OPENAI_API_KEY", key && *key ? key : "rlcpp"},
+            {"RLCPP_MODEL", kModelName},
+            {"RLCPP_SESSION_HEADER", kSessionHeader},
+            {"RLCPP_STEP", std::to_string(step)}};
+  }
+
+  ServeLoop loop;
+  ServeHttp http;
+  std::thread listener;
+};
+
 }  // namespace
 
 ServeSessions::ChatTail harness_chat_tail(const TurnProtocol& protocol) {
@@ -54,30 +103,42 @@ ServeSessions::ChatTail harness_chat_tail(const TurnProtocol& protocol) {
 
 namespace {
 
+std::string line_place(const std::string& line, int64_t n) {
+  return "agent.harness: stdout line " + std::to_string(n) + " (\"" + line.substr(0, 120) + "\")";
+}
+
+// One line of the harness's stdout, {"session", "reward", ...} (checked here but for the session's being one being
+// played); null for a blank line. `n` counts its lines from 1.
+Json read_reward_line(const std::string& line, int64_t n) {
+  if (line.find_first_not_of(" \t\r") == std::string::npos) return nullptr;
+  const std::string where = line_place(line, n);
+  Json j;
+  try {
+    j = Json::parse(line);
+  } catch (const std::exception&) {
+    RLCPP_FAIL(where << " is not JSON: each line is {\"session\": ..., \"reward\": ...} (logs go to stderr)");
+  }
+  RLCPP_CHECK(j.is_object() && j.contains("session") && j["session"].is_string(),
+              where << " needs \"session\" as a string");
+  RLCPP_CHECK(j.contains("reward") && j["reward"].is_number(), where << " needs \"reward\" as a number");
+  RLCPP_CHECK(!j.contains("success") || j["success"].is_boolean(), where << ": \"success\" must be true or false");
+  for (const char* count : {"tool_calls", "tool_errors"})
+    RLCPP_CHECK(!j.contains(count) || (j[count].is_number_integer() && j[count].get<int64_t>() >= 0),
+                where << ": \"" << count << "\" must be a count (an integer >= 0)");
+  return j;
+}
+
 // The harness's stdout: one {"session", "reward", ...} per line, by session.
 std::map<std::string, Json> read_rewards(const std::string& text, const std::set<std::string>& sessions) {
   std::map<std::string, Json> out;
   std::istringstream lines(text);
   std::string line;
   for (int64_t n = 1; std::getline(lines, line); ++n) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = "agent.harness: stdout line " + std::to_string(n) + " (\"" + line.substr(0, 120) + "\")";
-    Json j;
-    try {
-      j = Json::parse(line);
-    } catch (const std::exception&) {
-      RLCPP_FAIL(where << " is not JSON: each line is {\"session\": ..., \"reward\": ...} (logs go to stderr)");
-    }
-    RLCPP_CHECK(j.is_object() && j.contains("session") && j["session"].is_string(),
-                where << " needs \"session\" as a string");
+    const Json j = read_reward_line(line, n);
+    if (j.is_null()) continue;
     const std::string key = j["session"].get<std::string>();
-    RLCPP_CHECK(sessions.count(key), where << ": session \"" << key << "\" is not one of this draw's");
-    RLCPP_CHECK(!out.count(key), where << ": session \"" << key << "\" has a reward already");
-    RLCPP_CHECK(j.contains("reward") && j["reward"].is_number(), where << " needs \"reward\" as a number");
-    RLCPP_CHECK(!j.contains("success") || j["success"].is_boolean(), where << ": \"success\" must be true or false");
-    for (const char* count : {"tool_calls", "tool_errors"})
-      RLCPP_CHECK(!j.contains(count) || (j[count].is_number_integer() && j[count].get<int64_t>() >= 0),
-                  where << ": \"" << count << "\" must be a count (an integer >= 0)");
+    RLCPP_CHECK(sessions.count(key), line_place(line, n) << ": session \"" << key << "\" is not one of this draw's");
+    RLCPP_CHECK(!out.count(key), line_place(line, n) << ": session \"" << key << "\" has a reward already");
     out[key] = j;
   }
   return out;
@@ -114,59 +175,44 @@ void fill_episode(Episode& e, const SessionRecord& rec, const Json* line) {
   }
 }
 
+// Closes `key`'s engine session `id` once its record is checked against it: the records are the engine's
+// sequences, token for token (what the trainer reads is what the model read).
+void close_checked(Engine& engine, const std::string& key, int64_t id, const SessionRecord& rec) {
+  if (rec.failure.empty()) {
+    const Sequence& seq = engine.session(id).sequence;
+    RLCPP_CHECK(seq.prompt() == rec.prompt && seq.output() == rec.tokens,
+                "harness: session \"" << key << "\"'s record differs from the engine's sequence");
+  }
+  engine.close_session(id);
+}
+
+SamplingParams turn_sampling(SamplingParams sampling, const AgentConfig& agent) {
+  sampling.max_new_tokens = agent.max_turn_tokens;
+  return sampling;
+}
+
 }  // namespace
 
 HarnessDraw play_with_harness(std::vector<Episode>& episodes, Engine& engine, const Tokenizer& tokenizer,
                               const TurnProtocol& protocol, const TrainConfig& config, const SamplingParams& sampling) {
   const AgentConfig& agent = config.agent;
-  SamplingParams turn = sampling;
-  turn.max_new_tokens = agent.max_turn_tokens;
-  ServeSessions book(tokenizer, turn, harness_chat_tail(protocol));
+  ServeSessions book(tokenizer, turn_sampling(sampling, agent), harness_chat_tail(protocol));
+  book.set_max_turns(agent.max_turns);
   std::set<std::string> keys;
   std::string input;
   for (const Episode& e : episodes) {
-    const std::string key = session_name(e);
-    book.add(key, e.problem.id, e.sample_index);
-    keys.insert(key);
-    const Json item{{"session", key},          {"item", e.group},         {"episode", e.sample_index},
-                    {"group_size", config.rollout.group_size}, {"prompt", e.problem.prompt},
-                    {"answer", e.problem.answer}, {"meta", e.problem.meta}, {"step", e.first_step}};
-    input += item.dump() + "\n";
+    book.add(session_name(e), e.problem.id, e.sample_index, sampling.seed);
+    keys.insert(session_name(e));
+    input += item_line(e, config);
   }
+  const int64_t step = episodes.empty() ? 0 : episodes.front().first_step;
 
-  const int64_t context = engine.model_config().max_position_embeddings;
   HarnessDraw out;
   HarnessExit exit;
   {
-    ServeLoop loop(engine, tokenizer, &book);
-    ServeOptions options;
-    options.host = "127.0.0.1";
-    options.port = 0;
-    options.model_name = kModelName;
-    options.limits.max_concurrency = std::max<int64_t>(64, static_cast<int64_t>(episodes.size()));
-    options.limits.max_tokens = std::max<int64_t>(options.limits.max_tokens, agent.max_turn_tokens);
-    ServeHttp http(loop, tokenizer, options, context, engine.model_config().vocab_size, &book);
-    http.bind();
-    std::thread listener([&] { http.listen(); });
-    const std::string url = "http://127.0.0.1:" + std::to_string(http.port()) + "/v1";
-    const char* key = std::getenv("OPENAI_API_KEY");
-    try {
-      exit = run_harness_command(agent.harness,
-                                 {{"OPENAI_BASE_URL", url},
-                                  {"RLCPP_BASE_URL", url},
-                                  {"OPENAI_API_KEY", key && *key ? key : "rlcpp"},
-                                  {"RLCPP_MODEL", kModelName},
-                                  {"RLCPP_SESSION_HEADER", kSessionHeader},
-                                  {"RLCPP_STEP", std::to_string(episodes.empty() ? 0 : episodes.front().first_step)}},
-                                 input, agent.harness_timeout_s);
-    } catch (...) {
-      http.stop();
-      listener.join();
-      throw;
-    }
-    http.stop();
-    listener.join();
-    const ServeLoopFigures f = loop.figures();
+    HarnessServer server(engine, tokenizer, book, static_cast<int64_t>(episodes.size()), agent.max_turn_tokens);
+    exit = run_harness_command(agent.harness, server.harness_environment(step), input, agent.harness_timeout_s);
+    const ServeLoopFigures f = server.loop.figures();
     out.stats = f.stats;
     out.wall_s = exit.wall_s;
     out.env_s = std::max(0.0, exit.wall_s - f.busy_s);
@@ -174,19 +220,8 @@ HarnessDraw play_with_harness(std::vector<Episode>& episodes, Engine& engine, co
   }  // the loop has stopped: the engine is this thread's again
 
   const std::map<std::string, SessionRecord> records = book.records();
-  const std::map<std::string, int64_t> opened = book.engine_sessions();
-  // The records are the engine's sequences, token for token: what the trainer reads is what the model read.
-  for (const auto& [key, id] : opened) {
-    const SessionRecord& rec = records.at(key);
-    if (rec.failure.empty()) {
-      const Sequence& seq = engine.session(id).sequence;
-      RLCPP_CHECK(seq.prompt() == rec.prompt && seq.output() == rec.tokens,
-                  "harness: session \"" << key << "\"'s record differs from the engine's sequence");
-    }
-    engine.close_session(id);
-  }
-  RLCPP_CHECK(exit.ok, "agent.harness (\"" << agent.harness << "\") " << exit.how
-                                           << " at step " << (episodes.empty() ? 0 : episodes.front().first_step)
+  for (const auto& [key, id] : book.engine_sessions()) close_checked(engine, key, id, records.at(key));
+  RLCPP_CHECK(exit.ok, "agent.harness (\"" << agent.harness << "\") " << exit.how << " at step " << step
                                            << "; its stderr is above");
   const std::map<std::string, Json> rewards = read_rewards(exit.stdout_text, keys);
 
@@ -216,6 +251,131 @@ HarnessDraw play_with_harness(std::vector<Episode>& episodes, Engine& engine, co
                  static_cast<long long>(out.dropped_groups + static_cast<int64_t>(kept.size()) /
                                                                  std::max<int64_t>(1, config.rollout.group_size)));
   episodes = std::move(kept);
+  return out;
+}
+
+// The run's harness (started at its first draw), its server and the sessions' book.
+struct HarnessRun::Parts {
+  Parts(Engine& engine, const Tokenizer& tokenizer, const TurnProtocol& protocol, const TrainConfig& config,
+        const SamplingParams& sampling)
+      : book(tokenizer, turn_sampling(sampling, config.agent), harness_chat_tail(protocol)),
+        server(engine, tokenizer, book, config.harness_sessions_at_once(), config.agent.max_turn_tokens) {
+    book.set_max_turns(config.agent.max_turns);
+  }
+  ServeSessions book;
+  HarnessServer server;
+  std::unique_ptr<HarnessChild> child;
+};
+
+HarnessRun::HarnessRun(Engine& engine, const Tokenizer& tokenizer, const TurnProtocol& protocol,
+                       const TrainConfig& config, const SamplingParams& sampling)
+    : parts_(std::make_unique<Parts>(engine, tokenizer, protocol, config, sampling)), config_(config), engine_(engine) {
+  parts_->server.loop.pause();  // it steps within draws only
+}
+
+HarnessRun::~HarnessRun() {
+  HarnessChild* child = parts_->child.get();
+  if (!child) return;
+  // Its input ends: a harness whose episodes have all ended exits (what it still writes is read and dropped).
+  child->close_input();
+  const Stopwatch clock;
+  while (clock.seconds() < 10 && child->pump(0.1)) child->take_output();
+  if (!child->finish(std::max(0.0, 10 - clock.seconds())))
+    std::fprintf(stderr, "agent.harness (\"%s\"): still running 10 s after its input ended; killed\n",
+                 config_.agent.harness.c_str());
+  else if (!child->ok())
+    std::fprintf(stderr, "agent.harness (\"%s\") %s at the run's end\n", config_.agent.harness.c_str(),
+                 child->how().c_str());
+}
+
+HarnessDraw HarnessRun::play(std::vector<Episode>& episodes, bool to_the_end) {
+  const AgentConfig& agent = config_.agent;
+  ServeSessions& book = parts_->book;
+  ServeLoop& loop = parts_->server.loop;
+  std::vector<Episode*> playing;
+  std::string input;
+  for (Episode& e : episodes) {
+    if (e.finished()) continue;  // ended in an earlier draw: its group waits for the rest
+    playing.push_back(&e);
+    const std::string key = session_name(e);
+    if (sent_.insert(key).second) {
+      book.add(key, e.problem.id, e.sample_index, e.seed);
+      input += item_line(e, config_);
+    }
+  }
+  const int64_t step = playing.empty() ? 0 : playing.back()->first_step;
+  if (!parts_->child)
+    parts_->child = std::make_unique<HarnessChild>(agent.harness, parts_->server.harness_environment(step));
+  HarnessChild& child = *parts_->child;
+  child.send(input);
+  book.set_turn_budget(to_the_end ? 0 : agent.turns_per_draw);
+  book.new_draw();
+  loop.restart_counters();
+  const int64_t requests_before = loop.figures().jobs_done;
+  const Stopwatch clock;
+  loop.resume();
+
+  const auto fail = [&](const std::string& why) {
+    RLCPP_FAIL("agent.harness (\"" << agent.harness << "\") " << why << " at step " << step
+                                   << " (its stderr is above)");
+  };
+  // Until each episode has its reward (no request of it running), has failed, or has a turn held for the next draw.
+  // On an error the harness is killed at once and the loop paused (the run stops; its engine is the caller's).
+  try {
+  while (true) {
+    const bool open = child.pump(0.02);
+    for (const std::string& line : child.take_lines()) {
+      const Json j = read_reward_line(line, ++lines_read_);
+      if (j.is_null()) continue;
+      const std::string key = j["session"].get<std::string>();
+      if (ended_.count(key)) continue;  // its episode ended without it (its session failed)
+      RLCPP_CHECK(sent_.count(key), line_place(line, lines_read_)
+                                        << ": session \"" << key << "\" is not one the harness was given");
+      RLCPP_CHECK(!rewards_.count(key), line_place(line, lines_read_)
+                                            << ": session \"" << key << "\" has a reward already");
+      rewards_[key] = j;
+    }
+    bool settled = true;
+    for (const Episode* e : playing) {
+      const std::string key = session_name(*e);
+      const ServeSessions::State st = book.state(key);
+      settled = settled && (st.failed || st.held || (rewards_.count(key) && !st.busy));
+    }
+    if (settled) break;
+    if (!open || child.exited()) {
+      child.finish(1);
+      fail(child.how() + " while " + std::to_string(playing.size()) + " episodes were being played");
+    }
+    if (clock.seconds() > agent.harness_timeout_s)
+      fail("left the draw unended for agent.harness_timeout_s = " +
+           std::to_string(static_cast<int64_t>(agent.harness_timeout_s)) + " s");
+  }
+  } catch (...) {
+    parts_->child.reset();
+    loop.pause();
+    throw;
+  }
+  loop.pause();  // no turn runs: the engine is the caller's until the next draw
+
+  const ServeLoopFigures f = loop.figures();
+  HarnessDraw out;
+  out.stats = f.stats;
+  out.wall_s = clock.seconds();
+  out.env_s = std::max(0.0, out.wall_s - f.busy_s);
+  out.requests = f.jobs_done - requests_before;
+  const std::map<std::string, int64_t> opened = book.engine_sessions();
+  for (Episode* e : playing) {
+    const std::string key = session_name(*e);
+    const ServeSessions::State st = book.state(key);
+    if (st.held && !st.failed) continue;  // runs on in the next draw
+    const SessionRecord rec = book.record(key);
+    if (const auto id = opened.find(key); id != opened.end()) close_checked(engine_, key, id->second, rec);
+    const auto line = rewards_.find(key);
+    fill_episode(*e, rec, line == rewards_.end() ? nullptr : &line->second);
+    book.remove(key);
+    rewards_.erase(key);
+    ended_.insert(key);
+  }
   return out;
 }
 

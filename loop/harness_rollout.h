@@ -8,9 +8,22 @@
 // parameters under the episode's key (so the episodes are the same whatever the harness's concurrency), and
 // records every token; the trainer trains on those records, token in, token out, the appended tokens masked out
 // of the loss. The server lives for the draw only: the weights do not change while it serves.
+//
+// Episodes that span weight syncs (agent.turns_per_draw = N > 0): one harness and one server for the whole run
+// (HarnessRun). Each draw sends the harness its new episodes (the same lines) and lets every session run at most N
+// turns; a session's next request waits, its client blocked, while the trainer updates and the weights are synced
+// (the server steps nothing then), and runs in the next draw under the new version: its tokens record that version,
+// the K/V of the older one is computed again. A draw ends when each of its episodes has its reward line or a turn
+// waiting; a group whose episodes all ended is the step's. Which tokens each version samples is fixed by N, never
+// by timing. A draw whose step writes a checkpoint (or is the run's last) lets every episode run to its end, so no
+// harness episode is in flight in a checkpoint and a resumed run goes on as the uninterrupted one.
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "agent/episode.h"
@@ -41,5 +54,35 @@ ServeSessions::ChatTail harness_chat_tail(const TurnProtocol& protocol);
 // agent.harness when the harness fails, times out or writes a bad line.
 HarnessDraw play_with_harness(std::vector<Episode>& episodes, Engine& engine, const Tokenizer& tokenizer,
                               const TurnProtocol& protocol, const TrainConfig& config, const SamplingParams& sampling);
+
+// The harness and server of a run whose episodes span weight syncs (agent.turns_per_draw > 0).
+class HarnessRun {
+ public:
+  // `engine` (the colocated one), `tokenizer`, `protocol` and `config` must outlive it; `sampling`: the run's
+  // (each episode samples under its own seed).
+  HarnessRun(Engine& engine, const Tokenizer& tokenizer, const TurnProtocol& protocol, const TrainConfig& config,
+             const SamplingParams& sampling);
+  ~HarnessRun();  // the harness's input ends; it is given a few seconds to exit, then killed
+  HarnessRun(const HarnessRun&) = delete;
+  HarnessRun& operator=(const HarnessRun&) = delete;
+
+  // One draw: `episodes` are those carried (an ended one waits for its group and is left as it is; one still
+  // running goes on) and new ones (their problem, group, sample_index, seed and first_step set). Each running
+  // episode plays up to agent.turns_per_draw turns, or to its end with `to_the_end`; those that end are filled
+  // from their records and rewards, the others stay running. The engine is the caller's again on return (its
+  // weights may change before the next draw). Throws naming agent.harness when the harness exits, writes a bad
+  // line or leaves the draw unended for agent.harness_timeout_s.
+  HarnessDraw play(std::vector<Episode>& episodes, bool to_the_end);
+
+ private:
+  struct Parts;
+  std::unique_ptr<Parts> parts_;
+  const TrainConfig& config_;
+  Engine& engine_;
+  std::set<std::string> sent_;           // sessions the harness was given
+  std::set<std::string> ended_;          // ... whose episodes have ended (their late lines are ignored)
+  std::map<std::string, Json> rewards_;  // reward lines of sessions not yet ended
+  int64_t lines_read_ = 0;
+};
 
 }  // namespace rlcpp

@@ -12,6 +12,7 @@
 #include "model/model_config.h"
 #include "reward/task_registry.h"
 #include "rollout/request_wire.h"
+#include "rollout/serve_request.h"
 #include "trainer/algorithm.h"
 
 namespace rlcpp {
@@ -49,6 +50,11 @@ void config_from_json(const Json& j, TrainConfig& cfg) {
   config_detail::Reader reader(j, "");
   cfg.visit(reader);
   reader.check_no_unknown();
+}
+
+int64_t TrainConfig::harness_sessions_at_once() const {
+  const int64_t draws = agent.turns_per_draw > 0 ? (agent.max_turns + agent.turns_per_draw - 1) / agent.turns_per_draw : 1;
+  return rollout.prompts_per_step * rollout.group_size * draws;
 }
 
 int64_t TrainConfig::update_batch_size() const {
@@ -340,6 +346,11 @@ void TrainConfig::validate() const {
     RLCPP_CHECK(!agent.harness_mode() || rollout.placement == "colocated",
                 "config key 'rollout.placement': a harness (agent.env \"http\") plays against the in-process "
                 "engine, rollout.placement \"colocated\"; got \"" << rollout.placement << "\"");
+    RLCPP_CHECK(!agent.harness_mode() || harness_sessions_at_once() <= ServeLimits::kMaxConcurrency,
+                "config keys 'rollout.prompts_per_step' x 'rollout.group_size'"
+                    << (agent.turns_per_draw > 0 ? " x ceil('agent.max_turns' / 'agent.turns_per_draw')" : "")
+                    << ": a harness may be playing " << harness_sessions_at_once()
+                    << " episodes at once, each holding one of the server's threads; at most " << ServeLimits::kMaxConcurrency);
     RLCPP_CHECK(reward.type == "local" && !reward.overlong_buffer.enabled,
                 "config keys 'reward.type' / 'reward.overlong_buffer': an episode's reward is its environment's "
                 "return (agent.env \"" << agent.env << "\"); leave reward.type \"local\" and the overlong buffer off");

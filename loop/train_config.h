@@ -268,6 +268,9 @@ struct TrainConfig {
   // Samples of a step's update batch as planned: prompts_per_step x group_size, or filter_groups.max_groups
   // groups when set (a filtered step may train on fewer).
   int64_t update_batch_size() const;
+  // The most episodes a harness (agent.env "http") may be playing at once, each with a request waiting in the
+  // server: a draw's, or with agent.turns_per_draw those of the draws an episode may span (max_turns / turns_per_draw).
+  int64_t harness_sessions_at_once() const;
   // Optimizer steps of the whole run, for the LR schedule: steps x epochs x mini-batches of the planned update
   // batch (with filter_groups a step may train on fewer samples).
   int64_t run_optimizer_steps() const;

@@ -91,8 +91,8 @@ void check_serve_options(const ServeOptions& o) {
   RLCPP_CHECK(l.max_body_bytes >= 1024, "serve --max-body-bytes " << l.max_body_bytes << " must be >= 1024");
   RLCPP_CHECK(l.max_tokens >= 1, "serve --max-tokens " << l.max_tokens << " must be >= 1");
   RLCPP_CHECK(l.max_n >= 1 && l.max_n <= 1024, "serve --max-n " << l.max_n << " must be in [1, 1024]");
-  RLCPP_CHECK(l.max_concurrency >= 1 && l.max_concurrency <= 4096,
-              "serve --max-concurrency " << l.max_concurrency << " must be in [1, 4096]");
+  RLCPP_CHECK(l.max_concurrency >= 1 && l.max_concurrency <= ServeLimits::kMaxConcurrency,
+              "serve --max-concurrency " << l.max_concurrency << " must be in [1, " << ServeLimits::kMaxConcurrency << "]");
 }
 
 ServeHttp::ServeHttp(ServeLoop& loop, const Tokenizer& tok, const ServeOptions& options, int64_t context,

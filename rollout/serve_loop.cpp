@@ -103,17 +103,53 @@ ServeLoopFigures ServeLoop::figures() const {
   return figures_;
 }
 
-void ServeLoop::admit_and_drop(Scheduler& scheduler, std::vector<std::unique_ptr<Active>>& active) {
-  std::deque<std::shared_ptr<ServeJob>> fresh;
+void ServeLoop::pause() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  paused_ = true;
+  parked_changed_.wait(lock, [&] { return parked_ || stopping_; });
+}
+
+void ServeLoop::resume() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    fresh.swap(incoming_);
+    paused_ = false;
+    retry_held_ = true;
   }
-  int64_t refused = 0;
+  wake_.notify_all();
+}
+
+void ServeLoop::restart_counters() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  RLCPP_CHECK(paused_ && parked_, "serve loop: counters restarted while it steps");
+  stats_ = RolloutStats();
+  busy_s_ = 0;
+  figures_.stats = stats_;
+  figures_.busy_s = 0;
+}
+
+void ServeLoop::admit_and_drop(Scheduler& scheduler, std::vector<std::unique_ptr<Active>>& active) {
+  // Held turns first, in the order they came, then new jobs.
+  std::deque<std::shared_ptr<ServeJob>> fresh = std::exchange(held_, {});
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    fresh.insert(fresh.end(), incoming_.begin(), incoming_.end());
+    incoming_.clear();
+  }
+  int64_t refused = 0, cancelled = 0;
   for (auto& job : fresh) {
     auto a = std::make_unique<Active>();
     a->job = job;
     if (const SessionTurnPlan* plan = job->session()) {
+      if (job->cancelled()) {  // its client left while the turn was held: it never started
+        sessions_->turn_failed(plan->key, "its client went away while its request waited for the next draw");
+        job->fail("cancelled");
+        ++cancelled;
+        continue;
+      }
+      if (!sessions_->start_turn(plan->key)) {
+        held_.push_back(job);
+        continue;
+      }
       try {
         admit_session_turn(*a, scheduler);
       } catch (const std::exception& e) {
@@ -142,7 +178,6 @@ void ServeLoop::admit_and_drop(Scheduler& scheduler, std::vector<std::unique_ptr
     scheduler.add_group(std::move(group));
     active.push_back(std::move(a));
   }
-  int64_t cancelled = 0;
   std::erase_if(active, [&](const std::unique_ptr<Active>& a) {
     if (!a->job->cancelled()) return false;
     if (a->job->session()) {
@@ -154,12 +189,11 @@ void ServeLoop::admit_and_drop(Scheduler& scheduler, std::vector<std::unique_ptr
     ++cancelled;
     return true;
   });
-  if (cancelled > 0 || refused > 0) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    figures_.jobs_cancelled += cancelled;
-    figures_.jobs_failed += refused;
-    figures_.jobs_in_flight -= cancelled + refused;
-  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  figures_.jobs_cancelled += cancelled;
+  figures_.jobs_failed += refused;
+  figures_.jobs_in_flight -= cancelled + refused;
+  figures_.jobs_held = static_cast<int64_t>(held_.size());
 }
 
 void ServeLoop::admit_session_turn(Active& a, Scheduler& scheduler) {
@@ -235,10 +269,10 @@ void ServeLoop::deliver(const std::vector<SampledRow>& rows, Scheduler& schedule
   figures_.jobs_in_flight -= done;
 }
 
-void ServeLoop::publish(const Scheduler& scheduler, const RolloutStats& stats, double busy_s) {
+void ServeLoop::publish(const Scheduler& scheduler) {
   std::lock_guard<std::mutex> lock(mutex_);
-  figures_.stats = stats;
-  figures_.busy_s = busy_s;
+  figures_.stats = stats_;
+  figures_.busy_s = busy_s_;
   figures_.stats.preemptions = scheduler.num_preemptions();
   figures_.running_sequences = scheduler.num_running();
   figures_.waiting_sequences = scheduler.num_waiting();
@@ -249,21 +283,25 @@ void ServeLoop::publish(const Scheduler& scheduler, const RolloutStats& stats, d
 void ServeLoop::run() {
   Scheduler scheduler = engine_.new_scheduler();
   std::vector<std::unique_ptr<Active>> active;
-  RolloutStats stats;
   const Stopwatch clock;
-  double busy_s = 0;
   while (true) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || !incoming_.empty() || scheduler.has_work(); });
+      parked_ = true;
+      parked_changed_.notify_all();
+      wake_.wait(lock, [&] {
+        return stopping_ || (!paused_ && (!incoming_.empty() || scheduler.has_work() || retry_held_));
+      });
+      parked_ = false;
+      retry_held_ = false;
       if (stopping_) break;
     }
     admit_and_drop(scheduler, active);
     if (scheduler.has_work()) {
       const Stopwatch step_clock;
       try {
-        const std::vector<SampledRow>& rows = engine_.step(scheduler, stats, clock);
-        busy_s += step_clock.seconds();
+        const std::vector<SampledRow>& rows = engine_.step(scheduler, stats_, clock);
+        busy_s_ += step_clock.seconds();
         deliver(rows, scheduler, active);
       } catch (const std::exception& e) {
         // The step's sequences are in an unknown state: every job in flight fails, their blocks go back.
@@ -279,12 +317,16 @@ void ServeLoop::run() {
         active.clear();
       }
     }
-    publish(scheduler, stats, busy_s);
+    publish(scheduler);
   }
   scheduler.drop_all();
   for (const auto& a : active) {
     if (a->job->session()) abandon_session_turn(*a, scheduler, "the server shut down during the turn");
     a->job->fail("the server is shutting down");
+  }
+  for (const auto& job : held_) {
+    sessions_->turn_failed(job->session()->key, "the server shut down while the turn waited for the next draw");
+    job->fail("the server is shutting down");
   }
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& job : incoming_) job->fail("the server is shutting down");

@@ -22,6 +22,7 @@ struct ServeLimits {
   int64_t max_tokens = 4096;         // "max_tokens" / "max_completion_tokens" of one request
   int64_t max_n = 16;                // "n"
   int64_t max_top_logprobs = 20;     // "logprobs" (completions) / "top_logprobs" (chat)
+  static constexpr int64_t kMaxConcurrency = 4096;  // each request being served holds one of the server's threads
   int64_t max_concurrency = 64;      // requests being served at once; one more is answered 429
 };
 

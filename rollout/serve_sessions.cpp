@@ -17,18 +17,61 @@ std::string quoted(const std::string& key) { return "session \"" + key + "\""; }
 ServeSessions::ServeSessions(const Tokenizer& tok, const SamplingParams& sampling, ChatTail chat_tail)
     : tok_(tok), sampling_(sampling), chat_tail_(std::move(chat_tail)) {}
 
-void ServeSessions::add(const std::string& key, uint64_t prompt_id, int64_t sample_index) {
+void ServeSessions::add(const std::string& key, uint64_t prompt_id, int64_t sample_index, uint64_t seed) {
   std::lock_guard<std::mutex> lock(mutex_);
   RLCPP_CHECK(!key.empty() && entries_.count(key) == 0, "serve sessions: session \"" << key << "\" added twice or empty");
   Entry& e = entries_[key];
   e.prompt_id = prompt_id;
   e.sample_index = sample_index;
+  e.seed = seed;
+}
+
+void ServeSessions::remove(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  RLCPP_CHECK(!find(key).busy, "serve sessions: " << quoted(key) << " removed while a request of it runs");
+  entries_.erase(key);
+}
+
+void ServeSessions::set_turn_budget(int64_t turns) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  turn_budget_ = turns;
+}
+
+void ServeSessions::set_max_turns(int64_t turns) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  max_turns_ = turns;
+}
+
+void ServeSessions::new_draw() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [key, e] : entries_) {
+    e.turns_this_draw = 0;
+    e.held = false;  // a held turn is busy until the loop starts it (or holds it again)
+  }
+}
+
+bool ServeSessions::start_turn(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Entry& e = find(key);
+  e.held = turn_budget_ > 0 && e.turns_this_draw >= turn_budget_;
+  if (!e.held) ++e.turns_this_draw;
+  return !e.held;
+}
+
+ServeSessions::State ServeSessions::state(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const Entry& e = find(key);
+  return {e.record.opened(), e.busy, e.held, !e.record.failure.empty()};
 }
 
 ServeSessions::Entry& ServeSessions::find(const std::string& key) {
   const auto it = entries_.find(key);
   RLCPP_CHECK(it != entries_.end(), "serve sessions: " << quoted(key) << " is not known");
   return it->second;
+}
+
+const ServeSessions::Entry& ServeSessions::find(const std::string& key) const {
+  return const_cast<ServeSessions*>(this)->find(key);
 }
 
 std::vector<int32_t> ServeSessions::continuation(const Entry& e, const CompletionRequest& r) const {
@@ -91,14 +134,17 @@ SessionTurnPlan ServeSessions::plan(const std::string& key, CompletionRequest& r
   std::lock_guard<std::mutex> lock(mutex_);
   const auto it = entries_.find(key);
   if (it == entries_.end())
-    throw ServeError(400, kSessionHeader, quoted(key) + " is not one of this draw's " +
-                                              std::to_string(entries_.size()) + " sessions");
+    throw ServeError(400, kSessionHeader, quoted(key) + " is not one of the " + std::to_string(entries_.size()) +
+                                              " sessions being played (an ended episode's takes no more requests)");
   Entry& e = it->second;
   if (!e.record.failure.empty())
     throw ServeError(400, kSessionHeader, quoted(key) + " failed earlier (" + e.record.failure +
                                               "); it takes no more requests");
   if (e.busy)
     throw ServeError(409, kSessionHeader, quoted(key) + " has a request running: its requests come one at a time");
+  if (max_turns_ > 0 && static_cast<int64_t>(e.record.turn_spans.size()) >= max_turns_)
+    throw ServeError(400, kSessionHeader, quoted(key) + " has had its " + std::to_string(max_turns_) +
+                                              " turns (agent.max_turns): its episode is over, write its reward");
   if (r.n != 1) throw ServeError(400, "n", "a session samples one choice (n = 1), got " + std::to_string(r.n));
   if (!r.stop.empty())
     throw ServeError(400, "stop", "a session's turn ends at EOS or the run's stop tokens; stop strings are not taken");
@@ -135,6 +181,7 @@ SessionTurnPlan ServeSessions::plan(const std::string& key, CompletionRequest& r
                      quoted(key) + " would hold " + std::to_string(whole.size()) + " tokens; the served context of " +
                          std::to_string(context) + " leaves no room for a new token");
   SamplingParams s = sampling_;
+  s.seed = e.seed;
   s.max_new_tokens = std::min({r.sampling.max_new_tokens, sampling_.max_new_tokens,
                                context - static_cast<int64_t>(whole.size())});
   r.sampling = s;
@@ -174,6 +221,7 @@ void ServeSessions::turn_done(const SessionTurnPlan& plan, const TurnResult& t) 
   e.messages = std::move(e.pending_messages);
   e.text += e.pending_text + response_text(tok_, t.tokens);
   e.busy = false;
+  e.held = false;
 }
 
 void ServeSessions::turn_failed(const std::string& key, const std::string& why) {
@@ -181,6 +229,7 @@ void ServeSessions::turn_failed(const std::string& key, const std::string& why) 
   Entry& e = find(key);
   if (e.record.failure.empty()) e.record.failure = why;
   e.busy = false;
+  e.held = false;
 }
 
 std::map<std::string, SessionRecord> ServeSessions::records() const {
@@ -188,6 +237,11 @@ std::map<std::string, SessionRecord> ServeSessions::records() const {
   std::map<std::string, SessionRecord> out;
   for (const auto& [key, e] : entries_) out[key] = e.record;
   return out;
+}
+
+SessionRecord ServeSessions::record(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return find(key).record;
 }
 
 std::map<std::string, int64_t> ServeSessions::engine_sessions() const {

@@ -16,6 +16,11 @@
 // sampled; a request's temperature, top-p, seed... do not apply), one choice, at most max_turn_tokens a request,
 // no stop strings; a request that breaks these rules is a 400 naming the field, and the session stays as it was.
 // Requests of one session come one at a time (a second while one runs is a 409).
+//
+// Episodes that span weight syncs (agent.turns_per_draw): the book gives each session at most `turns` turns per
+// draw (set_turn_budget); a request past them is held by the server's loop until the next draw (new_draw), which
+// runs after the trainer's update and the weight sync: the turn then samples under the new version, and the
+// session's record keeps each token's.
 #pragma once
 
 #include <cstdint>
@@ -66,8 +71,28 @@ class ServeSessions {
   // `sampling`: every turn's (max_new_tokens is the cap of a request's max_tokens); `tok` must outlive it.
   ServeSessions(const Tokenizer& tok, const SamplingParams& sampling, ChatTail chat_tail);
 
-  // A session the harness may play, with its sampling key.
-  void add(const std::string& key, uint64_t prompt_id, int64_t sample_index);
+  // A session the harness may play, with its sampling key (the run's parameters with `seed`).
+  void add(const std::string& key, uint64_t prompt_id, int64_t sample_index, uint64_t seed);
+  // Forgets a session whose episode has ended (its record taken): its key takes no more requests.
+  void remove(const std::string& key);
+
+  // At most `turns` turns of each session from here to the next new_draw (0: no limit).
+  void set_turn_budget(int64_t turns);
+  // At most `turns` turns in a session's life (agent.max_turns; 0: no limit): a request past them is a 400.
+  void set_max_turns(int64_t turns);
+  // A new draw: every session's turns counted from zero again (held requests may start).
+  void new_draw();
+  // The loop's side, as it admits a session's turn: whether it may start now (counted) or is held (false).
+  bool start_turn(const std::string& key);
+
+  // Where a session stands between the harness's requests.
+  struct State {
+    bool opened = false;  // a turn has been recorded
+    bool busy = false;    // a request is planned, running or held
+    bool held = false;    // ... held: its turn waits for the next draw
+    bool failed = false;
+  };
+  State state(const std::string& key) const;
 
   // The HTTP thread's side: checks that `request` (parsed, one of `key`'s) continues the session and rewrites it
   // as the turn runs: its prompt the session's whole sequence, its sampling the run's. Throws ServeError.
@@ -80,22 +105,27 @@ class ServeSessions {
 
   // Every session's record (one never requested has none opened()), and the engine's ids of those opened.
   std::map<std::string, SessionRecord> records() const;
+  SessionRecord record(const std::string& key) const;
   std::map<std::string, int64_t> engine_sessions() const;
 
  private:
   struct Entry {
     uint64_t prompt_id = 0;
     int64_t sample_index = 0;
+    uint64_t seed = 0;
     int64_t engine_session = -1;
+    int64_t turns_this_draw = 0;
     SessionRecord record;
     enum class Kind { kChat, kText, kIds } kind = Kind::kIds;  // the first request's
-    bool busy = false;       // a request runs
+    bool busy = false;       // a request runs (or is held)
+    bool held = false;       // its request waits for the next draw
     Json messages;           // chat: the messages of the request whose turn ran last
     std::string text;        // text completions: the text so far
     Json pending_messages;   // the running request's, kept when its turn ends
     std::string pending_text;
   };
   Entry& find(const std::string& key);
+  const Entry& find(const std::string& key) const;
   // The tokens `request` adds to `e`'s session; throws ServeError naming the field.
   std::vector<int32_t> continuation(const Entry& e, const CompletionRequest& request) const;
 
@@ -104,6 +134,8 @@ class ServeSessions {
   ChatTail chat_tail_;
   mutable std::mutex mutex_;
   std::map<std::string, Entry> entries_;
+  int64_t turn_budget_ = 0;
+  int64_t max_turns_ = 0;
 };
 
 }  // namespace rlcpp

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """An agent harness for rlcpp's harness mode (agent.env "http", README "Agent harnesses").
 
-rlcpp runs this once per step: the step's episodes arrive on stdin as JSON lines ({"session", "item", "episode",
-"group_size", "prompt", "answer", "meta", "step"}); each is played against the OpenAI-compatible server at
-$OPENAI_BASE_URL with the official `openai` client, every request of an episode carrying the header
-"X-Session-Id: SESSION"; one line {"session", "reward", "success"} per episode goes to stdout (logs to stderr).
-The server keeps each session's tokens and KV cache between requests and records exactly what the model read and
-sampled: that is what rlcpp trains on, whatever text this harness sends back.
+rlcpp runs this once per step (or, with agent.turns_per_draw > 0, once for the whole run): episodes arrive on
+stdin as JSON lines ({"session", "item", "episode", "group_size", "prompt", "answer", "meta", "step"}), each
+played as soon as it arrives against the OpenAI-compatible server at $OPENAI_BASE_URL with the official `openai`
+client, every request of an episode carrying the header "X-Session-Id: SESSION"; one line {"session", "reward",
+"success"} goes to stdout as each episode ends (flushed; logs to stderr). The server keeps each session's tokens
+and KV cache between requests and records exactly what the model read and sampled: that is what rlcpp trains on,
+whatever text this harness sends back. With agent.turns_per_draw a request may wait while the trainer updates and
+the weights are synced: every episode must be kept going at once (--concurrency 0, a thread per episode).
 
 The game, for rlcpp's text tasks (add3, ...): the model answers the prompt; a wrong answer is followed by the
 prompt again, up to --attempts answers. Completions (the character tokenizer's W1 model): the next prompt is the
@@ -24,6 +26,7 @@ import concurrent.futures
 import json
 import os
 import sys
+import threading
 
 import openai
 
@@ -67,21 +70,30 @@ def main():
     p.add_argument("--reward", choices=["answer", "digits"], default="answer")
     p.add_argument("--chat", action="store_true", help="/v1/chat/completions instead of /v1/completions")
     p.add_argument("--max-tokens", type=int, default=8, help="max_tokens of each request (the run caps it too)")
-    p.add_argument("--concurrency", type=int, default=16, help="episodes played at once")
+    p.add_argument("--concurrency", type=int, default=16, help="episodes played at once (0: all of them)")
     p.add_argument("--log", help="append each episode's turns (token ids as the server returned them) here")
     args = p.parse_args()
-    items = [json.loads(line) for line in sys.stdin if line.strip()]
-    client = openai.OpenAI(max_retries=0, timeout=600)  # OPENAI_BASE_URL and OPENAI_API_KEY: rlcpp sets them
-    with concurrent.futures.ThreadPoolExecutor(args.concurrency) as pool:
-        results = list(pool.map(lambda item: play(client, args, item), items))
-    for line, _ in results:
-        print(json.dumps(line))
-    if args.log:
-        with open(args.log, "a") as f:
-            for (line, turns) in results:
-                f.write(json.dumps({"session": line["session"], "turns": turns}) + "\n")
-    print(f"harness: {len(items)} episodes, mean reward {sum(r['reward'] for r, _ in results) / max(1, len(items)):.3f}",
-          file=sys.stderr)
+    client = openai.OpenAI(max_retries=0, timeout=3600)  # OPENAI_BASE_URL and OPENAI_API_KEY: rlcpp sets them
+    lock = threading.Lock()
+    rewards = []
+
+    def report(future):
+        if future.exception() is not None:  # the run stops naming this harness's exit
+            print(f"harness: an episode failed: {future.exception()!r}", file=sys.stderr, flush=True)
+            os._exit(1)
+        line, turns = future.result()
+        with lock:
+            print(json.dumps(line), flush=True)
+            rewards.append(line["reward"])
+            if args.log:
+                with open(args.log, "a") as f:
+                    f.write(json.dumps({"session": line["session"], "turns": turns}) + "\n")
+
+    with concurrent.futures.ThreadPoolExecutor(args.concurrency or 4096) as pool:
+        for raw in iter(sys.stdin.readline, ""):  # each episode as it arrives
+            if raw.strip():
+                pool.submit(play, client, args, json.loads(raw)).add_done_callback(report)
+    print(f"harness: {len(rewards)} episodes, mean reward {sum(rewards) / max(1, len(rewards)):.3f}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -148,8 +148,9 @@ TEST_F(InputChecks, AgentConfigKeysAreCheckedNamingTheKey) {
   const std::string harness = std::string(RLCPP_SOURCE_DIR) + "/configs/agent_harness.json";
   expect_error(run_cli("train " + harness + " --set agent.harness="), "agent.harness': agent.env \"http\" needs",
                "harness without a command");
-  expect_error(run_cli("train " + harness + " --set agent.turns_per_draw=2"),
-               "agent.turns_per_draw': a harness plays its episodes to their end", "harness episodes across draws");
+  expect_error(run_cli("train " + harness + " --set agent.turns_per_draw=1 --set agent.max_turns=9"),
+               "x ceil('agent.max_turns' / 'agent.turns_per_draw'): a harness may be playing 4608 episodes at once",
+               "harness episodes across too many draws");
   expect_error(run_cli("train " + harness + " --set rollout.placement=split"),
                "a harness (agent.env \"http\") plays against the in-process engine", "harness on split");
 }

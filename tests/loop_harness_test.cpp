@@ -6,6 +6,7 @@
 // the run naming it, and task items it never played are left out.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <filesystem>
 #include <fstream>
 
@@ -174,7 +175,7 @@ TEST(LoopHarness, AChatSessionsToolRepliesAreWrittenAsTheChatProtocolWritesThem)
   SamplingParams sampling;
   sampling.max_new_tokens = 8;
   ServeSessions book(tok, sampling, harness_chat_tail(*protocol));
-  book.add("c", 1, 0);
+  book.add("c", 1, 0, sampling.seed);
   const Json system = {{"role", "system"}, {"content", "Use the tools."}};
   const Json user = {{"role", "user"}, {"content", "Weather in Paris?"}};
   CompletionRequest first;
@@ -204,7 +205,7 @@ TEST(LoopHarness, AChatSessionsToolRepliesAreWrittenAsTheChatProtocolWritesThem)
   EXPECT_EQ(p2.append, protocol->observation_tokens(t.tokens, step));
   book.turn_failed("c", "test: the turn is not run");  // frees it for the refusals below
 
-  book.add("d", 2, 0);
+  book.add("d", 2, 0, sampling.seed);
   CompletionRequest d1 = first;
   const SessionTurnPlan q1 = book.plan("d", d1, 4096);
   book.turn_done(q1, t);
@@ -269,6 +270,94 @@ TEST(LoopHarness, AChatHarnessesEpisodesAreTheIdsTheServerShowedIt) {
     EXPECT_EQ(e.env_tokens, static_cast<int64_t>(added.size()));
   }
   EXPECT_EQ(engine.num_sessions(), 0);
+}
+
+// Episodes that span weight syncs (agent.turns_per_draw 1, one harness for the run): each draw plays one turn of
+// every episode, the next request waiting in the server while the weights change (version 0, 1, 2); the last draw
+// lets them end. Every episode equals the same turns run on the engine directly, with the same syncs between
+// them, bit for bit: each turn sampled by the version then held (the K/V of older versions computed again), the
+// harness's additions appended as it sent them.
+TEST(LoopHarness, EpisodesSpanWeightSyncsEachTurnSampledByTheVersionOfItsDraw) {
+  const fs::path dir = fs::temp_directory_path() / "rlcpp_loop_harness_syncs";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  HarnessFixture f;
+  f.config.agent.turns_per_draw = 1;
+  f.config.agent.harness = example_harness("--reward digits --attempts 3 --concurrency 0 --log '" +
+                                           (dir / "log.jsonl").string() + "'");
+  std::vector<Episode> episodes = f.fresh_episodes(2);
+  for (Episode& e : episodes) e.seed = f.sampling.seed;
+  const std::vector<ParameterStore> versions = {f.params, init_random(f.mc, 5), init_random(f.mc, 6)};
+  {
+    HarnessRun run(*f.engine, f.tok, *f.protocol, f.config, f.sampling);
+    for (int64_t v = 0; v < 3; ++v) {
+      if (v > 0) f.engine->set_weights(versions[v], v);  // the sync, between draws
+      const HarnessDraw d = run.play(episodes, /*to_the_end=*/v == 2);
+      EXPECT_EQ(d.requests, 8) << "draw " << v;  // one turn of each episode
+      if (v > 0) EXPECT_GT(d.stats.recomputed_tokens, 0) << "draw " << v << " reused K/V of an older version";
+      for (const Episode& e : episodes) EXPECT_EQ(e.finished(), v == 2) << "draw " << v;
+    }
+  }
+  EXPECT_EQ(f.engine->num_sessions(), 0);
+
+  // The same turns on a fresh engine, the harness's additions appended between them, the weights synced alike.
+  Engine direct(f.model, f.params, f.ec);
+  SamplingParams turn = f.sampling;
+  turn.max_new_tokens = f.config.agent.max_turn_tokens;
+  std::vector<int64_t> ids;
+  for (const Episode& e : episodes) ids.push_back(direct.open_session({e.prompt, e.problem.id, e.sample_index}));
+  for (int64_t v = 0; v < 3; ++v) {
+    if (v > 0) direct.set_weights(versions[v], v);
+    std::vector<TurnRequest> turns;
+    for (size_t i = 0; i < episodes.size(); ++i) {
+      const Episode& e = episodes[i];
+      ASSERT_EQ(e.turn_spans.size(), 3u);
+      const int64_t from = v == 0 ? 0 : e.turn_spans[v - 1].second, to = e.turn_spans[v].first;
+      if (to > from) direct.append(ids[i], std::span(e.tokens).subspan(from, to - from));
+      turns.push_back({ids[i], turn});
+    }
+    direct.run_turns(turns);
+  }
+  const std::map<std::string, Json> shown = harness_log(dir / "log.jsonl");
+  for (size_t i = 0; i < episodes.size(); ++i) {
+    const Episode& e = episodes[i];
+    const Sequence& seq = direct.session(ids[i]).sequence;
+    EXPECT_EQ(seq.prompt(), e.prompt);
+    ASSERT_EQ(seq.output(), e.tokens) << "episode " << i;
+    ASSERT_EQ(seq.logprobs().size(), e.logprobs.size());
+    for (size_t t = 0; t < e.logprobs.size(); ++t)
+      EXPECT_EQ(std::bit_cast<uint32_t>(seq.logprobs()[t]), std::bit_cast<uint32_t>(e.logprobs[t]))
+          << "episode " << i << " token " << t;
+    for (int64_t v = 0; v < 3; ++v)
+      for (int64_t t = e.turn_spans[v].first; t < e.turn_spans[v].second; ++t)
+        EXPECT_EQ(e.versions[t], v) << "episode " << i << " turn " << v;
+    EXPECT_EQ(last_turn_shown(shown, e), episode_ids(e)) << "episode " << i;
+    EXPECT_TRUE(e.done);
+  }
+  fs::remove_all(dir);
+}
+
+// A harness that dies while its episodes wait stops the run naming it; one that leaves a draw unended past
+// agent.harness_timeout_s too.
+TEST(LoopHarness, AHarnessForTheRunThatDiesOrStallsStopsTheRunNamingIt) {
+  HarnessFixture f;
+  f.config.agent.turns_per_draw = 1;
+  f.config.agent.harness_timeout_s = 3;
+  const auto fails = [&](const std::string& harness, const std::string& expected) {
+    f.config.agent.harness = harness;
+    std::vector<Episode> episodes = f.fresh_episodes(1);
+    HarnessRun run(*f.engine, f.tok, *f.protocol, f.config, f.sampling);
+    try {
+      run.play(episodes, false);
+      ADD_FAILURE() << harness << " did not fail";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("agent.harness"), std::string::npos) << e.what();
+    }
+  };
+  fails("head -c 1 > /dev/null; exit 3", "exited with status 3");
+  fails("sleep 30", "agent.harness_timeout_s = 3 s");
+  fails("echo '{\"session\": \"s9-i0-e0\", \"reward\": 1}'; sleep 30", "is not one the harness was given");
 }
 
 TEST(LoopHarness, AShortGrpoRunThroughTheHarnessRaisesItsReward) {

@@ -176,6 +176,39 @@ TEST(LoopResume, HarnessRunResumesBitForBit) {
   EXPECT_EQ(first.at("agent/turns_mean").get<double>(), 2.0);
 }
 
+// Harness episodes spanning weight syncs (agent.turns_per_draw 2, one harness for the run, three turns an
+// episode): steps 1 and 3 leave every episode waiting on its third turn, which runs in the next draw under the
+// new version; step 2's draw, whose step writes a checkpoint, lets them end, so the checkpoint holds none in
+// flight and the resumed run (a new harness) equals the uninterrupted one.
+TEST(LoopResume, HarnessRunWhoseEpisodesSpanSyncsResumesBitForBit) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_resume_harness_syncs_test";
+  fs::remove_all(root);
+  TrainConfig c = resumable_run(root);
+  c.agent.env = "http";
+  c.agent.max_turn_tokens = 6;
+  c.agent.turns_per_draw = 2;
+  c.agent.harness = "'" + venv_python() + "' '" + std::string(RLCPP_SOURCE_DIR) +
+                    "/scripts/agent_harness_example.py' --reward digits --attempts 3 --concurrency 0";
+  c.rollout.sampling.max_new_tokens = 6;
+  expect_resume_matches_whole_run(root, c);
+  const std::vector<Json> m = read_jsonl(root / "whole" / "metrics.jsonl");
+  ASSERT_EQ(m.size(), 5u);
+  const int64_t episodes = c.rollout.prompts_per_step * c.rollout.group_size;
+  EXPECT_EQ(m[0]["agent/in_flight"].get<double>(), episodes);  // all on their third turn
+  EXPECT_EQ(m[0]["agent/harness_requests"].get<double>(), 2.0 * episodes);
+  EXPECT_EQ(m[1]["agent/episodes"].get<double>(), 2.0 * episodes);  // step 1's, then step 2's, ended
+  EXPECT_EQ(m[1]["agent/in_flight"].get<double>(), 0.0);
+  EXPECT_EQ(m[1]["agent/turns_mean"].get<double>(), 3.0);
+  EXPECT_EQ(m[1]["training/off_policy/token_staleness_max"].get<double>(), 1.0);  // step 1's first two turns
+  EXPECT_EQ(m[2]["agent/in_flight"].get<double>(), episodes);
+  const fs::path saved = root / "cut" / "checkpoints" / "step_2" / kEpisodesInFlightFile;
+  if (fs::exists(saved)) {
+    const Json in_flight = load_json_file(saved.string());
+    EXPECT_TRUE(in_flight.is_null() || in_flight.empty()) << in_flight.dump().substr(0, 200);
+  }
+  fs::remove_all(root);
+}
+
 // Issue 34 item 6 under the async pipeline: configs/agent_calc.json cut to seconds (the small random model, no
 // warm start, 4 task items x 4 episodes, 5 steps, 2 micro-batches) with async.max_staleness 1 and
 // agent.turns_per_draw 1. Each step trains on episodes drawn one version back (its staleness recorded, and each

@@ -39,7 +39,7 @@ struct SessionServer {
     ec.max_num_seqs = 64;
     ec.max_num_batched_tokens = 1024;
     engine = std::make_unique<Engine>(model, params, ec);
-    for (int i = 0; i < 8; ++i) book.add(std::string(1, static_cast<char>('a' + i)), 10 + i, i);
+    for (int i = 0; i < 8; ++i) book.add(std::string(1, static_cast<char>('a' + i)), 10 + i, i, run_sampling().seed);
     ServeOptions o;
     o.port = 0;
     o.model_name = "policy";
@@ -209,7 +209,7 @@ TEST(ServeSessions, AServerWithoutABookRefusesTheHeader) {
 TEST(ServeSessions, ATextSessionEncodesOnlyWhatARequestAdds) {
   CharTokenizer tok;
   ServeSessions book(tok, run_sampling(), nullptr);
-  book.add("t", 3, 0);
+  book.add("t", 3, 0, run_sampling().seed);
   CompletionRequest first;
   first.prompt_value = "12+3=";
   first.sampling.max_new_tokens = 100;
