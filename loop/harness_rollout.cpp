@@ -53,6 +53,10 @@ struct HarnessServer {
     o.model_name = kModelName;
     o.limits.max_concurrency = std::min(ServeLimits::kMaxConcurrency, std::max<int64_t>(64, sessions_at_once));
     o.limits.max_tokens = std::max<int64_t>(o.limits.max_tokens, max_turn_tokens);
+    // A harness's client keeps connections between its requests (the openai package: up to 100 idle ones, 5 s);
+    // the server keeps them longer, so it never drops one as the client reuses it.
+    o.keep_alive_s = 60;
+    o.idle_connections = 256;
     return o;
   }
   // The harness's environment: where the server is, the model's name, the session header.

@@ -61,6 +61,9 @@ void learn_from_batch(RlContext& ctx, ScoredBatch& batch, PhaseTimer& timer, Ste
     std::vector<std::vector<float>> old_logp =
         timer.time(Phase::kOldLogprob, [&] { return response_logp(ctx.model, ctx.params); });
     std::vector<std::vector<float>> rollout_logp, trainer_logp;
+    // An agent run's tokens sampled by the version the update starts from (episodes spanning syncs hold older
+    // ones too): mismatch/current_version/* is the numerics' own, without the policy's lag.
+    std::vector<std::vector<float>> current_rollout, current_trainer;
     for (size_t i = 0; i < batch.samples.size(); ++i) {
       const RolloutSample& s = batch.samples[i];
       if (ctx.agent == nullptr) {
@@ -69,16 +72,27 @@ void learn_from_batch(RlContext& ctx, ScoredBatch& batch, PhaseTimer& timer, Ste
         continue;
       }
       // An episode's environment tokens (mask 0) were appended, not sampled: no engine log-prob to compare.
-      std::vector<float> sampled, recomputed;
+      std::vector<float> sampled, recomputed, current_sampled, current_recomputed;
       for (size_t t = 0; t < s.mask.size(); ++t)
         if (s.mask[t] > 0) {
           sampled.push_back(s.rollout_logp[t]);
           recomputed.push_back(old_logp[i][t]);
+          if (t < s.versions.size() && s.versions[t] == ctx.version) {
+            current_sampled.push_back(s.rollout_logp[t]);
+            current_recomputed.push_back(old_logp[i][t]);
+          }
         }
       rollout_logp.push_back(std::move(sampled));
       trainer_logp.push_back(std::move(recomputed));
+      current_rollout.push_back(std::move(current_sampled));
+      current_trainer.push_back(std::move(current_recomputed));
     }
     for (const auto& [k, v] : logprob_mismatch(rollout_logp, trainer_logp).metrics()) out.metrics[k] = v;
+    if (ctx.agent) {
+      const Mismatch current = logprob_mismatch(current_rollout, current_trainer);
+      if (current.tokens > 0)
+        for (const auto& [k, v] : current.metrics("mismatch/current_version/")) out.metrics[k] = v;
+    }
     for (const auto& [k, v] : rollout_corr_metrics(rollout_logp, trainer_logp, cfg.mismatch.ratio_bound))
       out.metrics[k] = v;
     // The whole next-token distributions of the two numerics on the step's first samples (the same forward

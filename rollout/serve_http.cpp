@@ -100,10 +100,11 @@ ServeHttp::ServeHttp(ServeLoop& loop, const Tokenizer& tok, const ServeOptions& 
     : loop_(loop), tok_(tok), options_(options), context_(context), vocab_size_(vocab_size), sessions_(sessions),
       server_(std::make_unique<httplib::Server>()) {
   check_serve_options(options_);
-  // A streaming request holds a thread for its whole length: room for every admitted request, and a few more
-  // to answer /health, /metrics and 429s while they run.
-  const size_t threads = static_cast<size_t>(options_.limits.max_concurrency) + 8;
+  // A streaming request holds a thread for its whole length: room for every admitted request, and more to answer
+  // /health, /metrics and 429s while they run and to keep idle connections.
+  const size_t threads = static_cast<size_t>(options_.limits.max_concurrency + options_.idle_connections);
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  server_->set_keep_alive_timeout(options_.keep_alive_s);
   server_->set_payload_max_length(static_cast<size_t>(options_.limits.max_body_bytes));
   server_->set_socket_options([this](socket_t sock) {
     httplib::default_socket_options(sock);

@@ -33,6 +33,11 @@ struct ServeOptions {
   std::string api_key;     // required for binding anywhere but loopback; then every /v1 request must carry it
   std::string model_name;  // "model" in requests and /v1/models
   ServeLimits limits;
+  // How long an idle kept-alive connection waits for its next request; each holds one of the server's threads
+  // (as many again as `idle_connections`). A client that reuses a connection just as the server drops it sees a
+  // connection error: a harness's server waits longer than clients keep idle connections (httpx: 5 s).
+  int keep_alive_s = 5;
+  int64_t idle_connections = 8;
 };
 
 // Throws naming the option when `options` would expose the server without a key or are out of range.

@@ -44,6 +44,8 @@ std::string prometheus_text(const ServeLoopFigures& f, const std::map<int, int64
       {"requests_finished_total", "counter", "requests whose every choice ended", d(f.jobs_done)},
       {"requests_cancelled_total", "counter", "requests dropped because the client went away", d(f.jobs_cancelled)},
       {"requests_failed_total", "counter", "requests failed by an engine error", d(f.jobs_failed)},
+      {"requests_held", "gauge", "harness session turns waiting for the next draw (agent.turns_per_draw)",
+       d(f.jobs_held)},
       {"sequences_running", "gauge", "sequences in the batch after the last step", d(f.running_sequences)},
       {"sequences_waiting", "gauge", "sequences queued for admission", d(f.waiting_sequences)},
       {"generation_tokens_total", "counter", "tokens sampled", d(s.generated_tokens)},

@@ -200,6 +200,9 @@ TEST(LoopResume, HarnessRunWhoseEpisodesSpanSyncsResumesBitForBit) {
   EXPECT_EQ(m[1]["agent/in_flight"].get<double>(), 0.0);
   EXPECT_EQ(m[1]["agent/turns_mean"].get<double>(), 3.0);
   EXPECT_EQ(m[1]["training/off_policy/token_staleness_max"].get<double>(), 1.0);  // step 1's first two turns
+  // The trainer and the engine agree exactly on the tokens of the version the update starts from.
+  EXPECT_EQ(m[1]["mismatch/current_version/max_abs_dlogp"].get<double>(), 0.0);
+  EXPECT_EQ(m[3]["mismatch/current_version/max_abs_dlogp"].get<double>(), 0.0);
   EXPECT_EQ(m[2]["agent/in_flight"].get<double>(), episodes);
   const fs::path saved = root / "cut" / "checkpoints" / "step_2" / kEpisodesInFlightFile;
   if (fs::exists(saved)) {
