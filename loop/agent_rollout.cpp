@@ -133,17 +133,18 @@ EpisodeDraw AgentRollout::draw(RolloutBackend& backend, PhiloxStream& data_rng, 
   const LogprobScoring scoring = base.scoring();
   EpisodeDraw out;
   if (cfg.agent.harness_mode()) {
-    Engine* engine = backend.in_process_engine();
-    RLCPP_CHECK(engine, "config key 'rollout.placement': a harness (agent.env \"http\") plays against the "
-                        "in-process engine (\"colocated\")");
+    // The placement's turn engine serves the harness's sessions (in-process, split or remote workers).
+    const std::unique_ptr<RolloutTurnEngine> engine = backend.turn_engine(base);
     SamplingParams sampling = base;
     sampling.seed = seed;
+    const int64_t vocab_size = engine_model_config(cfg.policy_model_config(), cfg.rollout.engine).vocab_size;
     HarnessDraw h;
     if (cfg.agent.turns_per_draw > 0) {  // one harness for the run; its episodes span syncs
-      if (!harness_run_) harness_run_ = std::make_unique<HarnessRun>(*engine, tokenizer_, *protocol_, cfg, sampling);
-      h = harness_run_->play(episodes, harness_draw_ends_episodes(step));
+      if (!harness_run_)
+        harness_run_ = std::make_unique<HarnessRun>(tokenizer_, *protocol_, cfg, sampling, engine->context(), vocab_size);
+      h = harness_run_->play(episodes, *engine, harness_draw_ends_episodes(step));
     } else {
-      h = play_with_harness(episodes, *engine, tokenizer_, *protocol_, cfg, sampling);
+      h = play_with_harness(episodes, *engine, tokenizer_, *protocol_, cfg, sampling, vocab_size);
     }
     out.env_s = h.env_s;
     out.rollout.stats = h.stats;

@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "loop/harness_process.h"
 #include "rollout/serve_http.h"
-#include "rollout/serve_loop.h"
+#include "loop/session_turn_loop.h"
 #include "rollout/serve_sessions.h"
 
 namespace rlcpp {
@@ -31,14 +31,12 @@ std::string item_line(const Episode& e, const TrainConfig& config) {
   return item.dump() + "\n";
 }
 
-// rlcpp serve on a loopback port (any free one), its sessions `book`'s: the loop steps `engine` from construction
-// to destruction (paused when the caller says).
+// rlcpp serve's HTTP front on a loopback port (any free one), its requests `book`'s sessions' turns, run by a
+// SessionTurnLoop on the engine each draw gives it.
 struct HarnessServer {
-  HarnessServer(Engine& engine, const Tokenizer& tokenizer, ServeSessions& book, int64_t sessions_at_once,
-                int64_t max_turn_tokens)
-      : loop(engine, tokenizer, &book),
-        http(loop, tokenizer, options(sessions_at_once, max_turn_tokens), engine.model_config().max_position_embeddings,
-             engine.model_config().vocab_size, &book) {
+  HarnessServer(const Tokenizer& tokenizer, ServeSessions& book, int64_t sessions_at_once, int64_t max_turn_tokens,
+                int64_t context, int64_t vocab_size)
+      : loop(book), http(loop, tokenizer, options(sessions_at_once, max_turn_tokens), context, vocab_size, &book) {
     http.bind();
     listener = std::thread([this] { http.listen(); });
   }
@@ -71,7 +69,7 @@ struct HarnessServer {
             {"RLCPP_STEP", std::to_string(step)}};
   }
 
-  ServeLoop loop;
+  SessionTurnLoop loop;
   ServeHttp http;
   std::thread listener;
 };
@@ -179,17 +177,6 @@ void fill_episode(Episode& e, const SessionRecord& rec, const Json* line) {
   }
 }
 
-// Closes `key`'s engine session `id` once its record is checked against it: the records are the engine's
-// sequences, token for token (what the trainer reads is what the model read).
-void close_checked(Engine& engine, const std::string& key, int64_t id, const SessionRecord& rec) {
-  if (rec.failure.empty()) {
-    const Sequence& seq = engine.session(id).sequence;
-    RLCPP_CHECK(seq.prompt() == rec.prompt && seq.output() == rec.tokens,
-                "harness: session \"" << key << "\"'s record differs from the engine's sequence");
-  }
-  engine.close_session(id);
-}
-
 SamplingParams turn_sampling(SamplingParams sampling, const AgentConfig& agent) {
   sampling.max_new_tokens = agent.max_turn_tokens;
   return sampling;
@@ -197,8 +184,9 @@ SamplingParams turn_sampling(SamplingParams sampling, const AgentConfig& agent) 
 
 }  // namespace
 
-HarnessDraw play_with_harness(std::vector<Episode>& episodes, Engine& engine, const Tokenizer& tokenizer,
-                              const TurnProtocol& protocol, const TrainConfig& config, const SamplingParams& sampling) {
+HarnessDraw play_with_harness(std::vector<Episode>& episodes, RolloutTurnEngine& engine, const Tokenizer& tokenizer,
+                              const TurnProtocol& protocol, const TrainConfig& config, const SamplingParams& sampling,
+                              int64_t vocab_size) {
   const AgentConfig& agent = config.agent;
   ServeSessions book(tokenizer, turn_sampling(sampling, agent), harness_chat_tail(protocol));
   book.set_max_turns(agent.max_turns);
@@ -214,19 +202,20 @@ HarnessDraw play_with_harness(std::vector<Episode>& episodes, Engine& engine, co
   HarnessDraw out;
   HarnessExit exit;
   {
-    HarnessServer server(engine, tokenizer, book, static_cast<int64_t>(episodes.size()), agent.max_turn_tokens);
+    HarnessServer server(tokenizer, book, static_cast<int64_t>(episodes.size()), agent.max_turn_tokens,
+                         engine.context(), vocab_size);
+    server.loop.begin_draw(engine);
     exit = run_harness_command(agent.harness, server.harness_environment(step), input, agent.harness_timeout_s);
+    server.loop.end_draw();
     const ServeLoopFigures f = server.loop.figures();
     out.stats = f.stats;
     out.wall_s = exit.wall_s;
     out.env_s = std::max(0.0, exit.wall_s - f.busy_s);
     out.requests = f.jobs_done;
-  }  // the loop has stopped: the engine is this thread's again
-
-  const std::map<std::string, SessionRecord> records = book.records();
-  for (const auto& [key, id] : book.engine_sessions()) close_checked(engine, key, id, records.at(key));
+  }
   RLCPP_CHECK(exit.ok, "agent.harness (\"" << agent.harness << "\") " << exit.how << " at step " << step
                                            << "; its stderr is above");
+  const std::map<std::string, SessionRecord> records = book.records();
   const std::map<std::string, Json> rewards = read_rewards(exit.stdout_text, keys);
 
   // Episodes into groups; a group with an episode never played (no turn recorded) is left out of the step.
@@ -260,10 +249,10 @@ HarnessDraw play_with_harness(std::vector<Episode>& episodes, Engine& engine, co
 
 // The run's harness (started at its first draw), its server and the sessions' book.
 struct HarnessRun::Parts {
-  Parts(Engine& engine, const Tokenizer& tokenizer, const TurnProtocol& protocol, const TrainConfig& config,
-        const SamplingParams& sampling)
+  Parts(const Tokenizer& tokenizer, const TurnProtocol& protocol, const TrainConfig& config,
+        const SamplingParams& sampling, int64_t context, int64_t vocab_size)
       : book(tokenizer, turn_sampling(sampling, config.agent), harness_chat_tail(protocol)),
-        server(engine, tokenizer, book, config.harness_sessions_at_once(), config.agent.max_turn_tokens) {
+        server(tokenizer, book, config.harness_sessions_at_once(), config.agent.max_turn_tokens, context, vocab_size) {
     book.set_max_turns(config.agent.max_turns);
   }
   ServeSessions book;
@@ -271,11 +260,9 @@ struct HarnessRun::Parts {
   std::unique_ptr<HarnessChild> child;
 };
 
-HarnessRun::HarnessRun(Engine& engine, const Tokenizer& tokenizer, const TurnProtocol& protocol,
-                       const TrainConfig& config, const SamplingParams& sampling)
-    : parts_(std::make_unique<Parts>(engine, tokenizer, protocol, config, sampling)), config_(config), engine_(engine) {
-  parts_->server.loop.pause();  // it steps within draws only
-}
+HarnessRun::HarnessRun(const Tokenizer& tokenizer, const TurnProtocol& protocol, const TrainConfig& config,
+                       const SamplingParams& sampling, int64_t context, int64_t vocab_size)
+    : parts_(std::make_unique<Parts>(tokenizer, protocol, config, sampling, context, vocab_size)), config_(config) {}
 
 HarnessRun::~HarnessRun() {
   HarnessChild* child = parts_->child.get();
@@ -292,10 +279,10 @@ HarnessRun::~HarnessRun() {
                  child->how().c_str());
 }
 
-HarnessDraw HarnessRun::play(std::vector<Episode>& episodes, bool to_the_end) {
+HarnessDraw HarnessRun::play(std::vector<Episode>& episodes, RolloutTurnEngine& engine, bool to_the_end) {
   const AgentConfig& agent = config_.agent;
   ServeSessions& book = parts_->book;
-  ServeLoop& loop = parts_->server.loop;
+  SessionTurnLoop& loop = parts_->server.loop;
   std::vector<Episode*> playing;
   std::string input;
   for (Episode& e : episodes) {
@@ -314,52 +301,51 @@ HarnessDraw HarnessRun::play(std::vector<Episode>& episodes, bool to_the_end) {
   child.send(input);
   book.set_turn_budget(to_the_end ? 0 : agent.turns_per_draw);
   book.new_draw();
-  loop.restart_counters();
   const int64_t requests_before = loop.figures().jobs_done;
   const Stopwatch clock;
-  loop.resume();
+  loop.begin_draw(engine);
 
   const auto fail = [&](const std::string& why) {
     RLCPP_FAIL("agent.harness (\"" << agent.harness << "\") " << why << " at step " << step
                                    << " (its stderr is above)");
   };
   // Until each episode has its reward (no request of it running), has failed, or has a turn held for the next draw.
-  // On an error the harness is killed at once and the loop paused (the run stops; its engine is the caller's).
+  // On an error the harness is killed at once and the draw ended (the run stops).
   try {
-  while (true) {
-    const bool open = child.pump(0.02);
-    for (const std::string& line : child.take_lines()) {
-      const Json j = read_reward_line(line, ++lines_read_);
-      if (j.is_null()) continue;
-      const std::string key = j["session"].get<std::string>();
-      if (ended_.count(key)) continue;  // its episode ended without it (its session failed)
-      RLCPP_CHECK(sent_.count(key), line_place(line, lines_read_)
-                                        << ": session \"" << key << "\" is not one the harness was given");
-      RLCPP_CHECK(!rewards_.count(key), line_place(line, lines_read_)
-                                            << ": session \"" << key << "\" has a reward already");
-      rewards_[key] = j;
+    while (true) {
+      const bool open = child.pump(0.02);
+      for (const std::string& line : child.take_lines()) {
+        const Json j = read_reward_line(line, ++lines_read_);
+        if (j.is_null()) continue;
+        const std::string key = j["session"].get<std::string>();
+        if (ended_.count(key)) continue;  // its episode ended without it (its session failed)
+        RLCPP_CHECK(sent_.count(key), line_place(line, lines_read_)
+                                          << ": session \"" << key << "\" is not one the harness was given");
+        RLCPP_CHECK(!rewards_.count(key), line_place(line, lines_read_)
+                                              << ": session \"" << key << "\" has a reward already");
+        rewards_[key] = j;
+      }
+      bool settled = true;
+      for (const Episode* e : playing) {
+        const std::string key = session_name(*e);
+        const ServeSessions::State st = book.state(key);
+        settled = settled && (st.failed || st.held || (rewards_.count(key) && !st.busy));
+      }
+      if (settled) break;
+      if (!open || child.exited()) {
+        child.finish(1);
+        fail(child.how() + " while " + std::to_string(playing.size()) + " episodes were being played");
+      }
+      if (clock.seconds() > agent.harness_timeout_s)
+        fail("left the draw unended for agent.harness_timeout_s = " +
+             std::to_string(static_cast<int64_t>(agent.harness_timeout_s)) + " s");
     }
-    bool settled = true;
-    for (const Episode* e : playing) {
-      const std::string key = session_name(*e);
-      const ServeSessions::State st = book.state(key);
-      settled = settled && (st.failed || st.held || (rewards_.count(key) && !st.busy));
-    }
-    if (settled) break;
-    if (!open || child.exited()) {
-      child.finish(1);
-      fail(child.how() + " while " + std::to_string(playing.size()) + " episodes were being played");
-    }
-    if (clock.seconds() > agent.harness_timeout_s)
-      fail("left the draw unended for agent.harness_timeout_s = " +
-           std::to_string(static_cast<int64_t>(agent.harness_timeout_s)) + " s");
-  }
   } catch (...) {
     parts_->child.reset();
-    loop.pause();
+    loop.end_draw();
     throw;
   }
-  loop.pause();  // no turn runs: the engine is the caller's until the next draw
+  loop.end_draw();  // no turn runs: the engine's sessions closed, the weights may change before the next draw
 
   const ServeLoopFigures f = loop.figures();
   HarnessDraw out;
@@ -367,15 +353,12 @@ HarnessDraw HarnessRun::play(std::vector<Episode>& episodes, bool to_the_end) {
   out.wall_s = clock.seconds();
   out.env_s = std::max(0.0, out.wall_s - f.busy_s);
   out.requests = f.jobs_done - requests_before;
-  const std::map<std::string, int64_t> opened = book.engine_sessions();
   for (Episode* e : playing) {
     const std::string key = session_name(*e);
     const ServeSessions::State st = book.state(key);
     if (st.held && !st.failed) continue;  // runs on in the next draw
-    const SessionRecord rec = book.record(key);
-    if (const auto id = opened.find(key); id != opened.end()) close_checked(engine_, key, id->second, rec);
     const auto line = rewards_.find(key);
-    fill_episode(*e, rec, line == rewards_.end() ? nullptr : &line->second);
+    fill_episode(*e, book.record(key), line == rewards_.end() ? nullptr : &line->second);
     book.remove(key);
     rewards_.erase(key);
     ended_.insert(key);

@@ -1,6 +1,6 @@
 // Harness mode (agent.env "http", README "Agent harnesses"): a step's episodes played by the user's own agent
-// harness, any program that speaks the OpenAI API. For each draw rlcpp serves the rollout engine (the in-process,
-// colocated one) on a loopback port, runs the harness's command with OPENAI_BASE_URL set and the draw's episodes on
+// harness, any program that speaks the OpenAI API. For each draw rlcpp serves the rollout engine (any placement:
+// the turns run on its turn engine, loop/session_turn_loop.h) on a loopback port, runs the harness's command with OPENAI_BASE_URL set and the draw's episodes on
 // its stdin (one JSON line each: "session", "item", "episode", "group_size", "prompt", "answer", "meta", "step"),
 // and reads one line per episode back on its stdout: {"session", "reward"} (and optionally "success",
 // "tool_calls", "tool_errors"). Each request carrying "X-Session-Id: SESSION" is a turn of that episode's session
@@ -28,8 +28,8 @@
 
 #include "agent/episode.h"
 #include "agent/turn_protocol.h"
+#include "loop/engine_turns.h"
 #include "loop/train_config.h"
-#include "rollout/engine.h"
 #include "rollout/serve_sessions.h"
 #include "tokenizer/tokenizer.h"
 
@@ -49,36 +49,38 @@ struct HarnessDraw {
 ServeSessions::ChatTail harness_chat_tail(const TurnProtocol& protocol);
 
 // Plays `episodes` (fresh, their problem, group, sample_index and first_step set; whole groups in order) through
-// config.agent.harness on `engine` at `sampling` (the run's, its seed the draw's); fills each episode from its
-// session's record and the harness's reward, and removes the groups the harness left unplayed. Throws naming
-// agent.harness when the harness fails, times out or writes a bad line.
-HarnessDraw play_with_harness(std::vector<Episode>& episodes, Engine& engine, const Tokenizer& tokenizer,
-                              const TurnProtocol& protocol, const TrainConfig& config, const SamplingParams& sampling);
+// config.agent.harness on `engine` (the placement's turn engine: in-process or workers) at `sampling` (the run's,
+// its seed the draw's); fills each episode from its session's record and the harness's reward, and removes the
+// groups the harness left unplayed. `vocab_size`: the model's (token-id prompts are checked against it). Throws
+// naming agent.harness when the harness fails, times out or writes a bad line.
+HarnessDraw play_with_harness(std::vector<Episode>& episodes, RolloutTurnEngine& engine, const Tokenizer& tokenizer,
+                              const TurnProtocol& protocol, const TrainConfig& config, const SamplingParams& sampling,
+                              int64_t vocab_size);
 
 // The harness and server of a run whose episodes span weight syncs (agent.turns_per_draw > 0).
 class HarnessRun {
  public:
-  // `engine` (the colocated one), `tokenizer`, `protocol` and `config` must outlive it; `sampling`: the run's
-  // (each episode samples under its own seed).
-  HarnessRun(Engine& engine, const Tokenizer& tokenizer, const TurnProtocol& protocol, const TrainConfig& config,
-             const SamplingParams& sampling);
+  // `tokenizer`, `protocol` and `config` must outlive it; `sampling`: the run's (each episode samples under its own
+  // seed); `context` and `vocab_size`: the served model's.
+  HarnessRun(const Tokenizer& tokenizer, const TurnProtocol& protocol, const TrainConfig& config,
+             const SamplingParams& sampling, int64_t context, int64_t vocab_size);
   ~HarnessRun();  // the harness's input ends; it is given a few seconds to exit, then killed
   HarnessRun(const HarnessRun&) = delete;
   HarnessRun& operator=(const HarnessRun&) = delete;
 
-  // One draw: `episodes` are those carried (an ended one waits for its group and is left as it is; one still
-  // running goes on) and new ones (their problem, group, sample_index, seed and first_step set). Each running
-  // episode plays up to agent.turns_per_draw turns, or to its end with `to_the_end`; those that end are filled
-  // from their records and rewards, the others stay running. The engine is the caller's again on return (its
-  // weights may change before the next draw). Throws naming agent.harness when the harness exits, writes a bad
-  // line or leaves the draw unended for agent.harness_timeout_s.
-  HarnessDraw play(std::vector<Episode>& episodes, bool to_the_end);
+  // One draw on `engine` (the placement's turn engine for it): `episodes` are those carried (an ended one waits for
+  // its group and is left as it is; one still running goes on, its session opened on `engine` again with its
+  // history) and new ones (their problem, group, sample_index, seed and first_step set). Each running episode
+  // plays up to agent.turns_per_draw turns, or to its end with `to_the_end`; those that end are filled from their
+  // records and rewards, the others stay running. On return no turn runs and `engine` holds none of the sessions
+  // (the weights may change before the next draw). Throws naming agent.harness when the harness exits, writes a
+  // bad line or leaves the draw unended for agent.harness_timeout_s.
+  HarnessDraw play(std::vector<Episode>& episodes, RolloutTurnEngine& engine, bool to_the_end);
 
  private:
   struct Parts;
   std::unique_ptr<Parts> parts_;
   const TrainConfig& config_;
-  Engine& engine_;
   std::set<std::string> sent_;           // sessions the harness was given
   std::set<std::string> ended_;          // ... whose episodes have ended (their late lines are ignored)
   std::map<std::string, Json> rewards_;  // reward lines of sessions not yet ended

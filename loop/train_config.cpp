@@ -343,9 +343,6 @@ void TrainConfig::validate() const {
   reward.overlong_buffer.validate("reward.overlong_buffer", rollout.sampling.max_new_tokens);
   agent.validate("agent");
   if (agent.enabled()) {
-    RLCPP_CHECK(!agent.harness_mode() || rollout.placement == "colocated",
-                "config key 'rollout.placement': a harness (agent.env \"http\") plays against the in-process "
-                "engine, rollout.placement \"colocated\"; got \"" << rollout.placement << "\"");
     RLCPP_CHECK(!agent.harness_mode() || harness_sessions_at_once() <= ServeLimits::kMaxConcurrency,
                 "config keys 'rollout.prompts_per_step' x 'rollout.group_size'"
                     << (agent.turns_per_draw > 0 ? " x ceil('agent.max_turns' / 'agent.turns_per_draw')" : "")

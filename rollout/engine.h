@@ -122,14 +122,6 @@ class Engine {
   // `stats` (optional) receives the call's counters.
   std::vector<TurnResult> run_turns(const std::vector<TurnRequest>& turns, const StepObserver& observer = {},
                                     RolloutStats* stats = nullptr);
-  // One turn in a caller's Scheduler (rlcpp serve's loop, whose batch runs on): begin_turn readies the session's
-  // sequence (K/V of an older version let go, the turn's sampling set) for the caller to add to its scheduler
-  // (add_group alone while it has no output and no blocks, else add_continuation); end_turn, once step() has finished it, gives its result.
-  Sequence& begin_turn(const TurnRequest& turn);
-  TurnResult end_turn(int64_t session);
-  // A turn the caller dropped from its scheduler before it ended (its client left, a step failed): the session
-  // keeps its tokens so far, holds no blocks, and can only be closed.
-  void abort_turn(int64_t session);
   // Frees the session's blocks and forgets it.
   void close_session(int64_t session);
   // Closes every session idle (no turn running) for at least `max_idle_s` seconds; returns their ids.
@@ -187,6 +179,10 @@ class Engine {
   void rescore_on_device(const Tensor& logits);
   // The prefix cache's salt for the weights in use: policy version, numerics and the set_weights count.
   uint64_t cache_salt() const;
+  // A turn's two halves around run_turns' scheduler: begin_turn readies the session's sequence (K/V of an older
+  // version let go, the turn's sampling set); end_turn, once the turn has finished, gives its result.
+  Sequence& begin_turn(const TurnRequest& turn);
+  TurnResult end_turn(int64_t session);
   // Runs steps until the scheduler has no work: the loop generate and run_turns share. `clock` times the call.
   void drive(Scheduler& scheduler, RolloutStats& stats, const StepObserver& observer, const Stopwatch& clock);
   // A session's state between calls.

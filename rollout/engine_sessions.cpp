@@ -138,13 +138,6 @@ std::vector<TurnResult> Engine::run_turns(const std::vector<TurnRequest>& turns,
   return results;
 }
 
-void Engine::abort_turn(int64_t session) {
-  Sequence& seq = *find_session(session, "the abort of a turn").sequence;
-  std::erase(parked_, &seq);
-  if (!seq.block_table.empty()) blocks_.release(seq);
-  if (seq.status() == SequenceStatus::kRunning) seq.finish(FinishReason::kLength);
-}
-
 void Engine::close_session(int64_t session) {
   Session& s = find_session(session, "close");
   Sequence& seq = *s.sequence;

@@ -95,7 +95,7 @@ void check_serve_options(const ServeOptions& o) {
               "serve --max-concurrency " << l.max_concurrency << " must be in [1, " << ServeLimits::kMaxConcurrency << "]");
 }
 
-ServeHttp::ServeHttp(ServeLoop& loop, const Tokenizer& tok, const ServeOptions& options, int64_t context,
+ServeHttp::ServeHttp(ServeJobQueue& loop, const Tokenizer& tok, const ServeOptions& options, int64_t context,
                      int64_t vocab_size, ServeSessions* sessions)
     : loop_(loop), tok_(tok), options_(options), context_(context), vocab_size_(vocab_size), sessions_(sessions),
       server_(std::make_unique<httplib::Server>()) {
@@ -187,6 +187,9 @@ void ServeHttp::routes() {
             throw ServeError(400, kSessionHeader, "this server keeps no sessions (rlcpp train's harness mode, "
                                                   "agent.env \"http\", does)");
           plan = sessions_->plan(req.get_header_value(kSessionHeader), r, context_);
+        } else if (sessions_) {
+          throw ServeError(400, kSessionHeader, "this server plays an RL run's episodes: each request is a turn of "
+                                                "one, named by the header X-Session-Id (its \"session\" line)");
         }
         // The engine's context bounds the response too.
         r.sampling.max_new_tokens =

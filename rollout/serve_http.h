@@ -45,9 +45,10 @@ void check_serve_options(const ServeOptions& options);
 
 class ServeHttp {
  public:
-  // `context`: tokens a sequence may reach (the engine's); `vocab_size`: the model's; `sessions`: the book of
-  // harness mode's sessions (the loop's), or null: a request with an X-Session-Id header is then a 400.
-  ServeHttp(ServeLoop& loop, const Tokenizer& tok, const ServeOptions& options, int64_t context,
+  // `loop`: where jobs go (the engine's ServeLoop, or harness mode's SessionTurnLoop); `context`: tokens a
+  // sequence may reach (the engine's); `vocab_size`: the model's; `sessions`: the book of harness mode's sessions,
+  // or null. With a book every request must name its session (X-Session-Id), without one none may: else a 400.
+  ServeHttp(ServeJobQueue& loop, const Tokenizer& tok, const ServeOptions& options, int64_t context,
             int64_t vocab_size, ServeSessions* sessions = nullptr);
   ~ServeHttp();
   // Binds (throws naming the address when it cannot); port() is then known.
@@ -63,7 +64,7 @@ class ServeHttp {
   std::shared_ptr<void> take_place();
   void count(int status);
 
-  ServeLoop& loop_;
+  ServeJobQueue& loop_;
   const Tokenizer& tok_;
   ServeOptions options_;
   int64_t context_, vocab_size_;

@@ -5,11 +5,8 @@
 // cancelled jobs (a client that went away), whose blocks go back at once. A choice whose text reaches one of the
 // request's stop strings ends at the token that completed it (rollout/stop_strings.h). A failing step fails the jobs in
 // flight (500) and the loop goes on; nothing a request does stops the server.
-// A session's request (harness mode, rollout/serve_sessions.h) runs as a turn of one of the engine's sessions
-// instead: opened on its first request, its additions appended, its turn added to the batch on the blocks it kept
-// (Engine::begin_turn / end_turn), and recorded in the book before its client sees the end. A turn the book does
-// not let start yet (past its session's turns for the draw) is held, its client waiting, until a later draw.
-// Between an RL run's draws the loop is paused: it steps nothing, and the run may change the engine's weights.
+// ServeHttp hands requests to a ServeJobQueue: this loop, or in an RL run's harness mode the loop of its
+// sessions' turns (loop/session_turn_loop.h).
 #pragma once
 
 #include <atomic>
@@ -95,34 +92,33 @@ struct ServeLoopFigures {
   int64_t running_sequences = 0, waiting_sequences = 0, jobs_in_flight = 0;
   int64_t blocks_total = 0, blocks_used = 0, blocks_cached = 0;
   int64_t jobs_done = 0, jobs_failed = 0, jobs_cancelled = 0;
-  int64_t jobs_held = 0;  // session turns waiting for the next draw
+  int64_t jobs_held = 0;  // harness session turns waiting for the next draw
   SecondsHistogram ttft;  // a request's arrival to its first token
   SecondsHistogram tpot;  // a finished choice's time per output token after its first
   double busy_s = 0;      // wall time in engine steps
   bool prefix_cache = false;
 };
 
-class ServeLoop {
+// Where the HTTP front (rollout/serve_http.h) hands its jobs.
+class ServeJobQueue {
  public:
-  // Starts the loop's thread; `tok` decodes choices' text to find their stop strings; `sessions` (harness mode,
-  // or null) is the book session requests are recorded in. Both must outlive it.
-  ServeLoop(Engine& engine, const Tokenizer& tok, ServeSessions* sessions = nullptr);
-  ~ServeLoop();                         // stops it; jobs still in flight fail
+  virtual ~ServeJobQueue() = default;
+  // Queues `job`; throws ServeError 503 once the queue has stopped.
+  virtual void submit(std::shared_ptr<ServeJob> job) = 0;
+  virtual ServeLoopFigures figures() const = 0;
+};
+
+class ServeLoop final : public ServeJobQueue {
+ public:
+  // Starts the loop's thread; `tok` decodes choices' text to find their stop strings; both must outlive it.
+  ServeLoop(Engine& engine, const Tokenizer& tok);
+  ~ServeLoop() override;                // stops it; jobs still in flight fail
   ServeLoop(const ServeLoop&) = delete;
   ServeLoop& operator=(const ServeLoop&) = delete;
 
   // Queues `job` for the next step. Throws ServeError 503 once the loop has stopped.
-  void submit(std::shared_ptr<ServeJob> job);
-  ServeLoopFigures figures() const;
-
-  // Stops stepping after the step in progress and returns once the loop's thread has let the engine go: until
-  // resume() the caller may use the engine (an RL run changes its weights while no turn runs). Jobs still arrive
-  // and wait.
-  void pause();
-  // Steps again (held turns retried first).
-  void resume();
-  // While paused: figures().stats and busy_s count from zero again (an RL draw's own).
-  void restart_counters();
+  void submit(std::shared_ptr<ServeJob> job) override;
+  ServeLoopFigures figures() const override;
 
  private:
   struct Active;
@@ -133,27 +129,15 @@ class ServeLoop {
   // `scheduler`, its blocks back at once).
   void deliver(const std::vector<SampledRow>& rows, Scheduler& scheduler, std::vector<std::unique_ptr<Active>>& active);
   // Copies the counters /metrics shows into figures_.
-  void publish(const Scheduler& scheduler);
-  // A session job's turn into `scheduler` (its session opened first, its additions appended).
-  void admit_session_turn(Active& a, Scheduler& scheduler);
-  // A session turn that will not end (its client left, the engine failed): out of the engine's batch, recorded.
-  void abandon_session_turn(Active& a, Scheduler& scheduler, const std::string& why);
+  void publish(const Scheduler& scheduler, const RolloutStats& stats, double busy_s);
 
   Engine& engine_;
   const Tokenizer& tok_;
-  ServeSessions* sessions_;
-  mutable std::mutex mutex_;  // guards incoming_, stopping_, paused_, parked_, retry_held_, figures_ (and stats_,
-                              // busy_s_ while parked)
-  std::condition_variable wake_, parked_changed_;
+  mutable std::mutex mutex_;  // guards incoming_, stopping_, figures_
+  std::condition_variable wake_;
   std::deque<std::shared_ptr<ServeJob>> incoming_;
-  std::deque<std::shared_ptr<ServeJob>> held_;  // the loop thread's: turns the book holds for a later draw
   bool stopping_ = false;
-  bool paused_ = false;
-  bool parked_ = false;       // the loop's thread waits between steps
-  bool retry_held_ = false;   // resumed: held turns may start
   ServeLoopFigures figures_;
-  RolloutStats stats_;        // the loop thread's, since the start or restart_counters
-  double busy_s_ = 0;
   std::thread thread_;
 };
 

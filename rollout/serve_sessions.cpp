@@ -149,8 +149,14 @@ SessionTurnPlan ServeSessions::plan(const std::string& key, CompletionRequest& r
   if (!r.stop.empty())
     throw ServeError(400, "stop", "a session's turn ends at EOS or the run's stop tokens; stop strings are not taken");
 
+  if (r.top_logprobs > 0)
+    throw ServeError(400, r.chat ? "top_logprobs" : "logprobs",
+                     "a session's turn returns its sampled tokens' log-probs, not alternatives");
+
   SessionTurnPlan p;
   p.key = key;
+  p.spec.prompt_id = e.prompt_id;
+  p.spec.sample_index = e.sample_index;
   std::vector<int32_t> whole;
   if (!e.record.opened()) {
     const std::optional<std::string> text = r.chat ? std::nullopt : completion_prompt_text(r.prompt_value);
@@ -163,12 +169,11 @@ SessionTurnPlan ServeSessions::plan(const std::string& key, CompletionRequest& r
       }
       if (r.prompt.empty()) throw ServeError(400, "prompt", "encodes to no tokens");
     }
-    p.spec = {r.prompt, e.prompt_id, e.sample_index};
+    p.spec.prompt = r.prompt;
     whole = r.prompt;
     e.pending_messages = r.messages;
     e.pending_text = text.value_or("");
   } else {
-    p.engine_session = e.engine_session;
     p.append = continuation(e, r);
     e.pending_messages = r.messages;
     e.pending_text = e.kind == Entry::Kind::kText ? completion_prompt_text(r.prompt_value)->substr(e.text.size()) : "";
@@ -189,6 +194,16 @@ SessionTurnPlan ServeSessions::plan(const std::string& key, CompletionRequest& r
   r.prompt = std::move(whole);
   e.busy = true;
   return p;
+}
+
+int64_t ServeSessions::engine_session(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return find(key).engine_session;
+}
+
+void ServeSessions::forget_engine_sessions() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [key, e] : entries_) e.engine_session = -1;
 }
 
 void ServeSessions::opened(const std::string& key, int64_t engine_session) {

@@ -56,8 +56,7 @@ struct SessionRecord {
 // What the loop does for one session request.
 struct SessionTurnPlan {
   std::string key;
-  int64_t engine_session = -1;  // -1: the first request; open one with `spec`
-  SessionSpec spec;
+  SessionSpec spec;             // its sampling key; the prompt: the first request's (empty after it)
   std::vector<int32_t> append;  // appended before the turn (empty on the first request)
 };
 
@@ -97,8 +96,10 @@ class ServeSessions {
   // The HTTP thread's side: checks that `request` (parsed, one of `key`'s) continues the session and rewrites it
   // as the turn runs: its prompt the session's whole sequence, its sampling the run's. Throws ServeError.
   SessionTurnPlan plan(const std::string& key, CompletionRequest& request, int64_t context);
-  // The loop's side: the engine opened the session; a turn ended (recorded before its client reads the answer); a
-  // turn failed (the session takes no more requests).
+  // The loop's side: the engine session that holds `key` now (-1: none; the loop opens one with the session's
+  // history, the record's prompt and tokens), and its opening; a turn ended (recorded before its client reads the
+  // answer); a turn failed (the session takes no more requests).
+  int64_t engine_session(const std::string& key) const;
   void opened(const std::string& key, int64_t engine_session);
   void turn_done(const SessionTurnPlan& plan, const TurnResult& result);
   void turn_failed(const std::string& key, const std::string& why);
@@ -107,6 +108,8 @@ class ServeSessions {
   std::map<std::string, SessionRecord> records() const;
   SessionRecord record(const std::string& key) const;
   std::map<std::string, int64_t> engine_sessions() const;
+  // Every session's engine session forgotten (closed with the engine that held them: a draw's).
+  void forget_engine_sessions();
 
  private:
   struct Entry {

@@ -151,8 +151,6 @@ TEST_F(InputChecks, AgentConfigKeysAreCheckedNamingTheKey) {
   expect_error(run_cli("train " + harness + " --set agent.turns_per_draw=1 --set agent.max_turns=9"),
                "x ceil('agent.max_turns' / 'agent.turns_per_draw'): a harness may be playing 4608 episodes at once",
                "harness episodes across too many draws");
-  expect_error(run_cli("train " + harness + " --set rollout.placement=split"),
-               "a harness (agent.env \"http\") plays against the in-process engine", "harness on split");
 }
 
 TEST_F(InputChecks, InputsLongerThanTheContextNameTheirLine) {

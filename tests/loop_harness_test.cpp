@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "loop/agent_rollout.h"
 #include "loop/controller.h"
+#include "loop/engine_turns.h"
 #include "loop/harness_rollout.h"
 #include "model/init.h"
 #include "reward/task_registry.h"
@@ -64,7 +65,8 @@ struct HarnessFixture {
   }
   HarnessDraw play(std::vector<Episode>& episodes, const std::string& harness) {
     config.agent.harness = harness;
-    return play_with_harness(episodes, *engine, tok, *protocol, config, sampling);
+    EngineTurns turns(*engine, sampling);
+    return play_with_harness(episodes, turns, tok, *protocol, config, sampling, mc.vocab_size);
   }
 
   ModelConfig mc = model_preset("tiny");
@@ -253,7 +255,8 @@ TEST(LoopHarness, AChatHarnessesEpisodesAreTheIdsTheServerShowedIt) {
   HarnessFixture f;
   f.config.agent.harness = example_harness("--chat --attempts 2 --log '" + (dir / "log.jsonl").string() + "'");
   std::vector<Episode> episodes = f.fresh_episodes(2);
-  const HarnessDraw d = play_with_harness(episodes, engine, tok, *protocol, f.config, f.sampling);
+  EngineTurns turns(engine, f.sampling);
+  const HarnessDraw d = play_with_harness(episodes, turns, tok, *protocol, f.config, f.sampling, mc.vocab_size);
   EXPECT_EQ(d.requests, 16);
   const std::map<std::string, Json> shown = harness_log(dir / "log.jsonl");
   ASSERT_EQ(episodes.size(), 8u);
@@ -275,8 +278,9 @@ TEST(LoopHarness, AChatHarnessesEpisodesAreTheIdsTheServerShowedIt) {
 // Episodes that span weight syncs (agent.turns_per_draw 1, one harness for the run): each draw plays one turn of
 // every episode, the next request waiting in the server while the weights change (version 0, 1, 2); the last draw
 // lets them end. Every episode equals the same turns run on the engine directly, with the same syncs between
-// them, bit for bit: each turn sampled by the version then held (the K/V of older versions computed again), the
-// harness's additions appended as it sent them.
+// them, bit for bit: each turn sampled by the version then held (the server opens a carried session again on each
+// draw's turn engine with its history; the direct run keeps it and computes its stale K/V again), the harness's
+// additions appended as it sent them.
 TEST(LoopHarness, EpisodesSpanWeightSyncsEachTurnSampledByTheVersionOfItsDraw) {
   const fs::path dir = fs::temp_directory_path() / "rlcpp_loop_harness_syncs";
   fs::remove_all(dir);
@@ -289,12 +293,12 @@ TEST(LoopHarness, EpisodesSpanWeightSyncsEachTurnSampledByTheVersionOfItsDraw) {
   for (Episode& e : episodes) e.seed = f.sampling.seed;
   const std::vector<ParameterStore> versions = {f.params, init_random(f.mc, 5), init_random(f.mc, 6)};
   {
-    HarnessRun run(*f.engine, f.tok, *f.protocol, f.config, f.sampling);
+    HarnessRun run(f.tok, *f.protocol, f.config, f.sampling, f.mc.max_position_embeddings, f.mc.vocab_size);
     for (int64_t v = 0; v < 3; ++v) {
       if (v > 0) f.engine->set_weights(versions[v], v);  // the sync, between draws
-      const HarnessDraw d = run.play(episodes, /*to_the_end=*/v == 2);
+      EngineTurns turns(*f.engine, f.sampling);             // each draw's turn engine
+      const HarnessDraw d = run.play(episodes, turns, /*to_the_end=*/v == 2);
       EXPECT_EQ(d.requests, 8) << "draw " << v;  // one turn of each episode
-      if (v > 0) EXPECT_GT(d.stats.recomputed_tokens, 0) << "draw " << v << " reused K/V of an older version";
       for (const Episode& e : episodes) EXPECT_EQ(e.finished(), v == 2) << "draw " << v;
     }
   }
@@ -346,9 +350,10 @@ TEST(LoopHarness, AHarnessForTheRunThatDiesOrStallsStopsTheRunNamingIt) {
   const auto fails = [&](const std::string& harness, const std::string& expected) {
     f.config.agent.harness = harness;
     std::vector<Episode> episodes = f.fresh_episodes(1);
-    HarnessRun run(*f.engine, f.tok, *f.protocol, f.config, f.sampling);
+    HarnessRun run(f.tok, *f.protocol, f.config, f.sampling, f.mc.max_position_embeddings, f.mc.vocab_size);
+    EngineTurns turns(*f.engine, f.sampling);
     try {
-      run.play(episodes, false);
+      run.play(episodes, turns, false);
       ADD_FAILURE() << harness << " did not fail";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();

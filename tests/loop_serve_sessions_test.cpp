@@ -1,7 +1,9 @@
-// `rlcpp serve`'s sessions (rollout/serve_sessions.h, harness mode): a request with an X-Session-Id header is a turn
+// `rlcpp serve`'s sessions (rollout/serve_sessions.h, harness mode, served by loop/session_turn_loop.h on the
+// in-process engine's turns): a request with an X-Session-Id header is a turn
 // of that session, run on the sequence and K/V the engine kept (only the new tokens prefilled), recorded token for
 // token as the engine holds it; the same sessions sample the same tokens whether their requests come one by one
-// or all at once; a request that does not continue its session is a 400 naming the field and leaves it as it was;
+// or all at once; a request that does not continue its session (or names none) is a 400 naming the field and
+// leaves it as it was;
 // a text session encodes only what a request adds (never the model's own text again).
 #include <gtest/gtest.h>
 
@@ -10,6 +12,8 @@
 #include <memory>
 #include <thread>
 
+#include "loop/engine_turns.h"
+#include "loop/session_turn_loop.h"
 #include "rollout/engine.h"
 #include "rollout/serve_http.h"
 #include "rollout/serve_loop.h"
@@ -25,7 +29,6 @@ constexpr int64_t kTurnTokens = 6;
 SamplingParams run_sampling() {
   SamplingParams s;
   s.max_new_tokens = kTurnTokens;
-  s.ignore_eos = true;
   s.temperature = 1.0f;
   s.seed = 1234;
   return s;
@@ -43,13 +46,16 @@ struct SessionServer {
     ServeOptions o;
     o.port = 0;
     o.model_name = "policy";
-    loop = std::make_unique<ServeLoop>(*engine, tok, &book);
+    turns = std::make_unique<EngineTurns>(*engine, run_sampling());
+    loop = std::make_unique<SessionTurnLoop>(book);
+    loop->begin_draw(*turns);
     http = std::make_unique<ServeHttp>(*loop, tok, o, cfg.max_position_embeddings, cfg.vocab_size, &book);
     http->bind();
     thread = std::thread([this] { http->listen(); });
   }
   ~SessionServer() { stop(); }
-  // Stops the server and its loop: the engine is the test thread's again.
+  // Stops the server and its loop (the draw not ended: the engine keeps the sessions): the engine is the test
+  // thread's again.
   void stop() {
     if (!http) return;
     http->stop();
@@ -76,7 +82,8 @@ struct SessionServer {
   std::unique_ptr<Engine> engine;
   CharTokenizer tok;
   ServeSessions book{tok, run_sampling(), nullptr};
-  std::unique_ptr<ServeLoop> loop;
+  std::unique_ptr<EngineTurns> turns;
+  std::unique_ptr<SessionTurnLoop> loop;
   std::unique_ptr<ServeHttp> http;
   std::thread thread;
 };
@@ -97,7 +104,8 @@ void play_ids(SessionServer& s, const std::string& key) {
     const Json choice = Json::parse(r->body)["choices"][0];
     EXPECT_EQ(ids(choice["prompt_token_ids"]), context);  // what the model read: the session's whole sequence
     const std::vector<int32_t> sampled = ids(choice["token_ids"]);
-    EXPECT_EQ(static_cast<int64_t>(sampled.size()), kTurnTokens);  // the run's cap, not the request's 100
+    // The run's cap, not the request's 100 (a turn ends sooner at EOS).
+    EXPECT_TRUE(!sampled.empty() && static_cast<int64_t>(sampled.size()) <= kTurnTokens) << sampled.size();
     context.insert(context.end(), sampled.begin(), sampled.end());
     for (int32_t t : random_test_tokens(2 + turn, s.cfg.vocab_size, 50 + turn + key[0])) context.push_back(t);
   }
@@ -109,14 +117,20 @@ TEST(ServeSessions, ATurnRunsOnTheKeptSequenceAndIsRecordedAsTheEngineHoldsIt) {
   const SessionRecord rec = s.book.records().at("a");
   ASSERT_TRUE(rec.opened());
   ASSERT_EQ(rec.turn_spans.size(), 3u);
-  // Prompt 5, then turns of 6 with 2 and 3 appended between: the appended tokens and the one sampled before them
+  // Prompt 5, then three turns with 2 and 3 appended between: the appended tokens and the one sampled before them
   // are all each later turn prefilled.
   EXPECT_EQ(rec.prompt.size(), 5u);
-  EXPECT_EQ(rec.tokens.size(), 6u + 2 + 6 + 3 + 6);
+  int64_t turn_tokens = 0;
+  for (const auto& [begin, end] : rec.turn_spans) turn_tokens += end - begin;
+  EXPECT_EQ(static_cast<int64_t>(rec.tokens.size()), turn_tokens + 2 + 3);
+  EXPECT_EQ(rec.turn_spans[1].first - rec.turn_spans[0].second, 2);
+  EXPECT_EQ(rec.turn_spans[2].first - rec.turn_spans[1].second, 3);
   EXPECT_EQ(rec.prefilled_tokens, 5 + (2 + 1) + (3 + 1));
   EXPECT_EQ(rec.recomputed_tokens, 0);
   for (size_t t = 0; t < rec.tokens.size(); ++t) {
-    const bool sampled = (t < 6) || (t >= 8 && t < 14) || t >= 17;
+    bool sampled = false;
+    for (const auto& [begin, end] : rec.turn_spans)
+      sampled = sampled || (static_cast<int64_t>(t) >= begin && static_cast<int64_t>(t) < end);
     EXPECT_EQ(rec.sampled[t], sampled ? 1 : 0) << "token " << t;
     EXPECT_EQ(rec.versions[t], sampled ? 0 : -1) << "token " << t;
     if (!sampled) EXPECT_EQ(rec.logprobs[t], 0.0f);
@@ -169,6 +183,8 @@ TEST(ServeSessions, ARequestThatDoesNotContinueItsSessionIsA400AndTheSessionGoes
   refused(completion(prompt), "nobody", 400, kSessionHeader);
   refused(Json{{"prompt", prompt}, {"n", 2}}, "b", 400, "n");
   refused(Json{{"prompt", prompt}, {"stop", "1"}}, "b", 400, "stop");
+  refused(Json{{"prompt", prompt}, {"logprobs", 2}}, "b", 400, "logprobs");
+  refused(completion(prompt), "", 400, kSessionHeader);  // a run's server: every request is a session's turn
   std::vector<int32_t> next = prompt;
   next.insert(next.end(), sampled.begin(), sampled.end());
   next.push_back(4);
@@ -176,7 +192,7 @@ TEST(ServeSessions, ARequestThatDoesNotContinueItsSessionIsA400AndTheSessionGoes
   ASSERT_EQ(second->status, 200) << second->body;
   const SessionRecord rec = s.book.records().at("a");
   EXPECT_EQ(rec.turn_spans.size(), 2u);
-  EXPECT_EQ(rec.tokens.size(), sampled.size() + 1 + kTurnTokens);
+  EXPECT_EQ(rec.turn_spans[1].first, static_cast<int64_t>(sampled.size()) + 1);
   EXPECT_TRUE(rec.failure.empty());
 }
 
@@ -214,7 +230,7 @@ TEST(ServeSessions, ATextSessionEncodesOnlyWhatARequestAdds) {
   first.prompt_value = "12+3=";
   first.sampling.max_new_tokens = 100;
   const SessionTurnPlan p1 = book.plan("t", first, 256);
-  EXPECT_EQ(p1.engine_session, -1);
+  EXPECT_EQ(book.engine_session("t"), -1);
   EXPECT_EQ(p1.spec.prompt, tok.encode_prompt("12+3=", Json()));
   EXPECT_EQ(p1.spec.prompt_id, 3u);
   EXPECT_EQ(first.sampling.max_new_tokens, kTurnTokens);
@@ -236,7 +252,8 @@ TEST(ServeSessions, ATextSessionEncodesOnlyWhatARequestAdds) {
   second.prompt_value = "12+3=1? 12+3=";
   second.sampling.max_new_tokens = 2;
   const SessionTurnPlan p2 = book.plan("t", second, 256);
-  EXPECT_EQ(p2.engine_session, 0);
+  EXPECT_EQ(book.engine_session("t"), 0);
+  EXPECT_TRUE(p2.spec.prompt.empty());  // only the first request opens with its prompt
   EXPECT_EQ(p2.append, tok.encode(" 12+3="));
   EXPECT_EQ(second.sampling.max_new_tokens, 2);
   std::vector<int32_t> whole = p1.spec.prompt;
@@ -251,6 +268,59 @@ TEST(ServeSessions, ATextSessionEncodesOnlyWhatARequestAdds) {
   } catch (const ServeError& e) {
     EXPECT_EQ(e.status(), 400);
     EXPECT_NE(std::string(e.what()).find("failed earlier"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace rlcpp
+
+namespace rlcpp {
+namespace {
+
+// Episodes that span draws (agent.turns_per_draw): the book lets a session start `budget` turns a draw and holds the
+// next until new_draw; agent.max_turns ends a session's requests (a 400); a removed session takes none.
+TEST(ServeSessions, ATurnBudgetHoldsASessionsNextTurnUntilTheNextDraw) {
+  CharTokenizer tok;
+  ServeSessions book(tok, run_sampling(), nullptr);
+  book.add("s", 3, 0, run_sampling().seed);
+  book.set_turn_budget(1);
+  book.set_max_turns(2);
+  book.new_draw();
+  TurnResult t;
+  t.tokens = {tok.encode("1")[0]};
+  t.logprobs = {-0.5f};
+  CompletionRequest first;
+  first.prompt_value = "12+3=";
+  const SessionTurnPlan p1 = book.plan("s", first, 256);
+  EXPECT_TRUE(book.start_turn("s"));
+  book.turn_done(p1, t);
+  CompletionRequest second;
+  second.prompt_value = "12+3=1 12+3=";
+  const SessionTurnPlan p2 = book.plan("s", second, 256);
+  EXPECT_FALSE(book.start_turn("s"));  // past its one turn of the draw: held
+  ServeSessions::State st = book.state("s");
+  EXPECT_TRUE(st.busy && st.held);
+  book.new_draw();
+  st = book.state("s");
+  EXPECT_TRUE(st.busy && !st.held);  // the loop has not looked at it yet
+  EXPECT_TRUE(book.start_turn("s"));
+  book.turn_done(p2, t);
+  EXPECT_EQ(book.record("s").turn_spans.size(), 2u);
+  CompletionRequest third;
+  third.prompt_value = "12+3=1 12+3=1 12+3=";
+  try {
+    book.plan("s", third, 256);
+    ADD_FAILURE() << "a third turn past agent.max_turns 2 was planned";
+  } catch (const ServeError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_NE(std::string(e.what()).find("agent.max_turns"), std::string::npos) << e.what();
+  }
+  book.remove("s");
+  try {
+    book.plan("s", third, 256);
+    ADD_FAILURE() << "a removed session was planned";
+  } catch (const ServeError& e) {
+    EXPECT_EQ(e.status(), 400);
   }
 }
 
