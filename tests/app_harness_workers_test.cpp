@@ -8,7 +8,6 @@
 #include <filesystem>
 
 #include "loop/controller.h"
-#include "tests/python_env.h"
 #include "tests/train_test_support.h"
 
 namespace rlcpp {
@@ -24,13 +23,9 @@ TrainConfig harness_run(const std::string& name, const std::string& placement, c
   TrainConfig c = small_grpo_run(small_train_checkpoint(root() / "init"), 3);
   c.run_dir = (root() / name).string();
   c.task.name = "add3";
-  c.agent.env = "http";
+  use_example_harness(c, "--reward digits " + harness_args);
   c.agent.max_turns = 3;
-  c.agent.max_turn_tokens = 6;
   c.agent.turns_per_draw = turns_per_draw;
-  c.agent.harness = "'" + venv_python() + "' '" + std::string(RLCPP_SOURCE_DIR) +
-                    "/scripts/agent_harness_example.py' --reward digits " + harness_args;
-  c.rollout.sampling.max_new_tokens = 6;
   c.rollout.placement = placement;
   c.rollout.num_workers = 2;
   c.rollout.worker_binary = RLCPP_BINARY_DIR "/rlcpp";
@@ -54,31 +49,32 @@ void expect_same_run(const TrainSummary& want, const TrainSummary& got) {
   EXPECT_TRUE(same_weights(want.checkpoint, got.checkpoint));
 }
 
-TEST(HarnessWorkers, AHarnessOnSplitWorkersTrainsOnTheColocatedRunsTokensBitForBit) {
+// The same run colocated and on split workers; returns the split one's metrics.
+std::vector<Json> split_run_equals_colocated(const std::string& name, const std::string& harness_args,
+                                             int64_t turns_per_draw) {
   fs::remove_all(root());
-  const TrainConfig c = harness_run("colocated", "colocated", "--attempts 2", 0);
-  const TrainConfig s = harness_run("split", "split", "--attempts 2", 0);
+  const TrainConfig c = harness_run(name + "_colocated", "colocated", harness_args, turns_per_draw);
+  const TrainConfig s = harness_run(name + "_split", "split", harness_args, turns_per_draw);
   const TrainSummary colocated = run_train(c, config_to_json(c));
   const TrainSummary split = run_train(s, config_to_json(s));
   expect_same_run(colocated, split);
-  EXPECT_EQ(read_jsonl(fs::path(split.run_dir) / "metrics.jsonl").at(0).at("layout/workers"), 2);
+  std::vector<Json> m = read_jsonl(fs::path(split.run_dir) / "metrics.jsonl");
   fs::remove_all(root());
+  return m;
+}
+
+TEST(HarnessWorkers, AHarnessOnSplitWorkersTrainsOnTheColocatedRunsTokensBitForBit) {
+  const std::vector<Json> m = split_run_equals_colocated("draws", "--attempts 2", 0);
+  EXPECT_EQ(m.at(0).at("layout/workers"), 2);
 }
 
 // Three turns an episode, two a draw: every episode's third turn waits for the next draw, run under the next
 // version on whichever worker its session is opened again (with its history); the last step's draw lets them end.
 TEST(HarnessWorkers, EpisodesSpanningSyncsOnSplitWorkersEqualTheColocatedRunBitForBit) {
-  fs::remove_all(root());
-  const TrainConfig c = harness_run("colocated_span", "colocated", "--attempts 3", 2);
-  const TrainConfig s = harness_run("split_span", "split", "--attempts 3", 2);
-  const TrainSummary colocated = run_train(c, config_to_json(c));
-  const TrainSummary split = run_train(s, config_to_json(s));
-  expect_same_run(colocated, split);
-  const std::vector<Json> m = read_jsonl(fs::path(split.run_dir) / "metrics.jsonl");
+  const std::vector<Json> m = split_run_equals_colocated("spanning", "--attempts 3", 2);
   EXPECT_EQ(m.at(0).at("agent/in_flight"), 64);  // all on their third turn
   EXPECT_EQ(m.at(1).at("training/off_policy/token_staleness_max"), 1.0);
   EXPECT_EQ(m.at(1).at("mismatch/current_version/max_abs_dlogp"), 0.0);
-  fs::remove_all(root());
 }
 
 }  // namespace

@@ -372,10 +372,7 @@ TEST(LoopHarness, AShortGrpoRunThroughTheHarnessRaisesItsReward) {
   TrainConfig c = small_grpo_run(small_train_checkpoint(root / "init"), kSteps);
   c.run_dir = (root / "run").string();
   c.task.name = "add3";
-  c.agent.env = "http";
-  c.agent.max_turn_tokens = 6;
-  c.agent.harness = example_harness("--reward digits --attempts 2");
-  c.rollout.sampling.max_new_tokens = 6;
+  use_example_harness(c, "--reward digits --attempts 2");
   const TrainSummary s = run_train(c, config_to_json(c));
   ASSERT_EQ(static_cast<int64_t>(s.mean_rewards.size()), kSteps);
   const std::vector<Json> metrics = read_jsonl(fs::path(s.run_dir) / "metrics.jsonl");

@@ -172,11 +172,7 @@ TEST(LoopResume, HarnessRunResumesBitForBit) {
   const fs::path root = fs::temp_directory_path() / "rlcpp_resume_harness_test";
   fs::remove_all(root);
   TrainConfig c = resumable_run(root);
-  c.agent.env = "http";
-  c.agent.max_turn_tokens = 6;
-  c.agent.harness = "'" + venv_python() + "' '" + std::string(RLCPP_SOURCE_DIR) +
-                    "/scripts/agent_harness_example.py' --reward digits --attempts 2";
-  c.rollout.sampling.max_new_tokens = 6;
+  use_example_harness(c, "--reward digits --attempts 2");
   expect_resume_matches_whole_run(root, c);
   const Json first = read_jsonl(root / "whole" / "metrics.jsonl").at(0);
   EXPECT_EQ(first.at("agent/turns_mean").get<double>(), 2.0);
@@ -190,12 +186,8 @@ TEST(LoopResume, HarnessRunWhoseEpisodesSpanSyncsResumesBitForBit) {
   const fs::path root = fs::temp_directory_path() / "rlcpp_resume_harness_syncs_test";
   fs::remove_all(root);
   TrainConfig c = resumable_run(root);
-  c.agent.env = "http";
-  c.agent.max_turn_tokens = 6;
+  use_example_harness(c, "--reward digits --attempts 3");
   c.agent.turns_per_draw = 2;
-  c.agent.harness = "'" + venv_python() + "' '" + std::string(RLCPP_SOURCE_DIR) +
-                    "/scripts/agent_harness_example.py' --reward digits --attempts 3 --concurrency 0";
-  c.rollout.sampling.max_new_tokens = 6;
   expect_resume_matches_whole_run(root, c);
   const std::vector<Json> m = read_jsonl(root / "whole" / "metrics.jsonl");
   ASSERT_EQ(m.size(), 5u);

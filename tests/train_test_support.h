@@ -13,6 +13,7 @@
 #include "loop/train_config.h"
 #include "model/checkpoint.h"
 #include "model/init.h"
+#include "tests/python_env.h"
 
 namespace rlcpp {
 
@@ -85,6 +86,15 @@ inline bool same_weights(const std::string& a, const std::string& b) {
 // metrics.jsonl keys that differ between two runs of the same computation: wall-clock figures, checkpoint
 // paths, the engine's step counts and forward time (per worker), the process's memory and the layout it ran on
 // (workers, threads, cores).
+// Harness mode (agent.env "http"): scripts/agent_harness_example.py with `args` (in the test venv) plays the
+// episodes, turns of up to 6 tokens.
+inline void use_example_harness(TrainConfig& c, const std::string& args) {
+  c.agent.env = "http";
+  c.agent.max_turn_tokens = 6;
+  c.agent.harness = "'" + venv_python() + "' '" + std::string(RLCPP_SOURCE_DIR) + "/scripts/agent_harness_example.py' " + args;
+  c.rollout.sampling.max_new_tokens = 6;
+}
+
 inline bool run_dependent_key(const std::string& key) {
   return key.rfind("timing", 0) == 0 || key == "elapsed_s" || key.rfind("tokens_per_s/", 0) == 0 ||
          key == "checkpoint" || key.rfind("engine/", 0) == 0 || key.rfind("memory/", 0) == 0 ||
