@@ -20,6 +20,11 @@ void AgentConfig::validate(const std::string& prefix) const {
               key << "tokenization': \"" << tokenization << "\", expected \"tito\" or \"retokenize\"");
   RLCPP_CHECK(turns_per_draw >= 0, key << "turns_per_draw': must be >= 0 (0 = episodes end in their draw), got "
                                        << turns_per_draw);
+  RLCPP_CHECK(tokens_per_draw >= 0, key << "tokens_per_draw': must be >= 0 (0 = turns end in their draw), got "
+                                        << tokens_per_draw);
+  RLCPP_CHECK(tokens_per_draw == 0 || harness_mode(),
+              key << "tokens_per_draw': cuts a harness's turns (agent.env \"http\"); in-process episodes stop "
+                     "between turns (agent.turns_per_draw)");
   RLCPP_CHECK(demo_tool_share >= 0 && demo_tool_share <= 1,
               key << "demo_tool_share': must be in [0, 1], got " << demo_tool_share);
   RLCPP_CHECK(demo_bisect_share >= 0 && demo_bisect_share <= 1,

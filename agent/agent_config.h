@@ -16,6 +16,8 @@ struct AgentConfig {
   std::string tokenization = "tito";  // tito | retokenize (the lab's contrast: agent/retokenize.h)
   int64_t turns_per_draw = 0;      // 0: episodes end within their draw; N: at most N turns per draw, then on
                                    // into the next step's draw with the policy then (partial rollouts)
+  int64_t tokens_per_draw = 0;     // http: at most N tokens sampled per session per draw; a turn that reaches
+                                   // them goes on in the next draw under the new version (0: none cut)
   std::string endpoint;            // remote: the environment server (tcp://HOST:PORT or ipc://PATH)
   double demo_tool_share = 0.5;    // calc demonstrations (SFT warm start): the share that calls the calculator
   double demo_bisect_share = 0.5;  // guess demonstrations: the share of turns that guess the interval's middle
@@ -26,6 +28,8 @@ struct AgentConfig {
   bool enabled() const { return !env.empty(); }
   // Episodes played by an external harness over rlcpp serve's OpenAI API, not by an environment in reach.
   bool harness_mode() const { return env == "http"; }
+  // Episodes may run on past the draw that began them (partial rollouts).
+  bool spans_draws() const { return turns_per_draw > 0 || tokens_per_draw > 0; }
   // Throws naming the key (under `prefix`) of a bad value.
   void validate(const std::string& prefix = "agent") const;
 
@@ -53,17 +57,24 @@ struct AgentConfig {
       "next step's draw with the policy synced then, each token keeping the version that sampled it (saved in "
       "checkpoints, resumed bit for bit); http: one harness for the run, each session's requests past N in a draw "
       "wait while the trainer updates and the weights are synced, and run under the new version");
+    v("tokens_per_draw", tokens_per_draw,
+      "http, one harness for the run: at most N tokens sampled per session per draw; a turn that reaches them is "
+      "kept, its request open while the trainer updates and the weights are synced, and goes on in the next draw "
+      "under the new version (each token keeping the version that sampled it); 0: a turn runs to its end under "
+      "the version that began it");
     v("endpoint", endpoint, "remote: the environment server's endpoint (tcp://HOST:PORT or ipc://PATH)");
     v("demo_tool_share", demo_tool_share,
       "calc, SFT warm start: share of demonstrations that call the calculator (the rest answer at once)");
     v("harness", harness,
-      "http: the harness's shell command, run once per draw (once for the run with agent.turns_per_draw > 0, its "
+      "http: the harness's shell command, run once per draw (once for the run with agent.turns_per_draw or "
+      "agent.tokens_per_draw > 0, its "
       "episodes arriving as each step draws them, its reward lines read as they come): it reads the draw's episodes as JSON lines on stdin "
       "({\"session\", \"item\", \"episode\", \"prompt\", \"answer\", \"meta\"}), plays each against "
       "$OPENAI_BASE_URL with the header \"X-Session-Id: SESSION\", and writes one line {\"session\", \"reward\"} per "
       "episode on stdout (README \"Agent harnesses\")");
     v("harness_timeout_s", harness_timeout_s, "http: a draw's harness still running after this many seconds (with "
-      "agent.turns_per_draw > 0: a draw not ended after them) is killed and the run stops with its error");
+      "agent.turns_per_draw or tokens_per_draw: a draw not ended after them) is killed and the run stops with its "
+      "error");
     v("demo_bisect_share", demo_bisect_share,
       "guess, SFT warm start: share of demonstrated guesses at the middle of the interval left (the rest uniform "
       "inside it)");

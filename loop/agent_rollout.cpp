@@ -139,7 +139,7 @@ EpisodeDraw AgentRollout::draw(RolloutBackend& backend, PhiloxStream& data_rng, 
     sampling.seed = seed;
     const int64_t vocab_size = engine_model_config(cfg.policy_model_config(), cfg.rollout.engine).vocab_size;
     HarnessDraw h;
-    if (cfg.agent.turns_per_draw > 0) {  // one harness for the run; its episodes span syncs
+    if (cfg.agent.spans_draws()) {  // one harness for the run; its episodes span syncs
       if (!harness_run_)
         harness_run_ = std::make_unique<HarnessRun>(tokenizer_, *protocol_, cfg, sampling, engine->context(), vocab_size);
       h = harness_run_->play(episodes, *engine, harness_draw_ends_episodes(step));

@@ -64,7 +64,7 @@ class AgentRollout {
   std::unique_ptr<TurnProtocol> protocol_;
   std::unique_ptr<EnvMaker> envs_;
   std::vector<Episode> in_flight_;  // whole groups, in the order drawn
-  // A harness whose episodes span syncs (agent.turns_per_draw > 0): one for the run, started at its first draw.
+  // A harness whose episodes span syncs (agent.spans_draws()): one for the run, started at its first draw.
   std::unique_ptr<HarnessRun> harness_run_;
   // Whether a harness's draw for `step` lets every episode run to its end: no harness episode is in flight when
   // a scheduled checkpoint is written (at the step that trains on this draw) or the run ends.

@@ -299,7 +299,7 @@ HarnessDraw HarnessRun::play(std::vector<Episode>& episodes, RolloutTurnEngine& 
     parts_->child = std::make_unique<HarnessChild>(agent.harness, parts_->server.harness_environment(step));
   HarnessChild& child = *parts_->child;
   child.send(input);
-  book.set_turn_budget(to_the_end ? 0 : agent.turns_per_draw);
+  book.set_draw_budget(to_the_end ? 0 : agent.turns_per_draw, to_the_end ? 0 : agent.tokens_per_draw);
   book.new_draw();
   const int64_t requests_before = loop.figures().jobs_done;
   const Stopwatch clock;

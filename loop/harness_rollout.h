@@ -9,13 +9,16 @@
 // records every token; the trainer trains on those records, token in, token out, the appended tokens masked out
 // of the loss. The server lives for the draw only: the weights do not change while it serves.
 //
-// Episodes that span weight syncs (agent.turns_per_draw = N > 0): one harness and one server for the whole run
-// (HarnessRun). Each draw sends the harness its new episodes (the same lines) and lets every session run at most N
-// turns; a session's next request waits, its client blocked, while the trainer updates and the weights are synced
-// (the server steps nothing then), and runs in the next draw under the new version: its tokens record that version,
-// the K/V of the older one is computed again. A draw ends when each of its episodes has its reward line or a turn
-// waiting; a group whose episodes all ended is the step's. Which tokens each version samples is fixed by N, never
-// by timing. A draw whose step writes a checkpoint (or is the run's last) lets every episode run to its end, so no
+// Episodes that span weight syncs (agent.turns_per_draw = N, agent.tokens_per_draw = T): one harness and one
+// server for the whole run (HarnessRun). Each draw sends the harness its new episodes (the same lines) and lets
+// every session run at most N turns and sample at most T tokens. A session's next request past N waits, its client
+// blocked, while the trainer updates and the weights are synced (the server has no engine then), and runs in the
+// next draw under the new version ("finish": a turn ends under the version that began it). A turn that reaches T
+// is kept, its request open, and goes on in the next draw under the new version ("keep"). Every token records the
+// version that sampled it; a carried session is opened again on the next draw's engine with its history (K/V of an
+// older version is never reused). A draw ends when each of its episodes has its reward line or a turn waiting; a
+// group whose episodes all ended is the step's. Which tokens each version samples is fixed by N and T, never by
+// timing. A draw whose step writes a checkpoint (or is the run's last) lets every episode run to its end, so no
 // harness episode is in flight in a checkpoint and a resumed run goes on as the uninterrupted one.
 #pragma once
 
@@ -57,7 +60,7 @@ HarnessDraw play_with_harness(std::vector<Episode>& episodes, RolloutTurnEngine&
                               const TurnProtocol& protocol, const TrainConfig& config, const SamplingParams& sampling,
                               int64_t vocab_size);
 
-// The harness and server of a run whose episodes span weight syncs (agent.turns_per_draw > 0).
+// The harness and server of a run whose episodes span weight syncs (agent.turns_per_draw or tokens_per_draw).
 class HarnessRun {
  public:
   // `tokenizer`, `protocol` and `config` must outlive it; `sampling`: the run's (each episode samples under its own
@@ -71,7 +74,8 @@ class HarnessRun {
   // One draw on `engine` (the placement's turn engine for it): `episodes` are those carried (an ended one waits for
   // its group and is left as it is; one still running goes on, its session opened on `engine` again with its
   // history) and new ones (their problem, group, sample_index, seed and first_step set). Each running episode
-  // plays up to agent.turns_per_draw turns, or to its end with `to_the_end`; those that end are filled from their
+  // plays up to agent.turns_per_draw turns and agent.tokens_per_draw tokens, or to its end with `to_the_end`; those
+  // that end are filled from their
   // records and rewards, the others stay running. On return no turn runs and `engine` holds none of the sessions
   // (the weights may change before the next draw). Throws naming agent.harness when the harness exits, writes a
   // bad line or leaves the draw unended for agent.harness_timeout_s.

@@ -54,8 +54,6 @@ class ColocatedRollout : public RolloutBackend {
     return std::make_unique<EngineTurns>(engine_, base);
   }
 
-  Engine* in_process_engine() override { return &engine_; }
-
   void sync(const ParameterStore& params, int64_t version) override {
     channel_.publish(version);
     const int64_t v = channel_.poll(params);  // checks that it is the trainer's buffer

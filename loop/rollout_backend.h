@@ -30,9 +30,6 @@ class RolloutBackend {
   // temperature, top-k/p, log-prob space) under its own limit, stops and seed. Throws naming rollout.placement
   // where the placement cannot run them.
   virtual std::unique_ptr<RolloutTurnEngine> turn_engine(const SamplingParams& base);
-  // The engine itself when it runs in this process (colocated), for `rlcpp serve`'s loop over it (harness mode,
-  // loop/harness_rollout.h); null for a placement whose engines are other processes'.
-  virtual Engine* in_process_engine() { return nullptr; }
   // Step `step` of the run begins: faults are reported under it and the per-step restart limit starts over.
   virtual void begin_step(int64_t step) {}
   // Worker faults handled, as step metrics: rollout/worker_failures_step and rollout/reissued_prompts (since

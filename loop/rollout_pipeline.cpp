@@ -87,7 +87,7 @@ void RolloutPipeline::restore(const Json& pending, const std::string& where) {
     const int64_t drawn_prompts = static_cast<int64_t>(d.drawn.problems.size());
     const int64_t drawn_samples = static_cast<int64_t>(d.drawn.rollout.samples.size());
     // An agent run's draws hold the groups that ended in them: with turns_per_draw, fewer or more than drawn.
-    const bool partial = ctx_.config.agent.enabled() && ctx_.config.agent.turns_per_draw > 0;
+    const bool partial = ctx_.config.agent.enabled() && ctx_.config.agent.spans_draws();
     RLCPP_CHECK(drawn_samples == drawn_prompts * group && (partial || drawn_prompts == prompts * d.draws),
                 where << ": step " << step << " was drawn ahead (async.max_staleness) as " << drawn_prompts
                       << " prompts x " << (drawn_prompts > 0 ? drawn_samples / drawn_prompts : 0)

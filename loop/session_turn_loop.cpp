@@ -1,5 +1,6 @@
 #include "loop/session_turn_loop.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "core/error.h"
@@ -110,13 +111,16 @@ void SessionTurnLoop::round(std::deque<std::shared_ptr<ServeJob>> jobs) {
   std::deque<std::shared_ptr<ServeJob>> held;
   for (auto& job : jobs) {
     const SessionTurnPlan& plan = *job->session();
-    if (job->cancelled()) {  // its client left before the turn ran
-      book_.turn_failed(plan.key, "its client went away before its turn ran");
+    const auto kept = turn_sampled_.find(job.get());
+    if (job->cancelled()) {  // its client left while the turn waited
+      book_.turn_failed(plan.key, "its client went away while its turn waited for the next draw");
       job->fail("cancelled");
+      if (kept != turn_sampled_.end()) turn_sampled_.erase(kept);
       ++cancelled;
       continue;
     }
-    if (!book_.start_turn(plan.key)) {  // past its turns for this draw: it waits for the next
+    // A kept turn goes on (it began in an earlier draw); a new one may be past the session's turns or tokens.
+    if (kept == turn_sampled_.end() && !book_.start_turn(plan.key)) {
       held.push_back(job);
       continue;
     }
@@ -128,13 +132,15 @@ void SessionTurnLoop::round(std::deque<std::shared_ptr<ServeJob>> jobs) {
         book_.opened(plan.key, id);
         if (!rec.tokens.empty()) engine.append(id, rec.tokens);
       }
-      if (!plan.append.empty()) engine.append(id, plan.append);
-      asks.push_back({id, job->request().sampling.max_new_tokens, job->request().sampling.seed});
+      if (kept == turn_sampled_.end() && !plan.append.empty()) engine.append(id, plan.append);
+      const int64_t left = job->request().sampling.max_new_tokens - (kept == turn_sampled_.end() ? 0 : kept->second);
+      asks.push_back({id, std::min(left, book_.tokens_left(plan.key)), job->request().sampling.seed});
       running.push_back(job);
     } catch (const std::exception& e) {
       const std::string why = std::string("the engine refused the session's turn: ") + e.what();
       book_.turn_failed(plan.key, why);
       job->fail(why);
+      if (kept != turn_sampled_.end()) turn_sampled_.erase(kept);
       ++failed;
     }
   }
@@ -150,6 +156,7 @@ void SessionTurnLoop::round(std::deque<std::shared_ptr<ServeJob>> jobs) {
       for (const auto& job : running) {
         book_.turn_failed(job->session()->key, why);
         job->fail(why);
+        turn_sampled_.erase(job.get());
       }
       failed += static_cast<int64_t>(running.size());
       running.clear();
@@ -160,8 +167,18 @@ void SessionTurnLoop::round(std::deque<std::shared_ptr<ServeJob>> jobs) {
     ServeJob& job = *running[i];
     const TurnReply& reply = replies[i];
     const TurnResult result = turn_result(reply);
-    book_.turn_done(*job.session(), result);  // in the book before its client can read the end
+    const int64_t sampled = turn_sampled_[&job] += static_cast<int64_t>(reply.tokens.size());
     for (size_t t = 0; t < reply.tokens.size(); ++t) job.push_token({0, reply.tokens[t], reply.logprobs[t], {}});
+    // Cut by the draw's tokens, neither ended nor at its request's limit: kept for the next draw.
+    const bool cut = !reply.ended && static_cast<int64_t>(reply.tokens.size()) == asks[i].max_new_tokens &&
+                     sampled < job.request().sampling.max_new_tokens;
+    if (cut) {
+      book_.turn_kept(*job.session(), result);
+      held.push_back(running[i]);
+      continue;
+    }
+    turn_sampled_.erase(&job);
+    book_.turn_done(*job.session(), result);  // in the book before its client can read the end
     job.finish_choice(0, result.finish_reason);
     ++done;
   }

@@ -5,12 +5,15 @@
 // opened again with its history: its K/V of an older version would be computed again anyway), appends each
 // request's additions, runs the turns in one call (the engine batches them continuously), records each in the
 // book and hands its tokens to its client; then the next round. A turn the book does not let start (past its
-// session's turns for the draw) is held, its client waiting, until a later draw. Between draws the loop has no
-// engine: requests wait, and the run updates and syncs the weights.
+// session's turns or tokens for the draw) is held, its client waiting, until a later draw; a turn that reaches the
+// session's tokens for the draw is kept, its request open, and goes on in the next draw (its session opened there
+// with the history, the turn's first part included). Between draws the loop has no engine: requests wait, and the
+// run updates and syncs the weights.
 #pragma once
 
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -49,7 +52,8 @@ class SessionTurnLoop final : public ServeJobQueue {
   mutable std::mutex mutex_;  // guards everything below but held_ (the loop thread's)
   std::condition_variable wake_, idle_changed_;
   std::deque<std::shared_ptr<ServeJob>> incoming_;
-  std::deque<std::shared_ptr<ServeJob>> held_;
+  std::deque<std::shared_ptr<ServeJob>> held_;  // turns not begun, and turns kept (in turn_sampled_)
+  std::map<const ServeJob*, int64_t> turn_sampled_;  // a kept turn's tokens so far (the loop thread's)
   RolloutTurnEngine* engine_ = nullptr;
   bool stopping_ = false;
   bool in_round_ = false;

@@ -53,7 +53,11 @@ void config_from_json(const Json& j, TrainConfig& cfg) {
 }
 
 int64_t TrainConfig::harness_sessions_at_once() const {
-  const int64_t draws = agent.turns_per_draw > 0 ? (agent.max_turns + agent.turns_per_draw - 1) / agent.turns_per_draw : 1;
+  // The draws an episode may span: those its turns may be held for, and those its tokens may be kept for.
+  const auto ceil_div = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  int64_t draws = 1;
+  if (agent.turns_per_draw > 0) draws += ceil_div(agent.max_turns, agent.turns_per_draw) - 1;
+  if (agent.tokens_per_draw > 0) draws += ceil_div(agent.max_turns * agent.max_turn_tokens, agent.tokens_per_draw);
   return rollout.prompts_per_step * rollout.group_size * draws;
 }
 
@@ -345,7 +349,8 @@ void TrainConfig::validate() const {
   if (agent.enabled()) {
     RLCPP_CHECK(!agent.harness_mode() || harness_sessions_at_once() <= ServeLimits::kMaxConcurrency,
                 "config keys 'rollout.prompts_per_step' x 'rollout.group_size'"
-                    << (agent.turns_per_draw > 0 ? " x ceil('agent.max_turns' / 'agent.turns_per_draw')" : "")
+                    << (agent.spans_draws() ? " x the draws an episode may span (agent.max_turns, turns_per_draw, "
+                                              "max_turn_tokens, tokens_per_draw)" : "")
                     << ": a harness may be playing " << harness_sessions_at_once()
                     << " episodes at once, each holding one of the server's threads; at most " << ServeLimits::kMaxConcurrency);
     RLCPP_CHECK(reward.type == "local" && !reward.overlong_buffer.enabled,

@@ -269,7 +269,7 @@ struct TrainConfig {
   // groups when set (a filtered step may train on fewer).
   int64_t update_batch_size() const;
   // The most episodes a harness (agent.env "http") may be playing at once, each with a request waiting in the
-  // server: a draw's, or with agent.turns_per_draw those of the draws an episode may span (max_turns / turns_per_draw).
+  // server: a draw's, or those of the draws an episode may span (agent.turns_per_draw, agent.tokens_per_draw).
   int64_t harness_sessions_at_once() const;
   // Optimizer steps of the whole run, for the LR schedule: steps x epochs x mini-batches of the planned update
   // batch (with filter_groups a step may train on fewer samples).

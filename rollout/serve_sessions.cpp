@@ -1,6 +1,7 @@
 #include "rollout/serve_sessions.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 
 #include "core/error.h"
@@ -32,9 +33,10 @@ void ServeSessions::remove(const std::string& key) {
   entries_.erase(key);
 }
 
-void ServeSessions::set_turn_budget(int64_t turns) {
+void ServeSessions::set_draw_budget(int64_t turns, int64_t tokens) {
   std::lock_guard<std::mutex> lock(mutex_);
   turn_budget_ = turns;
+  token_budget_ = tokens;
 }
 
 void ServeSessions::set_max_turns(int64_t turns) {
@@ -46,6 +48,7 @@ void ServeSessions::new_draw() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [key, e] : entries_) {
     e.turns_this_draw = 0;
+    e.tokens_this_draw = 0;
     e.held = false;  // a held turn is busy until the loop starts it (or holds it again)
   }
 }
@@ -53,9 +56,15 @@ void ServeSessions::new_draw() {
 bool ServeSessions::start_turn(const std::string& key) {
   std::lock_guard<std::mutex> lock(mutex_);
   Entry& e = find(key);
-  e.held = turn_budget_ > 0 && e.turns_this_draw >= turn_budget_;
+  e.held = (turn_budget_ > 0 && e.turns_this_draw >= turn_budget_) ||
+           (token_budget_ > 0 && e.tokens_this_draw >= token_budget_);
   if (!e.held) ++e.turns_this_draw;
   return !e.held;
+}
+
+int64_t ServeSessions::tokens_left(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return token_budget_ > 0 ? token_budget_ - find(key).tokens_this_draw : std::numeric_limits<int64_t>::max();
 }
 
 ServeSessions::State ServeSessions::state(const std::string& key) const {
@@ -211,30 +220,48 @@ void ServeSessions::opened(const std::string& key, int64_t engine_session) {
   find(key).engine_session = engine_session;
 }
 
-void ServeSessions::turn_done(const SessionTurnPlan& plan, const TurnResult& t) {
+void ServeSessions::turn_done(const SessionTurnPlan& plan, const TurnResult& result) {
   std::lock_guard<std::mutex> lock(mutex_);
+  record_part(plan, result, /*last=*/true);
+}
+
+void ServeSessions::turn_kept(const SessionTurnPlan& plan, const TurnResult& part) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  record_part(plan, part, /*last=*/false);
+}
+
+void ServeSessions::record_part(const SessionTurnPlan& plan, const TurnResult& t, bool last) {
   Entry& e = find(plan.key);
   SessionRecord& rec = e.record;
   if (!rec.opened()) rec.prompt = plan.spec.prompt;
-  for (int32_t id : plan.append) {
-    rec.tokens.push_back(id);
-    rec.sampled.push_back(0);
-    rec.logprobs.push_back(0.0f);
-    rec.versions.push_back(-1);
+  if (e.open_turn < 0) {  // the turn's first part: the request's additions come first
+    for (int32_t id : plan.append) {
+      rec.tokens.push_back(id);
+      rec.sampled.push_back(0);
+      rec.logprobs.push_back(0.0f);
+      rec.versions.push_back(-1);
+    }
+    e.open_turn = static_cast<int64_t>(rec.tokens.size());
   }
-  const auto begin = static_cast<int64_t>(rec.tokens.size());
   for (size_t i = 0; i < t.tokens.size(); ++i) {
     rec.tokens.push_back(t.tokens[i]);
     rec.sampled.push_back(1);
     rec.logprobs.push_back(t.logprobs[i]);
     rec.versions.push_back(t.policy_version);
   }
-  rec.turn_spans.emplace_back(begin, static_cast<int64_t>(rec.tokens.size()));
-  rec.turn_ended.push_back(t.finish_reason != FinishReason::kLength ? 1 : 0);
   rec.prefilled_tokens += t.prefilled_tokens;
   rec.recomputed_tokens += t.recomputed_tokens;
+  e.tokens_this_draw += static_cast<int64_t>(t.tokens.size());
+  if (!last) {
+    e.held = true;  // busy still: its request is open
+    return;
+  }
+  const auto begin = e.open_turn, end = static_cast<int64_t>(rec.tokens.size());
+  rec.turn_spans.emplace_back(begin, end);
+  rec.turn_ended.push_back(t.finish_reason != FinishReason::kLength ? 1 : 0);
   e.messages = std::move(e.pending_messages);
-  e.text += e.pending_text + response_text(tok_, t.tokens);
+  e.text += e.pending_text + response_text(tok_, std::vector<int32_t>(rec.tokens.begin() + begin, rec.tokens.end()));
+  e.open_turn = -1;
   e.busy = false;
   e.held = false;
 }
@@ -243,6 +270,7 @@ void ServeSessions::turn_failed(const std::string& key, const std::string& why) 
   std::lock_guard<std::mutex> lock(mutex_);
   Entry& e = find(key);
   if (e.record.failure.empty()) e.record.failure = why;
+  e.open_turn = -1;
   e.busy = false;
   e.held = false;
 }

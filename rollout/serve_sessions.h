@@ -17,10 +17,12 @@
 // no stop strings; a request that breaks these rules is a 400 naming the field, and the session stays as it was.
 // Requests of one session come one at a time (a second while one runs is a 409).
 //
-// Episodes that span weight syncs (agent.turns_per_draw): the book gives each session at most `turns` turns per
-// draw (set_turn_budget); a request past them is held by the server's loop until the next draw (new_draw), which
-// runs after the trainer's update and the weight sync: the turn then samples under the new version, and the
-// session's record keeps each token's.
+// Episodes that span weight syncs (agent.turns_per_draw, agent.tokens_per_draw): the book gives each session at
+// most so many turns, and sampled tokens, per draw (set_draw_budget). A request past the turns is held by the
+// server's loop until the next draw (new_draw), which runs after the trainer's update and the weight sync: the turn
+// then samples under the new version ("finish": a running turn ends under the version that began it). A turn that
+// reaches the tokens is kept, its request open, and goes on in the next draw under the new version ("keep"). The
+// session's record keeps each token's version.
 #pragma once
 
 #include <cstdint>
@@ -75,20 +77,24 @@ class ServeSessions {
   // Forgets a session whose episode has ended (its record taken): its key takes no more requests.
   void remove(const std::string& key);
 
-  // At most `turns` turns of each session from here to the next new_draw (0: no limit).
-  void set_turn_budget(int64_t turns);
+  // At most `turns` turns, and `tokens` sampled tokens, of each session from here to the next new_draw (0: no
+  // limit).
+  void set_draw_budget(int64_t turns, int64_t tokens);
   // At most `turns` turns in a session's life (agent.max_turns; 0: no limit): a request past them is a 400.
   void set_max_turns(int64_t turns);
-  // A new draw: every session's turns counted from zero again (held requests may start).
+  // A new draw: every session's turns and tokens counted from zero again (held requests may start, kept turns go
+  // on).
   void new_draw();
-  // The loop's side, as it admits a session's turn: whether it may start now (counted) or is held (false).
+  // The loop's side, as it admits a session's turn: whether it may start now (counted) or is held (false); and how
+  // many tokens the session may still sample in this draw (INT64_MAX without a token budget).
   bool start_turn(const std::string& key);
+  int64_t tokens_left(const std::string& key) const;
 
   // Where a session stands between the harness's requests.
   struct State {
     bool opened = false;  // a turn has been recorded
     bool busy = false;    // a request is planned, running or held
-    bool held = false;    // ... held: its turn waits for the next draw
+    bool held = false;    // ... held: its turn waits for (or is kept to go on in) the next draw
     bool failed = false;
   };
   State state(const std::string& key) const;
@@ -102,6 +108,9 @@ class ServeSessions {
   int64_t engine_session(const std::string& key) const;
   void opened(const std::string& key, int64_t engine_session);
   void turn_done(const SessionTurnPlan& plan, const TurnResult& result);
+  // The part of a turn the draw's tokens allowed (its request kept open): recorded, the session held; the turn goes
+  // on in the next draw (more parts, the last one turn_done's).
+  void turn_kept(const SessionTurnPlan& plan, const TurnResult& part);
   void turn_failed(const std::string& key, const std::string& why);
 
   // Every session's record (one never requested has none opened()), and the engine's ids of those opened.
@@ -117,7 +126,8 @@ class ServeSessions {
     int64_t sample_index = 0;
     uint64_t seed = 0;
     int64_t engine_session = -1;
-    int64_t turns_this_draw = 0;
+    int64_t turns_this_draw = 0, tokens_this_draw = 0;
+    int64_t open_turn = -1;  // where the turn in progress began in record.tokens (-1: none, or before its first part)
     SessionRecord record;
     enum class Kind { kChat, kText, kIds } kind = Kind::kIds;  // the first request's
     bool busy = false;       // a request runs (or is held)
@@ -129,6 +139,8 @@ class ServeSessions {
   };
   Entry& find(const std::string& key);
   const Entry& find(const std::string& key) const;
+  // A turn's part into the record: the request's additions before its first; the last closes the turn.
+  void record_part(const SessionTurnPlan& plan, const TurnResult& part, bool last);
   // The tokens `request` adds to `e`'s session; throws ServeError naming the field.
   std::vector<int32_t> continuation(const Entry& e, const CompletionRequest& request) const;
 
@@ -137,7 +149,7 @@ class ServeSessions {
   ChatTail chat_tail_;
   mutable std::mutex mutex_;
   std::map<std::string, Entry> entries_;
-  int64_t turn_budget_ = 0;
+  int64_t turn_budget_ = 0, token_budget_ = 0;
   int64_t max_turns_ = 0;
 };
 

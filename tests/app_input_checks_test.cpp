@@ -149,8 +149,12 @@ TEST_F(InputChecks, AgentConfigKeysAreCheckedNamingTheKey) {
   expect_error(run_cli("train " + harness + " --set agent.harness="), "agent.harness': agent.env \"http\" needs",
                "harness without a command");
   expect_error(run_cli("train " + harness + " --set agent.turns_per_draw=1 --set agent.max_turns=9"),
-               "x ceil('agent.max_turns' / 'agent.turns_per_draw'): a harness may be playing 4608 episodes at once",
+               "(agent.max_turns, turns_per_draw, max_turn_tokens, tokens_per_draw): a harness may be playing 4608 episodes",
                "harness episodes across too many draws");
+  expect_error(run_cli("train " + std::string(RLCPP_SOURCE_DIR) + "/configs/agent_calc.json --set agent.tokens_per_draw=4"),
+               "agent.tokens_per_draw': cuts a harness's turns", "tokens_per_draw in-process");
+  expect_error(run_cli("train " + harness + " --set agent.tokens_per_draw=-1"), "agent.tokens_per_draw': must be >= 0",
+               "negative tokens_per_draw");
 }
 
 TEST_F(InputChecks, InputsLongerThanTheContextNameTheirLine) {

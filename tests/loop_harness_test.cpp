@@ -341,6 +341,83 @@ TEST(LoopHarness, EpisodesSpanWeightSyncsEachTurnSampledByTheVersionOfItsDraw) {
   fs::remove_all(dir);
 }
 
+// agent.tokens_per_draw ("keep"): a turn longer than a draw's tokens goes on in the next draw under the next
+// version, its request open meanwhile. With the weights unchanged between draws, cutting the turns changes no token
+// or log-prob (the episodes of a harness a draw, bit for bit); with new weights each part records its version and
+// equals the same turn run on the engine directly in parts, with the same syncs between them.
+TEST(LoopHarness, ATurnKeptAcrossSyncsGoesOnUnderTheNewVersion) {
+  HarnessFixture f;  // turns of up to 5 tokens
+  const std::string harness = example_harness("--reward digits --attempts 1");
+  // Plays `episodes` with 2 tokens a draw, the engine's weights set to versions[v] before draw v.
+  const auto play_cut = [&](std::vector<Episode>& episodes, const std::vector<ParameterStore>& versions) {
+    TrainConfig config = f.config;
+    config.agent.tokens_per_draw = 2;
+    config.agent.harness = harness;
+    HarnessRun run(f.tok, *f.protocol, config, f.sampling, f.mc.max_position_embeddings, f.mc.vocab_size);
+    for (int64_t v = 0; v < 3; ++v) {
+      if (v > 0) f.engine->set_weights(versions[v], v);
+      EngineTurns turns(*f.engine, f.sampling);
+      run.play(episodes, turns, /*to_the_end=*/v == 2);
+    }
+    f.engine->set_weights(f.params, 0);
+  };
+  const auto seeded = [&](std::vector<Episode> episodes) {
+    for (Episode& e : episodes) e.seed = f.sampling.seed;
+    return episodes;
+  };
+
+  std::vector<Episode> whole = seeded(f.fresh_episodes(2));
+  f.play(whole, harness);
+  std::vector<Episode> cut = seeded(f.fresh_episodes(2));
+  play_cut(cut, {f.params, f.params, f.params});
+  ASSERT_EQ(cut.size(), whole.size());
+  int64_t spanning = 0;
+  for (size_t i = 0; i < cut.size(); ++i) {
+    ASSERT_TRUE(cut[i].done) << cut[i].failure;
+    EXPECT_EQ(cut[i].turns(), 1);
+    EXPECT_EQ(cut[i].tokens, whole[i].tokens) << "episode " << i;
+    ASSERT_EQ(cut[i].logprobs.size(), whole[i].logprobs.size());
+    for (size_t t = 0; t < cut[i].logprobs.size(); ++t)
+      EXPECT_EQ(std::bit_cast<uint32_t>(cut[i].logprobs[t]), std::bit_cast<uint32_t>(whole[i].logprobs[t]));
+    spanning += cut[i].versions.back() > 0 ? 1 : 0;
+  }
+  EXPECT_GT(spanning, 0) << "no turn was cut";
+
+  const std::vector<ParameterStore> versions = {f.params, init_random(f.mc, 5), init_random(f.mc, 6)};
+  std::vector<Episode> synced = seeded(f.fresh_episodes(2));
+  play_cut(synced, versions);
+  // The same turns on a fresh engine, in parts of 2 tokens, synced alike.
+  Engine direct(f.model, f.params, f.ec);
+  std::vector<int64_t> ids;
+  std::vector<bool> over(synced.size(), false);
+  for (const Episode& e : synced) ids.push_back(direct.open_session({e.prompt, e.problem.id, e.sample_index}));
+  for (int64_t v = 0; v < 3; ++v) {
+    if (v > 0) direct.set_weights(versions[v], v);
+    std::vector<TurnRequest> parts;
+    std::vector<size_t> which;
+    for (size_t i = 0; i < synced.size(); ++i) {
+      const int64_t sampled = direct.session(ids[i]).sequence.num_output();
+      if (over[i] || sampled >= f.config.agent.max_turn_tokens) continue;
+      SamplingParams part = f.sampling;
+      part.max_new_tokens = std::min<int64_t>(2, f.config.agent.max_turn_tokens - sampled);
+      parts.push_back({ids[i], part});
+      which.push_back(i);
+    }
+    const std::vector<TurnResult> results = direct.run_turns(parts);
+    for (size_t k = 0; k < results.size(); ++k) over[which[k]] = results[k].finish_reason != FinishReason::kLength;
+  }
+  for (size_t i = 0; i < synced.size(); ++i) {
+    const Episode& e = synced[i];
+    const Sequence& seq = direct.session(ids[i]).sequence;
+    ASSERT_EQ(seq.output(), e.tokens) << "episode " << i;
+    for (size_t t = 0; t < e.tokens.size(); ++t) {
+      EXPECT_EQ(std::bit_cast<uint32_t>(seq.logprobs()[t]), std::bit_cast<uint32_t>(e.logprobs[t]))
+          << "episode " << i << " token " << t;
+      EXPECT_EQ(e.versions[t], static_cast<int64_t>(t / 2)) << "episode " << i << " token " << t;
+    }
+  }
+}
+
 // A harness that dies while its episodes wait stops the run naming it; one that leaves a draw unended past
 // agent.harness_timeout_s too.
 TEST(LoopHarness, AHarnessForTheRunThatDiesOrStallsStopsTheRunNamingIt) {

@@ -283,7 +283,7 @@ TEST(ServeSessions, ATurnBudgetHoldsASessionsNextTurnUntilTheNextDraw) {
   CharTokenizer tok;
   ServeSessions book(tok, run_sampling(), nullptr);
   book.add("s", 3, 0, run_sampling().seed);
-  book.set_turn_budget(1);
+  book.set_draw_budget(1, 0);
   book.set_max_turns(2);
   book.new_draw();
   TurnResult t;
@@ -321,6 +321,59 @@ TEST(ServeSessions, ATurnBudgetHoldsASessionsNextTurnUntilTheNextDraw) {
     ADD_FAILURE() << "a removed session was planned";
   } catch (const ServeError& e) {
     EXPECT_EQ(e.status(), 400);
+  }
+}
+
+}  // namespace
+}  // namespace rlcpp
+
+namespace rlcpp {
+namespace {
+
+// agent.tokens_per_draw: a turn is cut at the session's tokens for the draw, its part recorded with its version and
+// the session held (its request open); in the next draw the turn goes on and closes as one turn of both parts.
+TEST(ServeSessions, ATokenBudgetKeepsATurnOpenAcrossDrawsAsOneTurn) {
+  CharTokenizer tok;
+  ServeSessions book(tok, run_sampling(), nullptr);
+  book.add("k", 3, 0, run_sampling().seed);
+  book.set_draw_budget(0, 4);
+  book.new_draw();
+  CompletionRequest first;
+  first.prompt_value = "12+3=";
+  const SessionTurnPlan p = book.plan("k", first, 256);
+  EXPECT_TRUE(book.start_turn("k"));
+  EXPECT_EQ(book.tokens_left("k"), 4);
+  TurnResult part;
+  part.tokens = {tok.encode("1")[0], tok.encode("5")[0], tok.encode("0")[0], tok.encode("0")[0]};
+  part.logprobs = {-0.1f, -0.2f, -0.3f, -0.4f};
+  part.policy_version = 7;
+  book.turn_kept(p, part);
+  EXPECT_EQ(book.tokens_left("k"), 0);
+  ServeSessions::State st = book.state("k");
+  EXPECT_TRUE(st.busy && st.held);
+  EXPECT_TRUE(book.record("k").turn_spans.empty());  // the turn is not over
+  book.new_draw();
+  EXPECT_EQ(book.tokens_left("k"), 4);
+  TurnResult rest;
+  rest.tokens = {tok.eos_id()};
+  rest.logprobs = {-0.5f};
+  rest.policy_version = 8;
+  rest.finish_reason = FinishReason::kEos;
+  book.turn_done(p, rest);
+  const SessionRecord rec = book.record("k");
+  ASSERT_EQ(rec.turn_spans.size(), 1u);
+  EXPECT_EQ(rec.turn_spans[0], std::make_pair(int64_t{0}, int64_t{5}));
+  EXPECT_EQ(rec.versions, (std::vector<int64_t>{7, 7, 7, 7, 8}));
+  EXPECT_EQ(rec.turn_ended, std::vector<uint8_t>{1});
+  st = book.state("k");
+  EXPECT_FALSE(st.busy || st.held);
+  // The session's text is the whole turn's: the next request continues after "1500" and the EOS.
+  CompletionRequest second;
+  second.prompt_value = "12+3=1500 12+3=";
+  try {
+    book.plan("k", second, 256);
+  } catch (const ServeError& e) {
+    ADD_FAILURE() << e.what();
   }
 }
 
