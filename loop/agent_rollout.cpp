@@ -166,8 +166,13 @@ EpisodeDraw AgentRollout::draw(RolloutBackend& backend, PhiloxStream& data_rng, 
     while (end < episodes.size() && same_group(episodes[end], episodes[begin])) ++end;
     const bool complete = std::all_of(episodes.begin() + begin, episodes.begin() + end,
                                       [](const Episode& e) { return e.finished(); });
+    // A harness that wrote an episode's reward without a turn of it: its task item is left out of the step.
+    const bool unplayed = std::any_of(episodes.begin() + begin, episodes.begin() + end,
+                                      [](const Episode& e) { return e.end_reason == kUnplayed; });
     if (!complete) {
       for (size_t i = begin; i < end; ++i) in_flight_.push_back(std::move(episodes[i]));
+    } else if (unplayed) {
+      out.metrics["agent/harness_dropped_items"] += 1;
     } else {
       const int64_t prompt_index = static_cast<int64_t>(out.problems.size());
       out.problems.push_back(episodes[begin].problem);

@@ -9,8 +9,8 @@
 #include "agent/episode_runner.h"
 #include "core/error.h"
 #include "loop/harness_process.h"
-#include "rollout/serve_http.h"
 #include "loop/session_turn_loop.h"
+#include "rollout/serve_http.h"
 #include "rollout/serve_sessions.h"
 
 namespace rlcpp {
@@ -109,8 +109,8 @@ std::string line_place(const std::string& line, int64_t n) {
   return "agent.harness: stdout line " + std::to_string(n) + " (\"" + line.substr(0, 120) + "\")";
 }
 
-// One line of the harness's stdout, {"session", "reward", ...} (checked here but for the session's being one being
-// played); null for a blank line. `n` counts its lines from 1.
+// One line of the harness's stdout, {"session", "reward", ...}, checked (whether its session is one being played is
+// the caller's to check); null for a blank line. `n` counts its lines from 1.
 Json read_reward_line(const std::string& line, int64_t n) {
   if (line.find_first_not_of(" \t\r") == std::string::npos) return nullptr;
   const std::string where = line_place(line, n);
@@ -177,7 +177,8 @@ void fill_episode(Episode& e, const SessionRecord& rec, const Json* line) {
   }
 }
 
-SamplingParams turn_sampling(SamplingParams sampling, const AgentConfig& agent) {
+// A session's turns sample with the run's parameters, at most agent.max_turn_tokens a turn.
+SamplingParams session_sampling(SamplingParams sampling, const AgentConfig& agent) {
   sampling.max_new_tokens = agent.max_turn_tokens;
   return sampling;
 }
@@ -188,7 +189,7 @@ HarnessDraw play_with_harness(std::vector<Episode>& episodes, RolloutTurnEngine&
                               const TurnProtocol& protocol, const TrainConfig& config, const SamplingParams& sampling,
                               int64_t vocab_size) {
   const AgentConfig& agent = config.agent;
-  ServeSessions book(tokenizer, turn_sampling(sampling, agent), harness_chat_tail(protocol));
+  ServeSessions book(tokenizer, session_sampling(sampling, agent), harness_chat_tail(protocol));
   book.set_max_turns(agent.max_turns);
   std::set<std::string> keys;
   std::string input;
@@ -251,7 +252,7 @@ HarnessDraw play_with_harness(std::vector<Episode>& episodes, RolloutTurnEngine&
 struct HarnessRun::Parts {
   Parts(const Tokenizer& tokenizer, const TurnProtocol& protocol, const TrainConfig& config,
         const SamplingParams& sampling, int64_t context, int64_t vocab_size)
-      : book(tokenizer, turn_sampling(sampling, config.agent), harness_chat_tail(protocol)),
+      : book(tokenizer, session_sampling(sampling, config.agent), harness_chat_tail(protocol)),
         server(tokenizer, book, config.harness_sessions_at_once(), config.agent.max_turn_tokens, context, vocab_size) {
     book.set_max_turns(config.agent.max_turns);
   }
@@ -358,7 +359,14 @@ HarnessDraw HarnessRun::play(std::vector<Episode>& episodes, RolloutTurnEngine& 
     const ServeSessions::State st = book.state(key);
     if (st.held && !st.failed) continue;  // runs on in the next draw
     const auto line = rewards_.find(key);
-    fill_episode(*e, book.record(key), line == rewards_.end() ? nullptr : &line->second);
+    const SessionRecord rec = book.record(key);
+    if (rec.opened()) {
+      fill_episode(*e, rec, line == rewards_.end() ? nullptr : &line->second);
+    } else {  // never requested: no tokens to train on
+      e->truncated = true;
+      e->end_reason = kUnplayed;
+      e->failure = rec.failure.empty() ? "the harness wrote its reward without a request of it" : rec.failure;
+    }
     book.remove(key);
     rewards_.erase(key);
     ended_.insert(key);

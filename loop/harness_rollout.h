@@ -46,6 +46,10 @@ struct HarnessDraw {
   int64_t requests = 0;        // session turns served
 };
 
+// An episode's end_reason when the harness wrote its reward without a turn of it (one harness for the run): its
+// task item is left out of the step (agent/harness_dropped_items), as a harness a draw's unplayed ones are.
+inline constexpr const char* kUnplayed = "unplayed";
+
 // How a chat session's new messages become tokens (rollout/serve_sessions.h): tool replies (role "tool", as
 // Qwen3's template puts them, one user turn of <tool_response> blocks) or one user message, written by `protocol`
 // (its observation tokens); null for a protocol without chat turns (w1).

@@ -442,6 +442,26 @@ TEST(LoopHarness, AHarnessForTheRunThatDiesOrStallsStopsTheRunNamingIt) {
   fails("echo '{\"session\": \"s9-i0-e0\", \"reward\": 1}'; sleep 30", "is not one the harness was given");
 }
 
+// A harness for the run that writes an episode's reward without a request of it: the episode ends unplayed (its
+// task item is then left out of the step, as a harness a draw's unplayed items are).
+TEST(LoopHarness, AnEpisodeRewardedWithoutATurnEndsUnplayed) {
+  HarnessFixture f;
+  f.config.agent.turns_per_draw = 1;
+  f.config.agent.harness =
+      "while read -r line; do s=$(echo \"$line\" | sed 's/.*\"session\":\"\\([^\"]*\\)\".*/\\1/'); "
+      "echo \"{\\\"session\\\": \\\"$s\\\", \\\"reward\\\": 1}\"; done";
+  std::vector<Episode> episodes = f.fresh_episodes(1);
+  HarnessRun run(f.tok, *f.protocol, f.config, f.sampling, f.mc.max_position_embeddings, f.mc.vocab_size);
+  EngineTurns turns(*f.engine, f.sampling);
+  const HarnessDraw d = run.play(episodes, turns, false);
+  EXPECT_EQ(d.requests, 0);
+  for (const Episode& e : episodes) {
+    EXPECT_TRUE(e.finished());
+    EXPECT_EQ(e.end_reason, kUnplayed);
+    EXPECT_TRUE(e.tokens.empty());
+  }
+}
+
 TEST(LoopHarness, AShortGrpoRunThroughTheHarnessRaisesItsReward) {
   const fs::path root = fs::temp_directory_path() / "rlcpp_loop_harness_grpo";
   fs::remove_all(root);
