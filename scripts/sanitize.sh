@@ -26,7 +26,7 @@ esac
 tests=("$@")
 if [ "$mode" = thread ] && ((${#tests[@]} == 0)); then
   tests=(core_wire_test core_curve_test rollout_worker_test rollout_worker_curve_test weightsync_channels_test
-         loop_async_test rollout_serve_test loop_serve_sessions_test loop_worker_turns_test)
+         loop_async_test rollout_serve_test loop_serve_sessions_test loop_worker_turns_test loop_harness_test)
 fi
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1

@@ -164,6 +164,33 @@ TEST_F(TrainRemote, AuthenticatedRemoteWorkersSampleWhatAColocatedRunSamples) {
   EXPECT_EQ(w1.exit_reason(), "");
 }
 
+// Harness mode (agent.env "http", issue 35) on remote workers: the harness's session turns run on the workers'
+// engines, its episodes spanning weight syncs (three turns, two a draw: every third turn waits for the next draw
+// and runs under the next version on whichever worker its session is opened again). The samples and final weights
+// are the colocated run's, bit for bit.
+TEST_F(TrainRemote, AHarnessPlaysOnRemoteWorkersAsOnTheColocatedEngine) {
+  WorkerProcess& w0 = start_worker("w0");
+  WorkerProcess& w1 = start_worker("w1");
+  TrainConfig remote = remote_config({&w0, &w1}, "trainer");
+  remote.steps = 3;
+  use_example_harness(remote, "--reward digits --attempts 3");
+  remote.agent.max_turns = 3;
+  remote.agent.turns_per_draw = 2;
+  TrainConfig colocated = remote;
+  colocated.run_dir = (root_ / "colocated_harness").string();
+  colocated.rollout.placement = "colocated";
+  colocated.rollout.remote = RemoteWorkersSection();
+  const TrainSummary r = run_train(remote, config_to_json(remote));
+  const TrainSummary c = run_train(colocated, config_to_json(colocated));
+  EXPECT_EQ(read_jsonl(fs::path(r.run_dir) / "samples.jsonl"), read_jsonl(fs::path(c.run_dir) / "samples.jsonl"));
+  EXPECT_TRUE(same_weights(c.checkpoint, r.checkpoint));
+  const std::vector<Json> m = read_jsonl(fs::path(r.run_dir) / "metrics.jsonl");
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_EQ(m[0]["agent/in_flight"], 64);  // every episode on its third turn
+  EXPECT_EQ(m[1]["training/off_policy/token_staleness_max"], 1.0);
+  EXPECT_EQ(m[1]["mismatch/current_version/max_abs_dlogp"], 0.0);
+}
+
 // A LoRA run (trainer.lora) on remote workers (issue 36, adapter-only sync): at the start each worker, holding
 // other weights, is sent the run's frozen base once with the adapters (a LoRA base message), then every version's
 // adapters alone, which it merges as the trainer does: the run equals the colocated LoRA run bit for bit (samples,
@@ -182,6 +209,7 @@ TEST_F(TrainRemote, ALoraRunSendsItsBaseOnceThenAdaptersAloneAndEqualsTheColocat
   TrainConfig colocated = lora(base_config());
   colocated.run_dir = (root_ / "colocated_lora").string();
   colocated.rollout.placement = "colocated";
+  colocated.rollout.remote = RemoteWorkersSection();
   const TrainSummary r = run_train(remote, config_to_json(remote));
   const TrainSummary c = run_train(colocated, config_to_json(colocated));
   expect_same_run(c.run_dir, r.run_dir);
