@@ -85,6 +85,7 @@ void SessionTurnLoop::end_draw() {
 void SessionTurnLoop::run() {
   while (true) {
     std::deque<std::shared_ptr<ServeJob>> jobs;
+    RolloutTurnEngine* engine = nullptr;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [&] { return stopping_ || (engine_ && (!incoming_.empty() || retry_held_)); });
@@ -92,9 +93,10 @@ void SessionTurnLoop::run() {
       if (std::exchange(retry_held_, false)) jobs = std::exchange(held_, {});  // the book's draw changed
       jobs.insert(jobs.end(), incoming_.begin(), incoming_.end());
       incoming_.clear();
+      engine = engine_;  // the draw's until the round ends (end_draw waits for it)
       in_round_ = true;
     }
-    round(std::move(jobs));
+    round(*engine, std::move(jobs));
     {
       std::lock_guard<std::mutex> lock(mutex_);
       in_round_ = false;
@@ -103,8 +105,7 @@ void SessionTurnLoop::run() {
   }
 }
 
-void SessionTurnLoop::round(std::deque<std::shared_ptr<ServeJob>> jobs) {
-  RolloutTurnEngine& engine = *engine_;  // set while in_round_ (end_draw waits for the round)
+void SessionTurnLoop::round(RolloutTurnEngine& engine, std::deque<std::shared_ptr<ServeJob>> jobs) {
   std::vector<std::shared_ptr<ServeJob>> running;
   std::vector<TurnAsk> asks;
   int64_t cancelled = 0, failed = 0, done = 0;

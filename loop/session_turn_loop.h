@@ -45,8 +45,8 @@ class SessionTurnLoop final : public ServeJobQueue {
 
  private:
   void run();
-  // One round: the jobs waiting that may start, run as one call of the engine's.
-  void round(std::deque<std::shared_ptr<ServeJob>> jobs);
+  // One round on the draw's `engine`: the jobs waiting that may start, run as one call of the engine's.
+  void round(RolloutTurnEngine& engine, std::deque<std::shared_ptr<ServeJob>> jobs);
 
   ServeSessions& book_;
   mutable std::mutex mutex_;  // guards everything below but held_ (the loop thread's)
