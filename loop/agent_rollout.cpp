@@ -137,7 +137,9 @@ EpisodeDraw AgentRollout::draw(RolloutBackend& backend, PhiloxStream& data_rng, 
     const std::unique_ptr<RolloutTurnEngine> engine = backend.turn_engine(base);
     SamplingParams sampling = base;
     sampling.seed = seed;
-    const int64_t vocab_size = engine_model_config(cfg.policy_model_config(), cfg.rollout.engine).vocab_size;
+    if (served_vocab_size_ == 0)  // token-id prompts are checked against the served model's vocabulary
+      served_vocab_size_ = engine_model_config(cfg.policy_model_config(), cfg.rollout.engine).vocab_size;
+    const int64_t vocab_size = served_vocab_size_;
     HarnessDraw h;
     if (cfg.agent.spans_draws()) {  // one harness for the run; its episodes span syncs
       if (!harness_run_)

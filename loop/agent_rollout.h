@@ -66,6 +66,7 @@ class AgentRollout {
   std::vector<Episode> in_flight_;  // whole groups, in the order drawn
   // A harness whose episodes span syncs (agent.spans_draws()): one for the run, started at its first draw.
   std::unique_ptr<HarnessRun> harness_run_;
+  int64_t served_vocab_size_ = 0;  // harness mode: the served model's (read at the first draw)
   // Whether a harness's draw for `step` lets every episode run to its end: no harness episode is in flight when
   // a scheduled checkpoint is written (at the step that trains on this draw) or the run ends.
   bool harness_draw_ends_episodes(int64_t step) const;

@@ -70,7 +70,7 @@ int64_t ServeSessions::tokens_left(const std::string& key) const {
 ServeSessions::State ServeSessions::state(const std::string& key) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const Entry& e = find(key);
-  return {e.record.opened(), e.busy, e.held, !e.record.failure.empty()};
+  return {e.busy, e.held, !e.record.failure.empty()};
 }
 
 ServeSessions::Entry& ServeSessions::find(const std::string& key) {

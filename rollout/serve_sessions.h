@@ -92,7 +92,6 @@ class ServeSessions {
 
   // Where a session stands between the harness's requests.
   struct State {
-    bool opened = false;  // a turn has been recorded
     bool busy = false;    // a request is planned, running or held
     bool held = false;    // ... held: its turn waits for (or is kept to go on in) the next draw
     bool failed = false;
