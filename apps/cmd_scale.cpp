@@ -21,7 +21,7 @@ Command add_scale_command(CLI::App& app) {
   cmd->add_option("--async", o->async, "the table's mode: 1 async, 0 synchronous (default: the run's)");
   cmd->add_option("--link-gbps", o->link_gbps,
                   "GB/s of the all-reduce and weight-publish link (default: measured by a multi-rank run, else 10)");
-  cmd->add_option("--skip-steps", o->skip_steps, "steps left out of the medians (warm-up)");
+  cmd->add_option("--skip-steps", o->skip_steps, "steps left out of the base (warm-up)");
   return {cmd, [=]() {
     RLCPP_CHECK(o->skip_steps >= 0 && o->threads >= 0 && o->cores >= -1 && o->link_gbps >= 0 && o->async >= -1 &&
                     o->async <= 1,

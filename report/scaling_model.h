@@ -29,7 +29,7 @@ struct ScalingLayout {
   bool async = false;          // async.max_staleness >= 1
 };
 
-// One run's step, medians over its timed steps, in seconds.
+// One run's step, in seconds: each part's mean over the middle half of its timed steps (by step time).
 struct ScalingBase {
   ScalingLayout layout;
   double rollout_s = 0;  // the rollout side: generation + reward (an async run's background draws)
@@ -55,8 +55,9 @@ struct ScalingPrediction {
   std::string dominant;      // the largest part: "rollout", "learning", "weight sync" or "all-reduce"
 };
 
-// The base of a run's metrics records (medians of the records after `skip_steps`, eval and checkpoint left
-// out); `parameters` and `layers` from its ledger and config. Throws naming the key a record lacks.
+// The base of a run's metrics records (the middle half of the records after `skip_steps` by step time, eval
+// and checkpoint left out); `parameters` and `layers` from its ledger and config. Throws naming the key a record
+// lacks.
 ScalingBase scaling_base_from_records(const std::vector<Json>& metrics, int64_t skip_steps, double parameters,
                                       int64_t layers, bool async);
 

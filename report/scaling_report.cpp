@@ -102,7 +102,7 @@ std::string scaling_report(const ScalingOptions& o) {
   std::string out;
   char line[512];
   std::snprintf(line, sizeof line,
-                "scaling model fed by %s (%s; median of its steps after %lld)\n"
+                "scaling model fed by %s (%s; mean of the middle half of its steps after %lld)\n"
                 "  measured step %.1f ms = rollout side %.1f + learning %.1f + sync %.1f + probe and rest %.1f ms; "
                 "%.0f parameters, %lld layers; link %s\n",
                 o.base_run.c_str(), describe(base.layout).c_str(), static_cast<long long>(o.skip_steps),

@@ -27,13 +27,14 @@ TEST(Scale, PredictsTheRunItIsFedAndTabulatesOtherLayouts) {
   EXPECT_NE(scale.output.find("predicted step ms (rollout share) — each process on cores of its own"),
             std::string::npos)
       << scale.output;
-  // Its own layout: the measured step (the parts' medians need not add up to the steps' median exactly). 8 steps:
-  // with 4 the medians moved apart on a loaded machine (0.84 once in a full ctest, 2026-12-04; 0.64 once in CI).
+  // Its own layout: the measured step. The parts are averaged over the same steps, so they add up to it as each
+  // record's phases add up to its step, however loaded the machine (medians taken part by part moved apart: 0.84
+  // once in a full ctest, 0.64 once in CI).
   const size_t at = scale.output.find("x); rollout share");
   ASSERT_NE(at, std::string::npos) << scale.output;
   const double ratio = std::stod(scale.output.substr(scale.output.rfind('(', at) + 1));
-  EXPECT_GT(ratio, 0.9) << scale.output;
-  EXPECT_LT(ratio, 1.1) << scale.output;
+  EXPECT_GT(ratio, 0.98) << scale.output;
+  EXPECT_LT(ratio, 1.02) << scale.output;
   const CliResult bad = run_cli("scale " + (root / "nothing").string());
   EXPECT_NE(bad.status, 0);
   EXPECT_NE(bad.output.find("metrics.jsonl"), std::string::npos) << bad.output;

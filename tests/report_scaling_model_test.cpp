@@ -1,6 +1,6 @@
 // The scaling model (report/scaling_model.h) on fixed inputs, worked by hand: core-seconds spread over the cores
 // a layout gives each side, a publish per worker, a ring all-reduce, the synchronous sum and the async maximum;
-// and the medians it takes from a run's records.
+// and the base it takes from a run's records (the middle half of its steps).
 #include <gtest/gtest.h>
 
 #include "report/scaling_model.h"
@@ -62,24 +62,27 @@ TEST(ScalingModel, OverlapOnSharedCoresIsNoFasterThanAllTheWorkOverThem) {
   EXPECT_NEAR(p.step_s, 0.3 + 0.01 + 0.02, 1e-12);
 }
 
-TEST(ScalingModel, BaseFromRecordsTakesMediansAfterTheWarmUp) {
+TEST(ScalingModel, BaseFromRecordsAveragesTheMiddleHalfOfTheStepsAfterTheWarmUp) {
   std::vector<Json> records;
-  for (int step = 1; step <= 4; ++step) {
+  for (int step = 1; step <= 9; ++step) {
     Json r = {{"step", step}, {"dp/ranks", 2}, {"layout/threads", 1}, {"layout/workers", 3}, {"layout/cores", 2}};
-    const double s = step == 1 ? 10.0 : step;  // the first step, slow, is left out
+    // The first step, slow, is left out; of steps 2..9 (times 2, 3, ..., 8 and an outlier of 100) the middle
+    // half by step time is 4, 5, 6, 7.
+    const double s = step == 1 ? 10.0 : step == 9 ? 100.0 : step;
     for (const char* p : {"rollout", "reward", "old_logprob", "ref_logprob", "values", "advantage", "update_actor",
                           "update_critic", "weight_sync", "probe", "other", "eval", "checkpoint"})
       r[std::string("timing_s/") + p] = 0.0;
-    r["timing_s/rollout"] = 0.1 * s;
-    r["timing_s/update_actor"] = 0.2 * s;
+    // Parts that move apart (rollout up, the update down), so medians part by part would not add up.
+    r["timing_s/rollout"] = 0.1 * s * s;
+    r["timing_s/update_actor"] = 1.0 / s;
     r["actor/allreduce_wait_s"] = 0.01 * s;
-    r["timing_s/step"] = 0.3 * s;
+    r["timing_s/step"] = 0.1 * s * s + 1.0 / s;
     records.push_back(r);
   }
   const ScalingBase b = scaling_base_from_records(records, 1, 5e5, 2, false);
-  EXPECT_DOUBLE_EQ(b.rollout_s, 0.3);  // median of 0.2, 0.3, 0.4
-  EXPECT_DOUBLE_EQ(b.learn_s, 0.6 - 0.03);
-  EXPECT_DOUBLE_EQ(b.step_s, 0.9);
+  EXPECT_DOUBLE_EQ(b.rollout_s, 0.1 * (16 + 25 + 36 + 49) / 4);
+  EXPECT_DOUBLE_EQ(b.learn_s, (1.0 / 4 + 1.0 / 5 + 1.0 / 6 + 1.0 / 7) / 4 - 0.055);
+  EXPECT_NEAR(b.step_s, b.rollout_s + b.learn_s + 0.055, 1e-12);  // the parts add up to the step
   EXPECT_EQ(b.layout.ranks, 2);
   EXPECT_EQ(b.layout.workers, 3);
   EXPECT_EQ(b.layout.cores, 2);
@@ -87,7 +90,7 @@ TEST(ScalingModel, BaseFromRecordsTakesMediansAfterTheWarmUp) {
   EXPECT_NE(error_of([&] { scaling_base_from_records(records, 1, 5e5, 2, false); })
                 .find("step 3 has no number 'timing_s/weight_sync'"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { scaling_base_from_records(records, 4, 5e5, 2, false); }).find("no step after the first 4"),
+  EXPECT_NE(error_of([&] { scaling_base_from_records(records, 9, 5e5, 2, false); }).find("no step after the first 9"),
             std::string::npos);
 }
 
