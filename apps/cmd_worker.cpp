@@ -57,6 +57,9 @@ Command add_worker_command(CLI::App& app) {
   cmd->add_option("--lora-base", a->lora_base,
                   "a LoRA run's worker: the frozen base checkpoint; the checkpoint's adapter/ and every weight sync's "
                   "adapters are merged into it (syncs then carry the adapters only)");
+  cmd->add_flag("--lora-unmerged", a->lora_unmerged,
+                "with --lora-base: the engine keeps the base as prepared and applies the adapters unmerged "
+                "(rollout.lora_merge false) instead of merging them");
   cmd->add_option("--name", a->worker.name, "name reported in replies and heartbeats");
   cmd->add_option("--policy-version", a->policy_version, "version carried by samples of these weights");
   cmd->add_option("--heartbeat", a->worker.heartbeat_interval_s, "seconds between heartbeats");

@@ -34,10 +34,13 @@ struct ProbeResult {
 // trainer's weights in the rollout's numerics) and, when given and different, `trainer_model`; throws past the
 // bound (probe.max_abs_dlogp, or max_abs_dlogp_blas for an engine that is not batch-invariant or whose device,
 // `engine_device`, is another kind than `exec`'s, whose other ops sum in other orders) naming the figures. The
-// scoring forwards run on `exec`.
+// scoring forwards run on `exec`. `unmerged` (an engine running LoRA adapters unmerged): the rollout-numerics
+// scoring runs the base with a snapshot of the adapters unmerged, as the engine does; `trainer_model` scores
+// `params` (the merged model) as ever.
 ProbeResult run_consistency_probe(const ExecContext& exec, RolloutBackend& rollout, const Transformer& rollout_model,
                                   const ParameterStore& params, const Task& task, const Tokenizer& tokenizer,
                                   int64_t max_new_tokens, const ProbeConfig& config, int64_t version,
-                                  const Transformer* trainer_model, Device engine_device);
+                                  const Transformer* trainer_model, Device engine_device,
+                                  UnmergedRollout unmerged = {});
 
 }  // namespace rlcpp

@@ -291,6 +291,9 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
                ? trainer_context
                : context_for_device(rollout_section.device, "config key 'rollout.device'");
   };
+  // rollout.lora_merge false: the engine decodes the frozen base with the adapters unmerged.
+  const UnmergedRollout unmerged =
+      lora && !config.rollout.lora_merge ? UnmergedRollout{&lora_base->fp32(), &*adapters} : UnmergedRollout{};
   std::unique_ptr<RolloutBackend> rollout;
   if (!lead)
     rollout = make_absent_rollout(world.rank());
@@ -303,11 +306,12 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
                                   adapters ? &*adapters : nullptr, adapters ? &*lora_base : nullptr);
   else
     rollout = make_colocated_rollout(rollout_model, params, config.rollout.engine_config(), state.policy_version,
-                                     /*own_weights=*/config.async.max_staleness > 0, engine_context_for_rollout());
+                                     /*own_weights=*/config.async.max_staleness > 0, engine_context_for_rollout(),
+                                     unmerged);
   RlContext ctx{config, *task, *reward, tok, model, params, needs.reference ? &*reference : nullptr,
                 actor, *rollout, data_rng, update_rng, state.policy_version, critic ? &critic->updater : nullptr,
                 same_numerics ? nullptr : &rollout_model, teacher_model.get(), teacher ? &*teacher : nullptr,
-                &world, nullptr};
+                &world, nullptr, unmerged};
   // An agent run's episodes (the lead draws them): environments, turn protocol, the episodes in flight.
   std::unique_ptr<AgentRollout> agent;
   if (config.agent.enabled() && lead) agent = std::make_unique<AgentRollout>(config, *task, tok);

@@ -30,6 +30,7 @@ class RemoteRollout : public RolloutBackend, private WorkerSupervisor {
                 int64_t version, const ModelNumerics& numerics, const LoraAdapters* adapters, const LoraBase* base)
       : adapters_(adapters),
         lora_base_(base),
+        lora_unmerged_(!rollout.lora_merge),
         endpoints_(rollout.remote.endpoints),
         run_dir_(run_dir),
         numerics_(numerics.describe()),
@@ -272,6 +273,7 @@ class RemoteRollout : public RolloutBackend, private WorkerSupervisor {
     std::copy_n(a.flat().data<float>(), a.numel(), both.flat().data<float>() + model_floats);
     WireMessage message = encode_weights(both, version, publisher_options_.chunk_floats);
     message.header["lora"] = lora_config_to_wire(adapters_->config());
+    if (lora_unmerged_) message.header["lora"]["unmerged"] = true;
     last_publish_ = publishers_[w]->publish(std::move(message), version, rebase);
   }
 
@@ -295,6 +297,7 @@ class RemoteRollout : public RolloutBackend, private WorkerSupervisor {
 
   const LoraAdapters* adapters_;  // a LoRA run's (with its frozen base), else null
   const LoraBase* lora_base_;
+  bool lora_unmerged_;  // rollout.lora_merge false: the workers apply the adapters unmerged
   std::vector<bool> takes_adapters_;  // by worker: its pong said "lora_sync" (a LoRA run sends it adapters)
   std::vector<std::string> endpoints_;  // each worker's name in messages: its endpoint, or who joined from where
   std::string run_dir_;

@@ -255,9 +255,14 @@ void sync_and_probe(RlContext& ctx, PhaseTimer& timer, StepResult& out) {
   const Transformer& rollout_model = ctx.rollout_model ? *ctx.rollout_model : ctx.model;
   timer.time(Phase::kWeightSync, [&] {
     ctx.rollout.sync(ctx.params, ctx.version + 1);
-    if (rollout_model.numerics().compute != DType::kF32 || is_quantized(rollout_model.numerics().linear_weights))
-      for (const auto& [k, v] : prepared_weight_error(rollout_model, ctx.params).metrics("weight_sync/"))
-        out.metrics[k] = v;
+    if (rollout_model.numerics().compute != DType::kF32 || is_quantized(rollout_model.numerics().linear_weights)) {
+      if (ctx.unmerged.base && ctx.unmerged_base_error.empty())  // the engine's base, prepared once
+        ctx.unmerged_base_error = prepared_weight_error(rollout_model, *ctx.unmerged.base).metrics("weight_sync/");
+      const std::map<std::string, double> error =
+          ctx.unmerged.base ? ctx.unmerged_base_error
+                            : prepared_weight_error(rollout_model, ctx.params).metrics("weight_sync/");
+      for (const auto& [k, v] : error) out.metrics[k] = v;
+    }
     return 0;
   });
   ctx.version += 1;
@@ -267,7 +272,8 @@ void sync_and_probe(RlContext& ctx, PhaseTimer& timer, StepResult& out) {
     const ProbeResult probe = timer.time(Phase::kProbe, [&] {
       return run_consistency_probe(ctx.actor.context(), ctx.rollout, rollout_model, ctx.params, ctx.task, ctx.tokenizer,
                                    cfg.rollout.sampling.max_new_tokens, cfg.probe, ctx.version, &ctx.model,
-                                   parse_device_spec(cfg.rollout_device(), "config key 'rollout.device'").device);
+                                   parse_device_spec(cfg.rollout_device(), "config key 'rollout.device'").device,
+                                   ctx.unmerged);
     });
     for (const auto& [k, v] : probe.engine.metrics("probe/")) out.metrics[k] = v;
     if (probe.trainer)

@@ -48,6 +48,11 @@ struct RlContext {
   Communicator* comm = nullptr;
   // An agent run's episodes (their turn protocol writes samples.jsonl's text). Null: single-turn.
   const AgentRollout* agent = nullptr;
+  // A LoRA run with rollout.lora_merge false: the base and adapters the engine decodes unmerged (the probe
+  // scores with them). Empty otherwise.
+  UnmergedRollout unmerged;
+  // Its weight_sync/* figures: the error of the base as the engine prepared it, which never changes (taken once).
+  std::map<std::string, double> unmerged_base_error;
 };
 
 struct StepResult {

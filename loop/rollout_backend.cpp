@@ -43,9 +43,15 @@ class ColocatedRollout : public RolloutBackend {
   // async pipeline), so the engine keeps each version apart from the trainer's buffer (Engine::take_copy_of:
   // prepared in its compute dtype; an fp32 copy only where the decode reads the store).
   ColocatedRollout(const Transformer& model, const ParameterStore& params, const EngineConfig& engine,
-                   int64_t version, bool own_weights, const ExecContext& context)
-      : own_weights_(own_weights), engine_(model, params, engine, version, context), channel_(params, version) {
-    if (own_weights_) engine_.take_copy_of(params, version);
+                   int64_t version, bool own_weights, const ExecContext& context, UnmergedRollout unmerged)
+      : own_weights_(own_weights),
+        unmerged_(unmerged),
+        engine_(model, unmerged.adapters ? *unmerged.base : params, engine, version, context),
+        channel_(params, version) {
+    if (unmerged_.adapters)  // the base, prepared once; the adapters beside it
+      engine_.set_adapters(std::make_shared<UnmergedLora>(*unmerged_.adapters), version);
+    else if (own_weights_)
+      engine_.take_copy_of(params, version);
   }
 
   RolloutResult generate(const Request& request) override { return engine_.generate(request); }
@@ -58,7 +64,9 @@ class ColocatedRollout : public RolloutBackend {
     channel_.publish(version);
     const int64_t v = channel_.poll(params);  // checks that it is the trainer's buffer
     RLCPP_CHECK(v == version, "weight sync (inproc): engine acknowledged version " << v << ", expected " << version);
-    if (own_weights_)
+    if (unmerged_.adapters)
+      engine_.set_adapters(std::make_shared<UnmergedLora>(*unmerged_.adapters), v);
+    else if (own_weights_)
       engine_.take_copy_of(params, v);
     else
       engine_.set_weights(params, v);
@@ -66,6 +74,7 @@ class ColocatedRollout : public RolloutBackend {
 
  private:
   bool own_weights_;
+  UnmergedRollout unmerged_;
   Engine engine_;
   InprocWeightChannel channel_;
 };
@@ -128,6 +137,7 @@ class SplitRollout : public RolloutBackend, private WorkerSupervisor {
       if (adapters) {  // the base the adapters are merged into, saved at the start of the run
         args_.back().push_back("--lora-base");
         args_.back().push_back(reference_checkpoint_dir(dir));
+        if (!rollout.lora_merge) args_.back().push_back("--lora-unmerged");
       }
       processes_.push_back(std::make_unique<WorkerProcess>(binary_, args_.back()));
       endpoints.push_back(processes_.back()->endpoint());
@@ -383,8 +393,11 @@ ZmqPublisherOptions worker_publisher_options(const RolloutSection& rollout, cons
 
 std::unique_ptr<RolloutBackend> make_colocated_rollout(const Transformer& model, const ParameterStore& params,
                                                        const EngineConfig& engine, int64_t version,
-                                                       bool own_weights, const ExecContext& context) {
-  return std::make_unique<ColocatedRollout>(model, params, engine, version, own_weights, context);
+                                                       bool own_weights, const ExecContext& context,
+                                                       UnmergedRollout unmerged) {
+  RLCPP_CHECK(unmerged.adapters == nullptr || unmerged.base != nullptr,
+              "colocated rollout: unmerged adapters need the base they run beside");
+  return std::make_unique<ColocatedRollout>(model, params, engine, version, own_weights, context, unmerged);
 }
 
 std::unique_ptr<RolloutBackend> make_split_rollout(const RolloutSection& rollout, const std::string& run_dir,

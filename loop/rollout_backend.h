@@ -41,10 +41,17 @@ class RolloutBackend {
 // rollout's numerics). With `own_weights` it reads a copy instead, which each sync overwrites with `params`: the
 // async pipeline's engine generates while the trainer updates its weights. The engine runs on `context` (a
 // GPU's: KV cache and prepared weights there, each sync re-preparing them).
+// `unmerged` (a LoRA run with rollout.lora_merge false): the engine decodes the frozen base `unmerged->base`
+// (prepared once) with the adapters `unmerged->adapters` applied unmerged, a snapshot of them taken at each sync.
+struct UnmergedRollout {
+  const ParameterStore* base = nullptr;
+  const LoraAdapters* adapters = nullptr;
+};
 std::unique_ptr<RolloutBackend> make_colocated_rollout(const Transformer& model, const ParameterStore& params,
                                                        const EngineConfig& engine, int64_t version = 0,
                                                        bool own_weights = false,
-                                                       const ExecContext& context = ExecContext::cpu());
+                                                       const ExecContext& context = ExecContext::cpu(),
+                                                       UnmergedRollout unmerged = {});
 
 // The weights a trainer updates where it computes, and its context there: what a cuda-ipc sync exports.
 struct TrainerDeviceWeights {

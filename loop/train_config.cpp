@@ -304,6 +304,17 @@ void TrainConfig::validate() const {
               "config key 'trainer.lora.base_dtype': a bf16 base is held for merging only, and " << algorithm.name
                   << " here needs a reference policy (a KL term, algorithm.kl_coef, or DPO's reference), the base's "
                      "forward on fp32 weights: set it to fp32");
+  RLCPP_CHECK(rollout.lora_merge || trainer.lora.enabled(),
+              "config key 'rollout.lora_merge': false runs a LoRA run's adapters unmerged in the engine, and this "
+              "run trains no adapters (trainer.lora.rank is 0)");
+  RLCPP_CHECK(rollout.lora_merge || trainer.lora.base_storage() == DType::kF32,
+              "config key 'rollout.lora_merge': false needs trainer.lora.base_dtype fp32 for now (the probe scores "
+              "the engine's unmerged forward over the fp32 base)");
+  RLCPP_CHECK(rollout.lora_merge ||
+                  parse_device_spec(rollout.device.empty() ? device : rollout.device, "config key 'rollout.device'")
+                      .is_host(),
+              "config key 'rollout.lora_merge': unmerged adapters run in a host engine; rollout.device is '"
+                  << (rollout.device.empty() ? device : rollout.device) << "'");
   RLCPP_CHECK(!trainer.lora.enabled() || parse_device_spec(device, "config key 'device'").is_host(),
               "config key 'trainer.lora.rank': LoRA trains on the CPU for now; the trainer's device is '" << device
                                                                                                     << "'");

@@ -75,6 +75,7 @@ struct RolloutSection {
   SamplingParams sampling;  // seed must stay 0: each step's is derived from the run seed
   EngineConfig engine;
   bool prefix_cache = true;  // the engine's prefix cache (EngineConfig::prefix_cache)
+  bool lora_merge = true;    // a LoRA run: the engine merges each version's adapters (or runs them unmerged)
   RemoteWorkersSection remote;
   // split and remote: fault handling (loop/README.md "Fault handling")
   double worker_heartbeat_timeout_s = 30;  // silence from a generating worker (heartbeats every <= 1 s)
@@ -125,6 +126,11 @@ struct RolloutSection {
       "the engine keeps full KV blocks findable by their tokens (a hash chain salted with the policy version and "
       "numerics): a prompt prefix seen before under the same weights is not prefilled again; a group's samples "
       "share their prompt's blocks either way; remote workers use their own --prefix-cache");
+    v("lora_merge", lora_merge,
+      "a LoRA run (trainer.lora): true, the engine decodes with each version's adapters merged into its weights "
+      "(the trainer's merged model, bit for bit); false, it keeps the base as prepared once and applies the "
+      "adapters unmerged, x·W + s·(x·A)·B (a sync replaces the adapters alone, nothing is merged or repacked; "
+      "the merged trainer then differs by rounding, which mismatch/* shows); host engines, an fp32 base");
     v("remote", remote, "remote: the workers' endpoints and CURVE keys (loop/README.md \"Remote workers\")");
     v("worker_heartbeat_timeout_s", worker_heartbeat_timeout_s,
       "split: a generating worker heartbeats at least every second; one silent this long (hung, stopped) is "

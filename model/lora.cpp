@@ -10,6 +10,7 @@
 #include "core/philox.h"
 #include "kernels/ops.h"
 #include "model/executor.h"
+#include "model/lora_kernels.h"
 #include "model/safetensors.h"
 
 namespace rlcpp {
@@ -73,10 +74,13 @@ Json lora_config_to_wire(const LoraConfig& config) {
 }
 
 LoraConfig lora_config_from_wire(const Json& wire) {
-  RLCPP_CHECK(wire.is_object() && wire.size() == 3 && wire.contains("rank") && wire.contains("alpha") &&
-                  wire.contains("targets"),
-              "LoRA base message: header field 'lora' must be {\"rank\", \"alpha\", \"targets\"}, got "
+  const bool has_unmerged = wire.is_object() && wire.contains("unmerged");
+  RLCPP_CHECK(wire.is_object() && wire.size() == (has_unmerged ? 4u : 3u) && wire.contains("rank") &&
+                  wire.contains("alpha") && wire.contains("targets"),
+              "LoRA base message: header field 'lora' must be {\"rank\", \"alpha\", \"targets\"} (and "
+              "optionally \"unmerged\"), got "
                   << wire.dump().substr(0, 200));
+  RLCPP_CHECK(!has_unmerged || wire["unmerged"].is_boolean(), "LoRA base message: 'lora.unmerged' must be a boolean");
   RLCPP_CHECK(wire["rank"].is_number_integer(), "LoRA base message: 'lora.rank' must be an integer");
   RLCPP_CHECK(wire["alpha"].is_number(), "LoRA base message: 'lora.alpha' must be a number");
   RLCPP_CHECK(wire["targets"].is_array(), "LoRA base message: 'lora.targets' must be a list of module names");
@@ -250,73 +254,9 @@ std::pair<float*, int64_t> LoraGradients::layer_span(int64_t layer) {
   return {grads_.flat().data<float>() + begin, end - begin};
 }
 
-namespace {
-
-// The rank-r products of the adapters' gradients, register-blocked: 4 rows (or 4 entries of k) at a time against
-// 16 columns of r held in one vector each (GCC/Clang vector extensions: one AVX-512 register, or two AVX2 ones),
-// each output an fma chain in a fixed order (over k, or over the rows), so the same bits whatever the thread count.
-// r's tail past a multiple of 16 runs the same chains one column at a time.
-constexpr int64_t kCols = 16, kRows = 4;
-typedef float Cols __attribute__((vector_size(kCols * sizeof(float))));
-
-Cols load_cols(const float* p) {
-  Cols v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-void store_cols(float* p, const Cols& v) { std::memcpy(p, &v, sizeof v); }
-
-// y (n, r) = s·(x (n, k) · m (k, r)); x's rows have stride ldx.
-void times_rows(const float* __restrict x, int64_t ldx, const float* __restrict m, int64_t n, int64_t k, int64_t r,
-                float s, float* __restrict y) {
-  const int64_t full = r / kCols * kCols;
-  for (int64_t row0 = 0; row0 < n; row0 += kRows) {
-    const int64_t rows = std::min(kRows, n - row0);
-    for (int64_t j0 = 0; j0 < full; j0 += kCols) {
-      Cols acc[kRows] = {};
-      for (int64_t i = 0; i < k; ++i) {
-        const Cols mi = load_cols(m + i * r + j0);
-        for (int64_t q = 0; q < rows; ++q) acc[q] += x[(row0 + q) * ldx + i] * mi;
-      }
-      for (int64_t q = 0; q < rows; ++q) store_cols(y + (row0 + q) * r + j0, s * acc[q]);
-    }
-    for (int64_t q = 0; q < rows; ++q)
-      for (int64_t j = full; j < r; ++j) {
-        float acc = 0;
-        for (int64_t i = 0; i < k; ++i) acc += x[(row0 + q) * ldx + i] * m[i * r + j];
-        y[(row0 + q) * r + j] = s * acc;
-      }
-  }
-}
-
-// g (k, r) += a (n, k)ᵀ · b (n, r), summed over the n rows in order; a's rows have stride lda.
-void add_outer_rows(const float* __restrict a, int64_t lda, const float* __restrict b, int64_t n, int64_t k,
-                    int64_t r, float* __restrict g) {
-  const int64_t full = r / kCols * kCols;
-  for (int64_t i0 = 0; i0 < k; i0 += kRows) {
-    const int64_t is = std::min(kRows, k - i0);
-    for (int64_t j0 = 0; j0 < full; j0 += kCols) {
-      Cols acc[kRows];
-      for (int64_t q = 0; q < is; ++q) acc[q] = load_cols(g + (i0 + q) * r + j0);
-      for (int64_t row = 0; row < n; ++row) {
-        const Cols br = load_cols(b + row * r + j0);
-        for (int64_t q = 0; q < is; ++q) acc[q] += a[row * lda + i0 + q] * br;
-      }
-      for (int64_t q = 0; q < is; ++q) store_cols(g + (i0 + q) * r + j0, acc[q]);
-    }
-    for (int64_t q = 0; q < is; ++q)
-      for (int64_t j = full; j < r; ++j) {
-        float acc = g[(i0 + q) * r + j];
-        for (int64_t row = 0; row < n; ++row) acc += a[row * lda + i0 + q] * b[row * r + j];
-        g[(i0 + q) * r + j] = acc;
-      }
-  }
-}
-
-}  // namespace
 
 void LoraGradients::add(int64_t layer, LayerLinear linear, const Tensor& dy, const Tensor& x, float* grads) const {
+  using namespace lora_kernels;
   const int64_t n = x.size(0), r = adapters_.config().rank, out_all = dy.size(1);
   const float s = adapters_.config().scale();
   const int64_t span_begin = adapters_.layer_span(layer).first;

@@ -69,7 +69,8 @@ struct LoraConfig {
 };
 
 // The adapters' shapes as a LoRA base message carries them to a worker (weightsync/zmq_channel.h): {"rank",
-// "alpha", "targets"} (the targets resolved), and back, checked (errors name the field).
+// "alpha", "targets"} (the targets resolved), and back, checked (errors name the field). The message may add
+// "unmerged": true (rollout.lora_merge false: the worker applies the adapters unmerged), which the worker reads.
 Json lora_config_to_wire(const LoraConfig& config);
 LoraConfig lora_config_from_wire(const Json& wire);
 

@@ -145,6 +145,9 @@ void Transformer::forward(const ExecContext& ctx, const ParameterStore& params, 
   const DType kept = storage_dtype(dt);  // tf32 keeps fp32
   const bool keep = options.keep_activations;
   acts.kept = keep;
+  RLCPP_CHECK(options.adapters == nullptr || ctx.is_host(),
+              "forward: unmerged adapters run on the host, not on " << ctx.name());
+  acts.adapters = options.adapters;
   if (keep) ensure(ctx, acts.layers[0].x, {N, C}, kept);
   if (keep && kept == DType::kF32) {
     ops::embedding_forward(ctx, w.embed, acts.tokens, acts.layers[0].x);
@@ -194,6 +197,8 @@ void Transformer::backward(const ExecContext& ctx, const ParameterStore& params,
   RLCPP_CHECK(grads.numel() == params.numel(), "backward: gradient buffer has " << grads.numel()
                                                                                 << " floats, parameters "
                                                                                 << params.numel());
+  RLCPP_CHECK(acts.adapters == nullptr, "backward: a forward with unmerged adapters is differentiated by "
+                                         "backward_frozen (the adapters' gradients), not backward");
   const Weights w = views(params);
   Weights g = views(grads);
   const bool pack = head_backward(ctx, w, acts, dlogp, dentropy, &g.lm_head);
@@ -321,8 +326,11 @@ void Transformer::backward_body(const ExecContext& ctx, const Weights& w, bool p
 }
 
 Tensor Transformer::forward_cached(const ExecContext& ctx, const ParameterStore& params, const CachedStep& step,
-                                   KVCache& cache, const PackedWeights* packed) const {
+                                   KVCache& cache, const PackedWeights* packed,
+                                   const LinearAdapters* adapters) const {
   RLCPP_CHECK(!config_.value_head, "forward_cached: a value-head model (critic) has no logits to decode from");
+  RLCPP_CHECK(adapters == nullptr || ctx.is_host(),
+              "forward_cached: unmerged adapters run on the host, not on " << ctx.name());
   const Executor& ex = executor_of(ctx);
   // The parameters the decode reads (embeddings, norms; the products without panels): the prepared copy, the
   // panels' own copies (self-contained), or the parameters themselves. They must be on ctx's device. Weights
@@ -408,9 +416,11 @@ Tensor Transformer::forward_cached(const ExecContext& ctx, const ParameterStore&
     r.rstd = rows_of(rstd);
     r.qkv = rows_of(qkv);
     r.act = rows_of(act);
+    r.adapters = adapters;
     ops::embedding_forward(ctx, w.embed, tok, r.x);
     ops::round_to(ctx, r.x, dt);
     for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+      r.layer = l;
       layer_body(ctx, w.layers[static_cast<size_t>(l)], packed_layer(l), r,
                  [&](const Tensor& q_r, const Tensor& k_r, const Tensor& v_r, Tensor& att_r) {
                    ops::paged_kv_write(ctx, k_r, v_r, slot, cache.k[l], cache.v[l]);

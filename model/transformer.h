@@ -28,6 +28,8 @@
 
 namespace rlcpp {
 
+class LinearAdapters;
+
 struct ForwardOptions {
   float temperature = 1.0f;  // finite and >= kMinTemperature (kernels/temperature.h)
   bool entropy = false;  // also compute the entropy of each position's tempered distribution
@@ -39,6 +41,9 @@ struct ForwardOptions {
   // residual stream is updated in place, so nothing of the size of the batch is written per layer and a
   // bf16/fp16 model converts nothing. The same bits either way (row by row, the same ops).
   bool keep_activations = true;
+  // Adapters run unmerged beside `params` (LinearAdapters; host contexts). A backward of this forward is
+  // backward_frozen with the same adapters.
+  const LinearAdapters* adapters = nullptr;
 };
 
 // A copy of the matmul weights packed for ops::matmul_packed, the CPU model's Linear product: as they are
@@ -111,6 +116,23 @@ struct ChunkScratch {
   LayerActivations rows_f32;
 };
 
+// The Linear layers of a decoder layer, fused as the model multiplies them (q/k/v and gate/up in one product each).
+enum class LayerLinear { kQkv, kO, kGateUp, kDown };
+
+// Adapters that a model's Linear layers run unmerged (model/lora.h: LoraAdapters), beside the base weights: after
+// a product y = x·Wᵀ (rounded to the compute dtype, its bias added), y += s·(x·Aᵀ)·Bᵀ for each adapted matrix of
+// it, then rounded again. A row's result depends on that row alone (fixed fma chains), so it is the same
+// whatever the batch: a trainer's forward and an engine's decode given the same adapters agree bit for bit.
+class LinearAdapters {
+ public:
+  virtual ~LinearAdapters() = default;
+  virtual bool adapts(int64_t layer, LayerLinear linear) const = 0;
+  // y (n, the product's width) += the adapters' outputs from x (n, its input width), F32 rows on the host.
+  virtual void add(int64_t layer, LayerLinear linear, const Tensor& x, Tensor& y) const = 0;
+  // The backward's share: dx (n, input width) += s·((dy·B)·A) from dy (n, the product's width).
+  virtual void add_input_grad(int64_t layer, LayerLinear linear, const Tensor& dy, Tensor& dx) const = 0;
+};
+
 // One layer pass over n rows (a training chunk, or rows of a cached step): views of the tensors it reads and
 // writes, all with n rows. The cached decode updates its residual stream in place (h and out are x).
 struct LayerRows {
@@ -124,7 +146,9 @@ struct LayerRows {
   Tensor att;        // (n,Hq*D)
   Tensor gate_up;    // (n,2F)
   Tensor xn, rstd, qkv, act;  // scratch: (n,C), (n), (n,(Hq+2Hkv)D), (n,F)
-  Tensor product;    // scratch (n,C): a rounded OpenBLAS product before its residual add
+  Tensor product;    // scratch (n,C): a rounded product before its residual add (OpenBLAS, or adapted)
+  const LinearAdapters* adapters = nullptr;  // unmerged adapters of the model's Linear layers, if any
+  int64_t layer = 0;                          // the layer these rows pass through (the adapters' index)
 };
 // The attention of a layer pass: q, k, v (after RoPE, rounded) -> att (n,Hq,D). The training forward attends
 // within each sequence of its chunk (keeping lse); the cached decode writes k and v to the cache and attends to
@@ -161,10 +185,8 @@ struct Activations {
   bool has_entropy = false;
   Truncation truncation;  // the forward's (backward differentiates the same log-probs)
   bool kept = false;      // the forward kept what backward reads (ForwardOptions::keep_activations)
+  const LinearAdapters* adapters = nullptr;  // the forward's unmerged adapters (ForwardOptions::adapters)
 };
-
-// The Linear layers of a decoder layer, fused as the model multiplies them (q/k/v and gate/up in one product each).
-enum class LayerLinear { kQkv, kO, kGateUp, kDown };
 
 // Takes over a frozen model's parameter gradients in Transformer::backward_frozen: the gradients of adapters on
 // its Linear layers (model/lora.h), from each product's output gradient and input, chunk by chunk.
@@ -244,8 +266,10 @@ class Transformer {
   // (the engine's copy-on-write of shared blocks guarantees it). Results do not depend on the split.
   // The step's buffers (and the returned logits) come from ctx's pool: a step of a shape seen before
   // allocates nothing from the system.
+  // `adapters`: unmerged adapters beside the weights (LinearAdapters; host contexts).
   Tensor forward_cached(const ExecContext& ctx, const ParameterStore& params, const CachedStep& step,
-                        KVCache& cache, const PackedWeights* packed = nullptr) const;
+                        KVCache& cache, const PackedWeights* packed = nullptr,
+                        const LinearAdapters* adapters = nullptr) const;
   // Packs the matmul weights of `params` (CPU) in the numerics' formats for forward and forward_cached, or
   // their fp32 transposes for backward, reusing `out`'s buffers.
   void pack_weights(const ExecContext& ctx, const ParameterStore& params, PackedWeights& out,
@@ -302,13 +326,14 @@ class Transformer {
   // stream); backward from dx (d x_next on entry, d x on exit) into the parameter gradients G.
   void layer_forward(const ExecContext& ctx, const LayerWeights& W, const PackedWeights::Layer* P, LayerActivations& A,
                      Tensor& x_next, const RowChunk& rows, const Tensor& positions, const Tensor& rope,
-                     ChunkScratch& s, bool keep) const;
+                     ChunkScratch& s, bool keep, const LinearAdapters* adapters, int64_t layer) const;
   // frozen (backward_frozen): the products' gradients go to frozen->hook (layer frozen->layer, the thread's buffer
   // frozen->grads) instead of G's weights; G then receives only the norms' and biases' gradients, which are dropped.
   struct FrozenChunk {
     const FrozenGradients* hook;
     int64_t layer;
     float* grads;
+    const LinearAdapters* adapters;  // the forward's unmerged adapters (their input gradients), or null
   };
   void layer_backward(const ExecContext& ctx, const LayerWeights& W, const PackedWeights::Layer* P, LayerWeights& G,
                       const LayerActivations& A, Tensor& dx, const RowChunk& rows, const Tensor& positions,

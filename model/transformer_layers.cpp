@@ -105,12 +105,35 @@ void Transformer::layer_body(const ExecContext& ctx, const LayerWeights& W, cons
   const Tensor& qkv_b = P && P->qkv_b.defined() ? P->qkv_b : W.qkv_b;
   const Tensor& o_b = P && P->o_b.defined() ? P->o_b : W.o_b;
 
+  // Unmerged adapters (LinearAdapters): their outputs added to a product and rounded again.
+  auto adapted = [&](LayerLinear linear) { return r.adapters && r.adapters->adapts(r.layer, linear); };
+  auto adapt = [&](LayerLinear linear, const Tensor& in, Tensor& y) {
+    r.adapters->add(r.layer, linear, in, y);
+    ops::round_to(ctx, y, dt);
+  };
+  // A product into the residual stream: out = round(residual + product), the product adapted first when the
+  // layer has adapters (then rounded, adapted and added in three steps instead of the fused kernel's one).
+  auto into_residual = [&](LayerLinear linear, const Tensor& in, const Tensor& weight, const ops::PackedWeight* packed,
+                           const Tensor& residual, Tensor& out) {
+    if (!adapted(linear)) {
+      linear_residual(ctx, in, weight, packed, residual, out, dt, r.product);
+      return;
+    }
+    ensure(ctx, r.product, out.shape());
+    layer_ops::linear(ctx, in, weight, packed, r.product, dt);
+    adapt(linear, in, r.product);
+    if (out.raw() != residual.raw()) ctx.copy(residual, out);
+    ops::add_inplace(ctx, out, r.product);
+    ops::round_to(ctx, out, dt);
+  };
+
   ops::rmsnorm_forward(ctx, r.x, W.ln1, eps, r.xn, r.rstd, dt);
   linear(ctx, r.xn, W.qkv_w, P ? &P->qkv : nullptr, r.qkv, dt);
   if (qkv_b.defined()) {
     ops::add_bias(ctx, r.qkv, qkv_b);
     ops::round_to(ctx, r.qkv, dt);
   }
+  if (adapted(LayerLinear::kQkv)) adapt(LayerLinear::kQkv, r.xn, r.qkv);
   if (W.q_norm.defined()) {
     // Qwen3: each head of q and of k through its RMSNorm (rows of D), then RoPE. The norm rounds its output as
     // Hugging Face's Qwen3RMSNorm in that dtype does; RoPE's output is rounded below, as without the norms.
@@ -129,21 +152,23 @@ void Transformer::layer_body(const ExecContext& ctx, const LayerWeights& W, cons
   Tensor att3 = r.att.reshape({n, Hq, D});
   attend(r.q, r.k, r.v, att3);
   ops::round_to(ctx, r.att, dt);
-  linear_residual(ctx, r.att, W.o_w, P ? &P->o : nullptr, r.x, r.h, dt, r.product);  // h = x + o_proj(att)
+  into_residual(LayerLinear::kO, r.att, W.o_w, P ? &P->o : nullptr, r.x, r.h);  // h = x + o_proj(att)
   if (o_b.defined()) {
     ops::add_bias(ctx, r.h, o_b);
     ops::round_to(ctx, r.h, dt);
   }
   ops::rmsnorm_forward(ctx, r.h, W.ln2, eps, r.xn, r.rstd, dt);
   linear(ctx, r.xn, W.gate_up, P ? &P->gate_up : nullptr, r.gate_up, dt);
+  if (adapted(LayerLinear::kGateUp)) adapt(LayerLinear::kGateUp, r.xn, r.gate_up);
   ops::swiglu_forward(ctx, r.gate_up, r.act);
   ops::round_to(ctx, r.act, dt);
-  linear_residual(ctx, r.act, W.down, P ? &P->down : nullptr, r.h, r.out, dt, r.product);  // out = h + down(act)
+  into_residual(LayerLinear::kDown, r.act, W.down, P ? &P->down : nullptr, r.h, r.out);  // out = h + down(act)
 }
 
 void Transformer::layer_forward(const ExecContext& ctx, const LayerWeights& W, const PackedWeights::Layer* P,
                                 LayerActivations& A, Tensor& x_next, const RowChunk& rows, const Tensor& positions,
-                                const Tensor& rope, ChunkScratch& s, bool keep) const {
+                                const Tensor& rope, ChunkScratch& s, bool keep, const LinearAdapters* adapters,
+                                int64_t layer) const {
   const int64_t b = rows.begin, e = rows.end, n = e - b;
   const float scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim()));
   // fp32 keeping its activations: the kernels write the kept tensors' rows [b, e) themselves. bf16/fp16 keeping
@@ -180,6 +205,8 @@ void Transformer::layer_forward(const ExecContext& ctx, const LayerWeights& W, c
   r.rstd = s.rstd.slice_rows(0, n);
   r.qkv = s.qkv.slice_rows(0, n);
   r.act = s.act.slice_rows(0, n);
+  r.adapters = adapters;
+  r.layer = layer;
   Tensor lse = stats.lse.slice_rows(sb, se);
   layer_body(ctx, W, P, r, [&](const Tensor& q, const Tensor& k, const Tensor& v, Tensor& att) {
     ops::attention_forward(ctx, q, k, v, rows.cu_seqlens, scale, att, lse);
@@ -220,18 +247,25 @@ void Transformer::layer_backward(const ExecContext& ctx, const LayerWeights& W, 
     else
       linear_weight_grad(ctx, dy, in, dw, numerics_.compute);
   };
+  // A Linear layer's input gradient dx = dy·W, and the unmerged adapters' share of it.
+  auto input_grad = [&](LayerLinear linear, const Tensor& dy, const Tensor& w, const ops::PackedWeight* packed_t,
+                        Tensor& d_in) {
+    linear_input_grad(ctx, dy, w, packed_t, d_in, numerics_.compute);
+    const LinearAdapters* adapters = frozen ? frozen->adapters : nullptr;
+    if (adapters && adapters->adapts(frozen->layer, linear)) adapters->add_input_grad(frozen->layer, linear, dy, d_in);
+  };
 
   // MLP: x_next = h + down(swiglu(gate_up(norm2(h)))); dx holds d/dx_next. act and norm2(h) are recomputed.
-  linear_input_grad(ctx, dx, W.down, P ? &P->down : nullptr, dact, numerics_.compute);
+  input_grad(LayerLinear::kDown, dx, W.down, P ? &P->down : nullptr, dact);
   ops::swiglu_backward(ctx, dact, gate_up, dgate_up, act);
   ops::round_to(ctx, act, numerics_.compute);  // the forward's act
   weight_grad(LayerLinear::kDown, dx, act, G.down);
   ops::rmsnorm_forward(ctx, h, W.ln2, eps, xn, rstd, numerics_.compute);
   weight_grad(LayerLinear::kGateUp, dgate_up, xn, G.gate_up);
-  linear_input_grad(ctx, dgate_up, W.gate_up, P ? &P->gate_up : nullptr, dxn, numerics_.compute);
+  input_grad(LayerLinear::kGateUp, dgate_up, W.gate_up, P ? &P->gate_up : nullptr, dxn);
   ops::rmsnorm_backward(ctx, dxn, h, W.ln2, rstd, dx, G.ln2);  // dx is now d/dh
   // Attention: h = x + o(attn(rope(qkv(norm1(x))))) (Qwen3: rope(qk_norm(.)) on q and k); norm1(x) is recomputed.
-  linear_input_grad(ctx, dx, W.o_w, P ? &P->o : nullptr, datt, numerics_.compute);
+  input_grad(LayerLinear::kO, dx, W.o_w, P ? &P->o : nullptr, datt);
   weight_grad(LayerLinear::kO, dx, att, G.o_w);
   if (G.o_b.defined()) ops::bias_backward(ctx, dx, G.o_b);
   ops::attention_backward(ctx, datt.reshape({n, Hq, D}), q, k, v, att.reshape({n, Hq, D}), lse, rows.cu_seqlens, scale,
@@ -255,7 +289,7 @@ void Transformer::layer_backward(const ExecContext& ctx, const LayerWeights& W, 
   if (G.qkv_b.defined()) ops::bias_backward(ctx, dqkv, G.qkv_b);
   ops::rmsnorm_forward(ctx, x, W.ln1, eps, xn, rstd, numerics_.compute);
   weight_grad(LayerLinear::kQkv, dqkv, xn, G.qkv_w);
-  linear_input_grad(ctx, dqkv, W.qkv_w, P ? &P->qkv : nullptr, dxn, numerics_.compute);
+  input_grad(LayerLinear::kQkv, dqkv, W.qkv_w, P ? &P->qkv : nullptr, dxn);
   ops::rmsnorm_backward(ctx, dxn, x, W.ln1, rstd, dx, G.ln1);  // dx is now d/dx of this block
 }
 
@@ -301,7 +335,7 @@ void Transformer::forward_layers(const ExecContext& ctx, const Weights& w, Packe
     const PackedWeights::Layer* P = packed;
     ex.run_forward_chunks(static_cast<int64_t>(acts.chunks.size()), [&](int64_t c, int t) {
       layer_forward(ctx, W, P, A, x_next, acts.chunks[static_cast<size_t>(c)], acts.positions, rope,
-                    acts.chunk_scratch[static_cast<size_t>(t)], keep);
+                    acts.chunk_scratch[static_cast<size_t>(t)], keep, acts.adapters, l);
     });
   }
 }
@@ -349,7 +383,7 @@ void Transformer::backward_layers(const ExecContext& ctx, const Weights& w, Pack
                              [&](int64_t c, int t, float* grads) {
                                ChunkScratch& s = acts.chunk_scratch[static_cast<size_t>(t)];
                                LayerWeights dump = layer_views(l, s.frozen_dump.data<float>(), s.frozen_dump.device());
-                               const FrozenChunk chunk{frozen, l, grads};
+                               const FrozenChunk chunk{frozen, l, grads, acts.adapters};
                                layer_backward(ctx, W, P, dump, acts.layers[static_cast<size_t>(l)], acts.scratch.dx,
                                               acts.chunks[static_cast<size_t>(c)], acts.positions, rope, s, &chunk);
                              });

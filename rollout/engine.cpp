@@ -256,7 +256,7 @@ Tensor Engine::run_step(Scheduler& scheduler, RolloutStats& stats, const Stopwat
     model_.prepare_decode_weights(context_, *params_, packed_);
     packed_stale_ = false;
   }
-  const Tensor step_logits = model_.forward_cached(context_, *params_, step_, cache_, &packed_);
+  const Tensor step_logits = model_.forward_cached(context_, *params_, step_, cache_, &packed_, adapters_.get());
   const Tensor logits = host_logits(step_logits);
   stats.forward_s += phase.seconds();
   // The step's K/V is in the cache: full blocks it completed can be found by later sequences.

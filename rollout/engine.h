@@ -19,6 +19,7 @@
 #include "core/metrics.h"
 #include "core/tensor.h"
 #include "model/kv_cache.h"
+#include "model/lora_unmerged.h"
 #include "model/transformer.h"
 #include "rollout/block_manager.h"
 #include "rollout/request.h"
@@ -149,7 +150,13 @@ class Engine {
   // where the numerics allow; otherwise (the OpenBLAS decode) the engine keeps a copy of the store. `params`
   // may change as soon as this returns. Refused as set_weights refuses.
   void take_copy_of(const ParameterStore& params, int64_t version);
-  // The bytes of weights the engine holds or reads: its prepared weights, and the parameters while it reads them.
+  // LoRA adapters the decode applies unmerged beside its weights (model/lora_unmerged.h; a LoRA run with
+  // rollout.lora_merge false): from now on, tokens carry `version`. The weights stay as prepared (nothing is
+  // repacked); no K/V computed before is found again. Null: no adapters. Host engines only.
+  void set_adapters(std::shared_ptr<const UnmergedLora> adapters, int64_t version);
+  const UnmergedLora* adapters() const { return adapters_.get(); }
+  // The bytes of weights the engine holds or reads: its prepared weights, and the parameters while it reads them
+  // (and unmerged adapters).
   int64_t weight_bytes() const;
   int64_t policy_version() const { return policy_version_; }
 
@@ -211,6 +218,7 @@ class Engine {
   std::map<int64_t, std::unique_ptr<Session>> sessions_;
   std::deque<Sequence*> parked_;  // sessions between turns holding blocks, least recently used first
   int64_t next_session_ = 0;
+  std::shared_ptr<const UnmergedLora> adapters_;  // applied unmerged by the decode (set_adapters), or null
   PackedWeights packed_;       // *params_ prepared for forward_cached in the model's numerics, on context_'s device
   bool packed_stale_ = true;  // repack before the next step (construction, set_weights)
   Tensor host_logits_;        // a device engine's logits copied back for the sampler (rows for the largest step)

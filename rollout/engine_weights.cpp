@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "kernels/ops.h"
 #include "model/finite_weights.h"
+#include "model/lora_unmerged.h"
 #include "rollout/engine.h"
 
 namespace rlcpp {
@@ -63,8 +64,18 @@ void Engine::take_copy_of(const ParameterStore& params, int64_t version) {
   params_ = &owned_;
 }
 
+void Engine::set_adapters(std::shared_ptr<const UnmergedLora> adapters, int64_t version) {
+  RLCPP_CHECK(adapters == nullptr || context_.is_host(),
+              "engine: unmerged LoRA adapters run on the host, not on " << context_.name());
+  adapters_ = std::move(adapters);
+  policy_version_ = version;
+  ++weights_epoch_;
+  blocks_.set_cache_salt(cache_salt());
+}
+
 int64_t Engine::weight_bytes() const {
   int64_t bytes = params_->flat().defined() ? static_cast<int64_t>(params_->flat().nbytes()) : 0;
+  if (adapters_) bytes += adapters_->bytes();
   if (packed_.blas.flat().defined() && packed_.blas.flat().raw() != params_->flat().raw())
     bytes += static_cast<int64_t>(packed_.blas.flat().nbytes());
   auto add = [&bytes](const Tensor& t) {

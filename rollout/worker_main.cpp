@@ -21,6 +21,7 @@
 #include "core/stop_signals.h"
 #include "model/checkpoint.h"
 #include "model/lora.h"
+#include "model/lora_unmerged.h"
 #include "model/init.h"
 #include "model/numerics.h"
 
@@ -116,6 +117,7 @@ int serve_worker(WorkerProcessConfig& a, const WeightFeedFactory& make_weights) 
   std::optional<ParameterStore> lora_base;
   std::optional<LoraAdapters> adapters;
   std::optional<LoraAdapters> pending_adapters;  // announced by a LoRA base message being received
+  RLCPP_CHECK(!a.lora_unmerged || !a.lora_base.empty(), "worker: --lora-unmerged needs --lora-base");
   if (!a.lora_base.empty()) {
     RLCPP_CHECK(!a.checkpoint.empty(), "worker: --lora-base needs a checkpoint whose adapter/ holds the adapters");
     lora_base = load_model_checkpoint(a.lora_base);
@@ -157,7 +159,20 @@ int serve_worker(WorkerProcessConfig& a, const WeightFeedFactory& make_weights) 
   // The engine takes the weights as its own: prepared once (a bf16 worker's in bf16 alone) and the fp32 store
   // released. Weights published by the trainer replace them between requests, the same way.
   const ModelConfig model_config = params.config();
-  service.engine().take_weights(std::move(params), a.policy_version);
+  // Unmerged adapters (--lora-unmerged, or a LoRA base message asking for them): the engine keeps the base as
+  // prepared once, and each version replaces the adapters alone.
+  bool unmerged = a.lora_unmerged;
+  auto take_adapters = [&](int64_t version) {
+    service.engine().set_adapters(std::make_shared<UnmergedLora>(*adapters), version);
+  };
+  if (unmerged) {
+    service.engine().take_weights(*lora_base, a.policy_version);
+    lora_base.reset();  // the engine's prepared copy is all it reads
+    params = ParameterStore();  // the checkpoint's merged model: not read
+    take_adapters(a.policy_version);
+  } else {
+    service.engine().take_weights(std::move(params), a.policy_version);
+  }
   std::unique_ptr<WeightFeed> weights;
   ServeControl control{nullptr, stop_fd};
   if (a.exit_with_parent) control.parent = getppid();
@@ -171,6 +186,7 @@ int serve_worker(WorkerProcessConfig& a, const WeightFeedFactory& make_weights) 
       // adapters alone (a few MB instead of the model): the same merge as the trainer's, so the same weights.
       weights->take_lora_bases([&](const Json& lora) {
         pending_adapters.emplace(model_config, lora_config_from_wire(lora));
+        unmerged = lora.value("unmerged", false);
         return pending_adapters->weights().infos();
       });
       service.advertise("lora_sync", true);
@@ -191,12 +207,24 @@ int serve_worker(WorkerProcessConfig& a, const WeightFeedFactory& make_weights) 
           pending_adapters.reset();
           std::copy_n(w.flat().data<float>() + model_floats, adapters->weights().numel(),
                       adapters->weights().flat().data<float>());
+          if (unmerged) {
+            service.engine().take_weights(std::move(*lora_base), version);
+            lora_base.reset();
+            take_adapters(version);
+            return;
+          }
           w = ParameterStore::allocate(model_config, ExecContext::cpu());
           adapters->merge(ExecContext::cpu(), *lora_base, w);
         } else if (adapters && a.lora_base.empty() && w.numel() == model_floats &&
                    w.numel() != adapters->weights().numel()) {
           adapters.reset();  // a whole model after a LoRA run's adapters: a run without LoRA rebased this worker
           lora_base.reset();
+          if (unmerged) service.engine().set_adapters(nullptr, version);
+          unmerged = false;
+        } else if (adapters && unmerged) {  // the adapters alone, applied unmerged beside the base
+          std::copy_n(w.flat().data<float>(), w.numel(), adapters->weights().flat().data<float>());
+          take_adapters(version);
+          return;
         } else if (adapters) {  // the adapters alone: merged into the base, as the trainer merged them
           std::copy_n(w.flat().data<float>(), w.numel(), adapters->weights().flat().data<float>());
           w = ParameterStore::allocate(model_config, ExecContext::cpu());

@@ -25,6 +25,9 @@ struct WorkerProcessConfig {
   // A LoRA run's worker: the frozen base (a checkpoint directory) that the adapters in checkpoint/adapter, and
   // those each weight sync carries, are merged into (model/lora.h).
   std::string lora_base;
+  // With lora_base (or a remote trainer's LoRA base message that asks for it): the engine keeps the base and
+  // applies each version's adapters unmerged (model/lora_unmerged.h) instead of merging them.
+  bool lora_unmerged = false;
   std::string curve_key, curve_server;      // a .key and a .pub file (core/curve.h)
   std::vector<std::string> curve_clients;  // .pub files
   uint64_t init_seed = 1;

@@ -1,6 +1,6 @@
 // LoRA (model/lora.h) trained by the PolicyUpdater: the merged forward, every adapter gradient over two
 // micro-batches and three AdamW steps against PyTorch running the adapters unmerged (tests/golden/torch_llama.py
-// --lora); Hugging Face's peft opening rlcpp's adapter directory (and rlcpp opening peft's) with the same logits;
+// --lora), and rlcpp's own unmerged forward and backward (model/lora_unmerged.h) against the same; Hugging Face's peft opening rlcpp's adapter directory (and rlcpp opening peft's) with the same logits;
 // the merge's definition; bad adapter directories.
 #include <gtest/gtest.h>
 
@@ -18,8 +18,10 @@
 #include "model/checkpoint.h"
 #include "model/init.h"
 #include "model/lora.h"
+#include "model/lora_unmerged.h"
 #include "model/safetensors.h"
 #include "model/transformer.h"
+#include "tests/error_test_support.h"
 #include "tests/host_context.h"
 #include "tests/python_env.h"
 #include "tests/test_models.h"
@@ -107,13 +109,41 @@ TEST_P(LoraGolden, ForwardAdapterGradientsAndAdamWMatchPyTorchUnmerged) {
     return it->second;
   };
 
-  // The merged weights, trained by the updater over two micro-batches, the loss over the whole batch's tokens.
   const Transformer model(cfg);
-  ParameterStore merged = base.clone();
-  adapters.merge(host(), base, merged);
   const std::vector<PackedBatch> micro = {
       PackedBatch::from_sequences({kSequences[0], kSequences[1]}, {kScoreFrom[0], kScoreFrom[1]}),
       PackedBatch::from_sequences({kSequences[2], kSequences[3]}, {kScoreFrom[2], kScoreFrom[3]})};
+  // Unmerged (model/lora_unmerged.h): the base with the adapters beside it, forward and backward_frozen over the
+  // two micro-batches: PyTorch's logits and adapter gradients too.
+  {
+    const UnmergedLora beside(adapters);
+    ParameterStore grads = adapters.weights().clone();
+    std::fill_n(grads.flat().data<float>(), grads.numel(), 0.0f);
+    LoraGradients hook(adapters, grads);
+    std::vector<float> unmerged_logits;
+    ForwardOptions options;
+    options.adapters = &beside;
+    for (const PackedBatch& b : micro) {
+      Activations acts;
+      model.forward(host(), base, b, options, acts);
+      unmerged_logits.insert(unmerged_logits.end(), acts.logits.data<float>(),
+                             acts.logits.data<float>() + acts.logits.numel());
+      std::vector<float> dlogp(static_cast<size_t>(acts.num_tokens), 0.0f);
+      for (int64_t i = 0; i < acts.num_tokens; ++i)
+        if (b.targets[i] >= 0) dlogp[static_cast<size_t>(i)] = -1.0f / static_cast<float>(scored);
+      model.backward_frozen(host(), base, acts, dlogp.data(), nullptr, hook);
+    }
+    ASSERT_EQ(static_cast<int64_t>(unmerged_logits.size()), g("logits").numel());
+    EXPECT_LE(max_rel_diff(g("logits").data<float>(), unmerged_logits.data(), g("logits").numel()), 1e-4);
+    for (const ParameterInfo& info : adapters.weights().infos())
+      EXPECT_LE(max_rel_diff(g("grad." + info.name).data<float>(), grads.get(info.name).data<float>(), info.numel()),
+                1e-3)
+          << "unmerged: gradient of " << info.name;
+  }
+
+  // The merged weights, trained by the updater over two micro-batches, the loss over the whole batch's tokens.
+  ParameterStore merged = base.clone();
+  adapters.merge(host(), base, merged);
   std::vector<float> logits;  // the first step's, concatenated over the micro-batches
   const MicroLossFn sft = [&](size_t m, const Activations& acts) {
     LossOutput out;
@@ -295,6 +325,25 @@ TEST(Lora, PeftOpensRlcppAdaptersAndRlcppOpensPeftsWithTheSameLogits) {
   // The base alone differs: the adapters moved the logits.
   EXPECT_GT(max_rel_diff(peft_ours.data<float>(), logits_of(LoraAdapters(cfg, lc)).data(), peft_ours.numel()), 1e-3);
   fs::remove_all(dir);
+}
+
+// The adapters' shapes as a LoRA base message carries them: a round trip, "unmerged" read when it is a boolean,
+// anything else named.
+TEST(Lora, TheWireFormOfTheAdaptersShapesRoundTripsAndNamesWhatIsWrong) {
+  LoraConfig lc;
+  lc.rank = 4;
+  lc.alpha = 8;
+  lc.targets = {"v_proj", "q_proj"};
+  Json wire = lora_config_to_wire(lc);
+  EXPECT_TRUE(lora_config_from_wire(wire).same_adapters(lc));
+  wire["unmerged"] = true;
+  EXPECT_TRUE(lora_config_from_wire(wire).same_adapters(lc));
+  wire["unmerged"] = "yes";
+  EXPECT_NE(error_of([&] { lora_config_from_wire(wire); }).find("'lora.unmerged' must be a boolean"),
+            std::string::npos);
+  wire.erase("unmerged");
+  wire["dropout"] = 0.1;
+  EXPECT_NE(error_of([&] { lora_config_from_wire(wire); }).find("header field 'lora' must be"), std::string::npos);
 }
 
 TEST(Lora, BadAdapterDirectoriesAreNamed) {

@@ -17,7 +17,8 @@ void check_response_array(const std::vector<float>& a, size_t index, const Rollo
 std::vector<std::vector<float>> run_forward(const ExecContext& exec, const Transformer& model,
                                             const ParameterStore& params, const std::vector<RolloutSample>& samples,
                                             int64_t micro_batch_size, float temperature,
-                                            const Truncation& truncation = {}) {
+                                            const Truncation& truncation = {},
+                                            const LinearAdapters* adapters = nullptr) {
   std::vector<size_t> all(samples.size());
   std::iota(all.begin(), all.end(), size_t{0});
   std::vector<std::vector<float>> out(samples.size());
@@ -26,6 +27,7 @@ std::vector<std::vector<float>> run_forward(const ExecContext& exec, const Trans
   options.temperature = temperature;
   options.truncation = truncation;
   options.keep_activations = false;  // scoring: no backward follows
+  options.adapters = adapters;
   // On a device context: host weights copied there for these passes (the reference, a teacher, the policy's
   // host copy), the per-position results copied back.
   ParameterStore copy;
@@ -120,9 +122,10 @@ std::vector<std::vector<float>> compute_response_logp(const ExecContext& exec, c
                                                       const ParameterStore& params,
                                                       const std::vector<RolloutSample>& samples,
                                                       int64_t micro_batch_size, float temperature,
-                                                      const Truncation& truncation) {
+                                                      const Truncation& truncation,
+                                                      const LinearAdapters* adapters) {
   RLCPP_CHECK(!model.config().value_head, "compute_response_logp: the model is a critic (value head)");
-  return run_forward(exec, model, params, samples, micro_batch_size, temperature, truncation);
+  return run_forward(exec, model, params, samples, micro_batch_size, temperature, truncation, adapters);
 }
 
 std::vector<std::vector<float>> compute_response_values(const ExecContext& exec, const Transformer& critic,

@@ -70,12 +70,13 @@ std::vector<PackedRollout> pack_micro_batches(const std::vector<RolloutSample>& 
 // Per response token of every sample, forward only, micro_batch_size samples at a time: logp at `temperature`
 // (a policy: old_logp before the update, ref_logp with the reference's weights), or values (a value-head model).
 // `truncation` (logprob_space "sampled"): the top-k / top-p the rollout sampled with, replayed (kernels/truncation.h).
-// The forwards run on `exec`.
+// The forwards run on `exec`; `adapters`: LoRA adapters run unmerged beside `params` (host contexts).
 std::vector<std::vector<float>> compute_response_logp(const ExecContext& exec, const Transformer& model,
                                                       const ParameterStore& params,
                                                       const std::vector<RolloutSample>& samples,
                                                       int64_t micro_batch_size, float temperature,
-                                                      const Truncation& truncation = {});
+                                                      const Truncation& truncation = {},
+                                                      const LinearAdapters* adapters = nullptr);
 std::vector<std::vector<float>> compute_response_values(const ExecContext& exec, const Transformer& critic,
                                                         const ParameterStore& params,
                                                         const std::vector<RolloutSample>& samples,

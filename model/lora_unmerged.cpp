@@ -1,0 +1,89 @@
+#include "model/lora_unmerged.h"
+
+#include "core/error.h"
+#include "model/lora_kernels.h"
+
+namespace rlcpp {
+
+namespace {
+
+constexpr int64_t kProducts = 4;  // LayerLinear's values
+
+size_t product_index(int64_t layer, LayerLinear linear) {
+  return static_cast<size_t>(layer * kProducts + static_cast<int64_t>(linear));
+}
+
+void check_rows(const char* what, const Tensor& t, int64_t n, int64_t width) {
+  RLCPP_CHECK(t.on_host() && t.dtype() == DType::kF32 && t.dim() == 2 && t.size(0) == n && t.size(1) >= width,
+              "unmerged LoRA: " << what << " must be F32 host rows (" << n << ", >= " << width << ")");
+}
+
+}  // namespace
+
+UnmergedLora::UnmergedLora(const LoraAdapters& adapters) : config_(adapters.config()) {
+  const float* w = adapters.weights().flat().data<float>();
+  const int64_t r = config_.rank;
+  int64_t layers = 0;
+  for (const LoraTarget& t : adapters.targets()) layers = std::max(layers, t.layer + 1);
+  by_product_.resize(static_cast<size_t>(layers * kProducts));
+  for (const LoraTarget& t : adapters.targets()) {
+    Target u{t.row, t.out, t.in, static_cast<int64_t>(ab_.size()), 0};
+    ab_.insert(ab_.end(), w + t.a, w + t.a + r * t.in);
+    u.b = static_cast<int64_t>(ab_.size());
+    ab_.insert(ab_.end(), w + t.b, w + t.b + t.out * r);
+    // The transposes, laid out as the products read them: Aᵀ (in, r) at u.a, Bᵀ (r, out) at u.b.
+    ab_t_.resize(ab_.size());
+    for (int64_t k = 0; k < r; ++k)
+      for (int64_t i = 0; i < t.in; ++i) ab_t_[static_cast<size_t>(u.a + i * r + k)] = w[t.a + k * t.in + i];
+    for (int64_t o = 0; o < t.out; ++o)
+      for (int64_t k = 0; k < r; ++k) ab_t_[static_cast<size_t>(u.b + k * t.out + o)] = w[t.b + o * r + k];
+    by_product_[product_index(t.layer, t.linear)].push_back(u);
+  }
+}
+
+const std::vector<UnmergedLora::Target>& UnmergedLora::targets_of(int64_t layer, LayerLinear linear) const {
+  static const std::vector<Target> none;
+  const size_t i = product_index(layer, linear);
+  return layer >= 0 && i < by_product_.size() ? by_product_[i] : none;
+}
+
+bool UnmergedLora::adapts(int64_t layer, LayerLinear linear) const { return !targets_of(layer, linear).empty(); }
+
+void UnmergedLora::add(int64_t layer, LayerLinear linear, const Tensor& x, Tensor& y) const {
+  using namespace lora_kernels;
+  const int64_t n = x.size(0), r = config_.rank, width = y.size(1);
+  thread_local std::vector<float> u, delta;
+  for (const Target& t : targets_of(layer, linear)) {
+    check_rows("the product's input", x, n, t.in);
+    check_rows("the product", y, n, t.row + t.out);
+    RLCPP_CHECK(x.size(1) == t.in, "unmerged LoRA: layer " << layer << " got inputs of " << x.size(1)
+                                                           << " features, its adapter reads " << t.in);
+    u.resize(static_cast<size_t>(n * r));
+    delta.resize(static_cast<size_t>(n * t.out));
+    times_rows(x.data<float>(), t.in, ab_t_.data() + t.a, n, t.in, r, 1.0f, u.data());            // u = x·Aᵀ
+    times_rows(u.data(), r, ab_t_.data() + t.b, n, r, t.out, config_.scale(), delta.data());     // s·u·Bᵀ
+    float* out = y.data<float>() + t.row;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t o = 0; o < t.out; ++o) out[i * width + o] += delta[static_cast<size_t>(i * t.out + o)];
+  }
+}
+
+void UnmergedLora::add_input_grad(int64_t layer, LayerLinear linear, const Tensor& dy, Tensor& dx) const {
+  using namespace lora_kernels;
+  const int64_t n = dy.size(0), r = config_.rank, width = dy.size(1);
+  thread_local std::vector<float> v, d;
+  for (const Target& t : targets_of(layer, linear)) {
+    check_rows("the product's gradient", dy, n, t.row + t.out);
+    check_rows("the input gradient", dx, n, t.in);
+    v.resize(static_cast<size_t>(n * r));
+    d.resize(static_cast<size_t>(n * t.in));
+    times_rows(dy.data<float>() + t.row, width, ab_.data() + t.b, n, t.out, r, config_.scale(), v.data());  // s·dy·B
+    times_rows(v.data(), r, ab_.data() + t.a, n, r, t.in, 1.0f, d.data());                                // (·)·A
+    float* g = dx.data<float>();
+    const int64_t ld = dx.size(1);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t c = 0; c < t.in; ++c) g[i * ld + c] += d[static_cast<size_t>(i * t.in + c)];
+  }
+}
+
+}  // namespace rlcpp
