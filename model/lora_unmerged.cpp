@@ -1,5 +1,7 @@
 #include "model/lora_unmerged.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "model/lora_kernels.h"
 
@@ -8,6 +10,8 @@ namespace rlcpp {
 namespace {
 
 constexpr int64_t kProducts = 4;  // LayerLinear's values
+constexpr int64_t kRowBlock = 64;  // rows a thread takes at a time (a multiple of lora_kernels::kRows)
+constexpr int64_t kParallelMinWork = int64_t{1} << 15;  // multiply-adds below which one thread does it all
 
 size_t product_index(int64_t layer, LayerLinear linear) {
   return static_cast<size_t>(layer * kProducts + static_cast<int64_t>(linear));
@@ -52,37 +56,48 @@ bool UnmergedLora::adapts(int64_t layer, LayerLinear linear) const { return !tar
 void UnmergedLora::add(int64_t layer, LayerLinear linear, const Tensor& x, Tensor& y) const {
   using namespace lora_kernels;
   const int64_t n = x.size(0), r = config_.rank, width = y.size(1);
-  thread_local std::vector<float> u, delta;
   for (const Target& t : targets_of(layer, linear)) {
     check_rows("the product's input", x, n, t.in);
     check_rows("the product", y, n, t.row + t.out);
     RLCPP_CHECK(x.size(1) == t.in, "unmerged LoRA: layer " << layer << " got inputs of " << x.size(1)
                                                            << " features, its adapter reads " << t.in);
-    u.resize(static_cast<size_t>(n * r));
-    delta.resize(static_cast<size_t>(n * t.out));
-    times_rows(x.data<float>(), t.in, ab_t_.data() + t.a, n, t.in, r, 1.0f, u.data());            // u = x·Aᵀ
-    times_rows(u.data(), r, ab_t_.data() + t.b, n, r, t.out, config_.scale(), delta.data());     // s·u·Bᵀ
-    float* out = y.data<float>() + t.row;
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t o = 0; o < t.out; ++o) out[i * width + o] += delta[static_cast<size_t>(i * t.out + o)];
+    // Blocks of rows side by side on the threads: each row's sums are its own, the same in any block.
+    const int64_t blocks = (n + kRowBlock - 1) / kRowBlock;
+#pragma omp parallel for if (n * r * (t.in + t.out) > kParallelMinWork)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const int64_t r0 = blk * kRowBlock, rows = std::min(kRowBlock, n - r0);
+      thread_local std::vector<float> u, delta;
+      u.resize(static_cast<size_t>(rows * r));
+      delta.resize(static_cast<size_t>(rows * t.out));
+      times_rows(x.data<float>() + r0 * t.in, t.in, ab_t_.data() + t.a, rows, t.in, r, 1.0f, u.data());  // x·Aᵀ
+      times_rows(u.data(), r, ab_t_.data() + t.b, rows, r, t.out, config_.scale(), delta.data());       // s·u·Bᵀ
+      float* out = y.data<float>() + r0 * width + t.row;
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t o = 0; o < t.out; ++o) out[i * width + o] += delta[static_cast<size_t>(i * t.out + o)];
+    }
   }
 }
 
 void UnmergedLora::add_input_grad(int64_t layer, LayerLinear linear, const Tensor& dy, Tensor& dx) const {
   using namespace lora_kernels;
-  const int64_t n = dy.size(0), r = config_.rank, width = dy.size(1);
-  thread_local std::vector<float> v, d;
+  const int64_t n = dy.size(0), r = config_.rank, width = dy.size(1), ld = dx.size(1);
   for (const Target& t : targets_of(layer, linear)) {
     check_rows("the product's gradient", dy, n, t.row + t.out);
     check_rows("the input gradient", dx, n, t.in);
-    v.resize(static_cast<size_t>(n * r));
-    d.resize(static_cast<size_t>(n * t.in));
-    times_rows(dy.data<float>() + t.row, width, ab_.data() + t.b, n, t.out, r, config_.scale(), v.data());  // s·dy·B
-    times_rows(v.data(), r, ab_.data() + t.a, n, r, t.in, 1.0f, d.data());                                // (·)·A
-    float* g = dx.data<float>();
-    const int64_t ld = dx.size(1);
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t c = 0; c < t.in; ++c) g[i * ld + c] += d[static_cast<size_t>(i * t.in + c)];
+    const int64_t blocks = (n + kRowBlock - 1) / kRowBlock;
+#pragma omp parallel for if (n * r * (t.in + t.out) > kParallelMinWork)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const int64_t r0 = blk * kRowBlock, rows = std::min(kRowBlock, n - r0);
+      thread_local std::vector<float> v, d;
+      v.resize(static_cast<size_t>(rows * r));
+      d.resize(static_cast<size_t>(rows * t.in));
+      times_rows(dy.data<float>() + r0 * width + t.row, width, ab_.data() + t.b, rows, t.out, r, config_.scale(),
+                 v.data());                                                                // s·dy·B
+      times_rows(v.data(), r, ab_.data() + t.a, rows, r, t.in, 1.0f, d.data());            // (·)·A
+      float* g = dx.data<float>() + r0 * ld;
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t c = 0; c < t.in; ++c) g[i * ld + c] += d[static_cast<size_t>(i * t.in + c)];
+    }
   }
 }
 
