@@ -216,7 +216,7 @@ class BackgroundLaunch {
 int rank1_once_logged(const std::string& run, size_t steps) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(3);
   while (std::chrono::steady_clock::now() < deadline) {
-    if (fs::exists(run + "/metrics.jsonl") && read_jsonl(run + "/metrics.jsonl").size() >= steps)
+    if (complete_lines(run + "/metrics.jsonl") >= steps)
       return find_rank_pid(1, run);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }

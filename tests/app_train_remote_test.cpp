@@ -347,7 +347,7 @@ TEST_F(TrainRemote, WorkersJoinAListeningTrainerBeforeAndDuringTheRun) {
   join("w0", {"--throttle-ms", "20"});  // steps long enough (~0.3 s) for w1 to join mid-run on a loaded machine
   const fs::path metrics = fs::path(remote.run_dir) / "metrics.jsonl";
   for (int i = 0; i < 6000 && !failed; ++i) {
-    if (fs::exists(metrics) && read_jsonl(metrics).size() >= 3) break;
+    if (complete_lines(metrics) >= 3) break;
     usleep(10000);
   }
   join("w1", {});
@@ -408,11 +408,12 @@ TEST_F(TrainRemote, AWorkerOnAnotherHostServesOverTcpAndACutLinkIsSurvived) {
   remote.steps = 8;
   remote.rollout.worker_heartbeat_timeout_s = 2;  // how soon a silent worker is found
   remote.rollout.worker_timeout_s = 4;            // and an unacknowledged weight sync
-  // The link goes down once step 3 is logged.
+  // The link goes down once step 3 is logged: three whole lines (the run may be writing a fourth; parsing a half
+  // line here threw in this thread once, under ASan, and ended the test binary).
   std::thread cutter([&] {
     const fs::path metrics = fs::path(remote.run_dir) / "metrics.jsonl";
     for (int i = 0; i < 6000; ++i) {
-      if (fs::exists(metrics) && read_jsonl(metrics).size() >= 3) break;
+      if (complete_lines(metrics) >= 3) break;
       usleep(10000);
     }
     host.cut();

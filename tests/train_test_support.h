@@ -2,9 +2,11 @@
 // files and comparing its checkpoints.
 #pragma once
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -73,6 +75,14 @@ inline std::vector<Json> read_jsonl(const std::filesystem::path& path) {
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) out.push_back(Json::parse(line));
   return out;
+}
+
+// The whole (newline-ended) lines of a JSONL file that a running process may be writing: a poll for "step N is
+// logged" that parses the file can meet a half-written line (0 when there is no file yet).
+inline size_t complete_lines(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
 }
 
 // Whether two checkpoints hold the same weights, bit for bit.
