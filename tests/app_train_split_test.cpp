@@ -93,6 +93,23 @@ TEST(TrainSplit, SplitAndColocatedRunsGiveTheSameSamplesAndMetrics) {
   EXPECT_FALSE(fs::exists(fs::path(b.run_dir) / "worker1_weights.ipc"));
 }
 
+// `c` at async.max_staleness `staleness`, colocated and split over two workers (under root/colocatedS and
+// root/splitS): checks that both end with the same weights and wrote the same samples and metrics, and returns the
+// split run's records.
+std::vector<Json> colocated_and_split_agree(TrainConfig c, const fs::path& root, int64_t staleness) {
+  c.async.max_staleness = staleness;
+  TrainConfig colocated = c;
+  colocated.run_dir = (root / ("colocated" + std::to_string(staleness))).string();
+  TrainConfig split = c;
+  split.run_dir = (root / ("split" + std::to_string(staleness))).string();
+  split.rollout.placement = "split";
+  split.rollout.num_workers = 2;
+  const TrainSummary a = run_train(colocated, config_to_json(colocated));
+  const TrainSummary b = run_train(split, config_to_json(split));
+  EXPECT_TRUE(same_weights(a.checkpoint, b.checkpoint)) << "staleness " << staleness;
+  return expect_same_samples_and_metrics(a, b, static_cast<size_t>(c.steps));
+}
+
 // A LoRA run (trainer.lora) split over two workers: each worker merges the adapters a sync carries into the run's
 // frozen base (checkpoints/reference) itself, so the run gives the colocated LoRA run's samples, metrics and weights
 // bit for bit — synchronous, and async with the backend's snapshot of the adapters — while a sync moves the
@@ -109,17 +126,7 @@ TEST(TrainSplit, LoraRunSyncsItsAdaptersAloneAndEqualsTheColocatedOne) {
   const ParameterStore init = load_model_checkpoint(c.init_checkpoint);
   const int64_t adapter_floats = LoraAdapters(init.config(), c.trainer.lora).weights().numel();
   for (const int64_t staleness : {0, 1}) {
-    c.async.max_staleness = staleness;
-    TrainConfig colocated = c;
-    colocated.run_dir = (root / ("colocated" + std::to_string(staleness))).string();
-    TrainConfig split = c;
-    split.run_dir = (root / ("split" + std::to_string(staleness))).string();
-    split.rollout.placement = "split";
-    split.rollout.num_workers = 2;
-    const TrainSummary a = run_train(colocated, config_to_json(colocated));
-    const TrainSummary b = run_train(split, config_to_json(split));
-    EXPECT_TRUE(same_weights(a.checkpoint, b.checkpoint)) << "staleness " << staleness;
-    for (const Json& m : expect_same_samples_and_metrics(a, b, 3)) {
+    for (const Json& m : colocated_and_split_agree(c, root, staleness)) {
       EXPECT_EQ(m["probe/max_abs_dlogp"].get<double>(), 0.0) << "staleness " << staleness;
       const double bytes = m["weight_sync/bytes"].get<double>();
       EXPECT_GT(bytes, 4.0 * static_cast<double>(adapter_floats));
@@ -144,18 +151,8 @@ TEST(TrainSplit, AnUnmergedLoraRunOnWorkersEqualsTheColocatedOne) {
   c.optim.lr = 1e-2;
   c.rollout.lora_merge = false;
   for (const int64_t staleness : {0, 1}) {
-    c.async.max_staleness = staleness;
-    TrainConfig colocated = c;
-    colocated.run_dir = (root / ("colocated" + std::to_string(staleness))).string();
-    TrainConfig split = c;
-    split.run_dir = (root / ("split" + std::to_string(staleness))).string();
-    split.rollout.placement = "split";
-    split.rollout.num_workers = 2;
-    const TrainSummary a = run_train(colocated, config_to_json(colocated));
-    const TrainSummary b = run_train(split, config_to_json(split));
-    EXPECT_TRUE(same_weights(a.checkpoint, b.checkpoint)) << "staleness " << staleness;
     double mismatch = 0;
-    for (const Json& m : expect_same_samples_and_metrics(a, b, 3)) {
+    for (const Json& m : colocated_and_split_agree(c, root, staleness)) {
       EXPECT_EQ(m["probe/max_abs_dlogp"].get<double>(), 0.0) << "staleness " << staleness;
       mismatch = std::max(mismatch, m["mismatch/max_abs_dlogp"].get<double>());
     }

@@ -36,16 +36,9 @@ LoraAdapters random_adapters(const ModelConfig& cfg, float b_scale, uint64_t see
   return a;
 }
 
-std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
-  PhiloxStream rng(seed, 0);
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto& x : t) x = static_cast<int32_t>(rng.below(vocab));
-  return t;
-}
-
 Request sampling_request(const ModelConfig& cfg, int64_t prompts) {
   Request req;
-  for (int64_t p = 0; p < prompts; ++p) req.prompts.push_back(random_tokens(5 + 3 * p, cfg.vocab_size, 20 + p));
+  for (int64_t p = 0; p < prompts; ++p) req.prompts.push_back(random_test_tokens(5 + 3 * p, cfg.vocab_size, 20 + p));
   req.n = 3;
   req.sampling.max_new_tokens = 9;
   req.sampling.ignore_eos = true;
