@@ -29,6 +29,26 @@ ProcessMemory read_process_memory() {
   return parse_proc_status(text.str());
 }
 
+int64_t parse_meminfo_available(const std::string& meminfo_text) {
+  std::istringstream in(meminfo_text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("MemAvailable:", 0) != 0) continue;
+    std::istringstream value(line.substr(13));
+    int64_t kib = 0;
+    std::string unit;
+    if (value >> kib >> unit && unit == "kB") return kib * 1024;
+  }
+  return -1;
+}
+
+int64_t available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  if (!in) return -1;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_meminfo_available(text.str());
+}
+
 bool reset_peak_rss() {
   std::ofstream out("/proc/self/clear_refs");
   out << "5";

@@ -23,6 +23,11 @@ bool reset_peak_rss();
 // Parses the text of a /proc/<pid>/status file ("VmRSS:    12345 kB" lines); missing fields stay -1.
 ProcessMemory parse_proc_status(const std::string& status_text);
 
+// The memory the machine can give without swapping (MemAvailable of /proc/meminfo), in bytes; -1 where unknown.
+int64_t available_memory_bytes();
+// MemAvailable from the text of a /proc/meminfo file ("MemAvailable:   12345 kB"); -1 when missing.
+int64_t parse_meminfo_available(const std::string& meminfo_text);
+
 // memory/rss_bytes and memory/peak_rss_bytes for a metrics record (nothing where they are unknown).
 std::map<std::string, double> process_memory_metrics();
 

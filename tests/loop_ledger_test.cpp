@@ -201,6 +201,13 @@ TEST(ProcessMemory, ParsesProcStatus) {
   EXPECT_EQ(parse_proc_status("VmRSS: lots\n").rss_bytes, -1);
 }
 
+TEST(ProcessMemory, ParsesMemAvailable) {
+  EXPECT_EQ(parse_meminfo_available("MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   20480 kB\n"),
+            int64_t{20480} * 1024);
+  EXPECT_EQ(parse_meminfo_available("MemTotal: 1 kB\n"), -1);
+  EXPECT_GT(available_memory_bytes(), 1 << 20);  // this machine's, read from /proc/meminfo
+}
+
 TEST(ProcessMemory, ThisProcessIsResident) {
   const ProcessMemory m = read_process_memory();
   ASSERT_GT(m.rss_bytes, 1 << 20);  // a gtest binary with OpenBLAS holds more than a MiB

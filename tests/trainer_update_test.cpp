@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "model/critic.h"
+#include "tests/error_test_support.h"
 #include "tests/host_context.h"
 #include "tests/trainer_test_support.h"
 #include "trainer/policy_loss.h"
@@ -411,6 +412,18 @@ TEST(UpdateStep, ReportsGradNormLrAndTheMergedLossMetrics) {
   EXPECT_NEAR(over.at("actor/grad_norm"), 0.5 * (r.steps[0].grad_norm + r.steps[1].grad_norm), 1e-12);
   EXPECT_EQ(over.at("actor/lr"), r.steps[1].lr);
   EXPECT_EQ(over.at("actor/skipped_steps"), 0.0);
+}
+
+// A micro-batch whose logits and their gradient would not fit the available memory is refused before the forward
+// (the OOM killer would end the run without a word: 128 chat sequences of ~250 tokens with Qwen3's vocabulary,
+// 19 GB of logits, did), naming the sizes and the keys to lower; one that fits, or an unknown amount, passes.
+TEST(UpdateStep, AMicroBatchWhoseLogitsWouldNotFitIsRefusedNamingTheKeys) {
+  const std::string e = error_of([] { check_logits_fit(32000, 151669, int64_t{20} * 1000 * 1000 * 1000); });
+  for (const char* part : {"32000 tokens", "vocabulary of 151669", "38.83 GB", "20.00 GB", "ppo.micro_batch_size",
+                           "warm_start.sft.micro_batch_size"})
+    EXPECT_NE(e.find(part), std::string::npos) << part << " in: " << e;
+  EXPECT_NO_THROW(check_logits_fit(32000, 151669, int64_t{40} * 1000 * 1000 * 1000));
+  EXPECT_NO_THROW(check_logits_fit(32000, 151669, -1));
 }
 
 }  // namespace

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <optional>
 #include <utility>
 
 #include "core/error.h"
+#include "core/process_memory.h"
 #include "model/finite_weights.h"
 #include "trainer/gradient_buckets.h"
 
@@ -77,9 +79,27 @@ const Activations& PolicyUpdater::loss_inputs() {
   return h;
 }
 
+void check_logits_fit(int64_t tokens, int64_t vocab, int64_t available_bytes) {
+  const double need = 2.0 * 4.0 * static_cast<double>(tokens) * static_cast<double>(vocab);
+  if (available_bytes < 0 || need <= static_cast<double>(available_bytes)) return;
+  char sizes[160];
+  std::snprintf(sizes, sizeof sizes, "%.2f GB for its logits and their gradient, more than the %.2f GB",
+                need / 1e9, static_cast<double>(available_bytes) / 1e9);
+  RLCPP_FAIL("trainer: a micro-batch of " << tokens << " tokens with a vocabulary of " << vocab << " needs " << sizes
+                                          << " this machine has available (MemAvailable): lower the micro-batch "
+                                          << "size (ppo.micro_batch_size, an SFT warm start's "
+                                          << "warm_start.sft.micro_batch_size, or micro_batch_size in sft and dpo "
+                                          << "configs)");
+}
+
 UpdateResult PolicyUpdater::step(const std::vector<PackedBatch>& micro_batches, const ForwardOptions& options,
                                  const MicroLossFn& loss_fn, int64_t total_steps) {
   RLCPP_CHECK(!micro_batches.empty(), "PolicyUpdater::step: no micro-batches");
+  if (!model_.config().value_head && context_.is_host()) {
+    int64_t tokens = 0;
+    for (const PackedBatch& b : micro_batches) tokens = std::max(tokens, b.num_tokens());
+    check_logits_fit(tokens, model_.config().vocab_size, available_memory_bytes());
+  }
   UpdateResult result;
   result.lr = config_.lr_at(adamw_.steps_taken(), total_steps);
   context_.fill_zero(grads_.flat());

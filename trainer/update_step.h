@@ -56,6 +56,11 @@ struct UpdateResult {
 // grad_norm and lr.
 std::map<std::string, double> step_metrics(const UpdateResult& result, const std::string& prefix);
 
+// A micro-batch's logits (tokens x vocabulary floats) and, in its backward, their gradient, against the memory the
+// machine has available (`available_bytes`, MemAvailable; < 0: unknown, no check): past it the kernel's OOM killer
+// would end the run without a word, so this throws first, naming the sizes and the micro-batch keys to lower.
+void check_logits_fit(int64_t tokens, int64_t vocab, int64_t available_bytes);
+
 // LoRA (model/lora.h): the updater trains the adapters of a frozen base. The weights it is given are then the
 // merged weights (base + s·B·A), which it recomputes from the base and the adapters after every applied step; the
 // gradients, the clipping and the AdamW moments are the adapters' (A and B, fp32), and data-parallel ranks sum the
