@@ -219,7 +219,6 @@ int serve_worker(WorkerProcessConfig& a, const WeightFeedFactory& make_weights) 
                    w.numel() != adapters->weights().numel()) {
           adapters.reset();  // a whole model after a LoRA run's adapters: a run without LoRA rebased this worker
           lora_base.reset();
-          if (unmerged) service.engine().set_adapters(nullptr, version);
           unmerged = false;
         } else if (adapters && unmerged) {  // the adapters alone, applied unmerged beside the base
           std::copy_n(w.flat().data<float>(), w.numel(), adapters->weights().flat().data<float>());
@@ -230,6 +229,8 @@ int serve_worker(WorkerProcessConfig& a, const WeightFeedFactory& make_weights) 
           w = ParameterStore::allocate(model_config, ExecContext::cpu());
           adapters->merge(ExecContext::cpu(), *lora_base, w);
         }
+        // Whole weights (merged, or a run without LoRA): no adapters beside them, whatever ran before.
+        if (service.engine().adapters()) service.engine().set_adapters(nullptr, version);
         service.engine().take_weights(std::move(w), version);
       });
     };

@@ -240,6 +240,12 @@ TEST_F(TrainRemote, ALoraRunSendsItsBaseOnceThenAdaptersAloneAndEqualsTheColocat
   EXPECT_TRUE(same_weights(cu.checkpoint, ru.checkpoint));
   for (const Json& m : read_jsonl(fs::path(ru.run_dir) / "metrics.jsonl"))
     EXPECT_EQ(m.at("probe/max_abs_dlogp").get<double>(), 0.0);
+  // And a merged run after it: the workers drop the adapters they applied beside the base.
+  TrainConfig merged_again = remote;
+  merged_again.run_dir = (root_ / "remote_merged_again").string();
+  const TrainSummary ra = run_train(merged_again, config_to_json(merged_again));
+  expect_same_run(c.run_dir, ra.run_dir);
+  EXPECT_TRUE(same_weights(c.checkpoint, ra.checkpoint));
 }
 
 // The same for a worker that joins a listening trainer: its join brings the LoRA base, then adapters alone.
