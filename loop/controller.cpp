@@ -246,7 +246,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   if (needs.critic) critic = std::make_unique<Critic>(params, config, trainer_context);
   const CriticState* critic_ckpt = critic ? &critic->state : nullptr;
   PolicyUpdater actor(model, params, config.optim, trainer_context,
-                      lora ? LoraTraining{&*lora_base, &*adapters} : LoraTraining{});
+                      lora ? LoraTraining{&*lora_base, &*adapters, config.seed} : LoraTraining{});
   actor.set_communicator(&world);
   actor.set_grad_shards(config.trainer.grad_shards);
   if (critic) {
@@ -311,7 +311,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   RlContext ctx{config, *task, *reward, tok, model, params, needs.reference ? &*reference : nullptr,
                 actor, *rollout, data_rng, update_rng, state.policy_version, critic ? &critic->updater : nullptr,
                 same_numerics ? nullptr : &rollout_model, teacher_model.get(), teacher ? &*teacher : nullptr,
-                &world, nullptr, unmerged};
+                &world, nullptr, unmerged, {}};
   // An agent run's episodes (the lead draws them): environments, turn protocol, the episodes in flight.
   std::unique_ptr<AgentRollout> agent;
   if (config.agent.enabled() && lead) agent = std::make_unique<AgentRollout>(config, *task, tok);

@@ -116,7 +116,7 @@ DpoSummary run_dpo(const DpoRunConfig& config, const Json& resolved_config,
     adapters->init(config.seed);
   }
   PolicyUpdater updater(model, params, config.optim, ExecContext::cpu(),
-                        adapters ? LoraTraining{&*base, &*adapters} : LoraTraining{});
+                        adapters ? LoraTraining{&*base, &*adapters, config.seed} : LoraTraining{});
   PairSampler sampler(pairs.size(), config.seed);
 
   std::printf("dpo: %s, %lld parameters, %zu pairs from %s, loss %s, beta %g, %lld steps of %lld pairs (%lld per "

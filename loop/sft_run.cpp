@@ -116,7 +116,7 @@ SftSummary run_sft(const SftConfig& config, const Json& resolved_config,
     adapters->init(config.seed);
   }
   PolicyUpdater updater(model, params, config.optim, ExecContext::cpu(),
-                        adapters ? LoraTraining{&*base, &*adapters} : LoraTraining{});
+                        adapters ? LoraTraining{&*base, &*adapters, config.seed} : LoraTraining{});
   PhiloxStream data_rng(config.seed, /*stream=*/1);
 
   std::printf("sft: %s, %lld parameters, task %s, %lld steps of %lld sequences (%lld per micro-batch), run %s\n",

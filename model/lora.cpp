@@ -63,10 +63,19 @@ void LoraConfig::validate(const std::string& prefix) const {
   }
   RLCPP_CHECK(base_dtype == "fp32" || base_dtype == "bf16",
               "config key '" << prefix << "base_dtype': \"fp32\" or \"bf16\", got \"" << base_dtype << "\"");
-  RLCPP_CHECK(dropout == 0.0,
-              "config key '" << prefix << "dropout': rlcpp trains LoRA merged into the weights, where a dropout on the "
-                             << "adapters' input has no place (and it would make the trainer's log-probs differ from "
-                             << "the rollout's); must be 0, got " << dropout);
+  RLCPP_CHECK(std::isfinite(dropout) && dropout >= 0 && dropout < 1,
+              "config key '" << prefix << "dropout': must be in [0, 1) (lora_dropout), got " << dropout);
+  RLCPP_CHECK(dropout == 0 || base_dtype == "fp32",
+              "config key '" << prefix << "dropout': a dropout runs the training forward's adapters unmerged beside "
+                             << "the fp32 base; set " << prefix << "base_dtype to fp32 (it is \"" << base_dtype
+                             << "\")");
+}
+
+float lora_dropout_scale(uint64_t key, int64_t target, int64_t row, int64_t col, float p) {
+  const PhiloxDraw d = philox_draw(key, static_cast<uint32_t>(target), static_cast<uint32_t>(row),
+                                   static_cast<uint32_t>(col / 4), 0x10Bu);
+  const uint32_t bits = col % 4 == 0 ? d.v[0] : col % 4 == 1 ? d.v[1] : col % 4 == 2 ? d.v[2] : d.v[3];
+  return philox_uniform(bits) < p ? 0.0f : 1.0f / (1.0f - p);
 }
 
 Json lora_config_to_wire(const LoraConfig& config) {
@@ -242,8 +251,8 @@ void LoraAdapters::merge(const ExecContext& ctx, const LoraBase& base, Parameter
   remerge(ctx, base, merged);
 }
 
-LoraGradients::LoraGradients(const LoraAdapters& adapters, ParameterStore& grads)
-    : adapters_(adapters), grads_(grads) {
+LoraGradients::LoraGradients(const LoraAdapters& adapters, ParameterStore& grads, LoraDropout dropout)
+    : adapters_(adapters), grads_(grads), dropout_(dropout) {
   RLCPP_CHECK(grads.numel() == adapters.weights().numel() && grads.flat().on_host(),
               "LoRA: the adapter gradient buffer has " << grads.numel() << " floats, the adapters "
                                                        << adapters.weights().numel());
@@ -255,15 +264,18 @@ std::pair<float*, int64_t> LoraGradients::layer_span(int64_t layer) {
 }
 
 
-void LoraGradients::add(int64_t layer, LayerLinear linear, const Tensor& dy, const Tensor& x, float* grads) const {
+void LoraGradients::add(int64_t layer, LayerLinear linear, const Tensor& dy, const Tensor& x, float* grads,
+                        int64_t row0) const {
   using namespace lora_kernels;
   const int64_t n = x.size(0), r = adapters_.config().rank, out_all = dy.size(1);
   const float s = adapters_.config().scale();
   const int64_t span_begin = adapters_.layer_span(layer).first;
   const float* w = adapters_.weights().flat().data<float>();
   // Per thread: Aᵀ (in, r) and dAᵀ (in, r), so that every inner loop runs over r contiguous floats; u, v (n, r).
-  thread_local std::vector<float> at, dat, u, v;
-  for (const LoraTarget& t : adapters_.targets()) {
+  thread_local std::vector<float> at, dat, u, v, dropped;
+  const std::vector<LoraTarget>& targets = adapters_.targets();
+  for (size_t ti = 0; ti < targets.size(); ++ti) {
+    const LoraTarget& t = targets[ti];
     if (t.layer != layer || t.linear != linear) continue;
     RLCPP_CHECK(x.size(1) == t.in && t.row + t.out <= out_all,
                 "LoRA: layer " << layer << " " << t.module << " got a product of " << x.size(1) << " inputs and "
@@ -279,10 +291,21 @@ void LoraGradients::add(int64_t layer, LayerLinear linear, const Tensor& dy, con
     for (int64_t k = 0; k < r; ++k)
       for (int64_t i = 0; i < t.in; ++i) at[static_cast<size_t>(i * r + k)] = A[k * t.in + i];
     const float* dy_t = dy.data<float>() + t.row;  // its columns of dy: row stride out_all
-    times_rows(x.data<float>(), t.in, at.data(), n, t.in, r, s, u.data());  // u = s·x·Aᵀ
-    times_rows(dy_t, out_all, B, n, t.out, r, s, v.data());                 // v = s·dy_t·B
-    add_outer_rows(dy_t, out_all, u.data(), n, t.out, r, dB);               // dB += dy_tᵀ·u
-    add_outer_rows(x.data<float>(), t.in, v.data(), n, t.in, r, dat.data());  // dAᵀ = xᵀ·v
+    // With dropout, x is the input the adapter saw: the rows masked by the forward's draws.
+    const float* xa = x.data<float>();
+    if (dropout_.active()) {
+      dropped.resize(static_cast<size_t>(n * t.in));
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t c = 0; c < t.in; ++c)
+          dropped[static_cast<size_t>(i * t.in + c)] =
+              xa[i * t.in + c] *
+              lora_dropout_scale(dropout_.key, static_cast<int64_t>(ti), row0 + i, c, dropout_.p);
+      xa = dropped.data();
+    }
+    times_rows(xa, t.in, at.data(), n, t.in, r, s, u.data());  // u = s·x·Aᵀ
+    times_rows(dy_t, out_all, B, n, t.out, r, s, v.data());    // v = s·dy_t·B
+    add_outer_rows(dy_t, out_all, u.data(), n, t.out, r, dB);  // dB += dy_tᵀ·u
+    add_outer_rows(xa, t.in, v.data(), n, t.in, r, dat.data());  // dAᵀ = xᵀ·v
     for (int64_t k = 0; k < r; ++k)
       for (int64_t i = 0; i < t.in; ++i) dA[k * t.in + i] += dat[static_cast<size_t>(i * r + k)];
   }

@@ -2,7 +2,8 @@
 // W (out, in) of every decoder layer becomes W + s·B·A with A (r, in), B (out, r) and s = alpha / r; only A and B
 // train. B starts at zero (A uniform in ±1/sqrt(in), PEFT's kaiming_uniform(a=√5)), so step 0 is the base model.
 //
-// How rlcpp computes with them: merged. After every optimizer step the adapters are folded into a copy of the
+// How rlcpp computes with them: merged (with LoRA dropout, the update's forward runs them unmerged beside the base:
+// model/lora_unmerged.h; so may the engine, rollout.lora_merge). After every optimizer step the adapters are folded into a copy of the
 // base (merge), and the trainer's forward, the rollout engine and evaluation all run that merged model. The
 // merge is a fixed fma chain over r per entry (the same bits in any process, on any thread count), so a trainer
 // and an engine that merge the same adapters hold the same weights and their log-probs agree exactly, as in full
@@ -39,7 +40,7 @@ struct LoraConfig {
   int64_t rank = 0;  // r; 0: no adapters (full fine-tuning)
   double alpha = 16;  // lora_alpha: the update is scaled by alpha / rank
   std::vector<std::string> targets = lora_target_names();  // or {"all-linear"}
-  double dropout = 0;  // lora_dropout; rlcpp's merged forward has none: must be 0
+  double dropout = 0;  // lora_dropout: the training forward's adapter inputs dropped with this probability
   std::string base_dtype = "fp32";  // how the frozen base is held: "fp32", or "bf16" (half the bytes; LoraBase)
 
   bool enabled() const { return rank > 0; }
@@ -60,7 +61,10 @@ struct LoraConfig {
     v("targets", targets,
       "the Linear layers adapted in every decoder layer: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
       "down_proj, or all-linear");
-    v("dropout", dropout, "lora_dropout: must be 0 (rlcpp trains the adapters merged into the weights)");
+    v("dropout", dropout,
+      "lora_dropout, in [0, 1): the training forward drops each adapter input with this probability (PEFT's "
+      "nn.Dropout before A; the update then runs the adapters unmerged beside an fp32 base); log-probs that score "
+      "samples (old, reference, the engine's) have none");
     v("base_dtype", base_dtype,
       "how the frozen base is held: fp32, or bf16 (half its bytes: the initial weights are rounded to bf16 first; "
       "no reference forward then, so no KL term or DPO reference)");
@@ -153,18 +157,32 @@ class LoraAdapters {
   ParameterStore weights_;
 };
 
+// LoRA dropout's mask (LoraConfig::dropout = p): the factor that the input column `col` of row `row` of adapted
+// matrix `target` (its index in LoraAdapters::targets()) is multiplied by in a pass drawn with `key`: 0 with
+// probability p, else 1 / (1 - p) (inverted dropout, as torch's nn.Dropout). A pure function of its arguments
+// (Philox-4x32 at counter (target, row, col / 4)): a backward, another thread split or a test draws the same.
+float lora_dropout_scale(uint64_t key, int64_t target, int64_t row, int64_t col, float p);
+
 // The adapters' gradients for Transformer::backward_frozen, accumulated into `grads` (the adapters' layout).
+// `dropout` (a training forward with LoRA dropout): the masked inputs its adapters saw, by the same key.
+struct LoraDropout {
+  float p = 0;
+  uint64_t key = 0;
+  bool active() const { return p > 0; }
+};
 class LoraGradients : public FrozenGradients {
  public:
-  LoraGradients(const LoraAdapters& adapters, ParameterStore& grads);
+  LoraGradients(const LoraAdapters& adapters, ParameterStore& grads, LoraDropout dropout = {});
   std::pair<float*, int64_t> layer_span(int64_t layer) override;
   // For each target of the product: u = x·Aᵀ, v = s·dy_t·B (dy_t: its columns of dy), dB += dy_tᵀ·(s·u),
   // dA += vᵀ·x; loops whose inner dimension is contiguous, in a fixed order.
-  void add(int64_t layer, LayerLinear linear, const Tensor& dy, const Tensor& x, float* grads) const override;
+  void add(int64_t layer, LayerLinear linear, const Tensor& dy, const Tensor& x, float* grads,
+           int64_t row0) const override;
 
  private:
   const LoraAdapters& adapters_;
   ParameterStore& grads_;
+  LoraDropout dropout_;
 };
 
 // True when `dir` holds a PEFT adapter (adapter_config.json).

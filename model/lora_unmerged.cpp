@@ -30,8 +30,9 @@ UnmergedLora::UnmergedLora(const LoraAdapters& adapters) : config_(adapters.conf
   int64_t layers = 0;
   for (const LoraTarget& t : adapters.targets()) layers = std::max(layers, t.layer + 1);
   by_product_.resize(static_cast<size_t>(layers * kProducts));
-  for (const LoraTarget& t : adapters.targets()) {
-    Target u{t.row, t.out, t.in, static_cast<int64_t>(ab_.size()), 0};
+  for (size_t ti = 0; ti < adapters.targets().size(); ++ti) {
+    const LoraTarget& t = adapters.targets()[ti];
+    Target u{static_cast<int64_t>(ti), t.row, t.out, t.in, static_cast<int64_t>(ab_.size()), 0};
     ab_.insert(ab_.end(), w + t.a, w + t.a + r * t.in);
     u.b = static_cast<int64_t>(ab_.size());
     ab_.insert(ab_.end(), w + t.b, w + t.b + t.out * r);
@@ -53,7 +54,7 @@ const std::vector<UnmergedLora::Target>& UnmergedLora::targets_of(int64_t layer,
 
 bool UnmergedLora::adapts(int64_t layer, LayerLinear linear) const { return !targets_of(layer, linear).empty(); }
 
-void UnmergedLora::add(int64_t layer, LayerLinear linear, const Tensor& x, Tensor& y) const {
+void UnmergedLora::add(int64_t layer, LayerLinear linear, const Tensor& x, Tensor& y, int64_t row0) const {
   using namespace lora_kernels;
   const int64_t n = x.size(0), r = config_.rank, width = y.size(1);
   for (const Target& t : targets_of(layer, linear)) {
@@ -66,10 +67,19 @@ void UnmergedLora::add(int64_t layer, LayerLinear linear, const Tensor& x, Tenso
 #pragma omp parallel for if (n * r * (t.in + t.out) > kParallelMinWork)
     for (int64_t blk = 0; blk < blocks; ++blk) {
       const int64_t r0 = blk * kRowBlock, rows = std::min(kRowBlock, n - r0);
-      thread_local std::vector<float> u, delta;
+      thread_local std::vector<float> u, delta, dropped;
       u.resize(static_cast<size_t>(rows * r));
       delta.resize(static_cast<size_t>(rows * t.out));
-      times_rows(x.data<float>() + r0 * t.in, t.in, ab_t_.data() + t.a, rows, t.in, r, 1.0f, u.data());  // x·Aᵀ
+      const float* xa = x.data<float>() + r0 * t.in;
+      if (dropout_.active()) {  // the adapter's input, dropped
+        dropped.resize(static_cast<size_t>(rows * t.in));
+        for (int64_t i = 0; i < rows; ++i)
+          for (int64_t c = 0; c < t.in; ++c)
+            dropped[static_cast<size_t>(i * t.in + c)] =
+                xa[i * t.in + c] * lora_dropout_scale(dropout_.key, t.index, row0 + r0 + i, c, dropout_.p);
+        xa = dropped.data();
+      }
+      times_rows(xa, t.in, ab_t_.data() + t.a, rows, t.in, r, 1.0f, u.data());  // x·Aᵀ
       times_rows(u.data(), r, ab_t_.data() + t.b, rows, r, t.out, config_.scale(), delta.data());       // s·u·Bᵀ
       float* out = y.data<float>() + r0 * width + t.row;
       for (int64_t i = 0; i < rows; ++i)
@@ -78,7 +88,8 @@ void UnmergedLora::add(int64_t layer, LayerLinear linear, const Tensor& x, Tenso
   }
 }
 
-void UnmergedLora::add_input_grad(int64_t layer, LayerLinear linear, const Tensor& dy, Tensor& dx) const {
+void UnmergedLora::add_input_grad(int64_t layer, LayerLinear linear, const Tensor& dy, Tensor& dx,
+                                  int64_t row0) const {
   using namespace lora_kernels;
   const int64_t n = dy.size(0), r = config_.rank, width = dy.size(1), ld = dx.size(1);
   for (const Target& t : targets_of(layer, linear)) {
@@ -96,7 +107,12 @@ void UnmergedLora::add_input_grad(int64_t layer, LayerLinear linear, const Tenso
       times_rows(v.data(), r, ab_.data() + t.a, rows, r, t.in, 1.0f, d.data());            // (·)·A
       float* g = dx.data<float>() + r0 * ld;
       for (int64_t i = 0; i < rows; ++i)
-        for (int64_t c = 0; c < t.in; ++c) g[i * ld + c] += d[static_cast<size_t>(i * t.in + c)];
+        for (int64_t c = 0; c < t.in; ++c) {
+          const float through = d[static_cast<size_t>(i * t.in + c)];
+          g[i * ld + c] += dropout_.active()
+                               ? through * lora_dropout_scale(dropout_.key, t.index, row0 + r0 + i, c, dropout_.p)
+                               : through;
+        }
     }
   }
 }

@@ -26,20 +26,25 @@ class UnmergedLora final : public LinearAdapters {
   explicit UnmergedLora(const LoraAdapters& adapters);
 
   const LoraConfig& config() const { return config_; }
+  // A training pass with LoRA dropout (lora_dropout_scale: the adapters' inputs masked, and their input gradients
+  // by the same masks); {} for none (the engine's, scoring passes).
+  void set_dropout(LoraDropout dropout) { dropout_ = dropout; }
   bool adapts(int64_t layer, LayerLinear linear) const override;
-  void add(int64_t layer, LayerLinear linear, const Tensor& x, Tensor& y) const override;
-  void add_input_grad(int64_t layer, LayerLinear linear, const Tensor& dy, Tensor& dx) const override;
+  void add(int64_t layer, LayerLinear linear, const Tensor& x, Tensor& y, int64_t row0) const override;
+  void add_input_grad(int64_t layer, LayerLinear linear, const Tensor& dy, Tensor& dx, int64_t row0) const override;
   // The snapshot's bytes (A and B, and their transposes).
   int64_t bytes() const { return static_cast<int64_t>(sizeof(float) * (ab_.size() + ab_t_.size())); }
 
  private:
   struct Target {
+    int64_t index;  // in LoraAdapters::targets() (a dropout's masks are drawn by it)
     int64_t row, out, in;
     int64_t a, b;  // offsets of A (r, in) and B (out, r) in ab_, and of Aᵀ (in, r) and Bᵀ (r, out) in ab_t_
   };
   const std::vector<Target>& targets_of(int64_t layer, LayerLinear linear) const;
 
   LoraConfig config_;
+  LoraDropout dropout_;
   std::vector<float> ab_, ab_t_;
   std::vector<std::vector<Target>> by_product_;  // [layer * 4 + linear]
 };

@@ -417,6 +417,7 @@ Tensor Transformer::forward_cached(const ExecContext& ctx, const ParameterStore&
     r.qkv = rows_of(qkv);
     r.act = rows_of(act);
     r.adapters = adapters;
+    r.row0 = r0;
     ops::embedding_forward(ctx, w.embed, tok, r.x);
     ops::round_to(ctx, r.x, dt);
     for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {

@@ -127,10 +127,12 @@ class LinearAdapters {
  public:
   virtual ~LinearAdapters() = default;
   virtual bool adapts(int64_t layer, LayerLinear linear) const = 0;
-  // y (n, the product's width) += the adapters' outputs from x (n, its input width), F32 rows on the host.
-  virtual void add(int64_t layer, LayerLinear linear, const Tensor& x, Tensor& y) const = 0;
+  // y (n, the product's width) += the adapters' outputs from x (n, its input width), F32 rows on the host; the
+  // rows are rows [row0, row0 + n) of the pass (a dropout's masks are drawn by row).
+  virtual void add(int64_t layer, LayerLinear linear, const Tensor& x, Tensor& y, int64_t row0) const = 0;
   // The backward's share: dx (n, input width) += s·((dy·B)·A) from dy (n, the product's width).
-  virtual void add_input_grad(int64_t layer, LayerLinear linear, const Tensor& dy, Tensor& dx) const = 0;
+  virtual void add_input_grad(int64_t layer, LayerLinear linear, const Tensor& dy, Tensor& dx,
+                              int64_t row0) const = 0;
 };
 
 // One layer pass over n rows (a training chunk, or rows of a cached step): views of the tensors it reads and
@@ -149,6 +151,7 @@ struct LayerRows {
   Tensor product;    // scratch (n,C): a rounded product before its residual add (OpenBLAS, or adapted)
   const LinearAdapters* adapters = nullptr;  // unmerged adapters of the model's Linear layers, if any
   int64_t layer = 0;                          // the layer these rows pass through (the adapters' index)
+  int64_t row0 = 0;                           // the first of these rows in the pass (the adapters' dropout)
 };
 // The attention of a layer pass: q, k, v (after RoPE, rounded) -> att (n,Hq,D). The training forward attends
 // within each sequence of its chunk (keeping lse); the cached decode writes k and v to the cache and attends to
@@ -199,7 +202,9 @@ class FrozenGradients {
   // Adds to `grads` (a thread's buffer of layer_span(layer)'s length) what a chunk of n rows contributes through one
   // Linear layer: dy (n, out) the gradient of its output, x (n, in) the input the forward multiplied (both F32, on
   // the host).
-  virtual void add(int64_t layer, LayerLinear linear, const Tensor& dy, const Tensor& x, float* grads) const = 0;
+  // row0: the chunk's first row in the pass (an adapter dropout draws its masks by row).
+  virtual void add(int64_t layer, LayerLinear linear, const Tensor& dy, const Tensor& x, float* grads,
+                   int64_t row0) const = 0;
 };
 
 // One engine step flattened (nano-vllm's model_runner): N query rows of B sequences, prefill and decode mixed.

@@ -108,7 +108,7 @@ void Transformer::layer_body(const ExecContext& ctx, const LayerWeights& W, cons
   // Unmerged adapters (LinearAdapters): their outputs added to a product and rounded again.
   auto adapted = [&](LayerLinear linear) { return r.adapters && r.adapters->adapts(r.layer, linear); };
   auto adapt = [&](LayerLinear linear, const Tensor& in, Tensor& y) {
-    r.adapters->add(r.layer, linear, in, y);
+    r.adapters->add(r.layer, linear, in, y, r.row0);
     ops::round_to(ctx, y, dt);
   };
   // A product into the residual stream: out = round(residual + product), the product adapted first when the
@@ -207,6 +207,7 @@ void Transformer::layer_forward(const ExecContext& ctx, const LayerWeights& W, c
   r.act = s.act.slice_rows(0, n);
   r.adapters = adapters;
   r.layer = layer;
+  r.row0 = b;
   Tensor lse = stats.lse.slice_rows(sb, se);
   layer_body(ctx, W, P, r, [&](const Tensor& q, const Tensor& k, const Tensor& v, Tensor& att) {
     ops::attention_forward(ctx, q, k, v, rows.cu_seqlens, scale, att, lse);
@@ -243,7 +244,7 @@ void Transformer::layer_backward(const ExecContext& ctx, const LayerWeights& W, 
   // A Linear layer's weight gradient dw += dy^T x, or, frozen, dy and x handed to the adapters' hook.
   auto weight_grad = [&](LayerLinear linear, const Tensor& dy, const Tensor& in, Tensor& dw) {
     if (frozen)
-      frozen->hook->add(frozen->layer, linear, dy, in, frozen->grads);
+      frozen->hook->add(frozen->layer, linear, dy, in, frozen->grads, b);
     else
       linear_weight_grad(ctx, dy, in, dw, numerics_.compute);
   };
@@ -252,7 +253,8 @@ void Transformer::layer_backward(const ExecContext& ctx, const LayerWeights& W, 
                         Tensor& d_in) {
     linear_input_grad(ctx, dy, w, packed_t, d_in, numerics_.compute);
     const LinearAdapters* adapters = frozen ? frozen->adapters : nullptr;
-    if (adapters && adapters->adapts(frozen->layer, linear)) adapters->add_input_grad(frozen->layer, linear, dy, d_in);
+    if (adapters && adapters->adapts(frozen->layer, linear))
+      adapters->add_input_grad(frozen->layer, linear, dy, d_in, b);
   };
 
   // MLP: x_next = h + down(swiglu(gate_up(norm2(h)))); dx holds d/dx_next. act and norm2(h) are recomputed.

@@ -350,19 +350,22 @@ TEST(LoopResume, LoraRunWithABf16BaseResumesBitForBit) {
 }
 
 // rollout.lora_merge false: the engine applies the adapters unmerged beside the base, taking the checkpoint's
-// adapters on resume: the resumed run equals the whole one. The key is refused where it has no meaning.
-TEST(LoopResume, AnUnmergedLoraRunResumesBitForBit) {
+// adapters on resume; with LoRA dropout in the trainer, whose masks are keyed by the optimizer step: the resumed run
+// equals the whole one. The key is refused where it has no meaning.
+TEST(LoopResume, AnUnmergedLoraRunWithDropoutResumesBitForBit) {
   const fs::path root = fs::temp_directory_path() / "rlcpp_resume_lora_unmerged_test";
   fs::remove_all(root);
   TrainConfig c = resumable_run(root);
   c.trainer.lora.rank = 4;
   c.trainer.lora.alpha = 8;
+  c.trainer.lora.dropout = 0.1;
   c.optim.lr = 1e-2;
   c.rollout.lora_merge = false;
   const ResumedRuns r = expect_resume_matches_whole_run(root, c);
   for (const Json& m : read_jsonl(fs::path(r.whole.run_dir) / "metrics.jsonl"))
     EXPECT_EQ(m["probe/max_abs_dlogp"].get<double>(), 0.0);
 
+  c.trainer.lora.dropout = 0;
   c.trainer.lora.base_dtype = "bf16";
   expect_error([&] { c.validate(); }, {"'rollout.lora_merge'", "trainer.lora.base_dtype fp32"});
   c.trainer.lora.base_dtype = "fp32";

@@ -193,6 +193,108 @@ TEST_P(LoraGolden, ForwardAdapterGradientsAndAdamWMatchPyTorchUnmerged) {
   fs::remove_all(dir);
 }
 
+// LoRA dropout (lora.dropout 0.3): the updater's training forward runs the adapters unmerged with each input
+// masked by lora_dropout_scale, keyed by the seed, the optimizer step and the micro-batch; PyTorch, given the same
+// masks (tests/golden/torch_llama.py --lora-dropout-masks), computes the same logits and adapter gradients over two
+// micro-batches. Without dropout the same step's gradient differs (the masks are used).
+TEST(Lora, DropoutMatchesPyTorchGivenTheSameMasks) {
+  if (!torch_available()) GTEST_SKIP() << "/usr/bin/python3 has no torch (apt-get install python3-torch)";
+  const ModelConfig cfg = small_test_config("qwen3");
+  const ParameterStore base = init_random(cfg, 11);
+  LoraConfig lc;
+  lc.rank = 4;
+  lc.alpha = 8;
+  lc.dropout = 0.3;
+  LoraAdapters adapters = random_adapters(cfg, lc, 5);
+  const fs::path dir = fresh_dir("dropout");
+  save_model_checkpoint((dir / "base").string(), base);
+  adapters.save_peft((dir / "adapter").string(), "base");
+  Json batch;
+  batch["sequences"] = kSequences;
+  Json masks = Json::array();
+  int64_t scored = 0;
+  for (size_t s = 0; s < kSequences.size(); ++s) {
+    std::vector<int> m(kSequences[s].size(), 0);
+    for (size_t t = static_cast<size_t>(kScoreFrom[s]); t + 1 < m.size(); ++t) m[t] = 1, ++scored;
+    masks.push_back(m);
+  }
+  batch["loss_mask"] = masks;
+  std::ofstream(dir / "batch.json") << batch.dump();
+  // The masks the updater draws at its first step: micro-batch m holds sequences 2m and 2m + 1, its rows counted
+  // from 0; PyTorch's rows are the four sequences' in order.
+  const uint64_t seed = 17;
+  const float p = static_cast<float>(lc.dropout);
+  int64_t rows = 0;
+  for (const auto& seq : kSequences) rows += static_cast<int64_t>(seq.size());
+  std::vector<std::pair<std::string, Tensor>> mask_tensors;
+  for (size_t ti = 0; ti < adapters.targets().size(); ++ti) {
+    const LoraTarget& t = adapters.targets()[ti];
+    std::string name;
+    for (const ParameterInfo& info : adapters.weights().infos())
+      if (info.offset == t.a) name = info.name;
+    Tensor mask = Tensor::empty({rows, t.in});
+    int64_t row = 0;
+    for (size_t s = 0; s < kSequences.size(); ++s) {
+      const int64_t micro = static_cast<int64_t>(s / 2);
+      const int64_t local0 = s % 2 == 0 ? 0 : static_cast<int64_t>(kSequences[s - 1].size());
+      for (size_t i = 0; i < kSequences[s].size(); ++i, ++row)
+        for (int64_t c = 0; c < t.in; ++c)
+          mask.data<float>()[row * t.in + c] = lora_dropout_scale(
+              lora_dropout_key(seed, 0, micro), static_cast<int64_t>(ti), local0 + static_cast<int64_t>(i), c, p);
+    }
+    mask_tensors.emplace_back(name, mask);
+  }
+  write_safetensors((dir / "masks.safetensors").string(), mask_tensors, {});
+  const std::string cmd = std::string("/usr/bin/python3 ") + RLCPP_SOURCE_DIR + "/tests/golden/torch_llama.py --model " +
+                          (dir / "base").string() + " --lora " + (dir / "adapter").string() + " --lora-dropout-masks " +
+                          (dir / "masks.safetensors").string() + " --batch " + (dir / "batch.json").string() +
+                          " --out " + (dir / "golden.safetensors").string();
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const SafetensorsFile golden = read_safetensors((dir / "golden.safetensors").string());
+
+  const Transformer model(cfg);
+  const std::vector<PackedBatch> micro = {
+      PackedBatch::from_sequences({kSequences[0], kSequences[1]}, {kScoreFrom[0], kScoreFrom[1]}),
+      PackedBatch::from_sequences({kSequences[2], kSequences[3]}, {kScoreFrom[2], kScoreFrom[3]})};
+  auto one_step = [&](const LoraConfig& config, std::vector<float>* logits) {
+    LoraAdapters a = random_adapters(cfg, config, 5);
+    ParameterStore merged = base.clone();
+    a.merge(host(), base, merged);
+    const MicroLossFn sft = [&](size_t m, const Activations& acts) {
+      LossOutput out;
+      out.dlogp.assign(static_cast<size_t>(acts.num_tokens), 0.0f);
+      for (int64_t i = 0; i < acts.num_tokens; ++i) {
+        if (micro[m].targets[i] < 0) continue;
+        out.loss -= acts.logp.data<float>()[i] / static_cast<double>(scored);
+        out.dlogp[static_cast<size_t>(i)] = -1.0f / static_cast<float>(scored);
+      }
+      if (logits) logits->insert(logits->end(), acts.logits.data<float>(), acts.logits.data<float>() + acts.logits.numel());
+      return out;
+    };
+    OptimConfig optim;
+    optim.grad_clip = 0;
+    const LoraBase frozen(base, DType::kF32);
+    PolicyUpdater updater(model, merged, optim, host(), {&frozen, &a, seed});
+    updater.step(micro, ForwardOptions{}, sft, 1);
+    return updater.grads().clone();
+  };
+  std::vector<float> logits;
+  const ParameterStore grads = one_step(lc, &logits);
+  ASSERT_EQ(static_cast<int64_t>(logits.size()), golden.tensors.at("logits").numel());
+  EXPECT_LE(max_rel_diff(golden.tensors.at("logits").data<float>(), logits.data(), static_cast<int64_t>(logits.size())),
+            1e-4);
+  for (const ParameterInfo& info : adapters.weights().infos())
+    EXPECT_LE(max_rel_diff(golden.tensors.at("grad." + info.name).data<float>(), grads.get(info.name).data<float>(),
+                           info.numel()),
+              1e-3)
+        << "gradient of " << info.name;
+  LoraConfig no_dropout = lc;
+  no_dropout.dropout = 0;
+  const ParameterStore plain = one_step(no_dropout, nullptr);
+  EXPECT_GT(max_rel_diff(plain.flat().data<float>(), grads.flat().data<float>(), grads.numel()), 0.05);
+  fs::remove_all(dir);
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, LoraGolden,
                          ::testing::Values(Case{"qwen2", {"all-linear"}}, Case{"qwen3", {"all-linear"}},
                                            Case{"llama", {"q_proj", "v_proj", "down_proj"}}),
@@ -386,11 +488,17 @@ TEST(Lora, BadAdapterDirectoriesAreNamed) {
         }
       },
       Error);
-  // A config key out of range names it.
+  // A config key out of range names it; a dropout needs the fp32 base its unmerged forward runs beside.
   LoraConfig bad;
   bad.rank = 4;
+  bad.dropout = 1.0;
+  EXPECT_NE(error_of([&] { bad.validate("trainer.lora."); }).find("'trainer.lora.dropout': must be in [0, 1)"),
+            std::string::npos);
   bad.dropout = 0.1;
-  EXPECT_THROW(bad.validate("trainer.lora."), Error);
+  bad.validate("trainer.lora.");
+  bad.base_dtype = "bf16";
+  EXPECT_NE(error_of([&] { bad.validate("trainer.lora."); }).find("set trainer.lora.base_dtype to fp32"),
+            std::string::npos);
   fs::remove_all(dir);
 }
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/philox.h"
 #include "core/process_memory.h"
 #include "model/finite_weights.h"
 #include "trainer/gradient_buckets.h"
@@ -23,6 +24,8 @@ PolicyUpdater::PolicyUpdater(const Transformer& model, ParameterStore& params, c
                                         << context_.name());
     RLCPP_CHECK(lora_.base && lora_.base->numel() == params.numel() && !model.config().value_head,
                 "PolicyUpdater: LoRA needs the frozen base of the policy's layout");
+    RLCPP_CHECK(!lora_.dropout() || lora_.base->dtype() == DType::kF32,
+                "PolicyUpdater: LoRA dropout runs the adapters beside an fp32 base (lora.base_dtype fp32)");
     grads_ = lora_.adapters->weights().clone();
     context_.fill_zero(grads_.flat());
   } else {
@@ -79,6 +82,13 @@ const Activations& PolicyUpdater::loss_inputs() {
   return h;
 }
 
+uint64_t lora_dropout_key(uint64_t seed, int64_t steps_taken, int64_t micro) {
+  const uint64_t step = static_cast<uint64_t>(steps_taken);
+  const PhiloxDraw key = philox_draw(seed, static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32),
+                                     static_cast<uint32_t>(micro), 0xD0u);
+  return (static_cast<uint64_t>(key.v[0]) << 32) | key.v[1];
+}
+
 void check_logits_fit(int64_t tokens, int64_t vocab, int64_t available_bytes) {
   const double need = 2.0 * 4.0 * static_cast<double>(tokens) * static_cast<double>(vocab);
   if (available_bytes < 0 || need <= static_cast<double>(available_bytes)) return;
@@ -100,6 +110,7 @@ UpdateResult PolicyUpdater::step(const std::vector<PackedBatch>& micro_batches, 
     for (const PackedBatch& b : micro_batches) tokens = std::max(tokens, b.num_tokens());
     check_logits_fit(tokens, model_.config().vocab_size, available_memory_bytes());
   }
+  if (lora_.dropout()) dropped_.emplace(*lora_.adapters);  // this step's adapters (the last step changed them)
   UpdateResult result;
   result.lr = config_.lr_at(adamw_.steps_taken(), total_steps);
   context_.fill_zero(grads_.flat());
@@ -184,7 +195,17 @@ void PolicyUpdater::accumulate_micro_batch(const std::vector<PackedBatch>& micro
                                            const ForwardOptions& options, const MicroLossFn& loss_fn,
                                            ParameterStore& into, const Transformer::GradsReadyFn& ready,
                                            UpdateResult& result) {
-  model_.forward(context_, work_params(), micro_batches[m], options, acts_);
+  // LoRA dropout: the base with this step's adapters beside it, their inputs masked by this micro-batch's draws.
+  LoraDropout dropout;
+  if (dropped_) {
+    dropout = {static_cast<float>(lora_.adapters->config().dropout),
+               lora_dropout_key(lora_.dropout_seed, adamw_.steps_taken(), static_cast<int64_t>(m))};
+    dropped_->set_dropout(dropout);
+  }
+  const ParameterStore& weights = dropped_ ? lora_.base->fp32() : work_params();
+  ForwardOptions forward_options = options;
+  if (dropped_) forward_options.adapters = &*dropped_;
+  model_.forward(context_, weights, micro_batches[m], forward_options, acts_);
   const size_t n = static_cast<size_t>(acts_.num_tokens);
   LossOutput out = loss_fn(m, loss_inputs());
   if (model_.config().value_head) {
@@ -201,8 +222,8 @@ void PolicyUpdater::accumulate_micro_batch(const std::vector<PackedBatch>& micro
                                                                  << " dentropy entries for " << n << " tokens");
     const float* dentropy = out.dentropy.empty() ? nullptr : out.dentropy.data();
     if (lora_.enabled()) {
-      LoraGradients grads(*lora_.adapters, into);
-      model_.backward_frozen(context_, work_params(), acts_, out.dlogp.data(), dentropy, grads);
+      LoraGradients grads(*lora_.adapters, into, dropout);
+      model_.backward_frozen(context_, weights, acts_, out.dlogp.data(), dentropy, grads);
     } else
       model_.backward(context_, work_params(), acts_, out.dlogp.data(), dentropy, into, ready);
   }

@@ -30,6 +30,7 @@
 
 #include "model/adamw.h"
 #include "model/lora.h"
+#include "model/lora_unmerged.h"
 #include "model/transformer.h"
 #include "trainer/communicator.h"
 #include "trainer/loss_output.h"
@@ -65,10 +66,20 @@ void check_logits_fit(int64_t tokens, int64_t vocab, int64_t available_bytes);
 // merged weights (base + s·B·A), which it recomputes from the base and the adapters after every applied step; the
 // gradients, the clipping and the AdamW moments are the adapters' (A and B, fp32), and data-parallel ranks sum the
 // adapters' gradients. Host only.
+// With LoRA dropout (LoraConfig::dropout > 0) the training forward runs the adapters unmerged beside the fp32 base
+// (model/lora_unmerged.h), each adapter's input masked (lora_dropout_scale, keyed by `dropout_seed`, the optimizer
+// step and the micro-batch: the same masks on any data-parallel layout and after a resume); the backward sees the
+// same masks.
+// The key of LoRA dropout's masks (lora_dropout_scale) for micro-batch `micro` of the step after `steps_taken`
+// optimizer steps of a run seeded `seed`.
+uint64_t lora_dropout_key(uint64_t seed, int64_t steps_taken, int64_t micro);
+
 struct LoraTraining {
   const LoraBase* base = nullptr;       // the frozen base
   LoraAdapters* adapters = nullptr;      // null: full fine-tuning
+  uint64_t dropout_seed = 0;
   bool enabled() const { return adapters != nullptr; }
+  bool dropout() const { return adapters != nullptr && adapters->config().dropout > 0; }
 };
 
 class PolicyUpdater {
@@ -130,6 +141,7 @@ class PolicyUpdater {
   bool host_stale_ = false;  // an applied step changed device_params_ since their last copy to params_
   OptimConfig config_;
   LoraTraining lora_;
+  std::optional<UnmergedLora> dropped_;  // LoRA dropout: this step's adapters, run unmerged with masked inputs
   ParameterStore grads_;
   AdamW adamw_;
   Activations acts_;

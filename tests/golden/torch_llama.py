@@ -64,11 +64,16 @@ def load_batch(path, vocab_size):
     return sequences, masks
 
 
+ROW = [0]  # the first row of the sequence running now in the concatenation of the batch (LoRA dropout masks)
+
+
 def batch_loss(model, sequences, masks, temperature):
     """Runs each sequence on its own. Returns (loss scalar, logits (N, V), logp (N,))."""
     all_logits, all_logp = [], []
+    ROW[0] = 0
     for seq in sequences:
         logits = model(seq[None, :])[0]  # (T, V)
+        ROW[0] += seq.shape[0]
         logp_all = F.log_softmax(logits / temperature, dim=-1)
         target_logp = logp_all[:-1].gather(1, seq[1:, None])[:, 0]  # (T - 1,)
         all_logits.append(logits)
@@ -91,11 +96,14 @@ class LoraLinear(torch.nn.Module):
         self.lora_B = torch.nn.Parameter(torch.tensor(b, dtype=torch.float32))
         self.scale = scale
 
+    mask = None  # LoRA dropout: (N, in) factors of the batch's rows (0 or 1/(1-p)), given by --lora-dropout-masks
+
     def forward(self, x):
-        return self.base(x) + self.scale * ((x @ self.lora_A.t()) @ self.lora_B.t())
+        a_in = x if self.mask is None else x * self.mask[ROW[0]:ROW[0] + x.shape[1]][None]
+        return self.base(x) + self.scale * ((a_in @ self.lora_A.t()) @ self.lora_B.t())
 
 
-def attach_lora(model, directory):
+def attach_lora(model, directory, dropout_masks=None):
     """Wraps every Linear layer a PEFT adapter directory (adapter_config.json + adapter_model.safetensors) targets
     and freezes everything else. Returns [(PEFT tensor name, parameter)] of the adapters, in file order."""
     with open(os.path.join(directory, "adapter_config.json")) as f:
@@ -113,6 +121,8 @@ def attach_lora(model, directory):
         parent_path, attr = path.rsplit(".", 1)
         parent = model.get_submodule(parent_path)
         wrapped = LoraLinear(getattr(parent, attr), tensors[name], tensors[name.replace("lora_A", "lora_B")], scale)
+        if dropout_masks is not None:
+            wrapped.mask = torch.tensor(dropout_masks[name], dtype=torch.float32)
         setattr(parent, attr, wrapped)
         named.append((name, wrapped.lora_A))
         named.append((name.replace("lora_A", "lora_B"), wrapped.lora_B))
@@ -145,7 +155,8 @@ def run_golden(args):
     sequences, masks = load_batch(args.batch, model.config.vocab_size)
     if not args.temperature > 0:
         raise ValueError(f"--temperature {args.temperature}, expected > 0")
-    trained = attach_lora(model, args.lora) if args.lora else list(model.named_parameters())
+    masks_file = safetensors_io.read(args.lora_dropout_masks) if args.lora_dropout_masks else None
+    trained = attach_lora(model, args.lora, masks_file) if args.lora else list(model.named_parameters())
     loss, logits, logp = batch_loss(model, sequences, masks, args.temperature)
     loss.backward()
     out = {"logits": logits, "logp": logp, "loss": loss.reshape(1)}
@@ -188,6 +199,9 @@ def parse_args(argv):
     p.add_argument("--batch", help="BATCH.json with sequences and loss_mask")
     p.add_argument("--lora", metavar="ADAPTER_DIR",
                    help="a PEFT LoRA adapter directory: the model runs with it unmerged and only its tensors train")
+    p.add_argument("--lora-dropout-masks", metavar="FILE",
+                   help="with --lora: LoRA dropout, each adapter's input multiplied by FILE's tensor of its lora_A name "
+                        "(rows of the batch's sequences in order, the dropout's 0 or 1/(1-p) factors)")
     p.add_argument("--out", help="output .safetensors path")
     p.add_argument("--adamw-steps", type=int, default=0)
     p.add_argument("--lr", type=float, default=1e-3)
