@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "core/config.h"
 #include "core/error.h"
@@ -73,6 +74,46 @@ const std::vector<std::vector<int32_t>> kSequences = {
     random_test_tokens(3, 23, 4)};
 const std::vector<int32_t> kScoreFrom = {0, 3, 0, 0};
 
+// DIR/batch.json for tests/golden/torch_llama.py: kSequences, each scored from kScoreFrom on. Returns the number
+// of scored tokens.
+int64_t write_golden_batch(const fs::path& dir) {
+  Json batch;
+  batch["sequences"] = kSequences;
+  Json masks = Json::array();
+  int64_t scored = 0;
+  for (size_t s = 0; s < kSequences.size(); ++s) {
+    std::vector<int> m(kSequences[s].size(), 0);
+    for (size_t t = static_cast<size_t>(kScoreFrom[s]); t + 1 < m.size(); ++t) m[t] = 1, ++scored;
+    masks.push_back(m);
+  }
+  batch["loss_mask"] = masks;
+  std::ofstream(dir / "batch.json") << batch.dump();
+  return scored;
+}
+
+// kSequences in two micro-batches of two.
+std::vector<PackedBatch> golden_micro_batches() {
+  return {PackedBatch::from_sequences({kSequences[0], kSequences[1]}, {kScoreFrom[0], kScoreFrom[1]}),
+          PackedBatch::from_sequences({kSequences[2], kSequences[3]}, {kScoreFrom[2], kScoreFrom[3]})};
+}
+
+// The golden script's loss, the mean -logp over the `scored` tokens, micro-batch by micro-batch; each forward's
+// logits appended to `logits` (when given) while it holds fewer than `keep` floats.
+MicroLossFn sft_loss(const std::vector<PackedBatch>& micro, int64_t scored, std::vector<float>* logits, int64_t keep) {
+  return [&micro, scored, logits, keep](size_t m, const Activations& acts) {
+    LossOutput out;
+    out.dlogp.assign(static_cast<size_t>(acts.num_tokens), 0.0f);
+    for (int64_t i = 0; i < acts.num_tokens; ++i) {
+      if (micro[m].targets[i] < 0) continue;
+      out.loss -= acts.logp.data<float>()[i] / static_cast<double>(scored);
+      out.dlogp[static_cast<size_t>(i)] = -1.0f / static_cast<float>(scored);
+    }
+    if (logits && static_cast<int64_t>(logits->size()) < keep)
+      logits->insert(logits->end(), acts.logits.data<float>(), acts.logits.data<float>() + acts.logits.numel());
+    return out;
+  };
+}
+
 TEST_P(LoraGolden, ForwardAdapterGradientsAndAdamWMatchPyTorchUnmerged) {
   if (!torch_available()) GTEST_SKIP() << "/usr/bin/python3 has no torch (apt-get install python3-torch)";
   const Case c = GetParam();
@@ -86,17 +127,7 @@ TEST_P(LoraGolden, ForwardAdapterGradientsAndAdamWMatchPyTorchUnmerged) {
   const fs::path dir = fresh_dir(c.family);
   save_model_checkpoint((dir / "base").string(), base);
   adapters.save_peft((dir / "adapter").string(), "base");
-  Json batch;
-  batch["sequences"] = kSequences;
-  Json masks = Json::array();
-  int64_t scored = 0;
-  for (size_t s = 0; s < kSequences.size(); ++s) {
-    std::vector<int> m(kSequences[s].size(), 0);
-    for (size_t t = static_cast<size_t>(kScoreFrom[s]); t + 1 < m.size(); ++t) m[t] = 1, ++scored;
-    masks.push_back(m);
-  }
-  batch["loss_mask"] = masks;
-  std::ofstream(dir / "batch.json") << batch.dump();
+  const int64_t scored = write_golden_batch(dir);
   const std::string cmd = std::string("/usr/bin/python3 ") + RLCPP_SOURCE_DIR +
                           "/tests/golden/torch_llama.py --model " + (dir / "base").string() + " --lora " + (dir / "adapter").string() + " --batch " +
                           (dir / "batch.json").string() + " --out " + (dir / "golden.safetensors").string() +
@@ -110,9 +141,7 @@ TEST_P(LoraGolden, ForwardAdapterGradientsAndAdamWMatchPyTorchUnmerged) {
   };
 
   const Transformer model(cfg);
-  const std::vector<PackedBatch> micro = {
-      PackedBatch::from_sequences({kSequences[0], kSequences[1]}, {kScoreFrom[0], kScoreFrom[1]}),
-      PackedBatch::from_sequences({kSequences[2], kSequences[3]}, {kScoreFrom[2], kScoreFrom[3]})};
+  const std::vector<PackedBatch> micro = golden_micro_batches();
   // Unmerged (model/lora_unmerged.h): the base with the adapters beside it, forward and backward_frozen over the
   // two micro-batches: PyTorch's logits and adapter gradients too.
   {
@@ -145,18 +174,7 @@ TEST_P(LoraGolden, ForwardAdapterGradientsAndAdamWMatchPyTorchUnmerged) {
   ParameterStore merged = base.clone();
   adapters.merge(host(), base, merged);
   std::vector<float> logits;  // the first step's, concatenated over the micro-batches
-  const MicroLossFn sft = [&](size_t m, const Activations& acts) {
-    LossOutput out;
-    out.dlogp.assign(static_cast<size_t>(acts.num_tokens), 0.0f);
-    for (int64_t i = 0; i < acts.num_tokens; ++i) {
-      if (micro[m].targets[i] < 0) continue;
-      out.loss -= acts.logp.data<float>()[i] / static_cast<double>(scored);
-      out.dlogp[static_cast<size_t>(i)] = -1.0f / static_cast<float>(scored);
-    }
-    if (logits.size() < static_cast<size_t>(g("logits").numel()))
-      logits.insert(logits.end(), acts.logits.data<float>(), acts.logits.data<float>() + acts.logits.numel());
-    return out;
-  };
+  const MicroLossFn sft = sft_loss(micro, scored, &logits, g("logits").numel());
   OptimConfig optim;
   optim.lr = 1e-2;
   optim.weight_decay = 0.1;
@@ -209,17 +227,7 @@ TEST(Lora, DropoutMatchesPyTorchGivenTheSameMasks) {
   const fs::path dir = fresh_dir("dropout");
   save_model_checkpoint((dir / "base").string(), base);
   adapters.save_peft((dir / "adapter").string(), "base");
-  Json batch;
-  batch["sequences"] = kSequences;
-  Json masks = Json::array();
-  int64_t scored = 0;
-  for (size_t s = 0; s < kSequences.size(); ++s) {
-    std::vector<int> m(kSequences[s].size(), 0);
-    for (size_t t = static_cast<size_t>(kScoreFrom[s]); t + 1 < m.size(); ++t) m[t] = 1, ++scored;
-    masks.push_back(m);
-  }
-  batch["loss_mask"] = masks;
-  std::ofstream(dir / "batch.json") << batch.dump();
+  const int64_t scored = write_golden_batch(dir);
   // The masks the updater draws at its first step: micro-batch m holds sequences 2m and 2m + 1, its rows counted
   // from 0; PyTorch's rows are the four sequences' in order.
   const uint64_t seed = 17;
@@ -253,24 +261,12 @@ TEST(Lora, DropoutMatchesPyTorchGivenTheSameMasks) {
   const SafetensorsFile golden = read_safetensors((dir / "golden.safetensors").string());
 
   const Transformer model(cfg);
-  const std::vector<PackedBatch> micro = {
-      PackedBatch::from_sequences({kSequences[0], kSequences[1]}, {kScoreFrom[0], kScoreFrom[1]}),
-      PackedBatch::from_sequences({kSequences[2], kSequences[3]}, {kScoreFrom[2], kScoreFrom[3]})};
+  const std::vector<PackedBatch> micro = golden_micro_batches();
   auto one_step = [&](const LoraConfig& config, std::vector<float>* logits) {
     LoraAdapters a = random_adapters(cfg, config, 5);
     ParameterStore merged = base.clone();
     a.merge(host(), base, merged);
-    const MicroLossFn sft = [&](size_t m, const Activations& acts) {
-      LossOutput out;
-      out.dlogp.assign(static_cast<size_t>(acts.num_tokens), 0.0f);
-      for (int64_t i = 0; i < acts.num_tokens; ++i) {
-        if (micro[m].targets[i] < 0) continue;
-        out.loss -= acts.logp.data<float>()[i] / static_cast<double>(scored);
-        out.dlogp[static_cast<size_t>(i)] = -1.0f / static_cast<float>(scored);
-      }
-      if (logits) logits->insert(logits->end(), acts.logits.data<float>(), acts.logits.data<float>() + acts.logits.numel());
-      return out;
-    };
+    const MicroLossFn sft = sft_loss(micro, scored, logits, std::numeric_limits<int64_t>::max());
     OptimConfig optim;
     optim.grad_clip = 0;
     const LoraBase frozen(base, DType::kF32);
