@@ -158,7 +158,7 @@ TEST(TrainSplit, AnUnmergedLoraRunOnWorkersEqualsTheColocatedOne) {
     }
     if (staleness > 0) continue;  // then mismatch/* holds the policy's lag too
     EXPECT_GT(mismatch, 0.0) << "the merged trainer and the unmerged engine sum in other orders";
-    EXPECT_LT(mismatch, 1e-3);
+    EXPECT_LT(mismatch, 1e-4) << "fp32 rounding of the same policy summed in two orders";
   }
   fs::remove_all(root);
 }
