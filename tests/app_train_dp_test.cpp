@@ -232,7 +232,7 @@ TEST(TrainDataParallel, ARankThatDiesEndsTheRunNamingItAndTheRunResumes) {
   const BackgroundLaunch launch(root, "train " + config + " --set run_dir=" + run);
   // Once step 3 is logged (a checkpoint exists at step 2), rank 1 is killed.
   const int victim = rank1_once_logged(run, 3);
-  ASSERT_GT(victim, 0) << "rank 1 was not found running";
+  ASSERT_GT(victim, 0) << "rank 1 was not found running; the launch printed:\n" << launch.output();
   ASSERT_EQ(::kill(victim, SIGKILL), 0);
   ASSERT_TRUE(launch.ended_within(std::chrono::minutes(3)));
   const std::string out = launch.output();
@@ -258,7 +258,7 @@ TEST(TrainDataParallel, AStopSignalToOneRankEndsBothAfterTheSameStepWithItsCheck
   const std::string run = (root / "run").string();
   const BackgroundLaunch launch(root, "train " + config + " --set run_dir=" + run);
   const int rank1 = rank1_once_logged(run, 2);
-  ASSERT_GT(rank1, 0) << "rank 1 was not found running";
+  ASSERT_GT(rank1, 0) << "rank 1 was not found running; the launch printed:\n" << launch.output();
   ASSERT_EQ(::kill(rank1, SIGTERM), 0);
   ASSERT_TRUE(launch.ended_within(std::chrono::minutes(2)));
   const std::string out = launch.output();
@@ -283,7 +283,7 @@ TEST(TrainDataParallel, ARankThatStopsAnsweringEndsTheRunNamingItPastTheDeadline
   const std::string run = (root / "run").string();
   const BackgroundLaunch launch(root, "train " + config + " --set trainer.collective_timeout_s=2 --set run_dir=" + run);
   const int victim = rank1_once_logged(run, 2);
-  ASSERT_GT(victim, 0) << "rank 1 was not found running";
+  ASSERT_GT(victim, 0) << "rank 1 was not found running; the launch printed:\n" << launch.output();
   ASSERT_EQ(::kill(victim, SIGSTOP), 0);
   const bool ended = launch.ended_within(std::chrono::seconds(60));
   if (!ended) {  // the old behaviour: rank 0 spins for ever; end the launch so that nothing is left running

@@ -150,10 +150,15 @@ class MpiCommunicator : public Communicator {
   static constexpr int kPingTag = 1, kPongTag = 2;
 
   // Polls `pending` until every request completes (answering pings meanwhile); past the deadline, asks who is
-  // there and throws naming the ranks that are not. Spins for the first second (a collective in the step's
-  // critical path), then sleeps a millisecond between polls (a rank waiting for the lead's rollout).
+  // there and throws naming the ranks that are not. Every rank answering is no verdict yet: one that was busy (a
+  // rank answers only while it waits in a collective) may just have arrived in this one, which then completes; if
+  // it has not completed by the next deadline and every rank answers again, they wait in different collectives.
+  // Spins for the first second (a collective in the step's critical path), then sleeps a millisecond between
+  // polls (a rank waiting for the lead's rollout).
   void wait_for(std::vector<MPI_Request>& pending, const std::string& what) {
     Stopwatch waited;
+    double deadline_s = timeout_s_;
+    bool everyone_answered = false;
     for (;;) {
       int done = 0;
       if (!pending.empty())
@@ -165,7 +170,12 @@ class MpiCommunicator : public Communicator {
       }
       answer_pings();
       const double seconds = waited.seconds();
-      if (timeout_s_ > 0 && seconds > timeout_s_) fail_unanswered(what, seconds);
+      if (timeout_s_ > 0 && seconds > deadline_s) {
+        const std::string silent = silent_ranks();
+        if (!silent.empty() || everyone_answered) fail(what, waited.seconds(), silent);
+        everyone_answered = true;
+        deadline_s = waited.seconds() + timeout_s_;
+      }
       if (seconds > 1.0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
@@ -186,10 +196,9 @@ class MpiCommunicator : public Communicator {
     }
   }
 
-  // Past the deadline in `what`: pings every other rank, waits a little for the answers (answering the others'
-  // pings meanwhile: they may be asking too) and throws naming the ranks that gave none.
-  [[noreturn]] void fail_unanswered(const std::string& what, double waited_s) {
-    stuck_ = true;
+  // Pings every other rank and waits a little for the answers (answering the others' pings meanwhile: they may be
+  // asking too); returns the ranks that gave none ("1, 3"), empty when every rank answered.
+  std::string silent_ranks() {
     std::vector<MPI_Request> answers(static_cast<size_t>(size_), MPI_REQUEST_NULL);
     std::vector<int32_t> received(static_cast<size_t>(size_), 0);
     for (int r = 0; r < size_; ++r) {
@@ -221,6 +230,13 @@ class MpiCommunicator : public Communicator {
         MPI_Cancel(&a);
         MPI_Request_free(&a);
       }
+    return silent;
+  }
+
+  // Past the deadline in `what`, after `waited_s`: throws naming the `silent` ranks, or saying that every rank
+  // answers but waits elsewhere. The collectives in flight are left behind (stuck_).
+  [[noreturn]] void fail(const std::string& what, double waited_s, const std::string& silent) {
+    stuck_ = true;
     std::ostringstream text;
     text << "data parallelism: rank " << rank_ << " of " << size_ << " waited " << std::fixed << std::setprecision(1)
          << waited_s << " s in " << what << std::defaultfloat << " (trainer.collective_timeout_s = " << timeout_s_
@@ -229,7 +245,8 @@ class MpiCommunicator : public Communicator {
       text << "rank(s) " << silent << " did not answer: stopped, hung, or busy for longer than the deadline "
            << "(raise trainer.collective_timeout_s for steps whose rollout, evaluation or checkpoint take longer)";
     else
-      text << "every rank answers: they wait in different collectives (do they run the same binary and config?)";
+      text << "every rank answers, twice a deadline apart: they wait in different collectives (do they run the "
+           << "same binary and config?)";
     throw Error(text.str());
   }
 
