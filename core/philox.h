@@ -28,6 +28,39 @@ RLCPP_HOST_DEVICE inline PhiloxDraw philox_draw(uint64_t seed, uint32_t a, uint3
   return PhiloxDraw{{out[0], out[1], out[2], out[3]}};
 }
 
+// `Lanes` draws at once, lane l's counter (a, b, c0 + l, d): for each lane the words philox_draw gives (Random123's
+// Philox-4x32-10 rounds written across lanes, so that the compiler turns each into a few vector instructions).
+template <int Lanes>
+inline void philox_draw_lanes(uint64_t seed, uint32_t a, uint32_t b, uint32_t c0, uint32_t d,
+                              uint32_t (&out)[4][Lanes]) {
+  uint32_t* x0 = out[0];
+  uint32_t* x1 = out[1];
+  uint32_t* x2 = out[2];
+  uint32_t* x3 = out[3];
+  for (int l = 0; l < Lanes; ++l) {
+    x0[l] = a;
+    x1[l] = b;
+    x2[l] = c0 + static_cast<uint32_t>(l);
+    x3[l] = d;
+  }
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      k0 += PHILOX_W32_0;
+      k1 += PHILOX_W32_1;
+    }
+    for (int l = 0; l < Lanes; ++l) {
+      const uint64_t p0 = uint64_t{PHILOX_M4x32_0} * x0[l], p1 = uint64_t{PHILOX_M4x32_1} * x2[l];
+      const uint32_t y0 = static_cast<uint32_t>(p1 >> 32) ^ x1[l] ^ k0;
+      const uint32_t y2 = static_cast<uint32_t>(p0 >> 32) ^ x3[l] ^ k1;
+      x1[l] = static_cast<uint32_t>(p1);
+      x3[l] = static_cast<uint32_t>(p0);
+      x0[l] = y0;
+      x2[l] = y2;
+    }
+  }
+}
+
 // Uniform in [0, 1) with 24 random bits (exactly representable as float).
 RLCPP_HOST_DEVICE inline float philox_uniform(uint32_t bits) { return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f); }
 

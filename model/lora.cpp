@@ -78,6 +78,22 @@ float lora_dropout_scale(uint64_t key, int64_t target, int64_t row, int64_t col,
   return philox_uniform(bits) < p ? 0.0f : 1.0f / (1.0f - p);
 }
 
+void lora_dropout_scales(uint64_t key, int64_t target, int64_t row, float p, int64_t n, float* scale) {
+  constexpr int kLanes = 16;  // draws at a time: 64 columns
+  const float kept = 1.0f / (1.0f - p);
+  uint32_t bits[4][kLanes];
+  for (int64_t c0 = 0; c0 < n; c0 += 4 * kLanes) {
+    philox_draw_lanes(key, static_cast<uint32_t>(target), static_cast<uint32_t>(row), static_cast<uint32_t>(c0 / 4),
+                      0x10Bu, bits);
+    if (n - c0 >= 4 * kLanes) {  // lane l's four words mask columns c0 + 4l .. c0 + 4l + 3
+      for (int l = 0; l < kLanes; ++l)
+        for (int j = 0; j < 4; ++j) scale[c0 + 4 * l + j] = philox_uniform(bits[j][l]) < p ? 0.0f : kept;
+    } else {
+      for (int64_t c = c0; c < n; ++c) scale[c] = philox_uniform(bits[(c - c0) % 4][(c - c0) / 4]) < p ? 0.0f : kept;
+    }
+  }
+}
+
 Json lora_config_to_wire(const LoraConfig& config) {
   return Json{{"rank", config.rank}, {"alpha", config.alpha}, {"targets", config.resolved_targets()}};
 }
@@ -272,7 +288,7 @@ void LoraGradients::add(int64_t layer, LayerLinear linear, const Tensor& dy, con
   const int64_t span_begin = adapters_.layer_span(layer).first;
   const float* w = adapters_.weights().flat().data<float>();
   // Per thread: Aᵀ (in, r) and dAᵀ (in, r), so that every inner loop runs over r contiguous floats; u, v (n, r).
-  thread_local std::vector<float> at, dat, u, v, dropped;
+  thread_local std::vector<float> at, dat, u, v, dropped, scale;
   const std::vector<LoraTarget>& targets = adapters_.targets();
   for (size_t ti = 0; ti < targets.size(); ++ti) {
     const LoraTarget& t = targets[ti];
@@ -295,11 +311,11 @@ void LoraGradients::add(int64_t layer, LayerLinear linear, const Tensor& dy, con
     const float* xa = x.data<float>();
     if (dropout_.active()) {
       dropped.resize(static_cast<size_t>(n * t.in));
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t c = 0; c < t.in; ++c)
-          dropped[static_cast<size_t>(i * t.in + c)] =
-              xa[i * t.in + c] *
-              lora_dropout_scale(dropout_.key, static_cast<int64_t>(ti), row0 + i, c, dropout_.p);
+      scale.resize(static_cast<size_t>(t.in));
+      for (int64_t i = 0; i < n; ++i) {
+        lora_dropout_scales(dropout_.key, static_cast<int64_t>(ti), row0 + i, dropout_.p, t.in, scale.data());
+        for (int64_t c = 0; c < t.in; ++c) dropped[static_cast<size_t>(i * t.in + c)] = xa[i * t.in + c] * scale[c];
+      }
       xa = dropped.data();
     }
     times_rows(xa, t.in, at.data(), n, t.in, r, s, u.data());  // u = s·x·Aᵀ

@@ -163,6 +163,10 @@ class LoraAdapters {
 // (Philox-4x32 at counter (target, row, col / 4)): a backward, another thread split or a test draws the same.
 float lora_dropout_scale(uint64_t key, int64_t target, int64_t row, int64_t col, float p);
 
+// lora_dropout_scale for columns [0, n) of row `row` of adapted matrix `target`, into scale[0, n): the same values,
+// one Philox draw per 4 columns, 16 draws at a time.
+void lora_dropout_scales(uint64_t key, int64_t target, int64_t row, float p, int64_t n, float* scale);
+
 // The adapters' gradients for Transformer::backward_frozen, accumulated into `grads` (the adapters' layout).
 // `dropout` (a training forward with LoRA dropout): the masked inputs its adapters saw, by the same key.
 struct LoraDropout {

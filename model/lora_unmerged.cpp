@@ -67,16 +67,18 @@ void UnmergedLora::add(int64_t layer, LayerLinear linear, const Tensor& x, Tenso
 #pragma omp parallel for if (n * r * (t.in + t.out) > kParallelMinWork)
     for (int64_t blk = 0; blk < blocks; ++blk) {
       const int64_t r0 = blk * kRowBlock, rows = std::min(kRowBlock, n - r0);
-      thread_local std::vector<float> u, delta, dropped;
+      thread_local std::vector<float> u, delta, dropped, scale;
       u.resize(static_cast<size_t>(rows * r));
       delta.resize(static_cast<size_t>(rows * t.out));
       const float* xa = x.data<float>() + r0 * t.in;
       if (dropout_.active()) {  // the adapter's input, dropped
         dropped.resize(static_cast<size_t>(rows * t.in));
-        for (int64_t i = 0; i < rows; ++i)
+        scale.resize(static_cast<size_t>(t.in));
+        for (int64_t i = 0; i < rows; ++i) {
+          lora_dropout_scales(dropout_.key, t.index, row0 + r0 + i, dropout_.p, t.in, scale.data());
           for (int64_t c = 0; c < t.in; ++c)
-            dropped[static_cast<size_t>(i * t.in + c)] =
-                xa[i * t.in + c] * lora_dropout_scale(dropout_.key, t.index, row0 + r0 + i, c, dropout_.p);
+            dropped[static_cast<size_t>(i * t.in + c)] = xa[i * t.in + c] * scale[static_cast<size_t>(c)];
+        }
         xa = dropped.data();
       }
       times_rows(xa, t.in, ab_t_.data() + t.a, rows, t.in, r, 1.0f, u.data());  // x·Aᵀ
@@ -99,20 +101,23 @@ void UnmergedLora::add_input_grad(int64_t layer, LayerLinear linear, const Tenso
 #pragma omp parallel for if (n * r * (t.in + t.out) > kParallelMinWork)
     for (int64_t blk = 0; blk < blocks; ++blk) {
       const int64_t r0 = blk * kRowBlock, rows = std::min(kRowBlock, n - r0);
-      thread_local std::vector<float> v, d;
+      thread_local std::vector<float> v, d, scale;
       v.resize(static_cast<size_t>(rows * r));
       d.resize(static_cast<size_t>(rows * t.in));
       times_rows(dy.data<float>() + r0 * width + t.row, width, ab_.data() + t.b, rows, t.out, r, config_.scale(),
                  v.data());                                                                // s·dy·B
       times_rows(v.data(), r, ab_.data() + t.a, rows, r, t.in, 1.0f, d.data());            // (·)·A
       float* g = dx.data<float>() + r0 * ld;
-      for (int64_t i = 0; i < rows; ++i)
-        for (int64_t c = 0; c < t.in; ++c) {
-          const float through = d[static_cast<size_t>(i * t.in + c)];
-          g[i * ld + c] += dropout_.active()
-                               ? through * lora_dropout_scale(dropout_.key, t.index, row0 + r0 + i, c, dropout_.p)
-                               : through;
+      if (dropout_.active()) scale.resize(static_cast<size_t>(t.in));
+      for (int64_t i = 0; i < rows; ++i) {
+        const float* through = d.data() + i * t.in;
+        if (dropout_.active()) {  // the input gradient of a dropped column is 0
+          lora_dropout_scales(dropout_.key, t.index, row0 + r0 + i, dropout_.p, t.in, scale.data());
+          for (int64_t c = 0; c < t.in; ++c) g[i * ld + c] += through[c] * scale[static_cast<size_t>(c)];
+        } else {
+          for (int64_t c = 0; c < t.in; ++c) g[i * ld + c] += through[c];
         }
+      }
     }
   }
 }

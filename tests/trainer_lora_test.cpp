@@ -296,6 +296,26 @@ INSTANTIATE_TEST_SUITE_P(Families, LoraGolden,
                                            Case{"llama", {"q_proj", "v_proj", "down_proj"}}),
                          [](const auto& info) { return info.param.family; });
 
+// A whole row's mask (one Philox draw per 4 columns, 16 draws at a time) is the mask's definition column by column,
+// bit for bit, for widths with and without a tail; about p of the columns are dropped.
+TEST(Lora, ARowsMaskIsTheMaskOfEachColumn) {
+  const float p = 0.3f;
+  int64_t dropped = 0, total = 0;
+  for (const int64_t n : {1, 3, 4, 7, 64, 177, 300}) {
+    std::vector<float> scale(static_cast<size_t>(n));
+    for (const int64_t row : {0, 5, 1000}) {
+      lora_dropout_scales(42, 3, row, p, n, scale.data());
+      for (int64_t c = 0; c < n; ++c) {
+        const float expected = lora_dropout_scale(42, 3, row, c, p);
+        EXPECT_EQ(scale[static_cast<size_t>(c)], expected) << "n " << n << " row " << row << " column " << c;
+        dropped += expected == 0.0f;
+        ++total;
+      }
+    }
+  }
+  EXPECT_NEAR(static_cast<double>(dropped) / static_cast<double>(total), p, 0.06);
+}
+
 TEST(Lora, MergeStartsAtTheBaseAndIsAnFmaChainOverTheRank) {
   const ModelConfig cfg = small_test_config("qwen2");
   const ParameterStore base = init_random(cfg, 3);
