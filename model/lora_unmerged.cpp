@@ -1,5 +1,7 @@
 #include "model/lora_unmerged.h"
 
+#include <omp.h>
+
 #include <algorithm>
 
 #include "core/error.h"
@@ -54,20 +56,36 @@ const std::vector<UnmergedLora::Target>& UnmergedLora::targets_of(int64_t layer,
 
 bool UnmergedLora::adapts(int64_t layer, LayerLinear linear) const { return !targets_of(layer, linear).empty(); }
 
+UnmergedLora::RowBlocks UnmergedLora::row_blocks(const std::vector<Target>& targets, int64_t n) const {
+  int64_t work = 0;  // multiply-adds of the side products
+  for (const Target& t : targets) work += n * config_.rank * (t.in + t.out);
+  const bool parallel = work > kParallelMinWork && omp_get_max_threads() > 1 && !omp_in_parallel();
+  const int64_t threads = parallel ? omp_get_max_threads() : 1;
+  // A share per thread (a decode step's few rows too), whole groups of lora_kernels::kRows, at most kRowBlock.
+  const int64_t share = (n + threads - 1) / threads;
+  const int64_t rows = std::clamp((share + lora_kernels::kRows - 1) / lora_kernels::kRows * lora_kernels::kRows,
+                                  lora_kernels::kRows, kRowBlock);
+  return {rows, (n + rows - 1) / rows, parallel};
+}
+
 void UnmergedLora::add(int64_t layer, LayerLinear linear, const Tensor& x, Tensor& y, int64_t row0) const {
   using namespace lora_kernels;
+  const std::vector<Target>& targets = targets_of(layer, linear);
   const int64_t n = x.size(0), r = config_.rank, width = y.size(1);
-  for (const Target& t : targets_of(layer, linear)) {
+  for (const Target& t : targets) {
     check_rows("the product's input", x, n, t.in);
     check_rows("the product", y, n, t.row + t.out);
     RLCPP_CHECK(x.size(1) == t.in, "unmerged LoRA: layer " << layer << " got inputs of " << x.size(1)
                                                            << " features, its adapter reads " << t.in);
-    // Blocks of rows side by side on the threads: each row's sums are its own, the same in any block.
-    const int64_t blocks = (n + kRowBlock - 1) / kRowBlock;
-#pragma omp parallel for if (n * r * (t.in + t.out) > kParallelMinWork)
-    for (int64_t blk = 0; blk < blocks; ++blk) {
-      const int64_t r0 = blk * kRowBlock, rows = std::min(kRowBlock, n - r0);
-      thread_local std::vector<float> u, delta, dropped, scale;
+  }
+  // Blocks of rows side by side on the threads, the product's targets one after another in each: every row's
+  // sums are its own, the same in any block.
+  const RowBlocks split = row_blocks(targets, n);
+#pragma omp parallel for schedule(static) if (split.parallel)
+  for (int64_t blk = 0; blk < split.count; ++blk) {
+    const int64_t r0 = blk * split.rows, rows = std::min(split.rows, n - r0);
+    thread_local std::vector<float> u, delta, dropped, scale;
+    for (const Target& t : targets) {
       u.resize(static_cast<size_t>(rows * r));
       delta.resize(static_cast<size_t>(rows * t.out));
       const float* xa = x.data<float>() + r0 * t.in;
@@ -93,15 +111,19 @@ void UnmergedLora::add(int64_t layer, LayerLinear linear, const Tensor& x, Tenso
 void UnmergedLora::add_input_grad(int64_t layer, LayerLinear linear, const Tensor& dy, Tensor& dx,
                                   int64_t row0) const {
   using namespace lora_kernels;
+  const std::vector<Target>& targets = targets_of(layer, linear);
   const int64_t n = dy.size(0), r = config_.rank, width = dy.size(1), ld = dx.size(1);
-  for (const Target& t : targets_of(layer, linear)) {
+  for (const Target& t : targets) {
     check_rows("the product's gradient", dy, n, t.row + t.out);
     check_rows("the input gradient", dx, n, t.in);
-    const int64_t blocks = (n + kRowBlock - 1) / kRowBlock;
-#pragma omp parallel for if (n * r * (t.in + t.out) > kParallelMinWork)
-    for (int64_t blk = 0; blk < blocks; ++blk) {
-      const int64_t r0 = blk * kRowBlock, rows = std::min(kRowBlock, n - r0);
-      thread_local std::vector<float> v, d, scale;
+  }
+  // The targets of a product share its input, so each row's gradient takes their shares in order.
+  const RowBlocks split = row_blocks(targets, n);
+#pragma omp parallel for schedule(static) if (split.parallel)
+  for (int64_t blk = 0; blk < split.count; ++blk) {
+    const int64_t r0 = blk * split.rows, rows = std::min(split.rows, n - r0);
+    thread_local std::vector<float> v, d, scale;
+    for (const Target& t : targets) {
       v.resize(static_cast<size_t>(rows * r));
       d.resize(static_cast<size_t>(rows * t.in));
       times_rows(dy.data<float>() + r0 * width + t.row, width, ab_.data() + t.b, rows, t.out, r, config_.scale(),

@@ -42,6 +42,12 @@ class UnmergedLora final : public LinearAdapters {
     int64_t a, b;  // offsets of A (r, in) and B (out, r) in ab_, and of Aᵀ (in, r) and Bᵀ (r, out) in ab_t_
   };
   const std::vector<Target>& targets_of(int64_t layer, LayerLinear linear) const;
+  // How the n rows of one product's side products are split between the threads.
+  struct RowBlocks {
+    int64_t rows, count;  // rows a block, blocks
+    bool parallel;
+  };
+  RowBlocks row_blocks(const std::vector<Target>& targets, int64_t n) const;
 
   LoraConfig config_;
   LoraDropout dropout_;
