@@ -79,18 +79,16 @@ float lora_dropout_scale(uint64_t key, int64_t target, int64_t row, int64_t col,
 }
 
 void lora_dropout_scales(uint64_t key, int64_t target, int64_t row, float p, int64_t n, float* scale) {
-  constexpr int kLanes = 16;  // draws at a time: 64 columns
+  constexpr int kLanes = 16;  // draws at a time: 64 columns, lane l's four words for columns c0 + 4l .. c0 + 4l + 3
   const float kept = 1.0f / (1.0f - p);
   uint32_t bits[4][kLanes];
+  float block[4 * kLanes];
   for (int64_t c0 = 0; c0 < n; c0 += 4 * kLanes) {
     philox_draw_lanes(key, static_cast<uint32_t>(target), static_cast<uint32_t>(row), static_cast<uint32_t>(c0 / 4),
                       0x10Bu, bits);
-    if (n - c0 >= 4 * kLanes) {  // lane l's four words mask columns c0 + 4l .. c0 + 4l + 3
-      for (int l = 0; l < kLanes; ++l)
-        for (int j = 0; j < 4; ++j) scale[c0 + 4 * l + j] = philox_uniform(bits[j][l]) < p ? 0.0f : kept;
-    } else {
-      for (int64_t c = c0; c < n; ++c) scale[c] = philox_uniform(bits[(c - c0) % 4][(c - c0) / 4]) < p ? 0.0f : kept;
-    }
+    for (int l = 0; l < kLanes; ++l)
+      for (int j = 0; j < 4; ++j) block[4 * l + j] = philox_uniform(bits[j][l]) < p ? 0.0f : kept;
+    std::copy_n(block, std::min<int64_t>(4 * kLanes, n - c0), scale + c0);
   }
 }
 
