@@ -81,12 +81,13 @@ struct Backend {
 
   void (*matmul)(const KernelContext&, const float* a, bool trans_a, const float* b, bool trans_b, float* c,
                  int64_t m, int64_t n, int64_t k, float alpha, float beta, DType math);
-  // panels (ceil(n/16), depth, 16) of `format`, scales (ceil(n/16)*16) for the quantised formats.
-  void (*pack_weight)(const KernelContext&, const float* w, void* panels, float* scales, int64_t n, int64_t k,
-                      int64_t depth, DType format);
+  // panels (ceil(n/16), depth, 16) of `format`, scales (ceil(n/16)*16) for the quantised formats, from w of
+  // `source` (F32; BF16 on a backend that reads host memory: widened exactly as it is read).
+  void (*pack_weight)(const KernelContext&, const void* w, DType source, void* panels, float* scales, int64_t n,
+                      int64_t k, int64_t depth, DType format);
   // panels (ceil(k/16), depth of n, 16) of `format` (F32 or BF16): the panels of pack_weight(w^T, format).
-  void (*pack_weight_transposed)(const KernelContext&, const float* w, void* panels, int64_t n, int64_t k,
-                                 DType format);
+  void (*pack_weight_transposed)(const KernelContext&, const void* w, DType source, void* panels, int64_t n,
+                                 int64_t k, DType format);
   void (*matmul_packed)(const KernelContext&, const float* x, const void* panels, const float* scales, DType format,
                         float* y, int64_t m, int64_t n, int64_t k, int64_t depth, const float* residual, DType round);
   void (*round_to)(const KernelContext&, float* x, int64_t n, DType dtype);

@@ -75,6 +75,17 @@ void check_cu_seqlens(const Dispatch& d, const char* op, const Tensor& cu_seqlen
               op << ": cu_seqlens has shape " << shape_str(cu_seqlens.shape()) << ", expected (B+1) with B >= 1");
 }
 
+// A packing's checks: w F32, or BF16 where the backend reads host memory (a weight held in bf16: a frozen LoRA
+// base, packed on the host).
+Dispatch dispatch_packing(const ExecContext& ctx, const char* op, Op kind, DType format, const Tensor& w) {
+  expect_on_context(ctx, op, {{"w", &w}});
+  const Dispatch d = dispatch(ctx, op, kind, format, {});
+  RLCPP_CHECK(w.dtype() == DType::kF32 || (w.dtype() == DType::kBF16 && d.host()),
+              op << ": w of dtype " << dtype_name(w.dtype()) << " is not packed on " << ctx.name()
+                 << " (F32; BF16 on the host)");
+  return d;
+}
+
 void check_round(const char* op, DType round) {
   RLCPP_CHECK(is_float_storage(round),
               op << ": cannot round to " << dtype_name(round) << " (F32, BF16 or F16)");
@@ -128,10 +139,10 @@ const float* scales_of(const PackedWeight& w) { return w.scales.defined() ? w.sc
 
 void pack_weight(const ExecContext& ctx, const Tensor& w, PackedWeight& packed, DType format) {
   const char* op = "pack_weight";
-  const Dispatch d = dispatch(ctx, op, Op::kPackWeight, format, {{"w", &w}});
+  const Dispatch d = dispatch_packing(ctx, op, Op::kPackWeight, format, w);
   expect_rank(op, {"w", &w}, 2, "(N,K)");
   shape_packed(ctx, packed, w.size(0), w.size(1), format);
-  d.backend.pack_weight(d.k, f32(w), packed.panels.raw(),
+  d.backend.pack_weight(d.k, w.raw(), w.dtype(), packed.panels.raw(),
                         packed.scales.defined() ? packed.scales.data<float>() : nullptr, w.size(0), w.size(1),
                         packed.panels.size(1), format);
 }
@@ -165,10 +176,10 @@ Tensor unpack_weight(const ExecContext& ctx, const PackedWeight& packed) {
 
 void pack_weight_transposed(const ExecContext& ctx, const Tensor& w, PackedWeight& packed, DType format) {
   const char* op = "pack_weight_transposed";
-  const Dispatch d = dispatch(ctx, op, Op::kPackWeightTransposed, format, {{"w", &w}});
+  const Dispatch d = dispatch_packing(ctx, op, Op::kPackWeightTransposed, format, w);
   expect_rank(op, {"w", &w}, 2, "(N,K)");
   shape_packed(ctx, packed, w.size(1), w.size(0), format);
-  d.backend.pack_weight_transposed(d.k, f32(w), packed.panels.raw(), w.size(0), w.size(1), format);
+  d.backend.pack_weight_transposed(d.k, w.raw(), w.dtype(), packed.panels.raw(), w.size(0), w.size(1), format);
 }
 
 namespace {

@@ -49,7 +49,8 @@ struct PackedWeight {
 // Packs w (N,K) into `packed` in `format`, reusing its buffers when the shape and format are unchanged: bf16 and
 // fp16 round every weight to nearest even (bf16 subnormals to zero, dtype_round.h bf16_operand); int8 and
 // fp8_e4m3 quantise it with one scale per output channel (core/tensor.h DType). On a CUDA context w and the panels are
-// on the device, the same bits (the quantised formats through the host).
+// on the device, the same bits (the quantised formats through the host). w is F32, or on the host BF16 (a weight
+// held in bf16, a frozen LoRA base): packed as its values widened to fp32 (exactly), the same panels.
 void pack_weight(const ExecContext& ctx, const Tensor& w, PackedWeight& packed,
                  DType format = DType::kF32);
 // dst = src on ctx's device (panels and scales; dst's buffers reused when they fit): a weight packed on the host
@@ -61,7 +62,7 @@ Tensor unpack_weight(const ExecContext& ctx, const PackedWeight& packed);
 // Packs w^T (K,N) of w (N,K) into `packed` (packed.n = K, packed.k = N), for products with w itself:
 // matmul_packed(dy, packed, dx) is dx (M,K) = dy (M,N) @ w, the input gradient of a Linear layer. `format` F32,
 // or BF16 (a bf16 model's backward: dy rounded to bf16 operands against bf16 weights, fp32 chains): the panels of
-// pack_weight(w^T, format) without forming w^T.
+// pack_weight(w^T, format) without forming w^T. w F32, or BF16 on the host, as pack_weight.
 void pack_weight_transposed(const ExecContext& ctx, const Tensor& w, PackedWeight& packed,
                             DType format = DType::kF32);
 // y (M,N) = x (M,K) @ w^T, or y += x @ w^T when accumulate: the CPU model's Linear product, decode and training

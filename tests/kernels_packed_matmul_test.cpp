@@ -259,6 +259,45 @@ TEST(PackedMatmul, Bf16TransposedPanelsAreThePanelsOfTheTranspose) {
   }
 }
 
+// A weight held in bf16 (a frozen LoRA base) packs into the panels of its values widened to fp32, in every panel
+// format and transposed, on the CPU's kernel and the reference's: shapes spanning several panels, a partial last
+// one, an odd depth, and a subnormal bf16 value (a bf16 panel flushes it as it flushes the widened fp32). The
+// CUDA backend refuses a bf16 source, naming it.
+TEST(PackedMatmul, ABf16HeldWeightPacksAsItsWidenedValues) {
+  Rng rng(17);
+  const DType formats[] = {DType::kF32, DType::kBF16, DType::kF16, DType::kInt8, DType::kFp8E4M3};
+  for (const char* backend : {"cpu", "reference"}) {
+    const ExecContext ctx = ExecContext::cpu().on_backend(backend);
+    for (const Shape& shape : {Shape{54, 97}, Shape{53, 96}, Shape{16, 3}, Shape{1, 1}}) {
+      Tensor held = Tensor::empty(shape, DType::kBF16);
+      ops::convert(ctx, rng.normal(shape, 0.3f), held);
+      held.data<uint16_t>()[0] = 0x0003;  // a bf16 subnormal
+      Tensor widened = Tensor::empty(shape);
+      ops::convert(ctx, held, widened);
+      for (const DType format : formats) {
+        SCOPED_TRACE(::testing::Message() << backend << " " << shape_str(shape) << " " << dtype_name(format));
+        ops::PackedWeight from_held, from_widened;
+        ops::pack_weight(ctx, held, from_held, format);
+        ops::pack_weight(ctx, widened, from_widened, format);
+        ASSERT_EQ(from_held.panels.shape(), from_widened.panels.shape());
+        EXPECT_EQ(std::memcmp(from_held.panels.raw(), from_widened.panels.raw(), from_held.panels.nbytes()), 0);
+        if (from_widened.scales.defined())
+          EXPECT_TRUE(same_bits(from_held.scales.data<float>(), from_widened.scales.data<float>(),
+                                from_held.scales.numel()));
+        if (format != DType::kF32 && format != DType::kBF16) continue;
+        ops::pack_weight_transposed(ctx, held, from_held, format);
+        ops::pack_weight_transposed(ctx, widened, from_widened, format);
+        ASSERT_EQ(from_held.panels.shape(), from_widened.panels.shape());
+        EXPECT_EQ(std::memcmp(from_held.panels.raw(), from_widened.panels.raw(), from_held.panels.nbytes()), 0)
+            << "transposed";
+      }
+    }
+  }
+  ops::PackedWeight packed;
+  Tensor fp16 = Tensor::empty({4, 4}, DType::kF16);
+  EXPECT_NE(error_of([&] { ops::pack_weight(host(), fp16, packed); }).find("w of dtype F16"), std::string::npos);
+}
+
 // The weight gradient dw (N,K) += dy (M,N)^T @ x (M,K), operands read in place: one fma chain per output over
 // the rows in order from dw's value (bit for bit), so splitting the rows into consecutive calls, as the chunked
 // backward does, or running on one or two threads gives the same bits; guard bytes around dw stay intact.

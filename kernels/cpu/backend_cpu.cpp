@@ -47,15 +47,16 @@ const Backend& cpu_backend() {
       .matmul = [](const K&, const float* a, bool ta, const float* b, bool tb, float* c, int64_t m, int64_t n,
                    int64_t k, float alpha, float beta, DType) { cpu::matmul(a, ta, b, tb, c, m, n, k, alpha, beta); },
       .pack_weight =
-          [](const K&, const float* w, void* panels, float* scales, int64_t n, int64_t k, int64_t, DType format) {
+          [](const K&, const void* w, DType source, void* panels, float* scales, int64_t n, int64_t k, int64_t,
+             DType format) {
             if (scales) {  // the padding columns' scales (their panels are zero)
               const int64_t padded = (n + cpu::kPackedPanel - 1) / cpu::kPackedPanel * cpu::kPackedPanel;
               std::fill(scales + n, scales + padded, 1.0f);
             }
-            cpu::pack_weight(w, panels, scales, n, k, format);
+            cpu::pack_weight(w, source, panels, scales, n, k, format);
           },
-      .pack_weight_transposed = [](const K&, const float* w, void* panels, int64_t n, int64_t k,
-                                   DType format) { cpu::pack_weight_transposed(w, panels, n, k, format); },
+      .pack_weight_transposed = [](const K&, const void* w, DType source, void* panels, int64_t n, int64_t k,
+                                   DType format) { cpu::pack_weight_transposed(w, source, panels, n, k, format); },
       .matmul_packed =
           [](const K&, const float* x, const void* panels, const float* scales, DType format, float* y, int64_t m,
              int64_t n, int64_t k, int64_t, const float* residual, DType round) {

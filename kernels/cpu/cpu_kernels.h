@@ -44,14 +44,16 @@ inline constexpr int64_t kPackedPanel = 16;
 size_t panel_element_bytes(DType format);
 // The panels' second dimension for k inputs: k, or for bf16 k rounded up to even (pairs of k).
 int64_t panel_depth(DType format, int64_t k);
-void pack_weight(const float* w, void* panels, float* scales, int64_t n, int64_t k, DType format);
+// w of `source` dtype: F32, or BF16 (a weight held in bf16, widened exactly as it is read: the panels of the
+// widened matrix).
+void pack_weight(const void* w, DType source, void* panels, float* scales, int64_t n, int64_t k, DType format);
 // w (n,k) = the values a product with the panels multiplies by (dequantised, rounded): the reference of what a
 // packed weight holds.
 void unpack_weight(const void* panels, const float* scales, float* w, int64_t n, int64_t k, DType format);
 // Packs the transpose of w (n,k) the same way in `format` (F32 or BF16): panels (ceil(k/16), depth of n, 16)
 // with element (i, j) of panel p = w[i][16p + j], zero past k — the panels of pack_weight(w^T, format) without
 // forming w^T.
-void pack_weight_transposed(const float* w, void* panels, int64_t n, int64_t k, DType format);
+void pack_weight_transposed(const void* w, DType source, void* panels, int64_t n, int64_t k, DType format);
 // y (m,n) = x (m,k) @ w^T, or y = residual + x @ w^T when residual (m,n) is given (it may be y itself); each
 // product one fma chain over k in order, times the channel scale (quantised formats), rounded to `round` (kF32:
 // not rounded), then the residual added and rounded again.

@@ -167,7 +167,9 @@ size_t panel_element_bytes(DType format) {
   return 4;
 }
 
-void pack_weight(const float* w, void* panels, float* scales, int64_t n, int64_t k, DType format) {
+namespace {
+
+void pack_f32_source(const float* w, void* panels, float* scales, int64_t n, int64_t k, DType format) {
   if (is_quantized(format)) channel_scales(w, n, k, format, scales);
   with_panel_type(format, panels, [&](auto typed) {
     using W = std::remove_const_t<std::remove_pointer_t<decltype(typed)>>;
@@ -184,11 +186,7 @@ void pack_weight(const float* w, void* panels, float* scales, int64_t n, int64_t
     for (int64_t j = 0; j < n; ++j) scales[j] *= kE4m3F16Scale;
 }
 
-void unpack_weight(const void* panels, const float* scales, float* w, int64_t n, int64_t k, DType format) {
-  with_panel_type(format, panels, [&](auto typed) { unpack_panels(typed, is_quantized(format) ? scales : nullptr, w, n, k); });
-}
-
-void pack_weight_transposed(const float* w, void* panels, int64_t n, int64_t k, DType format) {
+void pack_transposed_f32_source(const float* w, void* panels, int64_t n, int64_t k, DType format) {
   const int64_t num_panels = (k + kPackedPanel - 1) / kPackedPanel;
   if (format == DType::kBF16) {
     // Pair row p of a panel: word j holds rows 2p (upper half) and 2p + 1 (lower; zero past an odd n) of w at
@@ -221,6 +219,48 @@ void pack_weight_transposed(const float* w, void* panels, int64_t n, int64_t k, 
       std::copy(src, src + width, out);
       std::fill(out + width, out + kPackedPanel, 0.0f);
     }
+  }
+}
+
+// The bytes of one panel of `format` over `depth_of` inputs (a panel's first byte is p times this).
+size_t panel_bytes(DType format, int64_t depth_of) {
+  return static_cast<size_t>(panel_depth(format, depth_of) * kPackedPanel) * panel_element_bytes(format);
+}
+
+}  // namespace
+
+// A bf16 source (a frozen LoRA base held in bf16) is packed panel by panel: the slice of w that one panel holds
+// (16 rows; for the transposed panels 16 columns) widened exactly into a thread's fp32 buffer, then packed as an
+// fp32 weight of that many rows (columns) — one panel, the same bits as packing the whole matrix widened, without
+// a widened copy of it (lm_head's would be 545 MB at 0.5B).
+void pack_weight(const void* w, DType source, void* panels, float* scales, int64_t n, int64_t k, DType format) {
+  if (source == DType::kF32) return pack_f32_source(static_cast<const float*>(w), panels, scales, n, k, format);
+  const uint16_t* bits = static_cast<const uint16_t*>(w);
+  thread_local std::vector<float> rows;
+  rows.resize(static_cast<size_t>(kPackedPanel * k));
+  for (int64_t p = 0; p * kPackedPanel < n; ++p) {
+    const int64_t row0 = p * kPackedPanel, count = std::min<int64_t>(kPackedPanel, n - row0);
+    for (int64_t i = 0; i < count * k; ++i) rows[static_cast<size_t>(i)] = bf16_value(bits[row0 * k + i]);
+    pack_f32_source(rows.data(), static_cast<char*>(panels) + p * panel_bytes(format, k),
+                    scales ? scales + row0 : nullptr, count, k, format);
+  }
+}
+
+void unpack_weight(const void* panels, const float* scales, float* w, int64_t n, int64_t k, DType format) {
+  with_panel_type(format, panels, [&](auto typed) { unpack_panels(typed, is_quantized(format) ? scales : nullptr, w, n, k); });
+}
+
+void pack_weight_transposed(const void* w, DType source, void* panels, int64_t n, int64_t k, DType format) {
+  if (source == DType::kF32) return pack_transposed_f32_source(static_cast<const float*>(w), panels, n, k, format);
+  const uint16_t* bits = static_cast<const uint16_t*>(w);
+  thread_local std::vector<float> columns;
+  columns.resize(static_cast<size_t>(n * kPackedPanel));
+  for (int64_t p = 0; p * kPackedPanel < k; ++p) {
+    const int64_t col0 = p * kPackedPanel, width = std::min<int64_t>(kPackedPanel, k - col0);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < width; ++j) columns[static_cast<size_t>(i * width + j)] = bf16_value(bits[i * k + col0 + j]);
+    pack_transposed_f32_source(columns.data(), static_cast<char*>(panels) + p * panel_bytes(format, n), n, width,
+                               format);
   }
 }
 

@@ -66,7 +66,7 @@ void pack_quantized_through_host(const KernelContext& k, const float* w, void* p
   RLCPP_LAUNCH("pack_weight", cudaMemcpyAsync(w_host.data(), w, w_host.size() * sizeof(float),
                                               cudaMemcpyDeviceToHost, stream(k)));
   RLCPP_LAUNCH("pack_weight", cudaStreamSynchronize(stream(k)));
-  cpu::pack_weight(w_host.data(), panels_host.data(), scales_host.data(), n, kk, format);
+  cpu::pack_weight(w_host.data(), DType::kF32, panels_host.data(), scales_host.data(), n, kk, format);
   RLCPP_LAUNCH("pack_weight", cudaMemcpyAsync(panels, panels_host.data(), panels_host.size(), cudaMemcpyHostToDevice,
                                               stream(k)));
   RLCPP_LAUNCH("pack_weight", cudaMemcpyAsync(scales, scales_host.data(), scales_host.size() * sizeof(float),
@@ -92,12 +92,14 @@ const Backend& cuda_backend() {
             RLCPP_LAUNCH("matmul", cuda::matmul(blas(k), a, ta, b, tb, c, m, n, kk, alpha, beta, math, stream(k)));
           },
       .pack_weight =
-          [](const K& k, const float* w, void* panels, float* scales, int64_t n, int64_t kk, int64_t depth,
-             DType format) {
+          [](const K& k, const void* source_w, DType source, void* panels, float* scales, int64_t n, int64_t kk,
+             int64_t depth, DType format) {
+            RLCPP_CHECK(source == DType::kF32, "pack_weight: a " << dtype_name(source) << " weight on cuda");
+            const float* w = static_cast<const float*>(source_w);
             if (is_quantized(format)) return pack_quantized_through_host(k, w, panels, scales, n, kk, depth, format);
             RLCPP_LAUNCH("pack_weight", cuda::pack_weight(w, panels, format, n, kk, depth, stream(k)));
           },
-      .pack_weight_transposed = [](const K&, const float*, void*, int64_t, int64_t,
+      .pack_weight_transposed = [](const K&, const void*, DType, void*, int64_t, int64_t,
                                    DType) { not_here("pack_weight_transposed"); },
       .matmul_packed =
           [](const K& k, const float* x, const void* panels, const float* scales, DType format, float* y, int64_t m,

@@ -38,10 +38,14 @@ const Backend& reference_backend() {
       .supports = reference_supports,
       .matmul = [](const K&, const float* a, bool ta, const float* b, bool tb, float* c, int64_t m, int64_t n,
                    int64_t k, float alpha, float beta, DType) { ref::matmul(a, ta, b, tb, c, m, n, k, alpha, beta); },
-      .pack_weight = [](const K&, const float* w, void* panels, float* scales, int64_t n, int64_t k, int64_t depth,
-                        DType format) { ref::pack_weight(w, panels, scales, n, k, depth, format); },
-      .pack_weight_transposed = [](const K&, const float* w, void* panels, int64_t n, int64_t k,
-                                   DType format) { ref::pack_weight_transposed(w, panels, n, k, format); },
+      .pack_weight = [](const K&, const void* w, DType source, void* panels, float* scales, int64_t n, int64_t k,
+                        int64_t depth, DType format) {
+        ref::pack_weight(ref::widened(w, source, n * k).data(), panels, scales, n, k, depth, format);
+      },
+      .pack_weight_transposed = [](const K&, const void* w, DType source, void* panels, int64_t n, int64_t k,
+                                   DType format) {
+        ref::pack_weight_transposed(ref::widened(w, source, n * k).data(), panels, n, k, format);
+      },
       .matmul_packed =
           [](const K&, const float* x, const void* panels, const float* scales, DType format, float* y, int64_t m,
              int64_t n, int64_t k, int64_t depth, const float* residual, DType round) {

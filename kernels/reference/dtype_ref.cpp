@@ -40,4 +40,10 @@ void convert(const void* src, DType from, void* dst, DType to, int64_t n) {
   for (int64_t i = 0; i < n; ++i) store(dst, to, i, value_of(src, from, i));
 }
 
+std::vector<float> widened(const void* src, DType from, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = value_of(src, from, i);
+  return out;
+}
+
 }  // namespace rlcpp::ref

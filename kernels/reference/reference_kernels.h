@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 #include "kernels/truncation.h"
@@ -28,6 +29,8 @@ void linear_weight_grad(const float* dy, const float* x, float* dw, int64_t rows
 void pack_weight(const float* w, void* panels, float* scales, int64_t n, int64_t k, int64_t depth, DType format);
 // The panels of pack_weight(w^T, format) for w (n,k), format F32 or BF16.
 void pack_weight_transposed(const float* w, void* panels, int64_t n, int64_t k, DType format);
+// n values of src (F32, BF16 or F16) as fp32 (a weight held in bf16, read as the value its bits denote).
+std::vector<float> widened(const void* src, DType from, int64_t n);
 // Each output: acc = +0; acc = fma(operand(x[m][kk]), panel value (n,kk), acc) for kk = 0..k-1 (bf16 panels:
 // x rounded to a bf16 operand first); then times the channel scale (quantised), rounded to `round`, and when
 // residual is given added to it and rounded again.
