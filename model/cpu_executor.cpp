@@ -148,14 +148,15 @@ void CpuExecutor::prepare_decode_weights(const Transformer& model, const ExecCon
   out.lm_head = ops::PackedWeight();
   out.for_blas = true;
   out.transposed = false;
-  out.source = params.flat().data<float>();
-  if (numerics.compute == DType::kF32 && !is_quantized(numerics.linear_weights)) {
+  out.source = params.flat().raw();
+  if (numerics.compute == DType::kF32 && !is_quantized(numerics.linear_weights) && params.dtype() == DType::kF32) {
     out.blas = ParameterStore();  // fp32: the parameters themselves
     return;
   }
   // Every parameter as these numerics compute with it: the Linear matrices through their packed format and
   // back (rounded or dequantised, the values the panels would hold), the rest rounded to the compute dtype.
-  ParameterStore prepared = params.clone();
+  // Parameters held in bf16 are widened first (OpenBLAS multiplies fp32).
+  ParameterStore prepared = params.converted(ctx, DType::kF32);
   ops::round_to(ctx, prepared.flat(), numerics.compute);
   const Transformer::Weights src = model.views(params);
   Transformer::Weights dst = model.views(prepared);

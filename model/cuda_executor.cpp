@@ -70,7 +70,7 @@ void CudaExecutor::prepare_decode_weights(const Transformer& model, const ExecCo
       ops::round_to(ctx, out.blas.flat(), numerics.compute);  // round_to on the device gives the CPU's bits
     }
   }
-  out.source = params.flat().data<float>();
+  out.source = params.flat().raw();
   out.transposed = false;
   resident(ctx, model.rope_, out.rope);
 }

@@ -32,7 +32,8 @@ std::optional<NonFiniteWeight> find_non_finite(const std::vector<ParameterInfo>&
 // the host to name the tensor.
 std::optional<NonFiniteWeight> find_non_finite(const ExecContext& ctx, const ParameterStore& params);
 
-// Throws "WHAT: tensor 'NAME' holds nan at element I" when a parameter is not finite.
+// Throws "WHAT: tensor 'NAME' holds nan at element I" when a parameter is not finite (a store of fp32 or bf16 on the
+// host).
 void check_finite_weights(const ParameterStore& params, const std::string& what);
 
 }  // namespace rlcpp

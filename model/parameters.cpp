@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "kernels/ops.h"
 
 namespace rlcpp {
 
@@ -85,6 +86,15 @@ ParameterStore ParameterStore::on(const ExecContext& ctx) const {
   return c;
 }
 
+ParameterStore ParameterStore::converted(const ExecContext& ctx, DType dtype) const {
+  RLCPP_CHECK(dtype == DType::kF32 || dtype == DType::kBF16,
+              "ParameterStore: parameters are held in F32 or BF16, not " << dtype_name(dtype));
+  ParameterStore c = *this;
+  c.flat_ = ctx.empty(flat_.shape(), dtype);
+  ops::convert(ctx, flat_, c.flat_);
+  return c;
+}
+
 const ParameterStore& params_on(const ExecContext& ctx, const ParameterStore& params, ParameterStore& copy) {
   if (ctx.holds(params.flat())) return params;
   copy = params.on(ctx);
@@ -121,8 +131,8 @@ Tensor ParameterStore::view(int64_t offset, Shape shape) const {
   int64_t n = shape_numel(shape);
   RLCPP_CHECK(offset >= 0 && offset + n <= flat_.numel(),
               "parameter view [" << offset << ", " << offset + n << ") outside the buffer of " << flat_.numel());
-  return Tensor::borrow(const_cast<float*>(flat_.data<float>()) + offset, std::move(shape), DType::kF32,
-                        flat_.device());
+  char* first = static_cast<char*>(const_cast<void*>(flat_.raw())) + offset * dtype_size(flat_.dtype());
+  return Tensor::borrow(first, std::move(shape), flat_.dtype(), flat_.device());
 }
 
 }  // namespace rlcpp

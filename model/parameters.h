@@ -1,6 +1,8 @@
-// All parameters of a model in one flat fp32 buffer, each a named view into it. One buffer makes AdamW one
+// All parameters of a model in one flat buffer, each a named view into it. One buffer makes AdamW one
 // loop, the gradient norm one reduction and a weight-sync publish one contiguous copy. The gradient buffer
-// has the same layout.
+// has the same layout. The buffer is fp32 (master weights, gradients, optimizer state) — or bf16 for weights that
+// are only read: a frozen LoRA base held in bf16 (model/lora.h LoraBase), which the Transformer's passes on the
+// host read as they read fp32 ones (model/transformer.h).
 //
 // Layout (Hugging Face names), in this order, so the fused matrices are contiguous:
 //   model.embed_tokens.weight (V, C)
@@ -50,6 +52,11 @@ class ParameterStore {
   static ParameterStore allocate(const ModelConfig& cfg, const ExecContext& ctx);
   // A deep copy on ctx's device, from its pool (the device copy a CUDA context computes with).
   ParameterStore on(const ExecContext& ctx) const;
+  // A deep copy in `dtype` (F32 or BF16) on ctx's device: rounded to nearest even, or widened exactly
+  // (ops::convert).
+  ParameterStore converted(const ExecContext& ctx, DType dtype) const;
+  // The buffer's dtype: F32, or BF16 (a store made by converted).
+  DType dtype() const { return flat_.dtype(); }
 
   const ModelConfig& config() const { return config_; }
   const std::vector<ParameterInfo>& infos() const { return infos_; }
@@ -60,7 +67,7 @@ class ParameterStore {
   // View of one parameter; throws naming it when absent.
   Tensor get(const std::string& name) const;
   bool has(const std::string& name) const;
-  // View of floats [offset, offset + numel) with the given shape (for fused matrices).
+  // View of elements [offset, offset + numel) with the given shape (for fused matrices), in the store's dtype.
   Tensor view(int64_t offset, Shape shape) const;
   int64_t offset_of(const std::string& name) const;
 

@@ -75,7 +75,7 @@ void Transformer::pack_weights(const ExecContext& ctx, const ParameterStore& par
   run_pack_jobs(ctx, jobs, transposed);
   for (size_t l = 0; l < w.layers.size(); ++l)
     round_biases(ctx, w.layers[l].qkv_b, w.layers[l].o_b, numerics_, transposed, out.layers[l]);
-  out.source = params.flat().data<float>();
+  out.source = params.flat().raw();
   out.transposed = transposed;
 }
 

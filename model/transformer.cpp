@@ -68,6 +68,10 @@ Transformer::Transformer(const ModelConfig& config, const ModelNumerics& numeric
 Transformer::Weights Transformer::views(const ParameterStore& params) const {
   RLCPP_CHECK(params.numel() == parameter_layout(config_).back().offset + parameter_layout(config_).back().numel(),
               "Transformer: parameter buffer of " << params.numel() << " floats does not match the model config");
+  RLCPP_CHECK(params.dtype() == DType::kF32 || (params.dtype() == DType::kBF16 && params.flat().on_host()),
+              "Transformer: parameters held in " << dtype_name(params.dtype()) << " on "
+                                                 << device_name(params.flat().device())
+                                                 << " (fp32, or bf16 on the host: a frozen base)");
   const int64_t C = config_.hidden_size, V = config_.vocab_size;
   Weights w;
   w.embed = params.view(embed_offset_, {V, C});
@@ -78,18 +82,39 @@ Transformer::Weights Transformer::views(const ParameterStore& params) const {
   } else {
     w.lm_head = params.view(lm_head_offset_, {V, C});
   }
-  float* flat = const_cast<float*>(params.flat().data<float>());
+  const DType dtype = params.dtype();
+  char* flat = static_cast<char*>(const_cast<void*>(params.flat().raw()));
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l)
-    w.layers.push_back(layer_views(l, flat + layer_offsets_[static_cast<size_t>(l)].begin, params.flat().device()));
+    w.layers.push_back(layer_views(l, flat + layer_offsets_[static_cast<size_t>(l)].begin * dtype_size(dtype),
+                                   params.flat().device(), dtype));
+  if (dtype != DType::kF32) widen_vectors(w);
   return w;
 }
 
-Transformer::LayerWeights Transformer::layer_views(int64_t l, float* span, Device device) const {
+void Transformer::widen_vectors(Weights& w) {
+  // The norms' weights, the biases and a score head: small, and read by kernels of fp32 operands. The matrices
+  // stay as they are held: the packing reads them (ops::pack_weight of a bf16 source), and the embedding lookup.
+  const ExecContext host = ExecContext::cpu();
+  auto widen = [&](Tensor& t) {
+    if (!t.defined()) return;
+    Tensor wide = Tensor::empty(t.shape());
+    ops::convert(host, t, wide);
+    t = wide;
+  };
+  widen(w.final_norm);
+  widen(w.score_w);
+  widen(w.score_b);
+  for (LayerWeights& L : w.layers)
+    for (Tensor* t : {&L.ln1, &L.ln2, &L.qkv_b, &L.o_b, &L.q_norm, &L.k_norm}) widen(*t);
+}
+
+Transformer::LayerWeights Transformer::layer_views(int64_t l, void* span, Device device, DType dtype) const {
   const LayerOffsets& o = layer_offsets_[static_cast<size_t>(l)];
   const int64_t C = config_.hidden_size, F = config_.intermediate_size;
   const int64_t qkv = config_.q_dim() + 2 * config_.kv_dim();
   auto view = [&](int64_t offset, Shape shape) {
-    return Tensor::borrow(span + (offset - o.begin), std::move(shape), DType::kF32, device);
+    return Tensor::borrow(static_cast<char*>(span) + (offset - o.begin) * dtype_size(dtype), std::move(shape), dtype,
+                          device);
   };
   LayerWeights L;
   L.ln1 = view(o.ln1, {C});
@@ -199,6 +224,8 @@ void Transformer::backward(const ExecContext& ctx, const ParameterStore& params,
                                                                                 << params.numel());
   RLCPP_CHECK(acts.adapters == nullptr, "backward: a forward with unmerged adapters is differentiated by "
                                          "backward_frozen (the adapters' gradients), not backward");
+  RLCPP_CHECK(params.dtype() == DType::kF32, "backward: parameters held in " << dtype_name(params.dtype())
+                                                 << " are a frozen base (backward_frozen trains adapters beside it)");
   const Weights w = views(params);
   Weights g = views(grads);
   const bool pack = head_backward(ctx, w, acts, dlogp, dentropy, &g.lm_head);
@@ -292,6 +319,8 @@ void Transformer::backward_values(const ExecContext& ctx, const ParameterStore& 
   RLCPP_CHECK(grads.numel() == params.numel(), "backward_values: gradient buffer has " << grads.numel()
                                                                                        << " floats, parameters "
                                                                                        << params.numel());
+  RLCPP_CHECK(params.dtype() == DType::kF32, "backward_values: a critic's parameters are fp32, not "
+                                                 << dtype_name(params.dtype()));
   const Weights w = views(params);
   Weights g = views(grads);
   const int64_t N = acts.num_tokens, C = config_.hidden_size;
@@ -341,7 +370,7 @@ Tensor Transformer::forward_cached(const ExecContext& ctx, const ParameterStore&
               "forward_cached: on " << ctx.name() << " the decode runs on weights prepared on that device "
                                     << "(prepare_decode_weights with the same context)");
   RLCPP_CHECK(packed == nullptr ||
-                  ((packed->source == params.flat().data<float>() ||
+                  ((packed->source == params.flat().raw() ||
                     (packed->self_contained() && !params.flat().defined())) &&
                    !packed->transposed &&
                    (packed->for_blas || static_cast<int64_t>(packed->layers.size()) == config_.num_hidden_layers)),

@@ -78,7 +78,7 @@ struct PackedWeights {
   ParameterStore blas;            // the not-batch-invariant decode's weights (see above)
   bool for_blas = false;          // prepared for the OpenBLAS (or cuBLAS) decode: no panels
   Tensor rope;                    // a device context's RoPE table (the host's is the model's own)
-  const float* source = nullptr;  // the parameter buffer they were packed from
+  const void* source = nullptr;   // the parameter buffer they were packed from
   bool transposed = false;
 };
 
@@ -304,8 +304,11 @@ class Transformer {
   // The non-product weights of self-contained prepared weights (PackedWeights::embed, ...); the products' are
   // the panels.
   Weights prepared_views(const PackedWeights& packed) const;
-  // Views of layer l's parameters in a buffer holding that layer's span only (a thread's gradients).
-  LayerWeights layer_views(int64_t l, float* span, Device device) const;
+  // Views of layer l's parameters in a buffer holding that layer's span only (a thread's gradients, or the
+  // layer's span of the parameters), in `dtype`.
+  LayerWeights layer_views(int64_t l, void* span, Device device, DType dtype = DType::kF32) const;
+  // A bf16-held store's vectors (norms, biases, a score head) replaced by fp32 copies (exact).
+  static void widen_vectors(Weights& w);
   // From dL/d(final norm output) (N,C) down to the embedding; shared by both heads.
   // From acts.scratch.dxn_final down; `packed`: the weights go through the packed kernel transposed (CPU), one
   // layer at a time in acts.scratch.wt.layers[0], else the products go through ops::matmul.
