@@ -175,27 +175,29 @@ struct Critic {
 // (trainer.lora) trains adapters on it (model/lora.h): it is then always kept, as the base the adapters are
 // merged into (`params` becomes the merged model), and serves as the reference too: one copy, not two. A base
 // held in bf16 (trainer.lora.base_dtype) is the initial policy rounded to bf16 (in `params`), and no fp32 copy
-// stays (the config refuses a reference forward with it).
+// stays: the reference's forward reads the bf16 base.
 struct FrozenPolicy {
-  std::optional<ParameterStore> reference;  // a KL term's or DPO's reference (fp32)
-  std::optional<LoraBase> lora_base;        // a LoRA run's base (sharing `reference` when both are fp32)
+  std::optional<ParameterStore> reference;  // a KL term's or DPO's reference (a LoRA run's base, as held)
+  std::optional<LoraBase> lora_base;        // a LoRA run's base
 };
 
 FrozenPolicy frozen_policy(const TrainConfig& config, bool needs_reference, const RunDir& run,
                            const std::string& resume_checkpoint, bool lead, ParameterStore& params) {
   FrozenPolicy out;
-  const bool lora = config.trainer.lora.enabled();
-  const DType base_dtype = config.trainer.lora.base_storage();
-  if (lora && base_dtype != DType::kF32 && resume_checkpoint.empty()) {
-    out.lora_base = LoraBase::frozen_from(params, base_dtype);
-    if (lead) save_reference_checkpoint(run.path(), params);  // B = 0: the policy is the base
+  if (config.trainer.lora.enabled()) {
+    const DType base_dtype = config.trainer.lora.base_storage();
+    if (resume_checkpoint.empty()) {
+      out.lora_base = LoraBase::frozen_from(params, base_dtype);
+      if (lead) save_reference_checkpoint(run.path(), params);  // B = 0: the policy is the base
+    } else {
+      out.lora_base.emplace(load_reference_checkpoint(run.path()), base_dtype);
+    }
+    if (needs_reference) out.reference = out.lora_base->weights();  // the same buffer
     return out;
   }
-  if (!needs_reference && !lora) return out;
+  if (!needs_reference) return out;
   out.reference = resume_checkpoint.empty() ? params.clone() : load_reference_checkpoint(run.path());
   if (lead && resume_checkpoint.empty()) save_reference_checkpoint(run.path(), *out.reference);
-  if (lora) out.lora_base.emplace(*out.reference, base_dtype);
-  if (!needs_reference && base_dtype != DType::kF32) out.reference.reset();  // the bf16 base alone stays
   return out;
 }
 
@@ -293,7 +295,7 @@ TrainSummary train_loop(const TrainConfig& config, const RunDir& run, const std:
   };
   // rollout.lora_merge false: the engine decodes the frozen base with the adapters unmerged.
   const UnmergedRollout unmerged =
-      lora && !config.rollout.lora_merge ? UnmergedRollout{&lora_base->fp32(), &*adapters} : UnmergedRollout{};
+      lora && !config.rollout.lora_merge ? UnmergedRollout{&lora_base->weights(), &*adapters} : UnmergedRollout{};
   std::unique_ptr<RolloutBackend> rollout;
   if (!lead)
     rollout = make_absent_rollout(world.rank());

@@ -35,9 +35,6 @@ void DpoRunConfig::validate() const {
   dpo.validate("dpo");
   optim.validate();
   lora.validate("lora.");
-  RLCPP_CHECK(!lora.enabled() || lora.base_storage() == DType::kF32 || !dpo.uses_reference(),
-              "config key 'lora.base_dtype': a bf16 base is held for merging only, and DPO's reference policy is "
-              "the base's forward (fp32 weights): set it to fp32, or use a loss without a reference (simpo)");
 }
 
 namespace {
@@ -99,17 +96,15 @@ DpoSummary run_dpo(const DpoRunConfig& config, const Json& resolved_config,
 
   Transformer model(mc);
   // The initial weights, frozen: the reference (none for SimPO), and a LoRA run's base (`params` then the merged
-  // model): one copy for both.
-  // A bf16 base (lora.base_dtype; the config refuses it beside a reference) is the initial weights rounded.
+  // model): one copy for both. A bf16 base (lora.base_dtype) is the initial weights rounded, and the reference
+  // is its forward.
   std::optional<ParameterStore> frozen;
   std::optional<LoraBase> base;
-  if (config.lora.enabled() && config.lora.base_storage() != DType::kF32) {
+  if (config.lora.enabled())
     base = LoraBase::frozen_from(params, config.lora.base_storage());
-  } else if (config.dpo.uses_reference() || config.lora.enabled()) {
+  else if (config.dpo.uses_reference())
     frozen = params.clone();
-    if (config.lora.enabled()) base.emplace(*frozen, DType::kF32);
-  }
-  const ParameterStore* reference = config.dpo.uses_reference() ? &*frozen : nullptr;
+  const ParameterStore* reference = !config.dpo.uses_reference() ? nullptr : base ? &base->weights() : &*frozen;
   std::optional<LoraAdapters> adapters;
   if (config.lora.enabled()) {
     adapters.emplace(mc, config.lora);

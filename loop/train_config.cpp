@@ -300,16 +300,9 @@ void TrainConfig::validate() const {
   RLCPP_CHECK(trainer.grad_shards >= 0 && trainer.grad_shards <= 64,
               "config key 'trainer.grad_shards': must be in [0, 64], got " << trainer.grad_shards);
   trainer.lora.validate("trainer.lora.");
-  RLCPP_CHECK(!trainer.lora.enabled() || trainer.lora.base_storage() == DType::kF32 || !needs.reference,
-              "config key 'trainer.lora.base_dtype': a bf16 base is held for merging only, and " << algorithm.name
-                  << " here needs a reference policy (a KL term, algorithm.kl_coef, or DPO's reference), the base's "
-                     "forward on fp32 weights: set it to fp32");
   RLCPP_CHECK(rollout.lora_merge || trainer.lora.enabled(),
               "config key 'rollout.lora_merge': false runs a LoRA run's adapters unmerged in the engine, and this "
               "run trains no adapters (trainer.lora.rank is 0)");
-  RLCPP_CHECK(rollout.lora_merge || trainer.lora.base_storage() == DType::kF32,
-              "config key 'rollout.lora_merge': false needs trainer.lora.base_dtype fp32 for now (the probe scores "
-              "the engine's unmerged forward over the fp32 base)");
   RLCPP_CHECK(rollout.lora_merge ||
                   parse_device_spec(rollout.device.empty() ? device : rollout.device, "config key 'rollout.device'")
                       .is_host(),

@@ -65,10 +65,6 @@ void LoraConfig::validate(const std::string& prefix) const {
               "config key '" << prefix << "base_dtype': \"fp32\" or \"bf16\", got \"" << base_dtype << "\"");
   RLCPP_CHECK(std::isfinite(dropout) && dropout >= 0 && dropout < 1,
               "config key '" << prefix << "dropout': must be in [0, 1) (lora_dropout), got " << dropout);
-  RLCPP_CHECK(dropout == 0 || base_dtype == "fp32",
-              "config key '" << prefix << "dropout': a dropout runs the training forward's adapters unmerged beside "
-                             << "the fp32 base; set " << prefix << "base_dtype to fp32 (it is \"" << base_dtype
-                             << "\")");
 }
 
 float lora_dropout_scale(uint64_t key, int64_t target, int64_t row, int64_t col, float p) {
@@ -178,16 +174,12 @@ void LoraAdapters::init(uint64_t seed) {
   }
 }
 
-LoraBase::LoraBase(const ParameterStore& weights, DType dtype) : numel_(weights.numel()) {
+LoraBase::LoraBase(const ParameterStore& weights, DType dtype) {
   RLCPP_CHECK(dtype == DType::kF32 || dtype == DType::kBF16,
               "LoRA base: held in fp32 or bf16, not " << dtype_name(dtype));
-  RLCPP_CHECK(weights.flat().on_host(), "LoRA base: the base is held on the host");
-  if (dtype == DType::kF32) {
-    fp32_ = weights;
-    return;
-  }
-  bf16_ = Tensor::empty({numel_}, DType::kBF16);
-  ops::convert(ExecContext::cpu(), weights.flat(), bf16_);
+  RLCPP_CHECK(weights.flat().on_host() && weights.dtype() == DType::kF32,
+              "LoRA base: made from fp32 weights on the host");
+  weights_ = dtype == DType::kF32 ? weights : weights.converted(ExecContext::cpu(), dtype);
 }
 
 LoraBase LoraBase::frozen_from(ParameterStore& policy, DType dtype) {
@@ -196,21 +188,10 @@ LoraBase LoraBase::frozen_from(ParameterStore& policy, DType dtype) {
   return LoraBase(policy, dtype);
 }
 
-const ParameterStore& LoraBase::fp32() const {
-  RLCPP_CHECK(fp32_.flat().defined(), "LoRA base: held in " << dtype_name(dtype())
-                                                            << ", it has no fp32 weights for a forward");
-  return fp32_;
-}
-
 void LoraBase::read(const ExecContext& ctx, int64_t offset, int64_t n, float* out) const {
-  RLCPP_CHECK(offset >= 0 && n >= 0 && offset + n <= numel_,
-              "LoRA base: values [" << offset << ", " << offset + n << ") outside its " << numel_);
-  if (!bf16_.defined()) {
-    std::copy_n(fp32_.flat().data<float>() + offset, n, out);
-    return;
-  }
-  const Tensor from = Tensor::borrow(static_cast<uint16_t*>(const_cast<void*>(bf16_.raw())) + offset, {n},
-                                     DType::kBF16);
+  RLCPP_CHECK(offset >= 0 && n >= 0 && offset + n <= numel(),
+              "LoRA base: values [" << offset << ", " << offset + n << ") outside its " << numel());
+  const Tensor from = weights_.view(offset, {n});
   Tensor to = Tensor::borrow(out, {n});
   ops::convert(ctx, from, to);
 }
@@ -220,7 +201,7 @@ namespace {
 void check_merge_buffers(const ExecContext& ctx, const LoraBase& base, const ParameterStore& merged) {
   RLCPP_CHECK(ctx.is_host() && merged.flat().on_host(), "LoRA: the adapters are merged on the host");
   RLCPP_CHECK(base.numel() == merged.numel() &&
-                  (base.dtype() != DType::kF32 || base.fp32().flat().raw() != merged.flat().raw()),
+                  base.weights().flat().raw() != merged.flat().raw(),
               "LoRA merge: the base and the merged weights must be two buffers of the model's layout (the base has "
                   << base.numel() << " values, the merged weights " << merged.numel() << ")");
 }

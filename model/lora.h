@@ -63,11 +63,11 @@ struct LoraConfig {
       "down_proj, or all-linear");
     v("dropout", dropout,
       "lora_dropout, in [0, 1): the training forward drops each adapter input with this probability (PEFT's "
-      "nn.Dropout before A; the update then runs the adapters unmerged beside an fp32 base); log-probs that score "
+      "nn.Dropout before A; the update then runs the adapters unmerged beside the base); log-probs that score "
       "samples (old, reference, the engine's) have none");
     v("base_dtype", base_dtype,
-      "how the frozen base is held: fp32, or bf16 (half its bytes: the initial weights are rounded to bf16 first; "
-      "no reference forward then, so no KL term or DPO reference)");
+      "how the frozen base is held: fp32, or bf16 (half its bytes: the initial weights are rounded to bf16 first, "
+      "and the base is also the reference policy and what unmerged adapters run beside)");
   }
   DType base_storage() const { return base_dtype == "bf16" ? DType::kBF16 : DType::kF32; }
 };
@@ -89,30 +89,31 @@ struct LoraTarget {
   int64_t a = 0, b = 0;    // offsets of A (r, in) and B (out, r) in the adapters' buffer
 };
 
-// The frozen base a LoRA run merges its adapters into: the model's layout, held in fp32 (then also the run's
-// reference policy, a forward's weights) or in bf16 (LoraConfig::base_dtype: 494M parameters in 1 GB instead of
-// 2 GB). A bf16 base is exact only when the weights were bf16 already: frozen_from rounds the initial policy first,
-// as a Hugging Face checkpoint stored in bf16 already is.
+// The frozen base a LoRA run merges its adapters into: the model's layout, held in fp32 or in bf16
+// (LoraConfig::base_dtype: 494M parameters in 1 GB instead of 2 GB). Either way it is also the run's reference
+// policy (the base with the adapters off) and the weights that unmerged adapters run beside (a dropout forward,
+// an unmerged engine): the Transformer's passes read a bf16-held store as the fp32 one of its values. A bf16 base
+// is exact only when the weights were bf16 already: frozen_from rounds the initial policy first, as a Hugging
+// Face checkpoint stored in bf16 already is.
 class LoraBase {
  public:
   LoraBase() = default;
-  // `weights` in `dtype`: fp32 shares their buffer (no copy); bf16 converts them (rounded to nearest even).
+  // `weights` (fp32, on the host) in `dtype`: fp32 shares their buffer (no copy); bf16 converts them (rounded to
+  // nearest even).
   LoraBase(const ParameterStore& weights, DType dtype);
   // The base of a run starting from `policy`: policy rounded to bf16 in place first when `dtype` is bf16 (the
   // merged model then starts exactly at the base), and a copy of it, so that the policy may train.
   static LoraBase frozen_from(ParameterStore& policy, DType dtype);
 
-  DType dtype() const { return bf16_.defined() ? DType::kBF16 : DType::kF32; }
-  int64_t numel() const { return numel_; }
-  // The base as fp32 parameters, for a forward (a KL reference): only a base held in fp32.
-  const ParameterStore& fp32() const;
+  DType dtype() const { return weights_.dtype(); }
+  int64_t numel() const { return weights_.numel(); }
+  // The base as it is held (fp32 or bf16): a forward's weights.
+  const ParameterStore& weights() const { return weights_; }
   // out[0, n) = the base's values [offset, offset + n), widened to fp32 (exactly).
   void read(const ExecContext& ctx, int64_t offset, int64_t n, float* out) const;
 
  private:
-  ParameterStore fp32_;
-  Tensor bf16_;  // the flat layout's values in bf16
-  int64_t numel_ = 0;
+  ParameterStore weights_;
 };
 
 class LoraAdapters {

@@ -30,8 +30,13 @@ WeightError prepared_weight_error(const Transformer& model, const ParameterStore
     const int64_t offset = params.offset_of(name);
     for (int64_t r0 = 0; r0 < rows; r0 += rows_per_block) {
       const int64_t r1 = std::min(rows, r0 + rows_per_block);
-      const Tensor w = params.view(offset + r0 * cols, {r1 - r0, cols});
-      ops::pack_weight(host, w, packed, format);
+      const Tensor held = params.view(offset + r0 * cols, {r1 - r0, cols});
+      Tensor w = held;  // the error is against the values held (a bf16-held base's, widened)
+      if (held.dtype() != DType::kF32) {
+        w = Tensor::empty(held.shape());
+        ops::convert(host, held, w);
+      }
+      ops::pack_weight(host, held, packed, format);
       const Tensor q = ops::unpack_weight(host, packed);
       const float* a = w.data<float>();
       const float* b = q.data<float>();

@@ -314,16 +314,23 @@ TEST(LoopResume, LoraRunResumesFromItsAdaptersBitForBit) {
 
 // A base held in bf16 (trainer.lora.base_dtype): the run starts from its initial policy rounded to bf16, saved as
 // checkpoints/reference, and the checkpoint's merged weights are that base plus the adapters, bit for bit, after a
-// resume as in one run. A KL term, which would need the base's forward, is refused.
-TEST(LoopResume, LoraRunWithABf16BaseResumesBitForBit) {
+// resume as in one run. Its KL term's reference is the bf16 base's forward: at the first step (B = 0) the policy
+// is the base and the KL exactly 0 — the bf16-held weights compute what the merged fp32 ones of their values do.
+TEST(LoopResume, LoraRunWithABf16BaseAndAKlTermResumesBitForBit) {
   const fs::path root = fs::temp_directory_path() / "rlcpp_resume_lora_bf16_test";
   fs::remove_all(root);
   TrainConfig c = resumable_run(root);
   c.trainer.lora.rank = 4;
   c.trainer.lora.alpha = 8;
   c.trainer.lora.base_dtype = "bf16";
+  c.algorithm.policy_loss.kl_coef = 0.1;
+  c.ppo.mini_batch_size = 64;  // one optimizer step a step (of two micro-batches): step 1's KL is all at B = 0
+  c.ppo.micro_batch_size = 32;
   c.optim.lr = 1e-2;
   const ResumedRuns r = expect_resume_matches_whole_run(root, c);
+  const std::vector<Json> m = read_jsonl(fs::path(r.whole.run_dir) / "metrics.jsonl");
+  EXPECT_EQ(m.front()["actor/kl_loss"].get<double>(), 0.0);
+  EXPECT_GT(m.back()["actor/kl_loss"].get<double>(), 0.0);  // the merged policy moved away from its base
   const ParameterStore init = load_model_checkpoint(c.init_checkpoint);
   const ParameterStore base = load_model_checkpoint(r.whole.run_dir + "/checkpoints/reference");
   int64_t rounded = 0;
@@ -342,35 +349,40 @@ TEST(LoopResume, LoraRunWithABf16BaseResumesBitForBit) {
                            static_cast<size_t>(saved.numel()) * sizeof(float)));
   EXPECT_FALSE(same_weights(r.whole.run_dir + "/checkpoints/reference", r.whole.checkpoint));  // it trained
 
-  c.algorithm.policy_loss.kl_coef = 0.1;
-  expect_error([&] { c.validate(); }, {"trainer.lora.base_dtype", "reference policy", "set it to fp32"});
-  c.algorithm.policy_loss.kl_coef = 0;
   c.trainer.lora.base_dtype = "fp16";
   expect_error([&] { c.validate(); }, {"'trainer.lora.base_dtype': \"fp32\" or \"bf16\", got \"fp16\""});
 }
 
 // rollout.lora_merge false: the engine applies the adapters unmerged beside the base, taking the checkpoint's
 // adapters on resume; with LoRA dropout in the trainer, whose masks are keyed by the optimizer step: the resumed run
-// equals the whole one. The key is refused where it has no meaning.
+// equals the whole one, and the probe (the engine against the trainer's unmerged forward) is exactly 0. With the
+// base held in fp32 and in bf16 (the engine, the dropout forward and the KL reference all read the bf16 base). The
+// key is refused where it has no meaning.
 TEST(LoopResume, AnUnmergedLoraRunWithDropoutResumesBitForBit) {
-  const fs::path root = fs::temp_directory_path() / "rlcpp_resume_lora_unmerged_test";
-  fs::remove_all(root);
-  TrainConfig c = resumable_run(root);
-  c.trainer.lora.rank = 4;
-  c.trainer.lora.alpha = 8;
-  c.trainer.lora.dropout = 0.1;
-  c.optim.lr = 1e-2;
-  c.rollout.lora_merge = false;
-  const ResumedRuns r = expect_resume_matches_whole_run(root, c);
-  for (const Json& m : read_jsonl(fs::path(r.whole.run_dir) / "metrics.jsonl"))
-    EXPECT_EQ(m["probe/max_abs_dlogp"].get<double>(), 0.0);
+  for (const char* base_dtype : {"fp32", "bf16"}) {
+    SCOPED_TRACE(base_dtype);
+    const fs::path root = fs::temp_directory_path() / (std::string("rlcpp_resume_lora_unmerged_test_") + base_dtype);
+    fs::remove_all(root);
+    TrainConfig c = resumable_run(root);
+    c.trainer.lora.rank = 4;
+    c.trainer.lora.alpha = 8;
+    c.trainer.lora.dropout = 0.1;
+    c.trainer.lora.base_dtype = base_dtype;
+    if (std::string(base_dtype) == "bf16") c.algorithm.policy_loss.kl_coef = 0.1;
+    c.optim.lr = 1e-2;
+    c.rollout.lora_merge = false;
+    const ResumedRuns r = expect_resume_matches_whole_run(root, c);
+    const std::vector<Json> metrics = read_jsonl(fs::path(r.whole.run_dir) / "metrics.jsonl");
+    for (const Json& m : metrics) EXPECT_EQ(m["probe/max_abs_dlogp"].get<double>(), 0.0);
+    if (c.algorithm.policy_loss.kl_coef > 0) EXPECT_GT(metrics.back()["actor/kl_loss"].get<double>(), 0.0);
+    fs::remove_all(root);
+  }
 
-  c.trainer.lora.dropout = 0;
-  c.trainer.lora.base_dtype = "bf16";
-  expect_error([&] { c.validate(); }, {"'rollout.lora_merge'", "trainer.lora.base_dtype fp32"});
-  c.trainer.lora.base_dtype = "fp32";
-  c.trainer.lora.rank = 0;
+  const fs::path root = fs::temp_directory_path() / "rlcpp_resume_lora_unmerged_test_keys";
+  TrainConfig c = resumable_run(root);
+  c.rollout.lora_merge = false;
   expect_error([&] { c.validate(); }, {"'rollout.lora_merge'", "trains no adapters"});
+  fs::remove_all(root);
 }
 
 // Refilled dynamic sampling draws more prompts from the data stream and more seeds: a resumed run draws the

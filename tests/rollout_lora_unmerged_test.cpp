@@ -98,6 +98,29 @@ TEST_P(UnmergedLoraByFamily, TheEngineDecodesWhatTheTrainingForwardBesideTheBase
 
 }
 
+// A base held in bf16 (trainer.lora.base_dtype): the engine decodes it beside the adapters as it decodes the fp32
+// base of the same values — the same samples and log-probs, in fp32 and bf16 numerics.
+TEST_P(UnmergedLoraByFamily, AnEngineOverABf16HeldBaseSamplesAsOverItsWidenedValues) {
+  const ModelConfig cfg = small_test_config(GetParam());
+  const ParameterStore held = init_random(cfg, 3).converted(host(), DType::kBF16);
+  const ParameterStore widened = held.converted(host(), DType::kF32);
+  auto beside = std::make_shared<const UnmergedLora>(random_adapters(cfg, 0.05f, 5));
+  const Request req = sampling_request(cfg, 3);
+  for (const DType compute : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(dtype_name(compute));
+    const Transformer model(cfg, test_numerics(compute, /*batch_invariant=*/true));
+    Engine over_held(model, held, small_engine()), over_widened(model, widened, small_engine());
+    over_held.set_adapters(beside, 1);
+    over_widened.set_adapters(beside, 1);
+    const RolloutResult a = over_held.generate(req), b = over_widened.generate(req);
+    ASSERT_EQ(a.samples.size(), b.samples.size());
+    for (size_t i = 0; i < a.samples.size(); ++i) {
+      EXPECT_EQ(a.samples[i].tokens, b.samples[i].tokens);
+      EXPECT_EQ(a.samples[i].logprobs, b.samples[i].logprobs);
+    }
+  }
+}
+
 // New adapters are a new version: nothing computed under the old ones is found again, and the engine samples what
 // a fresh engine with the new adapters samples; null adapters give the base's samples.
 TEST(UnmergedLora, NewAdaptersAreANewVersionAndNullOnesTheBase) {

@@ -372,7 +372,7 @@ TEST(Lora, ABf16BaseMergesAsTheFp32BaseOfItsValuesAndStartsTheRunAtIt) {
   lc.alpha = 8;
   const LoraBase base = LoraBase::frozen_from(policy, DType::kBF16);
   EXPECT_EQ(base.dtype(), DType::kBF16);
-  EXPECT_THROW(base.fp32(), Error);  // no weights for a forward
+  EXPECT_EQ(base.weights().dtype(), DType::kBF16);  // a forward's weights, in bf16 (model_bf16_weights_test)
   // The policy was rounded to bf16 in place (it changed), and the base holds exactly its values.
   int64_t rounded = 0;
   std::vector<float> values(static_cast<size_t>(policy.numel()));
@@ -401,7 +401,7 @@ TEST(Lora, ABf16BaseMergesAsTheFp32BaseOfItsValuesAndStartsTheRunAtIt) {
   EXPECT_NE(0, std::memcmp(from_bf16.flat().data<float>(), policy.flat().data<float>(),
                            static_cast<size_t>(policy.numel()) * sizeof(float)));
   // A fp32 base shares the weights it is given; merging into them is refused.
-  EXPECT_THROW(b.merge(host(), same_in_fp32, const_cast<ParameterStore&>(same_in_fp32.fp32())), Error);
+  EXPECT_THROW(b.merge(host(), same_in_fp32, const_cast<ParameterStore&>(same_in_fp32.weights())), Error);
 }
 
 TEST(Lora, PeftOpensRlcppAdaptersAndRlcppOpensPeftsWithTheSameLogits) {
@@ -504,7 +504,7 @@ TEST(Lora, BadAdapterDirectoriesAreNamed) {
         }
       },
       Error);
-  // A config key out of range names it; a dropout needs the fp32 base its unmerged forward runs beside.
+  // A config key out of range names it.
   LoraConfig bad;
   bad.rank = 4;
   bad.dropout = 1.0;
@@ -512,8 +512,8 @@ TEST(Lora, BadAdapterDirectoriesAreNamed) {
             std::string::npos);
   bad.dropout = 0.1;
   bad.validate("trainer.lora.");
-  bad.base_dtype = "bf16";
-  EXPECT_NE(error_of([&] { bad.validate("trainer.lora."); }).find("set trainer.lora.base_dtype to fp32"),
+  bad.base_dtype = "fp16";
+  EXPECT_NE(error_of([&] { bad.validate("trainer.lora."); }).find("'trainer.lora.base_dtype': \"fp32\" or \"bf16\""),
             std::string::npos);
   fs::remove_all(dir);
 }

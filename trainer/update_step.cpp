@@ -24,8 +24,6 @@ PolicyUpdater::PolicyUpdater(const Transformer& model, ParameterStore& params, c
                                         << context_.name());
     RLCPP_CHECK(lora_.base && lora_.base->numel() == params.numel() && !model.config().value_head,
                 "PolicyUpdater: LoRA needs the frozen base of the policy's layout");
-    RLCPP_CHECK(!lora_.dropout() || lora_.base->dtype() == DType::kF32,
-                "PolicyUpdater: LoRA dropout runs the adapters beside an fp32 base (lora.base_dtype fp32)");
     grads_ = lora_.adapters->weights().clone();
     context_.fill_zero(grads_.flat());
   } else {
@@ -202,7 +200,7 @@ void PolicyUpdater::accumulate_micro_batch(const std::vector<PackedBatch>& micro
                lora_dropout_key(lora_.dropout_seed, adamw_.steps_taken(), static_cast<int64_t>(m))};
     dropped_->set_dropout(dropout);
   }
-  const ParameterStore& weights = dropped_ ? lora_.base->fp32() : work_params();
+  const ParameterStore& weights = dropped_ ? lora_.base->weights() : work_params();
   ForwardOptions forward_options = options;
   if (dropped_) forward_options.adapters = &*dropped_;
   model_.forward(context_, weights, micro_batches[m], forward_options, acts_);

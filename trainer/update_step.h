@@ -66,7 +66,7 @@ void check_logits_fit(int64_t tokens, int64_t vocab, int64_t available_bytes);
 // merged weights (base + s·B·A), which it recomputes from the base and the adapters after every applied step; the
 // gradients, the clipping and the AdamW moments are the adapters' (A and B, fp32), and data-parallel ranks sum the
 // adapters' gradients. Host only.
-// With LoRA dropout (LoraConfig::dropout > 0) the training forward runs the adapters unmerged beside the fp32 base
+// With LoRA dropout (LoraConfig::dropout > 0) the training forward runs the adapters unmerged beside the base (as held)
 // (model/lora_unmerged.h), each adapter's input masked (lora_dropout_scale, keyed by `dropout_seed`, the optimizer
 // step and the micro-batch: the same masks on any data-parallel layout and after a resume); the backward sees the
 // same masks.
