@@ -130,7 +130,7 @@ struct RolloutSection {
       "a LoRA run (trainer.lora): true, the engine decodes with each version's adapters merged into its weights "
       "(the trainer's merged model, bit for bit); false, it keeps the base as prepared once and applies the "
       "adapters unmerged, x·W + s·(x·A)·B (a sync replaces the adapters alone, nothing is merged or repacked; "
-      "the merged trainer then differs by rounding, which mismatch/* shows); host engines, an fp32 base");
+      "the merged trainer then differs by rounding, which mismatch/* shows); host engines");
     v("remote", remote, "remote: the workers' endpoints and CURVE keys (loop/README.md \"Remote workers\")");
     v("worker_heartbeat_timeout_s", worker_heartbeat_timeout_s,
       "split: a generating worker heartbeats at least every second; one silent this long (hung, stopped) is "
