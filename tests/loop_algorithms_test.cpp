@@ -135,6 +135,38 @@ TEST(LoopAlgorithms, PpoTrainsItsCriticAndRaisesTheReward) {
   EXPECT_TRUE(fs::exists(fs::path(s.run_dir) / "checkpoints/reference/model.safetensors"));
 }
 
+// PPO with LoRA on the actor (its base held in bf16, which is also the reference of the reward's KL term) and the
+// critic trained in full: the reward rises, the critic learns, and the engine's log-probs equal the trainer's.
+TEST(LoopAlgorithms, LoraPpoOverABf16BaseRaisesTheRewardWithExactLogprobs) {
+  const fs::path root = fs::temp_directory_path() / "rlcpp_algorithms_lora_ppo_test";
+  fs::remove_all(root);
+  TrainConfig c = from_sft_policy(root, "ppo");
+  c.critic.optim.lr = 3e-3;
+  c.trainer.lora.rank = 8;
+  c.trainer.lora.alpha = 16;
+  c.trainer.lora.base_dtype = "bf16";
+  c.optim.lr = 5e-3;
+  const TrainSummary s = run_train(c, config_to_json(c));
+  const std::vector<Json> m = read_jsonl(fs::path(s.run_dir) / "metrics.jsonl");
+  ASSERT_EQ(m.size(), 30u);
+  // Measured at this seed (AMD EPYC): mean reward 0.424 over the first 10 steps, 0.470 over the last 10 (full
+  // fine-tuning: 0.435 -> 0.533; an update that does nothing stays near 0.44); value loss 0.188 at step 1, 0.101
+  // over the last 10.
+  const double first = window_mean(m, "reward/mean", 0, 10), last = window_mean(m, "reward/mean", 20, 30);
+  EXPECT_GT(last, first + 0.03) << "first 10 steps " << first << ", last 10 " << last;
+  const double vf_first = m[0]["critic/vf_loss"].get<double>();
+  const double vf_last = window_mean(m, "critic/vf_loss", 20, 30);
+  EXPECT_LT(vf_last, 0.7 * vf_first) << "value loss at step 1 " << vf_first << ", last 10 steps " << vf_last;
+  for (const Json& j : m) {
+    EXPECT_GT(j["timing_s/ref_logprob"].get<double>(), 0);  // the reference: the bf16 base's forward
+    EXPECT_EQ(j["mismatch/max_abs_dlogp"].get<double>(), 0.0);
+    EXPECT_EQ(j["probe/max_abs_dlogp"].get<double>(), 0.0);
+  }
+  EXPECT_TRUE(fs::exists(s.checkpoint + "/adapter/adapter_model.safetensors"));
+  EXPECT_TRUE(fs::exists(fs::path(s.checkpoint) / "critic/model.safetensors"));
+  fs::remove_all(root);
+}
+
 TEST(LoopAlgorithms, OnlineDpoRanksFreshPairsAndRaisesTheReward) {
   const fs::path root = fs::temp_directory_path() / "rlcpp_algorithms_dpo_test";
   fs::remove_all(root);
