@@ -64,6 +64,20 @@ double window_mean(const std::vector<Json>& metrics, const std::string& key, siz
   return sum / static_cast<double>(end - begin);
 }
 
+// The mean reward over the last 10 steps beats the first 10's by more than `gain`.
+void expect_reward_rises(const std::vector<Json>& m, double gain) {
+  const double first = window_mean(m, "reward/mean", 0, 10);
+  const double last = window_mean(m, "reward/mean", m.size() - 10, m.size());
+  EXPECT_GT(last, first + gain) << "first 10 steps " << first << ", last 10 " << last;
+}
+
+// A critic that learns: its value loss over the last 10 steps under 0.7 of step 1's.
+void expect_value_loss_falls(const std::vector<Json>& m) {
+  const double vf_first = m[0]["critic/vf_loss"].get<double>();
+  const double vf_last = window_mean(m, "critic/vf_loss", m.size() - 10, m.size());
+  EXPECT_LT(vf_last, 0.7 * vf_first) << "value loss at step 1 " << vf_first << ", last 10 steps " << vf_last;
+}
+
 // LoRA (trainer.lora): GRPO training rank-8 adapters on every Linear layer of the SFT'd policy raises the reward,
 // the engine decoding the merged weights: its log-probs equal the trainer's bit for bit. The checkpoint holds the
 // merged model and the adapters (PEFT's files); the frozen base is saved once, as the reference.
@@ -81,8 +95,7 @@ TEST(LoopAlgorithms, LoraGrpoRaisesTheRewardWithExactLogprobs) {
   // Measured at this seed (AMD EPYC): mean reward 0.419 over the first 10 steps, 0.451, 0.444, 0.469, 0.461, 0.484
   // over the next tens. LoRA moves this 64-wide model more slowly than full fine-tuning does (0.385 -> 0.494 in 30
   // steps at lr 1e-3); lr 1e-2 and above first drop the reward (0.35 over the first ten at 1e-2, collapsing at 2e-2).
-  const double first = window_mean(m, "reward/mean", 0, 10), last = window_mean(m, "reward/mean", 50, 60);
-  EXPECT_GT(last, first + 0.03) << "first 10 steps " << first << ", last 10 " << last;
+  expect_reward_rises(m, 0.03);
   for (const Json& step : m) {
     EXPECT_EQ(step["mismatch/max_abs_dlogp"].get<double>(), 0.0);
     EXPECT_EQ(step["probe/max_abs_dlogp"].get<double>(), 0.0);
@@ -105,14 +118,11 @@ TEST(LoopAlgorithms, PpoTrainsItsCriticAndRaisesTheReward) {
 
   // Measured at this seed: mean reward 0.435 over the first 10 steps, 0.533 over the last 10 (the SFT'd policy
   // is right about half the time); an update that does nothing stays near 0.44, a wrong sign falls.
-  const double first = window_mean(m, "reward/mean", 0, 10), last = window_mean(m, "reward/mean", 20, 30);
-  EXPECT_GT(last, first + 0.05) << "first 10 steps " << first << ", last 10 " << last;
+  expect_reward_rises(m, 0.05);
   // The value head starts from random weights (values near 0.08 against returns near 0.48): value loss 0.188
   // at step 1, 0.102 over the last 10 steps (about the returns' own variance / 2); explained variance -0.30
   // -> about 0. A critic that does not learn keeps its step-1 figures.
-  const double vf_first = m[0]["critic/vf_loss"].get<double>();
-  const double vf_last = window_mean(m, "critic/vf_loss", 20, 30);
-  EXPECT_LT(vf_last, 0.7 * vf_first) << "value loss at step 1 " << vf_first << ", last 10 steps " << vf_last;
+  expect_value_loss_falls(m);
   const double ev_first = m[0]["critic/vf_explained_var"].get<double>();
   const double ev_last = window_mean(m, "critic/vf_explained_var", 20, 30);
   EXPECT_GT(ev_last, ev_first + 0.2) << "explained variance at step 1 " << ev_first << ", last 10 " << ev_last;
@@ -152,11 +162,8 @@ TEST(LoopAlgorithms, LoraPpoOverABf16BaseRaisesTheRewardWithExactLogprobs) {
   // Measured at this seed (AMD EPYC): mean reward 0.424 over the first 10 steps, 0.470 over the last 10 (full
   // fine-tuning: 0.435 -> 0.533; an update that does nothing stays near 0.44); value loss 0.188 at step 1, 0.101
   // over the last 10.
-  const double first = window_mean(m, "reward/mean", 0, 10), last = window_mean(m, "reward/mean", 20, 30);
-  EXPECT_GT(last, first + 0.03) << "first 10 steps " << first << ", last 10 " << last;
-  const double vf_first = m[0]["critic/vf_loss"].get<double>();
-  const double vf_last = window_mean(m, "critic/vf_loss", 20, 30);
-  EXPECT_LT(vf_last, 0.7 * vf_first) << "value loss at step 1 " << vf_first << ", last 10 steps " << vf_last;
+  expect_reward_rises(m, 0.03);
+  expect_value_loss_falls(m);
   for (const Json& j : m) {
     EXPECT_GT(j["timing_s/ref_logprob"].get<double>(), 0);  // the reference: the bf16 base's forward
     EXPECT_EQ(j["mismatch/max_abs_dlogp"].get<double>(), 0.0);

@@ -13,6 +13,7 @@
 #include "model/transformer.h"
 #include "tests/host_context.h"
 #include "tests/kernels_test_support.h"
+#include "tests/lora_test_support.h"
 #include "tests/test_models.h"
 
 namespace rlcpp {
@@ -20,22 +21,6 @@ namespace {
 
 using testing::error_of;
 using testing::host;
-
-// Adapters on every Linear layer with a random B (PEFT's zero B would leave them out of the sums).
-LoraAdapters random_adapters(const ModelConfig& cfg, uint64_t seed) {
-  LoraConfig lc;
-  lc.rank = 4;
-  lc.alpha = 8;
-  lc.dropout = 0.25;
-  LoraAdapters a(cfg, lc);
-  a.init(seed);
-  PhiloxStream rng(seed, 7);
-  for (const LoraTarget& t : a.targets()) {
-    float* b = a.weights().flat().data<float>() + t.b;
-    for (int64_t k = 0; k < t.out * lc.rank; ++k) b[k] = 0.05f * rng.normal();
-  }
-  return a;
-}
 
 PackedBatch two_sequences(const ModelConfig& cfg) {
   return PackedBatch::from_sequences(
@@ -56,7 +41,7 @@ TEST_P(Bf16WeightsByFamily, ForwardAndAdapterGradientsAreThoseOfTheWidenedWeight
   const ParameterStore widened = held.converted(host(), DType::kF32);
   ASSERT_EQ(held.dtype(), DType::kBF16);
   ASSERT_EQ(held.flat().nbytes() * 2, widened.flat().nbytes());
-  const LoraAdapters adapters = random_adapters(cfg, 5);
+  const LoraAdapters adapters = random_lora_adapters(cfg, small_lora_config(), 5);
   const PackedBatch batch = two_sequences(cfg);
   for (const DType compute : {DType::kF32, DType::kBF16}) {
     const Transformer model(cfg, test_numerics(compute, /*batch_invariant=*/true));

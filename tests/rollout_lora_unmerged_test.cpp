@@ -13,6 +13,7 @@
 #include "model/lora_unmerged.h"
 #include "rollout/engine.h"
 #include "tests/host_context.h"
+#include "tests/lora_test_support.h"
 #include "tests/test_models.h"
 
 namespace rlcpp {
@@ -20,20 +21,9 @@ namespace {
 
 using testing::host;
 
-// Adapters on every Linear layer, A as PEFT draws it and B random of size `b_scale` (PEFT's zero B would leave
-// the merged model the base).
+// Adapters on every Linear layer, A as PEFT draws it and B random of size `b_scale`.
 LoraAdapters random_adapters(const ModelConfig& cfg, float b_scale, uint64_t seed) {
-  LoraConfig lc;
-  lc.rank = 4;
-  lc.alpha = 8;
-  LoraAdapters a(cfg, lc);
-  a.init(seed);
-  PhiloxStream rng(seed, 7);
-  for (const LoraTarget& t : a.targets()) {
-    float* b = a.weights().flat().data<float>() + t.b;
-    for (int64_t k = 0; k < t.out * lc.rank; ++k) b[k] = b_scale * rng.normal();
-  }
-  return a;
+  return random_lora_adapters(cfg, small_lora_config(), seed, b_scale);
 }
 
 Request sampling_request(const ModelConfig& cfg, int64_t prompts) {

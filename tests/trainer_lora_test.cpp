@@ -24,6 +24,7 @@
 #include "model/transformer.h"
 #include "tests/error_test_support.h"
 #include "tests/host_context.h"
+#include "tests/lora_test_support.h"
 #include "tests/python_env.h"
 #include "tests/test_models.h"
 #include "tests/trainer_test_support.h"
@@ -46,19 +47,6 @@ fs::path fresh_dir(const std::string& name) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
-}
-
-// Adapters with A drawn as PEFT draws it and B random too (PEFT starts B at zero, which would leave A's gradient
-// zero and the merged model equal to the base: nothing tested).
-LoraAdapters random_adapters(const ModelConfig& cfg, const LoraConfig& lc, uint64_t seed) {
-  LoraAdapters a(cfg, lc);
-  a.init(seed);
-  PhiloxStream rng(seed, 7);
-  for (const LoraTarget& t : a.targets()) {
-    float* b = a.weights().flat().data<float>() + t.b;
-    for (int64_t k = 0; k < t.out * lc.rank; ++k) b[k] = 0.05f * rng.normal();
-  }
-  return a;
 }
 
 struct Case {
@@ -123,7 +111,7 @@ TEST_P(LoraGolden, ForwardAdapterGradientsAndAdamWMatchPyTorchUnmerged) {
   lc.rank = 4;
   lc.alpha = 8;
   lc.targets = c.targets;
-  LoraAdapters adapters = random_adapters(cfg, lc, 5);
+  LoraAdapters adapters = random_lora_adapters(cfg, lc, 5);
   const fs::path dir = fresh_dir(c.family);
   save_model_checkpoint((dir / "base").string(), base);
   adapters.save_peft((dir / "adapter").string(), "base");
@@ -223,7 +211,7 @@ TEST(Lora, DropoutMatchesPyTorchGivenTheSameMasks) {
   lc.rank = 4;
   lc.alpha = 8;
   lc.dropout = 0.3;
-  LoraAdapters adapters = random_adapters(cfg, lc, 5);
+  LoraAdapters adapters = random_lora_adapters(cfg, lc, 5);
   const fs::path dir = fresh_dir("dropout");
   save_model_checkpoint((dir / "base").string(), base);
   adapters.save_peft((dir / "adapter").string(), "base");
@@ -263,7 +251,7 @@ TEST(Lora, DropoutMatchesPyTorchGivenTheSameMasks) {
   const Transformer model(cfg);
   const std::vector<PackedBatch> micro = golden_micro_batches();
   auto one_step = [&](const LoraConfig& config, std::vector<float>* logits) {
-    LoraAdapters a = random_adapters(cfg, config, 5);
+    LoraAdapters a = random_lora_adapters(cfg, config, 5);
     ParameterStore merged = base.clone();
     a.merge(host(), base, merged);
     const MicroLossFn sft = sft_loss(micro, scored, logits, std::numeric_limits<int64_t>::max());
@@ -328,7 +316,7 @@ TEST(Lora, MergeStartsAtTheBaseAndIsAnFmaChainOverTheRank) {
   a.merge(host(), base, merged);  // B = 0: the base, bit for bit
   EXPECT_EQ(0, std::memcmp(base.flat().data<float>(), merged.flat().data<float>(),
                            static_cast<size_t>(base.numel()) * sizeof(float)));
-  LoraAdapters b = random_adapters(cfg, lc, 9);
+  LoraAdapters b = random_lora_adapters(cfg, lc, 9);
   b.merge(host(), base, merged);
   const float s = lc.scale();
   int64_t changed = 0;
@@ -392,7 +380,7 @@ TEST(Lora, ABf16BaseMergesAsTheFp32BaseOfItsValuesAndStartsTheRunAtIt) {
   a.merge(host(), base, from_bf16);
   EXPECT_EQ(0, std::memcmp(from_bf16.flat().data<float>(), policy.flat().data<float>(),
                            static_cast<size_t>(policy.numel()) * sizeof(float)));
-  LoraAdapters b = random_adapters(cfg, lc, 7);
+  LoraAdapters b = random_lora_adapters(cfg, lc, 7);
   ParameterStore from_fp32 = ParameterStore::allocate(cfg, host());
   b.merge(host(), base, from_bf16);
   b.merge(host(), same_in_fp32, from_fp32);
@@ -410,7 +398,7 @@ TEST(Lora, PeftOpensRlcppAdaptersAndRlcppOpensPeftsWithTheSameLogits) {
   LoraConfig lc;
   lc.rank = 4;
   lc.alpha = 16;
-  const LoraAdapters ours = random_adapters(cfg, lc, 13);
+  const LoraAdapters ours = random_lora_adapters(cfg, lc, 13);
   const fs::path dir = fresh_dir("peft");
   save_model_checkpoint((dir / "base").string(), base);
   ours.save_peft((dir / "ours").string(), (dir / "base").string());
