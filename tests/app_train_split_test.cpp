@@ -140,7 +140,7 @@ TEST(TrainSplit, LoraRunSyncsItsAdaptersAloneAndEqualsTheColocatedOne) {
 // rollout.lora_merge false: each worker keeps the frozen base as prepared and applies every version's adapters
 // unmerged (model/lora_unmerged.h), as the colocated engine does: on two workers the run equals the colocated one
 // bit for bit (synchronous, and async with the backend's snapshot of the adapters), the probe (the engine against the unmerged forward) reads 0, and the merged trainer's log-probs
-// differ from the engine's by rounding alone (mismatch/*).
+// differ from the engine's by rounding alone (mismatch/*). With the base held in bf16 too.
 TEST(TrainSplit, AnUnmergedLoraRunOnWorkersEqualsTheColocatedOne) {
   const fs::path root = fs::temp_directory_path() / "rlcpp_split_lora_unmerged_test";
   fs::remove_all(root);
@@ -160,6 +160,13 @@ TEST(TrainSplit, AnUnmergedLoraRunOnWorkersEqualsTheColocatedOne) {
     EXPECT_GT(mismatch, 0.0) << "the merged trainer and the unmerged engine sum in other orders";
     EXPECT_LT(mismatch, 1e-4) << "fp32 rounding of the same policy summed in two orders";
   }
+  // The base held in bf16 (the colocated engine reads it as held, the workers its values from the run's
+  // checkpoints/reference), with dropout in the update and a KL term whose reference is that base: the same bits.
+  c.trainer.lora.base_dtype = "bf16";
+  c.trainer.lora.dropout = 0.1;
+  c.algorithm.policy_loss.kl_coef = 0.1;
+  for (const Json& m : colocated_and_split_agree(c, root / "bf16_base", 0))
+    EXPECT_EQ(m["probe/max_abs_dlogp"].get<double>(), 0.0) << "bf16 base";
   fs::remove_all(root);
 }
 
